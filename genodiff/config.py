@@ -1,0 +1,236 @@
+"""Experiment configs: Hydra compose API over ``configs/*.yaml``, overrides, and validation.
+
+An experiment file (``configs/hg38.yaml``) picks one entry of each group (``model/``,
+``objective/``, ``data/``, ``trainer/``) in its defaults list and sets the rest. Every key is
+checked before anything is built: the ``model``, ``objective`` and ``data`` sections against
+the keyword arguments of the registered class they name, ``trainer`` against
+``lightning.Trainer``, the others against the dataclasses below. A misspelt key fails at once
+with the valid keys listed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+
+from genodiff import registry
+
+GROUPS = ("model", "objective", "data", "trainer")
+# Trainer arguments genodiff sets itself (from output_dir and the sections below).
+TRAINER_RESERVED = ("logger", "callbacks", "default_root_dir", "plugins", "enable_checkpointing")
+
+
+class ConfigError(ValueError):
+    """A config key or value that cannot be used; the message says what to change."""
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warm-up then cosine decay to ``min_lr_ratio * lr``."""
+
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    warmup_fraction: float = 0.1  # of trainer.max_steps
+    min_lr_ratio: float = 0.1
+
+
+@dataclass
+class EMAConfig:
+    """Exponential moving average of the weights, used for validation and sampling."""
+
+    decay: float = 0.9999
+    # decay_k = min(decay, (1 + k) / (10 + k)) at update k: short runs get a usable average.
+    warmup: bool = False
+
+
+@dataclass
+class SamplesConfig:
+    """Sequences written as FASTA to ``output_dir/samples.fa`` when training ends."""
+
+    num_samples: int = 0
+    length: int = 1024
+    steps: int = 256
+    seed: int = 0
+    batch_size: int = 16
+
+
+@dataclass
+class RunConfig:
+    """Top-level keys; ``model``/``objective``/``data``/``trainer`` are free-form sections."""
+
+    name: str = "genodiff"
+    seed: int = 0
+    output_dir: str = "outputs/${name}"
+    ckpt_path: str | None = None  # resume from this Lightning checkpoint ("last" for the latest)
+    model: dict = field(default_factory=dict)
+    objective: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    trainer: dict = field(default_factory=dict)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    ema: EMAConfig = field(default_factory=EMAConfig)
+    samples: SamplesConfig = field(default_factory=SamplesConfig)
+
+
+def _signature_keys(fn: Any, drop: tuple[str, ...] = ()) -> list[str]:
+    params = inspect.signature(fn).parameters.values()
+    return [
+        p.name
+        for p in params
+        if p.name not in ("self", *drop) and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+
+
+def _dataclass_keys(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def section_keys(cfg: DictConfig, section: str) -> list[str]:
+    """The keys ``section`` accepts, given the class it names (for model/objective/data)."""
+    if section == "trainer":
+        return _signature_keys(lightning.Trainer.__init__, drop=TRAINER_RESERVED)
+    if section in ("model", "objective", "data"):
+        kind = "backbone" if section == "model" else section
+        name = OmegaConf.select(cfg, f"{section}.name")
+        if name is None:
+            raise ConfigError(f"'{section}.name' is missing: say which {kind} to use")
+        try:
+            cls = registry.get(kind, name)
+        except KeyError as err:
+            raise ConfigError(f"{section}.name={name!r}: {err.args[0]}") from None
+        return ["name", *_signature_keys(cls.__init__)]
+    schema = {"optim": OptimConfig, "ema": EMAConfig, "samples": SamplesConfig}[section]
+    return _dataclass_keys(schema)
+
+
+def _valid_keys_for(cfg: DictConfig, dotted: str) -> list[str] | None:
+    """Valid keys at the level of ``dotted`` (None when that level is free-form, e.g. ssm_cfg)."""
+    parts = dotted.split(".")
+    if len(parts) == 1:
+        return _dataclass_keys(RunConfig)
+    if len(parts) == 2 and parts[0] in _dataclass_keys(RunConfig):
+        return section_keys(cfg, parts[0])
+    return None
+
+
+def _unknown_key_error(dotted: str, valid: list[str]) -> ConfigError:
+    return ConfigError(
+        f"unknown config key '{dotted}'. Valid keys here: {', '.join(sorted(valid))}"
+    )
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise ConfigError for any key that no section accepts."""
+    top = _dataclass_keys(RunConfig)
+    for key in cfg:
+        if key not in top:
+            raise _unknown_key_error(str(key), top)
+    for section in ("model", "objective", "data", "trainer", "optim", "ema", "samples"):
+        value = cfg.get(section)
+        if value is None:
+            continue
+        if not isinstance(value, DictConfig):
+            raise ConfigError(f"'{section}' must be a mapping, got {value!r}")
+        valid = section_keys(cfg, section)
+        for key in value:
+            if key not in valid:
+                raise _unknown_key_error(f"{section}.{key}", valid)
+
+
+_ASSIGNMENT = re.compile(r"^(?P<key>[A-Za-z_][\w.]*)=(?P<value>.*)$", re.S)
+
+
+def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
+    groups, values = [], []
+    for override in overrides:
+        match = _ASSIGNMENT.match(override)
+        if match and match["key"] in GROUPS and "." not in match["key"]:
+            groups.append(override)
+        else:
+            values.append(override)
+    return groups, values
+
+
+def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(config_file.parent), version_base=None):
+        try:
+            return compose(config_name=config_file.stem, overrides=overrides)
+        except HydraException as err:
+            raise ConfigError(f"{config_file}: {err}") from None
+
+
+def _with_additions(base: DictConfig, overrides: list[str]) -> list[str]:
+    """Turn ``trainer.max_steps=5`` into ``+trainer.max_steps=5`` when the YAML lacks the key
+    but the section accepts it; reject keys that no section accepts."""
+    resolved = []
+    for override in overrides:
+        match = _ASSIGNMENT.match(override)
+        if match is None:  # '+key=', '~key', '++key=' etc: Hydra's own syntax, checked later
+            resolved.append(override)
+            continue
+        key = match["key"]
+        if OmegaConf.select(base, key, default="__missing__") != "__missing__":
+            resolved.append(override)
+            continue
+        valid = _valid_keys_for(base, key)
+        leaf = key.split(".")[-1]
+        if valid is not None and leaf not in valid:
+            raise _unknown_key_error(key, valid)
+        resolved.append("+" + override)
+    return resolved
+
+
+def resolve_config_path(config: str | Path) -> Path:
+    """A path to a YAML file, or a bare experiment name looked up in ./configs."""
+    path = Path(config)
+    candidates = [path, path.with_suffix(".yaml"), Path("configs") / path.with_suffix(".yaml")]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    raise ConfigError(
+        f"config file {str(config)!r} not found (looked at {', '.join(map(str, candidates))}); "
+        "pass a path such as configs/demo.yaml"
+    )
+
+
+def project_root(config_file: Path) -> Path:
+    """The folder relative data paths are resolved against: the parent of ``configs/``."""
+    return config_file.parent.parent if config_file.parent.name == "configs" else Path.cwd()
+
+
+def resolve_path(path: str, root: Path) -> str:
+    """``path`` as given if it exists from the working directory, else relative to ``root``."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute() or candidate.exists():
+        return str(candidate.resolve())
+    return str((root / candidate).resolve())
+
+
+def load_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:
+    """Compose ``config`` with Hydra-style ``overrides``, validate it, resolve data paths."""
+    config_file = resolve_config_path(config)
+    group_overrides, value_overrides = _split_overrides(list(overrides or []))
+    base = _compose(config_file, group_overrides)
+    cfg = _compose(config_file, group_overrides + _with_additions(base, value_overrides))
+    OmegaConf.set_struct(cfg, False)
+    defaults = OmegaConf.structured(RunConfig)
+    cfg = OmegaConf.merge(
+        {k: v for k, v in OmegaConf.to_container(defaults).items() if k not in GROUPS}, cfg
+    )
+    validate(cfg)
+    root = project_root(config_file)
+    for key in ("fasta", "bed", "cache_dir"):
+        if cfg.data.get(key):
+            cfg.data[key] = resolve_path(cfg.data[key], root)
+    OmegaConf.resolve(cfg)
+    return cfg

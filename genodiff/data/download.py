@@ -1,0 +1,231 @@
+"""Resumable downloads (stdlib urllib) and ``prepare_hg38``, behind ``genodiff data hg38``.
+
+A download goes to ``<name>.part``; an interrupted one resumes from there with an HTTP
+``Range`` request (a server that answers 200 instead of 206 restarts it from byte 0). The
+size is checked against the server's Content-Length / Content-Range total, and only a
+complete, verified file is renamed to its final name, so a failure never leaves a partial
+file under the final name. Files already in place are skipped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from genodiff.data.genome import Genome
+from genodiff.data.hg38 import read_bed
+
+HG38_FASTA_URL = "https://storage.googleapis.com/basenji_barnyard2/hg38.ml.fa.gz"
+HG38_BED_URL = "https://storage.googleapis.com/basenji_barnyard2/sequences_human.bed"
+HG38_FASTA_NAME = "hg38.ml.fa"
+HG38_BED_NAME = "human-sequences.bed"
+
+Log = Callable[[str], None]
+_CHUNK = 1 << 20
+
+
+class DownloadError(OSError):
+    """A transfer that could not be completed (the ``.part`` file is kept for resuming)."""
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+class _Progress:
+    """Logs ``name: done / total (pct)`` at most every ``every`` seconds, and at the end."""
+
+    def __init__(self, name: str, total: int | None, log: Log, every: float = 5.0) -> None:
+        self.name, self.total, self.log, self.every = name, total, log, every
+        self.last = 0.0
+
+    def __call__(self, done: int, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self.last < self.every:
+            return
+        self.last = now
+        if self.total:
+            self.log(
+                f"  {self.name}: {_human(done)} / {_human(self.total)} "
+                f"({100 * done / self.total:.1f}%)"
+            )
+        else:
+            self.log(f"  {self.name}: {_human(done)}")
+
+
+def _open_range(
+    url: str, offset: int, timeout: float
+) -> tuple[http.client.HTTPResponse | None, int]:
+    """Response for ``url`` from byte ``offset`` and the offset it really starts at.
+
+    The response is None when the range is empty because ``offset`` is the full size.
+    """
+    request = urllib.request.Request(url, headers={"User-Agent": "genodiff"})
+    if offset:
+        request.add_header("Range", f"bytes={offset}-")
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as err:
+        err.close()
+        if err.code == 416 and offset:  # the range starts at or past the end of the file
+            if err.headers.get("Content-Range", "") == f"bytes */{offset}":
+                return None, offset
+            return _open_range(url, 0, timeout)
+        raise DownloadError(f"GET {url} failed: HTTP {err.code} {err.reason}") from None
+    except urllib.error.URLError as err:
+        raise DownloadError(f"cannot reach {url}: {err.reason}") from None
+    if offset and response.status == 206:
+        match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
+        if match and int(match.group(1)) == offset:
+            return response, offset
+    return response, 0  # 200: the server sent the whole file
+
+
+def _total_size(response: http.client.HTTPResponse) -> int | None:
+    """Full size of the remote file, from Content-Range (206) or Content-Length (200)."""
+    match = re.match(r"bytes \d+-\d+/(\d+)", response.headers.get("Content-Range", ""))
+    if match:
+        return int(match.group(1))
+    length = response.headers.get("Content-Length")
+    return int(length) if length is not None and response.status == 200 else None
+
+
+def download(
+    url: str,
+    dest: str | os.PathLike,
+    log: Log = print,
+    check: Callable[[Path], object] | None = None,
+    retries: int = 5,
+    timeout: float = 60.0,
+) -> Path:
+    """Download ``url`` to ``dest`` via ``dest.part``, resuming after an interruption.
+
+    ``check(part_path)`` may reject the complete file by raising; the part is then deleted.
+    """
+    dest = Path(dest)
+    part = dest.with_name(dest.name + ".part")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    done = part.stat().st_size if part.exists() else 0
+    total = None
+    for attempt in range(retries + 1):
+        response, start = _open_range(url, done, timeout)
+        if response is None:
+            total = done
+            break
+        with response:
+            total = _total_size(response)
+            if start != done:
+                log(f"  {dest.name}: the server does not resume; starting again from byte 0")
+            elif done:
+                log(f"  {dest.name}: resuming at {_human(done)}")
+            done = start
+            progress = _Progress(dest.name, total, log)
+            try:
+                with open(part, "r+b" if start else "wb") as fh:
+                    fh.seek(start)
+                    fh.truncate()
+                    while chunk := response.read(_CHUNK):
+                        fh.write(chunk)
+                        done += len(chunk)
+                        progress(done)
+            except (OSError, http.client.HTTPException) as err:
+                done = part.stat().st_size
+                log(f"  {dest.name}: transfer interrupted at {_human(done)} ({err!r})")
+                continue
+        if total is None or done == total:
+            break
+        if done > total:
+            part.unlink()
+            raise DownloadError(
+                f"{url}: received {done} bytes but the server announced {total}; "
+                "deleted the partial file, run again to restart"
+            )
+        log(f"  {dest.name}: connection closed at {done} of {total} bytes (attempt {attempt + 1})")
+    else:
+        raise DownloadError(
+            f"{url}: incomplete after {retries + 1} attempts ({done} of {total} bytes); "
+            f"run again to resume from {part}"
+        )
+    _Progress(dest.name, total, log)(done, final=True)
+    if total is None:
+        log(f"  {dest.name}: the server announced no size, so it could not be verified")
+    if check is not None:
+        try:
+            check(part)
+        except Exception:
+            part.unlink()
+            raise
+    os.replace(part, dest)
+    return dest
+
+
+def gunzip(src: str | os.PathLike, dest: str | os.PathLike, log: Log = print) -> Path:
+    """Decompress ``src`` to ``dest`` through a temporary file and an atomic rename."""
+    src, dest = Path(src), Path(dest)
+    tmp = dest.with_name(dest.name + ".tmp")
+    progress = _Progress(f"{dest.name} (decompressing)", None, log)
+    try:
+        with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+            while chunk := fin.read(_CHUNK):
+                fout.write(chunk)
+                progress(fout.tell())
+    except (OSError, EOFError) as err:
+        tmp.unlink(missing_ok=True)
+        raise DownloadError(f"cannot decompress {src}: {err}; delete it and run again") from None
+    os.replace(tmp, dest)
+    return dest
+
+
+def prepare_hg38(
+    dest: str | os.PathLike,
+    fasta_url: str = HG38_FASTA_URL,
+    bed_url: str = HG38_BED_URL,
+    log: Log = print,
+) -> dict[str, Path]:
+    """Fetch hg38 to ``dest/hg38.ml.fa`` (gunzipped, indexed) and ``dest/human-sequences.bed``.
+
+    Returns ``{"fasta": path, "bed": path}``. Safe to run again: finished files are skipped
+    and an interrupted download resumes.
+    """
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    bed = dest / HG38_BED_NAME
+    if bed.exists():
+        log(f"{bed}: already present")
+    else:
+        log(f"downloading {bed_url} -> {bed}")
+        download(bed_url, bed, log=log, check=read_bed)
+    rows = read_bed(bed)
+    counts = {split: sum(r.split == split for r in rows) for split in ("train", "valid", "test")}
+    log(f"{bed}: {len(rows)} rows ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+
+    fasta = dest / HG38_FASTA_NAME
+    if fasta.exists():
+        log(f"{fasta}: already present")
+    else:
+        gz = dest / f"{HG38_FASTA_NAME}.gz"
+        if gz.exists():
+            log(f"{gz}: already downloaded")
+        else:
+            log(f"downloading {fasta_url} -> {gz}")
+            download(fasta_url, gz, log=log)
+        log(f"decompressing {gz} -> {fasta}")
+        gunzip(gz, fasta, log=log)
+        gz.unlink()
+        log(f"removed {gz}")
+    log(f"indexing {fasta} (first time only)")
+    genome = Genome(fasta)
+    log(f"{fasta}: {len(genome.lengths)} sequences, {sum(genome.lengths.values()):,} bp")
+    genome.close()
+    return {"fasta": fasta, "bed": bed}

@@ -1,0 +1,141 @@
+"""hg38 windows from the Basenji BED splits, as Caduceus builds them.
+
+Matched reference: kuleshov-group/caduceus ``src/dataloaders/datasets/hg38_dataset.py``
+(``HG38Dataset`` + ``FastaInterval``; the HyenaDNA dataset is the same). For each BED row of
+the split, in file order:
+
+- the row is extended to ``2**20`` bp: ``end = start + 2**20`` (the BED ``end`` is ignored);
+- it is tiled into ``2**20 // max_length`` windows ``[start + i*L, start + (i+1)*L)``
+  (``max_length`` must divide ``2**20``, i.e. be a power of two up to ``2**20``);
+- a window ending past the chromosome end is shifted back to ``[chrom_len - L, chrom_len)``
+  (a window starting before 0 would be shifted to ``[0, L)``). As in the reference, every
+  window of a row that overflows lands on that same last window, so duplicates are kept.
+
+Item ``i`` is window ``i % shifts`` of row ``i // shifts``. Same N policy as the reference
+(N -> ``[PAD]``, no window is dropped). Differences, on purpose: ``add_eos`` keeps the item
+length at ``max_length`` (``max_length - 1`` bases + ``[SEP]``; the reference appends
+``[SEP]`` and then cuts one token for next-token targets), reverse-complement augmentation is
+applied only to the train split (the reference applies ``rc_aug`` to every split) with
+reproducible coins, and a chromosome shorter than ``max_length`` is an error (the reference
+would produce a negative start).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from genodiff.data.genome import Genome
+from genodiff.data.windows import SPLITS, GenomeWindowDataset, Window
+
+MAX_ALLOWED_LENGTH = 2**20  # every BED row is extended to this many bases
+
+
+class BedRow(NamedTuple):
+    chrom: str
+    start: int
+    end: int
+    split: str
+
+
+def read_bed(path: str | os.PathLike) -> list[BedRow]:
+    """Rows of a 4-column split BED (chrom, start, end, split in train/valid/test)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"BED file not found: {path}")
+    rows = []
+    with open(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip() or line.startswith(("#", "track", "browser")):
+                continue
+            fields = line.split()
+            where = f"{path}, line {lineno}"
+            if len(fields) != 4:
+                raise ValueError(
+                    f"{where}: expected 4 columns (chrom, start, end, split), got {len(fields)}"
+                )
+            chrom, start, end, split = fields
+            if not (start.isdigit() and end.isdigit()) or int(start) >= int(end):
+                raise ValueError(f"{where}: start/end must be integers with start < end")
+            if split not in SPLITS:
+                raise ValueError(f"{where}: split must be one of {SPLITS}, got {split!r}")
+            rows.append(BedRow(chrom, int(start), int(end), split))
+    if not rows:
+        raise ValueError(f"{path} holds no BED rows")
+    return rows
+
+
+def _check_max_length(max_length: int) -> int:
+    if not 2 <= max_length <= MAX_ALLOWED_LENGTH or MAX_ALLOWED_LENGTH % max_length:
+        raise ValueError(
+            f"max_length must be a power of two between 2 and 2**20 (it must divide 2**20, "
+            f"the extended BED row), got {max_length}"
+        )
+    return MAX_ALLOWED_LENGTH // max_length
+
+
+def _window(chrom: str, row_start: int, chrom_len: int, max_length: int, shift: int) -> Window:
+    if chrom_len < max_length:
+        raise ValueError(f"chromosome {chrom!r} ({chrom_len} bp) is shorter than max_length")
+    start = row_start + shift * max_length
+    end = start + max_length
+    if end > chrom_len:
+        start, end = chrom_len - max_length, chrom_len
+    if start < 0:
+        start, end = 0, max_length
+    return chrom, start, end
+
+
+def hg38_windows(
+    rows: Iterable[BedRow], chrom_lengths: Mapping[str, int], max_length: int
+) -> list[Window]:
+    """All windows of ``rows``, in dataset order (see the module docstring)."""
+    shifts = _check_max_length(max_length)
+    return [
+        _window(row.chrom, row.start, chrom_lengths[row.chrom], max_length, shift)
+        for row in rows
+        for shift in range(shifts)
+    ]
+
+
+class Hg38Dataset(GenomeWindowDataset):
+    """``split``'s windows of the BED rows; windows are computed on the fly (hg38 has ~35 M)."""
+
+    def __init__(
+        self,
+        fasta: str | os.PathLike,
+        bed: str | os.PathLike,
+        split: str,
+        max_length: int = 1024,
+        rc_aug: bool = False,
+        add_eos: bool = False,
+        seed: int = 0,
+        cache_dir: str | os.PathLike | None = None,
+        limit_windows: int | None = None,
+    ) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        self.shifts = _check_max_length(max_length)
+        rows = [row for row in read_bed(bed) if row.split == split]
+        genome = Genome(fasta, cache_dir=cache_dir)
+        super().__init__(genome, max_length, rc_aug, add_eos, seed)
+        for chrom in {row.chrom for row in rows}:
+            if genome.length(chrom) < max_length:  # also raises KeyError for unknown names
+                raise ValueError(f"chromosome {chrom!r} is shorter than max_length {max_length}")
+        self._row_chrom = [row.chrom for row in rows]
+        self._row_start = np.array([row.start for row in rows], dtype=np.int64)
+        total = len(rows) * self.shifts
+        self._len = total if limit_windows is None else min(total, limit_windows)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def window(self, index: int) -> Window:
+        row, shift = divmod(index, self.shifts)
+        chrom = self._row_chrom[row]
+        start = int(self._row_start[row])
+        return _window(chrom, start, self.genome.lengths[chrom], self.max_length, shift)

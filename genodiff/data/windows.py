@@ -1,0 +1,158 @@
+"""Fixed-length genome windows as a torch Dataset, and the split-by-region windowing of a FASTA.
+
+A window is ``(chrom, start, end)`` with ``end - start == max_length`` (0-based, half open).
+Every item is ``{"input_ids": LongTensor[max_length]}``: N (and IUPAC ambiguity codes)
+become ``[PAD]``, which the loss ignores. With ``add_eos`` the item is the first
+``max_length - 1`` bases of the window followed by ``[SEP]``, so every item keeps length
+``max_length`` and windows stay where they would be without EOS. Reverse-complement
+augmentation flips a coin per item from an RNG seeded by ``(seed, epoch, index)``, so a run
+is reproducible whatever the worker count; call ``set_epoch`` to get fresh coins each epoch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from genodiff.data.genome import Genome
+from genodiff.tokenizers import DNATokenizer
+
+SPLITS = ("train", "valid", "test")
+Window = tuple[str, int, int]
+_TOKENIZER = DNATokenizer()
+
+
+class GenomeWindowDataset(Dataset):
+    """Base class: items ``{"input_ids": LongTensor[max_length]}`` read from ``genome``.
+
+    Subclasses say where item ``index`` lies through ``window(index)`` and ``__len__``.
+    """
+
+    def __init__(
+        self, genome: Genome, max_length: int, rc_aug: bool, add_eos: bool, seed: int
+    ) -> None:
+        if max_length < 2:
+            raise ValueError(f"max_length must be at least 2, got {max_length}")
+        self.genome = genome
+        self.max_length = max_length
+        self.rc_aug = rc_aug
+        self.add_eos = add_eos
+        self.seed = seed
+        self.epoch = 0
+        self.tokenizer = _TOKENIZER
+
+    def window(self, index: int) -> Window:
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw new reverse-complement coins for ``epoch`` (items stay deterministic)."""
+        self.epoch = epoch
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} windows")
+        tok = self.tokenizer
+        chrom, start, end = self.window(index)
+        ids = tok.encode_array(self.genome.fetch(chrom, start, end - int(self.add_eos)))
+        ids[ids == tok.n_id] = tok.pad_id
+        if self.rc_aug and np.random.default_rng((self.seed, self.epoch, index)).random() < 0.5:
+            ids = tok.reverse_complement_ids(ids)
+        if self.add_eos:
+            ids = np.append(ids, tok.eos_id)
+        return {"input_ids": torch.from_numpy(np.ascontiguousarray(ids))}  # [max_length]
+
+
+def split_bounds(length: int, split_fractions: Sequence[float], split: str) -> tuple[int, int]:
+    """``[start, end)`` of ``split``'s region in a record of ``length`` bases.
+
+    The record is cut into consecutive regions train | valid | test whose sizes follow
+    ``split_fractions`` (boundaries rounded down).
+    """
+    fractions = tuple(float(f) for f in split_fractions)
+    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
+        raise ValueError(
+            f"split_fractions must be 3 non-negative numbers (train, valid, test) summing to 1, "
+            f"got {tuple(split_fractions)}"
+        )
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    cuts = [0, int(length * fractions[0]), int(length * (fractions[0] + fractions[1])), length]
+    i = SPLITS.index(split)
+    return cuts[i], cuts[i + 1]
+
+
+def _n_fractions(genome: Genome, chrom: str, starts: np.ndarray, max_length: int) -> np.ndarray:
+    """Fraction of N (or IUPAC-ambiguous) bases in each window ``[s, s + max_length)``."""
+    tok = _TOKENIZER
+    out = np.empty(len(starts))
+    per_chunk = max(1, (8 << 20) // max_length)  # read about 8 Mb at a time
+    for i in range(0, len(starts), per_chunk):
+        chunk = starts[i : i + per_chunk]
+        first, last = int(chunk[0]), int(chunk[-1]) + max_length
+        ids = tok.encode_array(genome.fetch(chrom, first, last))
+        n_before = np.concatenate([[0], np.cumsum(ids == tok.n_id)])  # [chunk bases + 1]
+        offsets = chunk - first
+        out[i : i + len(chunk)] = (n_before[offsets + max_length] - n_before[offsets]) / max_length
+    return out
+
+
+def fasta_split_windows(
+    genome: Genome,
+    split: str,
+    max_length: int,
+    split_fractions: Sequence[float] = (0.8, 0.1, 0.1),
+    max_n_fraction: float = 0.5,
+) -> list[Window]:
+    """Non-overlapping windows tiling ``split``'s region of every record, in file order.
+
+    The tail of a region shorter than ``max_length`` is dropped (so no base is counted twice
+    and regions of different splits never overlap); a window whose N fraction exceeds
+    ``max_n_fraction`` is dropped.
+    """
+    if max_length < 1:
+        raise ValueError(f"max_length must be positive, got {max_length}")
+    windows: list[Window] = []
+    for chrom, length in genome.lengths.items():
+        lo, hi = split_bounds(length, split_fractions, split)
+        starts = np.arange(lo, hi - max_length + 1, max_length)
+        if len(starts) == 0:
+            continue
+        keep = _n_fractions(genome, chrom, starts, max_length) <= max_n_fraction
+        windows += [(chrom, int(s), int(s) + max_length) for s in starts[keep]]
+    return windows
+
+
+class FastaWindowDataset(GenomeWindowDataset):
+    """Windows of any FASTA, split by region: see ``fasta_split_windows``."""
+
+    def __init__(
+        self,
+        fasta: str | os.PathLike,
+        split: str,
+        max_length: int = 1024,
+        split_fractions: Sequence[float] = (0.8, 0.1, 0.1),
+        max_n_fraction: float = 0.5,
+        rc_aug: bool = False,
+        add_eos: bool = False,
+        seed: int = 0,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> None:
+        genome = Genome(fasta, cache_dir=cache_dir)
+        super().__init__(genome, max_length, rc_aug, add_eos, seed)
+        windows = fasta_split_windows(genome, split, max_length, split_fractions, max_n_fraction)
+        # Arrays rather than a list of tuples: a whole genome has millions of windows.
+        self._chroms = genome.names
+        chrom_index = {name: i for i, name in enumerate(self._chroms)}
+        self._chrom_idx = np.array([chrom_index[w[0]] for w in windows], dtype=np.int32)
+        self._starts = np.array([w[1] for w in windows], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def window(self, index: int) -> Window:
+        start = int(self._starts[index])
+        return self._chroms[self._chrom_idx[index]], start, start + self.max_length

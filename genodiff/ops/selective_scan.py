@@ -1,0 +1,150 @@
+"""The Mamba selective scan with the semantics of mamba_ssm's ``selective_scan_fn``.
+
+CUDA tensors use the upstream kernel when ``mamba_ssm`` imports with its extension. Everything
+else runs a custom autograd function with a hand-written reverse-time backward: numba kernels
+on CPU (set ``GENODIFF_DISABLE_NUMBA=1`` to skip them), a sequential PyTorch loop otherwise.
+Both accumulate in float32 (float64 for float64 inputs) and never build (B, D, L, N) tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Callable
+from types import ModuleType
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from genodiff.ops import _scan_torch
+
+_numba_failed = False
+
+
+@functools.cache
+def _upstream_selective_scan() -> Callable | None:
+    try:
+        from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
+    except (ImportError, OSError):  # not installed, or installed without its CUDA extension
+        return None
+    return selective_scan_fn
+
+
+@functools.cache
+def _numba_kernels() -> ModuleType | None:
+    try:
+        from genodiff.ops import _scan_cpu
+    except (ImportError, OSError):
+        return None
+    return _scan_cpu
+
+
+def _run(name: str, *args):
+    """Call kernel ``name`` ("forward" / "backward") of the best backend for these tensors."""
+    global _numba_failed
+    use_numba = args[0].device.type == "cpu" and os.environ.get("GENODIFF_DISABLE_NUMBA") != "1"
+    kernels = _numba_kernels() if use_numba and not _numba_failed else None
+    if kernels is not None:
+        try:
+            return getattr(kernels, name)(*args)
+        except kernels.NumbaError as err:
+            warnings.warn(f"numba selective scan failed ({err}); using PyTorch", stacklevel=3)
+            _numba_failed = True
+    return getattr(_scan_torch, name)(*args)
+
+
+def _kernel_layout(X: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """B or C -> (Bb, G, Lb, N): (D, N) -> (1, D, 1, N); (B, N, L) -> (B, 1, L, N);
+    (B, G, N, L) -> (B, G, L, N)."""
+    if X.dim() == 2:
+        return X.to(dtype)[None, :, None, :].contiguous()
+    if X.dim() == 3:
+        X = X.unsqueeze(1)
+    return X.to(dtype).transpose(2, 3).contiguous()
+
+
+def _user_layout(dX: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    if X.dim() == 2:
+        return dX[0, :, 0].to(X.dtype)
+    dX = dX.transpose(2, 3)
+    return (dX.squeeze(1) if X.dim() == 3 else dX).to(X.dtype)
+
+
+def _kernel_args(u, delta, A, B, C, D, z, delta_bias):
+    dtype = torch.float64 if u.dtype == torch.float64 else torch.float32
+    n_channels = A.shape[0]
+
+    def dense(x):
+        return x.to(dtype).contiguous() if x is not None else None
+
+    zeros = u.new_zeros(n_channels, dtype=dtype)
+    return (
+        dense(u),
+        dense(delta),
+        dense(A),
+        _kernel_layout(B, dtype),
+        _kernel_layout(C, dtype),
+        dense(D) if D is not None else zeros,
+        dense(z),
+        dense(delta_bias) if delta_bias is not None else zeros,
+    )
+
+
+class _SelectiveScan(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, delta, A, B, C, D, z, delta_bias, delta_softplus):
+        args = _kernel_args(u, delta, A, B, C, D, z, delta_bias)
+        out, last = _run("forward", *args, delta_softplus)
+        ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias)
+        ctx.delta_softplus = delta_softplus
+        ctx.mark_non_differentiable(last)
+        return out.to(u.dtype), last
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout, _dlast):
+        u, delta, A, B, C, D, z, delta_bias = ctx.saved_tensors
+        args = _kernel_args(u, delta, A, B, C, D, z, delta_bias)
+        dout = dout.to(args[0].dtype).contiguous()
+        du, ddelta, dA, dB, dC, dD, dz, dbias = _run("backward", dout, *args, ctx.delta_softplus)
+        return (
+            du.to(u.dtype),
+            ddelta.to(delta.dtype),
+            dA.to(A.dtype),
+            _user_layout(dB, B),
+            _user_layout(dC, C),
+            dD.to(D.dtype) if D is not None else None,
+            dz.to(z.dtype) if z is not None else None,
+            dbias.to(delta_bias.dtype) if delta_bias is not None else None,
+            None,
+        )
+
+
+def selective_scan(
+    u: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None = None,
+    z: torch.Tensor | None = None,
+    delta_bias: torch.Tensor | None = None,
+    delta_softplus: bool = False,
+    return_last_state: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """y = selective scan of u (as ``mamba_ssm.ops.selective_scan_interface.selective_scan_fn``).
+
+    u, delta, z: (B, D, L); A: (D, N) real; B, C: (B, N, L), grouped (B, G, N, L) (channel d uses
+    group d // (D / G)), or constant (D, N); D, delta_bias: (D,).
+    delta <- softplus(delta + delta_bias) if delta_softplus; h_t = exp(delta_t A) h_{t-1} +
+    delta_t B_t u_t; y_t = <C_t, h_t> + D u_t; y *= silu(z). Returns y (B, D, L) in u's dtype,
+    and with return_last_state also h_L (B, D, N) in float32 (float64 for float64 u), which
+    carries no gradient (as upstream).
+    """
+    if A.is_complex():
+        raise ValueError("selective_scan supports real A only")
+    if u.is_cuda and (upstream := _upstream_selective_scan()) is not None:
+        return upstream(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
+    out, last = _SelectiveScan.apply(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
+    return (out, last) if return_last_state else out

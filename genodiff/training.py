@@ -1,0 +1,162 @@
+"""The LightningModule: backbone + objective + EMA + metrics + optimizer, and the Trainer setup."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor, nn
+from torch.optim.swa_utils import AveragedModel
+from torchmetrics import SumMetric
+
+from genodiff import registry
+from genodiff.config import EMAConfig, OptimConfig
+
+
+def build_backbone(model_cfg: dict[str, Any]) -> nn.Module:
+    kwargs = dict(model_cfg)
+    return registry.get("backbone", kwargs.pop("name"))(**kwargs)
+
+
+def build_objective(objective_cfg: dict[str, Any]) -> Any:
+    kwargs = dict(objective_cfg)
+    return registry.get("objective", kwargs.pop("name"))(**kwargs)
+
+
+def build_datamodule(data_cfg: dict[str, Any]) -> L.LightningDataModule:
+    kwargs = dict(data_cfg)
+    return registry.get("data", kwargs.pop("name"))(**kwargs)
+
+
+class EMA(AveragedModel):
+    """torch's AveragedModel with a constant decay, or min(decay, (1+k)/(10+k)) with warm-up."""
+
+    def __init__(self, model: nn.Module, decay: float, warmup: bool) -> None:
+        super().__init__(model, multi_avg_fn=self._average, use_buffers=True)
+        self.decay, self.warmup = decay, warmup
+        self.requires_grad_(False)
+
+    def _average(self, averaged: list[Tensor], current: list[Tensor], num_updates: Tensor) -> None:
+        k = int(num_updates)
+        decay = min(self.decay, (1 + k) / (10 + k)) if self.warmup else self.decay
+        for avg, cur in zip(averaged, current, strict=True):
+            avg.lerp_(cur, 1.0 - decay)
+
+
+class DiffusionLM(L.LightningModule):
+    """Trains ``backbone`` with ``objective``; validation and sampling use the EMA weights.
+
+    Logged metrics: ``train/nelbo`` and ``val/nelbo`` (nats per token), ``val/ppl``
+    (perplexity bound = exp of the mean per-token NELBO over all held-out tokens).
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__()
+        self.save_hyperparameters({"config": config})
+        self.config = config
+        self.backbone = build_backbone(config["model"])
+        self.objective = build_objective(config["objective"])
+        self.optim_cfg = OptimConfig(**config.get("optim", {}))
+        ema_cfg = EMAConfig(**config.get("ema", {}))
+        self.ema = EMA(self.backbone, ema_cfg.decay, ema_cfg.warmup) if ema_cfg.decay > 0 else None
+        self.val_nelbo, self.val_tokens = SumMetric(), SumMetric()
+
+    @property
+    def eval_backbone(self) -> nn.Module:
+        """The weights used for validation and sampling: the EMA copy when there is one."""
+        return self.ema.module if self.ema is not None else self.backbone
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        nelbo_sum, tokens = self.objective.loss(self.backbone, batch["input_ids"])
+        loss = nelbo_sum / tokens.clamp_min(1)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"training loss is {loss.item()} at step {self.global_step}; no checkpoint was "
+                "written for this step. Lower optim.lr, keep trainer.gradient_clip_val, or train "
+                "in fp32 (trainer.precision=32-true), then resume from the last checkpoint with "
+                "ckpt_path=last."
+            )
+        self.log("train/nelbo", loss, prog_bar=True)
+        return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.ema is not None:
+            self.ema.update_parameters(self.backbone)
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        for _ in range(self.objective.eval_t_samples):
+            nelbo_sum, tokens = self.objective.loss(self.eval_backbone, batch["input_ids"])
+            self.val_nelbo.update(nelbo_sum)
+            self.val_tokens.update(tokens)
+
+    def on_validation_epoch_end(self) -> None:
+        nelbo = self.val_nelbo.compute() / self.val_tokens.compute().clamp_min(1)
+        self.log("val/nelbo", nelbo, prog_bar=True)
+        self.log("val/ppl", torch.exp(nelbo), prog_bar=True)
+        self.val_nelbo.reset()
+        self.val_tokens.reset()
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        cfg = self.optim_cfg
+        params = [p for p in self.backbone.parameters() if p.requires_grad]
+        decay = [p for p in params if not getattr(p, "_no_weight_decay", False)]
+        no_decay = [p for p in params if getattr(p, "_no_weight_decay", False)]
+        optimizer = torch.optim.AdamW(
+            [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=cfg.lr,
+            betas=tuple(cfg.betas),
+            eps=cfg.eps,
+            weight_decay=cfg.weight_decay,
+        )
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warmup = int(cfg.warmup_fraction * total)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: cosine_with_warmup(step, warmup, total, cfg.min_lr_ratio)
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def cosine_with_warmup(step: int, warmup: int, total: int, min_ratio: float) -> float:
+    """LR multiplier: linear 0 -> 1 over ``warmup`` steps, then cosine 1 -> ``min_ratio``."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min((step - warmup) / max(total - warmup, 1), 1.0)
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """The ``trainer`` section with precision resolved: ``null`` = bf16 on GPU, fp32 on CPU."""
+    kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
+    if kwargs.get("precision") is None:
+        on_gpu = kwargs.get("accelerator", "auto") in ("auto", "gpu", "cuda")
+        on_gpu = on_gpu and torch.cuda.is_available()
+        kwargs["precision"] = "bf16-mixed" if on_gpu else "32-true"
+    return kwargs
+
+
+def build_trainer(cfg: DictConfig) -> L.Trainer:
+    out = Path(cfg.output_dir)
+    checkpoints = ModelCheckpoint(
+        dirpath=out / "checkpoints",
+        filename="best-step{step}",
+        auto_insert_metric_name=False,
+        monitor="val/nelbo",
+        mode="min",
+        save_last=True,
+    )
+    loggers = [
+        CSVLogger(out, name="logs", version=""),
+        TensorBoardLogger(out, name="tensorboard", version="", default_hp_metric=False),
+    ]
+    return L.Trainer(
+        default_root_dir=out,
+        logger=loggers,
+        callbacks=[checkpoints, LearningRateMonitor(logging_interval="step")],
+        **trainer_kwargs(cfg),
+    )

@@ -1,0 +1,136 @@
+"""End to end through the command line: train a few steps, sample, and the config errors."""
+
+import csv
+from pathlib import Path
+
+import pytest
+from Bio import SeqIO
+
+from genodiff import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = str(ROOT / "configs" / "demo.yaml")
+TINY = [
+    "model=caduceus_tiny",
+    "data.max_length=128",
+    "data.batch_size=4",
+    "data.eval_batch_size=8",
+    "trainer.max_steps=4",
+    "trainer.val_check_interval=2",
+    "trainer.limit_val_batches=2",
+    "trainer.enable_progress_bar=false",
+    "samples.num_samples=2",
+    "samples.length=64",
+    "samples.steps=8",
+]
+
+
+def read_metrics(run: Path) -> list[dict]:
+    with open(run / "logs" / "metrics.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    assert cli.main(["train", DEMO, *TINY, f"output_dir={out}"]) == 0
+    return out
+
+
+def test_train_writes_checkpoints_logs_and_samples(trained_run):
+    assert (trained_run / "checkpoints" / "last.ckpt").is_file()
+    assert list((trained_run / "checkpoints").glob("best-step*.ckpt"))
+    rows = read_metrics(trained_run)
+    val = [float(r["val/nelbo"]) for r in rows if r.get("val/nelbo")]
+    ppl = [float(r["val/ppl"]) for r in rows if r.get("val/ppl")]
+    assert len(val) == 2  # validation at steps 2 and 4
+    assert all(v > 0 for v in val)
+    assert ppl[-1] == pytest.approx(2.718281828 ** val[-1], rel=1e-5)
+    records = list(SeqIO.parse(trained_run / "samples.fa", "fasta"))
+    assert len(records) == 2
+    assert all(len(r.seq) == 64 and set(str(r.seq)) <= set("ACGTN") for r in records)
+
+
+def test_sample_command_is_seeded_and_traceable(trained_run, tmp_path):
+    ckpt = trained_run / "checkpoints" / "last.ckpt"
+    args = [
+        "sample",
+        "--checkpoint",
+        str(ckpt),
+        "--num-samples",
+        "3",
+        "--length",
+        "40",
+        "--steps",
+        "10",
+        "--seed",
+        "7",
+    ]
+    assert cli.main([*args, "--out", str(tmp_path / "a.fa")]) == 0
+    assert cli.main([*args, "--out", str(tmp_path / "b.fa")]) == 0
+    a = list(SeqIO.parse(tmp_path / "a.fa", "fasta"))
+    b = list(SeqIO.parse(tmp_path / "b.fa", "fasta"))
+    assert [str(r.seq) for r in a] == [str(r.seq) for r in b]
+    assert [r.id for r in a] == ["sample_0_seed7", "sample_1_seed7", "sample_2_seed7"]
+    assert f"checkpoint={ckpt}" in a[0].description and "steps=10" in a[0].description
+
+
+def test_resume_continues_from_last_checkpoint(trained_run, tmp_path):
+    ckpt = trained_run / "checkpoints" / "last.ckpt"
+    out = tmp_path / "resumed"
+    overrides = [o for o in TINY if not o.startswith("trainer.max_steps")]
+    args = [
+        "train",
+        DEMO,
+        *overrides,
+        "trainer.max_steps=6",
+        f"ckpt_path={ckpt}",
+        f"output_dir={out}",
+        "samples.num_samples=0",
+    ]
+    assert cli.main(args) == 0
+    rows = read_metrics(out)
+    steps = {int(r["step"]) for r in rows if r.get("val/nelbo")}
+    assert steps == {5}  # only the validation after the resumed steps 4..6
+
+
+def test_misspelt_key_lists_valid_keys(capsys, tmp_path):
+    code = cli.main(["train", DEMO, "trainer.max_stepz=3", f"output_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "trainer.max_stepz" in err and "max_steps" in err
+    code = cli.main(["train", DEMO, "model.d_modle=32", f"output_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "model.d_modle" in err and "d_model" in err
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_group_override_swaps_data(capsys, tmp_path, monkeypatch):
+    from genodiff.config import load_config
+
+    cfg = load_config(ROOT / "configs" / "hg38.yaml", ["data=demo", "trainer=cpu"])
+    assert cfg.data.name == "fasta" and cfg.data.fasta.endswith("chr22_20-21Mb.fa.gz")
+    assert cfg.trainer.accelerator == "cpu"
+    assert cfg.model.d_model == 118  # the experiment's own choices stay
+
+
+def test_missing_hg38_fails_before_model_setup(capsys, tmp_path, monkeypatch):
+    import genodiff.training
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was built before the data check")
+
+    monkeypatch.setattr(genodiff.training.DiffusionLM, "__init__", no_model)
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(
+        [
+            "train",
+            str(ROOT / "configs" / "hg38.yaml"),
+            f"data.fasta={tmp_path}/nohg38/hg38.ml.fa",
+            f"data.bed={tmp_path}/nohg38/human-sequences.bed",
+            f"output_dir={tmp_path / 'out'}",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "nohg38" in err and "genodiff data hg38" in err

@@ -1,0 +1,165 @@
+"""The hg38 downloader against a local HTTP server that supports Range requests."""
+
+import gzip
+import random
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from genodiff.data.download import DownloadError, download, prepare_hg38
+from genodiff.data.genome import Genome
+
+_RNG = random.Random(0)
+FASTA = "".join(
+    f">chr{i}\n" + "".join("".join(_RNG.choices("ACGT", k=60)) + "\n" for _ in range(50))
+    for i in (1, 2)
+).encode()  # 2 x 3000 bp, about 1.6 KB gzipped
+BED = b"chr1\t0\t100\ttrain\nchr1\t100\t200\tvalid\nchr2\t0\t100\ttest\n"
+
+
+class _Server:
+    """Serves ``files`` (path -> bytes). Behaviour knobs, per path:
+    ``truncate_once``: close the connection after that many body bytes on the first request;
+    ``truncate_always``: the same on every request; ``ignore_range``: always answer 200."""
+
+    def __init__(self, files):
+        self.files = files
+        self.truncate_once: dict[str, int] = {}
+        self.truncate_always: dict[str, int] = {}
+        self.ignore_range: set[str] = set()
+        self.requests: list[tuple[str, str | None]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                body = server.files.get(self.path)
+                rng = self.headers.get("Range")
+                server.requests.append((self.path, rng))
+                if body is None:
+                    self.send_error(404)
+                    return
+                start = 0
+                match = re.fullmatch(r"bytes=(\d+)-", rng or "")
+                if match and self.path not in server.ignore_range:
+                    start = int(match.group(1))
+                    if start >= len(body):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(body)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body) - start))
+                self.end_headers()
+                cut = server.truncate_once.pop(self.path, None)
+                cut = server.truncate_always.get(self.path, cut)
+                payload = body[start:] if cut is None else body[start : start + cut]
+                self.wfile.write(payload)
+                if cut is not None:
+                    self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def gd_server():
+    server = _Server({"/hg38.ml.fa.gz": gzip.compress(FASTA), "/seq.bed": BED})
+    yield server
+    server.close()
+
+
+def urls(server):
+    return {"fasta_url": f"{server.url}/hg38.ml.fa.gz", "bed_url": f"{server.url}/seq.bed"}
+
+
+def test_prepare_hg38_end_to_end_and_skip(gd_server, tmp_path):
+    logs = []
+    paths = prepare_hg38(tmp_path / "hg38", **urls(gd_server), log=logs.append)
+    assert paths == {
+        "fasta": tmp_path / "hg38/hg38.ml.fa",
+        "bed": tmp_path / "hg38/human-sequences.bed",
+    }
+    assert paths["fasta"].read_bytes() == FASTA
+    assert paths["bed"].read_bytes() == BED
+    names = sorted(p.name for p in (tmp_path / "hg38").iterdir())
+    assert names == ["hg38.ml.fa", "hg38.ml.fa.fai", "human-sequences.bed"]
+    assert Genome(paths["fasta"]).lengths == {"chr1": 3000, "chr2": 3000}
+    assert any("100.0%" in line for line in logs)
+    assert any("3 rows (train 1, valid 1, test 1)" in line for line in logs)
+
+    n_requests = len(gd_server.requests)
+    logs.clear()
+    prepare_hg38(tmp_path / "hg38", **urls(gd_server), log=logs.append)
+    assert len(gd_server.requests) == n_requests  # nothing fetched again
+    assert sum("already present" in line for line in logs) == 2
+
+
+def test_truncated_transfer_resumes_with_range(gd_server, tmp_path):
+    body = gd_server.files["/hg38.ml.fa.gz"]
+    gd_server.truncate_once["/hg38.ml.fa.gz"] = 500
+    logs = []
+    out = download(f"{gd_server.url}/hg38.ml.fa.gz", tmp_path / "f.gz", log=logs.append)
+    assert out.read_bytes() == body
+    assert gd_server.requests == [("/hg38.ml.fa.gz", None), ("/hg38.ml.fa.gz", "bytes=500-")]
+    assert any("resuming at 500 B" in line for line in logs)
+    assert not (tmp_path / "f.gz.part").exists()
+
+
+def test_resume_from_existing_part_and_server_without_range(gd_server, tmp_path):
+    body = gd_server.files["/seq.bed"]
+    (tmp_path / "b.bed.part").write_bytes(body[:10])
+    assert download(f"{gd_server.url}/seq.bed", tmp_path / "b.bed", log=print).read_bytes() == body
+    assert gd_server.requests[-1] == ("/seq.bed", "bytes=10-")
+
+    (tmp_path / "c.bed.part").write_bytes(b"garbage-garbage")
+    gd_server.ignore_range.add("/seq.bed")
+    logs = []
+    assert (
+        download(f"{gd_server.url}/seq.bed", tmp_path / "c.bed", log=logs.append).read_bytes()
+        == body
+    )
+    assert any("starting again from byte 0" in line for line in logs)
+
+    (tmp_path / "d.bed.part").write_bytes(body)  # complete but never renamed
+    gd_server.ignore_range.clear()
+    n_requests = len(gd_server.requests)
+    assert download(f"{gd_server.url}/seq.bed", tmp_path / "d.bed", log=print).read_bytes() == body
+    assert gd_server.requests[n_requests:] == [("/seq.bed", f"bytes={len(body)}-")]  # 416: done
+
+
+def test_size_mismatch_never_leaves_final_file(gd_server, tmp_path):
+    gd_server.truncate_always["/hg38.ml.fa.gz"] = 50
+    with pytest.raises(DownloadError, match=r"incomplete after 3 attempts \(150 of \d+ bytes\)"):
+        download(f"{gd_server.url}/hg38.ml.fa.gz", tmp_path / "hg38.ml.fa.gz", retries=2, log=print)
+    assert not (tmp_path / "hg38.ml.fa.gz").exists()
+    assert (tmp_path / "hg38.ml.fa.gz.part").stat().st_size == 150  # kept for resuming
+    gd_server.truncate_always.clear()
+    prepare_hg38(tmp_path, **urls(gd_server), log=print)
+    assert (tmp_path / "hg38.ml.fa").read_bytes() == FASTA
+    assert gd_server.requests[-1][1] == "bytes=150-"
+
+
+def test_bad_bed_and_missing_url(gd_server, tmp_path):
+    gd_server.files["/seq.bed"] = b"chr1\t0\t100\n"
+    with pytest.raises(ValueError, match="expected 4 columns"):
+        prepare_hg38(tmp_path, **urls(gd_server), log=print)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        download(f"{gd_server.url}/missing", tmp_path / "x", log=print)
+    with pytest.raises(DownloadError, match="cannot reach"):
+        download("http://127.0.0.1:9/none", tmp_path / "x", log=print)

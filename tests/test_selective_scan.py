@@ -1,0 +1,168 @@
+"""genodiff.ops.selective_scan against a plain sequential loop differentiated by autograd."""
+
+import importlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from genodiff.ops import _scan_cpu, _scan_torch, selective_scan
+
+scan_module = importlib.import_module("genodiff.ops.selective_scan")  # the package re-exports
+
+NAMES = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
+
+
+def scan_reference(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False):
+    """One time step at a time, every (B, D, N) state kept by autograd."""
+    Bsz, Dn, L = u.shape
+    if delta_bias is not None:
+        delta = delta + delta_bias[:, None]
+    if delta_softplus:
+        delta = F.softplus(delta)
+
+    def at(X, t):  # (Bsz, Dn, N)
+        if X.dim() == 2:
+            return X.expand(Bsz, -1, -1)
+        if X.dim() == 3:
+            return X[:, None, :, t].expand(-1, Dn, -1)
+        return X[..., t].repeat_interleave(Dn // X.shape[1], dim=1)
+
+    h = u.new_zeros(Bsz, Dn, A.shape[1])
+    ys = []
+    for t in range(L):
+        h = torch.exp(delta[:, :, t, None] * A) * h + (delta[:, :, t] * u[:, :, t])[..., None] * at(
+            B, t
+        )
+        ys.append((h * at(C, t)).sum(-1))
+    y = torch.stack(ys, dim=-1)
+    if D is not None:
+        y = y + D[:, None] * u
+    if z is not None:
+        y = y * F.silu(z)
+    return y, h
+
+
+def make_inputs(L, B_mode="var", C_mode="var", z=True, D=True, bias=True, Bsz=2, Dn=4, N=3,
+                dtype=torch.float64, seed=0):  # fmt: skip
+    """Mode "var": (B, N, L); "g2": two groups (B, 2, N, L); "const": (D, N)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64) * scale).to(dtype)
+
+    def bc(mode):
+        shape = {"var": (Bsz, N, L), "g2": (Bsz, 2, N, L), "const": (Dn, N)}[mode]
+        return randn(*shape)
+
+    A = -(torch.rand(Dn, N, generator=gen, dtype=torch.float64) + 0.5).to(dtype)
+    inputs = {
+        "u": randn(Bsz, Dn, L),
+        "delta": randn(Bsz, Dn, L, scale=0.5),
+        "A": A,
+        "B": bc(B_mode),
+        "C": bc(C_mode),
+        "D": randn(Dn) if D else None,
+        "z": randn(Bsz, Dn, L) if z else None,
+        "delta_bias": randn(Dn, scale=0.5) if bias else None,
+    }
+    return {k: (v.requires_grad_() if v is not None else None) for k, v in inputs.items()}
+
+
+def run(fn, inputs, softplus, dout):
+    leaves = {k: v.detach().clone().requires_grad_() for k, v in inputs.items() if v is not None}
+    args = {k: leaves.get(k) for k in NAMES}
+    if fn is selective_scan:
+        out, last = fn(**args, delta_softplus=softplus, return_last_state=True)
+    else:
+        out, last = fn(**args, delta_softplus=softplus)
+    (out.float() * dout).sum().backward()
+    return out, last, {k: v.grad for k, v in leaves.items()}
+
+
+@pytest.fixture(params=["numba", "torch"])
+def backend(request, monkeypatch):
+    """Run on one CPU backend; the other one raises if it is reached."""
+
+    def forbidden(*args):
+        raise AssertionError("wrong backend")
+
+    if request.param == "numba":
+        monkeypatch.delenv("GENODIFF_DISABLE_NUMBA", raising=False)
+        monkeypatch.setattr(_scan_torch, "forward", forbidden)
+        monkeypatch.setattr(_scan_torch, "backward", forbidden)
+    else:
+        monkeypatch.setenv("GENODIFF_DISABLE_NUMBA", "1")
+        monkeypatch.setattr(_scan_cpu, "forward", forbidden)
+        monkeypatch.setattr(_scan_cpu, "backward", forbidden)
+    return request.param
+
+
+CASES = [  # L, B mode, C mode, z, D, delta_bias, softplus
+    (1, "var", "var", False, False, False, False),
+    (7, "var", "var", True, True, True, True),
+    (7, "const", "var", False, True, True, False),
+    (7, "var", "const", True, False, False, True),
+    (128, "g2", "g2", True, True, True, True),
+    (128, "const", "g2", True, True, False, True),
+    (1000, "var", "var", True, True, True, True),
+]
+
+
+@pytest.mark.parametrize("L, B_mode, C_mode, z, D, bias, softplus", CASES)
+def test_matches_reference_fp64(backend, L, B_mode, C_mode, z, D, bias, softplus):
+    inputs = make_inputs(L, B_mode, C_mode, z, D, bias)
+    dout = torch.randn(2, 4, L, dtype=torch.float64)
+    out, last, grads = run(selective_scan, inputs, softplus, dout)
+    out_ref, last_ref, grads_ref = run(scan_reference, inputs, softplus, dout)
+    assert out.dtype == torch.float64 and out.shape == (2, 4, L) and last.shape == (2, 4, 3)
+    torch.testing.assert_close(out, out_ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(last, last_ref, rtol=1e-10, atol=1e-10)
+    assert grads.keys() == grads_ref.keys()
+    for name in grads:
+        assert grads[name].shape == inputs[name].shape, name
+        torch.testing.assert_close(grads[name], grads_ref[name], rtol=1e-9, atol=1e-9, msg=name)
+
+
+@pytest.mark.parametrize("B_mode", ["var", "g2"])
+def test_fp32_within_upstream_tolerance(backend, B_mode):
+    inputs = make_inputs(128, B_mode, B_mode, Dn=8, N=16, seed=1)
+    dout = torch.randn(2, 8, 128, dtype=torch.float64)
+    inputs32 = {k: (v.float() if v is not None else None) for k, v in inputs.items()}
+    out, last, grads = run(selective_scan, inputs32, True, dout.float())
+    out_ref, last_ref, grads_ref = run(scan_reference, inputs, True, dout)
+    assert out.dtype == torch.float32 and last.dtype == torch.float32
+    torch.testing.assert_close(out, out_ref.float(), rtol=6e-4, atol=2e-3)
+    torch.testing.assert_close(last, last_ref.float(), rtol=6e-4, atol=2e-3)
+    for name in grads:
+        assert grads[name].dtype == torch.float32
+        torch.testing.assert_close(grads[name], grads_ref[name].float(), rtol=6e-4, atol=2e-3)
+
+
+def test_bf16_inputs_close_to_fp32():
+    inputs = make_inputs(128, Dn=8, N=16, dtype=torch.float32, seed=2)
+    dout = torch.randn(2, 8, 128)
+    inputs16 = {k: v.to(torch.bfloat16) for k, v in inputs.items() if k in ("u", "delta", "z")}
+    inputs16 = {**inputs, **inputs16}  # weights stay fp32, as in the Mamba module
+    out, _, grads = run(selective_scan, inputs16, True, dout)
+    out_ref, _, grads_ref = run(selective_scan, inputs, True, dout)
+    assert out.dtype == torch.bfloat16 and grads["u"].dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), out_ref, rtol=3e-2, atol=5e-2)
+    for name in ("u", "delta", "z"):
+        torch.testing.assert_close(grads[name].float(), grads_ref[name], rtol=3e-2, atol=5e-2)
+
+
+def test_cpu_tensors_never_reach_the_cuda_kernel(monkeypatch):
+    def cuda_only(*args, **kwargs):
+        raise AssertionError("CUDA kernel called with CPU tensors")
+
+    monkeypatch.setattr(scan_module, "_upstream_selective_scan", lambda: cuda_only)
+    inputs = make_inputs(7)
+    out = selective_scan(**inputs, delta_softplus=True)
+    out.sum().backward()
+    assert out.shape == (2, 4, 7) and inputs["u"].grad is not None
+
+
+def test_returns_output_only_by_default():
+    inputs = make_inputs(7, z=False)
+    assert isinstance(selective_scan(**inputs), torch.Tensor)
