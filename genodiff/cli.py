@@ -32,14 +32,27 @@ def _train(args: argparse.Namespace) -> None:
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path or checkpoint.last_model_path
     if checkpoint.best_model_score is not None:
-        print(f"genodiff: best val/nelbo {checkpoint.best_model_score:.4f} nats/token "
-              f"(perplexity bound {float(checkpoint.best_model_score.exp()):.4f}) at {best}")
+        print(
+            f"genodiff: best val/nelbo {checkpoint.best_model_score:.4f} nats/token "
+            f"(perplexity bound {float(checkpoint.best_model_score.exp()):.4f}) at {best}"
+        )
     if cfg.samples.num_samples > 0:
         s = cfg.samples
-        samples = draw_samples(model.objective, model.eval_backbone, s.num_samples, s.length,
-                               s.steps, s.seed, s.batch_size)
-        run = SamplingRun(checkpoint=checkpoint.last_model_path or "in-memory",
-                          sampler="ancestral", steps=s.steps, seed=s.seed)
+        samples = draw_samples(
+            model.objective,
+            model.eval_backbone,
+            s.num_samples,
+            s.length,
+            s.steps,
+            s.seed,
+            s.batch_size,
+        )
+        run = SamplingRun(
+            checkpoint=checkpoint.last_model_path or "in-memory",
+            sampler="ancestral",
+            steps=s.steps,
+            seed=s.seed,
+        )
         path = write_fasta(samples, out / "samples.fa", run, datamodule.tokenizer)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} bp to {path}")
 
@@ -56,10 +69,18 @@ def _sample(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"checkpoint {checkpoint} not found")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = DiffusionLM.load_from_checkpoint(checkpoint, map_location=device)
-    samples = draw_samples(model.objective, model.eval_backbone, args.num_samples, args.length,
-                           args.steps, args.seed, args.batch_size)
-    run = SamplingRun(checkpoint=str(checkpoint), sampler="ancestral", steps=args.steps,
-                      seed=args.seed)
+    samples = draw_samples(
+        model.objective,
+        model.eval_backbone,
+        args.num_samples,
+        args.length,
+        args.steps,
+        args.seed,
+        args.batch_size,
+    )
+    run = SamplingRun(
+        checkpoint=str(checkpoint), sampler="ancestral", steps=args.steps, seed=args.seed
+    )
     path = write_fasta(samples, args.out, run, DNATokenizer())
     print(f"genodiff: wrote {args.num_samples} samples of {args.length} bp to {path}")
 

@@ -31,7 +31,12 @@ class SamplingRun:
 
 
 def draw_samples(
-    objective, backbone: torch.nn.Module, num: int, length: int, steps: int, seed: int,
+    objective,
+    backbone: torch.nn.Module,
+    num: int,
+    length: int,
+    steps: int,
+    seed: int,
     batch_size: int,
 ) -> Tensor:
     """(num, length) ids in batches of ``batch_size``; one seeded generator makes it repeatable."""

@@ -1,4 +1,4 @@
-"""Categorical sampling in float64 (float32 Gumbel noise truncates the tails and lowers diversity)."""
+"""Categorical sampling in float64 (float32 Gumbel noise truncates tails, lowering diversity)."""
 
 from __future__ import annotations
 

@@ -43,8 +43,10 @@ def scan_reference(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
     return y, h
 
 
-def make_inputs(L, B_mode="var", C_mode="var", z=True, D=True, bias=True, Bsz=2, Dn=4, N=3,
-                dtype=torch.float64, seed=0):  # fmt: skip
+def make_inputs(
+    L, B_mode="var", C_mode="var", z=True, D=True, bias=True, Dn=4, N=3, dtype=torch.float64, seed=0
+):
+    Bsz = 2
     """Mode "var": (B, N, L); "g2": two groups (B, 2, N, L); "const": (D, N)."""
     gen = torch.Generator().manual_seed(seed)
 
@@ -124,6 +126,19 @@ def test_matches_reference_fp64(backend, L, B_mode, C_mode, z, D, bias, softplus
         torch.testing.assert_close(grads[name], grads_ref[name], rtol=1e-9, atol=1e-9, msg=name)
 
 
+@pytest.mark.parametrize("B_mode, C_mode", [("g2", "const"), ("const", "var")])
+def test_channel_chunks_reduce_partial_grads(monkeypatch, B_mode, C_mode):
+    """More threads than batch rows: channels split into chunks with per-chunk partial grads."""
+    monkeypatch.delenv("GENODIFF_DISABLE_NUMBA", raising=False)
+    monkeypatch.setattr(_scan_cpu.numba, "get_num_threads", lambda: 7)  # 4 chunks of 1 channel
+    inputs = make_inputs(7, B_mode, C_mode)
+    dout = torch.randn(2, 4, 7, dtype=torch.float64)
+    _, _, grads = run(selective_scan, inputs, True, dout)
+    _, _, grads_ref = run(scan_reference, inputs, True, dout)
+    for name in grads:
+        torch.testing.assert_close(grads[name], grads_ref[name], rtol=1e-9, atol=1e-9, msg=name)
+
+
 @pytest.mark.parametrize("B_mode", ["var", "g2"])
 def test_fp32_within_upstream_tolerance(backend, B_mode):
     inputs = make_inputs(128, B_mode, B_mode, Dn=8, N=16, seed=1)
@@ -161,6 +176,19 @@ def test_cpu_tensors_never_reach_the_cuda_kernel(monkeypatch):
     out = selective_scan(**inputs, delta_softplus=True)
     out.sum().backward()
     assert out.shape == (2, 4, 7) and inputs["u"].grad is not None
+
+
+def test_numba_failure_falls_back_to_torch(monkeypatch):
+    def broken(*args):
+        raise _scan_cpu.NumbaError("cannot compile")
+
+    monkeypatch.delenv("GENODIFF_DISABLE_NUMBA", raising=False)
+    monkeypatch.setattr(_scan_cpu, "forward", broken)
+    monkeypatch.setattr(scan_module, "_numba_failed", False)
+    inputs = make_inputs(7)
+    with pytest.warns(UserWarning, match="numba"):
+        out = selective_scan(**inputs, delta_softplus=True)
+    torch.testing.assert_close(out, run(scan_reference, inputs, True, 0)[0])
 
 
 def test_returns_output_only_by_default():

@@ -91,13 +91,7 @@ class CaduceusMixerModel(nn.Module):
         self.residual_in_fp32 = residual_in_fp32
         self.embeddings = Embeddings(vocab_size, d_model)
 
-        def norm():
-            return (
-                RMSNorm(d_model, eps=norm_epsilon)
-                if rms_norm
-                else nn.LayerNorm(d_model, eps=norm_epsilon)
-            )
-
+        norm_cls = RMSNorm if rms_norm else nn.LayerNorm
         self.layers = nn.ModuleList(
             Block(
                 BiMamba(
@@ -108,12 +102,12 @@ class CaduceusMixerModel(nn.Module):
                     layer_idx=i,
                     **(ssm_cfg or {}),
                 ),
-                norm(),
+                norm_cls(d_model, eps=norm_epsilon),
                 residual_in_fp32,
             )
             for i in range(n_layer)
         )
-        self.norm_f = norm()
+        self.norm_f = norm_cls(d_model, eps=norm_epsilon)
 
     def forward(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None):
         hidden = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds

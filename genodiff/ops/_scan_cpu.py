@@ -1,4 +1,4 @@
-"""Numba kernels for the selective scan on CPU: one thread per (batch, channel) row.
+"""Numba kernels for the selective scan on CPU, parallel over (batch, channel) rows.
 
 Layout shared with ``_scan_torch`` (prepared by ``selective_scan.py``), all C-contiguous in one
 float dtype (float32, or float64 for float64 inputs):
