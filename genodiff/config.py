@@ -166,7 +166,8 @@ def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
         try:
             return compose(config_name=config_file.stem, overrides=overrides)
         except HydraException as err:
-            raise ConfigError(f"{config_file}: {err}") from None
+            message = str(err).split("\nConfig search path:")[0].strip()
+            raise ConfigError(f"{config_file}: {message}") from None
 
 
 def _with_additions(base: DictConfig, overrides: list[str]) -> list[str]:

@@ -2,6 +2,8 @@
 
 import importlib
 
+import numba
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -189,6 +191,43 @@ def test_numba_failure_falls_back_to_torch(monkeypatch):
     with pytest.warns(UserWarning, match="numba"):
         out = selective_scan(**inputs, delta_softplus=True)
     torch.testing.assert_close(out, run(scan_reference, inputs, True, 0)[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernel_float_functions_match_numpy(dtype):
+    """The kernels' vectorisable exp / softplus / sigmoid: within 4 eps of float64 numpy (exp
+    flushes results below 4 smallest normals to 0), infinities and NaN as numpy."""
+    x = np.concatenate([np.linspace(-800, 800, 100_001), np.linspace(-30, 30, 100_001)])
+    x = np.concatenate([x, [np.inf, -np.inf, np.nan]]).astype(dtype)
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        expected = {
+            "exp": np.exp(x64),
+            "softplus": np.where(x64 > 20, x64, np.logaddexp(0, x64)),
+            "sigmoid": 1 / (1 + np.exp(-x64)),
+        }
+        expected = {name: want.astype(dtype) for name, want in expected.items()}
+    tiny, eps = 4 * np.finfo(dtype).tiny, np.finfo(dtype).eps
+    for name, want in expected.items():
+        got = _apply_kernel_function(getattr(_scan_cpu, f"_{name}"), x)
+        assert got.dtype == dtype
+        assert np.array_equal(np.isnan(got), np.isnan(want)), name
+        assert np.array_equal(got[np.isinf(want)], want[np.isinf(want)]), name
+        assert np.all(np.abs(got[np.abs(want) <= tiny]) <= tiny), name
+        normal = np.isfinite(want) & (np.abs(want) > tiny)
+        rel = np.abs(got[normal] - want[normal]) / np.abs(want[normal])
+        assert rel.max() <= 4 * eps, (name, rel.max() / eps)
+
+
+def _apply_kernel_function(fn, x):
+    @numba.njit
+    def apply(x, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(x[i])
+
+    out = np.empty_like(x)
+    apply(x, out)
+    return out
 
 
 def test_returns_output_only_by_default():

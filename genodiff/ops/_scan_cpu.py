@@ -8,6 +8,12 @@ float dtype (float32, or float64 for float64 inputs):
 Nothing of size (Bsz, D, L, N) is ever allocated: the backward recomputes one row's states
 (and exp(delta A)) into (L, N) buffers owned by the thread and runs the reverse-time recurrence
 on them.
+
+Speed: the state dimension N is innermost and contiguous, so LLVM vectorises each time step
+over it; exp, softplus and sigmoid are written in arithmetic (``_float_functions``) because
+libm's do not vectorise (and numba's SVML path needs an SVML-patched llvmlite). Softplus and
+the silu gate (and their derivatives) run in per-row vectorised loops over t inside the
+kernels, so no (Bsz, D, L) temporaries are made in PyTorch.
 """
 
 from __future__ import annotations
@@ -17,51 +23,155 @@ import math
 import numba
 import numpy as np
 import torch
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import intrinsic, overload
 
 NumbaError = numba.core.errors.NumbaError
 
+# reassoc lets LLVM vectorise the sums over N; contract fuses multiply-adds.
+_FASTMATH = {"reassoc", "contract"}
+
+
+@intrinsic
+def _bits_as_float(typingctx, bits):
+    """Reinterpret int32 / int64 bits as float32 / float64."""
+    float_type = {types.int32: types.float32, types.int64: types.float64}.get(bits)
+    if float_type is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(float_type))
+
+    return float_type(bits), codegen
+
+
+def _float_functions(ftype, itype, mantissa_bits, exp_bias, lo, hi, ln2, degree, atanh_terms):
+    """exp, softplus and sigmoid for one float type, written in arithmetic and selects only so
+    that loops over them vectorise (libm's exp does not).
+
+    exp: x = k ln2 + r with |r| <= ln2 / 2 (ln2 split in two for an exact k ln2), exp(r) by its
+    Taylor polynomial of ``degree`` (error < 1 ulp), times 2^k from exponent bits; results below
+    the smallest normal float flush to 0. softplus (linear past 20, as torch): max(x, 0) +
+    log1p(e), e = exp(-|x|) in (0, 1], with log1p(e) = 2 atanh(s), s = e / (2 + e) <= 1/3."""
+    log2e, half, one, two = ftype(1 / math.log(2)), ftype(0.5), ftype(1), ftype(2)
+    lo, hi, zero, inf, twenty = ftype(lo), ftype(hi), ftype(0), ftype(np.inf), ftype(20)
+    ln2_hi = ftype(round(ln2[0] * 2**12) / 2**12)  # k * ln2_hi is exact for |k| < 2^11
+    ln2_lo = ftype(ln2[0] - float(ln2_hi) + ln2[1])
+    # 2 exp(r) = sum 2 r^i / i!, times 2^(k - 1): stays a normal float for k in [-125, 128]
+    exp_coefs = tuple(ftype(2 / math.factorial(i)) for i in range(degree, -1, -1))
+    atanh_coefs = tuple(ftype(2 / (2 * i + 1)) for i in range(atanh_terms - 1, -1, -1))
+    bias, scale = ftype(exp_bias - 1), ftype(2**mantissa_bits)
+
+    def exp(x):
+        xc = min(max(x, lo), hi)
+        k = np.floor(xc * log2e + half)
+        r = (xc - k * ln2_hi) - k * ln2_lo
+        p = exp_coefs[0]
+        for c in exp_coefs[1:]:
+            p = p * r + c
+        res = p * _bits_as_float(itype((k + bias) * scale))
+        res = inf if x > hi else res
+        res = zero if x < lo else res
+        return res if x == x else x  # NaN stays NaN
+
+    def softplus(x):
+        e = _exp(-abs(x))
+        s = e / (two + e)
+        s2 = s * s
+        p = atanh_coefs[0]
+        for c in atanh_coefs[1:]:
+            p = p * s2 + c
+        return x if x > twenty else max(x, zero) + s * p
+
+    def sigmoid(x):
+        return one / (one + _exp(-x))
+
+    return {"exp": exp, "softplus": softplus, "sigmoid": sigmoid}
+
+
+_LN2 = (0.6931471805599453, 2.3190468138462996e-17)  # ln 2 = sum, in float64 parts
+_F32 = _float_functions(np.float32, np.int32, 23, 127, -86.6, 88.72283, _LN2, 7, 8)
+_F64 = _float_functions(np.float64, np.int64, 52, 1023, -707.7, 709.782712893384, _LN2, 13, 17)
+
+
+def _float_function(name):
+    """A function callable from numba kernels on float32 / float64 scalars (see above)."""
+
+    def stub(x):
+        raise NotImplementedError("only callable from numba kernels")
+
+    # compiled without reassoc, which could undo the exact ln2 split
+    @overload(stub, jit_options={"fastmath": {"contract"}})
+    def _(x):
+        return {types.float32: _F32[name], types.float64: _F64[name]}.get(x)
+
+    return stub
+
+
+_exp, _softplus, _sigmoid = map(_float_function, ("exp", "softplus", "sigmoid"))
+
 
 @njit(inline="always")
-def _softplus(x):
-    return math.log1p(math.exp(x)) if x <= 20.0 else x
+def _rows(Xk, b, d, D):
+    """The (Lb, N) rows of B or C that channel d of batch b reads."""
+    return Xk[b if Xk.shape[0] > 1 else 0, d // (D // Xk.shape[1])]
 
 
-@njit(inline="always")
-def _sigmoid(x):
-    return 1.0 / (1.0 + math.exp(-x))
+@njit(inline="always", fastmath=_FASTMATH)
+def _discretize_row(delta_row, bias_d, softplus, dt_row):
+    """dt_row (L,) = softplus(delta + bias) (just delta + bias without softplus)."""
+    for t in range(delta_row.shape[0]):
+        dt_row[t] = _softplus(delta_row[t] + bias_d) if softplus else delta_row[t] + bias_d
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=_FASTMATH)
 def _forward_kernel(u, delta, A, Bk, Ck, D_skip, z, bias, softplus, has_z, out, last):
+    """out (Bsz, D, L) = (<C_t, h_t> + D u_t) (* silu(z_t)), last (Bsz, D, N) = h_L."""
     Bsz, D, L = u.shape
     N = A.shape[1]
-    per_gB, per_gC = D // Bk.shape[1], D // Ck.shape[1]
     for row in prange(Bsz * D):
         b, d = row // D, row % D
-        Brow = Bk[b if Bk.shape[0] > 1 else 0, d // per_gB]  # (Lb, N)
-        Crow = Ck[b if Ck.shape[0] > 1 else 0, d // per_gC]  # (Lb, N)
+        Arow, Brow, Crow = A[d], _rows(Bk, b, d, D), _rows(Ck, b, d, D)
+        dt_row, y_row = np.empty(L, dtype=u.dtype), out[b, d]
+        _discretize_row(delta[b, d], bias[d], softplus, dt_row)
         h = np.zeros(N, dtype=u.dtype)
         for t in range(L):
-            dt = delta[b, d, t] + bias[d]
-            if softplus:
-                dt = _softplus(dt)
-            dtu = dt * u[b, d, t]
-            tB = t if Brow.shape[0] > 1 else 0
-            tC = t if Crow.shape[0] > 1 else 0
-            y = 0.0
+            Bt, Ct = Brow[t if Brow.shape[0] > 1 else 0], Crow[t if Crow.shape[0] > 1 else 0]
+            dt_t, u_t = dt_row[t], u[b, d, t]
+            dtu = dt_t * u_t
+            acc = u.dtype.type(0)
             for n in range(N):
-                h[n] = math.exp(dt * A[d, n]) * h[n] + dtu * Brow[tB, n]
-                y += Crow[tC, n] * h[n]
-            y += D_skip[d] * u[b, d, t]
-            if has_z:
-                zt = z[b, d, t]
-                y *= zt * _sigmoid(zt)
-            out[b, d, t] = y
+                h[n] = _exp(dt_t * Arow[n]) * h[n] + dtu * Bt[n]
+                acc += Ct[n] * h[n]
+            y_row[t] = acc + D_skip[d] * u_t
+        if has_z:
+            for t in range(L):
+                y_row[t] *= z[b, d, t] * _sigmoid(z[b, d, t])
         last[b, d] = h
 
 
-@njit(parallel=True, cache=True)
+@njit(inline="always", fastmath=_FASTMATH)
+def _row_states(u_row, dt_row, Arow, Brow, Crow, D_d, hs, dAs, y_row, want_y):
+    """hs[t + 1] = h_t (hs[0] = 0), dAs[t] = exp(dt_t A) (dAs[L] = 0); (L + 1, N) each.
+    With want_y also y_row[t] = <C_t, h_t> + D u_t (ungated)."""
+    L, N = dt_row.shape[0], Arow.shape[0]
+    hs[0] = 0.0
+    dAs[L] = 0.0
+    for t in range(L):
+        Bt, Ct = Brow[t if Brow.shape[0] > 1 else 0], Crow[t if Crow.shape[0] > 1 else 0]
+        dt_t = dt_row[t]
+        dtu = dt_t * u_row[t]
+        for n in range(N):
+            dAs[t, n] = _exp(dt_t * Arow[n])
+            hs[t + 1, n] = dAs[t, n] * hs[t, n] + dtu * Bt[n]
+        if want_y:
+            acc = u_row.dtype.type(0)
+            for n in range(N):
+                acc += Ct[n] * hs[t + 1, n]
+            y_row[t] = acc + D_d * u_row[t]
+
+
+@njit(parallel=True, cache=True, fastmath=_FASTMATH)
 def _backward_kernel(
     dout, u, delta, A, Bk, Ck, D_skip, z, bias, softplus, has_z, n_chunks,
     du, ddelta, dz, dA_part, dB_part, dC_part, dD_part, dbias_part,
@@ -71,67 +181,54 @@ def _backward_kernel(
     touch the same (Bb, G) entry (the chunk, times b when B/C are shared over the batch)."""
     Bsz, D, L = u.shape
     N = A.shape[1]
-    per_gB, per_gC = D // Bk.shape[1], D // Ck.shape[1]
     chunk = (D + n_chunks - 1) // n_chunks
     for item in prange(Bsz * n_chunks):
         b, p = item // n_chunks, item % n_chunks
-        bB = b if Bk.shape[0] > 1 else 0
-        bC = b if Ck.shape[0] > 1 else 0
         sB = p if Bk.shape[0] > 1 else p + n_chunks * b
         sC = p if Ck.shape[0] > 1 else p + n_chunks * b
-        hs = np.empty((L + 1, N), dtype=u.dtype)  # hs[t + 1] = h_t, hs[0] = 0
-        dAs = np.empty((L + 1, N), dtype=u.dtype)  # dAs[t] = exp(delta_t A), dAs[L] = 0
-        dts = np.empty(L, dtype=u.dtype)
+        hs = np.empty((L + 1, N), dtype=u.dtype)
+        dAs = np.empty((L + 1, N), dtype=u.dtype)
+        rows = np.empty((3, L), dtype=u.dtype)
+        dt_row, dy_row, y_row = rows[0], rows[1], rows[2]
         g = np.empty(N, dtype=u.dtype)  # dLoss / dh_t
         for d in range(p * chunk, min(D, (p + 1) * chunk)):
-            gB, gC = d // per_gB, d // per_gC
-            Brow, Crow = Bk[bB, gB], Ck[bC, gC]
-            hs[0] = 0.0
-            dAs[L] = 0.0
-            for t in range(L):
-                dt = delta[b, d, t] + bias[d]
-                if softplus:
-                    dt = _softplus(dt)
-                dts[t] = dt
-                dtu = dt * u[b, d, t]
-                tB = t if Brow.shape[0] > 1 else 0
-                for n in range(N):
-                    dAs[t, n] = math.exp(dt * A[d, n])
-                    hs[t + 1, n] = dAs[t, n] * hs[t, n] + dtu * Brow[tB, n]
+            Arow, Brow, Crow = A[d], _rows(Bk, b, d, D), _rows(Ck, b, d, D)
+            dBrow, dCrow = _rows(dB_part[sB], b, d, D), _rows(dC_part[sC], b, d, D)
+            _discretize_row(delta[b, d], bias[d], softplus, dt_row)
+            for t in range(L):  # dLoss / d(ungated y)
+                dy_row[t] = (
+                    dout[b, d, t] * z[b, d, t] * _sigmoid(z[b, d, t]) if has_z else dout[b, d, t]
+                )
+            _row_states(u[b, d], dt_row, Arow, Brow, Crow, D_skip[d], hs, dAs, y_row, has_z)
+            dArow = dA_part[b, d]
             g[:] = 0.0
-            dD_acc = 0.0
-            dbias_acc = 0.0
             for t in range(L - 1, -1, -1):
-                dt, ut = dts[t], u[b, d, t]
-                tB = t if Brow.shape[0] > 1 else 0
-                tC = t if Crow.shape[0] > 1 else 0
-                dy = dout[b, d, t]
-                if has_z:
-                    y = D_skip[d] * ut
-                    for n in range(N):
-                        y += Crow[tC, n] * hs[t + 1, n]
-                    zt = z[b, d, t]
-                    sz = _sigmoid(zt)
-                    dz[b, d, t] = dy * y * sz * (1.0 + zt * (1.0 - sz))
-                    dy *= zt * sz
-                dD_acc += dy * ut
-                du_t = dy * D_skip[d]
-                ddt = 0.0
+                tB, tC = t if Brow.shape[0] > 1 else 0, t if Crow.shape[0] > 1 else 0
+                Bt, Ct, dBt, dCt = Brow[tB], Crow[tC], dBrow[tB], dCrow[tC]
+                dy_t, dt_t, u_t = dy_row[t], dt_row[t], u[b, d, t]
+                dtu = dt_t * u_t
+                gA = u.dtype.type(0)  # sum_n dLoss / d(dt A_n) * A_n
+                gB = u.dtype.type(0)  # sum_n g_n B_n
                 for n in range(N):
-                    g[n] = g[n] * dAs[t + 1, n] + Crow[tC, n] * dy
-                    dC_part[sC, bC, gC, tC, n] += dy * hs[t + 1, n]
-                    x = g[n] * hs[t, n] * dAs[t, n]  # dLoss / d(dt * A[d, n])
-                    ddt += x * A[d, n] + g[n] * Brow[tB, n] * ut
-                    dA_part[b, d, n] += x * dt
-                    dB_part[sB, bB, gB, tB, n] += g[n] * dt * ut
-                    du_t += g[n] * dt * Brow[tB, n]
-                if softplus:
-                    raw = delta[b, d, t] + bias[d]
-                    if raw <= 20.0:
-                        ddt *= _sigmoid(raw)
-                du[b, d, t] = du_t
-                ddelta[b, d, t] = ddt
-                dbias_acc += ddt
+                    g[n] = g[n] * dAs[t + 1, n] + Ct[n] * dy_t
+                    dCt[n] += dy_t * hs[t + 1, n]
+                    x = g[n] * hs[t, n] * dAs[t, n]  # dLoss / d(dt A_n)
+                    gA += x * Arow[n]
+                    gB += g[n] * Bt[n]
+                    dArow[n] += x * dt_t
+                    dBt[n] += g[n] * dtu
+                du[b, d, t] = dy_t * D_skip[d] + dt_t * gB
+                ddelta[b, d, t] = gA + u_t * gB  # dLoss / d dt, before softplus' derivative
+            dD_acc, dbias_acc = u.dtype.type(0), u.dtype.type(0)
+            for t in range(L):
+                if has_z:
+                    sz = _sigmoid(z[b, d, t])
+                    dz[b, d, t] = dout[b, d, t] * y_row[t] * sz * (1 + z[b, d, t] * (1 - sz))
+                dD_acc += dy_row[t] * u[b, d, t]
+                raw = delta[b, d, t] + bias[d]
+                if softplus and raw <= 20:
+                    ddelta[b, d, t] *= _sigmoid(raw)
+                dbias_acc += ddelta[b, d, t]
             dD_part[b, d] = dD_acc
             dbias_part[b, d] = dbias_acc
 
@@ -153,10 +250,16 @@ def forward(u, delta, A, Bk, Ck, D_skip, z, bias, softplus):
     return out, last
 
 
+def _n_chunks(Bsz: int, D: int) -> int:
+    """Channel chunks per batch row so that Bsz * chunks work items split evenly over threads."""
+    threads = numba.get_num_threads()
+    return max(1, min(D, threads // math.gcd(Bsz, threads)))
+
+
 def backward(dout, u, delta, A, Bk, Ck, D_skip, z, bias, softplus):
     """-> du, ddelta, dA, dBk, dCk, dD, dz (None without z), dbias; dBk/dCk in Bk/Ck layout."""
     Bsz, D, _ = u.shape
-    n_chunks = max(1, min(D, -(-numba.get_num_threads() // Bsz)))
+    n_chunks = _n_chunks(Bsz, D)
     du, ddelta = torch.empty_like(u), torch.empty_like(u)
     dz = torch.empty_like(z) if z is not None else u.new_empty(0, 0, 0)
     dA_part = u.new_zeros(Bsz, *A.shape)
