@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -30,29 +31,28 @@ def _train(args: argparse.Namespace) -> None:
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
 
     checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path or checkpoint.last_model_path
-    if checkpoint.best_model_score is not None:
+    best = checkpoint.best_model_path
+    if best:
+        score = float(checkpoint.best_model_score)
         print(
-            f"genodiff: best val/nelbo {checkpoint.best_model_score:.4f} nats/token "
-            f"(perplexity bound {float(checkpoint.best_model_score.exp()):.4f}) at {best}"
+            f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity bound "
+            f"{math.exp(score):.4f}) at {best}"
+        )
+    weights = checkpoint.last_model_path or "in-memory"  # the weights `model` holds now
+    if cfg.evaluate_test and best:
+        (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
+        weights = best  # trainer.test loaded them into `model`
+        print(
+            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity bound "
+            f"{result['test/ppl']:.4f}"
         )
     if cfg.samples.num_samples > 0:
         s = cfg.samples
+        backbone = model.eval_backbone
         samples = draw_samples(
-            model.objective,
-            model.eval_backbone,
-            s.num_samples,
-            s.length,
-            s.steps,
-            s.seed,
-            s.batch_size,
+            model.objective, backbone, s.num_samples, s.length, s.steps, s.seed, s.batch_size
         )
-        run = SamplingRun(
-            checkpoint=checkpoint.last_model_path or "in-memory",
-            sampler="ancestral",
-            steps=s.steps,
-            seed=s.seed,
-        )
+        run = SamplingRun(checkpoint=weights, sampler="ancestral", steps=s.steps, seed=s.seed)
         path = write_fasta(samples, out / "samples.fa", run, datamodule.tokenizer)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} bp to {path}")
 

@@ -73,6 +73,7 @@ class RunConfig:
     seed: int = 0
     output_dir: str = "outputs/${name}"
     ckpt_path: str | None = None  # resume from this Lightning checkpoint ("last" for the latest)
+    evaluate_test: bool = True  # score the best checkpoint on the test split after training
     model: dict = field(default_factory=dict)
     objective: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)

@@ -52,8 +52,9 @@ class EMA(AveragedModel):
 class DiffusionLM(L.LightningModule):
     """Trains ``backbone`` with ``objective``; validation and sampling use the EMA weights.
 
-    Logged metrics: ``train/nelbo`` and ``val/nelbo`` (nats per token), ``val/ppl``
-    (perplexity bound = exp of the mean per-token NELBO over all held-out tokens).
+    Logged metrics: ``train/nelbo``, ``val/nelbo`` and ``test/nelbo`` (nats per token), and
+    ``val/ppl``, ``test/ppl`` (perplexity bound = exp of the NELBO summed over all held-out
+    tokens divided by their number).
     """
 
     def __init__(self, config: dict[str, Any]) -> None:
@@ -65,7 +66,7 @@ class DiffusionLM(L.LightningModule):
         self.optim_cfg = OptimConfig(**config.get("optim", {}))
         ema_cfg = EMAConfig(**config.get("ema", {}))
         self.ema = EMA(self.backbone, ema_cfg.decay, ema_cfg.warmup) if ema_cfg.decay > 0 else None
-        self.val_nelbo, self.val_tokens = SumMetric(), SumMetric()
+        self.heldout_nelbo, self.heldout_tokens = SumMetric(), SumMetric()
 
     @property
     def eval_backbone(self) -> nn.Module:
@@ -89,18 +90,31 @@ class DiffusionLM(L.LightningModule):
         if self.ema is not None:
             self.ema.update_parameters(self.backbone)
 
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+    def _heldout_step(self, batch: dict[str, Tensor]) -> None:
+        """Accumulate the NELBO of ``eval_t_samples`` noise draws per window (EMA weights)."""
         for _ in range(self.objective.eval_t_samples):
             nelbo_sum, tokens = self.objective.loss(self.eval_backbone, batch["input_ids"])
-            self.val_nelbo.update(nelbo_sum)
-            self.val_tokens.update(tokens)
+            self.heldout_nelbo.update(nelbo_sum)
+            self.heldout_tokens.update(tokens)
+
+    def _log_heldout(self, stage: str) -> None:
+        nelbo = self.heldout_nelbo.compute() / self.heldout_tokens.compute().clamp_min(1)
+        self.log(f"{stage}/nelbo", nelbo, prog_bar=True)
+        self.log(f"{stage}/ppl", torch.exp(nelbo), prog_bar=True)
+        self.heldout_nelbo.reset()
+        self.heldout_tokens.reset()
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._heldout_step(batch)
 
     def on_validation_epoch_end(self) -> None:
-        nelbo = self.val_nelbo.compute() / self.val_tokens.compute().clamp_min(1)
-        self.log("val/nelbo", nelbo, prog_bar=True)
-        self.log("val/ppl", torch.exp(nelbo), prog_bar=True)
-        self.val_nelbo.reset()
-        self.val_tokens.reset()
+        self._log_heldout("val")
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._heldout_step(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_heldout("test")
 
     def configure_optimizers(self) -> dict[str, Any]:
         cfg = self.optim_cfg

@@ -1,6 +1,7 @@
 """End to end through the command line: train a few steps, sample, and the config errors."""
 
 import csv
+import math
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ TINY = [
     "trainer.max_steps=4",
     "trainer.val_check_interval=2",
     "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
     "trainer.enable_progress_bar=false",
     "samples.num_samples=2",
     "samples.length=64",
@@ -45,7 +47,9 @@ def test_train_writes_checkpoints_logs_and_samples(trained_run):
     ppl = [float(r["val/ppl"]) for r in rows if r.get("val/ppl")]
     assert len(val) == 2  # validation at steps 2 and 4
     assert all(v > 0 for v in val)
-    assert ppl[-1] == pytest.approx(2.718281828 ** val[-1], rel=1e-5)
+    assert ppl[-1] == pytest.approx(math.exp(val[-1]), rel=1e-5)
+    (test,) = [r for r in rows if r.get("test/nelbo")]  # the best checkpoint on the test split
+    assert float(test["test/ppl"]) == pytest.approx(math.exp(float(test["test/nelbo"])), rel=1e-5)
     records = list(SeqIO.parse(trained_run / "samples.fa", "fasta"))
     assert len(records) == 2
     assert all(len(r.seq) == 64 and set(str(r.seq)) <= set("ACGTN") for r in records)
