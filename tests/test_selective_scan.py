@@ -128,6 +128,18 @@ def test_matches_reference_fp64(backend, L, B_mode, C_mode, z, D, bias, softplus
         torch.testing.assert_close(grads[name], grads_ref[name], rtol=1e-9, atol=1e-9, msg=name)
 
 
+@pytest.mark.parametrize("B_mode, C_mode", [("var", "g2"), ("const", "var")])
+def test_wide_state_matches_reference_fp64(backend, B_mode, C_mode):
+    """N = 19: the kernels' vectorised loops over N plus their scalar remainder."""
+    inputs = make_inputs(33, B_mode, C_mode, N=19, seed=3)
+    dout = torch.randn(2, 4, 33, dtype=torch.float64)
+    out, _, grads = run(selective_scan, inputs, True, dout)
+    out_ref, _, grads_ref = run(scan_reference, inputs, True, dout)
+    torch.testing.assert_close(out, out_ref, rtol=1e-10, atol=1e-10)
+    for name in grads:
+        torch.testing.assert_close(grads[name], grads_ref[name], rtol=1e-9, atol=1e-9, msg=name)
+
+
 @pytest.mark.parametrize("B_mode, C_mode", [("g2", "const"), ("const", "var")])
 def test_channel_chunks_reduce_partial_grads(monkeypatch, B_mode, C_mode):
     """More threads than batch rows: channels split into chunks with per-chunk partial grads."""

@@ -151,24 +151,88 @@ def _forward_kernel(u, delta, A, Bk, Ck, D_skip, z, bias, softplus, has_z, out, 
 
 
 @njit(inline="always", fastmath=_FASTMATH)
-def _row_states(u_row, dt_row, Arow, Brow, Crow, D_d, hs, dAs, y_row, want_y):
-    """hs[t + 1] = h_t (hs[0] = 0), dAs[t] = exp(dt_t A) (dAs[L] = 0); (L + 1, N) each.
-    With want_y also y_row[t] = <C_t, h_t> + D u_t (ungated)."""
-    L, N = dt_row.shape[0], Arow.shape[0]
+def _gate_grad_rows(dout_row, z_row, has_z, sz_row, dy_row):
+    """sz_row = sigmoid(z), dy_row = dLoss / d(ungated y) = dout silu(z) (just dout without z);
+    (L,) each."""
+    if has_z:
+        for t in range(dout_row.shape[0]):
+            sz_row[t] = _sigmoid(z_row[t])
+        for t in range(dout_row.shape[0]):
+            dy_row[t] = dout_row[t] * z_row[t] * sz_row[t]
+    else:
+        dy_row[:] = dout_row
+
+
+@njit(inline="always", fastmath=_FASTMATH)
+def _exp_rows(dt_row, Arow, dAs):
+    """dAs[t] = exp(dt_t A) (L, N)."""
+    for t in range(dt_row.shape[0]):
+        for n in range(Arow.shape[0]):
+            dAs[t, n] = _exp(dt_row[t] * Arow[n])
+
+
+@njit(inline="always", fastmath=_FASTMATH)
+def _row_states(dtu_row, Brow, Crow, dAs, hs, y_row):
+    """hs[t + 1] = h_t = dAs[t] h_{t-1} + dtu_t B_t (hs (L + 1, N), hs[0] = 0);
+    y_row[t] = <C_t, h_t>."""
     hs[0] = 0.0
-    dAs[L] = 0.0
-    for t in range(L):
+    for t in range(dtu_row.shape[0]):
         Bt, Ct = Brow[t if Brow.shape[0] > 1 else 0], Crow[t if Crow.shape[0] > 1 else 0]
-        dt_t = dt_row[t]
-        dtu = dt_t * u_row[t]
-        for n in range(N):
-            dAs[t, n] = _exp(dt_t * Arow[n])
-            hs[t + 1, n] = dAs[t, n] * hs[t, n] + dtu * Bt[n]
-        if want_y:
-            acc = u_row.dtype.type(0)
+        dtu, acc = dtu_row[t], hs.dtype.type(0)
+        for n in range(hs.shape[1]):
+            h = dAs[t, n] * hs[t, n] + dtu * Bt[n]
+            hs[t + 1, n] = h
+            acc += Ct[n] * h
+        y_row[t] = acc
+
+
+@njit(inline="always", fastmath=_FASTMATH)
+def _state_grads(Crow, dy_row, dAs, gs):
+    """gs[t] = dLoss / dh_t (L, N): g_t = g_{t+1} exp(dt_{t+1} A) + C_t dy_t, g_L = 0."""
+    L, N = dy_row.shape[0], gs.shape[1]
+    for t in range(L - 1, -1, -1):
+        Ct, dy_t = Crow[t if Crow.shape[0] > 1 else 0], dy_row[t]
+        if t == L - 1:
             for n in range(N):
-                acc += Ct[n] * hs[t + 1, n]
-            y_row[t] = acc + D_d * u_row[t]
+                gs[t, n] = Ct[n] * dy_t
+        else:
+            for n in range(N):
+                gs[t, n] = gs[t + 1, n] * dAs[t + 1, n] + Ct[n] * dy_t
+
+
+@njit(inline="always", fastmath=_FASTMATH)
+def _a_grads(hs, gs, dt_row, Arow, dAs, dArow, gA_row):
+    """x_t = dLoss / d(dt_t A) = g_t h_{t-1} exp(dt_t A) (overwrites dAs, (L, N));
+    dArow (N,) += sum_t x_t dt_t; gA_row[t] = <x_t, A>."""
+    for t in range(gs.shape[0]):
+        dt_t, gA = dt_row[t], gs.dtype.type(0)
+        for n in range(gs.shape[1]):
+            x = dAs[t, n] * gs[t, n] * hs[t, n]
+            dAs[t, n] = x
+            dArow[n] += x * dt_t
+            gA += x * Arow[n]
+        gA_row[t] = gA
+
+
+@njit(inline="always", fastmath=_FASTMATH)
+def _b_grads(Brow, gs, dtu_row, dBrow, gB_row):
+    """dBrow[t] += dtu_t g_t; gB_row[t] = <B_t, g_t>; B, dB (Lb, N), Lb == 1 broadcasts."""
+    for t in range(gs.shape[0]):
+        tb = t if Brow.shape[0] > 1 else 0
+        Bt, dBt, dtu, gB = Brow[tb], dBrow[tb], dtu_row[t], gs.dtype.type(0)
+        for n in range(gs.shape[1]):
+            gB += Bt[n] * gs[t, n]
+            dBt[n] += dtu * gs[t, n]
+        gB_row[t] = gB
+
+
+@njit(inline="always", fastmath=_FASTMATH)
+def _c_grads(dy_row, hs, dCrow):
+    """dCrow[t] += dy_t h_t = dy_t hs[t + 1]; dC (Lc, N), Lc == 1 sums over t."""
+    for t in range(dy_row.shape[0]):
+        dCt, dy_t = dCrow[t if dCrow.shape[0] > 1 else 0], dy_row[t]
+        for n in range(hs.shape[1]):
+            dCt[n] += dy_t * hs[t + 1, n]
 
 
 @njit(parallel=True, cache=True, fastmath=_FASTMATH)
@@ -178,7 +242,10 @@ def _backward_kernel(
 ):  # fmt: skip
     """Work item (b, chunk of channels). Partial buffers make every write race-free:
     dA/dD/dbias_part are indexed by b; dB/dC_part by a slot unique among work items that can
-    touch the same (Bb, G) entry (the chunk, times b when B/C are shared over the batch)."""
+    touch the same (Bb, G) entry (the chunk, times b when B/C are shared over the batch).
+    Each row runs in short passes over (L, N) buffers (exp(dt A), states, the reverse recurrence
+    of the state gradient, then the gradients of C, B and A), each storing to one or two
+    arrays: LLVM vectorises such loops over N well, where one fused loop ran mostly scalar."""
     Bsz, D, L = u.shape
     N = A.shape[1]
     chunk = (D + n_chunks - 1) // n_chunks
@@ -186,49 +253,40 @@ def _backward_kernel(
         b, p = item // n_chunks, item % n_chunks
         sB = p if Bk.shape[0] > 1 else p + n_chunks * b
         sC = p if Ck.shape[0] > 1 else p + n_chunks * b
-        hs = np.empty((L + 1, N), dtype=u.dtype)
-        dAs = np.empty((L + 1, N), dtype=u.dtype)
-        rows = np.empty((3, L), dtype=u.dtype)
-        dt_row, dy_row, y_row = rows[0], rows[1], rows[2]
-        g = np.empty(N, dtype=u.dtype)  # dLoss / dh_t
+        hs = np.empty((L + 1, N), dtype=u.dtype)  # hs[t + 1] = h_t
+        dAs = np.empty((L, N), dtype=u.dtype)  # exp(dt_t A), then dLoss / d(dt_t A)
+        gs = np.empty((L, N), dtype=u.dtype)  # dLoss / dh_t
+        dArow = np.empty(N, dtype=u.dtype)
+        rows = np.empty((7, L), dtype=u.dtype)
+        dt_row, dy_row, sz_row, y_row, dtu_row, gA_row, gB_row = rows
         for d in range(p * chunk, min(D, (p + 1) * chunk)):
             Arow, Brow, Crow = A[d], _rows(Bk, b, d, D), _rows(Ck, b, d, D)
-            dBrow, dCrow = _rows(dB_part[sB], b, d, D), _rows(dC_part[sC], b, d, D)
             _discretize_row(delta[b, d], bias[d], softplus, dt_row)
-            for t in range(L):  # dLoss / d(ungated y)
-                dy_row[t] = (
-                    dout[b, d, t] * z[b, d, t] * _sigmoid(z[b, d, t]) if has_z else dout[b, d, t]
-                )
-            _row_states(u[b, d], dt_row, Arow, Brow, Crow, D_skip[d], hs, dAs, y_row, has_z)
-            dArow = dA_part[b, d]
-            g[:] = 0.0
-            for t in range(L - 1, -1, -1):
-                tB, tC = t if Brow.shape[0] > 1 else 0, t if Crow.shape[0] > 1 else 0
-                Bt, Ct, dBt, dCt = Brow[tB], Crow[tC], dBrow[tB], dCrow[tC]
-                dy_t, dt_t, u_t = dy_row[t], dt_row[t], u[b, d, t]
-                dtu = dt_t * u_t
-                gA = u.dtype.type(0)  # sum_n dLoss / d(dt A_n) * A_n
-                gB = u.dtype.type(0)  # sum_n g_n B_n
-                for n in range(N):
-                    g[n] = g[n] * dAs[t + 1, n] + Ct[n] * dy_t
-                    dCt[n] += dy_t * hs[t + 1, n]
-                    x = g[n] * hs[t, n] * dAs[t, n]  # dLoss / d(dt A_n)
-                    gA += x * Arow[n]
-                    gB += g[n] * Bt[n]
-                    dArow[n] += x * dt_t
-                    dBt[n] += g[n] * dtu
-                du[b, d, t] = dy_t * D_skip[d] + dt_t * gB
-                ddelta[b, d, t] = gA + u_t * gB  # dLoss / d dt, before softplus' derivative
+            _gate_grad_rows(dout[b, d], z[b, d], has_z, sz_row, dy_row)
+            for t in range(L):
+                dtu_row[t] = dt_row[t] * u[b, d, t]
+            _exp_rows(dt_row, Arow, dAs)
+            _row_states(dtu_row, Brow, Crow, dAs, hs, y_row)
+            _state_grads(Crow, dy_row, dAs, gs)
+            _c_grads(dy_row, hs, _rows(dC_part[sC], b, d, D))
+            _b_grads(Brow, gs, dtu_row, _rows(dB_part[sB], b, d, D), gB_row)
+            dArow[:] = 0.0
+            _a_grads(hs, gs, dt_row, Arow, dAs, dArow, gA_row)
+            dA_part[b, d] = dArow
             dD_acc, dbias_acc = u.dtype.type(0), u.dtype.type(0)
             for t in range(L):
-                if has_z:
-                    sz = _sigmoid(z[b, d, t])
-                    dz[b, d, t] = dout[b, d, t] * y_row[t] * sz * (1 + z[b, d, t] * (1 - sz))
+                du[b, d, t] = dy_row[t] * D_skip[d] + dt_row[t] * gB_row[t]
                 dD_acc += dy_row[t] * u[b, d, t]
+            for t in range(L):  # dLoss / d dt, times softplus' derivative
                 raw = delta[b, d, t] + bias[d]
-                if softplus and raw <= 20:
-                    ddelta[b, d, t] *= _sigmoid(raw)
+                ddt = gA_row[t] + u[b, d, t] * gB_row[t]
+                ddelta[b, d, t] = ddt * _sigmoid(raw) if softplus and raw <= 20 else ddt
                 dbias_acc += ddelta[b, d, t]
+            if has_z:
+                for t in range(L):
+                    y_t = y_row[t] + D_skip[d] * u[b, d, t]
+                    sz = sz_row[t]
+                    dz[b, d, t] = dout[b, d, t] * y_t * sz * (1 + z[b, d, t] * (1 - sz))
             dD_part[b, d] = dD_acc
             dbias_part[b, d] = dbias_acc
 
