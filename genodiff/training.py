@@ -164,9 +164,10 @@ def build_trainer(cfg: DictConfig) -> L.Trainer:
         mode="min",
         save_last=True,
     )
+    # One version_<n> folder per run, so a resumed run never overwrites earlier logs.
     loggers = [
-        CSVLogger(out, name="logs", version=""),
-        TensorBoardLogger(out, name="tensorboard", version="", default_hp_metric=False),
+        CSVLogger(out, name="logs"),
+        TensorBoardLogger(out, name="tensorboard", default_hp_metric=False),
     ]
     return L.Trainer(
         default_root_dir=out,

@@ -27,8 +27,8 @@ TINY = [
 ]
 
 
-def read_metrics(run: Path) -> list[dict]:
-    with open(run / "logs" / "metrics.csv") as handle:
+def read_metrics(run: Path, version: int = 0) -> list[dict]:
+    with open(run / "logs" / f"version_{version}" / "metrics.csv") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -96,6 +96,12 @@ def test_resume_continues_from_last_checkpoint(trained_run, tmp_path):
     rows = read_metrics(out)
     steps = {int(r["step"]) for r in rows if r.get("val/nelbo")}
     assert steps == {5}  # only the validation after the resumed steps 4..6
+
+    # ckpt_path=last picks up output_dir/checkpoints/last.ckpt (now at step 6)
+    args = [a for a in args if not a.startswith(("ckpt_path=", "trainer.max_steps="))]
+    assert cli.main([*args, "ckpt_path=last", "trainer.max_steps=8"]) == 0
+    assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {7}
+    assert read_metrics(out, 0) == rows  # the first resumed run's log is kept
 
 
 def test_misspelt_key_lists_valid_keys(capsys, tmp_path):
