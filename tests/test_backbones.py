@@ -103,8 +103,7 @@ def test_mamba_forward_matches_unfused_path_and_is_causal():
 
 def test_registered_and_ph_only():
     assert get("backbone", "caduceus") is Caduceus
-    with pytest.raises(ValueError, match="not supported"):
-        small(rcps=True)
+    assert small(rcps=True).rcps  # PS is supported now: tests/test_caduceus_ps.py
 
 
 def test_parameter_count_matches_paper_model():

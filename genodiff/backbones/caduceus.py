@@ -1,23 +1,43 @@
-"""Caduceus-Ph: a bidirectional Mamba (BiMamba) language model over DNA tokens.
+"""Caduceus: a bidirectional Mamba (BiMamba) language model over DNA tokens, Ph or PS.
 
-Follows kuleshov-group/caduceus (``CaduceusForMaskedLM`` with rcps=False). State-dict keys are
-the Hugging Face checkpoint keys without their ``caduceus.`` prefix, e.g.
-``backbone.layers.0.mixer.mamba_fwd.in_proj.weight``; the LM head is tied to the embedding and
-stored nowhere. Ph models are trained with reverse-complement augmentation; post-hoc conjoining
-(averaging predictions for x and its reverse complement) is the caller's job.
+Follows kuleshov-group/caduceus (``CaduceusForMaskedLM``). State-dict keys are the Hugging Face
+checkpoint keys without their ``caduceus.`` prefix.
+
+- Ph (rcps=False), e.g. ``backbone.layers.0.mixer.mamba_fwd.in_proj.weight``; the LM head is
+  tied to the embedding and stored nowhere. Ph models are trained with reverse-complement
+  augmentation; ``conjoin_logits`` does the post-hoc conjoining.
+- PS (rcps=True): reverse-complement equivariant (pieces in ``genodiff.backbones.rcps``), with
+  hidden states of 2*d_model channels and the same parameter tensors as Ph. Keys:
+  ``backbone.embeddings.word_embeddings.{embedding.weight,complement_map}``,
+  ``backbone.layers.{i}.mixer.submodule.mamba_{fwd,rev}.*``, ``lm_head.complement_map`` and
+  ``lm_head.lm_head.weight`` (the embedding tensor itself: ``state_dict()`` lists it, as
+  upstream's ``pytorch_model.bin`` does; a safetensors file may leave the tied copy out, so load
+  those with ``strict=False``). The norms are ``backbone.layers.{i}.norm.weight`` and
+  ``backbone.norm_f.weight`` with fused_add_norm=True (the released checkpoints), and
+  ``...norm.submodule.weight`` / ``backbone.norm_f.submodule.weight`` without, as upstream.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from genodiff.backbones.mamba import Block, Mamba
+from genodiff.backbones.rcps import (
+    RCPSAddNormWrapper,
+    RCPSBlock,
+    RCPSEmbedding,
+    RCPSLMHead,
+    rc_ids,
+    rcps_add_norm,
+)
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
+from genodiff.tokenizers import DNATokenizer
 
 
 class BiMamba(nn.Module):
@@ -63,16 +83,26 @@ class BiMamba(nn.Module):
 
 
 class Embeddings(nn.Module):
-    def __init__(self, vocab_size: int, d_model: int):
+    """word_embeddings: nn.Embedding (Ph, ids -> (B, L, d)) or RCPSEmbedding (PS, -> 2d)."""
+
+    def __init__(self, vocab_size: int, d_model: int, complement_map: torch.Tensor | None = None):
         super().__init__()
-        self.word_embeddings = nn.Embedding(vocab_size, d_model)
+        if complement_map is None:
+            self.word_embeddings = nn.Embedding(vocab_size, d_model)
+        else:
+            self.word_embeddings = RCPSEmbedding(vocab_size, d_model, complement_map)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.word_embeddings(input_ids)
 
 
 class CaduceusMixerModel(nn.Module):
-    """Embedding -> n_layer prenorm BiMamba blocks -> final add + norm: ids -> (B, L, d)."""
+    """Embedding -> n_layer prenorm BiMamba blocks -> final add + norm: ids -> (B, L, d).
+
+    With ``rcps_complement_map`` (PS) every piece is its RCPS version and states are
+    (B, L, 2d); ``fused_add_norm`` then picks upstream's fused-kernel ordering of the halves in
+    the blocks (see ``rcps.rcps_add_norm``). For Ph both paths are the same function.
+    """
 
     def __init__(
         self,
@@ -86,45 +116,63 @@ class CaduceusMixerModel(nn.Module):
         bidirectional: bool,
         bidirectional_strategy: str | None,
         bidirectional_weight_tie: bool,
+        fused_add_norm: bool = True,
+        rcps_complement_map: torch.Tensor | None = None,
     ):
         super().__init__()
         self.residual_in_fp32 = residual_in_fp32
-        self.embeddings = Embeddings(vocab_size, d_model)
+        self.rcps = rcps_complement_map is not None
+        self.fused_add_norm = fused_add_norm
+        self.embeddings = Embeddings(vocab_size, d_model, rcps_complement_map)
 
         norm_cls = RMSNorm if rms_norm else nn.LayerNorm
-        self.layers = nn.ModuleList(
-            Block(
-                BiMamba(
-                    d_model,
-                    bidirectional=bidirectional,
-                    bidirectional_strategy=bidirectional_strategy,
-                    bidirectional_weight_tie=bidirectional_weight_tie,
-                    layer_idx=i,
-                    **(ssm_cfg or {}),
-                ),
-                norm_cls(d_model, eps=norm_epsilon),
-                residual_in_fp32,
+        layers = []
+        for i in range(n_layer):
+            mixer = BiMamba(
+                d_model,
+                bidirectional=bidirectional,
+                bidirectional_strategy=bidirectional_strategy,
+                bidirectional_weight_tie=bidirectional_weight_tie,
+                layer_idx=i,
+                **(ssm_cfg or {}),
             )
-            for i in range(n_layer)
-        )
+            norm = norm_cls(d_model, eps=norm_epsilon)
+            if self.rcps:
+                layers.append(RCPSBlock(mixer, norm, fused_add_norm, residual_in_fp32))
+            else:
+                layers.append(Block(mixer, norm, residual_in_fp32))
+        self.layers = nn.ModuleList(layers)
         self.norm_f = norm_cls(d_model, eps=norm_epsilon)
+        if self.rcps and not fused_add_norm:
+            self.norm_f = RCPSAddNormWrapper(self.norm_f)
 
     def forward(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None):
         hidden = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         residual = None
         for layer in self.layers:
             hidden, residual = layer(hidden, residual)
-        hidden, _ = add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
-        return hidden  # (B, L, d)
+        if not self.rcps:
+            hidden, _ = add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
+        elif self.fused_add_norm:  # upstream's fused final norm keeps the halves in order
+            hidden, _ = rcps_add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
+        else:
+            hidden, _ = self.norm_f(hidden, residual, self.residual_in_fp32)
+        return hidden  # (B, L, d), or (B, L, 2d) for PS
 
 
 @register_backbone("caduceus")
 class Caduceus(nn.Module):
-    """Caduceus-Ph backbone + tied LM head. Arguments use the ``CaduceusConfig`` field names and
-    defaults (released checkpoints set residual_in_fp32=False). ``fused_add_norm`` only selects
-    a kernel upstream; both paths compute the same function for Ph and it is accepted for config
-    compatibility. ``complement_map`` (token id -> complement id) is padded with identities to
-    the padded vocabulary and kept for reverse-complement helpers."""
+    """Caduceus backbone + tied LM head. Arguments use the ``CaduceusConfig`` field names and
+    defaults (released checkpoints set residual_in_fp32=False).
+
+    rcps=False is Caduceus-Ph: ``fused_add_norm`` only selects a kernel upstream, both paths
+    compute the same function and it is accepted for config compatibility. rcps=True is
+    Caduceus-PS: ``fused_add_norm=True`` reproduces the ordering of upstream's fused path (that
+    the released PS checkpoints need), ``False`` that of its plain PyTorch path; they are
+    different functions of the same weights. ``complement_map`` (token id -> complement id, a
+    mapping or a sequence) is padded with identities to the padded vocabulary; PS defaults to
+    the DNA tokenizer's.
+    """
 
     def __init__(
         self,
@@ -142,20 +190,23 @@ class Caduceus(nn.Module):
         bidirectional_strategy: str | None = "add",
         bidirectional_weight_tie: bool = True,
         rcps: bool = False,
-        complement_map: dict[int, int] | None = None,
+        complement_map: Mapping[int, int] | Sequence[int] | None = None,
     ):
         super().__init__()
-        if rcps:
-            raise ValueError(
-                "rcps=True (Caduceus-PS) is not supported in this version; use rcps=False"
-            )
-        self.d_model, self.n_layer = d_model, n_layer
+        self.d_model, self.n_layer, self.rcps = d_model, n_layer, rcps
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
+        if rcps and complement_map is None:
+            complement_map = DNATokenizer().complement_map
         self.complement_map = None
         if complement_map is not None:
+            if not isinstance(complement_map, Mapping):
+                complement_map = dict(enumerate(complement_map))
             self.complement_map = {int(k): int(v) for k, v in complement_map.items()}
             for i in range(len(self.complement_map), self.vocab_size):
                 self.complement_map[i] = i
+        cmap = None
+        if rcps:
+            cmap = torch.tensor([self.complement_map[i] for i in range(self.vocab_size)])
         self.backbone = CaduceusMixerModel(
             d_model,
             n_layer,
@@ -167,7 +218,12 @@ class Caduceus(nn.Module):
             bidirectional,
             bidirectional_strategy,
             bidirectional_weight_tie,
+            fused_add_norm,
+            cmap,
         )
+        if rcps:  # the head's weight IS the embedding table
+            self.lm_head = RCPSLMHead(d_model, self.vocab_size, cmap)
+            self.lm_head.lm_head.weight = self.backbone.embeddings.word_embeddings.weight
         self._init_weights(**(initializer_cfg or {}))
 
     @torch.no_grad()
@@ -197,7 +253,12 @@ class Caduceus(nn.Module):
     def hidden_states(
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d)."""
+        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d).
+
+        For PS both the embeddings and the states have 2d channels, cat[fwd, rc stream], and are
+        RC-equivariant: the states of rc(ids) are those of ids flipped over sequence and
+        channels (``rcps.rc_states``).
+        """
         return self.backbone(input_ids, inputs_embeds)
 
     def forward(
@@ -212,4 +273,23 @@ class Caduceus(nn.Module):
         time-conditioned (as in the MDLM paper).
         """
         hidden = self.hidden_states(input_ids, inputs_embeds)
+        if self.rcps:
+            return self.lm_head(hidden).float()
         return F.linear(hidden, self.backbone.embeddings.word_embeddings.weight).float()
+
+
+def conjoin_logits(
+    model: Caduceus, input_ids: torch.Tensor, sigma: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Post-hoc conjoining (for Ph): (logits(x) + rc_permute(logits(rc(x)))) / 2, (B, L, V).
+
+    rc_permute flips the sequence back and permutes the vocabulary by the complement map, so
+    both terms predict the tokens of x. Averaged in logit space, as upstream's conjoined
+    decoders average the outputs of x and rc(x). Uses the model's complement map, else the DNA
+    tokenizer's.
+    """
+    cmap = model.complement_map or dict(enumerate(DNATokenizer().complement_map))
+    cmap = torch.tensor([cmap[i] for i in range(model.vocab_size)], device=input_ids.device)
+    logits = model(input_ids, sigma)
+    logits_rc = model(rc_ids(input_ids, cmap), sigma)  # predictions for rc(x)
+    return (logits + logits_rc.flip(1)[..., cmap]) / 2

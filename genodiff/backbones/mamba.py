@@ -7,12 +7,29 @@ in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj. ``layer_idx`` is kept for 
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from genodiff.ops import add_norm, causal_conv1d, selective_scan
+
+
+@functools.cache
+def _upstream_step_kernels() -> tuple[Callable | None, Callable | None]:
+    """(causal_conv1d_update, selective_state_update) when importable, else None each."""
+    try:
+        from causal_conv1d import causal_conv1d_update
+    except (ImportError, OSError):
+        causal_conv1d_update = None
+    try:
+        from mamba_ssm.ops.triton.selective_state_update import selective_state_update
+    except (ImportError, OSError):
+        selective_state_update = None
+    return causal_conv1d_update, selective_state_update
 
 
 class Mamba(nn.Module):
@@ -101,6 +118,56 @@ class Mamba(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, L, d_model) -> (B, L, d_model)."""
         return self.out_proj(self.ssm(self.in_proj(hidden_states)))
+
+    def allocate_inference_cache(
+        self, batch_size: int, dtype: torch.dtype | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zero states for ``step``: conv_state (B, d_inner, d_conv), ssm_state (B, d_inner, N),
+        in ``dtype`` or else the conv1d / dt_proj weight dtypes (as mamba_ssm)."""
+        device = self.conv1d.weight.device
+        conv_dtype = dtype or self.conv1d.weight.dtype
+        ssm_dtype = dtype or self.dt_proj.weight.dtype
+        return (
+            torch.zeros(batch_size, self.d_inner, self.d_conv, device=device, dtype=conv_dtype),
+            torch.zeros(batch_size, self.d_inner, self.d_state, device=device, dtype=ssm_dtype),
+        )
+
+    def step(
+        self, hidden_states: torch.Tensor, conv_state: torch.Tensor, ssm_state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One recurrent token, as mamba_ssm's ``Mamba.step``: hidden (B, 1, d) -> out (B, 1, d).
+
+        conv_state and ssm_state are updated in place and returned.
+        """
+        dtype = hidden_states.dtype
+        x, z = self.in_proj(hidden_states.squeeze(1)).chunk(2, dim=-1)  # (B, d_inner) each
+        weight = self.conv1d.weight.squeeze(1)  # (d_inner, d_conv)
+        conv_update, state_update = _upstream_step_kernels() if x.is_cuda else (None, None)
+        if conv_update is not None and 2 <= self.d_conv <= 4:
+            x = conv_update(x, conv_state, weight, self.conv1d.bias, "silu")
+        else:
+            conv_state.copy_(conv_state.roll(-1, dims=-1))  # drop the oldest input
+            conv_state[:, :, -1] = x
+            x = (conv_state * weight).sum(-1)
+            if self.conv1d.bias is not None:
+                x = x + self.conv1d.bias
+            x = F.silu(x).to(dtype)
+
+        dt, B, C = self.x_proj(x).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
+        dt = F.linear(dt, self.dt_proj.weight)  # (B, d_inner); bias added below
+        A = -torch.exp(self.A_log.float())  # (d_inner, N)
+        if state_update is not None:
+            y = state_update(
+                ssm_state, x, dt, A, B, C, self.D, z=z, dt_bias=self.dt_proj.bias, dt_softplus=True
+            )
+        else:
+            dt = F.softplus(dt + self.dt_proj.bias.to(dt.dtype))
+            dA = torch.exp(dt.unsqueeze(-1) * A)  # (B, d_inner, N)
+            dBx = (dt * x).unsqueeze(-1) * B.unsqueeze(1)  # (B, d_inner, N)
+            ssm_state.copy_(ssm_state * dA + dBx)
+            y = (ssm_state.to(dtype) * C.unsqueeze(1)).sum(-1)  # (B, d_inner)
+            y = (y + self.D.to(dtype) * x) * F.silu(z)
+        return self.out_proj(y).unsqueeze(1), conv_state, ssm_state
 
 
 class Block(nn.Module):

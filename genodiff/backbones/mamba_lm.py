@@ -1,0 +1,164 @@
+"""The causal Mamba language model (the autoregressive baseline), as mamba_ssm's
+``MambaLMHeadModel``.
+
+State-dict keys are mamba_ssm's: ``backbone.embedding.weight``, ``backbone.layers.{i}.norm.weight``,
+``backbone.layers.{i}.mixer.*`` (see ``Mamba``), ``backbone.norm_f.weight``; with
+tie_embeddings the LM head is the embedding matrix and stored nowhere. ``step`` runs the model
+recurrently, one token at a time, with a constant-size state per layer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from genodiff.backbones.mamba import Block, Mamba
+from genodiff.ops import RMSNorm, add_norm
+from genodiff.registry import register_backbone
+
+# Per layer (conv_state (B, d_inner, d_conv), ssm_state (B, d_inner, N)).
+InferenceCache = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class MixerModel(nn.Module):
+    """Embedding -> n_layer prenorm Mamba blocks -> final add + norm: ids -> (B, L, d)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_layer: int,
+        vocab_size: int,
+        ssm_cfg: dict,
+        rms_norm: bool,
+        residual_in_fp32: bool,
+        norm_epsilon: float,
+    ):
+        super().__init__()
+        self.residual_in_fp32 = residual_in_fp32
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        norm_cls = RMSNorm if rms_norm else nn.LayerNorm
+        self.layers = nn.ModuleList(
+            Block(
+                Mamba(d_model, layer_idx=i, **ssm_cfg),
+                norm_cls(d_model, eps=norm_epsilon),
+                residual_in_fp32,
+            )
+            for i in range(n_layer)
+        )
+        self.norm_f = norm_cls(d_model, eps=norm_epsilon)
+
+    def forward(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        hidden = self.embedding(input_ids) if inputs_embeds is None else inputs_embeds
+        residual = None
+        for layer in self.layers:
+            hidden, residual = layer(hidden, residual)
+        hidden, _ = add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
+        return hidden  # (B, L, d)
+
+    def step(self, input_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor:
+        """ids (B, 1) -> final normed hidden state (B, 1, d); advances ``cache`` in place."""
+        hidden, residual = self.embedding(input_ids), None
+        for layer, (conv_state, ssm_state) in zip(self.layers, cache, strict=True):
+            hidden, residual = add_norm(hidden, residual, layer.norm, layer.residual_in_fp32)
+            hidden, _, _ = layer.mixer.step(hidden, conv_state, ssm_state)
+        hidden, _ = add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
+        return hidden
+
+
+@register_backbone("mamba")
+class MambaLM(nn.Module):
+    """Causal Mamba LM. Arguments use mamba_ssm's ``MambaConfig`` field names and defaults
+    (plus ``norm_epsilon`` and ``initializer_cfg`` of its ``MixerModel``). ``fused_add_norm``
+    only selects a kernel upstream and is accepted for config compatibility; hybrid attention
+    layers and MLPs (``d_intermediate``, ``attn_layer_idx``) and Mamba-2 are not supported."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_layer: int,
+        vocab_size: int = 12,
+        ssm_cfg: dict | None = None,
+        rms_norm: bool = True,
+        residual_in_fp32: bool = True,
+        fused_add_norm: bool = True,
+        pad_vocab_size_multiple: int = 8,
+        tie_embeddings: bool = True,
+        norm_epsilon: float = 1e-5,
+        initializer_cfg: dict | None = None,
+        d_intermediate: int = 0,
+        attn_layer_idx: list[int] | None = None,
+        attn_cfg: dict | None = None,
+    ):
+        super().__init__()
+        ssm_cfg = dict(ssm_cfg or {})
+        if ssm_cfg.pop("layer", "Mamba1") != "Mamba1" or d_intermediate or attn_layer_idx:
+            raise ValueError("only pure Mamba-1 models are supported (no Mamba-2, MLP, attention)")
+        self.d_model, self.n_layer = d_model, n_layer
+        self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
+        self.backbone = MixerModel(
+            d_model, n_layer, self.vocab_size, ssm_cfg, rms_norm, residual_in_fp32, norm_epsilon
+        )
+        self.lm_head = None if tie_embeddings else nn.Linear(d_model, self.vocab_size, bias=False)
+        self._init_weights(**(initializer_cfg or {}))
+
+    @torch.no_grad()
+    def _init_weights(
+        self,
+        initializer_range: float = 0.02,
+        rescale_prenorm_residual: bool = True,
+        n_residuals_per_layer: int = 1,
+    ):
+        """As mamba_ssm's ``_init_weights``: embedding N(0, initializer_range), Linear biases
+        zero (except dt_proj's), out_proj re-drawn (PyTorch's default) and scaled by
+        1/sqrt(n_residuals_per_layer * n_layer) (GPT-2)."""
+        for module in self.backbone.modules():
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                if not getattr(module.bias, "_no_reinit", False):
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=initializer_range)
+            if rescale_prenorm_residual and isinstance(module, Mamba):
+                nn.init.kaiming_uniform_(module.out_proj.weight, a=math.sqrt(5))
+                module.out_proj.weight /= math.sqrt(n_residuals_per_layer * self.n_layer)
+
+    @property
+    def lm_head_weight(self) -> torch.Tensor:
+        """(vocab_size, d): the embedding matrix itself when tied."""
+        return self.backbone.embedding.weight if self.lm_head is None else self.lm_head.weight
+
+    def hidden_states(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d)."""
+        return self.backbone(input_ids, inputs_embeds)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        sigma: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits (B, L, vocab_size) in float32 over the padded vocabulary; position t sees
+        tokens 0..t only. ``sigma`` is accepted for the backbone contract and ignored."""
+        hidden = self.hidden_states(input_ids, inputs_embeds)
+        return F.linear(hidden, self.lm_head_weight).float()
+
+    def allocate_inference_cache(
+        self, batch_size: int, dtype: torch.dtype | None = None
+    ) -> InferenceCache:
+        """Zero recurrent states, one (conv_state, ssm_state) per layer."""
+        return [
+            layer.mixer.allocate_inference_cache(batch_size, dtype)
+            for layer in self.backbone.layers
+        ]
+
+    def step(self, input_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor:
+        """Feed one token per sequence, ids (B,) or (B, 1): float32 logits (B, vocab_size) for
+        the next token. ``cache`` advances in place by one position."""
+        hidden = self.backbone.step(input_ids.reshape(-1, 1), cache)  # (B, 1, d)
+        return F.linear(hidden.squeeze(1), self.lm_head_weight).float()
