@@ -1,9 +1,10 @@
-"""The ``genodiff`` command: train | sample | data."""
+"""The ``genodiff`` command: train | sample | export | data."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -85,6 +86,13 @@ def _sample(args: argparse.Namespace) -> None:
     print(f"genodiff: wrote {args.num_samples} samples of {args.length} bp to {path}")
 
 
+def _export(args: argparse.Namespace) -> None:
+    from genodiff.checkpoints import export_checkpoint
+
+    path = export_checkpoint(Path(args.checkpoint), Path(args.out), weights=args.weights)
+    print(f"genodiff: wrote a Hugging-Face-format folder ({args.weights} weights) to {path}")
+
+
 def _data_hg38(args: argparse.Namespace) -> None:
     from genodiff.data.download import prepare_hg38
 
@@ -119,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--out", required=True, help="output FASTA path")
     sample.set_defaults(run=_sample)
 
+    export = commands.add_parser(
+        "export", help="turn a training checkpoint into a Hugging-Face-format folder"
+    )
+    export.add_argument("--checkpoint", required=True, help="Lightning .ckpt from genodiff train")
+    export.add_argument("--out", required=True, help="folder for config.json + model.safetensors")
+    export.add_argument("--weights", choices=("ema", "raw"), default="ema")
+    export.set_defaults(run=_export)
+
     data = commands.add_parser("data", help="download and prepare datasets")
     datasets = data.add_subparsers(dest="dataset", required=True)
     hg38 = datasets.add_parser("hg38", help="hg38 FASTA + Basenji BED splits")
@@ -133,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except (ConfigError, FileNotFoundError, KeyError, ValueError, FloatingPointError) as err:
+    except (ConfigError, OSError, KeyError, ValueError, FloatingPointError) as err:
+        if os.environ.get("GENODIFF_DEBUG"):
+            raise
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"genodiff {args.command}: error: {message}", file=sys.stderr)
         return 2

@@ -15,13 +15,8 @@ from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel
 from torchmetrics import SumMetric
 
-from genodiff import registry
+from genodiff import backbones, registry
 from genodiff.config import EMAConfig, OptimConfig
-
-
-def build_backbone(model_cfg: dict[str, Any]) -> nn.Module:
-    kwargs = dict(model_cfg)
-    return registry.get("backbone", kwargs.pop("name"))(**kwargs)
 
 
 def build_objective(objective_cfg: dict[str, Any]) -> Any:
@@ -61,7 +56,7 @@ class DiffusionLM(L.LightningModule):
         super().__init__()
         self.save_hyperparameters({"config": config})
         self.config = config
-        self.backbone = build_backbone(config["model"])
+        self.backbone = backbones.build(**config["model"])
         self.objective = build_objective(config["objective"])
         self.optim_cfg = OptimConfig(**config.get("optim", {}))
         ema_cfg = EMAConfig(**config.get("ema", {}))

@@ -144,3 +144,23 @@ def test_missing_hg38_fails_before_model_setup(capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert code == 2
     assert "nohg38" in err and "genodiff data hg38" in err
+
+
+def test_export_command_writes_a_loadable_folder(trained_run, tmp_path, capsys):
+    import torch
+
+    from genodiff.checkpoints import load_pretrained
+    from genodiff.training import DiffusionLM
+
+    ckpt = trained_run / "checkpoints" / "last.ckpt"
+    out = tmp_path / "exported"
+    assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(out)]) == 0
+    assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
+    model = load_pretrained(out)
+    ema = DiffusionLM.load_from_checkpoint(ckpt, map_location="cpu").eval_backbone.eval()
+    ids = torch.randint(7, 11, (2, 32))
+    with torch.no_grad():
+        assert torch.equal(model(ids), ema(ids))
+    # an existing folder is never overwritten silently
+    assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(out)]) == 2
+    assert "exist" in capsys.readouterr().err

@@ -1,0 +1,149 @@
+"""Checkpoint folders: save/load round trips, reference layouts, strict errors, export."""
+
+import json
+
+import pytest
+import safetensors.torch
+import torch
+
+from genodiff import checkpoints, cli
+from genodiff.backbones.build import build
+from genodiff.checkpoints import (
+    CheckpointError,
+    export_checkpoint,
+    load_pretrained,
+    save_pretrained,
+)
+
+from .test_cli import DEMO
+
+CONFIGS = {
+    "caduceus_ph": dict(name="caduceus", d_model=16, n_layer=2),
+    "caduceus_ps": dict(name="caduceus", d_model=16, n_layer=2, rcps=True),
+    "mamba": dict(name="mamba", d_model=16, n_layer=2),
+    "hyena": dict(name="hyena", d_model=16, n_layer=2, layer={"l_max": 64, "filter_order": 8}),
+}
+IDS = torch.randint(0, 12, (2, 32), generator=torch.Generator().manual_seed(0))
+
+
+def assert_same_model(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert torch.equal(a.eval()(IDS), b.eval()(IDS))
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_save_load_round_trip_is_exact(kind, tmp_path):
+    model = build(**CONFIGS[kind])
+    folder = save_pretrained(model, tmp_path / kind)
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    assert_same_model(model, load_pretrained(folder))
+
+
+def test_caduceus_folder_uses_reference_names(tmp_path):
+    folder = save_pretrained(build(**CONFIGS["caduceus_ps"]), tmp_path / "ps")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "caduceus" and config["vocab_size"] == 16
+    assert config["complement_map"]["0"] == 0 and len(config["complement_map"]) == 16
+    keys = safetensors.torch.load_file(folder / "model.safetensors").keys()
+    assert "caduceus.backbone.embeddings.word_embeddings.embedding.weight" in keys
+    assert "lm_head.lm_head.weight" not in keys  # tied, stored once
+
+
+def test_reference_caduceus_ph_folder_loads(tmp_path):
+    model = build(**CONFIGS["caduceus_ph"])
+    state = {"caduceus." + k: v.clone() for k, v in model.state_dict().items()}
+    state["lm_head.weight"] = state["caduceus.backbone.embeddings.word_embeddings.weight"]
+    config = {
+        "model_type": "caduceus",
+        "architectures": ["CaduceusForMaskedLM"],
+        "d_model": 16,
+        "n_layer": 2,
+        "vocab_size": 16,
+        "ssm_cfg": {"d_state": 16, "d_conv": 4, "expand": 2},
+        "rms_norm": True,
+        "residual_in_fp32": True,
+        "fused_add_norm": True,
+        "pad_vocab_size_multiple": 8,
+        "bidirectional": True,
+        "bidirectional_strategy": "add",
+        "bidirectional_weight_tie": True,
+        "rcps": False,
+        "complement_map": {str(i): c for i, c in enumerate([0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7])},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    assert_same_model(model, load_pretrained(tmp_path))
+
+
+def test_reference_mamba_ssm_folder_with_tied_head_loads(tmp_path):
+    model = build(**CONFIGS["mamba"])
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state["lm_head.weight"] = state["backbone.embedding.weight"].clone()
+    config = {
+        "d_model": 16,
+        "d_intermediate": 0,
+        "n_layer": 2,
+        "vocab_size": 12,
+        "ssm_cfg": {},
+        "attn_layer_idx": [],
+        "attn_cfg": {},
+        "rms_norm": True,
+        "residual_in_fp32": True,
+        "fused_add_norm": True,
+        "pad_vocab_size_multiple": 8,
+        "tie_embeddings": True,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    assert_same_model(model, load_pretrained(tmp_path))
+
+
+def test_wrong_key_fails_naming_it(tmp_path):
+    folder = save_pretrained(build(**CONFIGS["mamba"]), tmp_path / "m")
+    state = safetensors.torch.load_file(folder / "model.safetensors")
+    state["backbone.norm_final.weight"] = state.pop("backbone.norm_f.weight")
+    safetensors.torch.save_file(state, folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match="norm_final") as err:
+        load_pretrained(folder)
+    assert "backbone.norm_f.weight" in str(err.value) and "mamba_ssm" in str(err.value)
+
+
+def test_failed_save_leaves_no_folder(tmp_path, monkeypatch):
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoints.safetensors.torch, "save_file", boom)
+    with pytest.raises(OSError, match="disk full"):
+        save_pretrained(build(**CONFIGS["hyena"]), tmp_path / "h")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_reproduces_ema_backbone(tmp_path):
+    run = tmp_path / "run"
+    args = [
+        "train",
+        DEMO,
+        "model=caduceus_tiny",
+        "data.max_length=128",
+        "data.batch_size=4",
+        "trainer.max_steps=2",
+        "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "trainer.enable_progress_bar=false",
+        "samples.num_samples=0",
+        f"output_dir={run}",
+    ]
+    assert cli.main(args) == 0
+    ckpt_path = run / "checkpoints" / "last.ckpt"
+    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    ema = build(**ckpt["hyper_parameters"]["config"]["model"])
+    prefix = "ema.module."
+    ema.load_state_dict(
+        {k.removeprefix(prefix): v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
+    )
+    assert_same_model(ema, load_pretrained(export_checkpoint(ckpt_path, tmp_path / "ema")))
+    raw = load_pretrained(export_checkpoint(ckpt_path, tmp_path / "raw", weights="raw"))
+    assert not torch.equal(raw(IDS), ema(IDS))
