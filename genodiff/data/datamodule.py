@@ -10,6 +10,7 @@ dataset new reverse-complement coins, so a run is reproducible for any ``num_wor
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def _seed_worker(worker_id: int) -> None:
     random.seed(seed)
 
 
-class _GenomeDataModule(L.LightningDataModule):
+class _GenomeDataModule(L.LightningDataModule, ABC):
     """Shared loaders; subclasses provide ``check_files`` and ``_dataset(split)``."""
 
     def __init__(
@@ -70,11 +71,13 @@ class _GenomeDataModule(L.LightningDataModule):
         self.tokenizer = DNATokenizer()
         self.datasets: dict[str, GenomeWindowDataset] = {}
 
+    @abstractmethod
     def check_files(self) -> None:
-        raise NotImplementedError
+        """Raise FileNotFoundError naming any missing input (and how to get it)."""
 
+    @abstractmethod
     def _dataset(self, split: str) -> GenomeWindowDataset:
-        raise NotImplementedError
+        """The dataset of ``split`` ("train", "valid" or "test")."""
 
     def setup(self, stage: str | None = None) -> None:
         self.check_files()

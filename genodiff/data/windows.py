@@ -12,6 +12,7 @@ is reproducible whatever the worker count; call ``set_epoch`` to get fresh coins
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,7 +27,7 @@ Window = tuple[str, int, int]
 _TOKENIZER = DNATokenizer()
 
 
-class GenomeWindowDataset(Dataset):
+class GenomeWindowDataset(Dataset, ABC):
     """Base class: items ``{"input_ids": LongTensor[max_length]}`` read from ``genome``.
 
     Subclasses say where item ``index`` lies through ``window(index)`` and ``__len__``.
@@ -45,8 +46,9 @@ class GenomeWindowDataset(Dataset):
         self.epoch = 0
         self.tokenizer = _TOKENIZER
 
+    @abstractmethod
     def window(self, index: int) -> Window:
-        raise NotImplementedError
+        """``(chrom, start, end)`` of item ``index``."""
 
     def set_epoch(self, epoch: int) -> None:
         """Draw new reverse-complement coins for ``epoch`` (items stay deterministic)."""
