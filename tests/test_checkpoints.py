@@ -147,3 +147,46 @@ def test_export_reproduces_ema_backbone(tmp_path):
     assert_same_model(ema, load_pretrained(export_checkpoint(ckpt_path, tmp_path / "ema")))
     raw = load_pretrained(export_checkpoint(ckpt_path, tmp_path / "raw", weights="raw"))
     assert not torch.equal(raw(IDS), ema(IDS))
+
+
+def test_original_hyenadna_lightning_checkpoint_loads(tmp_path):
+    # The original HyenaDNA releases: config.json + weights.ckpt (a Lightning checkpoint whose
+    # model keys sit under "model.") with the shared Sin frequency stored once.
+    model = build(name="hyena", d_model=16, n_layer=2, d_inner=64, layer={"l_max": 64})
+    state = {
+        f"model.{k}": v
+        for k, v in model.state_dict().items()
+        if not k.endswith(("implicit_filter.3.freq", "implicit_filter.5.freq"))
+    }
+    state["optimizer_only.step"] = torch.tensor(3)  # non-model entries are ignored
+    folder = tmp_path / "hyenadna"
+    folder.mkdir()
+    torch.save({"state_dict": state, "epoch": 1}, folder / "weights.ckpt")
+    config = {
+        "d_model": 16, "n_layer": 2, "d_inner": 64, "vocab_size": 12, "resid_dropout": 0.0,
+        "embed_dropout": 0.1, "residual_in_fp32": False, "pad_vocab_size_multiple": 8,
+        "layer": {"_name_": "hyena", "emb_dim": 5, "filter_order": 64, "local_order": 3,
+                  "l_max": 64, "modulate": True, "w": 10, "lr": 6e-4, "wd": 0.0,
+                  "lr_pos_emb": 0.0},
+    }  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    assert_same_model(load_pretrained(folder), model)
+
+
+def test_transformers_mamba_layout_loads(tmp_path):
+    model = build(name="mamba", d_model=16, n_layer=2, vocab_size=16)
+    state = {
+        ("backbone.embeddings.weight" if k == "backbone.embedding.weight" else k): v
+        for k, v in model.state_dict().items()
+    }
+    folder = tmp_path / "hf_mamba"
+    folder.mkdir()
+    safetensors.torch.save_file(state, str(folder / "model.safetensors"))
+    config = {
+        "model_type": "mamba", "architectures": ["MambaForCausalLM"], "hidden_size": 16,
+        "num_hidden_layers": 2, "vocab_size": 16, "state_size": 16, "expand": 2,
+        "conv_kernel": 4, "use_bias": False, "use_conv_bias": True, "time_step_rank": "auto",
+        "layer_norm_epsilon": 1e-5, "residual_in_fp32": True, "tie_word_embeddings": True,
+    }  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    assert_same_model(load_pretrained(folder), model)
