@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.mamba import Block, Mamba
 from genodiff.backbones.rcps import (
     RCPSAddNormWrapper,
@@ -161,7 +162,7 @@ class CaduceusMixerModel(nn.Module):
 
 
 @register_backbone("caduceus")
-class Caduceus(nn.Module):
+class Caduceus(LMBackboneBase):
     """Caduceus backbone + tied LM head. Arguments use the ``CaduceusConfig`` field names and
     defaults (released checkpoints set residual_in_fp32=False).
 
@@ -171,7 +172,9 @@ class Caduceus(nn.Module):
     the released PS checkpoints need), ``False`` that of its plain PyTorch path; they are
     different functions of the same weights. ``complement_map`` (token id -> complement id, a
     mapping or a sequence) is padded with identities to the padded vocabulary; PS defaults to
-    the DNA tokenizer's.
+    the DNA tokenizer's. For PS, ``hidden_states`` (and ``inputs_embeds``) have 2 d_model
+    channels, cat[fwd, rc stream], and are RC-equivariant: the states of rc(ids) are those of
+    ids flipped over sequence and channels (``rcps.rc_states``).
     """
 
     def __init__(
@@ -250,32 +253,11 @@ class Caduceus(nn.Module):
                 nn.init.kaiming_uniform_(module.out_proj.weight, a=math.sqrt(5))
                 module.out_proj.weight /= math.sqrt(n_residuals_per_layer * self.n_layer)
 
-    def hidden_states(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d).
-
-        For PS both the embeddings and the states have 2d channels, cat[fwd, rc stream], and are
-        RC-equivariant: the states of rc(ids) are those of ids flipped over sequence and
-        channels (``rcps.rc_states``).
-        """
-        return self.backbone(input_ids, inputs_embeds)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None,
-        sigma: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Logits (B, L, vocab_size) in float32 over the padded vocabulary.
-
-        ``sigma`` (B,) is accepted for the backbone contract and ignored: the DNA models are not
-        time-conditioned (as in the MDLM paper).
-        """
-        hidden = self.hidden_states(input_ids, inputs_embeds)
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """LM head tied to the embedding (the RCPS head for PS): -> (B, L, vocab_size)."""
         if self.rcps:
-            return self.lm_head(hidden).float()
-        return F.linear(hidden, self.backbone.embeddings.word_embeddings.weight).float()
+            return self.lm_head(hidden)
+        return F.linear(hidden, self.backbone.embeddings.word_embeddings.weight)
 
 
 def conjoin_logits(

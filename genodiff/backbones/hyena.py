@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genodiff.backbones.base import LMBackboneBase
 from genodiff.registry import register_backbone
 
 
@@ -304,7 +305,7 @@ class LMBackbone(nn.Module):
 
 
 @register_backbone("hyena")
-class HyenaDNA(nn.Module):
+class HyenaDNA(LMBackboneBase):
     """HyenaDNA backbone + tied LM head. Arguments use the upstream config field names.
 
     ``layer`` is the upstream Hyena layer dict: emb_dim, filter_order, short_filter_order (or
@@ -366,19 +367,6 @@ class HyenaDNA(nn.Module):
                 nn.init.normal_(block.mixer.out_proj.weight, std=std)
                 nn.init.normal_(block.mlp.fc2.weight, std=std)
 
-    def hidden_states(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d)."""
-        return self.backbone(input_ids, inputs_embeds)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None,
-        sigma: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Logits (B, L, vocab_size) in float32 over the padded vocabulary; position t sees
-        tokens <= t only. ``sigma`` is accepted for the backbone contract and ignored."""
-        hidden = self.hidden_states(input_ids, inputs_embeds)
-        return F.linear(hidden, self.backbone.embeddings.word_embeddings.weight).float()
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """LM head tied to the embedding: (B, L, d) -> (B, L, vocab_size); causal."""
+        return F.linear(hidden, self.backbone.embeddings.word_embeddings.weight)

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.mamba import Block, Mamba
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
@@ -71,7 +72,7 @@ class MixerModel(nn.Module):
 
 
 @register_backbone("mamba")
-class MambaLM(nn.Module):
+class MambaLM(LMBackboneBase):
     """Causal Mamba LM. Arguments use mamba_ssm's ``MambaConfig`` field names and defaults
     (plus ``norm_epsilon`` and ``initializer_cfg`` of its ``MixerModel``). ``fused_add_norm``
     only selects a kernel upstream and is accepted for config compatibility; hybrid attention
@@ -131,22 +132,10 @@ class MambaLM(nn.Module):
         """(vocab_size, d): the embedding matrix itself when tied."""
         return self.backbone.embedding.weight if self.lm_head is None else self.lm_head.weight
 
-    def hidden_states(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d)."""
-        return self.backbone(input_ids, inputs_embeds)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None,
-        sigma: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Logits (B, L, vocab_size) in float32 over the padded vocabulary; position t sees
-        tokens 0..t only. ``sigma`` is accepted for the backbone contract and ignored."""
-        hidden = self.hidden_states(input_ids, inputs_embeds)
-        return F.linear(hidden, self.lm_head_weight).float()
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Tied (or separate) LM head: (B, L, d) -> (B, L, vocab_size). Causal: position t
+        sees tokens 0..t only."""
+        return F.linear(hidden, self.lm_head_weight)
 
     def allocate_inference_cache(
         self, batch_size: int, dtype: torch.dtype | None = None
@@ -161,4 +150,4 @@ class MambaLM(nn.Module):
         """Feed one token per sequence, ids (B,) or (B, 1): float32 logits (B, vocab_size) for
         the next token. ``cache`` advances in place by one position."""
         hidden = self.backbone.step(input_ids.reshape(-1, 1), cache)  # (B, 1, d)
-        return F.linear(hidden.squeeze(1), self.lm_head_weight).float()
+        return self.head(hidden.squeeze(1)).float()

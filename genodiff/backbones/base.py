@@ -1,0 +1,39 @@
+"""The backbone contract shared by every language-model backbone (DESIGN §2)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+from torch import nn
+
+
+class LMBackboneBase(nn.Module, ABC):
+    """ids (B, L) -> logits (B, L, V) as ``head(backbone(ids))``.
+
+    Subclasses set ``self.backbone`` (ids or embeddings -> final hidden states) and implement
+    ``head`` (hidden states -> logits over the padded vocabulary).
+    """
+
+    backbone: nn.Module
+
+    @abstractmethod
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, L, d) final hidden states -> (B, L, V) logits."""
+
+    def hidden_states(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d)."""
+        return self.backbone(input_ids, inputs_embeds)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        sigma: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits (B, L, V) in float32 over the padded vocabulary. ``sigma`` (B,) is accepted
+        for the objective contract and ignored: genodiff's DNA models are not time-conditioned
+        (as in the MDLM paper)."""
+        return self.head(self.hidden_states(input_ids, inputs_embeds)).float()
