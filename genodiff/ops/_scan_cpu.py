@@ -98,7 +98,7 @@ def _float_function(name):
     """A function callable from numba kernels on float32 / float64 scalars (see above)."""
 
     def stub(x):
-        raise NotImplementedError("only callable from numba kernels")
+        raise TypeError(f"{name} is only callable inside numba-compiled kernels")
 
     # compiled without reassoc, which could undo the exact ln2 split
     @overload(stub, jit_options={"fastmath": {"contract"}})
