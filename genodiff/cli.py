@@ -17,6 +17,7 @@ def _train(args: argparse.Namespace) -> None:
 
     from genodiff.config import load_config
     from genodiff.generate import SamplingRun, draw_samples, write_fasta
+    from genodiff.sampling import SampleRequest
     from genodiff.training import DiffusionLM, build_datamodule, build_trainer
 
     cfg = load_config(args.config, args.overrides)
@@ -28,6 +29,9 @@ def _train(args: argparse.Namespace) -> None:
     print(f"genodiff: training {cfg.name}; outputs in {out}")
     L.seed_everything(cfg.seed, workers=True)
     model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    if cfg.init_from and not cfg.ckpt_path:
+        model.init_from_pretrained(cfg.init_from)
+        print(f"genodiff: backbone initialised from {cfg.init_from}")
     trainer = build_trainer(cfg)
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
 
@@ -50,9 +54,8 @@ def _train(args: argparse.Namespace) -> None:
     if cfg.samples.num_samples > 0:
         s = cfg.samples
         backbone = model.eval_backbone
-        samples = draw_samples(
-            model.objective, backbone, s.num_samples, s.length, s.steps, s.seed, s.batch_size
-        )
+        request = SampleRequest(num_samples=s.num_samples, length=s.length, steps=s.steps)
+        samples = draw_samples(model.eval_objective, backbone, request, s.seed, s.batch_size)
         run = SamplingRun(checkpoint=weights, sampler="ancestral", steps=s.steps, seed=s.seed)
         path = write_fasta(samples, out / "samples.fa", run, datamodule.tokenizer)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} bp to {path}")
@@ -62,6 +65,7 @@ def _sample(args: argparse.Namespace) -> None:
     import torch
 
     from genodiff.generate import SamplingRun, draw_samples, write_fasta
+    from genodiff.sampling import SampleRequest
     from genodiff.tokenizers import DNATokenizer
     from genodiff.training import DiffusionLM
 
@@ -70,14 +74,9 @@ def _sample(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"checkpoint {checkpoint} not found")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = DiffusionLM.load_from_checkpoint(checkpoint, map_location=device)
+    request = SampleRequest(num_samples=args.num_samples, length=args.length, steps=args.steps)
     samples = draw_samples(
-        model.objective,
-        model.eval_backbone,
-        args.num_samples,
-        args.length,
-        args.steps,
-        args.seed,
-        args.batch_size,
+        model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size
     )
     run = SamplingRun(
         checkpoint=str(checkpoint), sampler="ancestral", steps=args.steps, seed=args.seed

@@ -74,6 +74,9 @@ class RunConfig:
     output_dir: str = "outputs/${name}"
     ckpt_path: str | None = None  # resume from this Lightning checkpoint ("last" for the latest)
     evaluate_test: bool = True  # score the best checkpoint on the test split after training
+    # Start the backbone from a Hugging-Face-format folder (e.g. a Caduceus MLM, or the output
+    # of ``genodiff export``): pre-train as MLM, then fine-tune with a diffusion objective.
+    init_from: str | None = None
     model: dict = field(default_factory=dict)
     objective: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)
@@ -234,5 +237,7 @@ def load_config(config: str | Path, overrides: list[str] | None = None) -> DictC
     for key in ("fasta", "bed", "cache_dir"):
         if cfg.data.get(key):
             cfg.data[key] = resolve_path(cfg.data[key], root)
+    if cfg.get("init_from"):
+        cfg.init_from = resolve_path(cfg.init_from, root)
     OmegaConf.resolve(cfg)
     return cfg

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -11,6 +11,8 @@ from Bio.SeqIO import write as write_records
 from Bio.SeqRecord import SeqRecord
 from torch import Tensor
 
+from genodiff.objectives import Objective
+from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 
 
@@ -31,22 +33,22 @@ class SamplingRun:
 
 
 def draw_samples(
-    objective,
+    objective: Objective,
     backbone: torch.nn.Module,
-    num: int,
-    length: int,
-    steps: int,
+    request: SampleRequest,
     seed: int,
     batch_size: int,
 ) -> Tensor:
-    """(num, length) ids in batches of ``batch_size``; one seeded generator makes it repeatable."""
+    """(request.num_samples, request.length) ids in batches of ``batch_size``; one seeded
+    generator makes the whole run repeatable."""
     device = next(backbone.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     backbone.eval()
     batches = []
-    for start in range(0, num, batch_size):
-        n = min(batch_size, num - start)
-        batches.append(objective.sample(backbone, n, length, steps, generator=generator).cpu())
+    for start in range(0, request.num_samples, batch_size):
+        n = min(batch_size, request.num_samples - start)
+        part = replace(request, num_samples=n)
+        batches.append(objective.sample(backbone, part, generator=generator).cpu())
     return torch.cat(batches)
 
 

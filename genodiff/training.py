@@ -16,10 +16,12 @@ from torch.optim.swa_utils import AveragedModel
 from torchmetrics import SumMetric
 
 from genodiff import backbones, registry
+from genodiff.checkpoints import load_pretrained
 from genodiff.config import EMAConfig, OptimConfig
+from genodiff.objectives import Objective
 
 
-def build_objective(objective_cfg: dict[str, Any]) -> Any:
+def build_objective(objective_cfg: dict[str, Any]) -> Objective:
     kwargs = dict(objective_cfg)
     return registry.get("objective", kwargs.pop("name"))(**kwargs)
 
@@ -27,6 +29,31 @@ def build_objective(objective_cfg: dict[str, Any]) -> Any:
 def build_datamodule(data_cfg: dict[str, Any]) -> L.LightningDataModule:
     kwargs = dict(data_cfg)
     return registry.get("data", kwargs.pop("name"))(**kwargs)
+
+
+def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
+    """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
+    a mamba_ssm or HyenaDNA release) into ``backbone``; every tensor must match."""
+    pretrained = load_pretrained(folder)
+    source, target = pretrained.state_dict(), backbone.state_dict()
+    missing = sorted(set(target) - set(source))
+    unexpected = sorted(set(source) - set(target))
+    mismatched = sorted(k for k in set(source) & set(target) if source[k].shape != target[k].shape)
+    if missing or unexpected or mismatched:
+        details = "; ".join(
+            f"{label}: {', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''}"
+            for label, keys in (
+                ("missing", missing),
+                ("unexpected", unexpected),
+                ("shape mismatch", mismatched),
+            )
+            if keys
+        )
+        raise ValueError(
+            f"init_from={folder}: its weights do not fit the configured model ({details}). "
+            "Pick the model config that matches the folder's config.json."
+        )
+    backbone.load_state_dict(source)
 
 
 class EMA(AveragedModel):
@@ -60,7 +87,13 @@ class DiffusionLM(L.LightningModule):
         self.objective = build_objective(config["objective"])
         self.optim_cfg = OptimConfig(**config.get("optim", {}))
         ema_cfg = EMAConfig(**config.get("ema", {}))
-        self.ema = EMA(self.backbone, ema_cfg.decay, ema_cfg.warmup) if ema_cfg.decay > 0 else None
+        use_ema = ema_cfg.decay > 0
+        self.ema = EMA(self.backbone, ema_cfg.decay, ema_cfg.warmup) if use_ema else None
+        # Objectives with parameters of their own (Plaid) get their own average.
+        has_params = any(True for _ in self.objective.parameters())
+        self.objective_ema = (
+            EMA(self.objective, ema_cfg.decay, ema_cfg.warmup) if use_ema and has_params else None
+        )
         self.heldout_nelbo, self.heldout_tokens = SumMetric(), SumMetric()
 
     @property
@@ -68,9 +101,20 @@ class DiffusionLM(L.LightningModule):
         """The weights used for validation and sampling: the EMA copy when there is one."""
         return self.ema.module if self.ema is not None else self.backbone
 
+    def init_from_pretrained(self, folder: str | Path) -> None:
+        """Start from the backbone weights of a Hugging-Face-format folder (``init_from=DIR``)."""
+        init_backbone(self.backbone, folder)
+        if self.ema is not None:
+            init_backbone(self.ema.module, folder)
+
+    @property
+    def eval_objective(self) -> Objective:
+        """The objective with averaged parameters, when it has parameters and EMA is on."""
+        return self.objective_ema.module if self.objective_ema is not None else self.objective
+
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        nelbo_sum, tokens = self.objective.loss(self.backbone, batch["input_ids"])
-        loss = nelbo_sum / tokens.clamp_min(1)
+        nelbo, tokens = self.objective.loss(self.backbone, batch["input_ids"])  # (B,), (B,)
+        loss = nelbo.sum() / tokens.sum().clamp_min(1)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss is {loss.item()} at step {self.global_step}; no checkpoint was "
@@ -84,13 +128,16 @@ class DiffusionLM(L.LightningModule):
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.ema is not None:
             self.ema.update_parameters(self.backbone)
+        if self.objective_ema is not None:
+            self.objective_ema.update_parameters(self.objective)
 
     def _heldout_step(self, batch: dict[str, Tensor]) -> None:
         """Accumulate the NELBO of ``eval_t_samples`` noise draws per window (EMA weights)."""
-        for _ in range(self.objective.eval_t_samples):
-            nelbo_sum, tokens = self.objective.loss(self.eval_backbone, batch["input_ids"])
-            self.heldout_nelbo.update(nelbo_sum)
-            self.heldout_tokens.update(tokens)
+        objective = self.eval_objective
+        for _ in range(objective.eval_t_samples):
+            nelbo, tokens = objective.loss(self.eval_backbone, batch["input_ids"])  # (B,), (B,)
+            self.heldout_nelbo.update(nelbo.sum())
+            self.heldout_tokens.update(tokens.sum())
 
     def _log_heldout(self, stage: str) -> None:
         nelbo = self.heldout_nelbo.compute() / self.heldout_tokens.compute().clamp_min(1)
@@ -113,7 +160,8 @@ class DiffusionLM(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         cfg = self.optim_cfg
-        params = [p for p in self.backbone.parameters() if p.requires_grad]
+        modules = (self.backbone, self.objective)
+        params = [p for m in modules for p in m.parameters() if p.requires_grad]
         decay = [p for p in params if not getattr(p, "_no_weight_decay", False)]
         no_decay = [p for p in params if getattr(p, "_no_weight_decay", False)]
         optimizer = torch.optim.AdamW(

@@ -1,27 +1,52 @@
-"""The interface every objective implements; an objective never knows which backbone it drives."""
+"""The interface every objective implements; an objective never knows which backbone it drives.
+
+An objective is an ``nn.Module`` so that objectives with parameters of their own (Plaid's
+embeddings and learned schedule) are trained, averaged (EMA) and checkpointed with the
+backbone; parameter-free objectives (MDLM, SEDD, D3PM, AR) simply hold none.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from abc import ABC, abstractmethod
 
 import torch
 from torch import Tensor, nn
 
+from genodiff.sampling import SampleRequest
 
-class Objective(Protocol):
+
+class Objective(nn.Module, ABC):
+    """A training loss (a per-token NELBO or NLL in nats) and the samplers that go with it."""
+
+    #: Names accepted by ``SampleRequest.sampler``; the first is the default.
+    samplers: tuple[str, ...] = ("ancestral",)
+    #: True when ``loss`` is the exact NLL (AR) rather than an upper bound (diffusion).
+    exact_likelihood: bool = False
+    #: Noise draws per held-out sequence when evaluating (set by configs that have it).
+    eval_t_samples: int = 1
+
+    @abstractmethod
     def loss(
         self, model: nn.Module, input_ids: Tensor, generator: torch.Generator | None = None
     ) -> tuple[Tensor, Tensor]:
-        """(sum of per-token NELBO in nats over the batch, number of scored tokens)."""
-        ...
+        """Per sequence: (NELBO summed over its scored tokens in nats (B,), scored tokens (B,)).
 
+        ``input_ids`` is (B, L); [PAD] positions are neither corrupted nor scored.
+        """
+
+    @abstractmethod
     def sample(
-        self,
-        model: nn.Module,
-        num_samples: int,
-        length: int,
-        steps: int,
-        generator: torch.Generator | None = None,
+        self, model: nn.Module, request: SampleRequest, generator: torch.Generator | None = None
     ) -> Tensor:
-        """(num_samples, length) token ids drawn from the model."""
-        ...
+        """(request.num_samples, request.length) token ids drawn from ``model``.
+
+        Positions where ``request.given`` is True hold ``request.template`` unchanged.
+        """
+
+    def check_sampler(self, request: SampleRequest) -> None:
+        """Raise ValueError when this objective has no sampler called ``request.sampler``."""
+        if request.sampler not in self.samplers:
+            raise ValueError(
+                f"{type(self).__name__} has no sampler {request.sampler!r}; "
+                f"choose one of: {', '.join(self.samplers)}"
+            )

@@ -12,9 +12,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from genodiff.objectives.base import Objective
 from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
-from genodiff.sampling import sample_categorical
+from genodiff.samplers import MASKED_SAMPLERS, sample_masked
+from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 
 _TOKENIZER = DNATokenizer()
@@ -23,7 +25,9 @@ NEG_INF = -1e6
 
 
 @register_objective("mdlm")
-class MDLM:
+class MDLM(Objective):
+    samplers = tuple(MASKED_SAMPLERS)
+
     def __init__(
         self,
         mask_id: int = _TOKENIZER.mask_id,
@@ -37,6 +41,7 @@ class MDLM:
     ) -> None:
         if eval_t_samples < 1:
             raise ValueError(f"eval_t_samples must be >= 1, got {eval_t_samples}")
+        super().__init__()
         self.mask_id = mask_id
         self.pad_id = pad_id
         self.schedule = build_schedule(noise_schedule, noise_eps)
@@ -66,7 +71,7 @@ class MDLM:
     def loss(
         self, model: nn.Module, input_ids: Tensor, generator: torch.Generator | None = None
     ) -> tuple[Tensor, Tensor]:
-        """(sum of per-token NELBO over the batch in nats, number of scored tokens).
+        """Per sequence: (NELBO summed over its tokens in nats (B,), scored tokens (B,)).
 
         Positions holding [PAD] (N bases, padding) are never masked and never scored.
         """
@@ -79,37 +84,11 @@ class MDLM:
         x_t = input_ids.masked_fill(masked, self.mask_id)
         log_p = self.x0_log_probs(model, x_t, t)  # (B, L, V)
         nll = -log_p.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
-        nelbo = torch.where(masked, nll * weight[:, None], 0.0).sum()
-        return nelbo, scored.sum()
+        nelbo = torch.where(masked, nll * weight[:, None], 0.0).sum(dim=-1)  # (B,)
+        return nelbo, scored.sum(dim=-1)
 
     @torch.no_grad()
     def sample(
-        self,
-        model: nn.Module,
-        num_samples: int,
-        length: int,
-        steps: int,
-        generator: torch.Generator | None = None,
+        self, model: nn.Module, request: SampleRequest, generator: torch.Generator | None = None
     ) -> Tensor:
-        """Ancestral sampling from all-[MASK] over ``steps`` uniform steps in t, then a final
-        noise-removal step (argmax at t = sampling_eps) for any token still masked."""
-        if steps < 1:
-            raise ValueError(f"steps must be >= 1, got {steps}")
-        device = next(model.parameters()).device
-        x = torch.full((num_samples, length), self.mask_id, dtype=torch.long, device=device)
-        times = torch.linspace(1.0, self.sampling_eps, steps + 1, dtype=torch.float64)
-        for t, s in zip(times[:-1], times[1:], strict=True):
-            masked = x == self.mask_id  # (n, L)
-            if not masked.any():
-                break
-            p_x0 = self.x0_log_probs(model, x, t.expand(num_samples).to(device)).double().exp()
-            p_t, p_s = self.schedule.mask_probability(t), self.schedule.mask_probability(s)
-            # q(x_s | x_t = MASK, x0 ~ p_x0): unmask to x0 w.p. (p_t - p_s)/p_t, else stay masked
-            q = p_x0 * (p_t - p_s)  # (n, L, V)
-            q[..., self.mask_id] = p_s
-            x = torch.where(masked, sample_categorical(q, generator), x)
-        masked = x == self.mask_id
-        if masked.any():
-            t_final = torch.full((num_samples,), self.sampling_eps, device=device)
-            x = torch.where(masked, self.x0_log_probs(model, x, t_final).argmax(-1), x)
-        return x
+        return sample_masked(self, model, request, generator)
