@@ -25,7 +25,7 @@ class SampleRequest:
     num_samples: int
     length: int
     steps: int = 1024
-    sampler: str = "ancestral"
+    sampler: str | None = None  # None: the objective's default (its first sampler)
     temperature: float = 1.0
     top_p: float = 1.0
     template: Tensor | None = None

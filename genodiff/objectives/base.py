@@ -43,10 +43,12 @@ class Objective(nn.Module, ABC):
         Positions where ``request.given`` is True hold ``request.template`` unchanged.
         """
 
-    def check_sampler(self, request: SampleRequest) -> None:
-        """Raise ValueError when this objective has no sampler called ``request.sampler``."""
-        if request.sampler not in self.samplers:
+    def sampler_name(self, request: SampleRequest) -> str:
+        """The sampler ``request`` asks for (the default when None); ValueError if unknown."""
+        name = request.sampler or self.samplers[0]
+        if name not in self.samplers:
             raise ValueError(
-                f"{type(self).__name__} has no sampler {request.sampler!r}; "
+                f"{type(self).__name__} has no sampler {name!r}; "
                 f"choose one of: {', '.join(self.samplers)}"
             )
+        return name

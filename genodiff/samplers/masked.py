@@ -53,5 +53,5 @@ def sample_masked(
     objective, model: nn.Module, request: SampleRequest, generator: torch.Generator | None
 ) -> Tensor:
     """Run the sampler ``request.sampler`` names."""
-    objective.check_sampler(request)
-    return MASKED_SAMPLERS[request.sampler](objective, model, request, generator)
+    sampler = MASKED_SAMPLERS[objective.sampler_name(request)]
+    return sampler(objective, model, request, generator)
