@@ -1,0 +1,69 @@
+"""init_from=DIR: start training from the backbone weights of a Hugging-Face-format folder."""
+
+import torch
+from omegaconf import OmegaConf
+
+from genodiff import cli
+from genodiff.backbones import build
+from genodiff.checkpoints import save_pretrained
+from genodiff.config import load_config
+from genodiff.training import DiffusionLM
+from tests.test_cli import DEMO, TINY
+
+TINY_CADUCEUS = dict(name="caduceus", d_model=64, n_layer=2, vocab_size=12)
+
+
+def pretrained_folder(tmp_path, seed: int, **model_kwargs):
+    torch.manual_seed(seed)
+    model = build(**{**TINY_CADUCEUS, **model_kwargs})
+    return save_pretrained(model, tmp_path / f"pretrained_{seed}"), model.state_dict()
+
+
+def test_training_starts_from_the_folder_weights(tmp_path):
+    folder, weights = pretrained_folder(tmp_path, seed=123)
+    out = tmp_path / "run"
+    # lr 0: the weights written at the end are exactly the ones training started from.
+    overrides = [*TINY, "trainer.max_steps=1", "optim.lr=0", "samples.num_samples=0"]
+    assert cli.main(["train", DEMO, *overrides, f"init_from={folder}", f"output_dir={out}"]) == 0
+    state = torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    for key, value in weights.items():
+        assert torch.equal(state[f"backbone.{key}"], value), key
+        assert torch.equal(state[f"ema.module.{key}"], value), key
+
+
+def test_without_init_from_the_weights_differ(tmp_path):
+    _, weights = pretrained_folder(tmp_path, seed=123)
+    out = tmp_path / "run"
+    overrides = [*TINY, "trainer.max_steps=1", "optim.lr=0", "samples.num_samples=0"]
+    assert cli.main(["train", DEMO, *overrides, f"output_dir={out}"]) == 0
+    state = torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    assert not torch.equal(
+        state["backbone.backbone.embeddings.word_embeddings.weight"],
+        weights["backbone.embeddings.word_embeddings.weight"],
+    )
+
+
+def test_a_folder_of_another_size_is_a_clear_error(tmp_path, capsys):
+    folder, _ = pretrained_folder(tmp_path, seed=0, d_model=32)
+    out = tmp_path / "run"
+    overrides = [*TINY, "trainer.max_steps=1", f"init_from={folder}", f"output_dir={out}"]
+    assert cli.main(["train", DEMO, *overrides]) == 2
+    err = capsys.readouterr().err
+    assert "init_from" in err and "shape mismatch" in err
+    assert not (out / "checkpoints").exists()  # nothing written for a run that cannot start
+
+
+def test_a_missing_folder_is_a_clear_error(tmp_path, capsys):
+    overrides = [*TINY, f"init_from={tmp_path / 'nowhere'}", f"output_dir={tmp_path / 'run'}"]
+    assert cli.main(["train", DEMO, *overrides]) == 2
+    assert "nowhere" in capsys.readouterr().err
+
+
+def test_init_from_sets_the_trained_and_the_averaged_weights(tmp_path):
+    folder, weights = pretrained_folder(tmp_path, seed=1)
+    cfg = load_config(DEMO, TINY)
+    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    model.init_from_pretrained(folder)
+    for key, value in weights.items():
+        assert torch.equal(model.backbone.state_dict()[key], value)
+        assert torch.equal(model.eval_backbone.state_dict()[key], value)
