@@ -1,0 +1,151 @@
+"""The MDLM paper's hg38 table at small scale: every row trained and scored the same way.
+
+Each row is one of the ``configs/hg38*.yaml`` experiments, shrunk to ~82 K parameters (equal
+counts across rows) and trained for the same token budget on real human DNA
+(``human_chrX_GRCh37_trunc``: first 78% train, next 2% validation, last 20% test), then scored
+by ``genodiff eval`` on the same test windows. Rows run one at a time (``--rows mdlm``) so they
+can be started as soon as each is wanted; results accumulate in ``<out>/results.json`` and the
+table is printed from everything there. The FASTA must be BGZF (pyfaidx random access):
+
+    python -c "from genodiff.data.genome import bgzip_fasta; \
+bgzip_fasta('../shared/data/human_chrX_GRCh37_trunc.fa.gz', 'chrX.fa.gz')"
+    python bench/hg38_table.py --fasta chrX.fa.gz --rows mdlm sedd plaid ar_mamba ar_hyena
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# config, model overrides giving ~82 K parameters (Caduceus d64 x 2 = 82,624;
+# Mamba d72 x 2 = 82,296; HyenaDNA d48 x 2 = 82,336).
+ROWS = {
+    "ar_mamba": ("hg38_ar_mamba", ["model.d_model=72", "model.n_layer=2"]),
+    "ar_hyena": ("hg38_ar_hyena", ["model.d_model=48", "model.d_inner=192", "model.n_layer=2"]),
+    "mdlm": ("hg38", ["model=caduceus_tiny"]),
+    "sedd": ("hg38_sedd", ["model=caduceus_tiny"]),
+    "plaid": ("hg38_plaid", ["model=caduceus_tiny"]),
+    "d3pm": ("hg38_d3pm", ["model=caduceus_tiny"]),
+}
+PAPER = {"ar_mamba": 3.067, "ar_hyena": 3.153, "plaid": 3.240, "sedd": 3.216, "mdlm": 3.199}
+
+
+def common_overrides(args: argparse.Namespace, out: Path) -> list[str]:
+    return [
+        "data=demo",
+        f"data.fasta={args.fasta}",
+        "data.split_fractions=[0.78,0.02,0.2]",
+        "data.max_length=1024",
+        f"data.batch_size={args.batch_size}",
+        "trainer=cpu",
+        f"trainer.max_steps={args.steps}",
+        f"trainer.val_check_interval={max(args.steps // 4, 1)}",
+        "trainer.limit_val_batches=8",
+        "trainer.enable_progress_bar=false",
+        f"optim.lr={args.lr}",
+        "ema.decay=0.999",
+        "ema.warmup=true",
+        "evaluate_test=false",
+        "samples.num_samples=0",
+        f"output_dir={out}",
+    ]
+
+
+def run(command: list[str], log: Path) -> str:
+    """Run ``command``, tee stderr to ``log``; stdout is returned (``genodiff eval --json``)."""
+    with open(log, "a") as err:
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed (exit {result.returncode}); see {log}")
+    return result.stdout
+
+
+def train_and_score(row: str, args: argparse.Namespace, score: bool) -> dict | None:
+    config, model_overrides = ROWS[row]
+    out = args.out / row
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "bench.log"
+    timing = out / "train_seconds.txt"  # written when training finished: rerun only scores
+    if not timing.exists():
+        start = time.perf_counter()
+        overrides = [*common_overrides(args, out), *model_overrides]
+        run(["genodiff", "train", f"configs/{config}.yaml", *overrides], log)
+        timing.write_text(f"{time.perf_counter() - start:.0f}\n")
+    train_s = float(timing.read_text())
+    if not score:
+        return None
+    best = sorted((out / "checkpoints").glob("best-step*.ckpt"))[-1]
+    scored = run(
+        [
+            "genodiff", "eval", "--checkpoint", str(best), "--json",
+            "--num-windows", str(args.eval_windows), "--t-samples", str(args.t_samples),
+        ],
+        log,
+    )  # fmt: skip
+    result = json.loads(scored)
+    result.update(row=row, train_seconds=round(train_s), checkpoint=str(best))
+    return result
+
+
+def markov_reference(args: argparse.Namespace) -> str:
+    overrides = common_overrides(args, args.out / "markov")
+    command = [sys.executable, "bench/markov_baseline.py", "configs/demo.yaml", *overrides]
+    return run([*command, "--orders", "2", "4", "6", "8"], args.out / "markov.log")
+
+
+def table(results: dict[str, dict]) -> str:
+    lines = [
+        "| row | params | perplexity | +- s.e. | kind | train time | paper (hg38, 1k) |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    order = sorted(results, key=lambda r: results[r]["perplexity"])
+    for row in order:
+        r = results[row]
+        kind = "exact" if r.get("exact_likelihood") else "bound"
+        minutes = f"{r['train_seconds'] / 60:.1f} min"
+        paper = PAPER.get(row, float("nan"))
+        lines.append(
+            f"| {row} | {r.get('parameters', '?')} | {r['perplexity']:.4f} | "
+            f"{r.get('perplexity_se', math.nan):.4f} | {kind} | {minutes} | {paper:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fasta", required=True, help="BGZF FASTA (e.g. chrX, 70 Mb)")
+    parser.add_argument("--rows", nargs="*", default=[], choices=[*ROWS, "markov"])
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--eval-windows", type=int, default=1000)
+    parser.add_argument("--t-samples", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench_runs" / "hg38_table")
+    parser.add_argument("--train-only", action="store_true", help="train now, score later")
+    args = parser.parse_args()
+    args.fasta = str(Path(args.fasta).resolve())
+    args.out.mkdir(parents=True, exist_ok=True)
+    results_file = args.out / "results.json"
+    results = json.loads(results_file.read_text()) if results_file.exists() else {}
+    for row in args.rows:
+        if row == "markov":
+            print(markov_reference(args))
+            continue
+        result = train_and_score(row, args, score=not args.train_only)
+        if result is None:
+            continue
+        results[row] = result
+        results_file.write_text(json.dumps(results, indent=2))
+        print(f"{row}: perplexity {results[row]['perplexity']:.4f}", flush=True)
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
