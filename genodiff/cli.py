@@ -1,4 +1,4 @@
-"""The ``genodiff`` command: train | sample | export | data."""
+"""The ``genodiff`` command: train | eval | sample | export | data."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def _train(args: argparse.Namespace) -> None:
     print(f"genodiff: training {cfg.name}; outputs in {out}")
     L.seed_everything(cfg.seed, workers=True)
     model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    s = cfg.samples
+    request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
+    sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
     if cfg.init_from and not cfg.ckpt_path:
         model.init_from_pretrained(cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
@@ -37,10 +40,11 @@ def _train(args: argparse.Namespace) -> None:
 
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path
+    kind = "exact" if model.objective.exact_likelihood else "bound"
     if best:
         score = float(checkpoint.best_model_score)
         print(
-            f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity bound "
+            f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity {kind} "
             f"{math.exp(score):.4f}) at {best}"
         )
     weights = checkpoint.last_model_path or "in-memory"  # the weights `model` holds now
@@ -48,41 +52,101 @@ def _train(args: argparse.Namespace) -> None:
         (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
         weights = best  # trainer.test loaded them into `model`
         print(
-            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity bound "
+            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity {kind} "
             f"{result['test/ppl']:.4f}"
         )
-    if cfg.samples.num_samples > 0:
-        s = cfg.samples
+    if s.num_samples > 0:
         backbone = model.eval_backbone
-        request = SampleRequest(num_samples=s.num_samples, length=s.length, steps=s.steps)
         samples = draw_samples(model.eval_objective, backbone, request, s.seed, s.batch_size)
-        run = SamplingRun(checkpoint=weights, sampler="ancestral", steps=s.steps, seed=s.seed)
+        run = SamplingRun(checkpoint=weights, sampler=sampler, steps=s.steps, seed=s.seed)
         path = write_fasta(samples, out / "samples.fa", run, datamodule.tokenizer)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} bp to {path}")
+
+
+def _finetune(args: argparse.Namespace) -> None:
+    from genodiff.finetune import finetune, load_finetune_config
+
+    paths = finetune(load_finetune_config(args.config, args.overrides))
+    print(f"genodiff: wrote {', '.join(str(p) for p in paths.values())}")
 
 
 def _sample(args: argparse.Namespace) -> None:
     import torch
 
-    from genodiff.generate import SamplingRun, draw_samples, write_fasta
+    from genodiff.generate import Constraint, SamplingRun, draw_samples, write_fasta
     from genodiff.sampling import SampleRequest
     from genodiff.tokenizers import DNATokenizer
     from genodiff.training import DiffusionLM
 
+    tokenizer = DNATokenizer()
+    if args.prefix is not None and args.infill is not None:
+        raise ValueError("--prefix and --infill exclude each other; give one")
+    constraint = None
+    if args.infill is not None:
+        constraint = Constraint.from_fasta(args.infill, tokenizer)
+        if args.length not in (None, constraint.length):
+            raise ValueError(
+                f"--length {args.length} differs from the --infill record's "
+                f"{constraint.length} bp; leave --length out"
+            )
+    length = constraint.length if constraint else args.length or 1024
+    if args.prefix is not None:
+        constraint = Constraint.from_prefix(args.prefix, length, tokenizer)
+    request = SampleRequest(
+        num_samples=args.num_samples,
+        length=length,
+        steps=args.steps,
+        sampler=args.sampler,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        template=constraint.template if constraint else None,
+        given=constraint.given if constraint else None,
+        block=args.block,
+        stride=args.stride,
+    )
     checkpoint = Path(args.checkpoint)
     if not checkpoint.is_file():
         raise FileNotFoundError(f"checkpoint {checkpoint} not found")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = DiffusionLM.load_from_checkpoint(checkpoint, map_location=device)
-    request = SampleRequest(num_samples=args.num_samples, length=args.length, steps=args.steps)
+    sampler = model.eval_objective.sampler_name(request)  # its samplers differ per objective
+    if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
+        raise ValueError("--block and --stride apply only to --sampler semi-ar")
     samples = draw_samples(
         model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size
     )
     run = SamplingRun(
-        checkpoint=str(checkpoint), sampler="ancestral", steps=args.steps, seed=args.seed
+        checkpoint=str(checkpoint),
+        sampler=sampler,
+        steps=args.steps,
+        seed=args.seed,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        block=args.block,
+        stride=args.stride,
+        constraint=constraint.description if constraint else None,
     )
-    path = write_fasta(samples, args.out, run, DNATokenizer())
-    print(f"genodiff: wrote {args.num_samples} samples of {args.length} bp to {path}")
+    path = write_fasta(samples, args.out, run, tokenizer)
+    print(f"genodiff: wrote {args.num_samples} samples of {length} bp ({sampler}) to {path}")
+
+
+def _eval(args: argparse.Namespace) -> None:
+    import json
+
+    from genodiff.evaluate import evaluate_checkpoint
+
+    result = evaluate_checkpoint(
+        args.checkpoint,
+        fasta=args.fasta,
+        length=args.length,
+        num_windows=args.num_windows,
+        t_samples=args.t_samples,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+        per_window=args.per_window,
+    )
+    print(json.dumps(result.to_dict()) if args.json else result.describe())
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -115,16 +179,74 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
     train.set_defaults(run=_train)
 
+    finetune = commands.add_parser(
+        "finetune",
+        help="fine-tune a classifier on Genomic Benchmarks tasks with k-fold cross-validation",
+        description="Fine-tune from CONFIG, e.g. configs/genomic_benchmarks.yaml. Overrides: "
+        "benchmark.root=DIR benchmark.tasks=[a,b] folds=5 pretrained=PATH output_dir=DIR "
+        "trainer.max_epochs=10. Finished folds in output_dir are skipped (resume).",
+    )
+    finetune.add_argument("config", help="fine-tuning YAML, e.g. configs/genomic_benchmarks.yaml")
+    finetune.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
+    finetune.set_defaults(run=_finetune)
+
     sample = commands.add_parser("sample", help="generate sequences from a checkpoint as FASTA")
     sample.add_argument("--checkpoint", required=True, help="Lightning .ckpt from genodiff train")
     sample.add_argument("--num-samples", type=int, default=8)
-    sample.add_argument("--length", type=int, default=1024)
-    sample.add_argument("--steps", type=int, default=1024, help="ancestral sampling steps T")
+    sample.add_argument(
+        "--length", type=int, default=None, help="bp (default 1024, or the --infill record's)"
+    )
+    sample.add_argument(
+        "--steps", type=int, default=1024, help="steps T (ancestral, cached; per window: semi-ar)"
+    )
+    sample.add_argument(
+        "--sampler",
+        default=None,
+        help="MDLM/D3PM: ancestral (default), cached, first-hitting, semi-ar; "
+        "other objectives name their own",
+    )
+    sample.add_argument("--temperature", type=float, default=1.0, help="divides log-probs")
+    sample.add_argument("--top-p", type=float, default=1.0, help="nucleus mass kept, in (0, 1]")
+    sample.add_argument("--prefix", default=None, help="fixed first bases, e.g. ACGTTG")
+    sample.add_argument(
+        "--infill",
+        default=None,
+        help="FASTA whose first record fixes its upper-case ACGT and "
+        "generates N / lower-case positions; sets --length",
+    )
+    sample.add_argument("--block", type=int, default=None, help="semi-ar window length (bp)")
+    sample.add_argument("--stride", type=int, default=None, help="semi-ar: new bp per window")
     sample.add_argument("--seed", type=int, default=0)
     sample.add_argument("--batch-size", type=int, default=16)
     sample.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: best)")
     sample.add_argument("--out", required=True, help="output FASTA path")
     sample.set_defaults(run=_sample)
+
+    evaluate = commands.add_parser(
+        "eval",
+        help="held-out NELBO / perplexity of a checkpoint",
+        description="Score held-out windows (the checkpoint's test split, or --fasta) with the "
+        "EMA weights: per-token NELBO (exact NLL for AR) in nats and bits, perplexity, SE.",
+    )
+    evaluate.add_argument("--checkpoint", required=True, help="Lightning .ckpt (genodiff train)")
+    evaluate.add_argument("--fasta", default=None, help="score windows of this FASTA instead")
+    evaluate.add_argument(
+        "--length", type=int, default=None, help="window length (default: the config's)"
+    )
+    evaluate.add_argument(
+        "--num-windows", type=int, default=None, help="evenly spread subset (default: all)"
+    )
+    evaluate.add_argument(
+        "--t-samples", type=int, default=None, help="noise draws per window (diffusion)"
+    )
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--batch-size", type=int, default=16, help="windows per batch")
+    evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: best)")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument(
+        "--per-window", action="store_true", help="with --json: list every window's NELBO"
+    )
+    evaluate.set_defaults(run=_eval)
 
     export = commands.add_parser(
         "export", help="turn a training checkpoint into a Hugging-Face-format folder"

@@ -61,6 +61,7 @@ class SamplesConfig:
     num_samples: int = 0
     length: int = 1024
     steps: int = 256
+    sampler: str | None = None  # None: the objective's default (ancestral, analytic for SEDD)
     seed: int = 0
     batch_size: int = 16
 
@@ -174,9 +175,13 @@ def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
             raise ConfigError(f"{config_file}: {message}") from None
 
 
-def _with_additions(base: DictConfig, overrides: list[str]) -> list[str]:
+def _with_additions(
+    base: DictConfig, overrides: list[str], valid_keys_for: Any = None
+) -> list[str]:
     """Turn ``trainer.max_steps=5`` into ``+trainer.max_steps=5`` when the YAML lacks the key
-    but the section accepts it; reject keys that no section accepts."""
+    but the section accepts it; reject keys that no section accepts. ``valid_keys_for(cfg,
+    dotted)`` gives the valid keys at a level (default: the training schema's)."""
+    valid_keys_for = valid_keys_for or _valid_keys_for
     resolved = []
     for override in overrides:
         match = _ASSIGNMENT.match(override)
@@ -187,7 +192,7 @@ def _with_additions(base: DictConfig, overrides: list[str]) -> list[str]:
         if OmegaConf.select(base, key, default="__missing__") != "__missing__":
             resolved.append(override)
             continue
-        valid = _valid_keys_for(base, key)
+        valid = valid_keys_for(base, key)
         leaf = key.split(".")[-1]
         if valid is not None and leaf not in valid:
             raise _unknown_key_error(key, valid)

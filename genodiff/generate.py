@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 from Bio.Seq import Seq
+from Bio.SeqIO import parse as parse_records
 from Bio.SeqIO import write as write_records
 from Bio.SeqRecord import SeqRecord
 from torch import Tensor
@@ -24,12 +25,83 @@ class SamplingRun:
     sampler: str
     steps: int
     seed: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    block: int | None = None
+    stride: int | None = None
+    constraint: str | None = None  # Constraint.description
 
     def describe(self) -> str:
-        return (
-            f"checkpoint={self.checkpoint} sampler={self.sampler} steps={self.steps} "
-            f"seed={self.seed}"
-        )
+        parts = [
+            f"checkpoint={self.checkpoint}",
+            f"sampler={self.sampler}",
+            f"steps={self.steps}",
+            f"seed={self.seed}",
+            f"temperature={self.temperature:g}",
+            f"top_p={self.top_p:g}",
+        ]
+        if self.block is not None:
+            parts += [f"block={self.block}", f"stride={self.stride}"]
+        if self.constraint:
+            parts.append(self.constraint)
+        return " ".join(parts)
+
+
+@dataclass
+class Constraint:
+    """Positions fixed by the user: ``template`` ids (L,) hold where ``given`` (L,) is True."""
+
+    template: Tensor
+    given: Tensor
+    description: str
+
+    @property
+    def length(self) -> int:
+        return len(self.template)
+
+    @classmethod
+    def from_prefix(cls, prefix: str, length: int, tokenizer: DNATokenizer) -> Constraint:
+        """The first len(prefix) positions fixed to ``prefix`` (A/C/G/T, either case)."""
+        if not prefix:
+            raise ValueError("--prefix is empty; give bases such as --prefix ACGTTG")
+        if len(prefix) > length:
+            raise ValueError(
+                f"the prefix ({len(prefix)} bp) is longer than --length {length}; "
+                "raise --length or shorten the prefix"
+            )
+        _check_letters(prefix, "ACGTacgt", "the prefix", "A, C, G or T")
+        template = torch.full((length,), tokenizer.mask_id, dtype=torch.long)
+        template[: len(prefix)] = torch.tensor(tokenizer.encode(prefix.upper()))
+        given = torch.arange(length) < len(prefix)
+        return cls(template, given, f"prefix={len(prefix)}bp")
+
+    @classmethod
+    def from_fasta(cls, path: str | Path, tokenizer: DNATokenizer) -> Constraint:
+        """The first record of a FASTA file: upper-case A/C/G/T are kept, N and lower-case
+        letters (a, c, g, t, n) are generated; the record's length is the sample length."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"infill FASTA {path} not found")
+        text = path.read_text()
+        if not text.strip():
+            raise ValueError(f"infill FASTA {path} is empty")
+        if not text.lstrip().startswith(">"):
+            raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
+        record = next(parse_records(path, "fasta"))
+        sequence = str(record.seq)
+        if not sequence:
+            raise ValueError(f"the first record of {path} ({record.id}) has no sequence")
+        _check_letters(sequence, "ACGTNacgtn", f"{path} record {record.id}", "A/C/G/T/N")
+        given = torch.tensor([letter in "ACGT" for letter in sequence])
+        template = torch.full((len(sequence),), tokenizer.mask_id, dtype=torch.long)
+        template[given] = torch.tensor(tokenizer.encode(sequence.upper()))[given]
+        return cls(template, given, f"infill={path.name}:{int((~given).sum())}bp_generated")
+
+
+def _check_letters(text: str, allowed: str, what: str, expected: str) -> None:
+    for position, letter in enumerate(text, start=1):
+        if letter not in allowed:
+            raise ValueError(f"{what}: {letter!r} at position {position} is not {expected}")
 
 
 def draw_samples(

@@ -1,7 +1,9 @@
 """MDLM objective and sampler against analytic values."""
 
+import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -136,3 +138,275 @@ def test_sampler_unmasks_gradually():
     assert calls[0] == 1.0
     expected_after_first = (1 - 1e-3) * (1 - (1 - 1e-3) / 4) / (1 - 1e-3)
     assert calls[1] == pytest.approx(expected_after_first, abs=0.01)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact expectations with an oracle model (the issue's bound tests and the ablation flags)
+# ---------------------------------------------------------------------------------------------
+
+BASE_IDS = torch.tensor(TOK.base_ids)  # A C G T
+
+
+class JointOracle(nn.Module):
+    """x_theta = the exact conditionals p(x0_i | unmasked tokens of x_t) of an explicit joint
+    table over ACGT^L (one-hot at unmasked positions). ``mask_mass`` puts that much
+    probability on [MASK] (the rest scaled by 1 - mask_mass), to test zero masking."""
+
+    def __init__(self, joint: torch.Tensor, mask_mass: float = 0.0) -> None:
+        super().__init__()
+        length = joint.dim()
+        cells = torch.tensor(list(itertools.product(range(4), repeat=length)))  # (4^L, L)
+        self.register_buffer("cells", cells)
+        self.register_buffer("probs", joint.reshape(-1).double())  # (4^L,)
+        self.mask_mass = mask_mass
+        self.anchor = nn.Parameter(torch.zeros(()))  # samplers look up the device here
+
+    def forward(self, input_ids, sigma=None):
+        base = (input_ids[..., None] == BASE_IDS).long().argmax(-1)  # (B, L) 0..3
+        masked = input_ids == TOK.mask_id
+        consistent = ((self.cells[None] == base[:, None]) | masked[:, None]).all(-1)  # (B, N)
+        weights = self.probs[None] * consistent  # (B, N)
+        onehot = torch.nn.functional.one_hot(self.cells, 4).double()  # (N, L, 4)
+        post = torch.einsum("bn,nlv->blv", weights, onehot)
+        post = post / post.sum(-1, keepdim=True)  # (B, L, 4)
+        probs = torch.zeros(*input_ids.shape, 16, dtype=torch.float64)
+        probs[..., BASE_IDS] = post * (1 - self.mask_mass)
+        probs[..., TOK.mask_id] = self.mask_mass
+        return probs.clamp_min(1e-300).log().clamp_min(-1e4).float()
+
+
+def random_joint(length: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    weights = torch.rand((4,) * length, generator=g, dtype=torch.float64) ** 3 + 0.01
+    return weights / weights.sum()
+
+
+def all_sequences(length: int) -> torch.Tensor:
+    return BASE_IDS[torch.tensor(list(itertools.product(range(4), repeat=length)))]  # (4^L, L)
+
+
+def expected_nelbo(objective, model, x0, times, time_weights):
+    """sum_k time_weights[k] * E_mask[NELBO | t_k] for every row of x0 (N, L), float64,
+    enumerating all 2^L masking patterns with their exact probabilities."""
+    n, length = x0.shape
+    patterns = torch.tensor(list(itertools.product([False, True], repeat=length)))  # (P, L)
+    k, p = len(times), len(patterns)
+    t = torch.as_tensor(times, dtype=torch.float32)
+    mask_p = objective.schedule.mask_probability(t.double())  # (K,)
+    m = patterns.sum(-1)  # (P,)
+    pattern_prob = mask_p[:, None] ** m * (1 - mask_p[:, None]) ** (length - m)  # (K, P)
+    rows_x0 = x0[:, None, None].expand(n, k, p, length).reshape(-1, length)
+    rows_t = t[None, :, None].expand(n, k, p).reshape(-1)
+    rows_mask = patterns[None, None].expand(n, k, p, length).reshape(-1, length)
+    nelbo, _ = objective.nelbo_terms(model, rows_x0, rows_t, rows_mask)
+    nelbo = nelbo.double().reshape(n, k, p)
+    weights = torch.as_tensor(time_weights, dtype=torch.float64)[:, None] * pattern_prob
+    return (nelbo * weights).sum((1, 2))  # (N,)
+
+
+def continuous_nelbo(objective, model, x0, nodes: int = 16):
+    """int_0^1 E_mask[NELBO | t] dt by Gauss-Legendre (exact for polynomial integrands)."""
+    u, w = np.polynomial.legendre.leggauss(nodes)
+    return expected_nelbo(objective, model, x0, (u + 1) / 2, w / 2)
+
+
+def discrete_nelbo(objective, model, x0):
+    steps = objective.num_steps
+    grid = torch.arange(1, steps + 1, dtype=torch.float64) / steps
+    return expected_nelbo(objective, model, x0, grid, torch.full((steps,), 1 / steps))
+
+
+def test_continuous_nelbo_of_the_oracle_is_the_nll_and_discrete_decreases_towards_it():
+    # With the exact conditionals, the continuous-time NELBO (loglinear, eps = 0) is an
+    # any-order autoregressive NLL: exactly -log p(x0) for every sequence. Discrete time is a
+    # looser bound (tokens unmask independently within a step) and tightens as T grows; T = 1
+    # unmasks everything at once and scores the product of the marginals.
+    joint = random_joint(3)
+    model, x0 = JointOracle(joint), all_sequences(3)
+    p = joint.reshape(-1)
+    nll = -p.log()
+    cont = continuous_nelbo(MDLM(noise_eps=0.0), model, x0)
+    torch.testing.assert_close(cont, nll, rtol=2e-5, atol=2e-5)
+
+    marginals = [joint.sum(dim=tuple(j for j in range(3) if j != i)) for i in range(3)]
+    cells = torch.tensor(list(itertools.product(range(4), repeat=3)))
+    product_nll = -sum(marginals[i][cells[:, i]].log() for i in range(3))
+    expected = []
+    for steps in (1, 2, 4, 16):
+        disc = discrete_nelbo(MDLM(noise_eps=0.0, num_steps=steps), model, x0)
+        if steps == 1:
+            torch.testing.assert_close(disc, product_nll, rtol=2e-5, atol=2e-5)
+        expected.append(float((p * disc).sum()))
+    entropy = float((p * nll).sum())
+    assert all(a > b + 1e-4 for a, b in zip(expected, expected[1:], strict=False))
+    assert expected[-1] > entropy
+    assert expected[-1] - entropy < (expected[0] - entropy) / 8
+
+
+def test_continuous_nelbo_with_eps_stays_within_the_stated_tolerance_of_the_entropy():
+    # DESIGN §5: with eps > 0 a fraction eps of the tokens is never masked and goes unscored,
+    # so the bound may sit below the NLL; in expectation over the data by at most
+    # L * eps * log V (each unscored conditional entropy is <= log V). Per sequence the gap is
+    # about eps * NLL, which can exceed that for rare sequences.
+    joint = random_joint(3, seed=1)
+    eps = 1e-2
+    cont = continuous_nelbo(MDLM(noise_eps=eps), JointOracle(joint), all_sequences(3))
+    p = joint.reshape(-1)
+    entropy = float(-(p * p.log()).sum())
+    expected = float((p * cont).sum())
+    assert entropy - 3 * eps * math.log(4) <= expected < entropy
+    assert expected < entropy - eps * entropy / 2  # eps visibly matters at this size
+
+
+@pytest.mark.parametrize("steps", [0, 4])
+def test_loss_is_an_unbiased_estimate_of_the_exact_expectation(steps):
+    # The Monte-Carlo estimator (t draws, Bernoulli masks) against the enumeration above,
+    # on data drawn from the joint, with a 5-standard-error tolerance.
+    joint = random_joint(3, seed=2)
+    model = JointOracle(joint)
+    objective = MDLM(noise_eps=0.0, num_steps=steps)
+    exact = continuous_nelbo(objective, model, all_sequences(3)) if steps == 0 else None
+    if steps:
+        exact = discrete_nelbo(objective, model, all_sequences(3))
+    target = float((joint.reshape(-1) * exact).sum())
+    g = torch.Generator().manual_seed(5)
+    index = torch.multinomial(joint.reshape(-1).float(), 20_000, True, generator=g)
+    x0 = all_sequences(3)[index]
+    nelbo, tokens = objective.loss(model, x0, generator=g)
+    assert torch.equal(tokens, torch.full((20_000,), 3))
+    stderr = nelbo.double().std() / math.sqrt(len(nelbo))
+    assert abs(nelbo.double().mean() - target) < 5 * stderr
+    assert stderr < 0.05
+
+
+def test_discrete_time_uses_the_grid_with_low_discrepancy():
+    t = MDLM(num_steps=8).sample_t(8, torch.device("cpu"), torch.Generator().manual_seed(0))
+    assert sorted((t * 8).round().long().tolist()) == list(range(1, 9))
+    t = MDLM(num_steps=8).sample_t(1000, torch.device("cpu"), torch.Generator().manual_seed(0))
+    assert torch.allclose(t * 8, (t * 8).round()) and t.min() >= 1 / 8 and t.max() <= 1
+    with pytest.raises(ValueError, match="num_steps"):
+        MDLM(num_steps=-1)
+
+
+def test_eq9_weight_for_a_fixed_draw():
+    # T * (alpha_s - alpha_t) / (1 - alpha_t) * -log p on masked tokens, by hand.
+    objective = MDLM(num_steps=4, noise_eps=1e-2)
+    model = FixedDistribution({7: 0.1, 8: 0.2, 9: 0.3, 10: 0.4})
+    x0 = torch.tensor([[7, 8, 9, 10]])
+    masked = torch.tensor([[True, False, True, True]])
+    nelbo, cross_entropy = objective.nelbo_terms(model, x0, torch.tensor([0.75]), masked)
+    p_t, p_s = 0.99 * 0.75, 0.99 * 0.5
+    nll = -math.log(0.1) - math.log(0.3) - math.log(0.4)
+    assert nelbo.item() == pytest.approx(4 * (p_t - p_s) / p_t * nll, rel=1e-5)
+    assert cross_entropy.item() == pytest.approx(nll, rel=1e-5)
+
+
+def explicit_absorbing_kl(x_theta: torch.Tensor, x0: int, alpha_s: float, alpha_t: float):
+    """KL(q(x_s | x_t=[MASK], x0) || p_theta(x_s | x_t=[MASK])) from explicit vectors over
+    {A, C, G, T, [MASK]} (index 4 = [MASK]); p_theta mixes the posteriors q(x_s | x_t, x0')
+    with weights q(x_t=[MASK] | x0') x_theta(x0') (Austin et al.)."""
+
+    def posterior(x0_value: int) -> torch.Tensor:  # q(x_s | x_t = [MASK], x0 = x0_value)
+        out = torch.zeros(5, dtype=torch.float64)
+        if x0_value == 4:  # [MASK] is absorbing
+            out[4] = 1.0
+            return out
+        out[x0_value] = (alpha_s - alpha_t) / (1 - alpha_t)
+        out[4] = (1 - alpha_s) / (1 - alpha_t)
+        return out
+
+    lik = torch.tensor([1 - alpha_t] * 4 + [1.0], dtype=torch.float64)  # q(x_t=[MASK] | x0')
+    weights = lik * x_theta / (lik * x_theta).sum()
+    p = sum(weights[v] * posterior(v) for v in range(5))
+    q = posterior(x0)
+    keep = q > 0
+    return float((q[keep] * (q[keep] / p[keep]).log()).sum())
+
+
+def test_no_zero_masking_matches_the_explicit_kl_and_costs_more():
+    # L = 1, the model p(x0) with mass mu moved to [MASK]: the expected discrete NELBO is
+    # sum_t p_t KL_t with KL_t from explicit distributions; zero masking removes mu and
+    # gives exactly -log p(x0).
+    p = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    mu = 0.2
+    model = JointOracle(p, mask_mass=mu)
+    x0 = all_sequences(1)
+    steps = 5
+    without = discrete_nelbo(MDLM(noise_eps=0.0, num_steps=steps, zero_masking=False), model, x0)
+    with_zm = discrete_nelbo(MDLM(noise_eps=0.0, num_steps=steps), model, x0)
+    x_theta = torch.cat([(1 - mu) * p, torch.tensor([mu], dtype=torch.float64)])
+    for v in range(4):
+        reference = sum(
+            (k / steps) * explicit_absorbing_kl(x_theta, v, 1 - (k - 1) / steps, 1 - k / steps)
+            for k in range(1, steps + 1)
+        )
+        assert without[v].item() == pytest.approx(reference, rel=1e-5)
+    torch.testing.assert_close(with_zm, -p.log(), rtol=1e-5, atol=1e-5)
+    assert (without > with_zm + 0.05).all()
+
+
+def test_continuous_time_without_zero_masking_costs_minus_log_one_minus_mu():
+    # Continuous time, loglinear eps = 0, L = 1: the extra terms
+    # log(Z / t) - mu / Z (Z = t + (1 - t) mu) integrate to zero over [0, 1], so the NELBO is
+    # int_0^1 -log((1 - mu) p(x0)) dt = -log p(x0) - log(1 - mu). Quadrature in t = v^4
+    # smooths the log(1/t) singularity.
+    p = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    mu = 0.3
+    v, w = np.polynomial.legendre.leggauss(40)
+    v, w = (v + 1) / 2, w / 2
+    times, weights = v**4, w * 4 * v**3
+    objective = MDLM(noise_eps=0.0, zero_masking=False)
+    nelbo = expected_nelbo(
+        objective, JointOracle(p, mask_mass=mu), all_sequences(1), times, weights
+    )
+    torch.testing.assert_close(nelbo, -p.log() - math.log(1 - mu), rtol=1e-4, atol=1e-4)
+
+
+def test_no_carry_over_adds_the_clean_reconstruction_term():
+    # A model that ignores its input (uniform over ACGT) does not copy unmasked tokens:
+    # without carry-over each scored token adds -log x_theta(x0 | x0) = log 4, in every draw.
+    model = FixedDistribution({i: 0.25 for i in TOK.base_ids})
+    x0 = torch.tensor([[7, 8, 9, 10, 4, 7]])
+    masked = torch.tensor([[True, False, False, True, False, False]])
+    t = torch.tensor([0.4])
+    carry, _ = MDLM().nelbo_terms(model, x0, t, masked)
+    no_carry, _ = MDLM(carry_over=False).nelbo_terms(model, x0, t, masked)
+    assert no_carry.item() == pytest.approx(carry.item() + 5 * math.log(4), rel=1e-6)
+    # In expectation: (1 - eps) log 4 + log 4 per token, against (1 - eps) log 4.
+    u, w = np.polynomial.legendre.leggauss(4)
+    x0 = all_sequences(1)
+    no_carry = expected_nelbo(MDLM(carry_over=False), model, x0, (u + 1) / 2, w / 2)
+    torch.testing.assert_close(
+        no_carry, torch.full((4,), (2 - 1e-3) * math.log(4), dtype=torch.float64)
+    )
+    # The oracle copies unmasked tokens itself, so carry-over changes nothing for it.
+    joint = random_joint(2)
+    oracle, x0 = JointOracle(joint), all_sequences(2)
+    torch.testing.assert_close(
+        continuous_nelbo(MDLM(carry_over=False), oracle, x0),
+        continuous_nelbo(MDLM(), oracle, x0),
+    )
+
+
+@pytest.mark.parametrize("carry_over", [True, False])
+@pytest.mark.parametrize("zero_masking", [True, False])
+def test_x0_log_probs_and_sampling_for_every_flag_combination(carry_over, zero_masking):
+    objective = MDLM(carry_over=carry_over, zero_masking=zero_masking, num_steps=8)
+    model = JointOracle(random_joint(3), mask_mass=0.3)
+    x_t = torch.tensor([[TOK.mask_id, 8, TOK.mask_id]])
+    log_p = objective.x0_log_probs(model, x_t, torch.tensor([0.5]))
+    assert log_p.shape == (1, 3, 16) and log_p.dtype == torch.float32
+    assert log_p.exp()[..., TOK.mask_id].max() == 0  # samplers never draw [MASK] as x0
+    torch.testing.assert_close(log_p.exp().sum(-1), torch.ones(1, 3))
+    # At the unmasked position: carried over (one-hot) or the network's own renormalised guess
+    assert log_p[0, 1, 8].exp().item() == pytest.approx(1.0)  # the oracle copies too
+    samples = objective.sample(model, SampleRequest(8, 3, steps=4), torch.Generator())
+    assert ((samples >= 7) & (samples <= 10)).all()
+
+
+def test_time_conditioning_gets_a_finite_sigma_when_alpha_reaches_zero():
+    objective = MDLM(noise_eps=0.0, num_steps=4, time_conditioning=True)
+    model = FixedDistribution({7: 0.5, 8: 0.5})
+    objective.loss(model, torch.full((4, 8), 7), torch.Generator().manual_seed(0))
+    (sigma,) = model.seen_sigma
+    assert torch.isfinite(sigma).all() and sigma.max() > 10  # t = 1 is drawn (4 strata)

@@ -1,12 +1,13 @@
-"""Samplers for masked diffusion: from all-[MASK] (except user-given positions) to DNA.
+"""Step samplers for masked diffusion: from all-[MASK] (except user-given positions) to DNA.
 
-They need from the objective only: ``mask_id``, ``sampling_eps``, ``schedule`` (with
-``mask_probability(t)``) and ``x0_log_probs(model, x_t, t)`` -> (n, L, V) log p(x0 | x_t).
+The samplers need from the objective only what ``MaskedDiffusion`` lists. Every category is
+drawn in float64 (``sample_categorical``) from x_theta sharpened by temperature / nucleus
+(``sharpen``); positions where ``given`` is True are never changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -14,44 +15,116 @@ from torch import Tensor, nn
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen
 
 
+class MaskedDiffusion(Protocol):
+    """What a masked-diffusion objective (MDLM, D3PM) offers its samplers."""
+
+    mask_id: int
+    sampling_eps: float
+    time_conditioning: bool
+    schedule: Any  # mask_probability(t) = 1 - alpha(t); time_of_mask_probability(p), its inverse
+
+    def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
+        """(B, L, V) log p_theta(x0 | x_t) at times t (B,)."""
+        ...
+
+    def sampler_name(self, request: SampleRequest) -> str:
+        """The sampler ``request`` names, validated."""
+        ...
+
+
 def ancestral(
-    objective, model: nn.Module, request: SampleRequest, generator: torch.Generator | None
+    objective: MaskedDiffusion,
+    model: nn.Module,
+    request: SampleRequest,
+    generator: torch.Generator | None,
 ) -> Tensor:
-    """``request.steps`` uniform steps in t from 1 to sampling_eps; between t and s a masked
-    token unmasks with probability (p_t - p_s) / p_t (p = mask probability), its value drawn
-    from x_theta; then a final noise-removal step (argmax at t = sampling_eps)."""
-    device = next(model.parameters()).device
-    n = request.num_samples
-    x, _ = request.canvas(objective.mask_id, device)  # (n, L)
+    """``request.steps`` uniform steps in t from 1 to sampling_eps, the network called on
+    every sequence at every step, then the final noise-removal step (see ``unmask``)."""
+    x, given = request.canvas(objective.mask_id, _device(model))
+    return unmask(objective, model, x, given, request, generator, reuse=False)
+
+
+def cached(
+    objective: MaskedDiffusion,
+    model: nn.Module,
+    request: SampleRequest,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """``ancestral`` reusing x_theta per sequence while that sequence is unchanged.
+
+    Without time conditioning x_theta(x_t) depends on x_t alone, so a step in which no token
+    of a sequence unmasked leaves its prediction valid; only the sequences that changed go
+    through the network. The random draws are those of ``ancestral``, so the same seed gives
+    the same samples (up to the network's own batch-size-dependent rounding). A
+    time-conditioned network's prediction changes with t at every step, so there is nothing
+    to reuse: ValueError rather than silently calling it every step.
+    """
+    if objective.time_conditioning:
+        raise ValueError(
+            "the cached sampler needs a model without time conditioning (x_theta must not "
+            "depend on t); use the ancestral or first-hitting sampler for this checkpoint"
+        )
+    x, given = request.canvas(objective.mask_id, _device(model))
+    return unmask(objective, model, x, given, request, generator, reuse=True)
+
+
+def unmask(
+    objective: MaskedDiffusion,
+    model: nn.Module,
+    x: Tensor,
+    given: Tensor,
+    request: SampleRequest,
+    generator: torch.Generator | None,
+    reuse: bool,
+) -> Tensor:
+    """Ancestral sampling of the partly masked ``x`` (n, L); ``given`` (n, L) is never changed.
+
+    Steps t -> s on the uniform grid 1 = t_0 > ... > t_T = sampling_eps. Under the forward
+    process a token masked at t was already masked at s with probability p(s)/p(t)
+    (p = mask probability), so each masked token unmasks in the step with probability
+    (p(t) - p(s)) / p(t), and an unmasking token takes a value drawn from x_theta (together:
+    the categorical [x_theta * (p(t) - p(s)), p(s) for [MASK]] / p(t), drawn in two parts so
+    that only unmasking tokens pay for the draw over the vocabulary). Then the final
+    noise-removal step (``denoise_remaining``). With ``reuse`` the network runs only on the
+    rows that changed since their last call; the random draws do not depend on ``reuse``.
+    """
+    n = x.shape[0]
+    x = x.clone()
     times = torch.linspace(1.0, objective.sampling_eps, request.steps + 1, dtype=torch.float64)
+    log_p = None  # (n, L, V): x_theta of each row's latest network call
+    stale = torch.ones(n, dtype=torch.bool, device=x.device)  # rows needing a network call
     for t, s in zip(times[:-1], times[1:], strict=True):
-        masked = x == objective.mask_id  # (n, L)
+        masked = (x == objective.mask_id) & ~given  # (n, L)
         if not masked.any():
             break
-        log_p = objective.x0_log_probs(model, x, t.expand(n).to(device))  # (n, L, V)
-        p_x0 = sharpen(log_p, request.temperature, request.top_p)
+        rows = stale.nonzero().squeeze(-1) if reuse else torch.arange(n, device=x.device)
+        if rows.numel():
+            fresh = objective.x0_log_probs(model, x[rows], t.expand(rows.numel()).to(x.device))
+            log_p = fresh if log_p is None or not reuse else log_p.index_copy_(0, rows, fresh)
         p_t, p_s = objective.schedule.mask_probability(t), objective.schedule.mask_probability(s)
-        q = p_x0 * (p_t - p_s)  # (n, L, V): unmask to x0 w.p. (p_t - p_s)/p_t, else stay masked
-        q[..., objective.mask_id] = p_s
-        x = torch.where(masked, sample_categorical(q, generator), x)
-    return denoise_remaining(objective, model, x)
+        stay_or_go = torch.stack((p_s, p_t - p_s)).to(x.device)  # (2,), sums to p_t
+        candidates = masked.nonzero()  # (M, 2): (row, position) of every masked token
+        go = sample_categorical(stay_or_go.expand(len(candidates), 2), generator) == 1  # (M,)
+        row, position = candidates[go].unbind(-1)  # the tokens that unmask in this step
+        p_x0 = sharpen(log_p[row, position], request.temperature, request.top_p)  # (U, V)
+        x[row, position] = sample_categorical(p_x0, generator)
+        stale = torch.zeros_like(stale).index_fill_(0, row, True)
+    return denoise_remaining(objective, model, x, given)
 
 
-def denoise_remaining(objective, model: nn.Module, x: Tensor) -> Tensor:
-    """Final noise-removal step: any token still masked takes the argmax of x_theta at t=eps."""
-    masked = x == objective.mask_id
-    if masked.any():
-        t_final = torch.full((x.shape[0],), objective.sampling_eps, device=x.device)
-        x = torch.where(masked, objective.x0_log_probs(model, x, t_final).argmax(-1), x)
+def denoise_remaining(
+    objective: MaskedDiffusion, model: nn.Module, x: Tensor, given: Tensor
+) -> Tensor:
+    """Final noise-removal step: tokens still masked take the argmax of x_theta at
+    t = sampling_eps. Only the rows that hold a mask go through the network."""
+    masked = (x == objective.mask_id) & ~given  # (n, L)
+    rows = masked.any(dim=-1).nonzero().squeeze(-1)
+    if rows.numel():
+        t_final = torch.full((rows.numel(),), objective.sampling_eps, device=x.device)
+        best = objective.x0_log_probs(model, x[rows], t_final).argmax(-1)  # (rows, L)
+        x = x.index_copy(0, rows, torch.where(masked[rows], best, x[rows]))
     return x
 
 
-MASKED_SAMPLERS: dict[str, Callable[..., Tensor]] = {"ancestral": ancestral}
-
-
-def sample_masked(
-    objective, model: nn.Module, request: SampleRequest, generator: torch.Generator | None
-) -> Tensor:
-    """Run the sampler ``request.sampler`` names."""
-    sampler = MASKED_SAMPLERS[objective.sampler_name(request)]
-    return sampler(objective, model, request, generator)
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device

@@ -1,0 +1,303 @@
+"""Held-out likelihood of a checkpoint: per-token NELBO (or exact NLL), bits, perplexity.
+
+Every model is scored on the same windows: the test split of the checkpoint's data config
+(or fixed non-overlapping windows of any FASTA), ``num_windows`` of them picked at evenly
+spaced indices, and a SHA-256 of their coordinates and tokens is reported so two runs can
+prove they saw the same data.
+
+Estimator. Window i has per-window NELBO S_i (nats, the mean over K noise draws of the
+objective's per-sequence sum) and n_i scored tokens. The per-token NELBO is the ratio
+R = sum S_i / sum n_i, its standard error over windows (delta method for a ratio)
+SE(R) = sqrt(sum_i (S_i - R n_i)^2 / (N (N - 1))) / mean(n_i); perplexity = exp(R) with
+SE(ppl) = exp(R) SE(R), bits per token = R / ln 2.
+
+The K draws of a window ride in one batch: the batch of B windows is repeated K times, so an
+objective with low-discrepancy times (MDLM) gives each window K stratified times
+(u + j/(BK) + k/K). Draws come from one generator seeded with ``seed``, consumed batch by
+batch: the numbers are repeatable for a given (seed, batch_size, t_samples).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
+from genodiff.objectives import Objective
+
+# A --fasta window is skipped when more than this fraction of its bases is N.
+MAX_N_FRACTION = 0.5
+
+
+@dataclass
+class HeldoutWindows:
+    """The windows to score: ``dataset`` items at ``indices``, described by ``source``."""
+
+    dataset: GenomeWindowDataset
+    indices: list[int]
+    source: str
+
+    def coordinates(self) -> list[str]:
+        return [f"{c}:{s}-{e}" for c, s, e in map(self.dataset.window, self.indices)]
+
+
+@dataclass
+class EvalResult:
+    """What ``genodiff eval`` reports (``to_dict`` is its JSON object)."""
+
+    checkpoint: str
+    objective: str
+    likelihood: str  # "exact" (AR) or "bound" (diffusion NELBO)
+    source: str
+    length: int
+    windows: int
+    tokens: int
+    t_samples: int
+    seed: int
+    batch_size: int
+    nelbo: float  # nats per token
+    nelbo_se: float | None
+    bits_per_token: float
+    bits_per_token_se: float | None
+    perplexity: float
+    perplexity_se: float | None
+    windows_sha256: str
+    per_window: list[dict[str, Any]] | None = field(default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if out["per_window"] is None:
+            del out["per_window"]
+        return out
+
+    def describe(self) -> str:
+        def pm(se: float | None) -> str:
+            return f" +- {se:.4f}" if se is not None else ""
+
+        kind = "NLL (exact)" if self.likelihood == "exact" else "NELBO (bound)"
+        rows = [
+            ("checkpoint", self.checkpoint),
+            (
+                "objective",
+                f"{self.objective} ({self.t_samples} noise draw(s)/window, seed {self.seed})",
+            ),
+            ("windows", f"{self.windows} x {self.length} bp from {self.source}"),
+            ("tokens", f"{self.tokens} scored; windows sha256 {self.windows_sha256[:16]}"),
+            (
+                kind,
+                f"{self.nelbo:.4f}{pm(self.nelbo_se)} nats/token, "
+                f"{self.bits_per_token:.4f}{pm(self.bits_per_token_se)} bits/token",
+            ),
+            ("perplexity", f"{self.perplexity:.4f}{pm(self.perplexity_se)} ({self.likelihood})"),
+        ]
+        return "\n".join(f"{label:<14}{value}" for label, value in rows)
+
+
+def spread_indices(total: int, num_windows: int | None) -> list[int]:
+    """``num_windows`` indices evenly spread over ``range(total)`` (all when None or more)."""
+    if num_windows is not None and num_windows < 1:
+        raise ValueError(f"--num-windows must be >= 1, got {num_windows}")
+    if num_windows is None or num_windows >= total:
+        return list(range(total))
+    return [i * total // num_windows for i in range(num_windows)]
+
+
+def heldout_windows(
+    data_config: dict[str, Any],
+    fasta: str | os.PathLike | None = None,
+    length: int | None = None,
+    num_windows: int | None = None,
+) -> HeldoutWindows:
+    """The test split of ``data_config`` (its ``max_length`` replaced by ``length`` if given),
+    or with ``fasta`` non-overlapping ``length``-bp windows tiling every record (windows with
+    more than ``MAX_N_FRACTION`` N skipped, no reverse complement)."""
+    from genodiff.training import build_datamodule
+
+    length = length or data_config.get("max_length", 1024)
+    add_eos = bool(data_config.get("add_eos", False))
+    if fasta is not None:
+        dataset = FastaWindowDataset(
+            fasta,
+            "test",
+            max_length=length,
+            split_fractions=(0.0, 0.0, 1.0),  # the whole of every record
+            max_n_fraction=MAX_N_FRACTION,
+            add_eos=add_eos,
+        )
+        if len(dataset) == 0:
+            raise ValueError(
+                f"{fasta} has no {length}-bp window with at most {MAX_N_FRACTION:.0%} N; "
+                "pass a smaller --length or another FASTA"
+            )
+        source = str(Path(fasta).resolve())
+    else:
+        datamodule = build_datamodule({**data_config, "max_length": length})
+        try:
+            datamodule.setup("test")
+        except FileNotFoundError as err:
+            raise FileNotFoundError(
+                f"{err}. The checkpoint's test split needs its data; or score windows of any "
+                "FASTA with --fasta FILE"
+            ) from None
+        dataset = datamodule.datasets["test"]
+        if len(dataset) == 0:
+            raise ValueError(
+                f"the test split of the checkpoint's data has no {length}-bp window; pass a "
+                "smaller --length or --fasta FILE"
+            )
+        genome = data_config.get("fasta") or "the bundled demo genome"
+        source = f"{data_config['name']} test split of {genome}"
+    return HeldoutWindows(dataset, spread_indices(len(dataset), num_windows), source)
+
+
+def window_digest(dataset: Dataset, indices: list[int], coordinates: list[str]) -> str:
+    """SHA-256 over each window's coordinates and token ids: equal digests, equal data."""
+    digest = hashlib.sha256()
+    for index, where in zip(indices, coordinates, strict=True):
+        digest.update(where.encode())
+        digest.update(dataset[index]["input_ids"].numpy().astype(np.int8).tobytes())
+    return digest.hexdigest()
+
+
+@torch.no_grad()
+def score_windows(
+    objective: Objective,
+    backbone: nn.Module,
+    dataset: Dataset,
+    indices: list[int],
+    t_samples: int,
+    seed: int,
+    batch_size: int,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: (NELBO in nats averaged over ``t_samples`` draws (N,), scored tokens (N,)).
+
+    Batches of ``batch_size`` windows, each repeated ``t_samples`` times (see module doc).
+    """
+    if t_samples < 1 or batch_size < 1:
+        raise ValueError(f"need t_samples >= 1 and batch_size >= 1, got {t_samples}, {batch_size}")
+    device = next(backbone.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    backbone.eval()
+    objective.eval()  # training-only terms (D3PM's auxiliary CE) stay out of the score
+    nelbo, tokens = [], []
+    for start in range(0, len(indices), batch_size):
+        chunk = indices[start : start + batch_size]
+        ids = torch.stack([dataset[i]["input_ids"] for i in chunk]).to(device)  # (B, L)
+        sums, counts = objective.loss(backbone, ids.repeat(t_samples, 1), generator)  # (K B,)
+        nelbo.append(sums.double().view(t_samples, len(chunk)).mean(dim=0).cpu())  # (B,)
+        tokens.append(counts.view(t_samples, len(chunk))[0].cpu())  # (B,)
+        if progress is not None:
+            progress(start + len(chunk))
+    return torch.cat(nelbo).numpy(), torch.cat(tokens).numpy()
+
+
+def ratio_and_se(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float | None]:
+    """R = sum(sums) / sum(counts) and its delta-method standard error over windows (None
+    for fewer than two windows)."""
+    total = counts.sum()
+    if total == 0:
+        raise ValueError("the held-out windows hold no scored token (all N?)")
+    ratio = float(sums.sum() / total)
+    n = len(sums)
+    if n < 2:
+        return ratio, None
+    residual = sums - ratio * counts
+    se = math.sqrt(float((residual**2).sum()) / (n * (n - 1))) / float(counts.mean())
+    return ratio, se
+
+
+def _stderr_progress(total: int) -> Callable[[int], None]:
+    every = max(1, total // 20)
+    last = [0]
+
+    def report(done: int) -> None:
+        if done - last[0] >= every or done == total:
+            last[0] = done
+            print(f"genodiff eval: scored {done}/{total} windows", file=sys.stderr, flush=True)
+
+    return report
+
+
+def evaluate_checkpoint(
+    checkpoint: str | os.PathLike,
+    fasta: str | os.PathLike | None = None,
+    length: int | None = None,
+    num_windows: int | None = None,
+    t_samples: int | None = None,
+    seed: int = 0,
+    batch_size: int = 16,
+    device: str | None = None,
+    per_window: bool = False,
+    progress: bool = True,
+) -> EvalResult:
+    """Load a ``genodiff train`` checkpoint and score held-out windows with its EMA weights.
+
+    ``t_samples`` defaults to the objective's ``eval_t_samples`` (AR: always 1).
+    """
+    from genodiff.training import DiffusionLM
+
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"checkpoint {checkpoint} not found")
+    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = DiffusionLM.load_from_checkpoint(checkpoint, map_location=torch_device)
+    model.eval()
+    objective, backbone = model.eval_objective, model.eval_backbone
+    if objective.exact_likelihood or t_samples is None:
+        t_samples = objective.eval_t_samples
+    windows = heldout_windows(model.config["data"], fasta, length, num_windows)
+    length = windows.dataset.max_length
+    coordinates = windows.coordinates()
+    report = _stderr_progress(len(windows.indices)) if progress else None
+    try:
+        sums, counts = score_windows(
+            objective,
+            backbone,
+            windows.dataset,
+            windows.indices,
+            t_samples,
+            seed,
+            batch_size,
+            report,
+        )
+    except ValueError as err:
+        raise ValueError(f"while scoring {length}-token windows: {err}") from None
+    nelbo, se = ratio_and_se(sums, counts)
+    ln2 = math.log(2)
+    return EvalResult(
+        checkpoint=str(checkpoint),
+        objective=model.config["objective"]["name"],
+        likelihood="exact" if objective.exact_likelihood else "bound",
+        source=windows.source,
+        length=length,
+        windows=len(windows.indices),
+        tokens=int(counts.sum()),
+        t_samples=t_samples,
+        seed=seed,
+        batch_size=batch_size,
+        nelbo=nelbo,
+        nelbo_se=se,
+        bits_per_token=nelbo / ln2,
+        bits_per_token_se=None if se is None else se / ln2,
+        perplexity=math.exp(nelbo),
+        perplexity_se=None if se is None else math.exp(nelbo) * se,
+        windows_sha256=window_digest(windows.dataset, windows.indices, coordinates),
+        per_window=[
+            {"window": where, "nelbo": float(s), "tokens": int(n)}
+            for where, s, n in zip(coordinates, sums, counts, strict=True)
+        ]
+        if per_window
+        else None,
+    )

@@ -1,0 +1,84 @@
+"""First-hitting sampler: jump straight to the time of the next unmasking event.
+
+Under the forward process each token's masking time tau is independent with
+P(tau <= s) = p(s) (p = mask probability, increasing in time). Going backwards, a token still
+masked at time t stays masked until s < t with probability p(s) / p(t); with k masked tokens
+the next unmasking time s (the largest of their k masking times) therefore has
+P(s' <= s) = (p(s) / p(t))^k, and inverting this CDF with u ~ U(0, 1) gives
+
+    p(s) = p(t) * u^(1/k).
+
+By exchangeability the token that unmasks at s is uniform among the k masked positions. On
+(s, t] nothing changed, so just before the event the state is the current x and the
+revealed value is drawn from x_theta(x, s) -- the posterior over x0 given the state at the
+event time (for a network without time conditioning the time is irrelevant). One token per
+network call: at most L calls per sequence, and with exact conditionals the chain rule in a
+random order samples the joint exactly -- the T -> infinity limit of ancestral sampling.
+The loop stops when the next event would fall below sampling_eps; the final noise-removal
+step then fills what is left (a token is still masked there with probability
+p(sampling_eps) / p(1)).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from genodiff.samplers.masked import MaskedDiffusion, denoise_remaining
+from genodiff.sampling import SampleRequest, sample_categorical, sharpen
+
+
+def first_hitting(
+    objective: MaskedDiffusion,
+    model: nn.Module,
+    request: SampleRequest,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """Sample ``request`` one unmasking event at a time (``request.steps`` is unused)."""
+    x, given = request.canvas(objective.mask_id, next(model.parameters()).device)
+    return hit(objective, model, x, given, request, generator)
+
+
+def hit(
+    objective: MaskedDiffusion,
+    model: nn.Module,
+    x: Tensor,
+    given: Tensor,
+    request: SampleRequest,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """First-hitting sampling of the partly masked ``x`` (n, L); ``given`` is never changed.
+
+    Each row keeps its own time t (rows reach their events at different times); every
+    iteration calls the network once on the rows still running, at their own event times.
+    """
+    n = x.shape[0]
+    x = x.clone()
+    schedule = objective.schedule
+    p_t = schedule.mask_probability(torch.ones(n, dtype=torch.float64, device=x.device))  # (n,)
+    p_stop = schedule.mask_probability(torch.tensor(objective.sampling_eps, dtype=torch.float64))
+    running = torch.ones(n, dtype=torch.bool, device=x.device)
+    while True:
+        masked = (x == objective.mask_id) & ~given  # (n, L)
+        k = masked.sum(dim=-1)  # (n,)
+        running &= k > 0
+        rows = running.nonzero().squeeze(-1)
+        if not rows.numel():
+            break
+        u = torch.rand(rows.numel(), dtype=torch.float64, device=x.device, generator=generator)
+        p_next = p_t[rows] * u ** (1.0 / k[rows])  # (r,)
+        running[rows[p_next < p_stop]] = False  # the next event would fall below sampling_eps
+        go = p_next >= p_stop
+        rows, p_next = rows[go], p_next[go]
+        if not rows.numel():
+            continue
+        s = schedule.time_of_mask_probability(p_next)  # (r,)
+        position = sample_categorical(masked[rows].double(), generator)  # (r,) uniform
+        log_p = objective.x0_log_probs(model, x[rows], s)  # (r, L, V)
+        at_position = log_p[torch.arange(rows.numel(), device=x.device), position]  # (r, V)
+        value = sample_categorical(
+            sharpen(at_position, request.temperature, request.top_p), generator
+        )
+        x[rows, position] = value
+        p_t[rows] = p_next
+    return denoise_remaining(objective, model, x, given)

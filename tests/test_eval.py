@@ -1,0 +1,162 @@
+"""`genodiff eval`: held-out NELBO / perplexity against independent recomputations."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from genodiff import cli
+from genodiff.data.datamodule import DEMO_FASTA
+from genodiff.data.windows import FastaWindowDataset
+from genodiff.tokenizers import DNATokenizer
+from genodiff.training import DiffusionLM
+from tests.test_cli import DEMO, ROOT, TINY
+
+TOK = DNATokenizer()
+SMALL = ["model.d_model=16", "model.n_layer=1"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Two tiny models trained for 4 steps on the demo genome: MDLM (Caduceus), AR (Mamba)."""
+    mdlm, ar = tmp_path_factory.mktemp("mdlm"), tmp_path_factory.mktemp("ar")
+    assert cli.main(["train", DEMO, *TINY, *SMALL, f"output_dir={mdlm}"]) == 0
+    ar_overrides = ["data=demo", "trainer=cpu", *[o for o in TINY if not o.startswith("model=")]]
+    config = str(ROOT / "configs" / "hg38_ar_mamba.yaml")
+    assert cli.main(["train", config, *ar_overrides, *SMALL, f"output_dir={ar}"]) == 0
+    return {name: run / "checkpoints" / "last.ckpt" for name, run in (("mdlm", mdlm), ("ar", ar))}
+
+
+def run_eval(capsys, checkpoint, *args) -> dict:
+    capsys.readouterr()
+    assert cli.main(["eval", "--checkpoint", str(checkpoint), "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)  # stdout holds exactly one JSON object
+
+
+def test_json_nelbo_equals_a_recomputation_on_the_same_windows_and_seed(checkpoints, capsys):
+    args = ["--num-windows", "5", "--t-samples", "3", "--seed", "11", "--batch-size", "2"]
+    result = run_eval(capsys, checkpoints["mdlm"], *args, "--per-window")
+    assert (result["objective"], result["likelihood"], result["t_samples"]) == ("mdlm", "bound", 3)
+
+    # The windows: 5 evenly spread over the demo genome's test split, as the JSON lists them.
+    dataset = FastaWindowDataset(DEMO_FASTA, "test", max_length=128)
+    indices = [i * len(dataset) // 5 for i in range(5)]
+    listed = [w["window"] for w in result["per_window"]]
+    assert listed == ["{}:{}-{}".format(*dataset.window(i)) for i in indices]
+
+    # Recompute with the EMA weights: batches of 2 windows, each repeated 3 times.
+    model = DiffusionLM.load_from_checkpoint(checkpoints["mdlm"], map_location="cpu").eval()
+    generator = torch.Generator().manual_seed(11)
+    per_window, tokens = [], []
+    with torch.no_grad():
+        for chunk in (indices[0:2], indices[2:4], indices[4:]):
+            ids = torch.stack([dataset[i]["input_ids"] for i in chunk])
+            sums, counts = model.eval_objective.loss(
+                model.eval_backbone, ids.repeat(3, 1), generator
+            )
+            for j in range(len(chunk)):
+                per_window.append(sums[j :: len(chunk)].double().mean().item())
+                tokens.append(int(counts[j]))
+    assert [w["nelbo"] for w in result["per_window"]] == pytest.approx(per_window, rel=1e-6)
+    assert [w["tokens"] for w in result["per_window"]] == tokens
+    assert result["tokens"] == sum(tokens) and result["windows"] == 5
+    assert result["nelbo"] == pytest.approx(sum(per_window) / sum(tokens), rel=1e-6)
+
+
+def test_reported_statistics_are_consistent(checkpoints, capsys):
+    result = run_eval(capsys, checkpoints["mdlm"], "--num-windows", "6", "--per-window")
+    s = np.array([w["nelbo"] for w in result["per_window"]])
+    n = np.array([w["tokens"] for w in result["per_window"]], dtype=float)
+    ratio = s.sum() / n.sum()
+    # Delta method: the ratio's SE is that of the mean of the linearised terms (s - R n) / n̄.
+    linearised = (s - ratio * n) / n.mean()
+    assert result["nelbo"] == pytest.approx(ratio, rel=1e-9)
+    assert result["nelbo_se"] == pytest.approx(linearised.std(ddof=1) / math.sqrt(6), rel=1e-9)
+    assert result["perplexity"] == pytest.approx(math.exp(result["nelbo"]), rel=1e-12)
+    assert result["perplexity_se"] == pytest.approx(result["perplexity"] * result["nelbo_se"])
+    assert result["bits_per_token"] == pytest.approx(result["nelbo"] / math.log(2), rel=1e-12)
+    assert result["bits_per_token_se"] == pytest.approx(result["nelbo_se"] / math.log(2))
+
+
+def test_every_checkpoint_is_scored_on_the_same_windows(checkpoints, capsys):
+    args = ["--num-windows", "4", "--t-samples", "2"]
+    mdlm = run_eval(capsys, checkpoints["mdlm"], *args)
+    mdlm_reseeded = run_eval(capsys, checkpoints["mdlm"], *args, "--seed", "1")
+    ar = run_eval(capsys, checkpoints["ar"], *args)
+    assert mdlm["windows_sha256"] == mdlm_reseeded["windows_sha256"] == ar["windows_sha256"]
+    assert mdlm["tokens"] == ar["tokens"] and mdlm["source"] == ar["source"]
+    assert mdlm["nelbo"] != mdlm_reseeded["nelbo"]  # the seed drives the noise draws
+    # AR is exact and deterministic: --t-samples does not apply.
+    assert (ar["objective"], ar["likelihood"], ar["t_samples"]) == ("ar", "exact", 1)
+
+
+@pytest.fixture
+def small_fasta(tmp_path):
+    rng = np.random.default_rng(0)
+    one = "".join(rng.choice(list("ACGTacgt"), 130))  # 2 windows of 50 (tail dropped)
+    two = "".join(rng.choice(list("ACGT"), 40)) + "N" * 60 + "".join(rng.choice(list("ACGT"), 60))
+    # two: [0, 50) 20% N kept, [50, 100) all N skipped, [100, 150) kept
+    path = tmp_path / "small.fa"
+    path.write_text(f">one\n{one}\n>two\n{two}\n")
+    expected = [one[0:50], one[50:100], two[0:50], two[100:150]]
+    return path, expected
+
+
+def test_fasta_windows_and_exact_ar_nll(checkpoints, capsys, small_fasta):
+    path, expected = small_fasta
+    args = ["--fasta", str(path), "--length", "50", "--per-window"]
+    ar = run_eval(capsys, checkpoints["ar"], *args)
+    mdlm = run_eval(capsys, checkpoints["mdlm"], *args)
+    assert [w["window"] for w in ar["per_window"]] == [
+        "one:0-50",
+        "one:50-100",
+        "two:0-50",
+        "two:100-150",
+    ]
+    assert ar["windows_sha256"] == mdlm["windows_sha256"] and ar["length"] == 50
+
+    # Exact NLL by hand: tokens read from the strings, [BOS] + x[:-1] -> log-softmax at x.
+    model = DiffusionLM.load_from_checkpoint(checkpoints["ar"], map_location="cpu").eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for seq in expected:
+            ids = [TOK.token_to_id[c] for c in seq.upper()]
+            inputs = torch.tensor([[TOK.bos_id, *ids[:-1]]])
+            log_p = model.eval_backbone(inputs)[0].double().log_softmax(-1)
+            scored = [(i, t) for i, t in enumerate(ids) if t != TOK.n_id]
+            total -= sum(log_p[i, t].item() for i, t in scored)
+            count += len(scored)
+    assert ar["tokens"] == count
+    assert ar["nelbo"] == pytest.approx(total / count, rel=1e-5)
+
+
+def test_text_report(checkpoints, capsys):
+    capsys.readouterr()
+    assert cli.main(["eval", "--checkpoint", str(checkpoints["ar"]), "--num-windows", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "NLL (exact)" in captured.out and "perplexity" in captured.out
+    assert "scored 2/2 windows" in captured.err  # progress goes to stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--checkpoint", "missing.ckpt"], "not found"),
+        (["--num-windows", "0"], "--num-windows must be >= 1"),
+        (["--length", "200000"], "no 200000-bp window"),
+    ],
+)
+def test_clear_errors(checkpoints, capsys, args, message):
+    full = ["eval", "--checkpoint", str(checkpoints["ar"]), *args]
+    assert cli.main(full) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_fasta_without_usable_window_is_an_error(checkpoints, capsys, tmp_path):
+    path = tmp_path / "ns.fa"
+    path.write_text(">n\n" + "N" * 200 + "\n")
+    args = ["eval", "--checkpoint", str(checkpoints["ar"]), "--fasta", str(path), "--length", "50"]
+    assert cli.main(args) == 2
+    assert "no 50-bp window" in capsys.readouterr().err

@@ -1,0 +1,52 @@
+"""Every configs/hg38*.yaml trains for a few steps on the demo genome (a tiny model of the
+same family) and `genodiff eval --json` scores its checkpoint."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from genodiff import cli
+from genodiff.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+HG38_CONFIGS = sorted((ROOT / "configs").glob("hg38*.yaml"))
+# Tiny sizes for whichever of these keys the config's model section has.
+TINY_MODEL = {"d_model": 16, "n_layer": 1, "d_inner": 32}
+TINY_RUN = [
+    "data=demo",
+    "trainer=cpu",
+    "data.max_length=32",
+    "data.batch_size=2",
+    "data.eval_batch_size=2",
+    "trainer.max_steps=2",
+    "trainer.val_check_interval=2",
+    "trainer.limit_val_batches=1",
+    "trainer.limit_test_batches=1",
+    "trainer.enable_progress_bar=false",
+    "samples.num_samples=1",
+    "samples.length=16",
+    "samples.steps=4",
+]
+
+
+def test_the_hg38_configs_are_found():
+    names = {path.stem for path in HG38_CONFIGS}
+    assert {"hg38", "hg38_ar_mamba", "hg38_ar_hyena"} <= names
+
+
+@pytest.mark.parametrize("config", HG38_CONFIGS, ids=[path.stem for path in HG38_CONFIGS])
+def test_config_trains_on_demo_data_and_evaluates(config, tmp_path, capsys):
+    model_section = load_config(config, ["data=demo"]).model
+    tiny = [f"model.{key}={value}" for key, value in TINY_MODEL.items() if key in model_section]
+    assert cli.main(["train", str(config), *TINY_RUN, *tiny, f"output_dir={tmp_path}"]) == 0
+    checkpoint = tmp_path / "checkpoints" / "last.ckpt"
+    capsys.readouterr()
+    args = ["eval", "--checkpoint", str(checkpoint), "--num-windows", "2", "--json"]
+    assert cli.main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["windows"] == 2 and result["tokens"] > 0
+    assert math.isfinite(result["nelbo"]) and result["nelbo"] > 0
+    assert result["perplexity"] == pytest.approx(math.exp(result["nelbo"]), rel=1e-9)
+    assert (result["likelihood"] == "exact") == (result["objective"] == "ar")

@@ -1,0 +1,299 @@
+"""Masked-diffusion samplers against an oracle with known conditionals and exact marginals."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from scipy.stats import chi2
+from torch import nn
+
+from genodiff.objectives import MDLM
+from genodiff.objectives.d3pm import D3PM
+from genodiff.samplers.semi_ar import windows
+from genodiff.sampling import SampleRequest
+from genodiff.tokenizers import DNATokenizer
+
+TOK = DNATokenizer()
+BASES = torch.tensor(TOK.base_ids)  # A C G T ids
+SEQ_LEN = 3
+NUM = 6000  # samples per Monte-Carlo test
+P_MIN = 1e-3  # reject a fit below this p-value (fixed seeds: deterministic outcomes)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small tensors: one intra-op thread is faster than two on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def joint_table(seed: int = 0) -> torch.Tensor:
+    """A strongly correlated distribution over the 4^3 sequences (float64, sums to 1)."""
+    g = torch.Generator().manual_seed(seed)
+    weights = torch.rand(4**SEQ_LEN, generator=g, dtype=torch.float64) ** 3 + 0.02
+    return weights / weights.sum()
+
+
+CELLS = torch.tensor(list(itertools.product(range(4), repeat=SEQ_LEN)))  # (64, L) base index
+
+
+class Oracle(nn.Module):
+    """Returns log p(x0_i | the unmasked tokens of x) of the joint table, found by enumeration
+    once for each of the 5^L inputs (a base or [MASK] per position): the sequences consistent
+    with the unmasked tokens, weighted by the table, summed per position and base. Counts the
+    rows it is called on."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.anchor = nn.Parameter(torch.zeros(()))  # the samplers read the device from it
+        self.rows = 0
+        states = torch.tensor(list(itertools.product(range(5), repeat=SEQ_LEN)))  # 4 = [MASK]
+        fits = (states[:, None, :] == CELLS) | (states[:, None, :] == 4)  # (125, 64, L)
+        weight = fits.all(-1) * table  # (125, 64)
+        one_hot = nn.functional.one_hot(CELLS, 4).double()  # (64, L, 4)
+        posterior = torch.einsum("sc,clv->slv", weight, one_hot)  # (125, L, 4) unnormalised
+        logits = torch.full((len(states), SEQ_LEN, 16), -1e9, dtype=torch.float64)
+        logits[..., BASES] = posterior.clamp_min(1e-300).log()
+        self.register_buffer("logits", logits.float())
+
+    def forward(self, input_ids, sigma=None):
+        self.rows += input_ids.shape[0]
+        digit = torch.where(input_ids == TOK.mask_id, 4, input_ids - BASES[0])  # (B, L)
+        state = (digit * 5 ** torch.arange(SEQ_LEN - 1, -1, -1)).sum(-1)  # (B,)
+        return self.logits[state]
+
+
+class FixedDistribution(nn.Module):
+    """The same base distribution at every position, whatever the input."""
+
+    def __init__(self, probs: dict[int, float]) -> None:
+        super().__init__()
+        logits = torch.full((16,), -1e9)
+        for token, p in probs.items():
+            logits[token] = math.log(p)
+        self.logits = nn.Parameter(logits)
+
+    def forward(self, input_ids, sigma=None):
+        return self.logits.expand(*input_ids.shape, -1)
+
+
+def draw(model, sampler, n=NUM, length=SEQ_LEN, seed=0, objective=None, **options):
+    objective = objective or MDLM(sampling_eps=1e-4)
+    request = SampleRequest(num_samples=n, length=length, sampler=sampler, **options)
+    return objective.sample(model, request, generator=torch.Generator().manual_seed(seed))
+
+
+def base_index(samples):
+    """(n, L) token ids -> base index 0..3 (AssertionError if anything else was drawn)."""
+    index = samples - TOK.base_ids[0]
+    assert ((index >= 0) & (index < 4)).all()
+    return index
+
+
+def chi_square_p(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    expected = probs * counts.sum()
+    assert expected.min() >= 5  # the chi-square approximation holds
+    stat = ((counts - expected) ** 2 / expected).sum().item()
+    return float(chi2.sf(stat, counts.numel() - 1))
+
+
+def exact_marginals(table):
+    return torch.einsum("c,clv->lv", table, nn.functional.one_hot(CELLS, 4).double())  # (L, 4)
+
+
+def joint_counts(samples):
+    index = base_index(samples)
+    cell = (index * 4 ** torch.arange(SEQ_LEN - 1, -1, -1)).sum(-1)  # matches CELLS order
+    return torch.bincount(cell, minlength=4**SEQ_LEN).double()
+
+
+@pytest.mark.parametrize(
+    ("sampler", "steps"), [("ancestral", 256), ("cached", 256), ("first-hitting", 1)]
+)
+def test_marginals_match_the_exact_ones(sampler, steps):
+    table = joint_table()
+    samples = draw(Oracle(table), sampler, steps=steps)
+    index = base_index(samples)
+    marginals = exact_marginals(table)
+    for position in range(SEQ_LEN):
+        counts = torch.bincount(index[:, position], minlength=4).double()
+        assert chi_square_p(counts, marginals[position]) > P_MIN
+    # Power: the same counts are far from the marginals of another joint table.
+    other = exact_marginals(joint_table(seed=1))
+    assert chi_square_p(torch.bincount(index[:, 0], minlength=4).double(), other[0]) < 1e-6
+
+
+def test_first_hitting_samples_the_exact_joint():
+    table = joint_table()
+    samples = draw(Oracle(table), "first-hitting")
+    assert chi_square_p(joint_counts(samples), table) > P_MIN
+    # Power: one ancestral step unmasks all tokens independently (product of the marginals),
+    # which the same test rejects for this correlated table.
+    independent = draw(Oracle(table), "ancestral", steps=1)
+    assert chi_square_p(joint_counts(independent), table) < 1e-6
+
+
+def test_cached_equals_ancestral_with_fewer_network_rows():
+    table = joint_table()
+    plain, reused = Oracle(table), Oracle(table)
+    a = draw(plain, "ancestral", n=500, length=SEQ_LEN, steps=64, seed=3)
+    b = draw(reused, "cached", n=500, length=SEQ_LEN, steps=64, seed=3)
+    assert torch.equal(a, b)
+    # Each row changes in at most L steps (+1 first call, +1 final noise removal).
+    assert reused.rows <= 500 * (SEQ_LEN + 2) < plain.rows
+
+
+def test_cached_refuses_a_time_conditioned_model():
+    objective = MDLM(time_conditioning=True)
+    with pytest.raises(ValueError, match="time conditioning"):
+        draw(Oracle(joint_table()), "cached", n=2, objective=objective)
+
+
+def test_first_hitting_makes_at_most_one_call_per_token():
+    model = FixedDistribution({7: 0.25, 8: 0.25, 9: 0.25, 10: 0.25})
+    calls = []
+    forward = model.forward
+    model.forward = lambda ids, sigma=None: calls.append(ids.shape[0]) or forward(ids, sigma)
+    samples = draw(model, "first-hitting", n=4, length=50, objective=MDLM(sampling_eps=1e-3))
+    assert not (samples == TOK.mask_id).any()
+    assert sum(calls) <= 4 * 50
+    assert len(calls) <= 50 + 1  # iterations: one token per running row, then the final step
+
+
+def make_constraint(length, given_positions, letters):
+    template = torch.full((length,), TOK.mask_id)
+    given = torch.zeros(length, dtype=torch.bool)
+    for position, letter in zip(given_positions, letters, strict=True):
+        template[position] = TOK.token_to_id[letter]
+        given[position] = True
+    return template, given
+
+
+@pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting", "semi-ar"])
+def test_given_positions_are_never_changed(sampler):
+    # The model puts all its mass on T, so any given non-T base that survives was kept.
+    model = FixedDistribution({TOK.token_to_id["T"]: 1.0})
+    prefix = [0, 1, 2, 3]
+    infill = [10, 17, 29]
+    template, given = make_constraint(30, prefix + infill, "ACGAGCA")
+    samples = draw(
+        model, sampler, n=5, length=30, steps=16, template=template, given=given, block=8, stride=3
+    )
+    assert torch.equal(samples[:, given], template[given].expand(5, -1))
+    assert (samples[:, ~given] == TOK.token_to_id["T"]).all()
+
+
+def test_conditional_on_a_given_token_follows_the_oracle():
+    # Fix position 0 to A: the other positions must follow p(x1, x2 | x0 = A).
+    table = joint_table()
+    template, given = make_constraint(SEQ_LEN, [0], "A")
+    samples = draw(Oracle(table), "first-hitting", template=template, given=given)
+    conditional = table.view(4, 16)[0] / table.view(4, 16)[0].sum()
+    counts = joint_counts(samples).view(4, 16)
+    assert counts[1:].sum() == 0
+    assert chi_square_p(counts[0], conditional) > P_MIN
+
+
+def test_semi_ar_length_and_overlap_consistency():
+    model = FixedDistribution({7: 0.4, 8: 0.3, 9: 0.2, 10: 0.1})
+    inputs = []
+    forward = model.forward
+    model.forward = lambda ids, sigma=None: inputs.append(ids.clone()) or forward(ids, sigma)
+    block, stride, length = 8, 3, 20
+    samples = draw(model, "semi-ar", n=6, length=length, steps=8, block=block, stride=stride)
+    assert samples.shape == (6, length)
+    assert not (samples == TOK.mask_id).any()
+    # The first call of each window is the only one in which every new token is masked
+    # (cached: later calls see only rows that changed). Its kept prefix is the output's.
+    keep = block - stride
+    starts = [0] + [block - keep + i * stride for i in range(math.ceil((length - block) / stride))]
+    firsts = [ids for ids in inputs if (ids[:, keep:] == TOK.mask_id).all() and len(ids) == 6]
+    assert len(firsts) == len(starts) == 5
+    assert (firsts[0] == TOK.mask_id).all()
+    for ids, start in zip(firsts[1:], starts[1:], strict=True):
+        assert torch.equal(ids[:, :keep], samples[:, start : start + keep])
+        assert ids.shape[1] == min(block, length - start)
+
+
+def test_semi_ar_windows_and_bad_block_stride():
+    assert windows(20, 8, 3) == [(0, 8), (3, 11), (6, 14), (9, 17), (12, 20)]
+    assert windows(4096, 1024, 512)[-1] == (3072, 4096)
+    assert windows(5, 8, 4) == [(0, 5)]
+    with pytest.raises(ValueError, match="needs a block and a stride"):
+        windows(20, None, 3)
+    with pytest.raises(ValueError, match="stride must be in"):
+        windows(20, 8, 8)
+    with pytest.raises(ValueError, match="stride must be in"):
+        windows(20, 8, 0)
+
+
+@pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting"])
+def test_top_p_keeps_only_the_nucleus(sampler):
+    # Nucleus 0.7 of (0.5, 0.3, 0.15, 0.05) is {A, C}: mass before C is 0.5 < 0.7, before G 0.8.
+    model = FixedDistribution({7: 0.5, 8: 0.3, 9: 0.15, 10: 0.05})
+    samples = draw(model, sampler, n=200, length=20, steps=32, top_p=0.7)
+    counts = torch.bincount(samples.flatten(), minlength=16).double()
+    assert counts[9] == counts[10] == 0
+    assert chi_square_p(counts[7:9], torch.tensor([5 / 8, 3 / 8], dtype=torch.float64)) > P_MIN
+    # Power: without top-p G and T appear.
+    assert (draw(model, sampler, n=200, length=20, steps=32) >= 9).any()
+
+
+@pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting"])
+def test_low_temperature_approaches_argmax(sampler):
+    model = FixedDistribution({7: 0.2, 8: 0.4, 9: 0.25, 10: 0.15})
+    cold = draw(model, sampler, n=50, length=20, steps=32, temperature=0.02)
+    assert (cold == 8).all()  # (0.25/0.4)^(1/0.02) ~ 6e-11 per token
+    warm = draw(model, sampler, n=50, length=20, steps=32)
+    assert (warm != 8).float().mean() > 0.5  # at T = 1 C is drawn only 40% of the time
+
+
+class TimeRecorder(FixedDistribution):
+    """Uniform over A/C/G/T; records the times t (from sigma) and the inputs of every call."""
+
+    def __init__(self) -> None:
+        super().__init__({token: 0.25 for token in TOK.base_ids})
+        self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, input_ids, sigma=None):
+        # loglinear: mask probability 1 - exp(-sigma) = (1 - eps) t, eps = 1e-3.
+        self.calls.append((-torch.expm1(-sigma.double()) / (1 - 1e-3), input_ids.clone()))
+        return super().forward(input_ids, sigma)
+
+
+def test_ancestral_unmasking_follows_the_schedule():
+    # A token masked at t = 1 is still masked at t with probability p(t) / p(1) = t.
+    model, n, length = TimeRecorder(), 100, 40
+    objective = MDLM(time_conditioning=True)
+    draw(model, "ancestral", n=n, length=length, steps=8, objective=objective)
+    for t, ids in model.calls[:-1]:  # the last call is the final noise removal at eps
+        masked = (ids == TOK.mask_id).double().mean()
+        t = t[0].item()
+        assert abs(masked - t) <= 5 * math.sqrt(t * (1 - t) / (n * length)) + 1e-9
+
+
+def test_first_hitting_event_times_are_the_forward_masking_times():
+    # Under the forward process each token's masking time has CDF p(t) / p(1) = t: uniform.
+    # Every first-hitting call happens at one such time, so the pooled times are uniform.
+    model = TimeRecorder()
+    draw(model, "first-hitting", n=100, length=40, objective=MDLM(time_conditioning=True))
+    times = torch.cat([t for t, _ in model.calls])
+    times = times[times > 1e-3 + 1e-9]  # drop the final noise-removal call at eps
+    assert len(times) > 3900  # ~ all 4000 tokens unmask by an event above eps
+    counts = torch.histc(times, bins=10, min=0.0, max=1.0)
+    assert chi_square_p(counts, torch.full((10,), 0.1, dtype=torch.float64)) > P_MIN
+
+
+@pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting", "semi-ar"])
+def test_d3pm_uses_the_same_samplers(sampler):
+    probs = {7: 0.4, 8: 0.3, 9: 0.2, 10: 0.1}
+    samples = draw(
+        FixedDistribution(probs), sampler, n=100, length=20, steps=16, objective=D3PM(),
+        block=8, stride=4,
+    )  # fmt: skip
+    counts = torch.bincount(samples.flatten(), minlength=16).double()
+    assert counts[7:11].sum() == samples.numel()
+    assert chi_square_p(counts[7:11], torch.tensor(list(probs.values()))) > P_MIN
