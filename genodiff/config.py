@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,38 +119,57 @@ def section_keys(cfg: DictConfig, section: str) -> list[str]:
     return _dataclass_keys(schema)
 
 
-def _valid_keys_for(cfg: DictConfig, dotted: str) -> list[str] | None:
-    """Valid keys at the level of ``dotted`` (None when that level is free-form, e.g. ssm_cfg)."""
-    parts = dotted.split(".")
-    if len(parts) == 1:
-        return _dataclass_keys(RunConfig)
-    if len(parts) == 2 and parts[0] in _dataclass_keys(RunConfig):
-        return section_keys(cfg, parts[0])
-    return None
-
-
 def _unknown_key_error(dotted: str, valid: list[str]) -> ConfigError:
     return ConfigError(
         f"unknown config key '{dotted}'. Valid keys here: {', '.join(sorted(valid))}"
     )
 
 
-def validate(cfg: DictConfig) -> None:
-    """Raise ConfigError for any key that no section accepts."""
-    top = _dataclass_keys(RunConfig)
-    for key in cfg:
-        if key not in top:
-            raise _unknown_key_error(str(key), top)
-    for section in ("model", "objective", "data", "trainer", "optim", "ema", "samples"):
-        value = cfg.get(section)
-        if value is None:
-            continue
-        if not isinstance(value, DictConfig):
-            raise ConfigError(f"'{section}' must be a mapping, got {value!r}")
-        valid = section_keys(cfg, section)
-        for key in value:
-            if key not in valid:
-                raise _unknown_key_error(f"{section}.{key}", valid)
+@dataclass(frozen=True)
+class Schema:
+    """What a kind of config file may hold.
+
+    ``top`` is the dataclass of its top-level keys; ``sections`` are the mapping sections whose
+    keys are checked, with ``section_keys(cfg, section)`` giving the accepted keys (None: that
+    section is free-form and not checked).
+    """
+
+    top: type
+    sections: tuple[str, ...]
+    section_keys: Callable[[DictConfig, str], list[str] | None]
+
+    def valid_keys_for(self, cfg: DictConfig, dotted: str) -> list[str] | None:
+        """Valid keys at the level of ``dotted`` (None when that level is free-form)."""
+        parts = dotted.split(".")
+        if len(parts) == 1:
+            return _dataclass_keys(self.top)
+        if len(parts) == 2 and parts[0] in self.sections:
+            return self.section_keys(cfg, parts[0])
+        return None
+
+    def validate(self, cfg: DictConfig) -> None:
+        """Raise ConfigError for any key that no section accepts."""
+        top = _dataclass_keys(self.top)
+        for key in cfg:
+            if key not in top:
+                raise _unknown_key_error(str(key), top)
+        for section in self.sections:
+            value = cfg.get(section)
+            if value is None:
+                continue
+            if not isinstance(value, DictConfig):
+                raise ConfigError(f"'{section}' must be a mapping, got {value!r}")
+            valid = self.section_keys(cfg, section)
+            for key in value if valid is not None else ():
+                if key not in valid:
+                    raise _unknown_key_error(f"{section}.{key}", valid)
+
+
+TRAINING_SCHEMA = Schema(
+    top=RunConfig,
+    sections=("model", "objective", "data", "trainer", "optim", "ema", "samples"),
+    section_keys=section_keys,
+)
 
 
 _ASSIGNMENT = re.compile(r"^(?P<key>[A-Za-z_][\w.]*)=(?P<value>.*)$", re.S)
@@ -175,13 +195,9 @@ def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
             raise ConfigError(f"{config_file}: {message}") from None
 
 
-def _with_additions(
-    base: DictConfig, overrides: list[str], valid_keys_for: Any = None
-) -> list[str]:
+def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> list[str]:
     """Turn ``trainer.max_steps=5`` into ``+trainer.max_steps=5`` when the YAML lacks the key
-    but the section accepts it; reject keys that no section accepts. ``valid_keys_for(cfg,
-    dotted)`` gives the valid keys at a level (default: the training schema's)."""
-    valid_keys_for = valid_keys_for or _valid_keys_for
+    but the section accepts it; reject keys that no section accepts."""
     resolved = []
     for override in overrides:
         match = _ASSIGNMENT.match(override)
@@ -192,7 +208,7 @@ def _with_additions(
         if OmegaConf.select(base, key, default="__missing__") != "__missing__":
             resolved.append(override)
             continue
-        valid = valid_keys_for(base, key)
+        valid = schema.valid_keys_for(base, key)
         leaf = key.split(".")[-1]
         if valid is not None and leaf not in valid:
             raise _unknown_key_error(key, valid)
@@ -226,18 +242,26 @@ def resolve_path(path: str, root: Path) -> str:
     return str((root / candidate).resolve())
 
 
-def load_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:
-    """Compose ``config`` with Hydra-style ``overrides``, validate it, resolve data paths."""
+def compose_config(
+    config: str | Path, overrides: list[str] | None, schema: Schema
+) -> tuple[DictConfig, Path]:
+    """Compose ``config`` with Hydra-style ``overrides``, add the schema's defaults for the
+    non-group keys and validate; returns the config and the resolved YAML path."""
     config_file = resolve_config_path(config)
     group_overrides, value_overrides = _split_overrides(list(overrides or []))
     base = _compose(config_file, group_overrides)
-    cfg = _compose(config_file, group_overrides + _with_additions(base, value_overrides))
+    additions = _with_additions(base, value_overrides, schema)
+    cfg = _compose(config_file, group_overrides + additions)
     OmegaConf.set_struct(cfg, False)
-    defaults = OmegaConf.structured(RunConfig)
-    cfg = OmegaConf.merge(
-        {k: v for k, v in OmegaConf.to_container(defaults).items() if k not in GROUPS}, cfg
-    )
-    validate(cfg)
+    defaults = OmegaConf.to_container(OmegaConf.structured(schema.top))
+    cfg = OmegaConf.merge({k: v for k, v in defaults.items() if k not in GROUPS}, cfg)
+    schema.validate(cfg)
+    return cfg, config_file
+
+
+def load_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:
+    """Compose a training config with ``overrides``, validate it, resolve data paths."""
+    cfg, config_file = compose_config(config, overrides, TRAINING_SCHEMA)
     root = project_root(config_file)
     for key in ("fasta", "bed", "cache_dir"):
         if cfg.data.get(key):

@@ -159,24 +159,33 @@ class DiffusionLM(L.LightningModule):
         self._log_heldout("test")
 
     def configure_optimizers(self) -> dict[str, Any]:
-        cfg = self.optim_cfg
         modules = (self.backbone, self.objective)
         params = [p for m in modules for p in m.parameters() if p.requires_grad]
-        decay = [p for p in params if not getattr(p, "_no_weight_decay", False)]
-        no_decay = [p for p in params if getattr(p, "_no_weight_decay", False)]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr,
-            betas=tuple(cfg.betas),
-            eps=cfg.eps,
-            weight_decay=cfg.weight_decay,
-        )
-        total = max(int(self.trainer.estimated_stepping_batches), 1)
-        warmup = int(cfg.warmup_fraction * total)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: cosine_with_warmup(step, warmup, total, cfg.min_lr_ratio)
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        total = int(self.trainer.estimated_stepping_batches)
+        return adamw_with_cosine(params, self.optim_cfg.lr, self.optim_cfg, total)
+
+
+def adamw_with_cosine(params: list[nn.Parameter], lr: float, cfg: Any, total_steps: int) -> dict:
+    """AdamW (no weight decay on parameters marked ``_no_weight_decay``) with a per-step
+    linear warm-up + cosine schedule, in Lightning's ``configure_optimizers`` format.
+
+    ``cfg`` has ``betas``, ``eps``, ``weight_decay``, ``warmup_fraction``, ``min_lr_ratio``.
+    """
+    decay = [p for p in params if not getattr(p, "_no_weight_decay", False)]
+    no_decay = [p for p in params if getattr(p, "_no_weight_decay", False)]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr,
+        betas=tuple(cfg.betas),
+        eps=cfg.eps,
+        weight_decay=cfg.weight_decay,
+    )
+    total = max(total_steps, 1)
+    warmup = int(cfg.warmup_fraction * total)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: cosine_with_warmup(step, warmup, total, cfg.min_lr_ratio)
+    )
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 def cosine_with_warmup(step: int, warmup: int, total: int, min_ratio: float) -> float:

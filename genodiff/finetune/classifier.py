@@ -1,0 +1,129 @@
+"""A sequence classifier on a language-model backbone's last hidden states.
+
+logits(x) = W pool(h(x)) + b, with h = ``backbone.hidden_states`` (B, L, d) and pooling over the
+real (non-``[PAD]``) positions only:
+
+- mean: sum_i m_i h_i / sum_i m_i, with m_i = 1 for real tokens;
+- max: max over real positions, per channel;
+- first / last: h at the first / last real position.
+
+Reverse complement (RC). With left padding, rc(x) reverses and complements the bases and keeps
+the padding on the left (``rc_left_padded``), so rc(rc(x)) = x. Conjoining averages the logits
+of x and rc(x): (f(x) + f(rc(x))) / 2, which is invariant under x -> rc(x).
+
+PS (RC-equivariant Caduceus, ``rcps=True``): h(x) has 2d channels [a(x), b(x)] and equivariance
+gives flip_{seq,chan}(b(x)) = a(rc(x)), the forward stream of rc(x) (with rc(x)'s padding on
+the right). As in Caduceus' CaduceusForSequenceClassification, both streams are pooled and
+scored by the same head and the logits averaged, so a PS classifier is invariant under
+reverse-complementing its whole input tensor (pads included, which moves left padding to the
+right); for unpadded sequences that is rc(x), and the conjoin flags are not needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from genodiff import backbones
+from genodiff.checkpoints import load_pretrained
+from genodiff.tokenizers import DNATokenizer
+
+
+def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = None) -> nn.Module:
+    """The backbone to fine-tune: the EMA backbone of a ``genodiff train`` checkpoint
+    (``PATH.ckpt``), a Hugging-Face-format folder (``DIR``), or ``model_cfg`` built from
+    scratch (``pretrained`` None). Returned trainable, on the CPU."""
+    if pretrained is None:
+        if not model_cfg:
+            raise ValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
+        return backbones.build(**model_cfg)
+    path = Path(pretrained)
+    if path.is_file():
+        from genodiff.training import DiffusionLM  # Lightning import only when needed
+
+        backbone = DiffusionLM.load_from_checkpoint(path, map_location="cpu").eval_backbone
+    elif path.is_dir():
+        backbone = load_pretrained(path)
+    else:
+        raise FileNotFoundError(
+            f"pretrained={pretrained}: no such file or folder; give a genodiff training "
+            "checkpoint (.ckpt), a Hugging-Face-format folder, or null to train from scratch"
+        )
+    return backbone.requires_grad_(True).train()  # EMA copies are frozen
+
+
+def rc_left_padded(input_ids: torch.Tensor, pad_id: int, complement: torch.Tensor) -> torch.Tensor:
+    """Reverse complement of left-padded ids, padding kept on the left. (B, L) -> (B, L).
+
+    Row with n pads: out[j] = complement[x[(L - 1 + n - j) mod L]]; for j < n the index falls on
+    a pad (mapped to itself), for j >= n it reads the bases backwards.
+    """
+    batch, length = input_ids.shape
+    n_pad = (input_ids == pad_id).sum(dim=1, keepdim=True)  # (B, 1)
+    j = torch.arange(length, device=input_ids.device).expand(batch, length)  # (B, L)
+    source = (length - 1 + n_pad - j) % length
+    return complement.to(input_ids.device)[input_ids.gather(1, source)]
+
+
+def pool(hidden: torch.Tensor, real: torch.Tensor, how: str) -> torch.Tensor:
+    """(B, L, d) hidden states, (B, L) bool mask of real tokens -> (B, d); ``how`` is one of
+    mean | max | first | last (the config schema rejects anything else)."""
+    mask = real.unsqueeze(-1)  # (B, L, 1)
+    if how == "mean":
+        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1)
+    if how == "max":
+        return hidden.masked_fill(~mask, float("-inf")).amax(dim=1)
+    length = hidden.shape[1]
+    first = real.int().argmax(dim=1)  # (B,) first True
+    index = first if how == "first" else length - 1 - real.flip(1).int().argmax(dim=1)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), index]
+
+
+class SequenceClassifier(nn.Module):
+    """``backbone`` + pooling + a linear head over ``num_classes``; see the module docstring."""
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        num_classes: int,
+        pooling: str = "mean",
+        conjoin_train: bool = False,
+        conjoin_eval: bool = False,
+    ) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.pooling = pooling
+        self.conjoin_train, self.conjoin_eval = conjoin_train, conjoin_eval
+        self.rcps = bool(getattr(backbone, "rcps", False))
+        self.d_model = int(backbone.d_model)
+        self.score = nn.Linear(self.d_model, num_classes)
+        tokenizer = DNATokenizer()
+        self.pad_id = tokenizer.pad_id
+        self.register_buffer("complement", torch.tensor(tokenizer.complement_map), persistent=False)
+
+    def rc(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Reverse complement of left-padded ids (B, L), padding kept on the left."""
+        return rc_left_padded(input_ids, self.pad_id, self.complement)
+
+    def _logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """(B, L) ids -> (B, C) logits, no conjoining."""
+        hidden = self.backbone.hidden_states(input_ids)  # (B, L, d) or (B, L, 2d) for PS
+        real = input_ids != self.pad_id  # (B, L)
+        if not self.rcps:
+            return self.score(pool(hidden, real, self.pooling))
+        d = self.d_model
+        forward = pool(hidden[..., :d], real, self.pooling)  # (B, d)
+        # the RC stream in rc(x) coordinates: padding at the right end
+        reverse = pool(hidden[..., d:].flip(1, 2), real.flip(1), self.pooling)  # (B, d)
+        return (self.score(forward) + self.score(reverse)) / 2
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """(B, L) left-padded ids -> (B, C) float32 logits."""
+        conjoin = self.conjoin_train if self.training else self.conjoin_eval
+        logits = self._logits(input_ids)
+        if conjoin and not self.rcps:
+            logits = (logits + self._logits(self.rc(input_ids))) / 2
+        return logits.float()

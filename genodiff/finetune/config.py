@@ -1,0 +1,158 @@
+"""The fine-tuning config schema (``configs/genomic_benchmarks.yaml``) and its loader.
+
+Composed with Hydra like the training configs (``genodiff.config``): overrides such as
+``benchmark.tasks=[human_or_worm] folds=3 trainer.max_epochs=2 model=mamba`` are applied, then
+every key is checked against the dataclasses below (``model`` against the backbone class it
+names, ``trainer`` against ``lightning.Trainer``); an unknown key raises ConfigError listing
+the valid ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from genodiff.config import (
+    ConfigError,
+    Schema,
+    compose_config,
+    project_root,
+    resolve_path,
+    section_keys,
+)
+
+POOLINGS = ("mean", "max", "first", "last")
+
+
+@dataclass
+class BenchmarkConfig:
+    """Where the tasks are and how sequences are cut to length."""
+
+    root: str = "data/genomic_benchmarks"  # <root>/<task>/{train,test}/<class>/*.txt
+    tasks: Any = None  # a task name or list of names; null = the 8 Genomic Benchmarks
+    download: bool = True  # fetch a missing task with the genomic-benchmarks package
+    # Left-pad / truncate to this many bases; null = the task's length from
+    # genodiff.finetune.data.TASK_MAX_LENGTH, else the longest sequence of the task.
+    max_length: int | None = None
+
+
+@dataclass
+class ClassifierConfig:
+    """The head on the backbone's last hidden states and its reverse-complement handling."""
+
+    pooling: str = "mean"  # mean (padding excluded) | max | first | last (real tokens only)
+    rc_aug: bool = False  # train on rc(x) instead of x with probability 1/2
+    conjoin_train: bool = False  # logits = (f(x) + f(rc(x))) / 2 while training
+    conjoin_eval: bool = False  # the same at validation / test time (post-hoc conjoining)
+
+
+@dataclass
+class SweepConfig:
+    """Grid of (lr, batch_size); the best per task on mean validation accuracy is reported."""
+
+    lr: list[float] = field(default_factory=lambda: [1e-3])
+    batch_size: list[int] = field(default_factory=lambda: [128])
+
+
+@dataclass
+class FinetuneOptimConfig:
+    """AdamW with linear warm-up then cosine decay to ``min_lr_ratio * lr`` over all steps."""
+
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    warmup_fraction: float = 0.1
+    min_lr_ratio: float = 0.0
+
+
+@dataclass
+class EarlyStoppingConfig:
+    """Stop a fold when validation accuracy has not improved for ``patience`` epochs."""
+
+    patience: int = 3
+    min_delta: float = 0.0
+
+
+@dataclass
+class FinetuneConfig:
+    """Top-level keys of a fine-tuning config."""
+
+    name: str = "finetune"
+    seed: int = 0  # fold k trains with seed + k; the fold split itself uses ``seed``
+    output_dir: str = "outputs/${name}"
+    # PATH.ckpt (genodiff train checkpoint, EMA backbone), DIR (Hugging-Face-format folder),
+    # or null: build ``model`` from scratch (the control).
+    pretrained: str | None = None
+    folds: int = 5
+    keep_checkpoints: bool = True  # keep each fold's selected checkpoint on disk
+    model: dict = field(default_factory=dict)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    optim: FinetuneOptimConfig = field(default_factory=FinetuneOptimConfig)
+    early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
+    trainer: dict = field(default_factory=dict)
+
+
+SECTIONS = {
+    "benchmark": BenchmarkConfig,
+    "classifier": ClassifierConfig,
+    "sweep": SweepConfig,
+    "optim": FinetuneOptimConfig,
+    "early_stopping": EarlyStoppingConfig,
+}
+
+
+def _fields(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _section_keys(cfg: DictConfig, section: str) -> list[str] | None:
+    if section == "model" and cfg.get("pretrained"):
+        return None  # the architecture comes from the pretrained weights
+    if section in ("model", "trainer"):
+        return section_keys(cfg, section)
+    return _fields(SECTIONS[section])
+
+
+FINETUNE_SCHEMA = Schema(
+    top=FinetuneConfig, sections=(*SECTIONS, "model", "trainer"), section_keys=_section_keys
+)
+
+
+def check_values(cfg: DictConfig) -> None:
+    """Raise ConfigError for a value of the wrong kind (keys are checked by the schema)."""
+    for section in (*SECTIONS, "model", "trainer"):
+        if not isinstance(cfg.get(section), DictConfig):
+            raise ConfigError(f"'{section}' must be a mapping, got {cfg.get(section)!r}")
+    if cfg.classifier.pooling not in POOLINGS:
+        raise ConfigError(
+            f"classifier.pooling={cfg.classifier.pooling!r}: use one of {', '.join(POOLINGS)}"
+        )
+    if int(cfg.folds) < 2:
+        raise ConfigError(f"folds={cfg.folds}: cross-validation needs at least 2 folds")
+    for key in ("lr", "batch_size"):
+        values = cfg.sweep[key]
+        if not isinstance(values, ListConfig):
+            cfg.sweep[key] = [values]  # a scalar is a one-point sweep
+        elif len(values) == 0:
+            raise ConfigError(f"sweep.{key} is empty: give at least one value")
+    tasks = cfg.benchmark.tasks
+    if isinstance(tasks, str):
+        cfg.benchmark.tasks = [tasks]
+
+
+def load_finetune_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:
+    """Compose ``config`` with ``overrides``, fill defaults, validate, resolve paths."""
+    cfg, config_file = compose_config(config, overrides, FINETUNE_SCHEMA)
+    check_values(cfg)
+    root = project_root(config_file)
+    cfg.benchmark.root = resolve_path(cfg.benchmark.root, root)
+    if cfg.pretrained:
+        cfg.pretrained = resolve_path(cfg.pretrained, root)
+    OmegaConf.resolve(cfg)
+    return cfg

@@ -1,0 +1,156 @@
+"""Genomic Benchmarks tasks on disk: ``<root>/<task>/{train,test}/<class>/*.txt``.
+
+Every ``.txt`` file holds one DNA sequence (surrounding whitespace is ignored). Class ids are
+the class folder names in sorted (Unicode code point) order, 0, 1, ...; the list is written
+with the results so a prediction can be mapped back to a folder. Sequences are tokenized with
+``DNATokenizer`` and cut to ``max_length`` by keeping the first ``max_length`` bases, then
+LEFT-padded with ``[PAD]`` (id 4) to ``max_length``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from genodiff.tokenizers import DNATokenizer
+
+SPLITS = ("train", "test")
+# The 8 Genomic Benchmarks and the lengths the Caduceus / MDLM papers use (DESIGN §6).
+TASK_MAX_LENGTH = {
+    "dummy_mouse_enhancers_ensembl": 1024,
+    "demo_coding_vs_intergenomic_seqs": 200,
+    "demo_human_or_worm": 200,
+    "human_enhancers_cohn": 500,
+    "human_enhancers_ensembl": 512,
+    "human_ensembl_regulatory": 512,
+    "human_nontata_promoters": 251,
+    "human_ocr_ensembl": 512,
+}
+GENOMIC_BENCHMARKS = tuple(TASK_MAX_LENGTH)
+
+
+@dataclass
+class Split:
+    """One split of a task: ``ids`` (N, max_length) uint8 token ids, ``labels`` (N,) int64."""
+
+    ids: torch.Tensor
+    labels: torch.Tensor
+    files: list[str]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class TaskData:
+    name: str
+    classes: list[str]  # class id -> folder name
+    max_length: int
+    train: Split
+    test: Split
+
+
+def task_dir(root: str | Path, task: str, download: bool) -> Path:
+    """``root/task``; fetched with the genomic-benchmarks package when missing and allowed."""
+    folder = Path(root) / task
+    if folder.is_dir():
+        return folder
+    if download:
+        try:
+            loc2seq = importlib.import_module("genomic_benchmarks.loc2seq")
+        except ImportError:
+            loc2seq = None
+        if loc2seq is not None:
+            print(f"genodiff finetune: downloading {task} with genomic-benchmarks into {root}")
+            Path(root).mkdir(parents=True, exist_ok=True)
+            loc2seq.download_dataset(task, version=0, dest_path=str(root))
+            if folder.is_dir():
+                return folder
+            raise FileNotFoundError(
+                f"genomic-benchmarks did not create {folder} for task {task!r}; check the task "
+                f"name (the 8 benchmarks: {', '.join(GENOMIC_BENCHMARKS)})"
+            )
+    hint = (
+        "`pip install genomic-benchmarks` to download it at run time (benchmark.download=true)"
+        if download
+        else "set benchmark.download=true with the genomic-benchmarks package installed"
+    )
+    raise FileNotFoundError(
+        f"task {task!r} not found: no folder {folder}. Put it there in the layout "
+        f"<root>/<task>/{{train,test}}/<class>/*.txt, point benchmark.root at it, or {hint}"
+    )
+
+
+def _class_dirs(split_dir: Path) -> dict[str, Path]:
+    if not split_dir.is_dir():
+        raise FileNotFoundError(
+            f"{split_dir} is missing: a task folder needs train/ and test/, each with one "
+            "sub-folder of .txt files per class"
+        )
+    dirs = {d.name: d for d in sorted(split_dir.iterdir()) if d.is_dir()}
+    if not dirs:
+        raise ValueError(f"{split_dir} has no class folders; expected {split_dir}/<class>/*.txt")
+    return dirs
+
+
+def _read_split(
+    split_dir: Path, classes: list[str], max_length: int | None, tokenizer: DNATokenizer
+) -> tuple[list[np.ndarray], list[int], list[str]]:
+    seqs, labels, files = [], [], []
+    for label, name in enumerate(classes):
+        paths = sorted((split_dir / name).glob("*.txt"))
+        if not paths:
+            raise ValueError(f"class folder {split_dir / name} has no .txt files")
+        for path in paths:
+            text = path.read_text().strip()
+            if not text:
+                raise ValueError(f"{path} holds no sequence (empty file)")
+            try:
+                ids = tokenizer.encode_array(text)
+            except ValueError as err:
+                raise ValueError(f"{path}: {err}") from None
+            seqs.append(ids if max_length is None else ids[:max_length])
+            labels.append(label)
+            files.append(str(path))
+    return seqs, labels, files
+
+
+def left_pad(seqs: list[np.ndarray], length: int, pad_id: int) -> torch.Tensor:
+    """Stack 1-D id arrays (each at most ``length`` long) right-aligned: (N, length) uint8."""
+    out = np.full((len(seqs), length), pad_id, dtype=np.uint8)
+    for row, ids in enumerate(seqs):
+        if len(ids):
+            out[row, length - len(ids) :] = ids
+    return torch.from_numpy(out)
+
+
+def load_task(
+    root: str | Path, task: str, max_length: int | None = None, download: bool = True
+) -> TaskData:
+    """Read, tokenize and left-pad both splits of ``task``. ``max_length`` None: the task's
+    length in TASK_MAX_LENGTH, else the longest sequence in the task."""
+    folder = task_dir(root, task, download)
+    tokenizer = DNATokenizer()
+    train_classes, test_classes = (list(_class_dirs(folder / s)) for s in SPLITS)
+    if train_classes != test_classes:
+        raise ValueError(
+            f"task {task!r}: train classes {train_classes} differ from test classes "
+            f"{test_classes}; both splits need the same class folders"
+        )
+    length = max_length or TASK_MAX_LENGTH.get(task)
+    read = {s: _read_split(folder / s, train_classes, length, tokenizer) for s in SPLITS}
+    if length is None:
+        length = max(len(ids) for seqs, _, _ in read.values() for ids in seqs)
+    splits = {
+        s: Split(
+            ids=left_pad(seqs, length, tokenizer.pad_id),
+            labels=torch.tensor(labels, dtype=torch.long),
+            files=files,
+        )
+        for s, (seqs, labels, files) in read.items()
+    }
+    return TaskData(task, train_classes, length, splits["train"], splits["test"])

@@ -1,0 +1,247 @@
+"""The cross-validation protocol: folds, one fine-tuning run per (task, lr, batch size, fold),
+resume, and the choice of hyper-parameters per task.
+
+Fold k of ``folds``: scikit-learn ``StratifiedKFold(folds, shuffle=True, random_state=seed)`` on
+the train split gives k's validation part (the parts of different folds are disjoint and each
+keeps the class proportions); the rest of the train split is k's training data. The test split
+is never used for training or selection. Fold k trains with seed ``seed + k`` (weights of a
+from-scratch model, batch order, RC augmentation), the same for every sweep point. The
+checkpoint with the best validation accuracy (early stopping on it) is scored on the test
+split. Per task the sweep point with the best mean validation accuracy over the folds is
+reported.
+
+Each run writes ``<output_dir>/runs/<task>/<lr>_<bs>/fold<k>/result.json`` when it finishes; a
+re-run skips runs that have it and restarts unfinished ones from scratch (a fold is
+deterministic given its seed, so the table is the same as without the interruption).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.loggers import CSVLogger
+from omegaconf import DictConfig, OmegaConf
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from sklearn.model_selection import StratifiedKFold
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from genodiff.config import ConfigError
+from genodiff.finetune.classifier import SequenceClassifier, load_backbone
+from genodiff.finetune.config import FinetuneOptimConfig
+from genodiff.finetune.data import GENOMIC_BENCHMARKS, TaskData, load_task
+from genodiff.finetune.module import ClassifierModule
+from genodiff.training import trainer_kwargs
+
+RESULT_FILE = "result.json"
+
+
+def fold_splits(labels: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train indices, validation indices) into the train split for each of ``folds`` folds."""
+    counts = np.bincount(labels)
+    if counts.min() < folds:
+        raise ValueError(
+            f"a class has only {counts.min()} training sequences, fewer than folds={folds}; "
+            "lower folds or add sequences"
+        )
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+    return list(splitter.split(np.zeros(len(labels)), labels))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One fine-tuning run: a task, a sweep point, a fold."""
+
+    task: str
+    lr: float
+    batch_size: int
+    fold: int
+
+    @property
+    def sweep_tag(self) -> str:
+        return f"lr{self.lr:g}_bs{self.batch_size}"
+
+    def folder(self, output_dir: Path) -> Path:
+        return output_dir / "runs" / self.task / self.sweep_tag / f"fold{self.fold}"
+
+
+class FoldProgressBar(TQDMProgressBar):
+    """Lightning's progress bar with the task and fold in front of the epoch."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def on_train_epoch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        super().on_train_epoch_start(trainer, *args)
+        self.train_progress_bar.set_description(f"{self.prefix} epoch {trainer.current_epoch}")
+
+
+def _loader(task: TaskData, split: str, index: np.ndarray | None, batch: int, seed: int | None):
+    data = getattr(task, split)
+    ids, labels = data.ids, data.labels
+    if index is not None:
+        ids, labels = ids[index], labels[index]
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    return DataLoader(
+        TensorDataset(ids, labels), batch_size=batch, shuffle=seed is not None, generator=generator
+    )
+
+
+def run_fold(
+    cfg: DictConfig,
+    task: TaskData,
+    run: Run,
+    split: tuple[np.ndarray, np.ndarray],
+    pretrained: nn.Module | None,
+    prefix: str = "",
+) -> dict[str, Any]:
+    """Fine-tune, select on validation accuracy, score on test; returns the result record."""
+    folder = run.folder(Path(cfg.output_dir))
+    shutil.rmtree(folder, ignore_errors=True)  # leftovers of an interrupted run
+    start_wall, start_cpu = time.perf_counter(), time.process_time()
+    seed = int(cfg.seed) + run.fold
+    L.seed_everything(seed, workers=True, verbose=False)
+    if pretrained is not None:
+        backbone = copy.deepcopy(pretrained)
+    else:
+        backbone = load_backbone(None, OmegaConf.to_container(cfg.model, resolve=True))
+    c = cfg.classifier
+    classifier = SequenceClassifier(
+        backbone, len(task.classes), c.pooling, c.conjoin_train, c.conjoin_eval
+    )
+    optim = FinetuneOptimConfig(**OmegaConf.to_container(cfg.optim, resolve=True))
+    module = ClassifierModule(classifier, run.lr, optim, c.rc_aug)
+
+    train_idx, val_idx = split
+    checkpoint = ModelCheckpoint(
+        dirpath=folder / "checkpoints",
+        filename="best-epoch{epoch}",
+        auto_insert_metric_name=False,
+        monitor="val/acc",
+        mode="max",
+        save_top_k=1,
+    )
+    es = cfg.early_stopping
+    stopper = EarlyStopping("val/acc", min_delta=es.min_delta, patience=es.patience, mode="max")
+    kwargs = trainer_kwargs(cfg)
+    callbacks = [checkpoint, stopper]
+    if kwargs.get("enable_progress_bar", True):
+        callbacks.append(FoldProgressBar(prefix))
+    trainer = L.Trainer(
+        default_root_dir=folder,
+        logger=CSVLogger(folder, name="logs"),
+        callbacks=callbacks,
+        enable_model_summary=False,
+        **kwargs,
+    )
+    trainer.fit(
+        module,
+        train_dataloaders=_loader(task, "train", train_idx, run.batch_size, seed),
+        val_dataloaders=_loader(task, "train", val_idx, run.batch_size, None),
+    )
+    best = checkpoint.best_model_path
+    trainer.test(module, _loader(task, "test", None, run.batch_size, None), best, verbose=False)
+    predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
+    if not cfg.keep_checkpoints:
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+    record = {
+        "task": run.task,
+        "fold": run.fold,
+        "seed": seed,
+        "lr": run.lr,
+        "batch_size": run.batch_size,
+        "val_acc": float(checkpoint.best_model_score),
+        "test_acc": float(accuracy_score(truth, predicted)),
+        "test_mcc": float(matthews_corrcoef(truth, predicted)),
+        "test_f1": float(f1_score(truth, predicted, average="macro")),
+        "test_loss": module.test_loss,
+        "epochs": int(trainer.current_epoch),
+        "checkpoint": best if cfg.keep_checkpoints else f"{best} (deleted)",
+        "n_train": len(train_idx),
+        "n_val": len(val_idx),
+        "n_test": len(task.test),
+        "wall_s": round(time.perf_counter() - start_wall, 2),
+        "cpu_s": round(time.process_time() - start_cpu, 2),
+    }
+    tmp = folder / (RESULT_FILE + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(folder / RESULT_FILE)  # atomic: a result.json is always complete
+    return record
+
+
+def select(records: list[dict[str, Any]]) -> tuple[float, int]:
+    """The (lr, batch_size) with the best mean validation accuracy; ties go to the earliest."""
+    points: dict[tuple[float, int], list[float]] = {}
+    for r in records:
+        points.setdefault((r["lr"], r["batch_size"]), []).append(r["val_acc"])
+    return max(points, key=lambda p: np.mean(points[p]))
+
+
+def _check_resume(cfg: DictConfig, output_dir: Path) -> None:
+    """Refuse to mix fold results made with a different config in one output_dir."""
+    saved_file = output_dir / "config.yaml"
+    if not saved_file.is_file():
+        return
+    saved = OmegaConf.to_container(OmegaConf.load(saved_file), resolve=True)
+    current = OmegaConf.to_container(cfg, resolve=True)
+    for c in (saved, current):
+        c.get("benchmark", {}).pop("tasks", None)
+        c.get("benchmark", {}).pop("download", None)
+    changed = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+    if changed:
+        raise ConfigError(
+            f"output_dir={output_dir} holds results of a different config (differs in: "
+            f"{', '.join(changed)}); pick a new output_dir or delete the old one"
+        )
+
+
+def run_benchmark(cfg: DictConfig) -> dict[str, Any]:
+    """Every (task, sweep point, fold) run not finished yet; returns per-task results:
+    ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}``."""
+    output_dir = Path(cfg.output_dir)
+    _check_resume(cfg, output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, output_dir / "config.yaml")
+    tasks = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
+    pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
+    results = {}
+    for t, name in enumerate(tasks, 1):
+        task = load_task(cfg.benchmark.root, name, cfg.benchmark.max_length, cfg.benchmark.download)
+        splits = fold_splits(task.train.labels.numpy(), int(cfg.folds), int(cfg.seed))
+        records = []
+        grid = itertools.product(cfg.sweep.lr, cfg.sweep.batch_size, enumerate(splits))
+        for lr, batch_size, (fold, split) in grid:
+            run = Run(name, float(lr), int(batch_size), fold)
+            done = run.folder(output_dir) / RESULT_FILE
+            where = f"[{name} {t}/{len(tasks)}] {run.sweep_tag} fold {fold + 1}/{len(splits)}"
+            if done.is_file():
+                record = json.loads(done.read_text())
+                print(f"genodiff finetune: {where}: done before, skipped")
+            else:
+                record = run_fold(cfg, task, run, split, pretrained, where)
+                print(
+                    f"genodiff finetune: {where}: val acc {record['val_acc']:.4f}, "
+                    f"test acc {record['test_acc']:.4f} ({record['epochs']} epochs, "
+                    f"{record['wall_s']:.0f} s)"
+                )
+            records.append(record)
+        lr, batch_size = select(records)
+        results[name] = {
+            "classes": task.classes,
+            "max_length": task.max_length,
+            "selected": {"lr": lr, "batch_size": batch_size},
+            "runs": records,
+        }
+    return results

@@ -1,0 +1,132 @@
+"""Genomic Benchmarks folders: reading, padding, errors, package download, folds."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from genodiff.finetune.data import load_task
+from genodiff.finetune.protocol import fold_splits
+from genodiff.tokenizers import DNATokenizer
+
+DEMO_ROOT = Path(__file__).parent / "data" / "genomic_benchmarks"
+
+
+def write_task(root: Path, task: str, layout: dict[str, dict[str, list[str]]]) -> Path:
+    """layout: split -> class -> sequences; file i of a class is ``{i:03d}.txt``."""
+    for split, classes in layout.items():
+        for name, seqs in classes.items():
+            folder = root / task / split / name
+            folder.mkdir(parents=True)
+            for i, seq in enumerate(seqs):
+                (folder / f"{i:03d}.txt").write_text(seq + "\n")
+    return root / task
+
+
+def test_classes_sorted_left_padded_and_truncated(tmp_path):
+    layout = {
+        "train": {"zebra": ["ACGT", "GG"], "apple": ["TTTTTT"]},
+        "test": {"zebra": ["C"], "apple": ["acgtac"]},
+    }
+    write_task(tmp_path, "toy", layout)
+    task = load_task(tmp_path, "toy", download=False)
+    assert task.classes == ["apple", "zebra"]  # sorted folder names
+    assert task.max_length == 6  # the longest sequence, no table entry for "toy"
+    tok = DNATokenizer()
+    expected_rows = []
+    for name in task.classes:
+        for seq in layout["train"][name]:
+            expected_rows.append([tok.pad_id] * (6 - len(seq)) + tok.encode(seq))
+    assert task.train.ids.tolist() == expected_rows
+    assert task.train.labels.tolist() == [0, 1, 1]
+    assert task.test.ids[1].tolist() == [4] * 5 + [8]
+
+    short = load_task(tmp_path, "toy", max_length=3, download=False)
+    assert short.train.ids[0].tolist() == tok.encode("TTT")  # first 3 bases kept
+    assert short.train.ids[2].tolist() == [4] + tok.encode("GG")
+
+
+def test_missing_task_says_where_and_how(tmp_path):
+    with pytest.raises(FileNotFoundError, match="task 'nope' not found.*pip install genomic"):
+        load_task(tmp_path, "nope", download=True)
+
+
+def test_empty_class_folder(tmp_path):
+    write_task(tmp_path, "t", {"train": {"a": ["ACGT"]}, "test": {"a": ["ACGT"]}})
+    (tmp_path / "t" / "train" / "b").mkdir()
+    (tmp_path / "t" / "test" / "b").mkdir()
+    with pytest.raises(ValueError, match=r"class folder .*train/b has no \.txt files"):
+        load_task(tmp_path, "t", download=False)
+
+
+def test_bad_character_names_file_and_position(tmp_path):
+    write_task(tmp_path, "t", {"train": {"a": ["ACGT", "ACXGT"]}, "test": {"a": ["ACGT"]}})
+    with pytest.raises(ValueError, match=r"train/a/001\.txt: .*'X' at position 2"):
+        load_task(tmp_path, "t", download=False)
+
+
+def test_classes_differ_between_splits(tmp_path):
+    write_task(tmp_path, "t", {"train": {"a": ["AC"], "b": ["GT"]}, "test": {"a": ["AC"]}})
+    with pytest.raises(ValueError, match=r"train classes \['a', 'b'\] differ from test"):
+        load_task(tmp_path, "t", download=False)
+
+
+def test_missing_task_is_fetched_with_genomic_benchmarks(tmp_path, monkeypatch):
+    calls = []
+
+    def download_dataset(name, version=None, dest_path=None):
+        calls.append((name, version, dest_path))
+        layout = {"train": {"pos": ["ACGT"], "neg": ["TTTT"]}, "test": {"pos": ["A"], "neg": ["C"]}}
+        return write_task(Path(dest_path), name, layout)
+
+    package = types.ModuleType("genomic_benchmarks")
+    loc2seq = types.ModuleType("genomic_benchmarks.loc2seq")
+    loc2seq.download_dataset = download_dataset
+    package.loc2seq = loc2seq
+    monkeypatch.setitem(sys.modules, "genomic_benchmarks", package)
+    monkeypatch.setitem(sys.modules, "genomic_benchmarks.loc2seq", loc2seq)
+
+    task = load_task(tmp_path / "gb", "demo_human_or_worm")
+    assert calls == [("demo_human_or_worm", 0, str(tmp_path / "gb"))]
+    assert task.classes == ["neg", "pos"]
+    assert task.max_length == 200  # the table's length for this benchmark
+    load_task(tmp_path / "gb", "demo_human_or_worm")
+    assert len(calls) == 1  # present now: not fetched again
+    with pytest.raises(FileNotFoundError, match="not found"):
+        load_task(tmp_path / "gb", "other", download=False)
+
+
+def test_folds_stratified_disjoint_reproducible_and_apart_from_test():
+    task = load_task(DEMO_ROOT, "human_vs_phage", download=False)
+    labels = task.train.labels.numpy()
+    splits = fold_splits(labels, 5, seed=0)
+    val_sets = [set(v.tolist()) for _, v in splits]
+    for (train, val), val_set in zip(splits, val_sets, strict=True):
+        assert set(train.tolist()).isdisjoint(val_set)
+        assert len(train) + len(val) == len(labels)
+        # stratified: each class's count in the validation fold is within 1 of its share
+        for c in np.unique(labels):
+            share = (labels == c).sum() / len(splits)
+            assert abs((labels[val] == c).sum() - share) <= 1
+    assert set().union(*val_sets) == set(range(len(labels)))
+    assert sum(len(s) for s in val_sets) == len(labels)  # pairwise disjoint
+    # validation sequences come from the train split only, never from the test split
+    test_files = set(task.test.files)
+    test_seqs = {tuple(row) for row in task.test.ids.tolist()}
+    for _, val in splits:
+        assert all("/train/" in task.train.files[i] for i in val)
+        assert test_files.isdisjoint(task.train.files[i] for i in val)
+        assert test_seqs.isdisjoint(tuple(task.train.ids[i].tolist()) for i in val)
+    again = fold_splits(labels, 5, seed=0)
+    assert all((a[1] == b[1]).all() for a, b in zip(splits, again, strict=True))
+    other = fold_splits(labels, 5, seed=1)
+    assert any(set(a[1]) != set(b[1]) for a, b in zip(splits, other, strict=True))
+
+
+def test_too_few_sequences_for_the_folds():
+    with pytest.raises(ValueError, match="fewer than folds=5"):
+        fold_splits(np.array([0, 0, 0, 1, 1, 1, 1, 1, 1, 1]), 5, seed=0)
