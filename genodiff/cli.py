@@ -206,7 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
         "other objectives name their own",
     )
     sample.add_argument("--temperature", type=float, default=1.0, help="divides log-probs")
-    sample.add_argument("--top-p", type=float, default=1.0, help="nucleus mass kept, in (0, 1]")
+    sample.add_argument(
+        "--top-p", "--nucleus", dest="top_p", type=float, default=1.0,
+        help="nucleus sampling: probability mass kept, in (0, 1]",
+    )  # fmt: skip
     sample.add_argument("--prefix", default=None, help="fixed first bases, e.g. ACGTTG")
     sample.add_argument(
         "--infill",

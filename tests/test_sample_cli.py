@@ -63,9 +63,10 @@ def test_infill_keeps_upper_case_bases_and_sets_the_length(checkpoint, tmp_path,
     assert "infill=in.fa:12bp_generated" in record.description
 
 
-def test_top_p_and_temperature_are_recorded(checkpoint, tmp_path):
+@pytest.mark.parametrize("option", ["--top-p", "--nucleus"])
+def test_top_p_and_temperature_are_recorded(checkpoint, tmp_path, option):
     out = tmp_path / "t.fa"
-    assert sample(checkpoint, out, "--length", "20", "--top-p", "0.5", "--temperature", "0.7") == 0
+    assert sample(checkpoint, out, "--length", "20", option, "0.5", "--temperature", "0.7") == 0
     assert "temperature=0.7 top_p=0.5" in records(out)[0].description
 
 
