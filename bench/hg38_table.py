@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-import torch
+from genodiff.training import DiffusionLM
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,15 +91,16 @@ def train_and_score(row: str, args: argparse.Namespace, score: bool) -> dict | N
         log,
     )  # fmt: skip
     result = json.loads(scored)
-    state = torch.load(best, map_location="cpu", weights_only=False)["state_dict"]
-    trained = [v for k, v in state.items() if k.startswith(("backbone.", "objective."))]
     result.update(
-        row=row,
-        train_seconds=round(train_s),
-        checkpoint=str(best),
-        parameters=sum(v.numel() for v in trained),
+        row=row, train_seconds=round(train_s), checkpoint=str(best), parameters=parameters(best)
     )
     return result
+
+
+def parameters(checkpoint: Path) -> int:
+    """Trained parameters of a checkpoint: the backbone's plus the objective's own (Plaid)."""
+    model = DiffusionLM.load_from_checkpoint(checkpoint, map_location="cpu")
+    return sum(p.numel() for m in (model.backbone, model.objective) for p in m.parameters())
 
 
 def markov_reference(args: argparse.Namespace) -> str:
