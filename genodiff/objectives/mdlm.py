@@ -137,14 +137,12 @@ class MDLM(Objective):
         """log p_theta(x0 | x_t) in float32 with the [MASK] logit removed: (B, L, V).
 
         A data token is never [MASK], so samplers always get the prediction renormalised over
-        the other tokens (also with ``zero_masking=False``, which only changes the loss). With
-        carry-over an unmasked position is the one-hot of its input token.
+        the other tokens (also with ``zero_masking=False``, which only changes the loss).
+        Samplers read masked positions only (unmasked ones are carried over by the sampler
+        itself), so no carry-over one-hot is built here: it would cost a (B, L, V) pass per
+        network call on the sampling hot path.
         """
-        log_p = self._log_x_theta(model, x_t, t, zero_masking=True)  # (B, L, V)
-        if not self.carry_over:
-            return log_p
-        carried = torch.full_like(log_p, NEG_INF).scatter_(-1, x_t[..., None], 0.0)
-        return torch.where((x_t != self.mask_id)[..., None], carried, log_p)
+        return self._log_x_theta(model, x_t, t, zero_masking=True)
 
     def _masked_token_loss(self, log_x0: Tensor, x_mask: Tensor, t: Tensor) -> Tensor:
         """NELBO contribution (B, L) of each position if masked at times ``t`` (B,).
