@@ -1,7 +1,8 @@
 """Hugging-Face-format checkpoint folders: ``config.json`` + ``model.safetensors``.
 
 Folders use the upstream projects' config fields and state-dict names, so they interchange with
-them (DESIGN.md §4):
+them (DESIGN.md §4). Each backbone declares its layouts (``genodiff.backbones.layout``); this
+module names no model class, so plugin backbones save, load and export the same way. Built in:
 
 - Caduceus (``"model_type": "caduceus"``): keys ``caduceus.backbone.*``, ``lm_head.*`` (PS).
 - mamba_ssm ``MambaLMHeadModel`` (MambaConfig fields, no model_type): keys ``backbone.*``.
@@ -19,12 +20,11 @@ pad_vocab_size_multiple. Written folders always hold the padded size.
 
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,59 +32,16 @@ import safetensors.torch
 import torch
 from torch import nn
 
+from genodiff import registry
 from genodiff.backbones.build import CONFIG_ATTR, build
-from genodiff.backbones.caduceus import Caduceus
-from genodiff.backbones.hyena import HyenaDNA, HyenaOperator
-from genodiff.backbones.mamba_lm import MambaLM
+from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
+from genodiff.tokenizers import Tokenizer, tokenizer_from_checkpoint
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 # Looked for in this order.
 WEIGHT_FILES = (WEIGHTS_FILE, "pytorch_model.bin", "weights.ckpt")
 
-CADUCEUS_FIELDS = (
-    "d_model",
-    "n_layer",
-    "vocab_size",
-    "ssm_cfg",
-    "rms_norm",
-    "residual_in_fp32",
-    "fused_add_norm",
-    "pad_vocab_size_multiple",
-    "norm_epsilon",
-    "initializer_cfg",
-    "bidirectional",
-    "bidirectional_strategy",
-    "bidirectional_weight_tie",
-    "rcps",
-    "complement_map",
-)
-MAMBA_FIELDS = (
-    "d_model",
-    "d_intermediate",
-    "n_layer",
-    "vocab_size",
-    "ssm_cfg",
-    "attn_layer_idx",
-    "attn_cfg",
-    "rms_norm",
-    "residual_in_fp32",
-    "fused_add_norm",
-    "pad_vocab_size_multiple",
-    "tie_embeddings",
-)
-HYENA_FIELDS = (
-    "d_model",
-    "n_layer",
-    "d_inner",
-    "vocab_size",
-    "resid_dropout",
-    "embed_dropout",
-    "layer_norm_epsilon",
-    "residual_in_fp32",
-    "pad_vocab_size_multiple",
-    "layer",
-)
 # Upstream files may store a tied LM head a second time; dropped on load when it equals a
 # tensor already stored (the embedding).
 TIED_HEAD_KEYS = ("lm_head.weight", "lm_head.lm_head.weight")
@@ -102,25 +59,31 @@ def save_pretrained(
     directory: str | Path,
     config: Mapping[str, Any] | None = None,
     overwrite: bool = False,
+    tokenizer: Tokenizer | None = None,
 ) -> Path:
-    """Write ``model`` to ``directory`` as config.json + model.safetensors; returns the folder.
+    """Write ``model`` to ``directory`` as config.json + model.safetensors (+ tokenizer.json
+    when ``tokenizer`` is given); returns the folder.
 
     ``config`` is the backbone's genodiff config (``name`` optional); by default the one that
-    ``genodiff.backbones.build`` recorded on the model. The folder appears complete or not at
+    ``genodiff.backbones.build`` recorded on the model. The layout is the first writable one
+    the model's class declares (``checkpoint_layouts``). The folder appears complete or not at
     all: it is written under a temporary name next to ``directory`` and renamed.
     """
-    layout = _model_layout(model)
-    full = _full_config(model, _recorded_config(model, config))
-    reference = _CONFIG_WRITERS[layout](model, full)
-    tensors = {_reference_name(name, layout): t for name, t in _unique_tensors(model).items()}
-    return _write_folder(Path(directory), reference, tensors, overwrite)
+    layout = _writable_layout(model)
+    full = {**constructor_defaults(type(model).__init__), **_recorded_config(model, config)}
+    reference = layout.write_config(model, full)
+    tensors = {layout.to_reference(name): t for name, t in _unique_tensors(model).items()}
+    return _write_folder(Path(directory), reference, tensors, overwrite, tokenizer)
 
 
-def _model_layout(model: nn.Module) -> str:
-    for cls, layout in ((Caduceus, "caduceus"), (MambaLM, "mamba_ssm"), (HyenaDNA, "hyena")):
-        if isinstance(model, cls):
+def _writable_layout(model: nn.Module) -> CheckpointLayout:
+    for layout in layouts_of(type(model)):
+        if layout.write_config is not None:
             return layout
-    raise TypeError(f"no Hugging Face layout for {type(model).__name__}")
+    raise TypeError(
+        f"{type(model).__name__} declares no writable checkpoint layout (checkpoint_layouts); "
+        "see genodiff.backbones.layout.CheckpointLayout"
+    )
 
 
 def _recorded_config(model: nn.Module, config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -131,55 +94,6 @@ def _recorded_config(model: nn.Module, config: Mapping[str, Any] | None) -> dict
             "genodiff.backbones.build(name, **config) or pass config= to save_pretrained"
         )
     return {k: v for k, v in config.items() if k != "name"}
-
-
-def _full_config(model: nn.Module, config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` completed with the constructor's defaults."""
-    return {**_defaults(type(model).__init__), **config}
-
-
-def _defaults(fn: Callable) -> dict[str, Any]:
-    params = inspect.signature(fn).parameters.values()
-    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
-
-
-def _caduceus_config(model: Caduceus, cfg: dict[str, Any]) -> dict[str, Any]:
-    fields = {k: cfg[k] for k in CADUCEUS_FIELDS}
-    fields["vocab_size"] = model.vocab_size
-    fields["ssm_cfg"] = dict(cfg["ssm_cfg"] or {})
-    cmap = model.complement_map
-    fields["complement_map"] = None if cmap is None else {str(k): v for k, v in cmap.items()}
-    return {"model_type": "caduceus", "architectures": ["CaduceusForMaskedLM"], **fields}
-
-
-def _mamba_config(model: MambaLM, cfg: dict[str, Any]) -> dict[str, Any]:
-    if cfg["norm_epsilon"] != 1e-5:
-        raise ValueError("mamba_ssm's MambaConfig has no norm_epsilon; only 1e-5 can be saved")
-    fields = {k: cfg[k] for k in MAMBA_FIELDS}
-    fields["vocab_size"] = model.vocab_size
-    fields["ssm_cfg"] = dict(cfg["ssm_cfg"] or {})
-    fields["attn_layer_idx"] = list(cfg["attn_layer_idx"] or [])
-    fields["attn_cfg"] = dict(cfg["attn_cfg"] or {})
-    return fields
-
-
-def _hyena_config(model: HyenaDNA, cfg: dict[str, Any]) -> dict[str, Any]:
-    fields = {k: cfg[k] for k in HYENA_FIELDS}
-    fields["vocab_size"] = model.vocab_size
-    fields["d_inner"] = cfg["d_inner"] if cfg["d_inner"] is not None else 4 * model.d_model
-    layer = dict(cfg["layer"] or {})
-    if "local_order" in layer:
-        layer["short_filter_order"] = layer.pop("local_order")
-    layer_defaults = _defaults(HyenaOperator.__init__)
-    fields["layer"] = {"_name_": "hyena", **layer_defaults, **layer}
-    return fields
-
-
-_CONFIG_WRITERS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
-    "caduceus": _caduceus_config,
-    "mamba_ssm": _mamba_config,
-    "hyena": _hyena_config,
-}
 
 
 def _storage_key(tensor: torch.Tensor) -> tuple:
@@ -198,15 +112,12 @@ def _unique_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     return unique
 
 
-def _reference_name(name: str, layout: str) -> str:
-    """Caduceus' Hugging Face model holds the backbone under ``caduceus.``."""
-    if layout == "caduceus" and name.startswith("backbone."):
-        return "caduceus." + name
-    return name
-
-
 def _write_folder(
-    directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor], overwrite: bool
+    directory: Path,
+    config: dict[str, Any],
+    tensors: dict[str, torch.Tensor],
+    overwrite: bool,
+    tokenizer: Tokenizer | None,
 ) -> Path:
     if directory.exists() and not overwrite:
         raise FileExistsError(f"{directory} exists; pass overwrite=True to replace it")
@@ -215,6 +126,8 @@ def _write_folder(
     try:
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
         safetensors.torch.save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save(tmp)
         if directory.exists():
             shutil.rmtree(directory)
         tmp.rename(directory)
@@ -230,18 +143,20 @@ def _write_folder(
 def load_pretrained(directory: str | Path, **overrides: Any) -> nn.Module:
     """The genodiff backbone stored in a checkpoint folder, in eval mode.
 
-    The layout (Caduceus, mamba_ssm, HyenaDNA, transformers' Mamba) is recognised from
-    config.json; ``overrides`` replace fields of the genodiff config built from it (e.g.
+    The layout is recognised from config.json among those every registered backbone
+    declares (built-in: Caduceus, mamba_ssm, HyenaDNA, transformers' Mamba; plugins add
+    theirs); ``overrides`` replace fields of the genodiff config built from it (e.g.
     ``fused_add_norm=False``). Weights load strictly: only known redundant copies of tied
-    tensors may be absent or extra; anything else raises ``CheckpointError``.
+    tensors may be absent or extra; anything else raises ``CheckpointError``. The folder's
+    tokenizer, if it has one, is read with ``genodiff.tokenizers.load_tokenizer``.
     """
     directory = Path(directory)
     config = _read_config(directory)
-    layout = detect_layout(config, directory)
-    model = build(**{**_CONFIG_READERS[layout](config), **overrides})
+    backbone, layout = detect_layout(config, directory)
+    model = build(backbone, **{**layout.read_config(config), **overrides})
     weights = _weights_file(directory)
-    state = {_genodiff_name(k, layout): t for k, t in _read_weights(weights).items()}
-    _load_strictly(model, state, f"{weights} (read as the {layout} layout)")
+    state = {layout.to_genodiff(k): t for k, t in _read_weights(weights).items()}
+    _load_strictly(model, state, f"{weights} (read as the {layout.name} layout)")
     return model.eval()
 
 
@@ -252,60 +167,31 @@ def _read_config(directory: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def detect_layout(config: Mapping[str, Any], source: str | Path = "config") -> str:
-    """ "caduceus", "hf_mamba" (transformers), "hyena" or "mamba_ssm" from a config.json."""
-    if config.get("model_type") == "caduceus":
-        return "caduceus"
-    if config.get("model_type") == "mamba":
-        return "hf_mamba"
-    if isinstance(config.get("layer"), Mapping) and "d_inner" in config:
-        return "hyena"
-    if {"d_model", "n_layer", "ssm_cfg"} <= config.keys():
-        return "mamba_ssm"
+def registered_layouts() -> list[tuple[str, CheckpointLayout]]:
+    """(backbone name, layout) for every layout every registered backbone declares."""
+    return [
+        (name, layout)
+        for name, cls in sorted(registry.available("backbone").items())
+        for layout in layouts_of(cls)
+    ]
+
+
+def detect_layout(
+    config: Mapping[str, Any], source: str | Path = "config"
+) -> tuple[str, CheckpointLayout]:
+    """The (backbone name, layout) whose ``matches`` accepts a config.json; exactly one must."""
+    found = [(name, layout) for name, layout in registered_layouts() if layout.matches(config)]
+    if len(found) == 1:
+        return found[0]
+    known = ", ".join(layout.name for _, layout in registered_layouts())
+    if not found:
+        raise CheckpointError(
+            f"{source}: config.json matches no known layout ({known}; a plugin backbone may "
+            f"add more); its fields: {sorted(config)}"
+        )
     raise CheckpointError(
-        f"{source}: config.json matches no known layout (Caduceus, mamba_ssm, HyenaDNA, "
-        f"transformers Mamba); its fields: {sorted(config)}"
+        f"{source}: config.json matches several layouts: {', '.join(l.name for _, l in found)}"
     )
-
-
-def _pick(config: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
-    return {k: config[k] for k in fields if k in config}
-
-
-def _hf_mamba_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """transformers' MambaConfig -> MambaLM arguments (its embedding is not padded)."""
-    ssm_names = {
-        "state_size": "d_state",
-        "conv_kernel": "d_conv",
-        "expand": "expand",
-        "time_step_rank": "dt_rank",
-        "time_step_min": "dt_min",
-        "time_step_max": "dt_max",
-        "time_step_init_scheme": "dt_init",
-        "time_step_scale": "dt_scale",
-        "time_step_floor": "dt_init_floor",
-        "use_conv_bias": "conv_bias",
-        "use_bias": "bias",
-    }
-    return {
-        "name": "mamba",
-        "d_model": config["hidden_size"],
-        "n_layer": config["num_hidden_layers"],
-        "vocab_size": config["vocab_size"],
-        "pad_vocab_size_multiple": 1,
-        "ssm_cfg": {new: config[old] for old, new in ssm_names.items() if old in config},
-        "norm_epsilon": config.get("layer_norm_epsilon", 1e-5),
-        "residual_in_fp32": config.get("residual_in_fp32", True),
-        "tie_embeddings": config.get("tie_word_embeddings", True),
-    }
-
-
-_CONFIG_READERS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
-    "caduceus": lambda c: {"name": "caduceus", **_pick(c, CADUCEUS_FIELDS)},
-    "mamba_ssm": lambda c: {"name": "mamba", **_pick(c, MAMBA_FIELDS)},
-    "hyena": lambda c: {"name": "hyena", **_pick(c, HYENA_FIELDS)},
-    "hf_mamba": _hf_mamba_config,
-}
 
 
 def _weights_file(directory: Path) -> Path:
@@ -323,16 +209,6 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
     # HyenaDNA's original Lightning checkpoint: the model's keys under "model.".
     state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
     return {k.removeprefix("model."): t for k, t in state.items() if k.startswith("model.")}
-
-
-def _genodiff_name(name: str, layout: str) -> str:
-    if layout == "caduceus":
-        return name.removeprefix("caduceus.")
-    if layout == "hyena":
-        return name.removeprefix("hyena.")
-    if layout == "hf_mamba" and name == "backbone.embeddings.weight":
-        return "backbone.embedding.weight"
-    return name
 
 
 def _load_strictly(model: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
@@ -413,4 +289,5 @@ def export_checkpoint(
         )
     model = build(**model_config)
     _load_strictly(model, state, f"{ckpt_path} ({weights} weights)")
-    return save_pretrained(model, out_dir, model_config, overwrite=overwrite)
+    tokenizer = tokenizer_from_checkpoint(ckpt)
+    return save_pretrained(model, out_dir, model_config, overwrite=overwrite, tokenizer=tokenizer)

@@ -16,22 +16,25 @@ def _train(args: argparse.Namespace) -> None:
     from omegaconf import OmegaConf
 
     from genodiff.config import load_config
-    from genodiff.generate import SamplingRun, draw_samples, write_fasta
+    from genodiff.generate import SamplingRun, draw_samples, write_samples
     from genodiff.sampling import SampleRequest
-    from genodiff.training import DiffusionLM, build_datamodule, build_trainer
+    from genodiff.training import DiffusionLM, build_datamodule, build_trainer, prepare_tokenizer
 
     cfg = load_config(args.config, args.overrides)
     datamodule = build_datamodule(cfg.data)
     datamodule.check_files()  # missing data fails here, before any model setup
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, out / "config.yaml")
-    print(f"genodiff: training {cfg.name}; outputs in {out}")
+    tokenizer = prepare_tokenizer(cfg, datamodule)
+    datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)
-    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True), tokenizer)
     s = cfg.samples
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
+    out.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
+    tokenizer.save(out)
+    print(f"genodiff: training {cfg.name}; outputs in {out}")
     if cfg.init_from and not cfg.ckpt_path:
         model.init_from_pretrained(cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
@@ -59,8 +62,9 @@ def _train(args: argparse.Namespace) -> None:
         backbone = model.eval_backbone
         samples = draw_samples(model.eval_objective, backbone, request, s.seed, s.batch_size)
         run = SamplingRun(checkpoint=weights, sampler=sampler, steps=s.steps, seed=s.seed)
-        path = write_fasta(samples, out / "samples.fa", run, datamodule.tokenizer)
-        print(f"genodiff: wrote {s.num_samples} samples of {s.length} bp to {path}")
+        name = "samples.fa" if tokenizer.domain == "dna" else "samples.txt"
+        path = write_samples(samples, out / name, run, tokenizer)
+        print(f"genodiff: wrote {s.num_samples} samples of {s.length} tokens to {path}")
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -73,23 +77,25 @@ def _finetune(args: argparse.Namespace) -> None:
 def _sample(args: argparse.Namespace) -> None:
     import torch
 
-    from genodiff.generate import Constraint, SamplingRun, draw_samples, write_fasta
+    from genodiff.generate import Constraint, SamplingRun, draw_samples, write_samples
     from genodiff.sampling import SampleRequest
-    from genodiff.tokenizers import DNATokenizer
-    from genodiff.training import DiffusionLM
+    from genodiff.training import load_checkpoint
 
-    tokenizer = DNATokenizer()
     if args.prefix is not None and args.infill is not None:
         raise ValueError("--prefix and --infill exclude each other; give one")
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = load_checkpoint(args.checkpoint, device)
+    tokenizer = model.tokenizer
     constraint = None
     if args.infill is not None:
-        constraint = Constraint.from_fasta(args.infill, tokenizer)
+        constraint = Constraint.from_file(args.infill, tokenizer)
         if args.length not in (None, constraint.length):
             raise ValueError(
-                f"--length {args.length} differs from the --infill record's "
-                f"{constraint.length} bp; leave --length out"
+                f"--length {args.length} differs from the --infill template's "
+                f"{constraint.length} tokens; leave --length out"
             )
-    length = constraint.length if constraint else args.length or 1024
+    default_length = model.config["data"].get("max_length", 1024)
+    length = constraint.length if constraint else args.length or default_length
     if args.prefix is not None:
         constraint = Constraint.from_prefix(args.prefix, length, tokenizer)
     request = SampleRequest(
@@ -104,11 +110,6 @@ def _sample(args: argparse.Namespace) -> None:
         block=args.block,
         stride=args.stride,
     )
-    checkpoint = Path(args.checkpoint)
-    if not checkpoint.is_file():
-        raise FileNotFoundError(f"checkpoint {checkpoint} not found")
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = DiffusionLM.load_from_checkpoint(checkpoint, map_location=device)
     sampler = model.eval_objective.sampler_name(request)  # its samplers differ per objective
     if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
         raise ValueError("--block and --stride apply only to --sampler semi-ar")
@@ -116,7 +117,7 @@ def _sample(args: argparse.Namespace) -> None:
         model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size
     )
     run = SamplingRun(
-        checkpoint=str(checkpoint),
+        checkpoint=str(args.checkpoint),
         sampler=sampler,
         steps=args.steps,
         seed=args.seed,
@@ -126,18 +127,25 @@ def _sample(args: argparse.Namespace) -> None:
         stride=args.stride,
         constraint=constraint.description if constraint else None,
     )
-    path = write_fasta(samples, args.out, run, tokenizer)
-    print(f"genodiff: wrote {args.num_samples} samples of {length} bp ({sampler}) to {path}")
+    path = write_samples(samples, args.out, run, tokenizer)
+    print(f"genodiff: wrote {args.num_samples} samples of {length} tokens ({sampler}) to {path}")
 
 
 def _eval(args: argparse.Namespace) -> None:
     import json
 
-    from genodiff.evaluate import evaluate_checkpoint
+    from genodiff.evaluate import DataFile, evaluate_checkpoint
 
+    if args.fasta is not None and args.text is not None:
+        raise ValueError("--fasta and --text exclude each other; give one")
+    data_file = None
+    if args.fasta is not None:
+        data_file = DataFile("--fasta", args.fasta)
+    elif args.text is not None:
+        data_file = DataFile("--text", args.text)
     result = evaluate_checkpoint(
         args.checkpoint,
-        fasta=args.fasta,
+        data_file=data_file,
         length=args.length,
         num_windows=args.num_windows,
         t_samples=args.t_samples,
@@ -190,11 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     finetune.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
     finetune.set_defaults(run=_finetune)
 
-    sample = commands.add_parser("sample", help="generate sequences from a checkpoint as FASTA")
+    sample = commands.add_parser(
+        "sample",
+        help="generate sequences from a checkpoint (FASTA for DNA; .txt or .jsonl for any)",
+    )
     sample.add_argument("--checkpoint", required=True, help="Lightning .ckpt from genodiff train")
     sample.add_argument("--num-samples", type=int, default=8)
     sample.add_argument(
-        "--length", type=int, default=None, help="bp (default 1024, or the --infill record's)"
+        "--length",
+        type=int,
+        default=None,
+        help="tokens (bp for DNA; default: the training window, or the --infill template's)",
     )
     sample.add_argument(
         "--steps", type=int, default=1024, help="steps T (ancestral, cached; per window: semi-ar)"
@@ -210,29 +224,38 @@ def build_parser() -> argparse.ArgumentParser:
         "--top-p", "--nucleus", dest="top_p", type=float, default=1.0,
         help="nucleus sampling: probability mass kept, in (0, 1]",
     )  # fmt: skip
-    sample.add_argument("--prefix", default=None, help="fixed first bases, e.g. ACGTTG")
+    sample.add_argument(
+        "--prefix", default=None, help="fixed start: bases for DNA (ACGTTG), text for text"
+    )
     sample.add_argument(
         "--infill",
         default=None,
-        help="FASTA whose first record fixes its upper-case ACGT and "
-        "generates N / lower-case positions; sets --length",
+        help="template; DNA: a FASTA whose first record fixes its upper-case ACGT and "
+        "generates N / lower-case positions; text: a file whose first line is text with the "
+        "mask token ([MASK]) at each token to generate. Sets --length",
     )
     sample.add_argument("--block", type=int, default=None, help="semi-ar window length (bp)")
     sample.add_argument("--stride", type=int, default=None, help="semi-ar: new bp per window")
     sample.add_argument("--seed", type=int, default=0)
     sample.add_argument("--batch-size", type=int, default=16)
     sample.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: best)")
-    sample.add_argument("--out", required=True, help="output FASTA path")
+    sample.add_argument(
+        "--out", required=True, help="output file: .fa (DNA), .txt (one per line) or .jsonl"
+    )
     sample.set_defaults(run=_sample)
 
     evaluate = commands.add_parser(
         "eval",
         help="held-out NELBO / perplexity of a checkpoint",
-        description="Score held-out windows (the checkpoint's test split, or --fasta) with the "
+        description="Score held-out windows (the checkpoint's test split, or --fasta / --text "
+        "FILE) with the "
         "EMA weights: per-token NELBO (exact NLL for AR) in nats and bits, perplexity, SE.",
     )
     evaluate.add_argument("--checkpoint", required=True, help="Lightning .ckpt (genodiff train)")
-    evaluate.add_argument("--fasta", default=None, help="score windows of this FASTA instead")
+    evaluate.add_argument("--fasta", default=None, help="DNA: score windows of this FASTA")
+    evaluate.add_argument(
+        "--text", default=None, help="text: score this file (one sentence per line)"
+    )
     evaluate.add_argument(
         "--length", type=int, default=None, help="window length (default: the config's)"
     )

@@ -79,6 +79,9 @@ class RunConfig:
     # Start the backbone from a Hugging-Face-format folder (e.g. a Caduceus MLM, or the output
     # of ``genodiff export``): pre-train as MLM, then fine-tune with a diffusion objective.
     init_from: str | None = None
+    # The vocabulary: {"name": "dna"} by default; plugins register others (text: bert, gpt2,
+    # a WordPiece / BPE trained on the data). Objectives and backbones take their ids from it.
+    tokenizer: dict = field(default_factory=lambda: {"name": "dna"})
     model: dict = field(default_factory=dict)
     objective: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)
@@ -105,7 +108,7 @@ def section_keys(cfg: DictConfig, section: str) -> list[str]:
     """The keys ``section`` accepts, given the class it names (for model/objective/data)."""
     if section == "trainer":
         return _signature_keys(lightning.Trainer.__init__, drop=TRAINER_RESERVED)
-    if section in ("model", "objective", "data"):
+    if section in ("model", "objective", "data", "tokenizer"):
         kind = "backbone" if section == "model" else section
         name = OmegaConf.select(cfg, f"{section}.name")
         if name is None:
@@ -167,7 +170,7 @@ class Schema:
 
 TRAINING_SCHEMA = Schema(
     top=RunConfig,
-    sections=("model", "objective", "data", "trainer", "optim", "ema", "samples"),
+    sections=("model", "objective", "data", "tokenizer", "trainer", "optim", "ema", "samples"),
     section_keys=section_keys,
 )
 
@@ -270,3 +273,46 @@ def load_config(config: str | Path, overrides: list[str] | None = None) -> DictC
         cfg.init_from = resolve_path(cfg.init_from, root)
     OmegaConf.resolve(cfg)
     return cfg
+
+
+# Constructor arguments that the tokenizer provides: argument -> tokenizer attribute. Plaid
+# calls its modelled ids ``token_ids``; every sampler's drawable ids are ``sample_ids``.
+TOKENIZER_FIELDS = {
+    "vocab_size": "vocab_size",
+    "mask_id": "mask_id",
+    "pad_id": "pad_id",
+    "bos_id": "bos_id",
+    "sample_ids": "sample_ids",
+    "token_ids": "sample_ids",
+}
+
+
+def with_tokenizer_fields(
+    section: str, cls: type, kwargs: dict[str, Any], tokenizer: Any
+) -> dict[str, Any]:
+    """``kwargs`` for ``cls`` with the ids and sizes its constructor takes filled in from
+    ``tokenizer``. A value the config sets itself must agree (``vocab_size``: be at least the
+    tokenizer's, models may pad it); otherwise ConfigError."""
+    accepted = set(_signature_keys(cls.__init__))
+    out = dict(kwargs)
+    for argument, attribute in TOKENIZER_FIELDS.items():
+        if argument not in accepted:
+            continue
+        value = getattr(tokenizer, attribute)
+        value = list(value) if isinstance(value, tuple) else value
+        if argument not in out or out[argument] is None:
+            out[argument] = value
+            continue
+        given = list(out[argument]) if isinstance(out[argument], list | tuple) else out[argument]
+        if argument == "vocab_size" and given < value:
+            raise ConfigError(
+                f"{section}.vocab_size={given} is smaller than the {tokenizer.name} tokenizer's "
+                f"{value} ids; remove {section}.vocab_size to take the tokenizer's"
+            )
+        if argument != "vocab_size" and given != value:
+            raise ConfigError(
+                f"{section}.{argument}={given} disagrees with the {tokenizer.name} tokenizer "
+                f"({attribute} = {value}); remove {section}.{argument}: it comes from the "
+                "tokenizer"
+            )
+    return out

@@ -1,9 +1,10 @@
 """Held-out likelihood of a checkpoint: per-token NELBO (or exact NLL), bits, perplexity.
 
 Every model is scored on the same windows: the test split of the checkpoint's data config
-(or fixed non-overlapping windows of any FASTA), ``num_windows`` of them picked at evenly
-spaced indices, and a SHA-256 of their coordinates and tokens is reported so two runs can
-prove they saw the same data.
+(or every window of a file: ``--fasta`` for DNA, ``--text`` for text checkpoints, windowed as
+the checkpoint's data module windows its data), ``num_windows`` of them picked at evenly
+spaced indices, and a SHA-256 of their names and token ids (as little-endian int32, so any
+vocabulary size survives) is reported so two runs can prove they saw the same data.
 
 Estimator. Window i has per-window NELBO S_i (nats, the mean over K noise draws of the
 objective's per-sequence sum) and n_i scored tokens. The per-token NELBO is the ratio
@@ -33,23 +34,20 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
+from genodiff.data.base import NamedItemDataset
 from genodiff.objectives import Objective
-
-# A --fasta window is skipped when more than this fraction of its bases is N.
-MAX_N_FRACTION = 0.5
 
 
 @dataclass
 class HeldoutWindows:
     """The windows to score: ``dataset`` items at ``indices``, described by ``source``."""
 
-    dataset: GenomeWindowDataset
+    dataset: NamedItemDataset
     indices: list[int]
     source: str
 
     def coordinates(self) -> list[str]:
-        return [f"{c}:{s}-{e}" for c, s, e in map(self.dataset.window, self.indices)]
+        return [self.dataset.item_name(i) for i in self.indices]
 
 
 @dataclass
@@ -92,7 +90,7 @@ class EvalResult:
                 "objective",
                 f"{self.objective} ({self.t_samples} noise draw(s)/window, seed {self.seed})",
             ),
-            ("windows", f"{self.windows} x {self.length} bp from {self.source}"),
+            ("windows", f"{self.windows} x {self.length} tokens from {self.source}"),
             ("tokens", f"{self.tokens} scored; windows sha256 {self.windows_sha256[:16]}"),
             (
                 kind,
@@ -113,60 +111,74 @@ def spread_indices(total: int, num_windows: int | None) -> list[int]:
     return [i * total // num_windows for i in range(num_windows)]
 
 
+@dataclass(frozen=True)
+class DataFile:
+    """A file to score instead of the test split: ``option`` is the flag that names it."""
+
+    option: str  # "--fasta" or "--text"
+    path: str | os.PathLike
+
+
 def heldout_windows(
     data_config: dict[str, Any],
-    fasta: str | os.PathLike | None = None,
+    tokenizer: Any,
+    data_file: DataFile | None = None,
     length: int | None = None,
     num_windows: int | None = None,
 ) -> HeldoutWindows:
     """The test split of ``data_config`` (its ``max_length`` replaced by ``length`` if given),
-    or with ``fasta`` non-overlapping ``length``-bp windows tiling every record (windows with
-    more than ``MAX_N_FRACTION`` N skipped, no reverse complement)."""
+    or with ``data_file`` every ``length``-token window of that file, as the checkpoint's data
+    module windows a file (DNA: non-overlapping windows tiling every record, mostly-N
+    windows skipped, no reverse complement)."""
     from genodiff.training import build_datamodule
 
     length = length or data_config.get("max_length", 1024)
-    add_eos = bool(data_config.get("add_eos", False))
-    if fasta is not None:
-        dataset = FastaWindowDataset(
-            fasta,
-            "test",
-            max_length=length,
-            split_fractions=(0.0, 0.0, 1.0),  # the whole of every record
-            max_n_fraction=MAX_N_FRACTION,
-            add_eos=add_eos,
-        )
-        if len(dataset) == 0:
+    datamodule = build_datamodule({**data_config, "max_length": length})
+    datamodule.attach_tokenizer(tokenizer)
+    if data_file is not None:
+        if data_file.option != datamodule.file_option:
             raise ValueError(
-                f"{fasta} has no {length}-bp window with at most {MAX_N_FRACTION:.0%} N; "
-                "pass a smaller --length or another FASTA"
+                f"{data_file.option} does not fit this checkpoint: its data are "
+                f"{datamodule.domain}; score a file with {datamodule.file_option} FILE"
             )
-        source = str(Path(fasta).resolve())
+        if not Path(data_file.path).is_file():
+            raise FileNotFoundError(f"{data_file.option} file {data_file.path} not found")
+        dataset = datamodule.file_dataset(data_file.path)
+        source = str(Path(data_file.path).resolve())
+        where = str(data_file.path)
     else:
-        datamodule = build_datamodule({**data_config, "max_length": length})
         try:
-            datamodule.setup("test")
+            dataset = datamodule.heldout_dataset("test")
         except FileNotFoundError as err:
             raise FileNotFoundError(
-                f"{err}. The checkpoint's test split needs its data; or score windows of any "
-                "FASTA with --fasta FILE"
+                f"{err}. The checkpoint's test split needs its data; or score any file with "
+                f"{datamodule.file_option} FILE"
             ) from None
-        dataset = datamodule.datasets["test"]
-        if len(dataset) == 0:
-            raise ValueError(
-                f"the test split of the checkpoint's data has no {length}-bp window; pass a "
-                "smaller --length or --fasta FILE"
-            )
-        genome = data_config.get("fasta") or "the bundled demo genome"
-        source = f"{data_config['name']} test split of {genome}"
+        source = f"{data_config['name']} test split of {_data_source(data_config)}"
+        where = "the test split of the checkpoint's data"
+    if len(dataset) == 0:
+        raise ValueError(
+            f"{where} has no {length}-token window to score; pass a smaller --length or "
+            f"another file ({datamodule.file_option} FILE)"
+        )
     return HeldoutWindows(dataset, spread_indices(len(dataset), num_windows), source)
 
 
+def _data_source(data_config: dict[str, Any]) -> str:
+    """The file a data config reads, for the report."""
+    for key in ("fasta", "path"):
+        if data_config.get(key):
+            return str(data_config[key])
+    return "the bundled demo data"
+
+
 def window_digest(dataset: Dataset, indices: list[int], coordinates: list[str]) -> str:
-    """SHA-256 over each window's coordinates and token ids: equal digests, equal data."""
+    """SHA-256 over each window's name and token ids (little-endian int32): equal digests,
+    equal data."""
     digest = hashlib.sha256()
     for index, where in zip(indices, coordinates, strict=True):
         digest.update(where.encode())
-        digest.update(dataset[index]["input_ids"].numpy().astype(np.int8).tobytes())
+        digest.update(dataset[index]["input_ids"].numpy().astype("<i4").tobytes())
     return digest.hexdigest()
 
 
@@ -232,7 +244,7 @@ def _stderr_progress(total: int) -> Callable[[int], None]:
 
 def evaluate_checkpoint(
     checkpoint: str | os.PathLike,
-    fasta: str | os.PathLike | None = None,
+    data_file: DataFile | None = None,
     length: int | None = None,
     num_windows: int | None = None,
     t_samples: int | None = None,
@@ -246,18 +258,15 @@ def evaluate_checkpoint(
 
     ``t_samples`` defaults to the objective's ``eval_t_samples`` (AR: always 1).
     """
-    from genodiff.training import DiffusionLM
+    from genodiff.training import load_checkpoint
 
     checkpoint = Path(checkpoint)
-    if not checkpoint.is_file():
-        raise FileNotFoundError(f"checkpoint {checkpoint} not found")
     torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = DiffusionLM.load_from_checkpoint(checkpoint, map_location=torch_device)
-    model.eval()
+    model = load_checkpoint(checkpoint, torch_device)
     objective, backbone = model.eval_objective, model.eval_backbone
     if objective.exact_likelihood or t_samples is None:
         t_samples = objective.eval_t_samples
-    windows = heldout_windows(model.config["data"], fasta, length, num_windows)
+    windows = heldout_windows(model.config["data"], model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
     coordinates = windows.coordinates()
     report = _stderr_progress(len(windows.indices)) if progress else None

@@ -1,8 +1,10 @@
-"""Draw sequences from a trained checkpoint and write them as FASTA (Biopython)."""
+"""Draw sequences from a trained checkpoint and write them: FASTA for DNA (Biopython), one
+sample per line or JSON Lines for any domain."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -14,7 +16,7 @@ from torch import Tensor
 
 from genodiff.objectives import Objective
 from genodiff.sampling import SampleRequest
-from genodiff.tokenizers import DNATokenizer
+from genodiff.tokenizers import Tokenizer
 
 
 @dataclass
@@ -60,48 +62,57 @@ class Constraint:
         return len(self.template)
 
     @classmethod
-    def from_prefix(cls, prefix: str, length: int, tokenizer: DNATokenizer) -> Constraint:
-        """The first len(prefix) positions fixed to ``prefix`` (A/C/G/T, either case)."""
-        if not prefix:
-            raise ValueError("--prefix is empty; give bases such as --prefix ACGTTG")
-        if len(prefix) > length:
+    def from_prefix(cls, prefix: str, length: int, tokenizer: Tokenizer) -> Constraint:
+        """The first positions fixed to ``tokenizer.encode_prefix(prefix)`` (DNA: the bases
+        themselves; text: [BOS] and the prefix's tokens)."""
+        ids = tokenizer.encode_prefix(prefix)
+        if len(ids) > length:
             raise ValueError(
-                f"the prefix ({len(prefix)} bp) is longer than --length {length}; "
+                f"the prefix ({len(ids)} tokens) is longer than --length {length}; "
                 "raise --length or shorten the prefix"
             )
-        _check_letters(prefix, "ACGTacgt", "the prefix", "A, C, G or T")
         template = torch.full((length,), tokenizer.mask_id, dtype=torch.long)
-        template[: len(prefix)] = torch.tensor(tokenizer.encode(prefix.upper()))
-        given = torch.arange(length) < len(prefix)
-        return cls(template, given, f"prefix={len(prefix)}bp")
+        template[: len(ids)] = torch.tensor(ids)
+        given = torch.arange(length) < len(ids)
+        return cls(template, given, f"prefix={len(ids)}tokens")
 
     @classmethod
-    def from_fasta(cls, path: str | Path, tokenizer: DNATokenizer) -> Constraint:
-        """The first record of a FASTA file: upper-case A/C/G/T are kept, N and lower-case
-        letters (a, c, g, t, n) are generated; the record's length is the sample length."""
+    def from_file(cls, path: str | Path, tokenizer: Tokenizer) -> Constraint:
+        """An infilling template read from ``path`` (DNA: the first FASTA record, upper-case
+        A/C/G/T kept, N and lower case generated; text: the first non-empty line, mask tokens
+        generated); its length is the sample length."""
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"infill FASTA {path} not found")
-        text = path.read_text()
-        if not text.strip():
-            raise ValueError(f"infill FASTA {path} is empty")
-        if not text.lstrip().startswith(">"):
-            raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
-        record = next(parse_records(path, "fasta"))
-        sequence = str(record.seq)
-        if not sequence:
-            raise ValueError(f"the first record of {path} ({record.id}) has no sequence")
-        _check_letters(sequence, "ACGTNacgtn", f"{path} record {record.id}", "A/C/G/T/N")
-        given = torch.tensor([letter in "ACGT" for letter in sequence])
-        template = torch.full((len(sequence),), tokenizer.mask_id, dtype=torch.long)
-        template[given] = torch.tensor(tokenizer.encode(sequence.upper()))[given]
-        return cls(template, given, f"infill={path.name}:{int((~given).sum())}bp_generated")
+            raise FileNotFoundError(f"infill file {path} not found")
+        text = _fasta_template(path) if tokenizer.domain == "dna" else _text_template(path)
+        ids = torch.tensor(tokenizer.encode_template(text), dtype=torch.long)
+        given = ids != tokenizer.mask_id
+        return cls(ids, given, f"infill={path.name}:{int((~given).sum())}tokens_generated")
 
 
-def _check_letters(text: str, allowed: str, what: str, expected: str) -> None:
-    for position, letter in enumerate(text, start=1):
-        if letter not in allowed:
-            raise ValueError(f"{what}: {letter!r} at position {position} is not {expected}")
+def _fasta_template(path: Path) -> str:
+    """The sequence of the first record of a FASTA file."""
+    text = path.read_text()
+    if not text.strip():
+        raise ValueError(f"infill FASTA {path} is empty")
+    if not text.lstrip().startswith(">"):
+        raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
+    record = next(parse_records(path, "fasta"))
+    if not record.seq:
+        raise ValueError(f"the first record of {path} ({record.id}) has no sequence")
+    return str(record.seq)
+
+
+def _text_template(path: Path) -> str:
+    """The first non-empty line of a UTF-8 text file."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise ValueError(f"infill file {path} is not UTF-8 text ({err.reason})") from None
+    template = next((line.strip() for line in lines if line.strip()), None)
+    if template is None:
+        raise ValueError(f"infill file {path} has no text: write the template on its first line")
+    return template
 
 
 def draw_samples(
@@ -124,28 +135,47 @@ def draw_samples(
     return torch.cat(batches)
 
 
-def ids_to_dna(ids: Tensor, tokenizer: DNATokenizer) -> str:
-    """Bases as letters; anything that is not A/C/G/T/N (a special token) as N."""
-    allowed = set(tokenizer.base_ids) | {tokenizer.n_id}
-    return tokenizer.decode([i if i in allowed else tokenizer.n_id for i in ids.tolist()])
+FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fas")
+SAMPLE_FORMATS = (
+    "FASTA (.fa, .fasta; DNA only), text (.txt: one sample per line), JSON Lines (.jsonl)"
+)
 
 
-def write_fasta(
-    samples: Tensor, path: str | Path, run: SamplingRun, tokenizer: DNATokenizer
+def write_samples(
+    samples: Tensor, path: str | Path, run: SamplingRun, tokenizer: Tokenizer
 ) -> Path:
-    """Write one record per row, named ``sample_<i>_seed<S>``, to ``path`` (atomically)."""
+    """Write one sample per row of ``samples`` (n, L) to ``path``, atomically, in the format
+    its suffix names: FASTA records ``sample_<i>_seed<S>`` whose description is the
+    provenance (DNA), a ``.txt`` with one sample per line, or ``.jsonl`` with one object per
+    sample holding ``id``, ``text`` and the provenance fields."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    records = [
-        SeqRecord(
-            Seq(ids_to_dna(row, tokenizer)),
-            id=f"sample_{i}_seed{run.seed}",
-            description=run.describe(),
+    suffix = path.suffix.lower()
+    if suffix in FASTA_SUFFIXES and tokenizer.domain != "dna":
+        raise ValueError(
+            f"{path}: FASTA holds DNA, these are {tokenizer.domain} samples; use .txt or .jsonl"
         )
-        for i, row in enumerate(samples)
-    ]
+    if suffix not in (*FASTA_SUFFIXES, ".txt", ".jsonl"):
+        raise ValueError(
+            f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {SAMPLE_FORMATS}"
+        )
+    names = [f"sample_{i}_seed{run.seed}" for i in range(len(samples))]
+    texts = [tokenizer.decode_sample(row.tolist()) for row in samples]
+    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".part")
-    with open(partial, "w") as handle:
-        write_records(records, handle, "fasta")
+    with open(partial, "w", encoding="utf-8") as handle:
+        if suffix in FASTA_SUFFIXES:
+            records = [
+                SeqRecord(Seq(text), id=name, description=run.describe())
+                for name, text in zip(names, texts, strict=True)
+            ]
+            write_records(records, handle, "fasta")
+        elif suffix == ".txt":
+            handle.writelines(" ".join(text.split()) + "\n" for text in texts)
+        else:
+            provenance = asdict(run)
+            handle.writelines(
+                json.dumps({"id": name, "text": text, **provenance}) + "\n"
+                for name, text in zip(names, texts, strict=True)
+            )
     partial.replace(path)
     return path

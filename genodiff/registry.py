@@ -1,10 +1,13 @@
-"""Name -> class registries for backbones, objectives and data modules.
+"""Name -> class registries for backbones, objectives, data modules and tokenizers.
 
 Built-in classes register themselves with the decorators below when their module is imported.
-Third-party packages add backbones through the ``genodiff.backbones`` entry-point group::
+Third-party packages add their own through entry-point groups (``genodiff.backbones``,
+``genodiff.objectives``, ``genodiff.data``, ``genodiff.tokenizers``)::
 
     [project.entry-points."genodiff.backbones"]
     my_transformer = "my_pkg.model:MyTransformer"
+
+The core never imports a plugin: a plugin's classes are found only through its entry points.
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-_REGISTRIES: dict[str, dict[str, type]] = {"backbone": {}, "objective": {}, "data": {}}
 # The modules whose import registers the built-in classes of each kind.
 _BUILTIN_MODULES = {
     "backbone": "genodiff.backbones",
     "objective": "genodiff.objectives",
     "data": "genodiff.data",
+    "tokenizer": "genodiff.tokenizers",
 }
-ENTRY_POINT_GROUPS = {"backbone": "genodiff.backbones"}
+_REGISTRIES: dict[str, dict[str, type]] = {kind: {} for kind in _BUILTIN_MODULES}
+# Each kind's entry-point group is named like its built-in module.
+ENTRY_POINT_GROUPS = dict(_BUILTIN_MODULES)
 
 
 def _register(kind: str, name: str) -> Callable[[type[T]], type[T]]:
@@ -49,15 +54,18 @@ def register_data(name: str) -> Callable[[type[T]], type[T]]:
     return _register("data", name)
 
 
+def register_tokenizer(name: str) -> Callable[[type[T]], type[T]]:
+    return _register("tokenizer", name)
+
+
 def available(kind: str) -> dict[str, type]:
-    """All classes of ``kind`` ("backbone", "objective", "data"), built-ins and plugins."""
+    """All classes of ``kind`` ("backbone", "objective", "data", "tokenizer"), built-ins and
+    plugins."""
     importlib.import_module(_BUILTIN_MODULES[kind])
     registry = _REGISTRIES[kind]
-    group = ENTRY_POINT_GROUPS.get(kind)
-    if group is not None:
-        for ep in entry_points(group=group):
-            if ep.name not in registry:
-                registry[ep.name] = ep.load()
+    for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
+        if ep.name not in registry:
+            registry[ep.name] = ep.load()
     return dict(registry)
 
 

@@ -16,19 +16,64 @@ from torch.optim.swa_utils import AveragedModel
 from torchmetrics import SumMetric
 
 from genodiff import backbones, registry
+from genodiff.backbones.capabilities import capabilities_of
 from genodiff.checkpoints import load_pretrained
-from genodiff.config import EMAConfig, OptimConfig
+from genodiff.config import ConfigError, EMAConfig, OptimConfig, with_tokenizer_fields
 from genodiff.objectives import Objective
+from genodiff.tokenizers import (
+    CHECKPOINT_KEY,
+    Tokenizer,
+    build_tokenizer,
+    load_tokenizer,
+    tokenizer_from_checkpoint,
+    tokenizer_record,
+)
+
+
+def complete_config(config: dict[str, Any], tokenizer: Tokenizer) -> dict[str, Any]:
+    """``config`` with the ids and sizes of the ``model`` and ``objective`` sections taken from
+    ``tokenizer`` (``vocab_size``, ``mask_id``, ``pad_id``, ``bos_id``, ``sample_ids``)."""
+    out = dict(config)
+    for section, kind in (("model", "backbone"), ("objective", "objective")):
+        kwargs = dict(config[section])
+        cls = registry.get(kind, kwargs["name"])
+        out[section] = with_tokenizer_fields(section, cls, kwargs, tokenizer)
+    return out
 
 
 def build_objective(objective_cfg: dict[str, Any]) -> Objective:
+    """The objective a (completed, see ``complete_config``) ``objective`` section names."""
     kwargs = dict(objective_cfg)
     return registry.get("objective", kwargs.pop("name"))(**kwargs)
+
+
+def check_time_conditioning(objective: Objective, backbone: nn.Module) -> None:
+    """ConfigError when the objective would condition on time a backbone that ignores it."""
+    wanted = getattr(objective, "time_conditioning", False)
+    if wanted and not capabilities_of(backbone).time_conditioning:
+        raise ConfigError(
+            f"objective.time_conditioning=true, but the {type(backbone).__name__} backbone "
+            "is not time-conditioned (it would ignore sigma). Set "
+            "objective.time_conditioning=false, or use a backbone that declares "
+            "capabilities.time_conditioning (e.g. the text plugin's DiT)."
+        )
 
 
 def build_datamodule(data_cfg: dict[str, Any]) -> L.LightningDataModule:
     kwargs = dict(data_cfg)
     return registry.get("data", kwargs.pop("name"))(**kwargs)
+
+
+def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
+    """The run's tokenizer: the one saved in ``output_dir`` when resuming (``ckpt_path``),
+    else the ``tokenizer:`` section's (trained on ``datamodule.training_texts()`` when that
+    tokenizer learns its vocabulary from the data)."""
+    if cfg.ckpt_path:
+        saved = load_tokenizer(cfg.output_dir)
+        if saved is not None:
+            return saved
+    section = OmegaConf.to_container(cfg.tokenizer, resolve=True)
+    return build_tokenizer(section, corpus=datamodule.training_texts)
 
 
 def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
@@ -79,12 +124,17 @@ class DiffusionLM(L.LightningModule):
     tokens divided by their number).
     """
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], tokenizer: Tokenizer | None = None) -> None:
         super().__init__()
+        self.tokenizer = (
+            tokenizer if tokenizer is not None else build_tokenizer(config.get("tokenizer"))
+        )
+        config = complete_config(config, self.tokenizer)
         self.save_hyperparameters({"config": config})
         self.config = config
         self.backbone = backbones.build(**config["model"])
         self.objective = build_objective(config["objective"])
+        check_time_conditioning(self.objective, self.backbone)
         self.optim_cfg = OptimConfig(**config.get("optim", {}))
         ema_cfg = EMAConfig(**config.get("ema", {}))
         use_ema = ema_cfg.decay > 0
@@ -95,6 +145,9 @@ class DiffusionLM(L.LightningModule):
             EMA(self.objective, ema_cfg.decay, ema_cfg.warmup) if use_ema and has_params else None
         )
         self.heldout_nelbo, self.heldout_tokens = SumMetric(), SumMetric()
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[CHECKPOINT_KEY] = tokenizer_record(self.tokenizer)
 
     @property
     def eval_backbone(self) -> nn.Module:
@@ -163,6 +216,19 @@ class DiffusionLM(L.LightningModule):
         params = [p for m in modules for p in m.parameters() if p.requires_grad]
         total = int(self.trainer.estimated_stepping_batches)
         return adamw_with_cosine(params, self.optim_cfg.lr, self.optim_cfg, total)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> DiffusionLM:
+    """A ``genodiff train`` checkpoint (.ckpt) with its tokenizer, in eval mode."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} not found")
+    checkpoint = torch.load(path, map_location=map_location, weights_only=False)
+    model = DiffusionLM(
+        checkpoint["hyper_parameters"]["config"], tokenizer_from_checkpoint(checkpoint)
+    )
+    model.load_state_dict(checkpoint["state_dict"])
+    return model.to(map_location).eval()
 
 
 def adamw_with_cosine(params: list[nn.Parameter], lr: float, cfg: Any, total_steps: int) -> dict:

@@ -2,5 +2,6 @@
 
 from genodiff.backbones import caduceus, hyena, mamba, mamba_lm
 from genodiff.backbones.build import build
+from genodiff.backbones.capabilities import Capabilities, capabilities_of
 
-__all__ = ["build", "caduceus", "hyena", "mamba", "mamba_lm"]
+__all__ = ["Capabilities", "build", "caduceus", "capabilities_of", "hyena", "mamba", "mamba_lm"]

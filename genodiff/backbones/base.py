@@ -7,15 +7,22 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
+from genodiff.backbones.capabilities import Capabilities
+from genodiff.backbones.layout import CheckpointLayout
+
 
 class LMBackboneBase(nn.Module, ABC):
     """ids (B, L) -> logits (B, L, V) as ``head(backbone(ids))``.
 
-    Subclasses set ``self.backbone`` (ids or embeddings -> final hidden states) and implement
+    Subclasses set ``self.backbone`` (ids or embeddings -> final hidden states) and
+    ``self.capabilities`` (what they declare, see ``capabilities.Capabilities``), and implement
     ``head`` (hidden states -> logits over the padded vocabulary).
     """
 
     backbone: nn.Module
+    capabilities: Capabilities
+    #: Hugging-Face-style folder layouts this class reads and writes (``layout.py``).
+    checkpoint_layouts: tuple[CheckpointLayout, ...] = ()
 
     @abstractmethod
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -35,5 +42,5 @@ class LMBackboneBase(nn.Module, ABC):
     ) -> torch.Tensor:
         """Logits (B, L, V) in float32 over the padded vocabulary. ``sigma`` (B,) is accepted
         for the objective contract and ignored: genodiff's DNA models are not time-conditioned
-        (as in the MDLM paper)."""
+        (as in the MDLM paper) and declare ``capabilities.time_conditioning = False``."""
         return self.head(self.hidden_states(input_ids, inputs_embeds)).float()

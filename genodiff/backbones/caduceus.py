@@ -27,6 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from genodiff.backbones.base import LMBackboneBase
+from genodiff.backbones.capabilities import Capabilities
+from genodiff.backbones.layout import CheckpointLayout, pick
 from genodiff.backbones.mamba import Block, Mamba
 from genodiff.backbones.rcps import (
     RCPSAddNormWrapper,
@@ -181,7 +183,7 @@ class Caduceus(LMBackboneBase):
         self,
         d_model: int,
         n_layer: int,
-        vocab_size: int = 12,
+        vocab_size: int,
         ssm_cfg: dict | None = None,
         rms_norm: bool = True,
         residual_in_fp32: bool = True,
@@ -197,6 +199,9 @@ class Caduceus(LMBackboneBase):
     ):
         super().__init__()
         self.d_model, self.n_layer, self.rcps = d_model, n_layer, rcps
+        self.capabilities = Capabilities(
+            hidden_size=2 * d_model if rcps else d_model, rc_equivariant=rcps
+        )
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
         if rcps and complement_map is None:
             complement_map = DNATokenizer().complement_map
@@ -275,3 +280,51 @@ def conjoin_logits(
     logits = model(input_ids, sigma)
     logits_rc = model(rc_ids(input_ids, cmap), sigma)  # predictions for rc(x)
     return (logits + logits_rc.flip(1)[..., cmap]) / 2
+
+
+# ----------------------------------------------------------------------------- checkpoints
+# Hugging Face folders of kuleshov-group/caduceus: "model_type": "caduceus", CaduceusConfig
+# fields, weights under "caduceus." (the backbone) and "lm_head." (PS).
+
+CADUCEUS_FIELDS = (
+    "d_model",
+    "n_layer",
+    "vocab_size",
+    "ssm_cfg",
+    "rms_norm",
+    "residual_in_fp32",
+    "fused_add_norm",
+    "pad_vocab_size_multiple",
+    "norm_epsilon",
+    "initializer_cfg",
+    "bidirectional",
+    "bidirectional_strategy",
+    "bidirectional_weight_tie",
+    "rcps",
+    "complement_map",
+)
+
+
+def _write_caduceus_config(model: Caduceus, cfg: dict) -> dict:
+    fields = {k: cfg[k] for k in CADUCEUS_FIELDS}
+    fields["vocab_size"] = model.vocab_size
+    fields["ssm_cfg"] = dict(cfg["ssm_cfg"] or {})
+    cmap = model.complement_map
+    fields["complement_map"] = None if cmap is None else {str(k): v for k, v in cmap.items()}
+    return {"model_type": "caduceus", "architectures": ["CaduceusForMaskedLM"], **fields}
+
+
+def _caduceus_reference_name(name: str) -> str:
+    return "caduceus." + name if name.startswith("backbone.") else name
+
+
+Caduceus.checkpoint_layouts = (
+    CheckpointLayout(
+        name="caduceus",
+        matches=lambda c: c.get("model_type") == "caduceus",
+        read_config=lambda c: pick(c, CADUCEUS_FIELDS),
+        write_config=_write_caduceus_config,
+        to_genodiff=lambda name: name.removeprefix("caduceus."),
+        to_reference=_caduceus_reference_name,
+    ),
+)

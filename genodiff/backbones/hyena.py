@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from genodiff.backbones.base import LMBackboneBase
+from genodiff.backbones.capabilities import Capabilities
+from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, pick
 from genodiff.registry import register_backbone
 
 
@@ -318,8 +320,8 @@ class HyenaDNA(LMBackboneBase):
         self,
         d_model: int,
         n_layer: int,
+        vocab_size: int,
         d_inner: int | None = None,
-        vocab_size: int = 12,
         layer: dict | None = None,
         resid_dropout: float = 0.0,
         embed_dropout: float = 0.1,
@@ -330,6 +332,7 @@ class HyenaDNA(LMBackboneBase):
     ):
         super().__init__()
         self.d_model, self.n_layer = d_model, n_layer
+        self.capabilities = Capabilities(hidden_size=d_model, causal=True)
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
         layer = dict(layer or {})
         layer.pop("_name_", None)
@@ -370,3 +373,44 @@ class HyenaDNA(LMBackboneBase):
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head tied to the embedding: (B, L, d) -> (B, L, vocab_size); causal."""
         return F.linear(hidden, self.backbone.embeddings.word_embeddings.weight)
+
+
+# ----------------------------------------------------------------------------- checkpoints
+# HazyResearch/hyena-dna folders: a "layer" dict with the Hyena settings, keys "backbone.*"
+# (original releases: a Lightning weights.ckpt with "model.backbone.*" keys).
+
+HYENA_FIELDS = (
+    "d_model",
+    "n_layer",
+    "d_inner",
+    "vocab_size",
+    "resid_dropout",
+    "embed_dropout",
+    "layer_norm_epsilon",
+    "residual_in_fp32",
+    "pad_vocab_size_multiple",
+    "layer",
+)
+
+
+def _write_hyena_config(model: HyenaDNA, cfg: dict) -> dict:
+    fields = {k: cfg[k] for k in HYENA_FIELDS}
+    fields["vocab_size"] = model.vocab_size
+    fields["d_inner"] = cfg["d_inner"] if cfg["d_inner"] is not None else 4 * model.d_model
+    layer = dict(cfg["layer"] or {})
+    if "local_order" in layer:
+        layer["short_filter_order"] = layer.pop("local_order")
+    layer_defaults = constructor_defaults(HyenaOperator.__init__)
+    fields["layer"] = {"_name_": "hyena", **layer_defaults, **layer}
+    return fields
+
+
+HyenaDNA.checkpoint_layouts = (
+    CheckpointLayout(
+        name="hyena",
+        matches=lambda c: isinstance(c.get("layer"), dict) and "d_inner" in c,
+        read_config=lambda c: pick(c, HYENA_FIELDS),
+        write_config=_write_hyena_config,
+        to_genodiff=lambda name: name.removeprefix("hyena."),
+    ),
+)

@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from genodiff.backbones.base import LMBackboneBase
+from genodiff.backbones.capabilities import Capabilities
+from genodiff.backbones.layout import CheckpointLayout, pick
 from genodiff.backbones.mamba import Block, Mamba
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
@@ -82,7 +84,7 @@ class MambaLM(LMBackboneBase):
         self,
         d_model: int,
         n_layer: int,
-        vocab_size: int = 12,
+        vocab_size: int,
         ssm_cfg: dict | None = None,
         rms_norm: bool = True,
         residual_in_fp32: bool = True,
@@ -100,6 +102,7 @@ class MambaLM(LMBackboneBase):
         if ssm_cfg.pop("layer", "Mamba1") != "Mamba1" or d_intermediate or attn_layer_idx:
             raise ValueError("only pure Mamba-1 models are supported (no Mamba-2, MLP, attention)")
         self.d_model, self.n_layer = d_model, n_layer
+        self.capabilities = Capabilities(hidden_size=d_model, causal=True, recurrent_step=True)
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
         self.backbone = MixerModel(
             d_model, n_layer, self.vocab_size, ssm_cfg, rms_norm, residual_in_fp32, norm_epsilon
@@ -151,3 +154,88 @@ class MambaLM(LMBackboneBase):
         the next token. ``cache`` advances in place by one position."""
         hidden = self.backbone.step(input_ids.reshape(-1, 1), cache)  # (B, 1, d)
         return self.head(hidden.squeeze(1)).float()
+
+
+# ----------------------------------------------------------------------------- checkpoints
+# mamba_ssm's MambaLMHeadModel folders (MambaConfig fields, no model_type, keys "backbone.*")
+# and, read only, Hugging Face transformers' MambaForCausalLM ("model_type": "mamba").
+
+MAMBA_FIELDS = (
+    "d_model",
+    "d_intermediate",
+    "n_layer",
+    "vocab_size",
+    "ssm_cfg",
+    "attn_layer_idx",
+    "attn_cfg",
+    "rms_norm",
+    "residual_in_fp32",
+    "fused_add_norm",
+    "pad_vocab_size_multiple",
+    "tie_embeddings",
+)
+# transformers' MambaConfig name -> mamba_ssm's ssm_cfg name
+_HF_SSM_NAMES = {
+    "state_size": "d_state",
+    "conv_kernel": "d_conv",
+    "expand": "expand",
+    "time_step_rank": "dt_rank",
+    "time_step_min": "dt_min",
+    "time_step_max": "dt_max",
+    "time_step_init_scheme": "dt_init",
+    "time_step_scale": "dt_scale",
+    "time_step_floor": "dt_init_floor",
+    "use_conv_bias": "conv_bias",
+    "use_bias": "bias",
+}
+
+
+def _write_mamba_config(model: MambaLM, cfg: dict) -> dict:
+    if cfg["norm_epsilon"] != 1e-5:
+        raise ValueError("mamba_ssm's MambaConfig has no norm_epsilon; only 1e-5 can be saved")
+    fields = {k: cfg[k] for k in MAMBA_FIELDS}
+    fields["vocab_size"] = model.vocab_size
+    fields["ssm_cfg"] = dict(cfg["ssm_cfg"] or {})
+    fields["attn_layer_idx"] = list(cfg["attn_layer_idx"] or [])
+    fields["attn_cfg"] = dict(cfg["attn_cfg"] or {})
+    return fields
+
+
+def _read_hf_mamba_config(config: dict) -> dict:
+    """transformers' MambaConfig -> MambaLM arguments (its embedding is not padded)."""
+    return {
+        "d_model": config["hidden_size"],
+        "n_layer": config["num_hidden_layers"],
+        "vocab_size": config["vocab_size"],
+        "pad_vocab_size_multiple": 1,
+        "ssm_cfg": {new: config[old] for old, new in _HF_SSM_NAMES.items() if old in config},
+        "norm_epsilon": config.get("layer_norm_epsilon", 1e-5),
+        "residual_in_fp32": config.get("residual_in_fp32", True),
+        "tie_embeddings": config.get("tie_word_embeddings", True),
+    }
+
+
+def _is_mamba_ssm_config(config: dict) -> bool:
+    return (
+        "model_type" not in config
+        and "layer" not in config
+        and {"d_model", "n_layer", "ssm_cfg"} <= config.keys()
+    )
+
+
+MambaLM.checkpoint_layouts = (
+    CheckpointLayout(
+        name="mamba_ssm",
+        matches=_is_mamba_ssm_config,
+        read_config=lambda c: pick(c, MAMBA_FIELDS),
+        write_config=_write_mamba_config,
+    ),
+    CheckpointLayout(
+        name="hf_mamba",
+        matches=lambda c: c.get("model_type") == "mamba",
+        read_config=_read_hf_mamba_config,
+        to_genodiff=lambda name: (
+            "backbone.embedding.weight" if name == "backbone.embeddings.weight" else name
+        ),
+    ),
+)

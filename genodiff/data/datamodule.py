@@ -14,11 +14,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from genodiff.data.base import DataModule
 from genodiff.data.hg38 import Hg38Dataset
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
 from genodiff.registry import register_data
@@ -27,6 +27,8 @@ from genodiff.tokenizers import DNATokenizer
 # The bundled demo genome (human chr22:20,000,001-21,000,000), used when no FASTA is given.
 DEMO_FASTA = Path(__file__).resolve().parents[2] / "data" / "chr22_20-21Mb.fa.gz"
 HG38_FETCH_HINT = "genodiff data hg38 --dest {folder}"
+# ``genodiff eval --fasta FILE`` skips a window when more than this fraction of it is N.
+FILE_MAX_N_FRACTION = 0.5
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -57,8 +59,14 @@ def _seed_worker(worker_id: int) -> None:
     random.seed(seed)
 
 
-class _GenomeDataModule(L.LightningDataModule, ABC):
-    """Shared loaders; subclasses provide ``check_files`` and ``_dataset(split)``."""
+class _GenomeDataModule(DataModule, ABC):
+    """Shared loaders; subclasses provide ``check_files`` and ``_dataset(split)`` and set
+    ``max_length`` and ``add_eos``."""
+
+    domain = "dna"
+    file_option = "--fasta"
+    max_length: int
+    add_eos: bool
 
     def __init__(
         self, batch_size: int, eval_batch_size: int | None, num_workers: int, seed: int
@@ -72,10 +80,6 @@ class _GenomeDataModule(L.LightningDataModule, ABC):
         self.datasets: dict[str, GenomeWindowDataset] = {}
 
     @abstractmethod
-    def check_files(self) -> None:
-        """Raise FileNotFoundError naming any missing input (and how to get it)."""
-
-    @abstractmethod
     def _dataset(self, split: str) -> GenomeWindowDataset:
         """The dataset of ``split`` ("train", "valid" or "test")."""
 
@@ -85,6 +89,22 @@ class _GenomeDataModule(L.LightningDataModule, ABC):
         for split in splits.get(stage, ("train", "valid", "test")):
             if split not in self.datasets:
                 self.datasets[split] = self._dataset(split)
+
+    def heldout_dataset(self, split: str = "test") -> GenomeWindowDataset:
+        self.setup("test" if split == "test" else "validate")
+        return self.datasets[split]
+
+    def file_dataset(self, path: str | Path) -> GenomeWindowDataset:
+        """Non-overlapping windows tiling every record of a FASTA (windows with more than
+        ``FILE_MAX_N_FRACTION`` N skipped, no reverse complement)."""
+        return FastaWindowDataset(
+            path,
+            "test",
+            max_length=self.max_length,
+            split_fractions=(0.0, 0.0, 1.0),  # the whole of every record
+            max_n_fraction=FILE_MAX_N_FRACTION,
+            add_eos=self.add_eos,
+        )
 
     def _get(self, split: str) -> GenomeWindowDataset:
         if split not in self.datasets:

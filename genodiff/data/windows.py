@@ -50,6 +50,11 @@ class GenomeWindowDataset(Dataset, ABC):
     def window(self, index: int) -> Window:
         """``(chrom, start, end)`` of item ``index``."""
 
+    def item_name(self, index: int) -> str:
+        """``chrom:start-end`` (0-based, half open) of item ``index``."""
+        chrom, start, end = self.window(index)
+        return f"{chrom}:{start}-{end}"
+
     def set_epoch(self, epoch: int) -> None:
         """Draw new reverse-complement coins for ``epoch`` (items stay deterministic)."""
         self.epoch = epoch

@@ -10,26 +10,27 @@ so all L tokens are scored, the same tokens a diffusion model scores (N bases, s
 whole (padded) vocabulary, the same convention as the diffusion objectives, so the NLL is
 exact and its perplexity compares with their bounds.
 
-Sampling draws one token at a time, restricted to A/C/G/T: the next-token distribution is
-renormalised over the four bases (then temperature / nucleus are applied), so special tokens
-and N are never produced. Mamba runs recurrently (``allocate_inference_cache`` / ``step``:
-one constant-size state per layer); a backbone without ``step`` (HyenaDNA) recomputes the full
-forward pass on the prefix for every new token.
+Sampling draws one token at a time, restricted to the tokenizer's ``sample_ids`` (DNA:
+A/C/G/T): the next-token distribution is renormalised over them (then temperature / nucleus
+are applied), so special tokens and N are never produced. A backbone that declares a
+recurrent step (Mamba: ``allocate_inference_cache`` / ``step``, one constant-size state per
+layer; a transformer: a key/value cache) runs one token at a time; any other (HyenaDNA)
+recomputes the full forward pass on the prefix for every new token.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
+from genodiff.backbones.capabilities import capabilities_of
 from genodiff.objectives.base import Objective
 from genodiff.registry import register_objective
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen
-from genodiff.tokenizers import DNATokenizer
 
-_TOKENIZER = DNATokenizer()
 # Backbones already probed for causality (weak: a checked model can still be freed).
 _CAUSAL_CHECKED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 # A change at the last position may move earlier logits by at most this fraction of the
@@ -37,20 +38,30 @@ _CAUSAL_CHECKED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 _CAUSAL_TOLERANCE = 1e-3
 
 
-def check_causal(model: nn.Module, bos_id: int = _TOKENIZER.bos_id) -> None:
-    """ValueError if ``model``'s earlier logits depend on a later token (a bidirectional
-    backbone such as Caduceus, on which next-token prediction would read the answer).
+def check_causal(model: nn.Module, bos_id: int, token_ids: Sequence[int]) -> None:
+    """ValueError if ``model`` does not declare itself causal, or if its earlier logits
+    depend on a later token (a bidirectional backbone such as Caduceus, on which next-token
+    prediction would read the answer).
 
-    Probe: two 8-token inputs differing only in the last token, in eval mode (no dropout)
-    and float32; run once per model instance.
+    Probe: two 8-token inputs (``bos_id`` then ``token_ids`` in turn) differing only in the
+    last token, in eval mode (no dropout) and float32; run once per model instance.
     """
     if model in _CAUSAL_CHECKED:
         return
+    if not capabilities_of(model).causal:
+        raise ValueError(
+            f"objective 'ar' needs a causal backbone, and {type(model).__name__} does not "
+            "declare itself causal (capabilities.causal). Use model=mamba or model=hyena (text: "
+            "a causal transformer), or a diffusion objective (objective=mdlm) for "
+            "bidirectional models."
+        )
+    if len(set(token_ids)) < 2:
+        raise ValueError(f"the causality probe needs two distinct token ids, got {token_ids}")
     device = next(model.parameters()).device
-    a_id, c_id, g_id, t_id = _TOKENIZER.base_ids
-    probe = torch.tensor([[bos_id, a_id, c_id, g_id, t_id, a_id, c_id, g_id]], device=device)
+    body = [token_ids[i % len(token_ids)] for i in range(7)]
+    probe = torch.tensor([[bos_id, *body]], device=device)
     altered = probe.clone()
-    altered[0, -1] = t_id
+    altered[0, -1] = next(i for i in token_ids if i != body[-1])
     was_training = model.training
     model.eval()
     try:
@@ -63,9 +74,8 @@ def check_causal(model: nn.Module, bos_id: int = _TOKENIZER.bos_id) -> None:
     if leak > _CAUSAL_TOLERANCE * own:
         raise ValueError(
             f"objective 'ar' needs a causal backbone, but {type(model).__name__}'s predictions "
-            "at earlier positions change with a later token (a bidirectional model such as "
-            "Caduceus would see the token it is asked to predict). Use model=mamba or "
-            "model=hyena, or a diffusion objective (objective=mdlm) for bidirectional models."
+            "at earlier positions change with a later token, although it declares itself "
+            "causal: next-token prediction would read the token it is asked to predict."
         )
     _CAUSAL_CHECKED.add(model)
 
@@ -78,16 +88,18 @@ class AR(Objective):
     exact_likelihood = True
     eval_t_samples = 1  # deterministic: no noise to average over
 
-    def __init__(
-        self,
-        bos_id: int = _TOKENIZER.bos_id,
-        pad_id: int = _TOKENIZER.pad_id,
-        base_ids: tuple[int, ...] = _TOKENIZER.base_ids,
-    ) -> None:
+    def __init__(self, bos_id: int | None, pad_id: int, sample_ids: Sequence[int]) -> None:
+        if bos_id is None:
+            raise ValueError(
+                "objective 'ar' feeds [BOS] before the first token, but the tokenizer has no "
+                "BOS id; use a tokenizer with one"
+            )
+        if not sample_ids:
+            raise ValueError("objective 'ar' needs at least one id to sample (sample_ids)")
         super().__init__()
         self.bos_id = bos_id
         self.pad_id = pad_id
-        self.base_ids = tuple(base_ids)
+        self.sample_ids = tuple(int(i) for i in sample_ids)
 
     def shifted(self, input_ids: Tensor) -> Tensor:
         """The model input [BOS] x_1 ... x_{L-1}: (B, L)."""
@@ -101,7 +113,7 @@ class AR(Objective):
 
         ``generator`` is unused: the loss is deterministic.
         """
-        check_causal(model, self.bos_id)
+        check_causal(model, self.bos_id, self.sample_ids)
         log_p = model(self.shifted(input_ids)).float().log_softmax(dim=-1)  # (B, L, V)
         nll = -log_p.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
         scored = input_ids != self.pad_id  # (B, L)
@@ -110,11 +122,11 @@ class AR(Objective):
     def _draw(
         self, logits: Tensor, request: SampleRequest, generator: torch.Generator | None
     ) -> Tensor:
-        """One base per row from next-token logits (n, V), renormalised over A/C/G/T."""
-        bases = torch.tensor(self.base_ids, device=logits.device)
-        log_p = logits.float().log_softmax(dim=-1)[:, bases]  # (n, 4)
-        probs = sharpen(log_p, request.temperature, request.top_p)  # (n, 4) float64
-        return bases[sample_categorical(probs, generator)]  # (n,)
+        """One id per row from next-token logits (n, V), renormalised over ``sample_ids``."""
+        drawable = torch.tensor(self.sample_ids, device=logits.device)
+        log_p = logits.float().log_softmax(dim=-1)[:, drawable]  # (n, K)
+        probs = sharpen(log_p, request.temperature, request.top_p)  # (n, K) float64
+        return drawable[sample_categorical(probs, generator)]  # (n,)
 
     @torch.no_grad()
     def sample(
@@ -124,14 +136,14 @@ class AR(Objective):
 
         A given position keeps its template token and is fed to the model as context (a
         given prefix acts as a prompt); the others are drawn from the next-token
-        distribution over A/C/G/T with the request's temperature and top-p.
+        distribution over ``sample_ids`` with the request's temperature and top-p.
         """
         self.sampler_name(request)
         device = next(model.parameters()).device
         n, length = request.num_samples, request.length
         x, given = request.canvas(self.pad_id, device)  # (n, L) each
         bos = torch.full((n, 1), self.bos_id, dtype=torch.long, device=device)
-        recurrent = hasattr(model, "step") and hasattr(model, "allocate_inference_cache")
+        recurrent = capabilities_of(model).recurrent_step
         if recurrent:
             cache = model.allocate_inference_cache(n)
             logits = model.step(bos, cache)  # (n, V): distribution of x_1

@@ -24,10 +24,12 @@ the clean sequence; ``carry_over=False`` reproduces that, at the cost of a secon
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor, nn
 
-from genodiff.objectives.mdlm import _TOKENIZER, MDLM
+from genodiff.objectives.mdlm import MDLM
 from genodiff.registry import register_objective
 
 
@@ -35,8 +37,8 @@ from genodiff.registry import register_objective
 class D3PM(MDLM):
     def __init__(
         self,
-        mask_id: int = _TOKENIZER.mask_id,
-        pad_id: int = _TOKENIZER.pad_id,
+        mask_id: int,
+        pad_id: int,
         num_steps: int = 1000,
         hybrid_lambda: float = 0.01,
         zero_masking: bool = False,
@@ -45,6 +47,7 @@ class D3PM(MDLM):
         low_discrepancy: bool = True,
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
+        sample_ids: Sequence[int] | None = None,
     ) -> None:
         if not isinstance(num_steps, int) or num_steps < 1:
             raise ValueError(f"D3PM needs num_steps >= 1 (discrete time), got {num_steps!r}")
@@ -62,6 +65,7 @@ class D3PM(MDLM):
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
             eval_t_samples=eval_t_samples,
+            sample_ids=sample_ids,
         )
         self.hybrid_lambda = hybrid_lambda
 

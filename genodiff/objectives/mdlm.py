@@ -41,6 +41,8 @@ about L * eps * log V (per sequence by about eps times its NLL).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor, nn
 
@@ -49,9 +51,7 @@ from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS, sample_masked
 from genodiff.sampling import SampleRequest
-from genodiff.tokenizers import DNATokenizer
 
-_TOKENIZER = DNATokenizer()
 # Finite stand-in for -inf: keeps log_softmax and its gradient free of NaN in fp32/bf16.
 NEG_INF = -1e6
 # Time conditioning sees sigma(t) capped here (sigma(1) is infinite when alpha(1) = 0).
@@ -64,14 +64,16 @@ class MDLM(Objective):
 
     ``noise_eps`` parameterises the loglinear and cosine schedules, ``sigma_min`` and
     ``sigma_max`` the linear and geometric ones (None = that schedule's default).
+    ``mask_id``, ``pad_id`` and ``sample_ids`` (the ids samplers may draw; None = every id
+    but [MASK]) come from the run's tokenizer.
     """
 
     samplers = tuple(MASKED_SAMPLERS)
 
     def __init__(
         self,
-        mask_id: int = _TOKENIZER.mask_id,
-        pad_id: int = _TOKENIZER.pad_id,
+        mask_id: int,
+        pad_id: int,
         noise_schedule: str = "loglinear",
         noise_eps: float = 1e-3,
         sigma_min: float | None = None,
@@ -83,7 +85,13 @@ class MDLM(Objective):
         low_discrepancy: bool = True,
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
+        sample_ids: Sequence[int] | None = None,
     ) -> None:
+        if sample_ids is not None and (not sample_ids or mask_id in sample_ids):
+            raise ValueError(
+                f"sample_ids must be a non-empty list of ids without [MASK] ({mask_id}), "
+                f"got {sample_ids}"
+            )
         if eval_t_samples < 1:
             raise ValueError(f"eval_t_samples must be >= 1, got {eval_t_samples}")
         if not isinstance(num_steps, int) or num_steps < 0:
@@ -95,6 +103,7 @@ class MDLM(Objective):
         super().__init__()
         self.mask_id = mask_id
         self.pad_id = pad_id
+        self.sample_ids = None if sample_ids is None else [int(i) for i in sample_ids]
         self.schedule = build_schedule(noise_schedule, noise_eps, sigma_min, sigma_max)
         self.num_steps = num_steps
         self.carry_over = carry_over
@@ -103,6 +112,11 @@ class MDLM(Objective):
         self.low_discrepancy = low_discrepancy
         self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
+
+    @property
+    def _removed(self) -> str | None:
+        """The column the training loss removes: [MASK] with zero masking, none without."""
+        return "mask" if self.zero_masking else None
 
     def sample_t(
         self, n: int, device: torch.device, generator: torch.Generator | None = None
@@ -122,27 +136,41 @@ class MDLM(Objective):
             return (steps + 1) / self.num_steps
         return (1 - self.sampling_eps) * u + self.sampling_eps
 
-    def _log_x_theta(self, model: nn.Module, x_t: Tensor, t: Tensor, zero_masking: bool) -> Tensor:
-        """The network's log x_theta(x_t, t) in float32: (B, L, V); [MASK] removed if asked."""
+    def undrawable(self, vocab: int, device: torch.device) -> Tensor:
+        """(V,) bool: the columns a sampler must never draw ([MASK], and every id outside
+        ``sample_ids`` when it is set)."""
+        if self.sample_ids is None:
+            blocked = torch.zeros(vocab, dtype=torch.bool, device=device)
+        else:
+            blocked = torch.ones(vocab, dtype=torch.bool, device=device)
+            blocked[self.sample_ids] = False
+        blocked[self.mask_id] = True
+        return blocked
+
+    def _log_x_theta(self, model: nn.Module, x_t: Tensor, t: Tensor, removed: str | None) -> Tensor:
+        """The network's log x_theta(x_t, t) in float32: (B, L, V), with the [MASK] column
+        (``removed="mask"``) or every undrawable column (``removed="undrawable"``) removed."""
         sigma = None
         if self.time_conditioning:
             sigma = self.schedule.sigma(t).clamp_max(MAX_CONDITIONING_SIGMA)  # (B,)
         logits = model(x_t, sigma).float()  # (B, L, V)
-        if zero_masking:
+        if removed == "mask":
             mask_column = torch.tensor([self.mask_id], device=logits.device)
             logits = logits.index_fill(-1, mask_column, NEG_INF)
+        elif removed == "undrawable":
+            logits = logits.masked_fill(self.undrawable(logits.shape[-1], logits.device), NEG_INF)
         return logits.log_softmax(dim=-1)
 
     def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
-        """log p_theta(x0 | x_t) in float32 with the [MASK] logit removed: (B, L, V).
+        """log p_theta(x0 | x_t) in float32 renormalised over the drawable ids: (B, L, V).
 
-        A data token is never [MASK], so samplers always get the prediction renormalised over
-        the other tokens (also with ``zero_masking=False``, which only changes the loss).
-        Samplers read masked positions only (unmasked ones are carried over by the sampler
-        itself), so no carry-over one-hot is built here: it would cost a (B, L, V) pass per
-        network call on the sampling hot path.
+        A data token is never [MASK], so samplers always get the prediction without it (also
+        with ``zero_masking=False``, which only changes the loss), and without the ids outside
+        ``sample_ids`` (DNA: only A/C/G/T are drawn). Samplers read masked positions only
+        (unmasked ones are carried over by the sampler itself), so no carry-over one-hot is
+        built here: it would cost a (B, L, V) pass per network call on the sampling hot path.
         """
-        return self._log_x_theta(model, x_t, t, zero_masking=True)
+        return self._log_x_theta(model, x_t, t, removed="undrawable")
 
     def _masked_token_loss(self, log_x0: Tensor, x_mask: Tensor, t: Tensor) -> Tensor:
         """NELBO contribution (B, L) of each position if masked at times ``t`` (B,).
@@ -171,7 +199,7 @@ class MDLM(Objective):
     def _reconstruction(self, model: nn.Module, input_ids: Tensor) -> Tensor:
         """-log x_theta(x0 | x0) at t = 0 summed over the scored tokens: (B,)."""
         t0 = torch.zeros(input_ids.shape[0], device=input_ids.device)
-        log_x = self._log_x_theta(model, input_ids, t0, self.zero_masking)  # (B, L, V)
+        log_x = self._log_x_theta(model, input_ids, t0, self._removed)  # (B, L, V)
         nll = -log_x.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
         return torch.where(input_ids != self.pad_id, nll, 0.0).sum(dim=-1)
 
@@ -184,7 +212,7 @@ class MDLM(Objective):
         ``loss`` draws t and ``masked``; this lets tests and evaluations enumerate them.
         """
         x_t = input_ids.masked_fill(masked, self.mask_id)
-        log_x = self._log_x_theta(model, x_t, t, self.zero_masking)  # (B, L, V)
+        log_x = self._log_x_theta(model, x_t, t, self._removed)  # (B, L, V)
         log_x0 = log_x.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
         x_mask = log_x[..., self.mask_id].exp()  # (B, L)
         per_token = self._masked_token_loss(log_x0, x_mask, t)  # (B, L)

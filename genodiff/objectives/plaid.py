@@ -8,7 +8,8 @@ alpha_t^2 = sigmoid(-gamma_t), sigma_t^2 = sigmoid(gamma_t), SNR(t) = exp(-gamma
 Denoiser. The objective owns an input projection of [z_t (rescaled to unit variance),
 self-conditioning x_hat] (2D -> d_model) plus a Fourier embedding of gamma_t (so a backbone
 without time conditioning still knows the noise level), feeds the configured backbone through
-``inputs_embeds`` and reads its logits at the modelled tokens only (``token_ids``: A/C/G/T;
+``inputs_embeds`` and reads its logits at the modelled tokens only (``token_ids``, the tokenizer's
+``sample_ids``: A/C/G/T for DNA;
 hg38 N bases are [PAD], never scored). To those logits it adds the exact Gaussian posterior
 term (alpha_t / sigma_t^2) z_t E^T, so a backbone outputting log pi is the exact posterior
 p(x0 | z_t) for i.i.d. tokens with law pi. x_hat = softmax(logits) E.
@@ -36,13 +37,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from genodiff.backbones.capabilities import capabilities_of
 from genodiff.objectives.base import Objective
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.registry import register_objective
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen
-from genodiff.tokenizers import DNATokenizer
 
-_TOKENIZER = DNATokenizer()
 _FOURIER_FEATURES = 32  # frequencies exp(linspace(-5, 5)) of gamma; sin and cos of each
 
 
@@ -58,14 +58,14 @@ class Plaid(Objective):
     def __init__(
         self,
         d_model: int,
+        token_ids: Sequence[int],
+        pad_id: int,
         embed_dim: int = 16,
         gamma_0: float = -3.0,
         gamma_1: float = 6.0,
         schedule_hidden: int = 1024,
         schedule_variance_grad: bool = True,
         self_condition: bool = True,
-        token_ids: Sequence[int] = tuple(_TOKENIZER.base_ids),
-        pad_id: int = _TOKENIZER.pad_id,
         low_discrepancy: bool = True,
         eval_t_samples: int = 1,
     ) -> None:
@@ -102,16 +102,18 @@ class Plaid(Objective):
         return self.embedding / self.embedding.norm(dim=1, keepdim=True)
 
     def _check_backbone(self, model: nn.Module) -> None:
-        if getattr(model, "rcps", False):
+        capabilities = capabilities_of(model)
+        if capabilities.rc_equivariant:
             raise ValueError(
                 "Plaid feeds the backbone d_model-wide inputs_embeds; Caduceus-PS (rcps=True) "
                 "takes 2*d_model channels and is not supported. Use a Caduceus-Ph model "
                 "(model=caduceus_ph or caduceus_tiny)."
             )
-        width = getattr(model, "d_model", self.d_model)
+        width = capabilities.hidden_size
         if width != self.d_model:
             raise ValueError(
-                f"objective.d_model={self.d_model} but the backbone's d_model is {width}; "
+                f"objective.d_model={self.d_model} but the backbone's hidden width "
+                f"(capabilities.hidden_size) is {width}; "
                 "set objective.d_model to the model's (configs use ${model.d_model})"
             )
 

@@ -30,18 +30,20 @@ unmasks everything left with the score distribution at t = sampling_eps):
   the exact posterior: jump mass (alpha_s - alpha_t) / (1 - alpha_t), value ~ p.
 - ``euler``: jump to y with probability s_y sigma'(t) (t - s) (first-order in the step).
   For the log-linear schedule expm1(sigma_t - sigma_s) = sigma'(t) (t - s): both coincide.
-Temperature and top-p reshape which token a jump lands on (the score distribution), not the
-jump mass; when a jump mass exceeds 1 (possible for unnormalised scores) the token always jumps.
+Temperature, top-p and ``sample_ids`` reshape which token a jump lands on (the score
+distribution), not the jump mass; when a jump mass exceeds 1 (possible for unnormalised
+scores) the token always jumps.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
-from genodiff.objectives.mdlm import _TOKENIZER, MAX_CONDITIONING_SIGMA, MDLM, NEG_INF
+from genodiff.objectives.mdlm import MAX_CONDITIONING_SIGMA, MDLM, NEG_INF
 from genodiff.registry import register_objective
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen
 
@@ -52,8 +54,8 @@ class SEDD(MDLM):
 
     def __init__(
         self,
-        mask_id: int = _TOKENIZER.mask_id,
-        pad_id: int = _TOKENIZER.pad_id,
+        mask_id: int,
+        pad_id: int,
         noise_schedule: str = "loglinear",
         noise_eps: float = 1e-3,
         sigma_min: float | None = None,
@@ -62,6 +64,7 @@ class SEDD(MDLM):
         low_discrepancy: bool = True,
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
+        sample_ids: Sequence[int] | None = None,
     ) -> None:
         super().__init__(
             mask_id=mask_id,
@@ -75,6 +78,7 @@ class SEDD(MDLM):
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
             eval_t_samples=eval_t_samples,
+            sample_ids=sample_ids,
         )
         sigma_1 = float(self.schedule.sigma(torch.tensor(1.0, dtype=torch.float64)))
         if not math.isfinite(sigma_1):
@@ -133,9 +137,17 @@ class SEDD(MDLM):
         log_score = log_score.double()
         total = log_score.logsumexp(dim=-1).exp()  # (n, L)
         jump = (total * rate).clamp_max(1.0)  # (n, L)
-        probs = sharpen(log_score, request.temperature, request.top_p) * jump[..., None]
+        probs = sharpen(self._landing(log_score), request.temperature, request.top_p)
+        probs = probs * jump[..., None]
         probs[..., self.mask_id] = 1.0 - jump
         return probs  # (n, L, V)
+
+    def _landing(self, log_score: Tensor) -> Tensor:
+        """Log-scores (..., V) with the undrawable ids removed: where a jump may land. The
+        jump mass itself still counts every real category."""
+        return log_score.masked_fill(
+            self.undrawable(log_score.shape[-1], log_score.device), NEG_INF
+        )
 
     @torch.no_grad()
     def sample(
@@ -159,6 +171,6 @@ class SEDD(MDLM):
         if masked.any():
             t_final = torch.full((n,), self.sampling_eps, device=device)
             log_score = self.log_score(model, x, t_final)  # (n, L, V)
-            probs = sharpen(log_score, request.temperature, request.top_p)  # (n, L, V)
+            probs = sharpen(self._landing(log_score), request.temperature, request.top_p)
             x = torch.where(masked, sample_categorical(probs, generator), x)
         return x

@@ -17,6 +17,9 @@ from typing import TypeVar
 import numpy as np
 import torch
 
+from genodiff.registry import register_tokenizer
+from genodiff.tokenizers.base import Tokenizer
+
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[BOS]", "[MASK]", "[PAD]", "[RESERVED]", "[UNK]")
 BASES = "ACGTN"
 IUPAC_AMBIGUITY = "RYSWKMBDHV"
@@ -30,14 +33,18 @@ _DNA_COMPLEMENT = {
 Ids = TypeVar("Ids", list, np.ndarray, torch.Tensor)
 
 
-class DNATokenizer:
+@register_tokenizer("dna")
+class DNATokenizer(Tokenizer):
     """Maps DNA strings to Caduceus token ids and back.
 
     ``decode`` writes bases and N as letters and every special token as its bracketed name
     (``"[MASK]"``, ``"[PAD]"``, ...); ids 12..15 (vocabulary padding) decode as ``"[UNK]"``.
-    Pass ``skip_special_tokens=True`` to keep only A/C/G/T/N.
+    Pass ``skip_special_tokens=True`` to keep only A/C/G/T/N. Samplers draw A/C/G/T only
+    (``sample_ids``); a generated sequence reads any other id as N (``decode_sample``).
     """
 
+    name = "dna"
+    domain = "dna"
     vocab_size = len(SPECIAL_TOKENS) + len(BASES)  # 12
     padded_vocab_size = 16  # vocab_size rounded up to a multiple of 8
 
@@ -52,6 +59,7 @@ class DNATokenizer:
         self.unk_id = self.token_to_id["[UNK]"]
         self.n_id = self.token_to_id["N"]
         self.base_ids: tuple[int, ...] = tuple(self.token_to_id[b] for b in "ACGT")
+        self.sample_ids = self.base_ids
 
         # byte -> id; -1 marks a byte that is not a valid nucleotide code.
         self._lookup = np.full(256, -1, dtype=np.int64)
@@ -118,6 +126,25 @@ class DNATokenizer:
             out.append(tok)
         return "".join(out)
 
+    def decode_sample(self, ids: Sequence[int] | np.ndarray | torch.Tensor) -> str:
+        """Bases as letters; anything that is not A/C/G/T/N (a special token) as N, so the
+        sequence keeps its length."""
+        allowed = set(self.base_ids) | {self.n_id}
+        return self.decode([i if i in allowed else self.n_id for i in np.asarray(ids).tolist()])
+
+    def encode_prefix(self, text: str) -> list[int]:
+        """A prefix of upper- or lower-case A/C/G/T (no [BOS]: DNA windows start with a base)."""
+        if not text:
+            raise ValueError("the prefix is empty; give bases such as --prefix ACGTTG")
+        _check_letters(text, "ACGTacgt", "the prefix", "A, C, G or T")
+        return self.encode(text.upper())
+
+    def encode_template(self, text: str) -> list[int]:
+        """Upper-case A/C/G/T are kept; N and lower-case letters (a, c, g, t, n) become
+        [MASK], the positions to generate."""
+        _check_letters(text, "ACGTNacgtn", "the infill template", "A/C/G/T/N")
+        return [self.mask_id if c not in "ACGT" else self.token_to_id[c] for c in text]
+
     def reverse_complement_ids(self, ids: Ids) -> Ids:
         """``complement_map[flip(ids)]`` along the last axis; same type (and device) as ``ids``."""
         if isinstance(ids, torch.Tensor):
@@ -131,3 +158,9 @@ class DNATokenizer:
         """Reverse complement of a DNA string, keeping case (IUPAC codes are complemented too)."""
         self.encode_array(seq)  # raises, naming the character, on anything that is not DNA
         return seq.translate(self._rc_table)[::-1]
+
+
+def _check_letters(text: str, allowed: str, what: str, expected: str) -> None:
+    for position, letter in enumerate(text, start=1):
+        if letter not in allowed:
+            raise ValueError(f"{what}: {letter!r} at position {position} is not {expected}")

@@ -1,0 +1,72 @@
+"""The data-module contract: what the core asks of a data module, built-in or plugin.
+
+A data module is a ``LightningDataModule`` whose constructor keywords are the ``data:`` config
+keys. Plugins register theirs through the ``genodiff.data`` entry-point group. The core calls,
+in order: ``check_files()`` (fail fast on missing input), ``training_texts()`` (only for a
+tokenizer that is trained on the data), ``attach_tokenizer(tokenizer)``, then Lightning's
+``setup`` and loaders. ``genodiff eval`` uses ``heldout_dataset()`` and ``file_dataset()``.
+
+Datasets yield ``{"input_ids": LongTensor[L]}`` items ([PAD] is never corrupted nor scored)
+and name each item with ``item_name(index)`` (a genome window ``chr:start-end``, a text block
+``line 12``), which the evaluation digest hashes together with the ids.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+import lightning as L
+import torch
+
+from genodiff.tokenizers import Tokenizer
+
+
+class NamedItemDataset(Protocol):
+    """A dataset of fixed-length id sequences whose items have names."""
+
+    max_length: int
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]: ...
+
+    def item_name(self, index: int) -> str: ...
+
+
+class DataModule(L.LightningDataModule, ABC):
+    """Base of every genodiff data module. ``domain`` is the tokenizer domain it takes
+    (``"dna"``, ``"text"``) and ``file_option`` the ``genodiff eval`` flag that reads a file of
+    that domain (``"--fasta"``, ``"--text"``)."""
+
+    domain: ClassVar[str]
+    file_option: ClassVar[str]
+    tokenizer: Tokenizer
+
+    @abstractmethod
+    def check_files(self) -> None:
+        """Raise FileNotFoundError naming any missing input (and how to get it)."""
+
+    def attach_tokenizer(self, tokenizer: Tokenizer) -> None:
+        """Use ``tokenizer`` for every dataset; ValueError when its domain is not ours."""
+        if tokenizer.domain != self.domain:
+            raise ValueError(
+                f"{type(self).__name__} reads {self.domain} but the tokenizer "
+                f"{tokenizer.name!r} is for {tokenizer.domain}; pick a matching tokenizer.name"
+            )
+        self.tokenizer = tokenizer
+
+    def training_texts(self) -> Iterable[str]:
+        """The training split's raw texts, for a tokenizer trained on the data."""
+        raise ValueError(f"{type(self).__name__} has no text to train a tokenizer on")
+
+    @abstractmethod
+    def heldout_dataset(self, split: str = "test") -> NamedItemDataset:
+        """The ``split`` ("valid" or "test") dataset of the configured data."""
+
+    @abstractmethod
+    def file_dataset(self, path: str | Path) -> NamedItemDataset:
+        """Every window of the file ``path`` (``genodiff eval --fasta/--text FILE``), with the
+        configured window length."""

@@ -1,0 +1,109 @@
+"""The tokenizer contract: everything the domain-neutral core needs to know about a vocabulary.
+
+Objectives, samplers, ``genodiff eval``/``sample`` and the backbones' vocabulary take their ids
+and sizes from a ``Tokenizer``; none of them assumes DNA. ``DNATokenizer`` is one
+implementation; plugins add others through the ``genodiff.tokenizers`` entry-point group.
+
+A tokenizer is saved with the run (``output_dir/tokenizer.json``), inside every training
+checkpoint and in exported folders, as ``{"name": <registry name>, "state": to_state()}``, so
+a checkpoint decodes its samples without the files it was trained from.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+TOKENIZER_FILE = "tokenizer.json"
+
+
+class Tokenizer(ABC):
+    """Ids, special tokens and text <-> ids for one domain.
+
+    Subclasses set, in ``__init__`` or as class attributes:
+
+    - ``name``: the registry name (``tokenizer.name`` in configs);
+    - ``domain``: ``"dna"`` (FASTA in and out) or ``"text"`` (one sample per line);
+    - ``vocab_size``: the number of ids; models may pad their vocabulary above it;
+    - ``mask_id``, ``pad_id``: the absorbing-diffusion [MASK] and the never-scored [PAD];
+    - ``bos_id``, ``eos_id``: start / end of sequence, or None when the vocabulary has none;
+    - ``sample_ids``: the ids a sampler may draw (DNA: A, C, G, T; text: all but [MASK]/[PAD]).
+    """
+
+    name: ClassVar[str]
+    domain: ClassVar[str]
+    vocab_size: int
+    mask_id: int
+    pad_id: int
+    bos_id: int | None
+    eos_id: int | None
+    sample_ids: tuple[int, ...]
+
+    @abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``, without any special token added."""
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """Text of a 1-D id sequence."""
+
+    def decode_sample(self, ids: Sequence[int]) -> str:
+        """What a user reads for a generated sequence (text: special tokens dropped)."""
+        return self.decode(ids, skip_special_tokens=True)
+
+    def encode_prefix(self, text: str) -> list[int]:
+        """The ids a sample that starts with ``text`` begins with ([BOS] first when there is
+        one, as the training sequences begin)."""
+        ids = self.encode(text)
+        if not ids:
+            raise ValueError("the prefix is empty: give some text, e.g. --prefix 'The'")
+        return ([self.bos_id] if self.bos_id is not None else []) + ids
+
+    def encode_template(self, text: str) -> list[int]:
+        """Ids of an infilling template: positions holding ``mask_id`` are generated.
+
+        The default reads the tokenizer's own mask token written in the text (e.g.
+        ``"the [MASK] [MASK] sat"``), one generated token per marker.
+        """
+        ids = self.encode_prefix(text)
+        if self.mask_id not in ids:
+            raise ValueError(
+                "the infill template has no mask marker: write the mask token where text "
+                "should be generated, one per token"
+            )
+        return ids
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-serialisable state from which ``from_state`` rebuilds this tokenizer."""
+        return {}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Tokenizer:
+        return cls(**state)
+
+    @classmethod
+    def from_config(
+        cls, config: dict[str, Any], corpus: Callable[[], Iterable[str]] | None = None
+    ) -> Tokenizer:
+        """Build from the ``tokenizer:`` config section (``name`` removed). ``corpus`` yields
+        the training split's texts, for tokenizers that are trained on the data."""
+        return cls(**config)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``tokenizer.json`` into ``directory`` (atomically); returns its path."""
+        path = Path(directory) / TOKENIZER_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".part")
+        partial.write_text(json.dumps(tokenizer_record(self)) + "\n")
+        partial.replace(path)
+        return path
+
+
+def tokenizer_record(tokenizer: Tokenizer) -> dict[str, Any]:
+    """``{"name": ..., "state": ...}``: what a checkpoint or folder stores."""
+    return {"name": tokenizer.name, "state": tokenizer.to_state()}
