@@ -47,9 +47,9 @@ class RowCounter(nn.Module):
 
 def caduceus_tiny(checkpoint: str | None) -> nn.Module:
     if checkpoint:
-        from genodiff.training import DiffusionLM
+        from genodiff.training import load_checkpoint
 
-        return DiffusionLM.load_from_checkpoint(checkpoint, map_location="cpu").eval_backbone
+        return load_checkpoint(checkpoint).eval_backbone
     config = OmegaConf.load("configs/model/caduceus_tiny.yaml")
     base = OmegaConf.load("configs/model/caduceus_ph.yaml")
     merged = OmegaConf.merge(base, {k: v for k, v in config.items() if k != "defaults"})

@@ -125,7 +125,7 @@ def main() -> None:
     fwd_bwd = timed(scan_genodiff, x, True, args.repeats)
     bwd = fwd_bwd - fwd
     print(f"numba B=16 D=128 L=1024: forward {fwd * 1e3:.1f} ms, backward {bwd * 1e3:.1f} ms")
-    model = Caduceus(d_model=118, n_layer=4)
+    model = Caduceus(d_model=118, n_layer=4, vocab_size=12)
     ids = torch.randint(7, 11, (16, 1024))
     step = timed(lambda ids: model(ids).logsumexp(-1).mean(), {"ids": ids}, True, args.repeats)
     print(f"Caduceus d118 x 4 layers, batch 16 x 1024, forward+backward: {step:.2f} s")

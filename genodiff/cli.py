@@ -64,7 +64,7 @@ def _train(args: argparse.Namespace) -> None:
         run = SamplingRun(checkpoint=weights, sampler=sampler, steps=s.steps, seed=s.seed)
         name = "samples.fa" if tokenizer.domain == "dna" else "samples.txt"
         path = write_samples(samples, out / name, run, tokenizer)
-        print(f"genodiff: wrote {s.num_samples} samples of {s.length} tokens to {path}")
+        print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -92,7 +92,7 @@ def _sample(args: argparse.Namespace) -> None:
         if args.length not in (None, constraint.length):
             raise ValueError(
                 f"--length {args.length} differs from the --infill template's "
-                f"{constraint.length} tokens; leave --length out"
+                f"{constraint.length} {tokenizer.unit}; leave --length out"
             )
     default_length = model.config["data"].get("max_length", 1024)
     length = constraint.length if constraint else args.length or default_length
@@ -128,7 +128,8 @@ def _sample(args: argparse.Namespace) -> None:
         constraint=constraint.description if constraint else None,
     )
     path = write_samples(samples, args.out, run, tokenizer)
-    print(f"genodiff: wrote {args.num_samples} samples of {length} tokens ({sampler}) to {path}")
+    unit = tokenizer.unit
+    print(f"genodiff: wrote {args.num_samples} samples of {length} {unit} ({sampler}) to {path}")
 
 
 def _eval(args: argparse.Namespace) -> None:
@@ -153,6 +154,28 @@ def _eval(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         device=args.device,
         per_window=args.per_window,
+    )
+    print(json.dumps(result.to_dict()) if args.json else result.describe())
+
+
+def _gen_ppl(args: argparse.Namespace) -> None:
+    import json
+
+    from genodiff.generative_perplexity import default_ar_checkpoint, score_sample_file
+
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        checkpoint = default_ar_checkpoint()
+        print(
+            f"genodiff gen-ppl: scoring with {checkpoint} (no --checkpoint given)", file=sys.stderr
+        )
+    result = score_sample_file(
+        args.samples,
+        checkpoint,
+        reference_path=args.reference,
+        batch_size=args.batch_size,
+        device=args.device,
+        max_length=args.max_length,
     )
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
@@ -274,6 +297,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.set_defaults(run=_eval)
 
+    gen_ppl = commands.add_parser(
+        "gen-ppl",
+        help="generative perplexity of samples under an AR checkpoint, with their diversity",
+        description="Score SAMPLES (FASTA, .txt one per line, or .jsonl) with an autoregressive "
+        "checkpoint's exact NLL: Gen PPL = exp(total NLL / scored tokens), with its SE, the "
+        "per-sample mean, and the samples' diversity (mean unigram entropy, distinct-1..4) "
+        "beside a --reference set of real data. Without --checkpoint, the first existing of "
+        "outputs/text_demo_ar, outputs/lm1b_ar, outputs/hg38_ar_mamba "
+        "(checkpoints/last.ckpt) is used.",
+    )
+    gen_ppl.add_argument("samples", help="sample file from genodiff sample (.fa, .txt, .jsonl)")
+    gen_ppl.add_argument(
+        "--checkpoint", default=None, help="AR .ckpt (default: a conventional AR run's last.ckpt)"
+    )
+    gen_ppl.add_argument(
+        "--reference", default=None, help="real data in the same formats, for diversity"
+    )
+    gen_ppl.add_argument("--batch-size", type=int, default=16, help="chunks per batch")
+    gen_ppl.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: best)")
+    gen_ppl.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="tokens per scored chunk (default: the checkpoint's training window)",
+    )
+    gen_ppl.add_argument("--json", action="store_true", help="print one JSON object")
+    gen_ppl.set_defaults(run=_gen_ppl)
+
     export = commands.add_parser(
         "export", help="turn a training checkpoint into a Hugging-Face-format folder"
     )
@@ -296,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except (ConfigError, OSError, KeyError, ValueError, FloatingPointError) as err:
+    except (ConfigError, OSError, ImportError, KeyError, ValueError, FloatingPointError) as err:
         if os.environ.get("GENODIFF_DEBUG"):
             raise
         message = err.args[0] if isinstance(err, KeyError) and err.args else err

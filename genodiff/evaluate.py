@@ -158,7 +158,7 @@ def heldout_windows(
         where = "the test split of the checkpoint's data"
     if len(dataset) == 0:
         raise ValueError(
-            f"{where} has no {length}-token window to score; pass a smaller --length or "
+            f"{where} has no {length}-{tokenizer.unit} window to score; pass a smaller --length or "
             f"another file ({datamodule.file_option} FILE)"
         )
     return HeldoutWindows(dataset, spread_indices(len(dataset), num_windows), source)

@@ -68,13 +68,13 @@ class Constraint:
         ids = tokenizer.encode_prefix(prefix)
         if len(ids) > length:
             raise ValueError(
-                f"the prefix ({len(ids)} tokens) is longer than --length {length}; "
+                f"the prefix ({len(ids)} {tokenizer.unit}) is longer than --length {length}; "
                 "raise --length or shorten the prefix"
             )
         template = torch.full((length,), tokenizer.mask_id, dtype=torch.long)
         template[: len(ids)] = torch.tensor(ids)
         given = torch.arange(length) < len(ids)
-        return cls(template, given, f"prefix={len(ids)}tokens")
+        return cls(template, given, f"prefix={len(ids)}{tokenizer.unit}")
 
     @classmethod
     def from_file(cls, path: str | Path, tokenizer: Tokenizer) -> Constraint:
@@ -87,7 +87,8 @@ class Constraint:
         text = _fasta_template(path) if tokenizer.domain == "dna" else _text_template(path)
         ids = torch.tensor(tokenizer.encode_template(text), dtype=torch.long)
         given = ids != tokenizer.mask_id
-        return cls(ids, given, f"infill={path.name}:{int((~given).sum())}tokens_generated")
+        generated = int((~given).sum())
+        return cls(ids, given, f"infill={path.name}:{generated}{tokenizer.unit}_generated")
 
 
 def _fasta_template(path: Path) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -58,21 +58,43 @@ def register_tokenizer(name: str) -> Callable[[type[T]], type[T]]:
     return _register("tokenizer", name)
 
 
+def _load(kind: str, entry: EntryPoint) -> type:
+    try:
+        return entry.load()
+    except Exception as err:  # a broken plugin must say which one it is
+        raise ImportError(
+            f"the {kind} plugin {entry.name!r} ({entry.value}, entry-point group "
+            f"{entry.group}) failed to load: {err}. Reinstall or uninstall that plugin."
+        ) from err
+
+
+def _entry_points(kind: str) -> list[EntryPoint]:
+    return list(entry_points(group=ENTRY_POINT_GROUPS[kind]))
+
+
 def available(kind: str) -> dict[str, type]:
     """All classes of ``kind`` ("backbone", "objective", "data", "tokenizer"), built-ins and
-    plugins."""
+    plugins (every plugin of that kind is imported)."""
     importlib.import_module(_BUILTIN_MODULES[kind])
     registry = _REGISTRIES[kind]
-    for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
-        if ep.name not in registry:
-            registry[ep.name] = ep.load()
+    for entry in _entry_points(kind):
+        if entry.name not in registry:
+            registry[entry.name] = _load(kind, entry)
     return dict(registry)
 
 
 def get(kind: str, name: str) -> type:
-    """The class registered as ``name``; a clear error listing the known names otherwise."""
-    classes = available(kind)
-    if name not in classes:
-        known = ", ".join(sorted(classes)) or "(none)"
+    """The class registered as ``name``; a clear error listing the known names otherwise.
+    Only the plugin that provides ``name`` is imported (none for a built-in)."""
+    importlib.import_module(_BUILTIN_MODULES[kind])
+    registry = _REGISTRIES[kind]
+    if name not in registry:
+        for entry in _entry_points(kind):
+            if entry.name == name:
+                registry[name] = _load(kind, entry)
+                break
+    if name not in registry:
+        names = set(registry) | {entry.name for entry in _entry_points(kind)}
+        known = ", ".join(sorted(names)) or "(none)"
         raise KeyError(f"unknown {kind} {name!r}; known {kind}s: {known}")
-    return classes[name]
+    return registry[name]

@@ -7,9 +7,10 @@ import torch
 from torch import nn
 
 from genodiff import backbones
-from genodiff.objectives import AR
+from genodiff.backbones import Capabilities
 from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import DNATokenizer
+from tests.dna_objectives import ar
 
 TOK = DNATokenizer()
 BASES = torch.tensor(TOK.base_ids)
@@ -22,11 +23,13 @@ def tiny(name: str) -> nn.Module:
         "hyena": {"d_model": 16, "n_layer": 1, "d_inner": 32, "layer": {"l_max": 64}},
         "caduceus": {"d_model": 16, "n_layer": 1},
     }
-    return backbones.build(name=name, **configs[name]).eval()
+    return backbones.build(name=name, vocab_size=TOK.vocab_size, **configs[name]).eval()
 
 
 class FixedDistribution(nn.Module):
     """Logits log p[v] at every position whatever the input (a causal model trivially)."""
+
+    capabilities = Capabilities(causal=True)
 
     def __init__(self, logits: dict[int, float], vocab: int = 16) -> None:
         super().__init__()
@@ -48,7 +51,7 @@ def test_loss_is_the_next_token_nll_of_bos_plus_the_window():
     x = random_dna(3, 12, seed=1)
     x[1, 4] = x[2, 0] = x[2, 11] = TOK.pad_id  # N bases: context, never targets
     with torch.no_grad():
-        nelbo, tokens = AR().loss(model, x)
+        nelbo, tokens = ar().loss(model, x)
 
     # Reference: run the model on [BOS] + the whole window; the logits at position i predict
     # token i (0-based) of the window; the last logits (after x[-1]) are not used.
@@ -66,7 +69,7 @@ def test_loss_equals_the_sum_of_recurrent_step_log_probs():
     # Independent of the shift: feed BOS, x_1, ... one at a time through Mamba's step.
     model = tiny("mamba")
     x = random_dna(2, 10, seed=2)
-    nelbo, _ = AR().loss(model, x)
+    nelbo, _ = ar().loss(model, x)
     with torch.no_grad():
         cache = model.allocate_inference_cache(2)
         logits = model.step(torch.full((2,), TOK.bos_id), cache)
@@ -81,14 +84,14 @@ def test_uniform_model_scores_log4_per_base_and_skips_pad():
     model = FixedDistribution({i: 0.0 for i in TOK.base_ids})  # specials get -1e9
     x = random_dna(4, 20, seed=3)
     x[0, :5] = TOK.pad_id
-    nelbo, tokens = AR().loss(model, x)
+    nelbo, tokens = ar().loss(model, x)
     assert tokens.tolist() == [15, 20, 20, 20]
     torch.testing.assert_close(nelbo, tokens * math.log(4))
 
 
 def test_a_bidirectional_backbone_is_refused():
     with pytest.raises(ValueError, match="causal backbone"):
-        AR().loss(tiny("caduceus"), random_dna(2, 8, seed=0))
+        ar().loss(tiny("caduceus"), random_dna(2, 8, seed=0))
 
 
 def greedy_by_full_forwards(model: nn.Module, template: torch.Tensor, given: torch.Tensor):
@@ -112,14 +115,14 @@ def test_nucleus_tiny_is_greedy_decoding_with_the_prefix_as_prompt(name, prefix)
     request = SampleRequest(
         num_samples=2, length=length, top_p=1e-9, template=template, given=given
     )
-    out = AR().sample(model, request, torch.Generator().manual_seed(0))
+    out = ar().sample(model, request, torch.Generator().manual_seed(0))
     expected = greedy_by_full_forwards(model, template, given)
     assert torch.equal(out, expected.expand(2, -1))
 
 
 def test_sampling_is_seeded():
     model, request = tiny("mamba"), SampleRequest(num_samples=4, length=16)
-    draw = lambda seed: AR().sample(model, request, torch.Generator().manual_seed(seed))  # noqa: E731
+    draw = lambda seed: ar().sample(model, request, torch.Generator().manual_seed(seed))  # noqa: E731
     assert torch.equal(draw(5), draw(5))
     assert not torch.equal(draw(5), draw(6))
 
@@ -132,7 +135,7 @@ def test_given_positions_are_kept_and_only_bases_are_drawn(name):
     given[[0, 7, 8, 12, 15]] = True
     template[given] = random_dna(1, 5, seed=7)[0]
     request = SampleRequest(num_samples=3, length=length, template=template, given=given)
-    out = AR().sample(tiny(name), request, torch.Generator().manual_seed(1))
+    out = ar().sample(tiny(name), request, torch.Generator().manual_seed(1))
     assert torch.equal(out[:, given], template[given].expand(3, -1))
     assert torch.isin(out[:, ~given], BASES).all()
 
@@ -145,7 +148,7 @@ def test_marginals_of_a_fixed_distribution_within_standard_errors(temperature):
     logits.update({TOK.mask_id: 3.0, TOK.n_id: 3.0, TOK.eos_id: 3.0})
     model = FixedDistribution(logits)
     request = SampleRequest(num_samples=1000, length=8, temperature=temperature)
-    out = AR().sample(model, request, torch.Generator().manual_seed(2))
+    out = ar().sample(model, request, torch.Generator().manual_seed(2))
     assert torch.isin(out, BASES).all()
     counts = torch.stack([(out == b).sum() for b in BASES]).double()
     n = counts.sum()

@@ -14,7 +14,7 @@ from genodiff.registry import get
 
 def small(**kwargs):
     torch.manual_seed(0)
-    return Caduceus(**{"d_model": 16, "n_layer": 2, **kwargs})
+    return Caduceus(**{"d_model": 16, "n_layer": 2, "vocab_size": 12, **kwargs})
 
 
 def ids(L=40, batch=2, seed=1):
@@ -187,7 +187,9 @@ def test_flip_equivariant_when_directions_share_weights(strategy):
 
 
 def test_init_follows_reference():
-    model = Caduceus(d_model=64, n_layer=4, initializer_cfg={"initializer_range": 0.05})
+    model = Caduceus(
+        d_model=64, n_layer=4, vocab_size=12, initializer_cfg={"initializer_range": 0.05}
+    )
     assert abs(model.backbone.embeddings.word_embeddings.weight.std().item() - 0.05) < 0.015
     mamba = model.backbone.layers[0].mixer.mamba_fwd
     bound = 1 / math.sqrt(mamba.d_inner) / math.sqrt(4)  # kaiming_uniform(a=sqrt 5) / sqrt(n_layer)

@@ -13,7 +13,9 @@ CMAP = torch.tensor(DNATokenizer().complement_map)  # (16,)
 
 def small(**kwargs):
     torch.manual_seed(0)
-    model = Caduceus(**{"d_model": 8, "n_layer": 2, "rcps": True, **kwargs}).double()
+    model = Caduceus(
+        **{"d_model": 8, "n_layer": 2, "vocab_size": 12, "rcps": True, **kwargs}
+    ).double()
     with torch.no_grad():  # non-trivial norm weights, so that the orderings can differ
         for name, p in model.named_parameters():
             if "norm" in name:
@@ -106,8 +108,10 @@ def test_state_dict_keys_match_hf_ps_layout():
 
 
 def test_parameter_count_equals_ph():
-    ph = Caduceus(d_model=118, n_layer=4)
-    ps = Caduceus(d_model=118, n_layer=4, rcps=True)  # configs/model/caduceus_ps.yaml
+    ph = Caduceus(d_model=118, n_layer=4, vocab_size=12)
+    ps = Caduceus(
+        d_model=118, n_layer=4, vocab_size=12, rcps=True
+    )  # configs/model/caduceus_ps.yaml
     shapes = lambda m: sorted(tuple(p.shape) for p in m.parameters())  # noqa: E731
     assert shapes(ps) == shapes(ph)
     assert sum(p.numel() for p in ps.parameters()) == 470_702
@@ -115,7 +119,7 @@ def test_parameter_count_equals_ph():
 
 def test_ph_conjoining_is_rc_invariant():
     torch.manual_seed(0)
-    ph = Caduceus(d_model=8, n_layer=2).double()
+    ph = Caduceus(d_model=8, n_layer=2, vocab_size=12).double()
     x = ids()
     conjoined = conjoin_logits(ph, x)
     assert not torch.allclose(ph(rc_ids(x, CMAP)), rc_permute(ph(x)), atol=1e-3)

@@ -18,10 +18,12 @@ from genodiff.checkpoints import (
 from .test_cli import DEMO
 
 CONFIGS = {
-    "caduceus_ph": dict(name="caduceus", d_model=16, n_layer=2),
-    "caduceus_ps": dict(name="caduceus", d_model=16, n_layer=2, rcps=True),
-    "mamba": dict(name="mamba", d_model=16, n_layer=2),
-    "hyena": dict(name="hyena", d_model=16, n_layer=2, layer={"l_max": 64, "filter_order": 8}),
+    "caduceus_ph": dict(name="caduceus", d_model=16, n_layer=2, vocab_size=12),
+    "caduceus_ps": dict(name="caduceus", d_model=16, n_layer=2, vocab_size=12, rcps=True),
+    "mamba": dict(name="mamba", d_model=16, n_layer=2, vocab_size=12),
+    "hyena": dict(
+        name="hyena", d_model=16, n_layer=2, vocab_size=12, layer={"l_max": 64, "filter_order": 8}
+    ),
 }
 IDS = torch.randint(0, 12, (2, 32), generator=torch.Generator().manual_seed(0))
 
@@ -152,7 +154,9 @@ def test_export_reproduces_ema_backbone(tmp_path):
 def test_original_hyenadna_lightning_checkpoint_loads(tmp_path):
     # The original HyenaDNA releases: config.json + weights.ckpt (a Lightning checkpoint whose
     # model keys sit under "model.") with the shared Sin frequency stored once.
-    model = build(name="hyena", d_model=16, n_layer=2, d_inner=64, layer={"l_max": 64})
+    model = build(
+        name="hyena", d_model=16, n_layer=2, vocab_size=12, d_inner=64, layer={"l_max": 64}
+    )
     state = {
         f"model.{k}": v
         for k, v in model.state_dict().items()

@@ -8,6 +8,7 @@ import torch
 from genodiff.objectives import D3PM, MDLM
 from genodiff.sampling import SampleRequest
 from genodiff.training import build_objective
+from tests.dna_objectives import IDS, d3pm, mdlm
 from tests.test_mdlm import (
     TOK,
     FixedDistribution,
@@ -23,7 +24,7 @@ P = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)  # p(A), p(C), p(G),
 @pytest.mark.parametrize("steps", [1, 2, 3, 10, 1000])
 def test_oracle_nelbo_is_exactly_minus_log_p_for_every_step_count(steps):
     # L = 1 with x_theta = p(x0): sum over all t in {1..T} and both masking outcomes.
-    nelbo = discrete_nelbo(D3PM(num_steps=steps), JointOracle(P), all_sequences(1))
+    nelbo = discrete_nelbo(d3pm(num_steps=steps), JointOracle(P), all_sequences(1))
     torch.testing.assert_close(nelbo, -P.log(), rtol=1e-5, atol=1e-5)
 
 
@@ -31,7 +32,7 @@ def test_mass_on_mask_is_scored_by_the_mixture_posterior():
     # D3PM keeps the [MASK] logit: x_theta = ((1 - mu) p, mu). Reference: the KL of explicit
     # distributions, sum_t (t / T) KL_t; larger than -log p(x0).
     mu, steps = 0.25, 6
-    nelbo = discrete_nelbo(D3PM(num_steps=steps), JointOracle(P, mask_mass=mu), all_sequences(1))
+    nelbo = discrete_nelbo(d3pm(num_steps=steps), JointOracle(P, mask_mass=mu), all_sequences(1))
     x_theta = torch.cat([(1 - mu) * P, torch.tensor([mu], dtype=torch.float64)])
     for v in range(4):
         reference = sum(
@@ -43,7 +44,7 @@ def test_mass_on_mask_is_scored_by_the_mixture_posterior():
 
 
 def test_hybrid_term_only_in_training_mode():
-    objective = D3PM(num_steps=50, hybrid_lambda=0.5)
+    objective = d3pm(num_steps=50, hybrid_lambda=0.5)
     probs = {7: 0.1, 8: 0.2, 9: 0.3, 10: 0.4}
     model = FixedDistribution(probs)
     x0 = torch.tensor([[7, 8, 9, 10, 4, 7, 7, 10]] * 16)
@@ -68,7 +69,7 @@ def test_hybrid_term_only_in_training_mode():
     torch.testing.assert_close(trained, nelbo + 0.5 * cross_entropy.float(), rtol=1e-5, atol=1e-4)
     assert torch.equal(tokens, torch.full((16,), 7))
 
-    pure = D3PM(num_steps=50, hybrid_lambda=0.0).train()
+    pure = d3pm(num_steps=50, hybrid_lambda=0.0).train()
     again, _ = pure.loss(model, x0, torch.Generator().manual_seed(4))
     torch.testing.assert_close(again, nelbo)
 
@@ -77,15 +78,15 @@ def test_d3pm_is_mdlm_discrete_time_without_zero_masking():
     # One mechanism: D3PM's NELBO is MDLM's with eps = 0, T steps and no zero masking.
     model = JointOracle(torch.tensor([[0.3, 0.1, 0.1, 0.5]] * 4, dtype=torch.float64) / 4, 0.1)
     x0 = all_sequences(2)
-    mdlm = MDLM(noise_eps=0.0, num_steps=7, zero_masking=False)
+    reference = mdlm(noise_eps=0.0, num_steps=7, zero_masking=False)
     torch.testing.assert_close(
-        discrete_nelbo(D3PM(num_steps=7, hybrid_lambda=0.0), model, x0),
-        discrete_nelbo(mdlm, model, x0),
+        discrete_nelbo(d3pm(num_steps=7, hybrid_lambda=0.0), model, x0),
+        discrete_nelbo(reference, model, x0),
     )
 
 
 def test_sampling_and_config_checks():
-    objective = build_objective({"name": "d3pm", "num_steps": 20})
+    objective = build_objective({"name": "d3pm", "num_steps": 20, **IDS})
     assert isinstance(objective, D3PM) and objective.samplers == MDLM.samplers
     model = FixedDistribution({7: 0.5, 10: 0.5})
     samples = objective.sample(model, SampleRequest(4, 32, steps=20), torch.Generator())
@@ -93,6 +94,6 @@ def test_sampling_and_config_checks():
     assert objective.schedule.mask_probability(1.0).item() == 1.0  # alpha_bar_T = 0
     assert objective.mask_id == TOK.mask_id
     with pytest.raises(ValueError, match="num_steps >= 1"):
-        D3PM(num_steps=0)
+        d3pm(num_steps=0)
     with pytest.raises(ValueError, match="hybrid_lambda"):
-        D3PM(hybrid_lambda=-1.0)
+        d3pm(hybrid_lambda=-1.0)

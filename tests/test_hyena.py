@@ -22,7 +22,7 @@ def tiny_1k(**kwargs) -> HyenaDNA:
 def small(**kwargs) -> HyenaDNA:
     torch.manual_seed(0)
     layer = {"l_max": 64, "filter_order": 16}
-    return HyenaDNA(d_model=16, n_layer=2, d_inner=32, layer=layer, **kwargs).eval()
+    return HyenaDNA(d_model=16, n_layer=2, vocab_size=12, d_inner=32, layer=layer, **kwargs).eval()
 
 
 def ids(L=40, batch=2, seed=1):

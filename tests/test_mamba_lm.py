@@ -9,7 +9,7 @@ from genodiff.registry import get
 
 def small(**kwargs):
     torch.manual_seed(0)
-    return MambaLM(**{"d_model": 16, "n_layer": 2, **kwargs})
+    return MambaLM(**{"d_model": 16, "n_layer": 2, "vocab_size": 12, **kwargs})
 
 
 def ids(L=24, batch=2, seed=1):
@@ -17,7 +17,9 @@ def ids(L=24, batch=2, seed=1):
 
 
 def test_paper_size_parameter_count_and_state_dict_keys():
-    model = MambaLM(d_model=128, n_layer=4, ssm_cfg={"d_state": 16, "d_conv": 4, "expand": 2})
+    model = MambaLM(
+        d_model=128, n_layer=4, vocab_size=12, ssm_cfg={"d_state": 16, "d_conv": 4, "expand": 2}
+    )
     assert model.vocab_size == 16
     assert sum(p.numel() for p in model.parameters()) == 468_608
     mixer = ["A_log", "D", "in_proj.weight", "conv1d.weight", "conv1d.bias", "x_proj.weight"]
@@ -30,7 +32,7 @@ def test_paper_size_parameter_count_and_state_dict_keys():
 
 
 def test_init_matches_mamba_ssm():
-    model = MambaLM(d_model=64, n_layer=9)
+    model = MambaLM(d_model=64, n_layer=9, vocab_size=12)
     emb = model.backbone.embedding.weight
     assert abs(emb.std().item() - 0.02) < 2e-3
     out_proj = model.backbone.layers[0].mixer.out_proj.weight  # (64, 128): kaiming / 3

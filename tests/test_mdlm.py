@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from genodiff.objectives import MDLM
 from genodiff.sampling import SampleRequest, sample_categorical
 from genodiff.tokenizers import DNATokenizer
+from tests.dna_objectives import mdlm
 
 TOK = DNATokenizer()
 
@@ -34,7 +34,7 @@ class FixedDistribution(nn.Module):
 def test_uniform_model_has_expected_nelbo_one_minus_eps_log4():
     # For the log-linear schedule the weight dsigma/expm1(sigma) is 1/t and a token is masked
     # with probability (1 - eps) t, so a uniform-over-ACGT model scores (1 - eps) log 4.
-    objective = MDLM()
+    objective = mdlm()
     model = FixedDistribution({i: 0.25 for i in TOK.base_ids})
     generator = torch.Generator().manual_seed(0)
     x0 = torch.randint(7, 11, (256, 128), generator=generator)
@@ -50,7 +50,7 @@ def test_uniform_model_has_expected_nelbo_one_minus_eps_log4():
 
 
 def test_loss_matches_explicit_computation_for_a_fixed_draw():
-    objective = MDLM(low_discrepancy=False)
+    objective = mdlm(low_discrepancy=False)
     model = FixedDistribution({7: 0.1, 8: 0.2, 9: 0.3, 10: 0.4})
     x0 = torch.tensor([[7, 8, 9, 10, 4, 7], [10, 10, 9, 4, 4, 8]])
     nelbo, tokens = objective.loss(model, x0, generator=torch.Generator().manual_seed(3))
@@ -70,7 +70,7 @@ def test_loss_matches_explicit_computation_for_a_fixed_draw():
 
 
 def test_pad_positions_are_never_masked_and_no_time_conditioning_by_default():
-    objective = MDLM()
+    objective = mdlm()
     seen = []
 
     class Spy(FixedDistribution):
@@ -88,7 +88,7 @@ def test_pad_positions_are_never_masked_and_no_time_conditioning_by_default():
 
 
 def test_low_discrepancy_times_cover_each_stratum_once():
-    t = MDLM().sample_t(64, torch.device("cpu"), torch.Generator().manual_seed(1))
+    t = mdlm().sample_t(64, torch.device("cpu"), torch.Generator().manual_seed(1))
     u = (t - 1e-3) / (1 - 1e-3)
     strata = torch.floor(u * 64).long().sort().values
     assert torch.equal(strata, torch.arange(64))
@@ -104,7 +104,7 @@ def test_sample_categorical_matches_probabilities():
 
 
 def test_ancestral_sampler_marginals_and_no_mask_left():
-    objective = MDLM()
+    objective = mdlm()
     probs = {7: 0.7, 9: 0.2, 10: 0.1}
     model = FixedDistribution(probs)
     samples = objective.sample(
@@ -124,7 +124,7 @@ def test_ancestral_sampler_marginals_and_no_mask_left():
 def test_sampler_unmasks_gradually():
     # With T steps, the expected fraction still masked after step k is the schedule's
     # mask probability at t_k: check the count after the first of 4 steps.
-    objective = MDLM()
+    objective = mdlm()
     calls = []
 
     class Recorder(FixedDistribution):
@@ -225,7 +225,7 @@ def test_continuous_nelbo_of_the_oracle_is_the_nll_and_discrete_decreases_toward
     model, x0 = JointOracle(joint), all_sequences(3)
     p = joint.reshape(-1)
     nll = -p.log()
-    cont = continuous_nelbo(MDLM(noise_eps=0.0), model, x0)
+    cont = continuous_nelbo(mdlm(noise_eps=0.0), model, x0)
     torch.testing.assert_close(cont, nll, rtol=2e-5, atol=2e-5)
 
     marginals = [joint.sum(dim=tuple(j for j in range(3) if j != i)) for i in range(3)]
@@ -233,7 +233,7 @@ def test_continuous_nelbo_of_the_oracle_is_the_nll_and_discrete_decreases_toward
     product_nll = -sum(marginals[i][cells[:, i]].log() for i in range(3))
     expected = []
     for steps in (1, 2, 4, 16):
-        disc = discrete_nelbo(MDLM(noise_eps=0.0, num_steps=steps), model, x0)
+        disc = discrete_nelbo(mdlm(noise_eps=0.0, num_steps=steps), model, x0)
         if steps == 1:
             torch.testing.assert_close(disc, product_nll, rtol=2e-5, atol=2e-5)
         expected.append(float((p * disc).sum()))
@@ -250,7 +250,7 @@ def test_continuous_nelbo_with_eps_stays_within_the_stated_tolerance_of_the_entr
     # about eps * NLL, which can exceed that for rare sequences.
     joint = random_joint(3, seed=1)
     eps = 1e-2
-    cont = continuous_nelbo(MDLM(noise_eps=eps), JointOracle(joint), all_sequences(3))
+    cont = continuous_nelbo(mdlm(noise_eps=eps), JointOracle(joint), all_sequences(3))
     p = joint.reshape(-1)
     entropy = float(-(p * p.log()).sum())
     expected = float((p * cont).sum())
@@ -264,7 +264,7 @@ def test_loss_is_an_unbiased_estimate_of_the_exact_expectation(steps):
     # on data drawn from the joint, with a 5-standard-error tolerance.
     joint = random_joint(3, seed=2)
     model = JointOracle(joint)
-    objective = MDLM(noise_eps=0.0, num_steps=steps)
+    objective = mdlm(noise_eps=0.0, num_steps=steps)
     exact = continuous_nelbo(objective, model, all_sequences(3)) if steps == 0 else None
     if steps:
         exact = discrete_nelbo(objective, model, all_sequences(3))
@@ -280,17 +280,17 @@ def test_loss_is_an_unbiased_estimate_of_the_exact_expectation(steps):
 
 
 def test_discrete_time_uses_the_grid_with_low_discrepancy():
-    t = MDLM(num_steps=8).sample_t(8, torch.device("cpu"), torch.Generator().manual_seed(0))
+    t = mdlm(num_steps=8).sample_t(8, torch.device("cpu"), torch.Generator().manual_seed(0))
     assert sorted((t * 8).round().long().tolist()) == list(range(1, 9))
-    t = MDLM(num_steps=8).sample_t(1000, torch.device("cpu"), torch.Generator().manual_seed(0))
+    t = mdlm(num_steps=8).sample_t(1000, torch.device("cpu"), torch.Generator().manual_seed(0))
     assert torch.allclose(t * 8, (t * 8).round()) and t.min() >= 1 / 8 and t.max() <= 1
     with pytest.raises(ValueError, match="num_steps"):
-        MDLM(num_steps=-1)
+        mdlm(num_steps=-1)
 
 
 def test_eq9_weight_for_a_fixed_draw():
     # T * (alpha_s - alpha_t) / (1 - alpha_t) * -log p on masked tokens, by hand.
-    objective = MDLM(num_steps=4, noise_eps=1e-2)
+    objective = mdlm(num_steps=4, noise_eps=1e-2)
     model = FixedDistribution({7: 0.1, 8: 0.2, 9: 0.3, 10: 0.4})
     x0 = torch.tensor([[7, 8, 9, 10]])
     masked = torch.tensor([[True, False, True, True]])
@@ -332,8 +332,8 @@ def test_no_zero_masking_matches_the_explicit_kl_and_costs_more():
     model = JointOracle(p, mask_mass=mu)
     x0 = all_sequences(1)
     steps = 5
-    without = discrete_nelbo(MDLM(noise_eps=0.0, num_steps=steps, zero_masking=False), model, x0)
-    with_zm = discrete_nelbo(MDLM(noise_eps=0.0, num_steps=steps), model, x0)
+    without = discrete_nelbo(mdlm(noise_eps=0.0, num_steps=steps, zero_masking=False), model, x0)
+    with_zm = discrete_nelbo(mdlm(noise_eps=0.0, num_steps=steps), model, x0)
     x_theta = torch.cat([(1 - mu) * p, torch.tensor([mu], dtype=torch.float64)])
     for v in range(4):
         reference = sum(
@@ -355,7 +355,7 @@ def test_continuous_time_without_zero_masking_costs_minus_log_one_minus_mu():
     v, w = np.polynomial.legendre.leggauss(40)
     v, w = (v + 1) / 2, w / 2
     times, weights = v**4, w * 4 * v**3
-    objective = MDLM(noise_eps=0.0, zero_masking=False)
+    objective = mdlm(noise_eps=0.0, zero_masking=False)
     nelbo = expected_nelbo(
         objective, JointOracle(p, mask_mass=mu), all_sequences(1), times, weights
     )
@@ -369,13 +369,13 @@ def test_no_carry_over_adds_the_clean_reconstruction_term():
     x0 = torch.tensor([[7, 8, 9, 10, 4, 7]])
     masked = torch.tensor([[True, False, False, True, False, False]])
     t = torch.tensor([0.4])
-    carry, _ = MDLM().nelbo_terms(model, x0, t, masked)
-    no_carry, _ = MDLM(carry_over=False).nelbo_terms(model, x0, t, masked)
+    carry, _ = mdlm().nelbo_terms(model, x0, t, masked)
+    no_carry, _ = mdlm(carry_over=False).nelbo_terms(model, x0, t, masked)
     assert no_carry.item() == pytest.approx(carry.item() + 5 * math.log(4), rel=1e-6)
     # In expectation: (1 - eps) log 4 + log 4 per token, against (1 - eps) log 4.
     u, w = np.polynomial.legendre.leggauss(4)
     x0 = all_sequences(1)
-    no_carry = expected_nelbo(MDLM(carry_over=False), model, x0, (u + 1) / 2, w / 2)
+    no_carry = expected_nelbo(mdlm(carry_over=False), model, x0, (u + 1) / 2, w / 2)
     torch.testing.assert_close(
         no_carry, torch.full((4,), (2 - 1e-3) * math.log(4), dtype=torch.float64)
     )
@@ -383,15 +383,15 @@ def test_no_carry_over_adds_the_clean_reconstruction_term():
     joint = random_joint(2)
     oracle, x0 = JointOracle(joint), all_sequences(2)
     torch.testing.assert_close(
-        continuous_nelbo(MDLM(carry_over=False), oracle, x0),
-        continuous_nelbo(MDLM(), oracle, x0),
+        continuous_nelbo(mdlm(carry_over=False), oracle, x0),
+        continuous_nelbo(mdlm(), oracle, x0),
     )
 
 
 @pytest.mark.parametrize("carry_over", [True, False])
 @pytest.mark.parametrize("zero_masking", [True, False])
 def test_x0_log_probs_and_sampling_for_every_flag_combination(carry_over, zero_masking):
-    objective = MDLM(carry_over=carry_over, zero_masking=zero_masking, num_steps=8)
+    objective = mdlm(carry_over=carry_over, zero_masking=zero_masking, num_steps=8)
     model = JointOracle(random_joint(3), mask_mass=0.3)
     x_t = torch.tensor([[TOK.mask_id, 8, TOK.mask_id]])
     log_p = objective.x0_log_probs(model, x_t, torch.tensor([0.5]))
@@ -405,7 +405,7 @@ def test_x0_log_probs_and_sampling_for_every_flag_combination(carry_over, zero_m
 
 
 def test_time_conditioning_gets_a_finite_sigma_when_alpha_reaches_zero():
-    objective = MDLM(noise_eps=0.0, num_steps=4, time_conditioning=True)
+    objective = mdlm(noise_eps=0.0, num_steps=4, time_conditioning=True)
     model = FixedDistribution({7: 0.5, 8: 0.5})
     objective.loss(model, torch.full((4, 8), 7), torch.Generator().manual_seed(0))
     (sigma,) = model.seen_sigma

@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from genodiff import backbones
-from genodiff.objectives import Plaid
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.sampling import SampleRequest
 from genodiff.training import DiffusionLM
+from tests.dna_objectives import plaid
 
 PI = torch.tensor([0.1, 0.2, 0.3, 0.4])  # law of A, C, G, T (ids 7..10)
 
@@ -34,7 +34,7 @@ class ConstantLogits(nn.Module):
 
 
 def tiny_caduceus(**kwargs) -> nn.Module:
-    return backbones.build(name="caduceus", d_model=16, n_layer=1, **kwargs)
+    return backbones.build(name="caduceus", d_model=16, n_layer=1, vocab_size=12, **kwargs)
 
 
 def iid_tokens(n: int, length: int, generator: torch.Generator) -> torch.Tensor:
@@ -48,7 +48,7 @@ def test_exact_posterior_elbo_bounds_the_entropy_and_is_close_to_it():
     # the prior term KL(N(alpha_1 e, sigma_1^2) || N(0, I)) (0.0013 nats at gamma_1 = 6).
     # Seen: 1.2831 +- 0.0093 (1 SE) against H = 1.2799.
     torch.manual_seed(0)
-    objective = Plaid(d_model=8, schedule_hidden=64, self_condition=False).eval()
+    objective = plaid(d_model=8, schedule_hidden=64, self_condition=False).eval()
     g = torch.Generator().manual_seed(1)
     estimates = []
     with torch.no_grad():
@@ -82,7 +82,7 @@ def test_gamma_schedule_is_monotone_float64_with_exact_endpoints_and_derivative(
 
 
 def test_embeddings_are_unit_norm():
-    objective = Plaid(d_model=16, embed_dim=12)
+    objective = plaid(d_model=16, embed_dim=12)
     with torch.no_grad():
         objective.embedding.mul_(torch.rand(4, 1) * 5 + 0.1)
     norms = objective.embeddings().norm(dim=1)
@@ -91,7 +91,7 @@ def test_embeddings_are_unit_norm():
 
 def test_loss_is_finite_with_caduceus_and_gradients_reach_every_objective_parameter():
     torch.manual_seed(0)
-    objective = Plaid(d_model=16, schedule_hidden=16).train()
+    objective = plaid(d_model=16, schedule_hidden=16).train()
     x = torch.randint(7, 11, (4, 32))
     x[:, -3:] = 4  # [PAD] tail: not scored
     nelbo, tokens = objective.loss(tiny_caduceus(), x, torch.Generator().manual_seed(0))
@@ -105,11 +105,11 @@ def test_loss_is_finite_with_caduceus_and_gradients_reach_every_objective_parame
 def test_rcps_backbone_and_width_mismatch_are_clear_errors():
     x = torch.randint(7, 11, (2, 8))
     with pytest.raises(ValueError, match="Caduceus-PS"):
-        Plaid(d_model=16).loss(tiny_caduceus(rcps=True), x)
+        plaid(d_model=16).loss(tiny_caduceus(rcps=True), x)
     with pytest.raises(ValueError, match="d_model"):
-        Plaid(d_model=32).loss(tiny_caduceus(), x)
+        plaid(d_model=32).loss(tiny_caduceus(), x)
     with pytest.raises(ValueError, match=r"token ids \[7, 8, 9, 10\]"):
-        Plaid(d_model=16).loss(tiny_caduceus(), torch.full((2, 8), 11))
+        plaid(d_model=16).loss(tiny_caduceus(), torch.full((2, 8), 11))
 
 
 def test_diffusionlm_optimizer_trains_the_objective_parameters():
@@ -139,7 +139,7 @@ def test_diffusionlm_optimizer_trains_the_objective_parameters():
 
 def test_ancestral_sampler_marginals_with_the_exact_denoiser():
     torch.manual_seed(0)
-    objective = Plaid(d_model=8, schedule_hidden=64).eval()
+    objective = plaid(d_model=8, schedule_hidden=64).eval()
     request = SampleRequest(64, 64, steps=10)
     samples = objective.sample(ConstantLogits(), request, torch.Generator().manual_seed(0))
     assert samples.shape == (64, 64)
@@ -152,7 +152,7 @@ def test_ancestral_sampler_marginals_with_the_exact_denoiser():
 
 def test_given_positions_are_held_noised_and_kept_in_the_output():
     torch.manual_seed(0)
-    objective = Plaid(d_model=8, schedule_hidden=16).eval()
+    objective = plaid(d_model=8, schedule_hidden=16).eval()
     template = torch.full((10,), 7)
     given = torch.zeros(10, dtype=torch.bool)
     template[[2, 5]], given[[2, 5]] = torch.tensor([10, 8]), True

@@ -8,11 +8,10 @@ import torch
 from scipy.stats import chi2
 from torch import nn
 
-from genodiff.objectives import MDLM
-from genodiff.objectives.d3pm import D3PM
 from genodiff.samplers.semi_ar import windows
 from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import DNATokenizer
+from tests.dna_objectives import d3pm, mdlm
 
 TOK = DNATokenizer()
 BASES = torch.tensor(TOK.base_ids)  # A C G T ids
@@ -81,7 +80,7 @@ class FixedDistribution(nn.Module):
 
 
 def draw(model, sampler, n=NUM, length=SEQ_LEN, seed=0, objective=None, **options):
-    objective = objective or MDLM(sampling_eps=1e-4)
+    objective = objective or mdlm(sampling_eps=1e-4)
     request = SampleRequest(num_samples=n, length=length, sampler=sampler, **options)
     return objective.sample(model, request, generator=torch.Generator().manual_seed(seed))
 
@@ -147,7 +146,7 @@ def test_cached_equals_ancestral_with_fewer_network_rows():
 
 
 def test_cached_refuses_a_time_conditioned_model():
-    objective = MDLM(time_conditioning=True)
+    objective = mdlm(time_conditioning=True)
     with pytest.raises(ValueError, match="time conditioning"):
         draw(Oracle(joint_table()), "cached", n=2, objective=objective)
 
@@ -157,7 +156,7 @@ def test_first_hitting_makes_at_most_one_call_per_token():
     calls = []
     forward = model.forward
     model.forward = lambda ids, sigma=None: calls.append(ids.shape[0]) or forward(ids, sigma)
-    samples = draw(model, "first-hitting", n=4, length=50, objective=MDLM(sampling_eps=1e-3))
+    samples = draw(model, "first-hitting", n=4, length=50, objective=mdlm(sampling_eps=1e-3))
     assert not (samples == TOK.mask_id).any()
     assert sum(calls) <= 4 * 50
     assert len(calls) <= 50 + 1  # iterations: one token per running row, then the final step
@@ -267,7 +266,7 @@ class TimeRecorder(FixedDistribution):
 def test_ancestral_unmasking_follows_the_schedule():
     # A token masked at t = 1 is still masked at t with probability p(t) / p(1) = t.
     model, n, length = TimeRecorder(), 100, 40
-    objective = MDLM(time_conditioning=True)
+    objective = mdlm(time_conditioning=True)
     draw(model, "ancestral", n=n, length=length, steps=8, objective=objective)
     for t, ids in model.calls[:-1]:  # the last call is the final noise removal at eps
         masked = (ids == TOK.mask_id).double().mean()
@@ -279,7 +278,7 @@ def test_first_hitting_event_times_are_the_forward_masking_times():
     # Under the forward process each token's masking time has CDF p(t) / p(1) = t: uniform.
     # Every first-hitting call happens at one such time, so the pooled times are uniform.
     model = TimeRecorder()
-    draw(model, "first-hitting", n=100, length=40, objective=MDLM(time_conditioning=True))
+    draw(model, "first-hitting", n=100, length=40, objective=mdlm(time_conditioning=True))
     times = torch.cat([t for t, _ in model.calls])
     times = times[times > 1e-3 + 1e-9]  # drop the final noise-removal call at eps
     assert len(times) > 3900  # ~ all 4000 tokens unmask by an event above eps
@@ -291,7 +290,7 @@ def test_first_hitting_event_times_are_the_forward_masking_times():
 def test_d3pm_uses_the_same_samplers(sampler):
     probs = {7: 0.4, 8: 0.3, 9: 0.2, 10: 0.1}
     samples = draw(
-        FixedDistribution(probs), sampler, n=100, length=20, steps=16, objective=D3PM(),
+        FixedDistribution(probs), sampler, n=100, length=20, steps=16, objective=d3pm(),
         block=8, stride=4,
     )  # fmt: skip
     counts = torch.bincount(samples.flatten(), minlength=16).double()

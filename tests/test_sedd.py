@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from genodiff.objectives import MDLM, SEDD
 from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import DNATokenizer
+from tests.dna_objectives import mdlm, sedd
 
 TOK = DNATokenizer()
 VOCAB = 16  # padded vocabulary: 15 real (non-[MASK]) categories
@@ -51,14 +51,14 @@ def test_normalised_scores_give_exactly_the_mdlm_loss_per_sequence():
     x0[:, ::7] = TOK.pad_id
     sedd_model = RandomLogProbs(48, offset=math.log(VOCAB - 1))
     mdlm_model = RandomLogProbs(48, offset=0.0)
-    sedd, sedd_tokens = SEDD().loss(sedd_model, x0, torch.Generator().manual_seed(11))
-    mdlm, mdlm_tokens = MDLM().loss(mdlm_model, x0, torch.Generator().manual_seed(11))
+    sedd_nelbo, sedd_tokens = sedd().loss(sedd_model, x0, torch.Generator().manual_seed(11))
+    mdlm_nelbo, mdlm_tokens = mdlm().loss(mdlm_model, x0, torch.Generator().manual_seed(11))
     assert torch.equal(sedd_tokens, mdlm_tokens)
-    assert (mdlm > 0).sum() > 24  # most sequences have masked tokens
-    torch.testing.assert_close(sedd, mdlm, rtol=2e-5, atol=1e-3)
+    assert (mdlm_nelbo > 0).sum() > 24  # most sequences have masked tokens
+    torch.testing.assert_close(sedd_nelbo, mdlm_nelbo, rtol=2e-5, atol=1e-3)
     # A wrong real-category count (V - 1) would break the equality: the test can fail.
-    off, _ = SEDD().loss(RandomLogProbs(48, math.log(11)), x0, torch.Generator().manual_seed(11))
-    assert (off - mdlm).abs().max() > 1.0
+    off, _ = sedd().loss(RandomLogProbs(48, math.log(11)), x0, torch.Generator().manual_seed(11))
+    assert (off - mdlm_nelbo).abs().max() > 1.0
 
 
 def test_zero_output_model_gives_the_closed_form_per_masked_token():
@@ -66,7 +66,7 @@ def test_zero_output_model_gives_the_closed_form_per_masked_token():
     # times sigma'(t): log(15) sigma'(t) / expm1(sigma(t)) = log(15) / t for log-linear.
     model = FixedScores()
     x0 = torch.tensor([[7, 8, 9, 10, 4, 7, 7, 8], [10, 10, 9, 4, 4, 8, 9, 9]])
-    nelbo, tokens = SEDD(low_discrepancy=False).loss(model, x0, torch.Generator().manual_seed(7))
+    nelbo, tokens = sedd(low_discrepancy=False).loss(model, x0, torch.Generator().manual_seed(7))
     g = torch.Generator().manual_seed(7)
     t = (1 - 1e-3) * torch.rand(2, generator=g, dtype=torch.float32) + 1e-3
     draw = torch.rand(2, 8, generator=g)
@@ -92,14 +92,14 @@ def test_zero_output_model_gives_the_closed_form_per_masked_token():
 
 def test_time_conditioning_passes_sigma_to_the_network():
     model = FixedScores()
-    SEDD(time_conditioning=True).loss(model, torch.full((4, 8), 7))
+    sedd(time_conditioning=True).loss(model, torch.full((4, 8), 7))
     assert model.seen_sigma[0] is not None and model.seen_sigma[0].shape == (4,)
 
 
 @pytest.mark.parametrize("t,s", [(1.0, 0.75), (0.5, 0.3), (0.05, 1e-3)])
 def test_analytic_step_is_the_exact_masked_diffusion_posterior(t, s):
     probs = {7: 0.1, 8: 0.2, 9: 0.3, 10: 0.4}
-    objective = SEDD()
+    objective = sedd()
     x = torch.full((1, 3), TOK.mask_id)
     log_score = objective.log_score(FixedScores(probs), x, torch.tensor([t]))
     q = objective.transition_probs(
@@ -125,7 +125,7 @@ def test_euler_step_is_first_order():
     # Geometric schedule sigma(t) = a^(1-t) b^t, where Euler and the analytic rule differ
     # (for log-linear they coincide): jump mass r * sigma'(t) dt vs r * expm1(sigma_t - sigma_s).
     a, b = 1e-4, 20.0
-    objective = SEDD(noise_schedule="geometric", sigma_min=a, sigma_max=b)
+    objective = sedd(noise_schedule="geometric", sigma_min=a, sigma_max=b)
     x = torch.full((1, 1), TOK.mask_id)
     log_score = objective.log_score(FixedScores({7: 1.0}), x, torch.tensor([0.5]))
     t, s = torch.tensor(0.5, dtype=torch.float64), torch.tensor(0.45, dtype=torch.float64)
@@ -144,7 +144,7 @@ def test_euler_step_is_first_order():
 def test_sampler_marginals_match_the_model(sampler):
     probs = {7: 0.6, 9: 0.3, 10: 0.1}
     request = SampleRequest(48, 200, steps=16, sampler=sampler)
-    samples = SEDD().sample(FixedScores(probs), request, torch.Generator().manual_seed(0))
+    samples = sedd().sample(FixedScores(probs), request, torch.Generator().manual_seed(0))
     assert samples.shape == (48, 200)
     counts = torch.bincount(samples.flatten(), minlength=VOCAB).double()
     n = samples.numel()
@@ -160,7 +160,7 @@ def test_sampler_unmasks_gradually_and_keeps_given_positions():
     template[:5], given[:5] = torch.tensor([7, 9, 10, 10, 7]), True
     template[20], given[20] = 9, True
     request = SampleRequest(64, 32, steps=4, sampler="analytic", template=template, given=given)
-    out = SEDD().sample(model, request, torch.Generator().manual_seed(1))
+    out = sedd().sample(model, request, torch.Generator().manual_seed(1))
     assert (out[:, given] == template[given]).all()
     assert (out[:, ~given] == 8).all()
     for seen in model.seen_inputs:
@@ -172,15 +172,15 @@ def test_sampler_unmasks_gradually_and_keeps_given_positions():
 
 def test_top_p_keeps_only_the_most_likely_token():
     request = SampleRequest(8, 64, steps=4, sampler="euler", top_p=0.5)
-    out = SEDD().sample(FixedScores({7: 0.6, 9: 0.4}), request, torch.Generator().manual_seed(2))
+    out = sedd().sample(FixedScores({7: 0.6, 9: 0.4}), request, torch.Generator().manual_seed(2))
     assert (out == 7).all()
 
 
 def test_infinite_sigma_at_t_1_is_a_clear_error():
     with pytest.raises(ValueError, match="noise_eps > 0"):
-        SEDD(noise_eps=0.0)
+        sedd(noise_eps=0.0)
 
 
 def test_unknown_sampler_is_a_clear_error():
     with pytest.raises(ValueError, match="analytic, euler"):
-        SEDD().sample(FixedScores(), SampleRequest(1, 4, sampler="ancestral"))
+        sedd().sample(FixedScores(), SampleRequest(1, 4, sampler="ancestral"))

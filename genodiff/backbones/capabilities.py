@@ -23,10 +23,11 @@ class Capabilities:
     - ``causal``: position i's logits depend on positions <= i only (AR baselines).
     - ``recurrent_step``: ``allocate_inference_cache(n)`` and ``step(ids (n,), cache)``
       -> next-token logits (n, V), O(1) work per token.
-    - ``hidden_size``: width of ``hidden_states`` (Caduceus-PS: 2 * d_model).
+    - ``hidden_size``: width of ``hidden_states`` (Caduceus-PS: 2 * d_model); None when
+      not declared.
     """
 
-    hidden_size: int
+    hidden_size: int | None = None
     time_conditioning: bool = False
     rc_equivariant: bool = False
     causal: bool = False
@@ -37,7 +38,7 @@ def capabilities_of(model: nn.Module) -> Capabilities:
     """``model.capabilities``; the plainest declaration for a module that has none."""
     declared = getattr(model, "capabilities", None)
     if declared is None:
-        return Capabilities(hidden_size=0)
+        return Capabilities()
     if not isinstance(declared, Capabilities):
         raise TypeError(
             f"{type(model).__name__}.capabilities must be a genodiff.backbones.Capabilities, "

@@ -28,24 +28,32 @@ import torch
 from torch import nn
 
 from genodiff import backbones
+from genodiff.backbones.capabilities import capabilities_of
 from genodiff.checkpoints import load_pretrained
-from genodiff.tokenizers import DNATokenizer
+from genodiff.config import with_tokenizer_fields
+from genodiff.registry import get
+from genodiff.tokenizers import DNATokenizer, Tokenizer, load_tokenizer
 
 
 def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = None) -> nn.Module:
     """The backbone to fine-tune: the EMA backbone of a ``genodiff train`` checkpoint
     (``PATH.ckpt``), a Hugging-Face-format folder (``DIR``), or ``model_cfg`` built from
-    scratch (``pretrained`` None). Returned trainable, on the CPU."""
+    scratch (``pretrained`` None). Returned trainable, on the CPU. The Genomic Benchmarks are
+    DNA: a checkpoint with another tokenizer (text) is refused."""
     if pretrained is None:
         if not model_cfg:
             raise ValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
-        return backbones.build(**model_cfg)
+        cls = get("backbone", model_cfg["name"])
+        return backbones.build(**with_tokenizer_fields("model", cls, model_cfg, DNATokenizer()))
     path = Path(pretrained)
     if path.is_file():
-        from genodiff.training import DiffusionLM  # Lightning import only when needed
+        from genodiff.training import load_checkpoint  # Lightning import only when needed
 
-        backbone = DiffusionLM.load_from_checkpoint(path, map_location="cpu").eval_backbone
+        model = load_checkpoint(path)
+        _check_dna(model.tokenizer, pretrained)
+        backbone = model.eval_backbone
     elif path.is_dir():
+        _check_dna(load_tokenizer(path), pretrained)
         backbone = load_pretrained(path)
     else:
         raise FileNotFoundError(
@@ -53,6 +61,14 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
             "checkpoint (.ckpt), a Hugging-Face-format folder, or null to train from scratch"
         )
     return backbone.requires_grad_(True).train()  # EMA copies are frozen
+
+
+def _check_dna(tokenizer: Tokenizer | None, source: str) -> None:
+    if tokenizer is not None and tokenizer.domain != "dna":
+        raise ValueError(
+            f"pretrained={source} was trained on {tokenizer.domain} ({tokenizer.name} tokenizer); "
+            "fine-tuning on DNA benchmarks needs a DNA checkpoint"
+        )
 
 
 def rc_left_padded(input_ids: torch.Tensor, pad_id: int, complement: torch.Tensor) -> torch.Tensor:
@@ -97,8 +113,15 @@ class SequenceClassifier(nn.Module):
         self.backbone = backbone
         self.pooling = pooling
         self.conjoin_train, self.conjoin_eval = conjoin_train, conjoin_eval
-        self.rcps = bool(getattr(backbone, "rcps", False))
-        self.d_model = int(backbone.d_model)
+        capabilities = capabilities_of(backbone)
+        if capabilities.hidden_size is None:
+            raise ValueError(
+                f"{type(backbone).__name__} does not declare its hidden width "
+                "(capabilities.hidden_size), which the classification head needs"
+            )
+        self.rcps = capabilities.rc_equivariant
+        # PS states are cat[forward, rc stream]: the head reads d_model channels of each
+        self.d_model = capabilities.hidden_size // 2 if self.rcps else capabilities.hidden_size
         self.score = nn.Linear(self.d_model, num_classes)
         tokenizer = DNATokenizer()
         self.pad_id = tokenizer.pad_id

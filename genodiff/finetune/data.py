@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from genodiff.tokenizers import DNATokenizer
+from genodiff.tokenizers.base import id_dtype
 
 SPLITS = ("train", "test")
 # The 8 Genomic Benchmarks and the lengths the Caduceus / MDLM papers use (DESIGN §6).
@@ -35,7 +36,8 @@ GENOMIC_BENCHMARKS = tuple(TASK_MAX_LENGTH)
 
 @dataclass
 class Split:
-    """One split of a task: ``ids`` (N, max_length) uint8 token ids, ``labels`` (N,) int64."""
+    """One split of a task: ``ids`` (N, max_length) token ids (the smallest dtype that holds
+    the vocabulary, see ``id_dtype``), ``labels`` (N,) int64."""
 
     ids: torch.Tensor
     labels: torch.Tensor
@@ -119,9 +121,10 @@ def _read_split(
     return seqs, labels, files
 
 
-def left_pad(seqs: list[np.ndarray], length: int, pad_id: int) -> torch.Tensor:
-    """Stack 1-D id arrays (each at most ``length`` long) right-aligned: (N, length) uint8."""
-    out = np.full((len(seqs), length), pad_id, dtype=np.uint8)
+def left_pad(seqs: list[np.ndarray], length: int, pad_id: int, vocab_size: int) -> torch.Tensor:
+    """Stack 1-D id arrays (each at most ``length`` long) right-aligned: (N, length), in the
+    smallest dtype that holds ``vocab_size`` ids."""
+    out = np.full((len(seqs), length), pad_id, dtype=id_dtype(vocab_size))
     for row, ids in enumerate(seqs):
         if len(ids):
             out[row, length - len(ids) :] = ids
@@ -147,7 +150,7 @@ def load_task(
         length = max(len(ids) for seqs, _, _ in read.values() for ids in seqs)
     splits = {
         s: Split(
-            ids=left_pad(seqs, length, tokenizer.pad_id),
+            ids=left_pad(seqs, length, tokenizer.pad_id, tokenizer.vocab_size),
             labels=torch.tensor(labels, dtype=torch.long),
             files=files,
         )

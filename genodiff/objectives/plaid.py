@@ -110,7 +110,7 @@ class Plaid(Objective):
                 "(model=caduceus_ph or caduceus_tiny)."
             )
         width = capabilities.hidden_size
-        if width != self.d_model:
+        if width is not None and width != self.d_model:
             raise ValueError(
                 f"objective.d_model={self.d_model} but the backbone's hidden width "
                 f"(capabilities.hidden_size) is {width}; "

@@ -109,7 +109,8 @@ class CosineSchedule(NoiseSchedule):
     def time_of_mask_probability(self, p: Tensor | float) -> Tensor:
         # p = 2 (1 - eps) sin^2(pi t / 4)
         half = (_as_tensor(p) / (2 * (1 - self.eps))).clamp(0.0, 0.5)
-        return (4 / math.pi) * torch.asin(torch.sqrt(half))
+        # asin(sqrt(0.5)) * 4 / pi rounds to 1 + 2e-16: clamp, as the other schedules do
+        return ((4 / math.pi) * torch.asin(torch.sqrt(half))).clamp(0.0, 1.0)
 
 
 class LinearSchedule(NoiseSchedule):

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -35,6 +37,8 @@ class Tokenizer(ABC):
 
     name: ClassVar[str]
     domain: ClassVar[str]
+    #: What a length counts, in messages and sample descriptions ("bp" for DNA).
+    unit: ClassVar[str] = "tokens"
     vocab_size: int
     mask_id: int
     pad_id: int
@@ -102,6 +106,15 @@ class Tokenizer(ABC):
         partial.write_text(json.dumps(tokenizer_record(self)) + "\n")
         partial.replace(path)
         return path
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned integer dtype that stores every id below ``vocab_size`` (uint8
+    for DNA, uint16 for a 30k-token text vocabulary)."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if vocab_size <= np.iinfo(dtype).max + 1:
+            return np.dtype(dtype)
+    raise ValueError(f"vocabulary of {vocab_size} ids is too large")
 
 
 def tokenizer_record(tokenizer: Tokenizer) -> dict[str, Any]:

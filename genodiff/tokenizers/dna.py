@@ -45,6 +45,7 @@ class DNATokenizer(Tokenizer):
 
     name = "dna"
     domain = "dna"
+    unit = "bp"
     vocab_size = len(SPECIAL_TOKENS) + len(BASES)  # 12
     padded_vocab_size = 16  # vocab_size rounded up to a multiple of 8
 

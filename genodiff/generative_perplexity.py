@@ -1,0 +1,468 @@
+"""Generative perplexity of samples, reported with their diversity (``genodiff gen-ppl``).
+
+Gen PPL (the MDLM paper's sample-quality number) scores generated samples with an
+autoregressive (exact-likelihood) checkpoint: each sample is encoded with that checkpoint's
+tokenizer (``tokenizer.encode``, no special token added: the AR objective feeds [BOS] before
+the first token), cut into consecutive chunks of at most ``max_length`` tokens (default: the
+checkpoint's training window), and every chunk is scored by the checkpoint's own loss with
+its EMA weights, starting afresh from [BOS]. Chunks of a batch are right-padded with
+``tokenizer.pad_id``, never scored. Tokens the checkpoint cannot generate (ids outside
+``tokenizer.sample_ids``, e.g. N in DNA) are read as context but not scored, as training
+windows store them ([PAD]); their number is reported.
+
+Estimator. Sample i has NLL S_i (nats, summed over its chunks) and n_i scored tokens.
+Gen PPL = exp(R) with R = sum S_i / sum n_i (the corpus-level definition), its standard
+error by the delta method over samples (``genodiff.evaluate.ratio_and_se``); the mean over
+samples of the per-sample perplexity exp(S_i / n_i) is reported beside it.
+
+A low Gen PPL from repetitive samples is no win, so the samples' diversity comes with it,
+computed on their token ids under the same tokenizer (and on a reference set of real data
+when one is given, for comparison): the mean over samples of the unigram token entropy in
+nats (the MDLM paper's entropy), and corpus-level distinct-n for n = 1..4 (unique n-grams
+over all n-grams; an n-gram never spans two samples).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+
+from genodiff.evaluate import ratio_and_se
+from genodiff.generate import FASTA_SUFFIXES
+
+DISTINCT_N = (1, 2, 3, 4)
+SAMPLE_FILE_FORMATS = (
+    "FASTA (.fa, .fasta, .fna, .fas), text (.txt: one sample per line) or JSON Lines "
+    '(.jsonl: a "text" field per line), each optionally gzipped (.gz)'
+)
+# Where ``genodiff gen-ppl`` looks for an AR checkpoint when none is given, in this order:
+# the text plugin's demo and LM1B AR runs, then the hg38 AR Mamba (configs/hg38_ar_mamba.yaml).
+DEFAULT_AR_CHECKPOINTS = (
+    "outputs/text_demo_ar/checkpoints/last.ckpt",
+    "outputs/lm1b_ar/checkpoints/last.ckpt",
+    "outputs/hg38_ar_mamba/checkpoints/last.ckpt",
+)
+
+
+# --------------------------------------------------------------------------- reading samples
+
+
+def _format_of(path: Path) -> tuple[str, bool]:
+    """(``"fasta"`` | ``"txt"`` | ``"jsonl"``, gzipped) from the file name."""
+    suffixes = [s.lower() for s in path.suffixes]
+    gzipped = bool(suffixes) and suffixes[-1] == ".gz"
+    suffix = (suffixes[-2] if len(suffixes) > 1 else "") if gzipped else path.suffix.lower()
+    if suffix in FASTA_SUFFIXES:
+        return "fasta", gzipped
+    if suffix in (".txt", ".jsonl"):
+        return suffix[1:], gzipped
+    raise ValueError(
+        f"{path}: unknown sample file format {suffix or '(no suffix)'!r}; use {SAMPLE_FILE_FORMATS}"
+    )
+
+
+def is_fasta(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a FASTA file (by its suffix, ``.gz`` allowed)."""
+    return _format_of(Path(path))[0] == "fasta"
+
+
+def _open_text(path: Path, gzipped: bool) -> IO[str]:
+    if gzipped:
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_samples(path: str | os.PathLike) -> list[str]:
+    """The samples in ``path``: the sequence of every FASTA record (.fa/.fasta/.fna/.fas),
+    every non-blank line of a ``.txt`` (stripped), or the ``"text"`` of every line of a
+    ``.jsonl``; any of them gzipped (``.gz``). ValueError on an unknown format, an empty
+    file or sample, or a malformed line (named by its number)."""
+    path = Path(path)
+    kind, gzipped = _format_of(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"sample file {path} not found")
+    try:
+        with _open_text(path, gzipped) as handle:
+            if kind == "fasta":
+                samples = _read_fasta(handle, path)
+            elif kind == "txt":
+                samples = [line.strip() for line in handle if line.strip()]
+            else:
+                samples = _read_jsonl(handle, path)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text ({err.reason})") from None
+    except (gzip.BadGzipFile, EOFError) as err:
+        raise ValueError(f"{path} is not a readable gzip file ({err})") from None
+    if not samples:
+        raise ValueError(f"{path} holds no sample")
+    return samples
+
+
+def _read_fasta(handle: IO[str], path: Path) -> list[str]:
+    from Bio.SeqIO import parse as parse_records
+
+    first = handle.readline()
+    while first and not first.strip():
+        first = handle.readline()
+    if not first:
+        return []
+    if not first.startswith(">"):
+        raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
+    handle.seek(0)
+    samples = []
+    for record in parse_records(handle, "fasta"):
+        if not record.seq:
+            raise ValueError(f"{path}: record {record.id!r} has no sequence")
+        samples.append(str(record.seq))
+    return samples
+
+
+def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
+    samples = []
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}, line {number}: invalid JSON ({err.msg})") from None
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise ValueError(
+                f'{path}, line {number}: expected a JSON object with a string "text" field'
+            )
+        if not item["text"].strip():
+            raise ValueError(f'{path}, line {number}: the "text" field is empty')
+        samples.append(item["text"])
+    return samples
+
+
+# --------------------------------------------------------------------------- diversity
+
+
+def unigram_entropy(ids: Sequence[int] | np.ndarray) -> float:
+    """Entropy in nats of the token frequencies of one sequence (0 for an empty one)."""
+    ids = np.asarray(ids)
+    if ids.size == 0:
+        return 0.0
+    _, counts = np.unique(ids, return_counts=True)
+    p = counts / ids.size
+    return float(-(p * np.log(p)).sum())
+
+
+def distinct_n(sequences: Sequence[Sequence[int] | np.ndarray], n: int) -> float | None:
+    """Unique n-grams over all n-grams of ``sequences`` (n-grams never span two sequences);
+    None when no sequence has n tokens."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    grams = [
+        np.lib.stride_tricks.sliding_window_view(np.asarray(seq, dtype=np.int64), n)
+        for seq in sequences
+        if len(seq) >= n
+    ]
+    if not grams:
+        return None
+    stacked = np.concatenate(grams)  # (total n-grams, n)
+    return len(np.unique(stacked, axis=0)) / len(stacked)
+
+
+@dataclass
+class Diversity:
+    """Diversity of a set of token sequences."""
+
+    sequences: int
+    tokens: int
+    entropy: float  # mean over sequences of the unigram token entropy, nats
+    distinct_1: float | None
+    distinct_2: float | None
+    distinct_3: float | None
+    distinct_4: float | None
+
+    @classmethod
+    def of(cls, sequences: Sequence[Sequence[int] | np.ndarray]) -> Diversity:
+        if not sequences:
+            raise ValueError("diversity needs at least one sequence")
+        distinct = {f"distinct_{n}": distinct_n(sequences, n) for n in DISTINCT_N}
+        return cls(
+            sequences=len(sequences),
+            tokens=sum(len(s) for s in sequences),
+            entropy=float(np.mean([unigram_entropy(s) for s in sequences])),
+            **distinct,
+        )
+
+
+# --------------------------------------------------------------------------- Gen PPL
+
+
+@dataclass
+class GenPPLResult:
+    """What ``genodiff gen-ppl`` reports (``to_dict`` is its JSON object)."""
+
+    checkpoint: str
+    objective: str
+    samples_file: str | None
+    samples: int
+    tokens: int  # scored
+    context_only_tokens: int  # read as context, not scored (ids outside sample_ids)
+    chunks: int
+    max_length: int
+    batch_size: int
+    nll: float  # nats per scored token, corpus level
+    nll_se: float | None
+    gen_ppl: float
+    gen_ppl_se: float | None
+    per_sample_ppl_mean: float
+    per_sample_ppl_se: float | None
+    diversity: Diversity
+    reference_file: str | None = None
+    reference_diversity: Diversity | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        def pm(se: float | None, digits: int = 4) -> str:
+            return f" +- {se:.{digits}f}" if se is not None else ""
+
+        rows = [
+            ("checkpoint", f"{self.checkpoint} (objective {self.objective})"),
+            ("samples", f"{self.samples} from {self.samples_file or '(in memory)'}"),
+            (
+                "tokens",
+                f"{self.tokens} scored in {self.chunks} chunk(s) of <= {self.max_length}"
+                + (
+                    f"; {self.context_only_tokens} context-only (not generable)"
+                    if self.context_only_tokens
+                    else ""
+                ),
+            ),
+            ("NLL (exact)", f"{self.nll:.4f}{pm(self.nll_se)} nats/token"),
+            ("Gen PPL", f"{self.gen_ppl:.4f}{pm(self.gen_ppl_se)} (exp of the corpus NLL)"),
+            (
+                "per-sample PPL",
+                f"{self.per_sample_ppl_mean:.4f}{pm(self.per_sample_ppl_se)} (mean over samples)",
+            ),
+        ]
+        lines = [f"{label:<16}{value}" for label, value in rows]
+        columns = [("samples", self.diversity)]
+        if self.reference_diversity is not None:
+            columns.append(("reference", self.reference_diversity))
+        lines.append(f"{'diversity':<16}" + "".join(f"{name:>12}" for name, _ in columns))
+        stats = [("entropy (nats)", "entropy")] + [
+            (f"distinct-{n}", f"distinct_{n}") for n in DISTINCT_N
+        ]
+        for label, key in stats:
+            values = [getattr(d, key) for _, d in columns]
+            lines.append(
+                f"  {label:<14}"
+                + "".join(f"{'-':>12}" if v is None else f"{v:>12.4f}" for v in values)
+            )
+        if self.reference_file is not None:
+            lines.append(f"{'reference':<16}{self.reference_file}")
+        return "\n".join(lines)
+
+
+def encode_samples(samples: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
+    """Ids of every sample (``tokenizer.encode``); ValueError naming a sample that fails or
+    encodes to nothing."""
+    out = []
+    for i, text in enumerate(samples):
+        try:
+            ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
+        except ValueError as err:
+            raise ValueError(f"sample {i}: {err}") from None
+        if ids.size == 0:
+            raise ValueError(f"sample {i} encodes to no token")
+        out.append(ids)
+    return out
+
+
+@torch.no_grad()
+def score_chunks(
+    model: Any,
+    encoded: Sequence[np.ndarray],
+    max_length: int,
+    batch_size: int,
+    device: torch.device,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Per sample: (NLL in nats (N,), scored tokens (N,)), then the number of chunks and of
+    context-only tokens; chunks of at most ``max_length`` tokens, ``batch_size`` at a time."""
+    tokenizer = model.tokenizer
+    pad_id = tokenizer.pad_id
+    sample_ids = np.asarray(tokenizer.sample_ids, dtype=np.int64)
+    chunks: list[tuple[int, np.ndarray]] = []
+    context_only = 0
+    for i, ids in enumerate(encoded):
+        unscored = ~np.isin(ids, sample_ids)
+        context_only += int(unscored.sum())
+        ids = np.where(unscored, pad_id, ids)
+        chunks += [(i, ids[start : start + max_length]) for start in range(0, len(ids), max_length)]
+    objective, backbone = model.eval_objective, model.eval_backbone
+    backbone.eval()
+    objective.eval()
+    sums = np.zeros(len(encoded), dtype=np.float64)
+    counts = np.zeros(len(encoded), dtype=np.int64)
+    for start in range(0, len(chunks), batch_size):
+        batch = chunks[start : start + batch_size]
+        width = max(len(ids) for _, ids in batch)
+        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        for row, (_, chunk) in enumerate(batch):
+            ids[row, : len(chunk)] = torch.from_numpy(chunk)
+        nll, scored = objective.loss(backbone, ids.to(device))  # (B,), (B,)
+        for (sample, _), s, n in zip(batch, nll.double().cpu(), scored.cpu(), strict=True):
+            sums[sample] += float(s)
+            counts[sample] += int(n)
+        if progress is not None:
+            progress(start + len(batch), len(chunks))
+    return sums, counts, len(chunks), context_only
+
+
+def _check_exact(model: Any, checkpoint: str) -> None:
+    objective = model.eval_objective
+    if not getattr(objective, "exact_likelihood", False):
+        name = model.config.get("objective", {}).get("name", type(objective).__name__)
+        raise ValueError(
+            f"generative perplexity needs an autoregressive (exact-likelihood) checkpoint, but "
+            f"{checkpoint} was trained with objective {name!r}, whose likelihood is only a "
+            "bound; pass an AR checkpoint (objective=ar), e.g. from "
+            "`genodiff train configs/hg38_ar_mamba.yaml`"
+        )
+
+
+def generative_perplexity(
+    samples: Sequence[str],
+    model: Any,
+    batch_size: int = 16,
+    device: str | torch.device | None = None,
+    max_length: int | None = None,
+    reference: Sequence[str] | None = None,
+    checkpoint: str = "(in memory)",
+    samples_file: str | None = None,
+    reference_file: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> GenPPLResult:
+    """Score ``samples`` with ``model`` (an AR ``DiffusionLM``, e.g. from
+    ``genodiff.training.load_checkpoint``) and measure their diversity (and that of
+    ``reference`` when given); see the module doc. ``device`` moves the model there (default:
+    where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``."""
+    _check_exact(model, checkpoint)
+    if batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+    if max_length is None:
+        max_length = int(model.config.get("data", {}).get("max_length", 1024))
+    if max_length < 1:
+        raise ValueError(f"--max-length must be >= 1, got {max_length}")
+    if not samples:
+        raise ValueError("no sample to score")
+    if device is not None:
+        model = model.to(device)
+    torch_device = next(model.eval_backbone.parameters()).device
+    encoded = encode_samples(samples, model.tokenizer)
+    sums, counts, chunks, context_only = score_chunks(
+        model, encoded, max_length, batch_size, torch_device, progress
+    )
+    keep = counts > 0  # a sample of context-only tokens has no perplexity
+    if not keep.any():
+        raise ValueError(
+            "no sample holds a token the checkpoint scores (all are outside its "
+            "tokenizer's sample_ids, e.g. all N)"
+        )
+    nll, se = ratio_and_se(sums[keep], counts[keep])
+    per_sample = np.exp(sums[keep] / counts[keep])
+    n = int(keep.sum())
+    ref_diversity = None
+    if reference is not None:
+        ref_diversity = Diversity.of(encode_samples(reference, model.tokenizer))
+    return GenPPLResult(
+        checkpoint=checkpoint,
+        objective=str(model.config.get("objective", {}).get("name", "?")),
+        samples_file=samples_file,
+        samples=len(samples),
+        tokens=int(counts.sum()),
+        context_only_tokens=context_only,
+        chunks=chunks,
+        max_length=max_length,
+        batch_size=batch_size,
+        nll=nll,
+        nll_se=se,
+        gen_ppl=math.exp(nll),
+        gen_ppl_se=None if se is None else math.exp(nll) * se,
+        per_sample_ppl_mean=float(per_sample.mean()),
+        per_sample_ppl_se=float(per_sample.std(ddof=1) / math.sqrt(n)) if n > 1 else None,
+        diversity=Diversity.of(encoded),
+        reference_file=reference_file,
+        reference_diversity=ref_diversity,
+    )
+
+
+def default_ar_checkpoint(root: str | os.PathLike = ".") -> Path:
+    """The first of ``DEFAULT_AR_CHECKPOINTS`` (under ``root``) that exists."""
+    for candidate in DEFAULT_AR_CHECKPOINTS:
+        path = Path(root) / candidate
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        "no --checkpoint given and none of the conventional AR checkpoints exists ("
+        + ", ".join(DEFAULT_AR_CHECKPOINTS)
+        + "); pass --checkpoint AR.ckpt, or train one: `genodiff train "
+        "configs/hg38_ar_mamba.yaml` (DNA) or the text plugin's AR config (text)"
+    )
+
+
+def _stderr_progress() -> Callable[[int, int], None]:
+    last = [0]
+
+    def report(done: int, total: int) -> None:
+        if done - last[0] >= max(1, total // 20) or done == total:
+            last[0] = done
+            print(f"genodiff gen-ppl: scored {done}/{total} chunks", file=sys.stderr, flush=True)
+
+    return report
+
+
+def score_sample_file(
+    samples_path: str | os.PathLike,
+    checkpoint: str | os.PathLike,
+    reference_path: str | os.PathLike | None = None,
+    batch_size: int = 16,
+    device: str | None = None,
+    max_length: int | None = None,
+    progress: bool = True,
+) -> GenPPLResult:
+    """``generative_perplexity`` of the samples in a file, scored by the AR checkpoint at
+    ``checkpoint`` (loaded with its EMA weights), with the diversity of ``reference_path``."""
+    from genodiff.training import load_checkpoint
+
+    samples = read_samples(samples_path)
+    reference = read_samples(reference_path) if reference_path is not None else None
+    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = load_checkpoint(checkpoint, torch_device)
+    _check_exact(model, str(checkpoint))
+    domain = model.tokenizer.domain
+    for path in (samples_path, reference_path):
+        if path is not None and is_fasta(path) and domain != "dna":
+            raise ValueError(
+                f"{path} is FASTA (DNA), but {checkpoint} is a {domain} checkpoint; score DNA "
+                "samples with a DNA AR checkpoint"
+            )
+    return generative_perplexity(
+        samples,
+        model,
+        batch_size=batch_size,
+        max_length=max_length,
+        reference=reference,
+        checkpoint=str(checkpoint),
+        samples_file=str(samples_path),
+        reference_file=None if reference_path is None else str(reference_path),
+        progress=_stderr_progress() if progress else None,
+    )

@@ -1,0 +1,282 @@
+"""`genodiff gen-ppl`: generative perplexity against an explicit next-token loop, diversity
+against hand-computed values, sample readers, and the command line."""
+
+import gzip
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from genodiff import cli
+from genodiff.generate import SamplingRun, write_samples
+from genodiff.generative_perplexity import (
+    DEFAULT_AR_CHECKPOINTS,
+    Diversity,
+    distinct_n,
+    generative_perplexity,
+    read_samples,
+    unigram_entropy,
+)
+from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
+from genodiff.training import DiffusionLM, load_checkpoint
+
+TOK = DNATokenizer()
+DATA = {"name": "fasta", "max_length": 32}
+NO_EMA = {"decay": 0.0}
+
+
+def save(model: DiffusionLM, path) -> str:
+    """The checkpoint dict ``load_checkpoint`` reads, as a Lightning Trainer writes it."""
+    torch.save(
+        {
+            "hyper_parameters": {"config": model.hparams.config},
+            "state_dict": model.state_dict(),
+            CHECKPOINT_KEY: tokenizer_record(model.tokenizer),
+        },
+        path,
+    )
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """A tiny AR Mamba (random weights, spread out so predictions are far from uniform) and a
+    tiny MDLM Caduceus."""
+    folder = tmp_path_factory.mktemp("ckpt")
+    torch.manual_seed(0)
+    ar = DiffusionLM(
+        {
+            "model": {"name": "mamba", "d_model": 16, "n_layer": 1},
+            "objective": {"name": "ar"},
+            "data": DATA,
+            "ema": NO_EMA,
+        }
+    )
+    with torch.no_grad():
+        for p in ar.backbone.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    mdlm = DiffusionLM(
+        {
+            "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
+            "objective": {"name": "mdlm"},
+            "data": DATA,
+            "ema": NO_EMA,
+        }
+    )
+    return {"ar": save(ar, folder / "ar.ckpt"), "mdlm": save(mdlm, folder / "mdlm.ckpt")}
+
+
+def random_dna(lengths, seed) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return ["".join(rng.choice(list("ACGT"), size=n)) for n in lengths]
+
+
+@torch.no_grad()
+def reference_nll(backbone, text: str, max_length: int) -> tuple[float, int]:
+    """(NLL in nats, scored tokens) of one sample by an explicit loop: every chunk of
+    ``max_length`` bases starts from [BOS]; the model's next-token log-softmax after the
+    chunk's prefix is read at each base. N is context ([PAD], as training stores it), never a
+    target."""
+    ids = [TOK.pad_id if c == "N" else TOK.token_to_id[c] for c in text]
+    total, count = 0.0, 0
+    for start in range(0, len(ids), max_length):
+        chunk = ids[start : start + max_length]
+        for i, target in enumerate(chunk):
+            if target == TOK.pad_id:
+                continue
+            context = torch.tensor([[TOK.bos_id, *chunk[:i]]])
+            log_p = backbone(context)[0, -1].double().log_softmax(-1)
+            total -= float(log_p[target])
+            count += 1
+    return total, count
+
+
+def expected_stats(backbone, samples, max_length):
+    rows = [reference_nll(backbone, s, max_length) for s in samples]
+    sums = np.array([s for s, _ in rows])
+    counts = np.array([n for _, n in rows], dtype=float)
+    ratio = sums.sum() / counts.sum()
+    n = len(rows)
+    se = math.sqrt(((sums - ratio * counts) ** 2).sum() / (n * (n - 1))) / counts.mean()
+    return sums, counts, ratio, se
+
+
+# --------------------------------------------------------------------------- diversity
+
+
+def test_unigram_entropy_by_hand():
+    # p = (1/2, 1/4, 1/4): H = 1/2 ln 2 + 2 * 1/4 ln 4 = 1.5 ln 2
+    assert unigram_entropy([7, 7, 8, 9]) == pytest.approx(1.5 * math.log(2))
+    assert unigram_entropy([5, 5, 5]) == 0.0
+    assert unigram_entropy([1, 2, 3, 4]) == pytest.approx(math.log(4))
+
+
+def test_distinct_n_by_hand_and_ngrams_never_span_two_sequences():
+    seqs = [[1, 2, 1, 2], [1, 2, 3]]
+    assert distinct_n(seqs, 1) == pytest.approx(3 / 7)  # {1, 2, 3} of 7 tokens
+    # (1,2) (2,1) (1,2) | (1,2) (2,3): 3 distinct of 5; across the boundary (2,1) would add one
+    assert distinct_n(seqs, 2) == pytest.approx(3 / 5)
+    assert distinct_n(seqs, 3) == pytest.approx(1.0)  # (1,2,1) (2,1,2) | (1,2,3)
+    assert distinct_n(seqs, 4) == pytest.approx(1.0)  # (1,2,1,2) only
+    assert distinct_n(seqs, 5) is None
+    stats = Diversity.of([np.array(s) for s in seqs])
+    assert stats.entropy == pytest.approx((math.log(2) + math.log(3)) / 2)
+    assert (stats.sequences, stats.tokens) == (2, 7)
+    assert (stats.distinct_1, stats.distinct_2) == (pytest.approx(3 / 7), pytest.approx(3 / 5))
+
+
+# --------------------------------------------------------------------------- Gen PPL
+
+
+def test_gen_ppl_equals_an_explicit_next_token_loop(checkpoints):
+    model = load_checkpoint(checkpoints["ar"])
+    samples = random_dna([5, 20, 32, 45], seed=1)  # 45 > max_length 32: two chunks
+    result = generative_perplexity(samples, model, batch_size=3)
+    sums, counts, ratio, se = expected_stats(model.eval_backbone, samples, 32)
+    assert result.max_length == 32  # the checkpoint's data.max_length
+    assert (result.samples, result.tokens, result.chunks) == (4, 102, 5)
+    assert result.nll == pytest.approx(ratio, rel=1e-5)
+    assert result.gen_ppl == pytest.approx(math.exp(ratio), rel=1e-5)
+    assert abs(result.nll - math.log(16)) > 0.05  # the weights are far from uniform
+    assert result.nll_se == pytest.approx(se, rel=1e-3)
+    assert result.gen_ppl_se == pytest.approx(math.exp(ratio) * se, rel=1e-3)
+    per_sample = np.exp(sums / counts)
+    assert result.per_sample_ppl_mean == pytest.approx(per_sample.mean(), rel=1e-5)
+    assert result.per_sample_ppl_se == pytest.approx(per_sample.std(ddof=1) / 2, rel=1e-4)
+    same = generative_perplexity(samples, model, batch_size=1)
+    assert same.nll == pytest.approx(result.nll, rel=1e-5)  # padding in a batch changes nothing
+
+
+def test_chunks_beyond_max_length_score_every_token_once(checkpoints):
+    model = load_checkpoint(checkpoints["ar"])
+    samples = random_dna([19, 8, 3], seed=2)
+    samples[0] = samples[0][:6] + "NN" + samples[0][8:]  # N: context only
+    result = generative_perplexity(samples, model, batch_size=2, max_length=8)
+    _, counts, ratio, _ = expected_stats(model.eval_backbone, samples, 8)
+    assert result.chunks == 3 + 1 + 1  # 19 = 8 + 8 + 3
+    assert result.tokens == counts.sum() == 30 - 2
+    assert result.context_only_tokens == 2
+    assert result.nll == pytest.approx(ratio, rel=1e-5)
+
+
+def test_diversity_of_samples_and_reference(checkpoints):
+    model = load_checkpoint(checkpoints["ar"])
+    result = generative_perplexity(["AAAA", "ACGT"], model, reference=["ACGTACGT"])
+    d, r = result.diversity, result.reference_diversity
+    assert d.entropy == pytest.approx((0 + math.log(4)) / 2)
+    assert d.distinct_1 == pytest.approx(4 / 8)
+    assert d.distinct_2 == pytest.approx(4 / 6)  # AA AA AA | AC CG GT
+    assert d.distinct_4 == pytest.approx(2 / 2)
+    assert r.entropy == pytest.approx(math.log(4))
+    assert r.distinct_1 == pytest.approx(4 / 8)
+    assert r.distinct_2 == pytest.approx(4 / 7)  # AC CG GT TA AC CG GT
+    assert r.distinct_3 == pytest.approx(4 / 6)
+    assert result.per_sample_ppl_se is not None and result.nll_se is not None
+
+
+def test_a_diffusion_checkpoint_is_refused(checkpoints):
+    model = load_checkpoint(checkpoints["mdlm"])
+    with pytest.raises(ValueError, match="exact-likelihood.*'mdlm'"):
+        generative_perplexity(["ACGT"], model)
+
+
+def test_bad_samples_are_named(checkpoints):
+    model = load_checkpoint(checkpoints["ar"])
+    with pytest.raises(ValueError, match="sample 1: cannot tokenize character 'X'"):
+        generative_perplexity(["ACGT", "ACXT"], model)
+    with pytest.raises(ValueError, match="no sample holds a token"):
+        generative_perplexity(["NNN"], model)
+    with pytest.raises(ValueError, match="--max-length"):
+        generative_perplexity(["ACGT"], model, max_length=0)
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def test_readers_round_trip_what_genodiff_sample_writes(tmp_path):
+    texts = random_dna([12, 12, 12], seed=3)
+    ids = torch.tensor([TOK.encode(t) for t in texts])
+    run = SamplingRun(checkpoint="x.ckpt", sampler="ancestral", steps=8, seed=0)
+    for name in ("s.fa", "s.fasta", "s.txt", "s.jsonl"):
+        assert read_samples(write_samples(ids, tmp_path / name, run, TOK)) == texts
+    with gzip.open(tmp_path / "s.fa.gz", "wt") as handle:
+        handle.write((tmp_path / "s.fa").read_text())
+    assert read_samples(tmp_path / "s.fa.gz") == texts
+    (tmp_path / "blank.txt").write_text("\nACGT\n\n  \nGGCC  \n")
+    assert read_samples(tmp_path / "blank.txt") == ["ACGT", "GGCC"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("s.csv", "ACGT\n", "unknown sample file format '.csv'"),
+        ("s", "ACGT\n", "unknown sample file format '\\(no suffix\\)'"),
+        ("s.txt", "\n \n", "holds no sample"),
+        ("s.fa", "", "holds no sample"),
+        ("s.fa", "ACGT\n", "is not FASTA"),
+        ("s.fa", ">a\n>b\nACGT\n", "record 'a' has no sequence"),
+        ("s.jsonl", '{"text": "ACGT"}\n{"text": "AC"\n', "line 2: invalid JSON"),
+        ("s.jsonl", '{"id": "a"}\n', 'line 1: expected a JSON object with a string "text"'),
+        ("s.jsonl", '\n{"text": " "}\n', 'line 2: the "text" field is empty'),
+    ],
+)
+def test_reader_errors(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        read_samples(path)
+
+
+def test_missing_sample_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        read_samples(tmp_path / "none.fa")
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_cli_end_to_end(checkpoints, tmp_path, capsys):
+    samples = random_dna([40, 40, 40], seed=4)
+    (tmp_path / "s.fa").write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(samples)))
+    (tmp_path / "real.txt").write_text("ACGTACGT\n")
+    ckpt = checkpoints["ar"]
+    base = ["gen-ppl", str(tmp_path / "s.fa"), "--checkpoint", ckpt, "--batch-size", "2"]
+    capsys.readouterr()
+    assert cli.main([*base, "--reference", str(tmp_path / "real.txt"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    model = load_checkpoint(ckpt)
+    _, _, ratio, _ = expected_stats(model.eval_backbone, samples, 32)
+    assert out["gen_ppl"] == pytest.approx(math.exp(ratio), rel=1e-5)
+    assert (out["samples"], out["tokens"], out["chunks"], out["objective"]) == (3, 120, 6, "ar")
+    assert set(out["diversity"]) >= {"entropy", "distinct_1", "distinct_4"}
+    assert out["reference_diversity"]["distinct_2"] == pytest.approx(4 / 7)
+
+    assert cli.main([*base, "--max-length", "16"]) == 0
+    text = capsys.readouterr().out
+    for field in ("Gen PPL", "per-sample PPL", "entropy (nats)", "distinct-4", "<= 16"):
+        assert field in text
+
+
+def test_cli_default_checkpoint_and_errors(checkpoints, tmp_path, capsys, monkeypatch):
+    (tmp_path / "s.fa").write_text(">a\nACGTACGTAC\n")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["gen-ppl", "s.fa"]) == 2
+    err = capsys.readouterr().err
+    assert "outputs/hg38_ar_mamba/checkpoints/last.ckpt" in err and "genodiff train" in err
+
+    default = tmp_path / DEFAULT_AR_CHECKPOINTS[-1]
+    default.parent.mkdir(parents=True)
+    shutil.copyfile(checkpoints["ar"], default)
+    assert cli.main(["gen-ppl", "s.fa", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "outputs/hg38_ar_mamba/checkpoints/last.ckpt" in captured.err
+    assert json.loads(captured.out)["tokens"] == 10
+
+    assert cli.main(["gen-ppl", "missing.fa", "--checkpoint", checkpoints["ar"]]) == 2
+    assert "missing.fa not found" in capsys.readouterr().err
+    assert cli.main(["gen-ppl", "s.fa", "--checkpoint", checkpoints["mdlm"]]) == 2
+    assert "exact-likelihood" in capsys.readouterr().err
