@@ -1,0 +1,405 @@
+"""The core is domain-neutral: a toy text tokenizer and data module, registered only through
+entry points (as a plugin would be), train, sample and evaluate with the same commands; ids and
+sizes come from the tokenizer; capabilities are declared; checkpoint layouts are open."""
+
+import json
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from genodiff import cli, registry
+from genodiff.backbones import Capabilities, build, capabilities_of
+from genodiff.backbones.layout import CheckpointLayout
+from genodiff.checkpoints import CheckpointError, detect_layout, load_pretrained, save_pretrained
+from genodiff.config import ConfigError, with_tokenizer_fields
+from genodiff.data.base import DataModule
+from genodiff.evaluate import window_digest
+from genodiff.generate import SamplingRun, write_samples
+from genodiff.objectives import AR, MDLM, SEDD
+from genodiff.sampling import SampleRequest
+from genodiff.tokenizers import (
+    DNATokenizer,
+    Tokenizer,
+    build_tokenizer,
+    load_tokenizer,
+    tokenizer_from_record,
+    tokenizer_record,
+)
+from genodiff.tokenizers.base import id_dtype
+from tests.test_cli import DEMO, TINY
+
+ROOT = Path(__file__).resolve().parents[1]
+ALPHABET = "abcdefghijklmnopqrstuvwxyz ."
+SENTENCES = [
+    "the cat sat on the mat.",
+    "a dog ran to the park.",
+    "the sun is hot today.",
+    "we like to read books.",
+]
+
+
+class CharTokenizer(Tokenizer):
+    """[PAD]=0 [MASK]=1 [BOS]=2 [EOS]=3, then one id per character of ALPHABET."""
+
+    name = "toy_chars"
+    domain = "text"
+    specials = ("[PAD]", "[MASK]", "[BOS]", "[EOS]")
+
+    def __init__(self, lowercase: bool = True) -> None:
+        self.lowercase = lowercase
+        self.vocab_size = len(self.specials) + len(ALPHABET)
+        self.pad_id, self.mask_id, self.bos_id, self.eos_id = 0, 1, 2, 3
+        self.sample_ids = tuple(range(len(self.specials), self.vocab_size))  # characters only
+
+    def encode(self, text: str) -> list[int]:
+        ids = []
+        for i, part in enumerate(text.split("[MASK]")):
+            part = part.lower() if self.lowercase else part
+            ids += [self.mask_id] if i else []
+            ids += [len(self.specials) + ALPHABET.index(c) for c in part if c in ALPHABET]
+        return ids
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        out = []
+        for i in ids:
+            if i < len(self.specials):
+                out.append("" if skip_special_tokens else self.specials[i])
+            else:
+                out.append(ALPHABET[i - len(self.specials)])
+        return "".join(out)
+
+    def to_state(self) -> dict:
+        return {"lowercase": self.lowercase}
+
+
+class LineDataset:
+    """[BOS] line [EOS], padded with [PAD] / truncated to max_length."""
+
+    def __init__(self, lines: list[str], tokenizer: Tokenizer, max_length: int) -> None:
+        self.lines, self.tokenizer, self.max_length = lines, tokenizer, max_length
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        tok = self.tokenizer
+        ids = [tok.bos_id, *tok.encode(self.lines[index]), tok.eos_id][: self.max_length]
+        ids += [tok.pad_id] * (self.max_length - len(ids))
+        return {"input_ids": torch.tensor(ids)}
+
+    def item_name(self, index: int) -> str:
+        return f"line {index + 1}"
+
+
+class ToyLines(DataModule):
+    """Lines of a text file, split 80/10/10 by line order."""
+
+    domain = "text"
+    file_option = "--text"
+
+    def __init__(self, path: str, max_length: int = 32, batch_size: int = 4) -> None:
+        super().__init__()
+        self.path, self.max_length, self.batch_size = Path(path), max_length, batch_size
+
+    def check_files(self) -> None:
+        if not self.path.is_file():
+            raise FileNotFoundError(f"text file not found: {self.path} (data.path)")
+
+    def _lines(self, split: str) -> list[str]:
+        lines = [line for line in self.path.read_text().splitlines() if line.strip()]
+        cut1, cut2 = int(0.8 * len(lines)), int(0.9 * len(lines))
+        return {"train": lines[:cut1], "valid": lines[cut1:cut2], "test": lines[cut2:]}[split]
+
+    def training_texts(self):
+        return self._lines("train")
+
+    def heldout_dataset(self, split: str = "test") -> LineDataset:
+        return LineDataset(self._lines(split), self.tokenizer, self.max_length)
+
+    def file_dataset(self, path) -> LineDataset:
+        lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+        return LineDataset(lines, self.tokenizer, self.max_length)
+
+    def train_dataloader(self) -> DataLoader:
+        dataset = LineDataset(self._lines("train"), self.tokenizer, self.max_length)
+        return DataLoader(dataset, batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.heldout_dataset("valid"), batch_size=self.batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.heldout_dataset("test"), batch_size=self.batch_size)
+
+
+PLUGIN = {
+    "genodiff.tokenizers": [("toy_chars", "CharTokenizer")],
+    "genodiff.data": [("toy_lines", "ToyLines")],
+}
+
+
+@pytest.fixture(scope="module")
+def toy_plugin():
+    """Register the toy tokenizer and data module as entry points (no core import of them)."""
+    found = {
+        group: [EntryPoint(name, f"{__name__}:{obj}", group) for name, obj in items]
+        for group, items in PLUGIN.items()
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "entry_points", lambda group: found.get(group, []))
+        yield
+        for kind in ("tokenizer", "data"):  # forget the toy classes once done
+            for name, _ in PLUGIN[registry.ENTRY_POINT_GROUPS[kind]]:
+                registry._REGISTRIES[kind].pop(name, None)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("text") / "corpus.txt"
+    path.write_text("\n".join(SENTENCES * 10) + "\n")
+    return path
+
+
+def write_text_config(folder: Path, corpus: Path, out: Path) -> Path:
+    """An experiment file beside links to the repository's config groups."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for group in ("model", "objective", "trainer"):
+        (folder / group).symlink_to(ROOT / "configs" / group)
+    config = folder / "toy_text.yaml"
+    config.write_text(
+        f"""defaults:
+  - model: caduceus_tiny
+  - objective: mdlm
+  - trainer: cpu
+  - _self_
+name: toy_text
+output_dir: {out}
+tokenizer: {{name: toy_chars}}
+data: {{name: toy_lines, path: {corpus}, max_length: 32, batch_size: 4}}
+objective: {{eval_t_samples: 2}}
+samples: {{num_samples: 2, length: 32, steps: 8}}
+trainer: {{max_steps: 4, val_check_interval: 2, limit_val_batches: 2, limit_test_batches: 2,
+          enable_progress_bar: false}}
+"""
+    )
+    return config
+
+
+@pytest.fixture(scope="module")
+def text_run(toy_plugin, corpus, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("text_run")
+    config = write_text_config(root / "configs", corpus, root / "run")
+    assert cli.main(["train", str(config)]) == 0
+    return root / "run"
+
+
+def test_text_domain_trains_samples_and_evaluates_through_the_core(text_run, corpus, capsys):
+    ckpt = text_run / "checkpoints" / "last.ckpt"
+    # The run saved the tokenizer; the vocabulary came from it (28 characters + 4 specials).
+    assert json.loads((text_run / "tokenizer.json").read_text())["name"] == "toy_chars"
+    config = json.loads(json.dumps(torch.load(ckpt, weights_only=False)["hyper_parameters"]))
+    assert config["config"]["model"]["vocab_size"] == 32
+    assert config["config"]["objective"]["mask_id"] == 1
+    samples = (text_run / "samples.txt").read_text().splitlines()
+    assert len(samples) == 2 and all(set(s) <= set(ALPHABET) for s in samples)
+
+    out = text_run / "s.jsonl"
+    assert cli.main(["sample", "--checkpoint", str(ckpt), "--out", str(out), "--num-samples",
+                     "3", "--steps", "8", "--prefix", "the "]) == 0  # fmt: skip
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3 and all(r["text"].startswith("the ") for r in rows)
+    assert rows[0]["sampler"] == "ancestral" and rows[0]["checkpoint"] == str(ckpt)
+    assert rows[0]["constraint"] == "prefix=5tokens"  # [BOS] t h e ' '
+
+    template = text_run / "template.txt"
+    template.write_text("\nthe [MASK][MASK][MASK] sat.\n")
+    infill = text_run / "i.txt"
+    args = ["sample", "--checkpoint", str(ckpt), "--out", str(infill), "--infill", str(template)]
+    assert cli.main([*args, "--steps", "4"]) == 0
+    for line in infill.read_text().splitlines():
+        assert line.startswith("the ") and line.endswith(" sat.") and len(line) == 12
+
+    capsys.readouterr()
+    scores = []
+    for seed in ("0", "1"):
+        argv = ["eval", "--checkpoint", str(ckpt), "--text", str(corpus), "--json"]
+        assert cli.main([*argv, "--seed", seed, "--num-windows", "5"]) == 0
+        scores.append(json.loads(capsys.readouterr().out))
+    assert scores[0]["windows"] == 5 and scores[0]["length"] == 32
+    assert scores[0]["windows_sha256"] == scores[1]["windows_sha256"]
+    assert scores[0]["nelbo"] > 0
+
+
+def test_domain_mismatches_are_clear_errors(text_run, corpus, capsys):
+    ckpt = str(text_run / "checkpoints" / "last.ckpt")
+    assert cli.main(["eval", "--checkpoint", ckpt, "--fasta", str(corpus)]) == 2
+    assert "--fasta does not fit this checkpoint: its data are text" in capsys.readouterr().err
+    out = text_run / "x.fa"
+    assert cli.main(["sample", "--checkpoint", ckpt, "--out", str(out), "--steps", "2"]) == 2
+    assert "FASTA holds DNA" in capsys.readouterr().err and not out.exists()
+    args = ["sample", "--checkpoint", ckpt, "--out", str(text_run / "y.csv"), "--steps", "2"]
+    assert cli.main(args) == 2
+    assert "unknown output format '.csv'" in capsys.readouterr().err
+    # A DNA tokenizer cannot drive a text data module.
+    config = text_run.parent / "configs" / "toy_text.yaml"
+    assert cli.main(["train", str(config), "tokenizer.name=dna", f"output_dir={text_run}2"]) == 2
+    assert "reads text but the tokenizer 'dna' is for dna" in capsys.readouterr().err
+
+
+def test_time_conditioning_on_a_backbone_that_ignores_sigma_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", DEMO, *TINY, "objective.time_conditioning=true", f"output_dir={out}"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "objective.time_conditioning=true, but the Caduceus backbone is not" in err
+    assert not out.exists()  # refused before anything was written
+
+
+def test_builtin_backbones_declare_their_capabilities():
+    ph = build("caduceus", d_model=8, n_layer=1, vocab_size=12)
+    ps = build("caduceus", d_model=8, n_layer=1, vocab_size=12, rcps=True)
+    mamba = build("mamba", d_model=8, n_layer=1, vocab_size=12)
+    hyena = build("hyena", d_model=8, n_layer=1, vocab_size=12, layer={"l_max": 16})
+    assert ph.capabilities == Capabilities(hidden_size=8)
+    assert ps.capabilities == Capabilities(hidden_size=16, rc_equivariant=True)
+    assert mamba.capabilities == Capabilities(hidden_size=8, causal=True, recurrent_step=True)
+    assert hyena.capabilities == Capabilities(hidden_size=8, causal=True)
+    assert capabilities_of(torch.nn.Linear(2, 2)) == Capabilities()  # nothing declared
+    # The AR objective trusts the declaration: a bidirectional model is refused.
+    with pytest.raises(ValueError, match="does not declare itself causal"):
+        AR(bos_id=2, pad_id=4, sample_ids=(7, 8, 9, 10)).loss(ph, torch.full((1, 4), 7))
+
+
+def test_ids_and_vocabulary_come_from_the_tokenizer():
+    dna = DNATokenizer()
+    filled = with_tokenizer_fields("objective", MDLM, {"name": "mdlm"}, dna)
+    assert filled == {"name": "mdlm", "mask_id": 3, "pad_id": 4, "sample_ids": [7, 8, 9, 10]}
+    same = with_tokenizer_fields("objective", MDLM, {"mask_id": 3, "sample_ids": None}, dna)
+    assert same["mask_id"] == 3 and same["sample_ids"] == [7, 8, 9, 10]
+    with pytest.raises(ConfigError, match=r"objective.mask_id=5 disagrees .* \(mask_id = 3\)"):
+        with_tokenizer_fields("objective", MDLM, {"mask_id": 5}, dna)
+    model_cls = registry.get("backbone", "caduceus")
+    assert with_tokenizer_fields("model", model_cls, {}, dna) == {"vocab_size": 12}
+    assert with_tokenizer_fields("model", model_cls, {"vocab_size": 16}, dna)["vocab_size"] == 16
+    with pytest.raises(ConfigError, match="vocab_size=8 is smaller than the dna tokenizer's 12"):
+        with_tokenizer_fields("model", model_cls, {"vocab_size": 8}, dna)
+
+
+class Uniform(torch.nn.Module):
+    """Equal logits over a 16-column vocabulary."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids, sigma=None):
+        return torch.zeros(*input_ids.shape, 16) + 0 * self.dummy
+
+
+@pytest.mark.parametrize(
+    "objective", [MDLM(3, 4, sample_ids=[7, 10]), SEDD(3, 4, sample_ids=[7, 10])]
+)
+def test_samplers_draw_only_the_tokenizer_sample_ids(objective):
+    request = SampleRequest(num_samples=20, length=16, steps=8)
+    out = objective.sample(Uniform(), request, torch.Generator().manual_seed(0))
+    assert set(out.unique().tolist()) == {7, 10}  # uniform model: both drawn, nothing else
+    free = MDLM(3, 4).sample(Uniform(), request, torch.Generator().manual_seed(0))
+    assert len(set(free.unique().tolist()) - {7, 10}) > 5  # without sample_ids: any non-mask id
+    assert 3 not in free.unique().tolist()
+
+
+def test_tokenizer_registry_records_and_folders(tmp_path, toy_plugin):
+    assert isinstance(build_tokenizer(None), DNATokenizer)
+    toy = build_tokenizer({"name": "toy_chars", "lowercase": False})
+    record = tokenizer_record(toy)
+    assert record == {"name": "toy_chars", "state": {"lowercase": False}}
+    again = tokenizer_from_record(json.loads(json.dumps(record)))
+    assert isinstance(again, CharTokenizer) and again.lowercase is False
+    toy.save(tmp_path)
+    assert isinstance(load_tokenizer(tmp_path), CharTokenizer)
+    assert load_tokenizer(tmp_path / "nothing") is None
+    with pytest.raises(KeyError, match="install it"):
+        tokenizer_from_record({"name": "no_such_tokenizer", "state": {}})
+
+
+def test_a_broken_plugin_names_itself_and_does_not_break_builtins(monkeypatch):
+    broken = EntryPoint("broken", "no_such_module:Thing", "genodiff.backbones")
+    monkeypatch.setattr(registry, "entry_points", lambda group: [broken])
+    assert registry.get("backbone", "caduceus").__name__ == "Caduceus"  # not imported
+    with pytest.raises(ImportError, match="backbone plugin 'broken' .* failed to load"):
+        registry.get("backbone", "broken")
+
+
+def test_window_digest_keeps_large_ids_apart():
+    # int8 bytes would make ids 300 and 44 (300 mod 256) the same data; int32 keeps them apart.
+    a = [{"input_ids": torch.tensor([5, 300, 29_000])}]
+    b = [{"input_ids": torch.tensor([5, 44, 29_000])}]
+    assert window_digest(a, [0], ["w"]) != window_digest(b, [0], ["w"])
+    assert id_dtype(12) == np.uint8 and id_dtype(30_522) == np.uint16
+    assert id_dtype(70_000) == np.uint32
+
+
+def test_sample_writers(tmp_path):
+    samples = torch.tensor([[7, 8, 9, 10, 4], [10, 10, 3, 7, 7]])
+    run = SamplingRun(checkpoint="c.ckpt", sampler="cached", steps=8, seed=5)
+    dna = DNATokenizer()
+    fasta = write_samples(samples, tmp_path / "s.fa", run, dna).read_text().split("\n")
+    assert fasta[:2] == [f">sample_0_seed5 {run.describe()}", "ACGTN"] and fasta[3] == "TTNAA"
+    txt = write_samples(samples, tmp_path / "s.txt", run, dna).read_text()
+    assert txt == "ACGTN\nTTNAA\n"
+    rows = [json.loads(x) for x in write_samples(samples, tmp_path / "s.jsonl", run, dna).open()]
+    assert rows[1] == {"id": "sample_1_seed5", "text": "TTNAA", "checkpoint": "c.ckpt",
+                       "sampler": "cached", "steps": 8, "seed": 5, "temperature": 1.0,
+                       "top_p": 1.0, "block": None, "stride": None, "constraint": None}  # fmt: skip
+    assert not list(tmp_path.glob("*.part"))
+
+
+class TinyPluginModel(torch.nn.Module):
+    """A plugin backbone with its own folder layout: config.json {"model_type": "tiny"}."""
+
+    def __init__(self, vocab_size: int, width: int = 4) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(vocab_size, width)
+        self.capabilities = Capabilities(hidden_size=width)
+
+    def forward(self, input_ids, sigma=None, inputs_embeds=None):
+        return self.table(input_ids) @ self.table.weight.T
+
+
+TinyPluginModel.checkpoint_layouts = (
+    CheckpointLayout(
+        name="tiny",
+        matches=lambda c: c.get("model_type") == "tiny",
+        read_config=lambda c: {"vocab_size": c["vocab"], "width": c["width"]},
+        write_config=lambda m, cfg: {
+            "model_type": "tiny",
+            "vocab": cfg["vocab_size"],
+            "width": cfg["width"],
+        },  # fmt: skip
+        to_genodiff=lambda name: name.removeprefix("model."),
+        to_reference=lambda name: "model." + name,
+    ),
+)
+
+
+def test_plugin_backbones_bring_their_own_checkpoint_layout(monkeypatch, tmp_path):
+    entry = EntryPoint("tiny", "tests.test_domain_neutral_core:TinyPluginModel", "g")
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [entry] if group == "genodiff.backbones" else []
+    )
+    model = build("tiny", vocab_size=10, width=3)
+    folder = save_pretrained(model, tmp_path / "tiny")
+    config = json.loads((folder / "config.json").read_text())
+    assert config == {"model_type": "tiny", "vocab": 10, "width": 3}
+    with open(folder / "model.safetensors", "rb") as handle:
+        header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+    assert "model.table.weight" in header  # stored under the reference name
+    loaded = load_pretrained(folder)
+    assert isinstance(loaded, TinyPluginModel)
+    assert torch.equal(loaded.table.weight, model.table.weight)
+    assert detect_layout(config)[0] == "tiny"
+    with pytest.raises(CheckpointError, match="matches no known layout .*tiny"):
+        detect_layout({"model_type": "unknown"})
