@@ -2,8 +2,9 @@
 
 Gen PPL (the MDLM paper's sample-quality number) scores generated samples with an
 autoregressive (exact-likelihood) checkpoint: each sample is encoded with that checkpoint's
-tokenizer (``tokenizer.encode``, no special token added: the AR objective feeds [BOS] before
-the first token), cut into consecutive chunks of at most ``max_length`` tokens (default: the
+tokenizer as training sequences begin (``tokenizer.encode_sample``: DNA as it is; text with
+its [BOS]/[CLS] first, as the data module lays out sentences; the AR objective feeds its own
+[BOS] before that), cut into consecutive chunks of at most ``max_length`` tokens (default: the
 checkpoint's training window), and every chunk is scored by the checkpoint's own loss with
 its EMA weights, starting afresh from [BOS]. Chunks of a batch are right-padded with
 ``tokenizer.pad_id``, never scored. Tokens the checkpoint cannot generate (ids outside
@@ -272,12 +273,12 @@ class GenPPLResult:
 
 
 def encode_samples(samples: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
-    """Ids of every sample (``tokenizer.encode``); ValueError naming a sample that fails or
-    encodes to nothing."""
+    """Ids of every sample (``tokenizer.encode_sample``); ValueError naming a sample that fails
+    or encodes to nothing."""
     out = []
     for i, text in enumerate(samples):
         try:
-            ids = np.asarray(tokenizer.encode(text), dtype=np.int64)
+            ids = np.asarray(tokenizer.encode_sample(text), dtype=np.int64)
         except ValueError as err:
             raise ValueError(f"sample {i}: {err}") from None
         if ids.size == 0:

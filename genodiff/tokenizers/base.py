@@ -58,6 +58,11 @@ class Tokenizer(ABC):
         """What a user reads for a generated sequence (text: special tokens dropped)."""
         return self.decode(ids, skip_special_tokens=True)
 
+    def encode_sample(self, text: str) -> list[int]:
+        """Ids of a sample as ``decode_sample`` wrote it, laid out as training sequences begin
+        ([BOS] first when the vocabulary has one), so a model scores it in context."""
+        return ([self.bos_id] if self.bos_id is not None else []) + self.encode(text)
+
     def encode_prefix(self, text: str) -> list[int]:
         """The ids a sample that starts with ``text`` begins with ([BOS] first when there is
         one, as the training sequences begin)."""

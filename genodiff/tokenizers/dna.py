@@ -133,6 +133,10 @@ class DNATokenizer(Tokenizer):
         allowed = set(self.base_ids) | {self.n_id}
         return self.decode([i if i in allowed else self.n_id for i in np.asarray(ids).tolist()])
 
+    def encode_sample(self, text: str) -> list[int]:
+        """A generated sequence's ids as they are: DNA windows start with a base, no [BOS]."""
+        return self.encode(text)
+
     def encode_prefix(self, text: str) -> list[int]:
         """A prefix of upper- or lower-case A/C/G/T (no [BOS]: DNA windows start with a base)."""
         if not text:
