@@ -1,0 +1,269 @@
+"""Checkpoint folders of the text models (layouts ``mdlm`` and ``mdlm_ar``), read and written
+by genodiff's core through the plugin's entry points, and ``genodiff_text.convert`` on upstream
+MDLM Lightning checkpoints built by hand here."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import safetensors.torch
+import torch
+from genodiff_text.convert import (
+    ConversionError,
+    convert_checkpoint,
+    main,
+    upstream_parameter_order,
+)
+from genodiff_text.models.ar import ARTransformer
+from genodiff_text.models.dit import DIT
+from omegaconf import OmegaConf
+
+from genodiff import backbones
+from genodiff.checkpoints import (
+    detect_layout,
+    export_checkpoint,
+    load_pretrained,
+    registered_layouts,
+    save_pretrained,
+)
+
+DIT_CONFIG = {"vocab_size": 11, "hidden_dim": 32, "cond_dim": 16, "n_blocks": 2, "n_heads": 2}
+AR_CONFIG = {"vocab_size": 11, "hidden_dim": 32, "n_blocks": 2, "n_heads": 2, "mask_index": 10}
+IDS = torch.tensor([[1, 5, 3, 10, 0, 7], [4, 4, 9, 1, 6, 8]])
+SIGMA = torch.tensor([0.2, 1.5])
+
+
+def randomised(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Random non-zero weights (upstream zero-initialises adaLN and the output layer)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    return model.eval()
+
+
+def same_state(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+# ----------------------------------------------------------------------------- folders
+
+
+def test_dit_round_trip_in_the_mdlm_layout(tmp_path):
+    model = randomised(backbones.build("dit", **DIT_CONFIG))
+    folder = save_pretrained(model, tmp_path / "dit")
+    config = json.loads((folder / "config.json").read_text())
+    assert config == {
+        "model_type": "mdlm",
+        **DIT_CONFIG,
+        "model_length": 1024,
+        "dropout": 0.1,
+        "time_conditioning": True,
+    }
+    stored = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    assert set(stored) == {f"backbone.{k}" for k in model.state_dict()}
+    loaded = load_pretrained(folder)
+    assert type(loaded) is DIT and same_state(loaded, model)
+    assert torch.equal(loaded(IDS, SIGMA), model(IDS, SIGMA))
+
+
+def test_ar_round_trip_in_the_mdlm_ar_layout(tmp_path):
+    model = randomised(backbones.build("ar_transformer", **AR_CONFIG))
+    folder = save_pretrained(model, tmp_path / "ar")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "mdlm_ar" and config["time_conditioning"] is False
+    assert config["mask_index"] == 10 and "cond_dim" not in config
+    stored = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    assert set(stored) == {f"backbone.{k}" for k in model.state_dict()}
+    loaded = load_pretrained(folder)
+    assert type(loaded) is ARTransformer and loaded.mask_index == 10 and same_state(loaded, model)
+    assert torch.equal(loaded(IDS), model(IDS))
+
+
+def test_a_hand_written_mdlm_folder_loads(tmp_path):
+    # As kuleshov-group/mdlm-owt: the MDLM config fields (and some transformers bookkeeping),
+    # weights "backbone.<names>".
+    config = {
+        "architectures": ["MDLM"],
+        "model_type": "mdlm",
+        "vocab_size": 11,
+        "model_length": 64,
+        "hidden_dim": 32,
+        "cond_dim": 16,
+        "n_blocks": 2,
+        "n_heads": 2,
+        "dropout": 0.1,
+        "time_conditioning": False,
+        "return_dict": False,
+        "torch_dtype": "float32",
+    }
+    source = randomised(DIT(**DIT_CONFIG))
+    tensors = {"backbone." + name: t.contiguous() for name, t in source.state_dict().items()}
+    tmp_path.joinpath("config.json").write_text(json.dumps(config))
+    safetensors.torch.save_file(tensors, str(tmp_path / "model.safetensors"))
+
+    name, layout = detect_layout(config)
+    assert (name, layout.name) == ("dit", "mdlm")
+    loaded = load_pretrained(tmp_path)
+    assert type(loaded) is DIT and loaded.model_length == 64
+    assert not loaded.capabilities.time_conditioning  # time_conditioning: false is honoured
+    assert torch.equal(loaded(IDS, SIGMA), source(IDS))  # sigma ignored: conditions on 0
+    assert detect_layout({**config, "model_type": "mdlm_ar"})[0] == "ar_transformer"
+
+
+BUILTIN_CONFIGS = [
+    {"model_type": "caduceus", "d_model": 16, "n_layer": 2},
+    {"d_model": 16, "n_layer": 2, "ssm_cfg": {}},  # mamba_ssm
+    {"model_type": "mamba", "hidden_size": 16},
+    {"d_model": 16, "n_layer": 2, "d_inner": 64, "layer": {"_name_": "hyena"}},
+]
+
+
+def test_layouts_do_not_overlap_with_the_builtin_ones():
+    ours = {layout.name: layout for _, layout in registered_layouts()}
+    for config in BUILTIN_CONFIGS:
+        assert not ours["mdlm"].matches(config) and not ours["mdlm_ar"].matches(config)
+        assert detect_layout(config)[0] not in ("dit", "ar_transformer")
+    for model_type, backbone in (("mdlm", "dit"), ("mdlm_ar", "ar_transformer")):
+        config = {"model_type": model_type, **DIT_CONFIG}
+        matching = [n for n, layout in registered_layouts() if layout.matches(config)]
+        assert matching == [backbone]
+
+
+def test_export_of_a_genodiff_training_checkpoint(tmp_path):
+    model = randomised(DIT(**DIT_CONFIG))
+    ema = randomised(DIT(**DIT_CONFIG), seed=1)
+    state = {f"backbone.{k}": t for k, t in model.state_dict().items()}
+    state |= {f"ema.module.{k}": t for k, t in ema.state_dict().items()}
+    ckpt = {
+        "state_dict": state,
+        "hyper_parameters": {"config": {"model": {"name": "dit", **DIT_CONFIG}}},
+    }
+    torch.save(ckpt, tmp_path / "last.ckpt")
+    assert same_state(
+        load_pretrained(export_checkpoint(tmp_path / "last.ckpt", tmp_path / "e")), ema
+    )
+    raw = export_checkpoint(tmp_path / "last.ckpt", tmp_path / "r", weights="raw")
+    assert same_state(load_pretrained(raw), model)
+
+
+# ----------------------------------------------------------------------------- upstream .ckpt
+
+
+def upstream_order(n_blocks: int, dit: bool) -> list[str]:
+    """upstream's backbone.parameters() order, from its module definitions: DIT registers
+    vocab_embed, sigma_map, rotary_emb, blocks, output_layer; DDiTBlock norm1, attn_qkv,
+    attn_out, dropout1, norm2, mlp, dropout2, adaLN_modulation; DDitFinalLayer norm_final,
+    linear, adaLN_modulation. The AR model has no sigma_map or adaLN_modulation."""
+    names = ["vocab_embed.embedding"]
+    if dit:
+        names += ["sigma_map.mlp.0.weight", "sigma_map.mlp.0.bias"]
+        names += ["sigma_map.mlp.2.weight", "sigma_map.mlp.2.bias"]
+    for i in range(n_blocks):
+        names += [
+            f"blocks.{i}.norm1.weight",
+            f"blocks.{i}.attn_qkv.weight",
+            f"blocks.{i}.attn_out.weight",
+            f"blocks.{i}.norm2.weight",
+            f"blocks.{i}.mlp.0.weight",
+            f"blocks.{i}.mlp.0.bias",
+            f"blocks.{i}.mlp.2.weight",
+            f"blocks.{i}.mlp.2.bias",
+        ]
+        if dit:
+            names += [f"blocks.{i}.adaLN_modulation.weight", f"blocks.{i}.adaLN_modulation.bias"]
+    names += ["output_layer.norm_final.weight", "output_layer.linear.weight"]
+    names += ["output_layer.linear.bias"]
+    if dit:
+        names += ["output_layer.adaLN_modulation.weight", "output_layer.adaLN_modulation.bias"]
+    return names
+
+
+def test_the_ema_order_is_upstreams_and_our_parameter_order():
+    for dit, model in ((True, DIT(**DIT_CONFIG)), (False, ARTransformer(**AR_CONFIG))):
+        ours = [name for name, _ in model.named_parameters()]
+        assert upstream_parameter_order(2, conditioned=dit) == upstream_order(2, dit) == ours
+
+
+def upstream_ckpt(path, dit: bool, tokenizer=None, n_heads: int | None = 2):
+    """An MDLM Lightning checkpoint as upstream writes it: raw weights under backbone.* (and
+    the noise schedule's), the EMA's shadow_params in parameters() order plus one noise
+    parameter, the Hydra config and the tokenizer. Returns (raw, ema) by name."""
+    torch.manual_seed(3)
+    shapes = (DIT(**DIT_CONFIG) if dit else ARTransformer(**AR_CONFIG)).state_dict()
+    raw = {name: torch.randn(shapes[name].shape) for name in upstream_order(2, dit)}
+    ema = {name: t + 1.0 for name, t in raw.items()}  # distinct from raw
+    state = {f"backbone.{k}": t for k, t in raw.items()}
+    state["backbone.rotary_emb.inv_freq"] = shapes["rotary_emb.inv_freq"]
+    state["noise.sigmas"] = torch.zeros(4)
+    model = {"name": "small", "type": "ddit", "hidden_size": 32, "cond_dim": 16, "length": 64}
+    model |= {"n_blocks": 2, "dropout": 0.0, "scale_by_sigma": True}
+    if n_heads is not None:
+        model["n_heads"] = n_heads
+    config = {"backbone": "dit" if dit else "ar", "time_conditioning": True, "model": model}
+    ckpt = {
+        "state_dict": state,
+        "ema": {
+            "decay": 0.9999,
+            "num_updates": 10,
+            "shadow_params": [ema[n] for n in upstream_order(2, dit)] + [torch.zeros(2)],
+        },
+        "hyper_parameters": {"config": OmegaConf.create(config), "tokenizer": tokenizer},
+    }
+    torch.save(ckpt, path)
+    return raw, ema
+
+
+def loaded_params(folder) -> dict[str, torch.Tensor]:
+    return dict(load_pretrained(folder).named_parameters())
+
+
+def test_convert_an_upstream_dit_checkpoint_raw_and_ema(tmp_path):
+    raw, ema = upstream_ckpt(tmp_path / "dit.ckpt", dit=True)
+    for weights, expected in (("raw", raw), ("ema", ema)):
+        folder = convert_checkpoint(tmp_path / "dit.ckpt", tmp_path / weights, weights=weights)
+        params = loaded_params(folder)
+        assert params.keys() == expected.keys()
+        assert all(torch.equal(params[k], expected[k]) for k in expected), weights
+    config = json.loads((tmp_path / "ema" / "config.json").read_text())
+    assert config == {
+        "model_type": "mdlm",
+        **DIT_CONFIG,
+        "model_length": 64,
+        "dropout": 0.0,
+        "time_conditioning": True,
+    }
+
+
+def test_convert_an_upstream_ar_checkpoint_from_the_command_line(tmp_path, capsys):
+    tokenizer = SimpleNamespace(mask_token_id=7, vocab_size=11)
+    raw, ema = upstream_ckpt(tmp_path / "ar.ckpt", dit=False, tokenizer=tokenizer)
+    main([str(tmp_path / "ar.ckpt"), str(tmp_path / "out")])  # EMA by default
+    assert "wrote" in capsys.readouterr().out
+    params = loaded_params(tmp_path / "out")
+    assert all(torch.equal(params[k], ema[k]) for k in ema)
+    assert load_pretrained(tmp_path / "out").mask_index == 7
+    main(
+        [str(tmp_path / "ar.ckpt"), str(tmp_path / "raw"), "--weights", "raw", "--mask-index", "3"]
+    )
+    params = loaded_params(tmp_path / "raw")
+    assert all(torch.equal(params[k], raw[k]) for k in raw)
+    assert load_pretrained(tmp_path / "raw").mask_index == 3
+
+
+def test_convert_reads_the_sizes_from_the_weights_and_refuses_what_it_cannot_know(tmp_path):
+    upstream_ckpt(tmp_path / "dit.ckpt", dit=True, n_heads=None)  # heads from inv_freq
+    folder = convert_checkpoint(tmp_path / "dit.ckpt", tmp_path / "out", overrides={"dropout": 0.2})
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["n_heads"], config["dropout"]) == (2, 0.2)
+    upstream_ckpt(tmp_path / "dit.ckpt", dit=True, n_heads=4)  # disagrees with the weights
+    with pytest.raises(ConversionError, match="n_heads"):
+        convert_checkpoint(tmp_path / "dit.ckpt", tmp_path / "out2")
+    with pytest.raises(ConversionError, match="DIT takes no mask_index"):
+        convert_checkpoint(tmp_path / "dit.ckpt", tmp_path / "out2", overrides={"mask_index": 1})
+    upstream_ckpt(tmp_path / "ar.ckpt", dit=False, tokenizer=None)
+    with pytest.raises(ConversionError, match="mask"):
+        convert_checkpoint(tmp_path / "ar.ckpt", tmp_path / "out3")
