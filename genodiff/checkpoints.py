@@ -13,6 +13,12 @@ Weights are read from ``model.safetensors``, ``pytorch_model.bin`` or HyenaDNA's
 ``weights.ckpt`` (a Lightning checkpoint, keys ``model.backbone.*``; it is a pickle, so load
 only files you trust). Tied tensors are stored once and re-tied on load.
 
+Saving follows the Hugging Face convention: the target folder may exist and hold other files;
+only the files a save owns (config.json, model.safetensors, tokenizer.json; ``export`` adds
+genodiff.json) are replaced, each atomically (written beside, flushed, renamed over), and nothing
+else is deleted. Every load entry point also takes a Hub id ``org/name[@revision]``
+(``genodiff.hub``).
+
 Vocabulary: config.json may give the raw vocabulary (HyenaDNA: 12) or the padded one
 (Caduceus: 16); both build the padded model because vocab_size is rounded up to a multiple of
 pad_vocab_size_multiple. Written folders always hold the padded size.
@@ -21,10 +27,11 @@ pad_vocab_size_multiple. Written folders always hold the padded size.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
+import os
+import stat
+import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,15 +39,28 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from genodiff import registry
+from genodiff import hub, registry
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
-from genodiff.tokenizers import Tokenizer, tokenizer_from_checkpoint
+from genodiff.tokenizers import (
+    TOKENIZER_FILE,
+    Tokenizer,
+    tokenizer_from_checkpoint,
+    tokenizer_record,
+)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 # Looked for in this order.
 WEIGHT_FILES = (WEIGHTS_FILE, "pytorch_model.bin", "weights.ckpt")
+# What a folder may hold that ``load_pretrained`` reads (all a Hub download fetches).
+FOLDER_FILES = (CONFIG_FILE, TOKENIZER_FILE, *WEIGHT_FILES)
+# Written by ``export_checkpoint`` beside the backbone files: the training run's config, step
+# and which weights were exported, so the folder can be sampled and evaluated like the .ckpt.
+RUN_RECORD_FILE = "genodiff.json"
+
+# Writes one file at the path it is given.
+FileWriter = Callable[[Path], None]
 
 # Upstream files may store a tied LM head a second time; dropped on load when it equals a
 # tensor already stored (the embedding).
@@ -61,19 +81,39 @@ def save_pretrained(
     overwrite: bool = False,
     tokenizer: Tokenizer | None = None,
 ) -> Path:
-    """Write ``model`` to ``directory`` as config.json + model.safetensors (+ tokenizer.json
+    """Write ``model`` into ``directory`` as config.json + model.safetensors (+ tokenizer.json
     when ``tokenizer`` is given); returns the folder.
 
     ``config`` is the backbone's genodiff config (``name`` optional); by default the one that
     ``genodiff.backbones.build`` recorded on the model. The layout is the first writable one
-    the model's class declares (``checkpoint_layouts``). The folder appears complete or not at
-    all: it is written under a temporary name next to ``directory`` and renamed.
+    the model's class declares (``checkpoint_layouts``). ``directory`` may exist and hold other
+    files, which are kept; an existing config.json / model.safetensors / tokenizer.json is
+    replaced only with ``overwrite=True`` (see ``_write_folder``).
     """
+    return _write_folder(Path(directory), _folder_files(model, config, tokenizer), overwrite)
+
+
+def _folder_files(
+    model: nn.Module, config: Mapping[str, Any] | None, tokenizer: Tokenizer | None
+) -> dict[str, FileWriter]:
+    """The writers of the files a checkpoint folder of ``model`` holds, config.json last."""
     layout = _writable_layout(model)
     full = {**constructor_defaults(type(model).__init__), **_recorded_config(model, config)}
     reference = layout.write_config(model, full)
     tensors = {layout.to_reference(name): t for name, t in _unique_tensors(model).items()}
-    return _write_folder(Path(directory), reference, tensors, overwrite, tokenizer)
+
+    def write_weights(path: Path) -> None:
+        safetensors.torch.save_file(tensors, str(path), metadata={"format": "pt"})
+
+    files = {WEIGHTS_FILE: write_weights}
+    if tokenizer is not None:
+        files[TOKENIZER_FILE] = _json_writer(tokenizer_record(tokenizer))
+    files[CONFIG_FILE] = _json_writer(reference)
+    return files
+
+
+def _json_writer(content: Any) -> FileWriter:
+    return lambda path: path.write_text(json.dumps(content, indent=2) + "\n")
 
 
 def _writable_layout(model: nn.Module) -> CheckpointLayout:
@@ -112,29 +152,50 @@ def _unique_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     return unique
 
 
-def _write_folder(
-    directory: Path,
-    config: dict[str, Any],
-    tensors: dict[str, torch.Tensor],
-    overwrite: bool,
-    tokenizer: Tokenizer | None,
-) -> Path:
-    if directory.exists() and not overwrite:
-        raise FileExistsError(f"{directory} exists; pass overwrite=True to replace it")
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
+def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool) -> Path:
+    """Write ``files`` (name -> writer) into ``directory``, creating it if needed.
+
+    Each file is written under a temporary name in ``directory``, flushed to disk, and only
+    when all of them are written renamed over its final name, so a reader sees the old file or
+    the new one, never a partial one, and a failed write replaces nothing (a folder this call
+    created is removed again). Other files in ``directory`` are never touched. Without
+    ``overwrite`` an existing file of the same name is an error.
+    """
+    existing = sorted(name for name in files if (directory / name).exists())
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{', '.join(existing)} already exist in {directory}; pass overwrite=True (genodiff "
+            "export --overwrite) to replace them (other files there are kept)"
+        )
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    staged: dict[str, Path] = {}
     try:
-        (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
-        safetensors.torch.save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-        if tokenizer is not None:
-            tokenizer.save(tmp)
-        if directory.exists():
-            shutil.rmtree(directory)
-        tmp.rename(directory)
+        for name, write in files.items():
+            staged[name] = tmp = directory / f".{name}.{uuid.uuid4().hex}.tmp"
+            tmp.touch(exist_ok=False)  # with the usual permissions (umask) ...
+            mode = stat.S_IMODE(tmp.stat().st_mode)
+            write(tmp)
+            tmp.chmod(mode)  # ... which some writers drop (safetensors: owner-only)
+            _fsync(tmp)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+        if created:
+            directory.rmdir()
         raise
+    for name, tmp in staged.items():
+        os.replace(tmp, directory / name)
+    _fsync(directory)  # the renames themselves
     return directory
+
+
+def _fsync(path: Path) -> None:
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -143,6 +204,10 @@ def _write_folder(
 def load_pretrained(directory: str | Path, **overrides: Any) -> nn.Module:
     """The genodiff backbone stored in a checkpoint folder, in eval mode.
 
+    ``directory`` is a local folder or a Hugging Face Hub id ``org/name[@revision]``
+    (``kuleshov-group/caduceus-ph_seqlen-131k_d_model-256_n_layer-16``), fetched into the
+    Hugging Face cache on first use (``genodiff.hub``; a local folder of that name wins).
+
     The layout is recognised from config.json among those every registered backbone
     declares (built-in: Caduceus, mamba_ssm, HyenaDNA, transformers' Mamba; plugins add
     theirs); ``overrides`` replace fields of the genodiff config built from it (e.g.
@@ -150,7 +215,7 @@ def load_pretrained(directory: str | Path, **overrides: Any) -> nn.Module:
     tensors may be absent or extra; anything else raises ``CheckpointError``. The folder's
     tokenizer, if it has one, is read with ``genodiff.tokenizers.load_tokenizer``.
     """
-    directory = Path(directory)
+    directory = hub.resolve(directory, FOLDER_FILES)
     config = _read_config(directory)
     backbone, layout = detect_layout(config, directory)
     model = build(backbone, **{**layout.read_config(config), **overrides})
@@ -271,7 +336,10 @@ def export_checkpoint(
 
     ``weights="ema"`` exports the EMA weights (``ema.module.*``, what validation and sampling
     use), ``"raw"`` the trained ones (``backbone.*``). The backbone config comes from the
-    checkpoint's hyper-parameters.
+    checkpoint's hyper-parameters. Besides the backbone files (``save_pretrained``; an existing
+    folder keeps its other files) it writes genodiff.json: the run's full config, step and
+    epoch, and which weights these are, so ``genodiff sample/eval/info`` read the folder (or
+    its Hub id once uploaded) like the checkpoint.
     """
     prefixes = {"ema": "ema.module.", "raw": "backbone."}
     if weights not in prefixes:
@@ -289,5 +357,15 @@ def export_checkpoint(
         )
     model = build(**model_config)
     _load_strictly(model, state, f"{ckpt_path} ({weights} weights)")
-    tokenizer = tokenizer_from_checkpoint(ckpt)
-    return save_pretrained(model, out_dir, model_config, overwrite=overwrite, tokenizer=tokenizer)
+    record = {
+        "config": ckpt["hyper_parameters"]["config"],
+        "weights": weights,
+        "global_step": ckpt.get("global_step"),
+        "epoch": ckpt.get("epoch"),
+        "exported_from": Path(ckpt_path).name,
+    }
+    files = {
+        RUN_RECORD_FILE: _json_writer(record),
+        **_folder_files(model, model_config, tokenizer_from_checkpoint(ckpt)),
+    }
+    return _write_folder(Path(out_dir), files, overwrite)

@@ -1,4 +1,4 @@
-"""The ``genodiff`` command: train | eval | sample | export | data."""
+"""The ``genodiff`` command: train | eval | sample | export | info | data."""
 
 from __future__ import annotations
 
@@ -180,11 +180,54 @@ def _gen_ppl(args: argparse.Namespace) -> None:
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
 
+def _evaluate_samples(args: argparse.Namespace) -> None:
+    from genodiff.metrics import QualitySettings, evaluate_sample_files, write_report
+
+    settings = QualitySettings(
+        window=args.window,
+        max_reference=args.max_reference,
+        folds=args.folds,
+        seed=args.seed,
+        identity_threshold=args.identity_threshold,
+    )
+    quality = evaluate_sample_files(
+        args.samples,
+        args.reference,
+        train=args.train,
+        settings=settings,
+        ar_checkpoint=args.ar_checkpoint,
+        device=args.device,
+    )
+    samples = Path(args.samples)
+    out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
+    paths = write_report(quality, out)
+    print((out / "metrics.md").read_text())
+    print(f"genodiff: wrote {', '.join(str(p) for p in paths)}")
+
+
 def _export(args: argparse.Namespace) -> None:
     from genodiff.checkpoints import export_checkpoint
 
-    path = export_checkpoint(Path(args.checkpoint), Path(args.out), weights=args.weights)
+    path = export_checkpoint(
+        Path(args.checkpoint), Path(args.out), weights=args.weights, overwrite=args.overwrite
+    )
     print(f"genodiff: wrote a Hugging-Face-format folder ({args.weights} weights) to {path}")
+
+
+def _info(args: argparse.Namespace) -> None:
+    import json
+
+    from genodiff.info import inspect_checkpoint
+
+    info = inspect_checkpoint(args.path)
+    print(json.dumps(info.to_dict()) if args.json else info.describe())
+
+
+def _version() -> str:
+    from genodiff import __version__
+
+    where = Path(__file__).resolve().parent
+    return f"genodiff {__version__} from {where} (python {sys.version.split()[0]})"
 
 
 def _data_hg38(args: argparse.Namespace) -> None:
@@ -194,10 +237,19 @@ def _data_hg38(args: argparse.Namespace) -> None:
     prepare_hg38(Path(args.dest), **{k: v for k, v in kwargs.items() if v})
 
 
+CHECKPOINT_HELP = (
+    "a .ckpt from genodiff train, a folder from genodiff export, or a Hugging Face Hub id "
+    "org/name[@revision] of either"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="genodiff", description="Masked diffusion language models for DNA."
+        prog="genodiff",
+        description="Masked diffusion language models for DNA.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # --version on one line
     )
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser(
@@ -225,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sample",
         help="generate sequences from a checkpoint (FASTA for DNA; .txt or .jsonl for any)",
     )
-    sample.add_argument("--checkpoint", required=True, help="Lightning .ckpt from genodiff train")
+    sample.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
     sample.add_argument("--num-samples", type=int, default=8)
     sample.add_argument(
         "--length",
@@ -274,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         "FILE) with the "
         "EMA weights: per-token NELBO (exact NLL for AR) in nats and bits, perplexity, SE.",
     )
-    evaluate.add_argument("--checkpoint", required=True, help="Lightning .ckpt (genodiff train)")
+    evaluate.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
     evaluate.add_argument("--fasta", default=None, help="DNA: score windows of this FASTA")
     evaluate.add_argument(
         "--text", default=None, help="text: score this file (one sentence per line)"
@@ -325,13 +377,70 @@ def build_parser() -> argparse.ArgumentParser:
     gen_ppl.add_argument("--json", action="store_true", help="print one JSON object")
     gen_ppl.set_defaults(run=_gen_ppl)
 
+    quality = commands.add_parser(
+        "evaluate-samples",
+        help="are generated DNA sequences any good? k-mer, composition, diversity, "
+        "memorisation, discriminator and AR-likelihood metrics against real DNA",
+        description="Compare generated DNA (SAMPLES, a FASTA) with real DNA (--reference, a "
+        "FASTA; records longer than the samples are cut into windows of the samples' length): "
+        "k-mer spectrum Jensen-Shannon divergence (k = 1..6), GC content and CpG o/e "
+        "distributions, homopolymer and DUST low-complexity fractions, duplicates and pairwise "
+        "6-mer distance, a cross-validated discriminator AUROC (0.5 = indistinguishable); with "
+        "--train, each sample's identity to its nearest training stretch (copies flagged); "
+        "with --ar-checkpoint, generative perplexity of samples and reference. Writes "
+        "metrics.json, metrics.md, kmer_spectra.png and gc_histogram.png to --out.",
+    )
+    quality.add_argument("samples", help="generated sequences (FASTA, e.g. from genodiff sample)")
+    quality.add_argument("--reference", required=True, help="real DNA to compare with (FASTA)")
+    quality.add_argument(
+        "--train", default=None, help="the training DNA (FASTA), to flag copied samples"
+    )
+    quality.add_argument(
+        "--ar-checkpoint", default=None, help="DNA AR .ckpt for generative perplexity"
+    )
+    quality.add_argument(
+        "--out", default=None, help="report folder (default: NAME_quality/ beside NAME.fa)"
+    )
+    quality.add_argument(
+        "--window", type=int, default=None, help="reference window, bp (default: sample length)"
+    )
+    quality.add_argument(
+        "--max-reference", type=int, default=2000, help="reference windows used at most"
+    )
+    quality.add_argument("--folds", type=int, default=5, help="discriminator CV folds")
+    quality.add_argument(
+        "--identity-threshold",
+        type=float,
+        default=0.95,
+        help="flag samples at least this identical to a training stretch",
+    )
+    quality.add_argument("--seed", type=int, default=0, help="discriminator fold shuffling")
+    quality.add_argument("--device", default=None, help="for --ar-checkpoint (default: best)")
+    quality.set_defaults(run=_evaluate_samples)
+
     export = commands.add_parser(
         "export", help="turn a training checkpoint into a Hugging-Face-format folder"
     )
     export.add_argument("--checkpoint", required=True, help="Lightning .ckpt from genodiff train")
     export.add_argument("--out", required=True, help="folder for config.json + model.safetensors")
     export.add_argument("--weights", choices=("ema", "raw"), default="ema")
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace config.json / model.safetensors / tokenizer.json / genodiff.json already "
+        "in --out (other files there are always kept)",
+    )
     export.set_defaults(run=_export)
+
+    info = commands.add_parser(
+        "info",
+        help="print what a checkpoint holds",
+        description="Objective, backbone, parameters, step, tokens seen, data, tokenizer and "
+        "config of PATH: a .ckpt, a checkpoint folder, or a Hub id org/name[@revision].",
+    )
+    info.add_argument("path", help=CHECKPOINT_HELP)
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+    info.set_defaults(run=_info)
 
     data = commands.add_parser("data", help="download and prepare datasets")
     datasets = data.add_subparsers(dest="dataset", required=True)

@@ -24,6 +24,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from genodiff import registry
+from genodiff.hub import parse_hub_id
+from genodiff.resources import resource
 
 GROUPS = ("model", "objective", "data", "trainer")
 # Trainer arguments genodiff sets itself (from output_dir and the sections below).
@@ -77,7 +79,8 @@ class RunConfig:
     ckpt_path: str | None = None  # resume from this Lightning checkpoint ("last" for the latest)
     evaluate_test: bool = True  # score the best checkpoint on the test split after training
     # Start the backbone from a Hugging-Face-format folder (e.g. a Caduceus MLM, or the output
-    # of ``genodiff export``): pre-train as MLM, then fine-tune with a diffusion objective.
+    # of ``genodiff export``) or a Hub id org/name[@revision] holding one: pre-train as MLM,
+    # then fine-tune with a diffusion objective.
     init_from: str | None = None
     # The vocabulary: {"name": "dna"} by default; plugins register others (text: bert, gpt2,
     # a WordPiece / BPE trained on the data). Objectives and backbones take their ids from it.
@@ -220,9 +223,15 @@ def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> l
 
 
 def resolve_config_path(config: str | Path) -> Path:
-    """A path to a YAML file, or a bare experiment name looked up in ./configs."""
+    """A path to a YAML file, or a bare experiment name looked up in ./configs, then among the
+    configs genodiff ships (``genodiff.resources``): ``demo`` and ``configs/demo.yaml`` work
+    from any folder, and from a wheel."""
     path = Path(config)
-    candidates = [path, path.with_suffix(".yaml"), Path("configs") / path.with_suffix(".yaml")]
+    yaml = path.with_suffix(".yaml")
+    candidates = [path, yaml, Path("configs") / yaml]
+    if not path.is_absolute():
+        shipped = yaml.relative_to("configs") if yaml.parts[0] == "configs" else yaml
+        candidates.append(resource("configs") / shipped)
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
@@ -243,6 +252,16 @@ def resolve_path(path: str, root: Path) -> str:
     if candidate.is_absolute() or candidate.exists():
         return str(candidate.resolve())
     return str((root / candidate).resolve())
+
+
+def resolve_checkpoint_reference(reference: str, root: Path) -> str:
+    """``init_from=`` / ``pretrained=``: as ``resolve_path``, except that a reference found at
+    neither place that spells a Hugging Face Hub id (``org/name[@revision]``) is kept as it is,
+    for ``genodiff.hub`` to fetch."""
+    resolved = resolve_path(reference, root)
+    if Path(resolved).exists() or parse_hub_id(reference) is None:
+        return resolved
+    return reference
 
 
 def compose_config(
@@ -270,7 +289,7 @@ def load_config(config: str | Path, overrides: list[str] | None = None) -> DictC
         if cfg.data.get(key):
             cfg.data[key] = resolve_path(cfg.data[key], root)
     if cfg.get("init_from"):
-        cfg.init_from = resolve_path(cfg.init_from, root)
+        cfg.init_from = resolve_checkpoint_reference(cfg.init_from, root)
     OmegaConf.resolve(cfg)
     return cfg
 

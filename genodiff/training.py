@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,9 @@ from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel
 from torchmetrics import SumMetric
 
-from genodiff import backbones, registry
+from genodiff import backbones, hub, registry
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.checkpoints import load_pretrained
+from genodiff.checkpoints import FOLDER_FILES, RUN_RECORD_FILE, load_pretrained
 from genodiff.config import ConfigError, EMAConfig, OptimConfig, with_tokenizer_fields
 from genodiff.objectives import Objective
 from genodiff.tokenizers import (
@@ -78,7 +79,8 @@ def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
 
 def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
     """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
-    a mamba_ssm or HyenaDNA release) into ``backbone``; every tensor must match."""
+    a mamba_ssm or HyenaDNA release), or of a Hub id ``org/name[@revision]`` holding one, into
+    ``backbone``; every tensor must match."""
     pretrained = load_pretrained(folder)
     source, target = pretrained.state_dict(), backbone.state_dict()
     missing = sorted(set(target) - set(source))
@@ -218,17 +220,72 @@ class DiffusionLM(L.LightningModule):
         return adamw_with_cosine(params, self.optim_cfg.lr, self.optim_cfg, total)
 
 
+# What a training run may be stored as in a folder or Hub repository: a folder that
+# ``genodiff export`` wrote (backbone files + genodiff.json) or a training checkpoint (*.ckpt).
+RUN_FILES = (*FOLDER_FILES, RUN_RECORD_FILE, "*.ckpt")
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> DiffusionLM:
-    """A ``genodiff train`` checkpoint (.ckpt) with its tokenizer, in eval mode."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} not found")
-    checkpoint = torch.load(path, map_location=map_location, weights_only=False)
-    model = DiffusionLM(
-        checkpoint["hyper_parameters"]["config"], tokenizer_from_checkpoint(checkpoint)
-    )
-    model.load_state_dict(checkpoint["state_dict"])
+    """A ``genodiff train`` run with its tokenizer, in eval mode. ``path`` is
+
+    - a training checkpoint (.ckpt);
+    - a folder that ``genodiff export`` wrote (its genodiff.json holds the run's config), or a
+      folder holding a .ckpt (``last.ckpt`` when there are several);
+    - a Hugging Face Hub id ``org/name[@revision]`` of a repository holding either of those
+      (``genodiff.hub``; a local path of the same spelling wins).
+    """
+    source = hub.resolve(path, RUN_FILES)
+    if source.is_dir() and (source / RUN_RECORD_FILE).is_file():
+        model = _load_exported_run(source)
+    else:
+        model = _load_training_checkpoint(checkpoint_file(source), map_location)
     return model.to(map_location).eval()
+
+
+def checkpoint_file(source: Path) -> Path:
+    """``source`` when it is a file, else the training checkpoint in that folder: its
+    ``last.ckpt``, or its only ``*.ckpt``."""
+    if source.is_file():
+        return source
+    if (source / "last.ckpt").is_file():
+        return source / "last.ckpt"
+    found = sorted(p.name for p in source.glob("*.ckpt"))
+    if len(found) == 1:
+        return source / found[0]
+    raise FileNotFoundError(
+        f"{source} holds no genodiff.json (a folder from genodiff export) and "
+        + (f"several checkpoints ({', '.join(found)}): name one" if found else "no *.ckpt")
+    )
+
+
+def _load_training_checkpoint(path: Path, map_location: str | torch.device) -> DiffusionLM:
+    # weights_only: tensors and plain containers, never code (files may come from the Hub).
+    checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    config = checkpoint.get("hyper_parameters", {}).get("config")
+    if config is None:
+        raise ValueError(
+            f"{path} is not a genodiff training checkpoint (no hyper_parameters.config); "
+            "a backbone checkpoint goes to init_from= / pretrained= / load_pretrained"
+        )
+    model = DiffusionLM(config, tokenizer_from_checkpoint(checkpoint))
+    model.load_state_dict(checkpoint["state_dict"])
+    return model
+
+
+def _load_exported_run(folder: Path) -> DiffusionLM:
+    """The run a ``genodiff export`` folder holds: its config from genodiff.json, the exported
+    backbone as both the trained and the averaged weights."""
+    record = json.loads((folder / RUN_RECORD_FILE).read_text())
+    model = DiffusionLM(record["config"], load_tokenizer(folder))
+    if any(True for _ in model.objective.parameters()):
+        raise ValueError(
+            f"{folder}: the {record['config']['objective']['name']} objective has learned "
+            "parameters of its own, which an exported folder does not hold; load the run's .ckpt"
+        )
+    weights = load_pretrained(folder).state_dict()
+    model.backbone.load_state_dict(weights)
+    model.eval_backbone.load_state_dict(weights)
+    return model
 
 
 def adamw_with_cosine(params: list[nn.Parameter], lr: float, cfg: Any, total_steps: int) -> dict:

@@ -22,10 +22,12 @@ from genodiff.data.base import DataModule
 from genodiff.data.hg38 import Hg38Dataset
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
 from genodiff.registry import register_data
+from genodiff.resources import resource
 from genodiff.tokenizers import DNATokenizer
 
-# The bundled demo genome (human chr22:20,000,001-21,000,000), used when no FASTA is given.
-DEMO_FASTA = Path(__file__).resolve().parents[2] / "data" / "chr22_20-21Mb.fa.gz"
+# The bundled demo genome (human chr22:20,000,001-21,000,000), used when no FASTA is given;
+# the repository's data/ in a checkout, package data in a wheel (genodiff.resources).
+DEMO_FASTA = resource("data/chr22_20-21Mb.fa.gz")
 HG38_FETCH_HINT = "genodiff data hg38 --dest {folder}"
 # ``genodiff eval --fasta FILE`` skips a window when more than this fraction of it is N.
 FILE_MAX_N_FRACTION = 0.5

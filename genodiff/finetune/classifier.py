@@ -21,7 +21,6 @@ right); for unpadded sequences that is rc(x), and the conjoin flags are not need
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,37 +28,40 @@ from torch import nn
 
 from genodiff import backbones
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.checkpoints import load_pretrained
+from genodiff.checkpoints import CONFIG_FILE, load_pretrained
 from genodiff.config import with_tokenizer_fields
+from genodiff.hub import resolve
 from genodiff.registry import get
 from genodiff.tokenizers import DNATokenizer, Tokenizer, load_tokenizer
 
 
 def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = None) -> nn.Module:
     """The backbone to fine-tune: the EMA backbone of a ``genodiff train`` checkpoint
-    (``PATH.ckpt``), a Hugging-Face-format folder (``DIR``), or ``model_cfg`` built from
-    scratch (``pretrained`` None). Returned trainable, on the CPU. The Genomic Benchmarks are
-    DNA: a checkpoint with another tokenizer (text) is refused."""
+    (``PATH.ckpt``), a Hugging-Face-format folder (``DIR``), a Hub id ``org/name[@revision]``
+    of a repository holding either, or ``model_cfg`` built from scratch (``pretrained`` None).
+    Returned trainable, on the CPU. The Genomic Benchmarks are DNA: a checkpoint with another
+    tokenizer (text) is refused."""
     if pretrained is None:
         if not model_cfg:
             raise ValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
         cls = get("backbone", model_cfg["name"])
         return backbones.build(**with_tokenizer_fields("model", cls, model_cfg, DNATokenizer()))
-    path = Path(pretrained)
-    if path.is_file():
-        from genodiff.training import load_checkpoint  # Lightning import only when needed
+    from genodiff.training import RUN_FILES, load_checkpoint  # Lightning only when needed
 
-        model = load_checkpoint(path)
-        _check_dna(model.tokenizer, pretrained)
-        backbone = model.eval_backbone
-    elif path.is_dir():
+    try:
+        path = resolve(pretrained, RUN_FILES)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(
+            f"pretrained={err}; give a genodiff training checkpoint (.ckpt), a "
+            "Hugging-Face-format folder, a Hub id, or null to train from scratch"
+        ) from None
+    if path.is_dir() and (path / CONFIG_FILE).is_file():
         _check_dna(load_tokenizer(path), pretrained)
         backbone = load_pretrained(path)
     else:
-        raise FileNotFoundError(
-            f"pretrained={pretrained}: no such file or folder; give a genodiff training "
-            "checkpoint (.ckpt), a Hugging-Face-format folder, or null to train from scratch"
-        )
+        model = load_checkpoint(path)
+        _check_dna(model.tokenizer, pretrained)
+        backbone = model.eval_backbone
     return backbone.requires_grad_(True).train()  # EMA copies are frozen
 
 

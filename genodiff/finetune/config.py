@@ -21,6 +21,7 @@ from genodiff.config import (
     Schema,
     compose_config,
     project_root,
+    resolve_checkpoint_reference,
     resolve_path,
     section_keys,
 )
@@ -85,7 +86,7 @@ class FinetuneConfig:
     seed: int = 0  # fold k trains with seed + k; the fold split itself uses ``seed``
     output_dir: str = "outputs/${name}"
     # PATH.ckpt (genodiff train checkpoint, EMA backbone), DIR (Hugging-Face-format folder),
-    # or null: build ``model`` from scratch (the control).
+    # a Hub id org/name[@revision] holding either, or null: build ``model`` from scratch.
     pretrained: str | None = None
     folds: int = 5
     keep_checkpoints: bool = True  # keep each fold's selected checkpoint on disk
@@ -153,6 +154,6 @@ def load_finetune_config(config: str | Path, overrides: list[str] | None = None)
     root = project_root(config_file)
     cfg.benchmark.root = resolve_path(cfg.benchmark.root, root)
     if cfg.pretrained:
-        cfg.pretrained = resolve_path(cfg.pretrained, root)
+        cfg.pretrained = resolve_checkpoint_reference(cfg.pretrained, root)
     OmegaConf.resolve(cfg)
     return cfg

@@ -1,0 +1,119 @@
+"""Checkpoint references: a local path, or a Hugging Face Hub id ``org/name[@revision]``.
+
+Every place that takes a checkpoint (``load_pretrained``, ``init_from=``, ``pretrained=``,
+``load_checkpoint`` and so ``genodiff sample/eval --checkpoint``, ``genodiff info``) resolves
+it here, to a local file or folder:
+
+- a path that exists on disk is used as it is, so a local folder always wins over a Hub id
+  of the same spelling;
+- otherwise ``org/name`` (optionally ``@revision``: a branch, tag or commit) is fetched with
+  ``huggingface_hub.snapshot_download`` into its cache, and the snapshot folder is returned.
+  Only the files the caller reads are fetched (``patterns``).
+
+The usual Hugging Face variables apply: ``HF_HUB_OFFLINE=1`` (cache only), ``HF_HUB_CACHE``
+(the cache folder), ``HF_ENDPOINT`` (a mirror), ``HF_TOKEN`` (private or gated repositories).
+genodiff reads them when a reference is resolved, so setting them in a running notebook works;
+only turning HF_HUB_OFFLINE off again needs a new process (huggingface_hub reads it at import).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# Hub repository names: letters, digits, '-', '_', '.', not starting with a separator.
+_HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>\S+))?")
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+class HubError(OSError):
+    """A Hub id that could not be resolved; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class HubId:
+    """A parsed ``org/name[@revision]``."""
+
+    repo_id: str
+    revision: str | None = None
+
+    def __str__(self) -> str:
+        return self.repo_id + (f"@{self.revision}" if self.revision else "")
+
+
+def parse_hub_id(reference: str | os.PathLike) -> HubId | None:
+    """The Hub id ``reference`` spells, or None when it cannot be one (``./x``, ``/a/b``,
+    ``a/b/c``, ``model.ckpt``)."""
+    match = _HUB_ID.fullmatch(str(reference))
+    return HubId(match["repo"], match["revision"]) if match else None
+
+
+def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
+    """The local file or folder ``reference`` names: itself when it exists, else the snapshot
+    folder of the Hub id it spells, holding the repository's files that match ``patterns``
+    (fnmatch globs such as ``config.json`` or ``*.ckpt``)."""
+    path = Path(reference).expanduser()
+    if path.exists():
+        return path
+    hub_id = parse_hub_id(reference)
+    if hub_id is None:
+        raise FileNotFoundError(
+            f"{reference}: not found (no such file or folder, nor a Hugging Face Hub id "
+            "org/name[@revision])"
+        )
+    folder = Path(_snapshot(hub_id, list(patterns)))
+    if not folder.is_dir():
+        raise HubError(
+            f"{reference}: no local file or folder of that name, and the Hub repository "
+            f"{hub_id.repo_id} holds none of the files genodiff reads ({', '.join(patterns)})"
+        )
+    return folder
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().upper() in _TRUE
+
+
+def _snapshot(hub_id: HubId, patterns: list[str]) -> str:
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    offline = _env_flag("HF_HUB_OFFLINE") or constants.HF_HUB_OFFLINE
+    cache = os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    prefix = f"{hub_id}: no local file or folder of that name, and as a Hugging Face Hub id"
+    try:
+        return snapshot_download(
+            hub_id.repo_id,
+            revision=hub_id.revision,
+            allow_patterns=patterns,
+            cache_dir=cache,
+            endpoint=endpoint,
+            local_files_only=offline,
+        )
+    except LocalEntryNotFoundError as err:
+        download = f"`{_download_command(hub_id)}` (into the same HF_HUB_CACHE)"
+        if offline:
+            why = f"downloads are off (HF_HUB_OFFLINE=1). Pre-download it with {download}, or "
+            why += "set HF_HUB_OFFLINE=0 to let genodiff fetch it"
+        else:
+            why = f"{endpoint} is unreachable. Pre-download it where the network is: {download}"
+        raise HubError(f"{prefix} it is not in the cache ({cache}) and {why}") from err
+    except HfHubHTTPError as err:
+        status = err.response.status_code if err.response is not None else "?"
+        raise HubError(
+            f"{prefix} {endpoint} refused it (HTTP {status}): check the spelling and the "
+            "revision; a private or gated repository needs HF_TOKEN"
+        ) from err
+
+
+def _download_command(hub_id: HubId) -> str:
+    import huggingface_hub
+
+    # huggingface_hub 1.0 renamed the command line tool from huggingface-cli to hf.
+    tool = "hf" if int(huggingface_hub.__version__.split(".")[0]) >= 1 else "huggingface-cli"
+    revision = f" --revision {hub_id.revision}" if hub_id.revision else ""
+    return f"{tool} download {hub_id.repo_id}{revision}"

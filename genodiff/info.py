@@ -1,0 +1,168 @@
+"""``genodiff info PATH``: what a checkpoint holds, read without running it.
+
+PATH is anything ``genodiff sample`` or ``load_pretrained`` takes: a training checkpoint
+(.ckpt), a folder from ``genodiff export`` (its genodiff.json records the run), any
+Hugging-Face-format checkpoint folder (backbone only: no objective, step or data recorded), or a
+Hub id ``org/name[@revision]`` of one of these.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from genodiff import hub
+from genodiff.backbones import build
+from genodiff.checkpoints import CONFIG_FILE, RUN_RECORD_FILE, detect_layout
+from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
+from genodiff.training import RUN_FILES, checkpoint_file
+
+NOT_RECORDED = "not recorded"
+# Where the data section of a run names its files.
+DATA_FILE_KEYS = ("fasta", "bed", "path", "root")
+
+
+@dataclass
+class CheckpointInfo:
+    """The facts ``genodiff info`` prints; None where the checkpoint does not record them."""
+
+    source: str
+    path: str
+    holds: str
+    backbone: str
+    parameters: int
+    tokenizer: str | None
+    config: dict[str, Any]
+    objective: str | None = None
+    step: int | None = None
+    epoch: int | None = None
+    # Estimated from the config: genodiff does not count tokens during training.
+    tokens_seen: int | None = None
+    tokens_seen_from: str | None = None
+    data: str | None = None
+    data_digest: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        def shown(value: Any) -> str:
+            return NOT_RECORDED if value is None else str(value)
+
+        step = shown(self.step) + (f" (epoch {self.epoch})" if self.epoch is not None else "")
+        tokens = NOT_RECORDED
+        if self.tokens_seen is not None:
+            tokens = f"~{self.tokens_seen:,} ({self.tokens_seen_from})"
+        digest = self.data_digest or f"{NOT_RECORDED} (genodiff checkpoints do not store one)"
+        rows = [
+            ("source", self.source if self.source == self.path else f"{self.source} ({self.path})"),
+            ("holds", self.holds),
+            ("objective", shown(self.objective)),
+            ("backbone", self.backbone),
+            ("parameters", f"{self.parameters:,}"),
+            ("step", step),
+            ("tokens seen", tokens),
+            ("data", shown(self.data)),
+            ("data digest", digest),
+            ("tokenizer", self.tokenizer or "none stored (DNA by default)"),
+        ]
+        lines = [f"{name + ':':<13}{value}" for name, value in rows]
+        config = OmegaConf.to_yaml(OmegaConf.create(self.config)).rstrip()
+        return "\n".join([*lines, "config:", *("  " + line for line in config.splitlines())])
+
+
+def inspect_checkpoint(reference: str | Path) -> CheckpointInfo:
+    """What ``reference`` holds (see the module docstring)."""
+    path = hub.resolve(reference, RUN_FILES)
+    if path.is_dir() and (path / CONFIG_FILE).is_file():
+        return _folder_info(str(reference), path)
+    return _checkpoint_info(str(reference), checkpoint_file(path))
+
+
+def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    config = checkpoint.get("hyper_parameters", {}).get("config")
+    if config is None:
+        raise ValueError(f"{path} is not a genodiff training checkpoint (no hyper_parameters)")
+    model_config = dict(config["model"])
+    return CheckpointInfo(
+        source=source,
+        path=str(path),
+        holds="training checkpoint (genodiff train)",
+        backbone=_describe_backbone(model_config.pop("name"), model_config),
+        parameters=_parameters(build(**config["model"])),
+        tokenizer=_describe_tokenizer(tokenizer_from_checkpoint(checkpoint)),
+        config=config,
+        **_run_facts(config, checkpoint.get("global_step"), checkpoint.get("epoch")),
+    )
+
+
+def _folder_info(source: str, path: Path) -> CheckpointInfo:
+    reference_config = json.loads((path / CONFIG_FILE).read_text())
+    name, layout = detect_layout(reference_config, path)
+    model_config = layout.read_config(reference_config)
+    facts: dict[str, Any] = dict(
+        source=source,
+        path=str(path),
+        holds=f"checkpoint folder ({layout.name} layout), backbone only",
+        backbone=_describe_backbone(name, model_config),
+        parameters=_parameters(build(name, **model_config)),
+        tokenizer=_describe_tokenizer(load_tokenizer(path)),
+        config=reference_config,
+    )
+    record_path = path / RUN_RECORD_FILE
+    if record_path.is_file():  # exported by genodiff: the run is recorded too
+        record = json.loads(record_path.read_text())
+        facts.update(
+            holds=f"checkpoint folder ({layout.name} layout) exported from "
+            f"{record['exported_from']}, {record['weights']} weights",
+            config=record["config"],
+            **_run_facts(record["config"], record["global_step"], record["epoch"]),
+        )
+    return CheckpointInfo(**facts)
+
+
+def _run_facts(config: dict[str, Any], step: int | None, epoch: int | None) -> dict[str, Any]:
+    """Objective, step, estimated tokens and data of a training run's config."""
+    data = config.get("data", {})
+    files = [f"{key}={data[key]}" for key in DATA_FILE_KEYS if data.get(key)]
+    facts: dict[str, Any] = {
+        "objective": config.get("objective", {}).get("name"),
+        "step": step,
+        "epoch": epoch,
+        "data": ", ".join([data["name"], *files]) if data.get("name") else None,
+    }
+    batch, length = data.get("batch_size"), data.get("max_length")
+    if step is None or not batch or not length:
+        return facts
+    trainer = config.get("trainer", {})
+    accumulate = trainer.get("accumulate_grad_batches") or 1
+    devices = trainer.get("devices")
+    known_devices = isinstance(devices, int) and devices > 0
+    world = devices if known_devices else 1
+    parts = [f"{step:,} steps", f"batch {batch}", f"{length:,}-token windows"]
+    parts += [f"{accumulate} accumulated batches"] if accumulate > 1 else []
+    parts += [f"{world} devices"] if world > 1 else []
+    facts["tokens_seen"] = step * batch * accumulate * length * world
+    facts["tokens_seen_from"] = " x ".join(parts) + ("" if known_devices else ", per device")
+    return facts
+
+
+def _describe_backbone(name: str, config: dict[str, Any]) -> str:
+    scalars = [f"{k}={v}" for k, v in config.items() if isinstance(v, int | float | str | bool)]
+    return f"{name} ({', '.join(scalars)})" if scalars else name
+
+
+def _describe_tokenizer(tokenizer: Tokenizer | None) -> str | None:
+    if tokenizer is None:
+        return None
+    return f"{tokenizer.name} ({tokenizer.domain}, {tokenizer.vocab_size} ids)"
+
+
+def _parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

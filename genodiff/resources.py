@@ -1,0 +1,27 @@
+"""Files genodiff ships beside its code: the experiment configs, the demo genome and the demo
+Genomic Benchmarks task.
+
+In a source checkout (or an editable install) they are the repository's own ``configs/``,
+``data/`` and ``tests/data/`` folders. A built wheel carries a copy of the same tree under
+``genodiff/_bundle/`` (setup.py maps those folders into the package at build time, so git
+holds one copy). Configs name their files relative to this root (``data/...``), so the same
+YAML works from both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+# Present only in an installed wheel; in a checkout the repository root plays its part.
+BUNDLE = _PACKAGE / "_bundle"
+
+
+def resource_root() -> Path:
+    """The folder holding ``configs/``, ``data/`` and ``tests/data/`` for this install."""
+    return BUNDLE if BUNDLE.is_dir() else _PACKAGE.parent
+
+
+def resource(relative: str) -> Path:
+    """``relative`` (e.g. ``data/chr22_20-21Mb.fa.gz``) under ``resource_root()``."""
+    return resource_root() / relative

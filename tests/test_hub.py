@@ -1,0 +1,344 @@
+"""Hugging Face Hub ids wherever a checkpoint is taken, without network: a test-built Hub cache
+(``models--org--name/{blobs,refs,snapshots}``) with HF_HUB_OFFLINE=1, and a stand-in for the
+Hub endpoint on 127.0.0.1 (HF_ENDPOINT) that ``snapshot_download`` really downloads from."""
+
+import hashlib
+import json
+import os
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import huggingface_hub
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from genodiff import cli
+from genodiff.backbones import build
+from genodiff.checkpoints import export_checkpoint, load_pretrained, save_pretrained
+from genodiff.config import load_config
+from genodiff.finetune.classifier import load_backbone
+from genodiff.hub import HubError, parse_hub_id
+from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
+from genodiff.training import DiffusionLM, init_backbone, load_checkpoint
+from tests.test_cli import DEMO, TINY
+
+REPO = "test-org/tiny-mamba"
+MAMBA = dict(name="mamba", d_model=16, n_layer=2, vocab_size=12)
+IDS = torch.randint(7, 11, (2, 24), generator=torch.Generator().manual_seed(0))
+
+
+def commit_of(repo: str, revision: str) -> str:
+    return hashlib.sha1(f"{repo}@{revision}".encode()).hexdigest()  # 40 hex digits, like git
+
+
+def model_folder(tmp_path: Path, seed: int) -> tuple[Path, torch.nn.Module]:
+    torch.manual_seed(seed)
+    model = build(**MAMBA).eval()
+    return save_pretrained(model, tmp_path / f"model_{seed}"), model
+
+
+def assert_same(a: torch.nn.Module, b: torch.nn.Module) -> None:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    with torch.no_grad():
+        assert torch.equal(a.eval()(IDS), b.eval()(IDS))
+
+
+def write_hub_cache(cache: Path, repo: str, revisions: dict[str, Path]) -> None:
+    """The Hugging Face cache layout: file contents in blobs/ (named by their hash), each
+    commit's files as symlinks in snapshots/<commit>/, branch and tag names in refs/."""
+    storage = cache / ("models--" + repo.replace("/", "--"))
+    for revision, folder in revisions.items():
+        commit = commit_of(repo, revision)
+        (storage / "refs").mkdir(parents=True, exist_ok=True)
+        (storage / "refs" / revision).write_text(commit)
+        snapshot = storage / "snapshots" / commit
+        snapshot.mkdir(parents=True)
+        for file in folder.iterdir():
+            data = file.read_bytes()
+            blob = storage / "blobs" / hashlib.sha256(data).hexdigest()
+            blob.parent.mkdir(exist_ok=True)
+            blob.write_bytes(data)
+            (snapshot / file.name).symlink_to(os.path.relpath(blob, snapshot))
+
+
+@pytest.fixture
+def offline_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "hf-cache"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.chdir(tmp_path)  # no local folder named like the ids unless a test makes one
+    return cache
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("kuleshov-group/caduceus-ph_seqlen-131k_d_model-256_n_layer-16", None),
+        ("state-spaces/mamba-130m@main", "main"),
+        ("LongSafari/hyenadna-tiny-1k-seqlen@refs/pr/1", "refs/pr/1"),
+        (f"{REPO}@{'a' * 40}", "a" * 40),
+    ],
+)
+def test_hub_ids_parse(text, expected):
+    hub_id = parse_hub_id(text)
+    assert hub_id.repo_id == text.split("@")[0] and hub_id.revision == expected
+    assert str(hub_id) == text
+
+
+@pytest.mark.parametrize(
+    "text", ["model.ckpt", "./org/name", "/abs/org/name", "a/b/c", "org/", "~/org/name", "-o/n"]
+)
+def test_paths_are_not_hub_ids(text):
+    assert parse_hub_id(text) is None
+
+
+# ----------------------------------------------------------------------------- offline cache
+
+
+def test_ids_load_from_the_cache_offline_with_revisions(tmp_path, offline_cache):
+    main, model_main = model_folder(tmp_path, seed=1)
+    v2, model_v2 = model_folder(tmp_path, seed=2)
+    write_hub_cache(offline_cache, REPO, {"main": main, "v2": v2})
+    assert_same(load_pretrained(REPO), model_main)
+    assert_same(load_pretrained(f"{REPO}@v2"), model_v2)
+    assert_same(load_pretrained(f"{REPO}@{commit_of(REPO, 'v2')}"), model_v2)
+
+
+def test_a_local_folder_wins_over_the_id(tmp_path, offline_cache):
+    cached, _ = model_folder(tmp_path, seed=1)
+    write_hub_cache(offline_cache, REPO, {"main": cached})
+    torch.manual_seed(3)
+    local = build(**MAMBA)
+    save_pretrained(local, tmp_path / REPO)  # ./test-org/tiny-mamba, relative to the cwd
+    assert_same(load_pretrained(REPO), local)
+
+
+def test_offline_with_an_empty_cache_is_one_clear_error(offline_cache, capsys):
+    with pytest.raises(HubError) as err:
+        load_pretrained("test-org/not-downloaded@v1")
+    message = str(err.value)
+    assert "test-org/not-downloaded@v1" in message and str(offline_cache) in message
+    assert re.search(
+        r"(hf|huggingface-cli) download test-org/not-downloaded --revision v1", message
+    )
+    assert "HF_HUB_OFFLINE=0" in message
+    # the command line turns it into one line on stderr and exit status 2
+    args = ["sample", "--checkpoint", "test-org/not-downloaded", "--out", "x.fa"]
+    assert cli.main(args) == 2
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert len(err_lines) == 1 and "test-org/not-downloaded" in err_lines[0]
+
+
+def test_init_from_and_pretrained_take_ids(tmp_path, offline_cache):
+    torch.manual_seed(5)
+    caduceus = build(name="caduceus", d_model=64, n_layer=2, vocab_size=12)
+    write_hub_cache(
+        offline_cache, "test-org/tiny-caduceus", {"main": save_pretrained(caduceus, tmp_path / "c")}
+    )
+    cfg = load_config(DEMO, [*TINY, "init_from=test-org/tiny-caduceus"])
+    assert cfg.init_from == "test-org/tiny-caduceus"  # kept for the Hub, not made a path
+    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    init_backbone(model.backbone, cfg.init_from)
+    assert_same(model.backbone, caduceus)
+    assert_same(load_backbone("test-org/tiny-caduceus"), caduceus)
+
+
+def training_checkpoint(path: Path, seed: int, step: int = 3) -> DiffusionLM:
+    """A training checkpoint as ``genodiff train`` writes it (the keys genodiff reads)."""
+    torch.manual_seed(seed)
+    cfg = load_config(DEMO, [*TINY, "ema.decay=0.9"])
+    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    with torch.no_grad():  # make the averaged weights differ from the trained ones
+        for p in model.ema.module.parameters():
+            p.add_(0.01)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {
+            "hyper_parameters": {"config": model.config},
+            "state_dict": model.state_dict(),
+            CHECKPOINT_KEY: tokenizer_record(model.tokenizer),
+            "global_step": step,
+            "epoch": 0,
+        },
+        path,
+    )
+    return model
+
+
+def test_sample_and_eval_checkpoints_take_ids(tmp_path, offline_cache):
+    run = tmp_path / "run"
+    trained = training_checkpoint(run / "last.ckpt", seed=7)
+    (run / "notes.txt").write_text("not a checkpoint")
+    exported = export_checkpoint(run / "last.ckpt", tmp_path / "exported")
+    write_hub_cache(offline_cache, "test-org/run", {"main": run})
+    write_hub_cache(offline_cache, "test-org/exported", {"main": exported})
+    from_ckpt = load_checkpoint("test-org/run")
+    assert_same(from_ckpt.backbone, trained.backbone)
+    assert_same(from_ckpt.eval_backbone, trained.eval_backbone)
+    from_folder = load_checkpoint("test-org/exported")  # the EMA weights, its config
+    assert_same(from_folder.eval_backbone, trained.eval_backbone)
+    assert from_folder.config == trained.config
+
+
+def test_a_folder_without_a_run_is_refused(tmp_path, offline_cache):
+    backbone_only, _ = model_folder(tmp_path, seed=1)
+    write_hub_cache(offline_cache, REPO, {"main": backbone_only})
+    with pytest.raises(FileNotFoundError, match="no genodiff.json .* no \\*.ckpt"):
+        load_checkpoint(REPO)
+
+
+# ----------------------------------------------------------------------------- downloads
+
+
+class FakeHub:
+    """The Hub routes ``snapshot_download`` calls, served from local folders on 127.0.0.1:
+    repository info (``/api/models/{repo}/revision/{rev}``), the file listing
+    (``/api/models/{repo}/tree/{rev}``) and files (``/{repo}/resolve/{rev}/{path}``, with the
+    ``X-Repo-Commit`` and ``ETag`` headers the cache is keyed by). ``repos`` maps a repository
+    to its revisions (branch or tag name -> folder); each is also reachable by commit hash."""
+
+    def __init__(self, repos: dict[str, dict[str, Path]]):
+        self.revisions = {
+            (repo, name): (commit_of(repo, rev), folder)
+            for repo, revs in repos.items()
+            for rev, folder in revs.items()
+            for name in (rev, commit_of(repo, rev))
+        }
+        self.repos = set(repos)
+        self.requests: list[tuple[str, str, str | None]] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                hub.serve(self, with_body=False)
+
+            def do_GET(self):
+                hub.serve(self, with_body=True)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def downloaded(self) -> set[str]:
+        return {path.rsplit("/", 1)[1] for method, path, _ in self.requests if method == "GET"}
+
+    def serve(self, handler: BaseHTTPRequestHandler, with_body: bool) -> None:
+        path = urlsplit(handler.path).path
+        self.requests.append((handler.command, path, handler.headers.get("Authorization")))
+        parts = [unquote(p) for p in path.split("/")[1:]]
+        if parts[:2] == ["api", "models"] and len(parts) >= 6:
+            repo, kind, revision = "/".join(parts[2:4]), parts[4], "/".join(parts[5:])
+            found = self._find(handler, repo, revision)
+            if found is not None:
+                self._api(handler, repo, kind, *found)
+        elif len(parts) >= 5 and parts[2] == "resolve":
+            repo, revision, name = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
+            found = self._find(handler, repo, revision)
+            if found is not None:
+                self._file(handler, *found, name, with_body)
+        else:
+            self._error(handler, 404, None)
+
+    def _find(self, handler, repo: str, revision: str) -> tuple[str, Path] | None:
+        if repo not in self.repos:
+            return self._error(handler, 404, "RepoNotFound")
+        if (repo, revision) not in self.revisions:
+            return self._error(handler, 404, "RevisionNotFound")
+        return self.revisions[repo, revision]
+
+    def _api(self, handler, repo: str, kind: str, commit: str, folder: Path) -> None:
+        files = sorted(p.name for p in folder.iterdir())
+        if kind == "revision":
+            body = {"id": repo, "modelId": repo, "sha": commit, "private": False}
+            body["siblings"] = [{"rfilename": name} for name in files]
+        else:  # tree
+            body = [
+                {"type": "file", "path": name, "size": (folder / name).stat().st_size, "oid": name}
+                for name in files
+            ]
+        self._send(handler, 200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+    def _file(self, handler, commit: str, folder: Path, name: str, with_body: bool) -> None:
+        file = folder / name
+        if not file.is_file():
+            self._error(handler, 404, "EntryNotFound", {"X-Repo-Commit": commit})
+            return
+        data = file.read_bytes()
+        etag = hashlib.sha256(data).hexdigest()
+        headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"'}
+        self._send(handler, 200, data, headers, with_body)
+
+    def _error(self, handler, status: int, code: str | None, headers: dict | None = None):
+        self._send(
+            handler, status, b"{}", {**({"X-Error-Code": code} if code else {}), **(headers or {})}
+        )
+
+    @staticmethod
+    def _send(handler, status: int, data: bytes, headers: dict, with_body: bool = True) -> None:
+        handler.send_response(status)
+        for key, value in {**headers, "Content-Length": str(len(data))}.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        if with_body:
+            handler.wfile.write(data)
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch):
+    main, model_main = model_folder(tmp_path, seed=1)
+    (main / "README.md").write_text("not read by genodiff, so never downloaded\n")
+    v2, model_v2 = model_folder(tmp_path, seed=2)
+    hub = FakeHub({REPO: {"main": main, "v2": v2}})
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import: as a process started online would
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    monkeypatch.chdir(tmp_path)
+    yield hub, model_main, model_v2
+    hub.close()
+
+
+def test_ids_download_from_the_endpoint_into_the_cache(tmp_path, fake_hub, monkeypatch):
+    hub, model_main, model_v2 = fake_hub
+    assert_same(load_pretrained(REPO), model_main)
+    assert hub.downloaded() >= {"config.json", "model.safetensors"}
+    assert "README.md" not in hub.downloaded()  # only the files genodiff reads
+    repo_requests = [auth for _, path, auth in hub.requests if REPO in path]
+    assert repo_requests and all(auth == "Bearer hf_test_token" for auth in repo_requests)
+    snapshot = tmp_path / "hf-cache" / "models--test-org--tiny-mamba" / "snapshots"
+    assert (snapshot / commit_of(REPO, "main") / "model.safetensors").is_file()
+    assert_same(load_pretrained(f"{REPO}@v2"), model_v2)
+
+    hub.close()  # the endpoint is gone: what was fetched loads from the cache, offline
+    with pytest.raises(HubError, match=rf"test-org/never-fetched.*{hub.url} is unreachable"):
+        load_pretrained("test-org/never-fetched")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert_same(load_pretrained(REPO), model_main)
+    assert_same(load_pretrained(f"{REPO}@v2"), model_v2)
+
+
+def test_unknown_repositories_and_revisions_are_clear_errors(fake_hub):
+    with pytest.raises(HubError, match=r"test-org/missing.*HTTP 404.*HF_TOKEN"):
+        load_pretrained("test-org/missing")
+    with pytest.raises(HubError, match=rf"{REPO}@nope.*HTTP 404"):
+        load_pretrained(f"{REPO}@nope")

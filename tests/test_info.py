@@ -1,0 +1,111 @@
+"""``genodiff info``: what a training checkpoint, an exported folder or any checkpoint folder
+holds; and an exported folder samples exactly like the checkpoint it came from."""
+
+import json
+
+import pytest
+from Bio import SeqIO
+
+from genodiff import cli
+from genodiff.backbones import build
+from genodiff.checkpoints import save_pretrained
+from genodiff.data.datamodule import DEMO_FASTA
+from genodiff.info import inspect_checkpoint
+from genodiff.training import DiffusionLM
+from tests.test_cli import DEMO
+from tests.test_hub import write_hub_cache
+
+STEPS, BATCH, WINDOW = 2, 4, 128
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    overrides = [
+        "model=caduceus_tiny",
+        f"data.max_length={WINDOW}",
+        f"data.batch_size={BATCH}",
+        f"trainer.max_steps={STEPS}",
+        f"trainer.val_check_interval={STEPS}",
+        "trainer.limit_val_batches=1",
+        "trainer.enable_progress_bar=false",
+        "evaluate_test=false",
+        "samples.num_samples=0",
+        f"output_dir={out}",
+    ]
+    assert cli.main(["train", DEMO, *overrides]) == 0
+    ckpt = out / "checkpoints" / "last.ckpt"
+    assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(out / "exported")]) == 0
+    return out
+
+
+def info_json(path, capsys) -> dict:
+    capsys.readouterr()
+    assert cli.main(["info", str(path), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def trained_parameters(run) -> int:
+    module = DiffusionLM.load_from_checkpoint(run / "checkpoints" / "last.ckpt")
+    return sum(p.numel() for p in module.backbone.parameters())
+
+
+def test_info_of_a_training_checkpoint(run, capsys):
+    info = info_json(run / "checkpoints" / "last.ckpt", capsys)
+    assert info["holds"].startswith("training checkpoint")
+    assert info["objective"] == "mdlm" and info["backbone"].startswith("caduceus (")
+    assert info["parameters"] == trained_parameters(run)
+    assert info["step"] == STEPS
+    assert info["tokens_seen"] == STEPS * BATCH * WINDOW
+    assert info["data"] == f"fasta, fasta={DEMO_FASTA}"
+    assert info["data_digest"] is None
+    assert info["tokenizer"] == "dna (dna, 12 ids)"
+    assert info["config"]["trainer"]["max_steps"] == STEPS
+
+    assert cli.main(["info", str(run / "checkpoints" / "last.ckpt")]) == 0
+    text = capsys.readouterr().out
+    assert "objective:   mdlm" in text and "data digest: not recorded" in text
+    assert f"tokens seen: ~{STEPS * BATCH * WINDOW:,} (2 steps x batch 4 x 128-token" in text
+    assert "config:\n" in text and "    max_steps: 2" in text
+
+
+def test_info_of_an_exported_folder_keeps_the_run(run, capsys):
+    info = info_json(run / "exported", capsys)
+    assert info["holds"].endswith("exported from last.ckpt, ema weights")
+    assert info["objective"] == "mdlm" and info["step"] == STEPS
+    assert info["parameters"] == trained_parameters(run)
+    assert info["config"]["model"]["name"] == "caduceus"
+
+
+def test_info_of_a_backbone_only_folder(tmp_path, capsys):
+    # The paper's Caduceus size: 470,702 parameters (DESIGN.md section 4).
+    folder = save_pretrained(build("caduceus", d_model=118, n_layer=4, vocab_size=12), tmp_path)
+    info = info_json(folder, capsys)
+    assert info["parameters"] == 470_702
+    assert info["holds"] == "checkpoint folder (caduceus layout), backbone only"
+    assert info["objective"] is None and info["step"] is None and info["tokens_seen"] is None
+    assert info["config"]["model_type"] == "caduceus"
+    assert cli.main(["info", str(folder)]) == 0
+    text = capsys.readouterr().out
+    assert "objective:   not recorded" in text and "tokenizer:   none stored" in text
+
+
+def test_info_takes_a_hub_id(run, tmp_path, monkeypatch):
+    cache = tmp_path / "hf-cache"
+    write_hub_cache(cache, "test-org/demo-run", {"main": run / "exported"})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.chdir(tmp_path)
+    info = inspect_checkpoint("test-org/demo-run")
+    assert info.source == "test-org/demo-run" and info.path.startswith(str(cache))
+    assert info.step == STEPS and info.objective == "mdlm"
+
+
+def test_an_exported_folder_samples_like_its_checkpoint(run, tmp_path):
+    def sample(checkpoint, out):
+        args = ["sample", "--checkpoint", str(checkpoint), "--num-samples", "3", "--steps", "8"]
+        assert cli.main([*args, "--length", "48", "--seed", "5", "--out", str(out)]) == 0
+        return [str(r.seq) for r in SeqIO.parse(out, "fasta")]
+
+    from_ckpt = sample(run / "checkpoints" / "last.ckpt", tmp_path / "a.fa")
+    assert sample(run / "exported", tmp_path / "b.fa") == from_ckpt

@@ -1,0 +1,169 @@
+"""Packaging that survives a wheel: what the wheel holds, and a non-editable install into a fresh
+virtual environment that trains the demo from another folder.
+
+The wheel is built from the files a clean checkout of this tree would have (git's tracked and
+untracked-but-not-ignored files), copied elsewhere so the build leaves nothing here. The install
+test (marker ``wheel_install``; deselect with ``-m "not wheel_install"``) installs the wheel
+with --no-deps into a new venv whose site-packages also sees this environment's (so torch and
+the other dependencies are not installed again) and runs ``genodiff train configs/demo.yaml``
+from an empty folder, where no configs/ or data/ exist.
+"""
+
+import email.parser
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import genodiff
+from genodiff import cli, resources
+from genodiff.config import load_config, resolve_config_path
+from genodiff.finetune import load_finetune_config
+from genodiff.finetune.data import load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLE = "genodiff/_bundle/"
+DEMO_NAME = "chr22_20-21Mb.fa.gz"
+
+
+def checkout_files() -> list[str]:
+    """The files a build from a clean checkout sees, relative to ROOT."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout to know the source files")
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return sorted(f for f in listing.split("\0") if f and (ROOT / f).is_file())
+
+
+def run(command: list, cwd: Path | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def sources() -> list[str]:
+    return checkout_files()
+
+
+@pytest.fixture(scope="module")
+def wheel(sources, tmp_path_factory) -> Path:
+    src, dist = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
+    for name in sources:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, src / name)
+    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
+         "-q", "-w", str(dist)], cwd=src)  # fmt: skip
+    (built,) = dist.glob("genodiff-*.whl")
+    return built
+
+
+def test_version_names_the_install(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    where = Path(genodiff.__file__).parent
+    assert capsys.readouterr().out.startswith(f"genodiff {genodiff.__version__} from {where} ")
+
+
+def test_wheel_holds_the_code_configs_and_demo_data(wheel, sources):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        read = archive.read
+        code = {n for n in sources if n.startswith("genodiff/") and n.endswith(".py")}
+        assert code <= names
+        shipped = [
+            n
+            for n in sources
+            if (n.startswith("configs/") and n.endswith(".yaml"))
+            or n.startswith("tests/data/genomic_benchmarks/human_vs_phage/")
+            or n in (f"data/{DEMO_NAME}", "data/README.md")
+        ]
+        assert len([n for n in shipped if n.endswith(".txt")]) >= 100  # the demo task
+        for name in shipped:  # the same bytes as the repository's one copy
+            assert read(BUNDLE + name) == (ROOT / name).read_bytes(), name
+        bundled = {n.removeprefix(BUNDLE) for n in names if n.startswith(BUNDLE)}
+        assert bundled == set(shipped)  # nothing else: no data/text, no hg38, no tests/*.py
+        dist_info = f"genodiff-{genodiff.__version__}.dist-info/"
+        outside = {n for n in names if not n.startswith(("genodiff/", dist_info))}
+        assert outside == set()
+        metadata = email.parser.Parser().parsestr(read(dist_info + "METADATA").decode())
+        entry_points = read(dist_info + "entry_points.txt").decode()
+    assert metadata["Version"] == genodiff.__version__
+    assert any(r.startswith("huggingface_hub") for r in metadata.get_all("Requires-Dist"))
+    assert "genodiff = genodiff.cli:main" in entry_points
+
+
+def test_the_bundle_serves_configs_and_data_from_any_folder(wheel, tmp_path, monkeypatch):
+    # What an installed wheel resolves, in this process: its genodiff/_bundle as resource root.
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
+    bundle = tmp_path / "wheel" / BUNDLE
+    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    monkeypatch.chdir(tmp_path)  # no configs/ or data/ here
+    assert resolve_config_path("demo") == bundle / "configs" / "demo.yaml"
+    assert resolve_config_path("configs/hg38.yaml") == bundle / "configs" / "hg38.yaml"
+    assert load_config("configs/demo.yaml").data.fasta == str(bundle / "data" / DEMO_NAME)
+    finetune = load_finetune_config("configs/genomic_benchmarks_demo.yaml")
+    task = load_task(finetune.benchmark.root, "human_vs_phage", download=False)
+    assert Path(finetune.benchmark.root) == bundle / "tests" / "data" / "genomic_benchmarks"
+    assert set(task.classes) == {"human", "phage"}
+
+
+@pytest.mark.wheel_install
+def test_installed_wheel_trains_the_demo_from_another_folder(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    site = Path(site.strip())
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "_genodiff_test_dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
+         str(wheel)])  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    tiny = [
+        "trainer.max_steps=5",
+        "data.max_length=128",
+        "data.batch_size=4",
+        "trainer.val_check_interval=5",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "trainer.enable_progress_bar=false",
+        "samples.num_samples=2",
+        "samples.length=64",
+        "samples.steps=4",
+        "output_dir=out",
+    ]
+    run([venv / "bin" / "genodiff", "train", "configs/demo.yaml", *tiny], cwd=elsewhere)
+    out = elsewhere / "out"
+    assert (out / "checkpoints" / "last.ckpt").is_file()
+    assert (out / "samples.fa").read_text().count(">") == 2
+    # the installed package ran, and read its own copy of the demo genome
+    assert f"fasta: {site / 'genodiff' / '_bundle' / 'data'}" in (out / "config.yaml").read_text()
+
+
+def test_gpu_environment_solves_from_conda_forge_alone():
+    # One channel (PyTorch's own conda channel stopped at 2.5; mixing channels breaks solves),
+    # CUDA PyTorch and prebuilt kernels from it, everything else from pyproject.toml via pip.
+    import yaml
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert env["channels"] == ["conda-forge", "nodefaults"]
+    conda = [d.split("=")[0] for d in env["dependencies"] if isinstance(d, str)]
+    assert {"pytorch-gpu", "mamba-ssm", "causal-conv1d"} <= set(conda)
+    assert "pyfaidx" not in conda  # bioconda only: pip installs it
+    (pip,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
+    assert pip == ["-e .[test]"]

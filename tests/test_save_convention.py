@@ -1,0 +1,130 @@
+"""save_pretrained / genodiff export with the Hugging Face convention: write into an existing
+folder, replace only the files a save owns (each atomically), never delete anything else."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+
+from genodiff import checkpoints, cli
+from genodiff.backbones import build
+from genodiff.checkpoints import load_pretrained, save_pretrained
+from genodiff.tokenizers import DNATokenizer
+from tests.test_hub import assert_same, training_checkpoint
+
+MAMBA = dict(name="mamba", d_model=16, n_layer=2, vocab_size=12)
+
+
+def model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return build(**MAMBA).eval()
+
+
+def snapshot(folder) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture
+def user_folder(tmp_path):
+    """An output folder the user already keeps other things in."""
+    folder = tmp_path / "out"
+    (folder / "plots").mkdir(parents=True)
+    (folder / "plots" / "loss.png").write_bytes(b"\x89PNG not really")
+    (folder / "notes.md").write_text("my notes\n")
+    (folder / "pytorch_model.bin").write_bytes(b"an older upstream file, not ours to delete")
+    return folder
+
+
+def test_saving_into_a_folder_keeps_every_other_file(user_folder):
+    before = snapshot(user_folder)
+    a = model(1)
+    save_pretrained(a, user_folder, tokenizer=DNATokenizer())
+    after = snapshot(user_folder)
+    assert {k: after[k] for k in before} == before
+    assert set(after) - set(before) == {"config.json", "model.safetensors", "tokenizer.json"}
+    assert_same(load_pretrained(user_folder), a)
+
+
+def test_owned_files_are_replaced_only_with_overwrite(user_folder):
+    a, b = model(1), model(2)
+    save_pretrained(a, user_folder)
+    before = snapshot(user_folder)
+    with pytest.raises(
+        FileExistsError, match="config.json, model.safetensors already exist.*overwrite=True"
+    ):
+        save_pretrained(b, user_folder)
+    assert snapshot(user_folder) == before
+    save_pretrained(b, user_folder, overwrite=True)
+    assert_same(load_pretrained(user_folder), b)
+    after = snapshot(user_folder)
+    assert {k: after[k] for k in ("notes.md", "plots/loss.png", "pytorch_model.bin")} == {
+        k: before[k] for k in ("notes.md", "plots/loss.png", "pytorch_model.bin")
+    }
+    assert after["model.safetensors"] != before["model.safetensors"]
+
+
+def crash_writing_weights(tensors, filename, metadata=None):
+    Path(filename).write_bytes(b"partial")  # what a dying process would leave
+    raise OSError("disk full")
+
+
+def crash_writing_json(*args, **kwargs):  # the weights are written by then
+    raise OSError("disk full")
+
+
+@pytest.mark.parametrize(
+    "module, name, crash",
+    [
+        (checkpoints.safetensors.torch, "save_file", crash_writing_weights),
+        (checkpoints.json, "dumps", crash_writing_json),
+    ],
+)
+def test_a_crash_mid_write_leaves_the_previous_files_intact(
+    user_folder, monkeypatch, module, name, crash
+):
+    a = model(1)
+    save_pretrained(a, user_folder, tokenizer=DNATokenizer())
+    before = snapshot(user_folder)
+    monkeypatch.setattr(module, name, crash)
+    with pytest.raises(OSError, match="disk full"):
+        save_pretrained(model(2), user_folder, overwrite=True, tokenizer=DNATokenizer())
+    assert snapshot(user_folder) == before  # nothing replaced, no temporary file left behind
+    monkeypatch.undo()
+    assert_same(load_pretrained(user_folder), a)
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    umask = os.umask(0o022)
+    os.umask(umask)
+    folder = save_pretrained(model(1), tmp_path / "m")
+    for name in ("config.json", "model.safetensors"):
+        assert stat.S_IMODE((folder / name).stat().st_mode) == 0o666 & ~umask
+
+
+def test_export_writes_into_an_existing_folder(tmp_path, user_folder, capsys):
+    ckpt = tmp_path / "run" / "last.ckpt"
+    trained = training_checkpoint(ckpt, seed=3)
+    before = snapshot(user_folder)
+    args = ["export", "--checkpoint", str(ckpt), "--out", str(user_folder)]
+    assert cli.main(args) == 0
+    written = snapshot(user_folder)
+    assert {k: written[k] for k in before} == before
+    assert set(written) - set(before) == {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "genodiff.json",
+    }
+    assert_same(load_pretrained(user_folder), trained.eval_backbone)
+
+    assert cli.main(args) == 2  # owned files exist: refused without --overwrite
+    assert "already exist" in capsys.readouterr().err
+    training_checkpoint(ckpt, seed=4)
+    assert cli.main([*args, "--overwrite"]) == 0
+    after = snapshot(user_folder)
+    assert {k: after[k] for k in before} == before
+    assert after["model.safetensors"] != written["model.safetensors"]
