@@ -3,6 +3,8 @@ entry points (as a plugin would be), train, sample and evaluate with the same co
 sizes come from the tokenizer; capabilities are declared; checkpoint layouts are open."""
 
 import json
+import sys
+import types
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -403,3 +405,42 @@ def test_plugin_backbones_bring_their_own_checkpoint_layout(monkeypatch, tmp_pat
     assert detect_layout(config)[0] == "tiny"
     with pytest.raises(CheckpointError, match="matches no known layout .*tiny"):
         detect_layout({"model_type": "unknown"})
+
+
+def readme_plugin_source() -> str:
+    """The backbone plugin the README shows, as printed there."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("# my_plugin/model.py")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
+    module = types.ModuleType("readme_plugin")
+    exec(readme_plugin_source(), module.__dict__)
+    monkeypatch.setitem(sys.modules, "readme_plugin", module)
+    entry = EntryPoint("bigru", "readme_plugin:BiGRU", "genodiff.backbones")
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [entry] if group == "genodiff.backbones" else []
+    )
+    monkeypatch.delitem(registry._REGISTRIES["backbone"], "bigru", raising=False)
+    configs = tmp_path / "configs"
+    (configs / "model").mkdir(parents=True)
+    for group in ("objective", "data", "trainer"):
+        (configs / group).symlink_to(ROOT / "configs" / group)
+    (configs / "model" / "bigru.yaml").write_text("name: bigru\nd_model: 16\n")
+    experiment = configs / "gru.yaml"
+    experiment.write_text(
+        "defaults: [{model: bigru}, {objective: mdlm}, {data: demo}, {trainer: cpu}, _self_]\n"
+    )
+    demo_fasta = ROOT / "data" / "chr22_20-21Mb.fa.gz"
+    overrides = [o for o in TINY if not o.startswith("model=")]
+    out = tmp_path / "run"
+    assert cli.main(["train", str(experiment), *overrides, f"data.fasta={demo_fasta}",
+                     f"output_dir={out}"]) == 0  # fmt: skip
+    ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)
+    assert ckpt["hyper_parameters"]["config"]["model"] == {
+        "name": "bigru",
+        "d_model": 16,
+        "vocab_size": 12,
+    }
+    assert any(k.startswith("backbone.rnn.") for k in ckpt["state_dict"])
