@@ -5,25 +5,38 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from genodiff.config import ConfigError
+
+if TYPE_CHECKING:
+    from lightning import LightningDataModule, Trainer
+    from omegaconf import DictConfig
+
+    from genodiff.sampling import SampleRequest
+    from genodiff.training import DiffusionLM
 
 
 def _train(args: argparse.Namespace) -> None:
     import lightning as L
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
     from omegaconf import OmegaConf
 
+    from genodiff import run_folder
     from genodiff.config import load_config
-    from genodiff.generate import SamplingRun, draw_samples, write_samples
     from genodiff.sampling import SampleRequest
     from genodiff.training import DiffusionLM, build_datamodule, build_trainer, prepare_tokenizer
 
+    # Every check comes before the first write into output_dir.
     cfg = load_config(args.config, args.overrides)
     datamodule = build_datamodule(cfg.data)
     datamodule.check_files()  # missing data fails here, before any model setup
     out = Path(cfg.output_dir)
+    resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)
+    run_folder.check_output_dir(out, resume)
     tokenizer = prepare_tokenizer(cfg, datamodule)
     datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)
@@ -31,18 +44,40 @@ def _train(args: argparse.Namespace) -> None:
     s = cfg.samples
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
-    out.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
-    tokenizer.save(out)
-    print(f"genodiff: training {cfg.name}; outputs in {out}")
-    if cfg.init_from and not cfg.ckpt_path:
+    if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
         model.init_from_pretrained(cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
-    trainer = build_trainer(cfg)
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    with run_folder.hold(out):
+        OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
+        tokenizer.save(out)
+        print(f"genodiff: training {cfg.name}; outputs in {out}")
+        trainer = build_trainer(cfg)
+        try:
+            trainer.fit(model, datamodule=datamodule, ckpt_path=resume)
+        except SIGTERMException:
+            print(
+                f"genodiff train: stopped by SIGTERM at step {trainer.global_step}; saved "
+                f"{trainer.checkpoint_callback.last_model_path}. Resume with ckpt_path=last",
+                file=sys.stderr,
+            )
+            raise SystemExit(128 + signal.SIGTERM) from None
+        _after_training(cfg, model, trainer, datamodule, request, sampler)
 
+
+def _after_training(
+    cfg: DictConfig,
+    model: DiffusionLM,
+    trainer: Trainer,
+    datamodule: LightningDataModule,
+    request: SampleRequest,
+    sampler: str,
+) -> None:
+    """Report the best checkpoint, score it on the test split and draw the samples."""
+    from genodiff.generate import SamplingRun, draw_samples, write_samples
+
+    out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
     checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path
+    best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
     kind = "exact" if model.objective.exact_likelihood else "bound"
     if best:
         score = float(checkpoint.best_model_score)

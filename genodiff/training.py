@@ -11,6 +11,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel
@@ -18,9 +20,11 @@ from torchmetrics import SumMetric
 
 from genodiff import backbones, hub, registry
 from genodiff.backbones.capabilities import capabilities_of
+from genodiff.checkpoint_io import AtomicCheckpointIO
 from genodiff.checkpoints import FOLDER_FILES, RUN_RECORD_FILE, load_pretrained
 from genodiff.config import ConfigError, EMAConfig, OptimConfig, with_tokenizer_fields
 from genodiff.objectives import Objective
+from genodiff.run_folder import CHECKPOINT_FOLDER
 from genodiff.tokenizers import (
     CHECKPOINT_KEY,
     Tokenizer,
@@ -118,6 +122,23 @@ class EMA(AveragedModel):
             avg.lerp_(cur, 1.0 - decay)
 
 
+# Where a training checkpoint keeps the global torch RNG states (the objective's noise draws
+# and dropout use them), so that a resumed run draws what an uninterrupted one would.
+RNG_KEY = "genodiff_rng"
+
+
+def rng_state() -> dict[str, Any]:
+    """The global torch RNG states (CPU and every CUDA device)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"torch": torch.get_rng_state(), "cuda": cuda}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
 class DiffusionLM(L.LightningModule):
     """Trains ``backbone`` with ``objective``; validation and sampling use the EMA weights.
 
@@ -146,10 +167,37 @@ class DiffusionLM(L.LightningModule):
         self.objective_ema = (
             EMA(self.objective, ema_cfg.decay, ema_cfg.warmup) if use_ema and has_params else None
         )
-        self.heldout_nelbo, self.heldout_tokens = SumMetric(), SumMetric()
+        # nan_strategy="disable": a NaN must reach _log_heldout, not be dropped as a warning.
+        self.heldout_nelbo = SumMetric(nan_strategy="disable")
+        self.heldout_tokens = SumMetric(nan_strategy="disable")
+        self._rng_to_restore: dict[str, Any] | None = None
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint[CHECKPOINT_KEY] = tokenizer_record(self.tokenizer)
+        checkpoint[RNG_KEY] = rng_state()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._rng_to_restore = checkpoint.get(RNG_KEY)
+
+    def on_train_start(self) -> None:
+        # Resuming: continue the random stream where the checkpoint left it (on_load_checkpoint
+        # runs before Lightning sets up the loops, which must not shift it).
+        if self._rng_to_restore is not None:
+            set_rng_state(self._rng_to_restore)
+            self._rng_to_restore = None
+
+    def _non_finite(self, what: str, value: Tensor, advice: str) -> FloatingPointError:
+        """The error that stops a run on a non-finite ``what``; says how to go on."""
+        callback = self.trainer.checkpoint_callback
+        last = Path(callback.last_model_path) if callback and callback.last_model_path else None
+        if last is not None and last.is_file():
+            then = f"then resume from {last} with ckpt_path=last"
+        else:
+            then = "then start the run again (no checkpoint was written before this step)"
+        return FloatingPointError(
+            f"{what} is {value.item()} at step {self.global_step}; no checkpoint was written for "
+            f"this step. {advice}, {then}."
+        )
 
     @property
     def eval_backbone(self) -> nn.Module:
@@ -171,12 +219,11 @@ class DiffusionLM(L.LightningModule):
         nelbo, tokens = self.objective.loss(self.backbone, batch["input_ids"])  # (B,), (B,)
         loss = nelbo.sum() / tokens.sum().clamp_min(1)
         if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"training loss is {loss.item()} at step {self.global_step}; no checkpoint was "
-                "written for this step. Lower optim.lr, keep trainer.gradient_clip_val, or train "
-                "in fp32 (trainer.precision=32-true), then resume from the last checkpoint with "
-                "ckpt_path=last."
+            advice = (
+                "Lower optim.lr, keep trainer.gradient_clip_val, or train in fp32 "
+                "(trainer.precision=32-true)"
             )
+            raise self._non_finite("training loss", loss, advice)
         self.log("train/nelbo", loss, prog_bar=True)
         return loss
 
@@ -196,6 +243,12 @@ class DiffusionLM(L.LightningModule):
 
     def _log_heldout(self, stage: str) -> None:
         nelbo = self.heldout_nelbo.compute() / self.heldout_tokens.compute().clamp_min(1)
+        if not torch.isfinite(nelbo):
+            advice = (
+                "Check ema.decay (in [0, 1]; ema.decay=0 turns the average off), lower optim.lr "
+                "or train in fp32 (trainer.precision=32-true)"
+            )
+            raise self._non_finite(f"the {stage} NELBO", nelbo, advice)
         self.log(f"{stage}/nelbo", nelbo, prog_bar=True)
         self.log(f"{stage}/ppl", torch.exp(nelbo), prog_bar=True)
         self.heldout_nelbo.reset()
@@ -329,16 +382,50 @@ def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
     return kwargs
 
 
+class LatestCheckpoint(ModelCheckpoint):
+    """``best-step<N>.ckpt`` (lowest ``val/nelbo``) and a ``last.ckpt`` that is always the latest
+    state: rewritten at every validation, at the end of training and when SIGTERM stops the run
+    (Lightning's ``save_last`` rewrites it only in a step where the best checkpoint changed)."""
+
+    def __init__(self, dirpath: Path) -> None:
+        super().__init__(
+            dirpath=dirpath,
+            filename="best-step{step}",
+            auto_insert_metric_name=False,
+            monitor="val/nelbo",
+            mode="min",
+            save_last=True,
+            enable_version_counter=False,  # one run per folder: never a last-v1.ckpt
+        )
+        self._latest_step = -1
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)
+        self._save_latest(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save_latest(trainer)
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        if isinstance(exception, SIGTERMException):  # pre-emption: keep the work done so far
+            self._save_latest(trainer)
+
+    def _save_latest(self, trainer: L.Trainer) -> None:
+        fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+        if fitting and not trainer.fast_dev_run and self._latest_step != trainer.global_step:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict) -> None:
+        super()._save_last_checkpoint(trainer, monitor_candidates)
+        self._latest_step = trainer.global_step
+
+
 def build_trainer(cfg: DictConfig) -> L.Trainer:
+    """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically), CSV and
+    TensorBoard logs under ``output_dir``."""
     out = Path(cfg.output_dir)
-    checkpoints = ModelCheckpoint(
-        dirpath=out / "checkpoints",
-        filename="best-step{step}",
-        auto_insert_metric_name=False,
-        monitor="val/nelbo",
-        mode="min",
-        save_last=True,
-    )
     # One version_<n> folder per run, so a resumed run never overwrites earlier logs.
     loggers = [
         CSVLogger(out, name="logs"),
@@ -347,6 +434,10 @@ def build_trainer(cfg: DictConfig) -> L.Trainer:
     return L.Trainer(
         default_root_dir=out,
         logger=loggers,
-        callbacks=[checkpoints, LearningRateMonitor(logging_interval="step")],
+        callbacks=[
+            LatestCheckpoint(out / CHECKPOINT_FOLDER),
+            LearningRateMonitor(logging_interval="step"),
+        ],
+        plugins=[AtomicCheckpointIO()],
         **trainer_kwargs(cfg),
     )

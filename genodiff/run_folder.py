@@ -1,0 +1,98 @@
+"""One run, one folder: which checkpoint a run resumes from, whether ``output_dir`` may be
+used, and the lock a live run holds on it.
+
+``genodiff train`` first checks (``resume_checkpoint``, ``check_output_dir``; neither writes
+anything), then takes the folder with ``hold``: an exclusive ``flock`` on ``output_dir/.lock``,
+which the operating system releases when the process ends, however it ends, so a crash never
+leaves the folder stuck.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from genodiff.checkpoint_io import is_loadable, remove_temporary_files
+from genodiff.config import ConfigError
+
+LOCK_FILE = ".lock"
+CHECKPOINT_FOLDER = "checkpoints"
+LAST = "last.ckpt"
+# What a training run writes into its output_dir: a folder holding any of these has a run.
+RUN_OUTPUTS = ("config.yaml", CHECKPOINT_FOLDER, "logs", "tensorboard", "samples.fa", "samples.txt")
+
+
+def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> Path | None:
+    """The checkpoint a run resumes from: None for a new run; for ``ckpt_path=last``
+    ``output_dir/checkpoints/last.ckpt``, or when that is missing or damaged the newest
+    loadable checkpoint beside it (said on stderr); else the file ``ckpt_path`` names, which
+    must be loadable. ConfigError when there is none to resume from."""
+    if ckpt_path is None:
+        return None
+    if ckpt_path != "last":
+        path = Path(ckpt_path).expanduser().resolve()
+        if not is_loadable(path):
+            state = "is damaged or not a training checkpoint" if path.exists() else "not found"
+            raise ConfigError(
+                f"ckpt_path={ckpt_path}: {state}; pass another .ckpt or ckpt_path=last"
+            )
+        return path
+    folder = output_dir / CHECKPOINT_FOLDER
+    candidates = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
+    candidates.sort(key=lambda p: p.name != LAST)  # last.ckpt first, then newest first
+    for path in candidates:
+        if is_loadable(path):
+            if path.name != LAST:
+                print(
+                    f"genodiff: {folder / LAST} is missing or damaged; resuming from {path}, the "
+                    "newest loadable checkpoint",
+                    file=sys.stderr,
+                )
+            return path.resolve()
+    found = f"only damaged checkpoints ({', '.join(p.name for p in candidates)})"
+    raise ConfigError(
+        f"ckpt_path=last: {folder} holds {found if candidates else 'no checkpoint'}, so there is "
+        f"nothing to resume. To start afresh, remove {output_dir} or choose another output_dir, "
+        "and leave ckpt_path out"
+    )
+
+
+def check_output_dir(output_dir: Path, resume: Path | None) -> None:
+    """ConfigError unless ``output_dir`` may take this run: it is a folder (or absent) and
+    holds no other run's results (a run resuming a checkpoint of its own may use it)."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConfigError(f"output_dir={output_dir} is a file; choose a folder")
+    held = [name for name in RUN_OUTPUTS if (output_dir / name).exists()]
+    if not held or (resume is not None and resume.is_relative_to(output_dir.resolve())):
+        return
+    raise ConfigError(
+        f"output_dir={output_dir} already holds a run ({', '.join(held)}). Resume it with "
+        "ckpt_path=last, or choose another output_dir"
+    )
+
+
+@contextmanager
+def hold(output_dir: Path) -> Iterator[None]:
+    """Create ``output_dir`` and hold its lock for the ``with`` block; ConfigError when a live
+    process holds it. Removes the temporary files a killed checkpoint writer left."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with open(output_dir / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            owner = lock.read().strip() or "another process"
+            raise ConfigError(
+                f"output_dir={output_dir} is in use by a running genodiff train (pid {owner}); "
+                "wait for it to finish or choose another output_dir"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        remove_temporary_files(output_dir / CHECKPOINT_FOLDER)
+        yield

@@ -1,0 +1,142 @@
+"""Crash safety of `genodiff train`: kill -9 at random moments (some in the middle of a
+checkpoint write) never leaves an unloadable last.ckpt and every resume reaches the planned
+step; SIGTERM saves a checkpoint and exits.
+
+The training processes are forked from a forkserver that has imported genodiff once, so each
+start costs a fork rather than a Python start-up.
+"""
+
+import io
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import torch
+
+from genodiff.checkpoint_io import is_loadable
+from genodiff.run_folder import CHECKPOINT_FOLDER
+from tests.test_cli import DEMO, TINY
+
+CONTEXT = multiprocessing.get_context("forkserver")
+CONTEXT.set_forkserver_preload(["genodiff.cli", "genodiff.training", "tests.test_crash_safety"])
+BASE = [o for o in TINY if not o.startswith("trainer.max_steps")] + [
+    "samples.num_samples=0",
+    "evaluate_test=false",
+]
+PLANNED = 16
+KILL_ARGS = [
+    "train",
+    DEMO,
+    *BASE,
+    f"trainer.max_steps={PLANNED}",
+    "trainer.limit_train_batches=5",  # epochs of 5 batches: kills land across epochs
+]
+
+
+def slow_save(obj, handle) -> None:
+    """torch.save that stops half-way for a moment: a window for the kill to land in."""
+    buffer = io.BytesIO()
+    REAL_SAVE(obj, buffer)
+    data = buffer.getvalue()
+    handle.write(data[: len(data) // 2])
+    handle.flush()
+    time.sleep(0.3)
+    handle.write(data[len(data) // 2 :])
+
+
+REAL_SAVE = torch.save
+
+
+def train_child(args: list[str], slow_writes: bool, started_step=None) -> None:
+    """Runs `genodiff train ARGS` in the child; ``started_step`` (an Event) is set once three
+    optimizer steps are done."""
+    from genodiff import cli
+    from genodiff.training import DiffusionLM
+
+    if slow_writes:
+        torch.save = slow_save
+    if started_step is not None:
+        original = DiffusionLM.on_train_batch_end
+
+        def signal_progress(self, outputs, batch, batch_idx):
+            original(self, outputs, batch, batch_idx)
+            if self.global_step >= 3:
+                started_step.set()
+
+        DiffusionLM.on_train_batch_end = signal_progress
+    try:
+        code = cli.main(args)
+    except SystemExit as stop:
+        code = stop.code
+    os._exit(code)
+
+
+def step_of(path: Path) -> int:
+    return torch.load(path, map_location="cpu", weights_only=True)["global_step"]
+
+
+def kill_when_writing(child, folder: Path, nth: int) -> bool:
+    """SIGKILL ``child`` while it writes its ``nth`` checkpoint; whether it was mid-write."""
+    seen: set[str] = set()
+    while child.is_alive():
+        seen |= {p.name for p in folder.glob(".*.tmp")}
+        if len(seen) >= nth:
+            os.kill(child.pid, signal.SIGKILL)
+            child.join()
+            return bool(list(folder.glob(".*.tmp")))  # the kill left the half-written file
+        time.sleep(0.005)
+    return False
+
+
+def test_kill_9_at_random_moments_never_loses_the_run(tmp_path):
+    rng = random.Random(0)
+    out = tmp_path / "run"
+    folder = out / CHECKPOINT_FOLDER
+    kills = mid_write = 0
+    for round_ in range(12):
+        resume = folder.is_dir() and any(folder.glob("*.ckpt"))
+        if not resume:  # killed before its first checkpoint: nothing to resume, start afresh
+            shutil.rmtree(out, ignore_errors=True)
+        args = [*KILL_ARGS, f"output_dir={out}", *(["ckpt_path=last"] if resume else [])]
+        timed_to_write = round_ % 2 == 1
+        child = CONTEXT.Process(target=train_child, args=(args, timed_to_write))
+        child.start()
+        if timed_to_write:
+            mid_write += kill_when_writing(child, folder, nth=rng.randint(1, 3))
+        else:
+            child.join(rng.uniform(0.5, 4.0))
+            if child.is_alive():
+                os.kill(child.pid, signal.SIGKILL)
+                child.join()
+        assert child.exitcode in (0, -signal.SIGKILL)  # a resume never fails
+        kills += child.exitcode == -signal.SIGKILL
+        if (folder / "last.ckpt").exists():
+            assert is_loadable(folder / "last.ckpt")
+    assert kills >= 10 and mid_write >= 3
+
+    child = CONTEXT.Process(
+        target=train_child, args=([*KILL_ARGS, f"output_dir={out}", "ckpt_path=last"], False)
+    )
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+    assert step_of(folder / "last.ckpt") == PLANNED
+
+
+def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", DEMO, *BASE, "trainer.max_steps=1000", "trainer.val_check_interval=1000"]
+    started = CONTEXT.Event()
+    child = CONTEXT.Process(target=train_child, args=([*args, f"output_dir={out}"], False, started))
+    child.start()
+    assert started.wait(300)
+    os.kill(child.pid, signal.SIGTERM)
+    child.join(120)
+    assert child.exitcode == 128 + signal.SIGTERM
+    folder = out / CHECKPOINT_FOLDER
+    assert not list(folder.glob("best-step*.ckpt"))  # no validation ran: SIGTERM saved it
+    assert 3 <= step_of(folder / "last.ckpt") < 1000

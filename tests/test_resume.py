@@ -1,0 +1,115 @@
+"""Checkpoints that are what they say: last.ckpt is the latest state, a non-finite held-out
+NELBO never ranks as best, and a resumed run continues exactly as an uninterrupted one."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from genodiff import cli
+from genodiff.backbones.caduceus import Caduceus
+from genodiff.training import DiffusionLM
+from tests.test_cli import DEMO, TINY, read_metrics
+
+BASE = [o for o in TINY if not o.startswith("trainer.max_steps")] + [
+    "samples.num_samples=0",
+    "evaluate_test=false",
+]
+
+
+def step_of(path: Path) -> int:
+    return torch.load(path, map_location="cpu", weights_only=True)["global_step"]
+
+
+def test_last_ckpt_is_the_latest_state_when_the_best_was_early(tmp_path, monkeypatch):
+    original = DiffusionLM._log_heldout
+
+    def worse_every_validation(self, stage):
+        self.heldout_nelbo.update(torch.tensor(1000.0 * self.global_step))
+        original(self, stage)
+
+    monkeypatch.setattr(DiffusionLM, "_log_heldout", worse_every_validation)
+    out = tmp_path / "run"
+    assert cli.main(["train", DEMO, *BASE, "trainer.max_steps=5", f"output_dir={out}"]) == 0
+    folder = out / "checkpoints"
+    assert [p.name for p in folder.glob("best-step*.ckpt")] == ["best-step2.ckpt"]
+    assert step_of(folder / "last.ckpt") == 5  # validated at 2 and 4, ended at 5
+
+    args = ["train", DEMO, *BASE, "trainer.max_steps=7", f"output_dir={out}", "ckpt_path=last"]
+    assert cli.main(args) == 0
+    assert step_of(folder / "last.ckpt") == 7
+    assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {5}
+
+
+def test_non_finite_validation_nelbo_stops_the_run_and_never_ranks_best(
+    tmp_path, monkeypatch, capsys
+):
+    original = Caduceus.forward
+    calls = {"eval": 0}
+    per_validation = 2 * 4  # limit_val_batches x the demo's eval_t_samples
+
+    def nan_from_the_second_validation(self, input_ids, sigma=None, inputs_embeds=None):
+        logits = original(self, input_ids, sigma, inputs_embeds)
+        if not torch.is_grad_enabled():
+            calls["eval"] += 1
+            if calls["eval"] > per_validation:
+                return logits * float("nan")
+        return logits
+
+    monkeypatch.setattr(Caduceus, "forward", nan_from_the_second_validation)
+    code = cli.main(["train", DEMO, *BASE, "trainer.max_steps=6", f"output_dir={tmp_path}"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1
+    assert "the val NELBO is nan at step 4" in err and "ckpt_path=last" in err
+    folder = tmp_path / "checkpoints"
+    assert [p.name for p in folder.glob("best-step*.ckpt")] == ["best-step2.ckpt"]
+    assert step_of(folder / "last.ckpt") == 2
+
+
+EXACT = [
+    *BASE,
+    "trainer.max_steps=8",
+    "trainer.limit_train_batches=3",  # epochs of 3 batches: the resume is in epoch 1
+    "trainer.log_every_n_steps=1",
+]
+
+
+class StopTrainingError(ValueError):
+    """Stands in for a crash after a checkpoint."""
+
+
+def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    assert cli.main(["train", DEMO, *EXACT, f"output_dir={whole}"]) == 0
+
+    original = DiffusionLM.training_step
+
+    def stop_after_step_4(self, batch, batch_idx):
+        if self.global_step == 4:
+            raise StopTrainingError("stopped after the checkpoint at step 4")
+        return original(self, batch, batch_idx)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(DiffusionLM, "training_step", stop_after_step_4)
+        assert cli.main(["train", DEMO, *EXACT, f"output_dir={split}"]) == 2
+    assert step_of(split / "checkpoints" / "last.ckpt") == 4
+    assert cli.main(["train", DEMO, *EXACT, f"output_dir={split}", "ckpt_path=last"]) == 0
+
+    def losses(rows: list[dict], key: str) -> dict[int, float]:
+        return {int(r["step"]): float(r[key]) for r in rows if r.get(key)}
+
+    expected, resumed = read_metrics(whole), read_metrics(split, 1)
+    for key in ("train/nelbo", "val/nelbo"):
+        after = {s: v for s, v in losses(expected, key).items() if s >= 4}
+        assert after and losses(resumed, key) == pytest.approx(after, rel=1e-5, abs=1e-6)
+    a = torch.load(whole / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    b = torch.load(split / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert a["global_step"] == b["global_step"] == 8
+    for name, value in a["state_dict"].items():  # weights and EMA
+        torch.testing.assert_close(b["state_dict"][name], value)
+    (opt_a,), (opt_b,) = a["optimizer_states"], b["optimizer_states"]
+    for key, state in opt_a["state"].items():
+        for name in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(opt_b["state"][key][name], state[name])
+    assert a["lr_schedulers"] == b["lr_schedulers"]

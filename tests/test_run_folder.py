@@ -1,0 +1,106 @@
+"""One run, one folder: the lock a live run holds, refusing another run's folder, resolving
+ckpt_path=last, and writing nothing before every check has passed."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from genodiff import cli, run_folder
+from genodiff.config import ConfigError
+from tests.test_cli import DEMO, TINY
+
+HOLD_LOCK = """
+import fcntl, sys, time
+handle = open(sys.argv[1], "a+")
+fcntl.flock(handle, fcntl.LOCK_EX)
+handle.write("4242"); handle.flush()
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_live_run_holds_its_folder_until_it_dies(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(out / run_folder.LOCK_FILE)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        code = cli.main(["train", DEMO, *TINY, f"output_dir={out}"])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert "in use by a running genodiff train (pid 4242)" in err
+        assert sorted(p.name for p in out.iterdir()) == [run_folder.LOCK_FILE]  # nothing written
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with run_folder.hold(out):  # a killed holder leaves no stale lock
+        assert (out / run_folder.LOCK_FILE).read_text() != "4242"
+
+
+def test_a_new_run_into_another_runs_folder_is_refused(tmp_path, capsys):
+    (tmp_path / "config.yaml").write_text("the other run's config\n")
+    code = cli.main(["train", DEMO, *TINY, f"output_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "already holds a run (config.yaml)" in err and "ckpt_path=last" in err
+    assert (tmp_path / "config.yaml").read_text() == "the other run's config\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+
+
+@pytest.mark.parametrize("ckpt_path", ["last", "{out}/checkpoints/missing.ckpt"])
+def test_a_resume_without_its_checkpoint_fails_before_writing(tmp_path, capsys, ckpt_path):
+    (tmp_path / "config.yaml").write_text("the run's config\n")
+    ckpt = ckpt_path.format(out=tmp_path)
+    code = cli.main(["train", DEMO, *TINY, f"output_dir={tmp_path}", f"ckpt_path={ckpt}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "nothing to resume" in err or "not found" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+
+
+def test_output_dir_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "config.yaml").write_text("")
+    with pytest.raises(ConfigError, match="is a file"):
+        run_folder.check_output_dir(tmp_path / "config.yaml", None)
+
+
+def save_checkpoint(path, step):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": {"w": torch.ones(3)}, "global_step": step}, path)
+
+
+def test_last_falls_back_to_the_newest_loadable_checkpoint(tmp_path, capsys):
+    folder = tmp_path / run_folder.CHECKPOINT_FOLDER
+    save_checkpoint(folder / "best-step2.ckpt", 2)
+    save_checkpoint(folder / "best-step4.ckpt", 4)
+    save_checkpoint(folder / "last.ckpt", 6)
+    assert run_folder.resume_checkpoint("last", tmp_path) == (folder / "last.ckpt").resolve()
+    assert capsys.readouterr().err == ""
+
+    data = (folder / "last.ckpt").read_bytes()
+    (folder / "last.ckpt").write_bytes(data[: len(data) // 2])  # truncated by a crash
+    assert run_folder.resume_checkpoint("last", tmp_path) == (folder / "best-step4.ckpt").resolve()
+    assert "last.ckpt is missing or damaged; resuming from" in capsys.readouterr().err
+
+    for name in ("best-step2.ckpt", "best-step4.ckpt"):
+        (folder / name).write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match="only damaged checkpoints"):
+        run_folder.resume_checkpoint("last", tmp_path)
+    with pytest.raises(ConfigError, match="damaged or not a training checkpoint"):
+        run_folder.resume_checkpoint(str(folder / "last.ckpt"), tmp_path)
+
+
+def test_hold_removes_what_a_killed_writer_left(tmp_path):
+    folder = tmp_path / run_folder.CHECKPOINT_FOLDER
+    folder.mkdir()
+    (folder / ".last.ckpt.123.tmp").write_bytes(b"half")
+    save_checkpoint(folder / "last.ckpt", 1)
+    with run_folder.hold(tmp_path):
+        assert sorted(p.name for p in folder.iterdir()) == ["last.ckpt"]
