@@ -16,7 +16,7 @@ def tiny_1k(**kwargs) -> HyenaDNA:
     cfg = OmegaConf.to_container(OmegaConf.load(CONFIG))
     cfg.pop("name")
     torch.manual_seed(0)
-    return HyenaDNA(**{**cfg, **kwargs})
+    return HyenaDNA(**{"vocab_size": 12, **cfg, **kwargs})  # the DNA tokenizer's 12 ids
 
 
 def small(**kwargs) -> HyenaDNA:

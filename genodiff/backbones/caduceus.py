@@ -76,9 +76,9 @@ class BiMamba(nn.Module):
         if rev is None:
             return fwd(hidden_states)
         if self.weight_tie:
-            xz = fwd.in_proj(hidden_states)  # (B, L, 2 d_inner), shared by both directions
-            out = fwd.out_proj(fwd.ssm(xz))
-            out_rev = fwd.out_proj(rev.ssm(xz.flip(1)).flip(1))
+            xz = fwd.in_proj_xz(hidden_states)  # (B, 2 d_inner, L), shared by both directions
+            out = fwd.mix(xz, fwd.out_proj)
+            out_rev = rev.mix(xz.flip(-1), fwd.out_proj).flip(1)
         else:
             out = fwd(hidden_states)
             out_rev = rev(hidden_states.flip(1)).flip(1)
@@ -105,6 +105,8 @@ class CaduceusMixerModel(nn.Module):
     With ``rcps_complement_map`` (PS) every piece is its RCPS version and states are
     (B, L, 2d); ``fused_add_norm`` then picks upstream's fused-kernel ordering of the halves in
     the blocks (see ``rcps.rcps_add_norm``). For Ph both paths are the same function.
+    ``fused_add_norm`` also selects mamba_ssm's fused add + norm kernel where the upstream
+    kernels run (``genodiff.ops.add_norm``).
     """
 
     def __init__(
@@ -143,7 +145,7 @@ class CaduceusMixerModel(nn.Module):
             if self.rcps:
                 layers.append(RCPSBlock(mixer, norm, fused_add_norm, residual_in_fp32))
             else:
-                layers.append(Block(mixer, norm, residual_in_fp32))
+                layers.append(Block(mixer, norm, residual_in_fp32, fused_add_norm))
         self.layers = nn.ModuleList(layers)
         self.norm_f = norm_cls(d_model, eps=norm_epsilon)
         if self.rcps and not fused_add_norm:
@@ -154,10 +156,11 @@ class CaduceusMixerModel(nn.Module):
         residual = None
         for layer in self.layers:
             hidden, residual = layer(hidden, residual)
+        fused, fp32 = self.fused_add_norm, self.residual_in_fp32
         if not self.rcps:
-            hidden, _ = add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
-        elif self.fused_add_norm:  # upstream's fused final norm keeps the halves in order
-            hidden, _ = rcps_add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
+            hidden, _ = add_norm(hidden, residual, self.norm_f, fp32, fused)
+        elif fused:  # upstream's fused final norm keeps the halves in order
+            hidden, _ = rcps_add_norm(hidden, residual, self.norm_f, fp32, fused=True)
         else:
             hidden, _ = self.norm_f(hidden, residual, self.residual_in_fp32)
         return hidden  # (B, L, d), or (B, L, 2d) for PS
@@ -168,15 +171,16 @@ class Caduceus(LMBackboneBase):
     """Caduceus backbone + tied LM head. Arguments use the ``CaduceusConfig`` field names and
     defaults (released checkpoints set residual_in_fp32=False).
 
-    rcps=False is Caduceus-Ph: ``fused_add_norm`` only selects a kernel upstream, both paths
-    compute the same function and it is accepted for config compatibility. rcps=True is
-    Caduceus-PS: ``fused_add_norm=True`` reproduces the ordering of upstream's fused path (that
-    the released PS checkpoints need), ``False`` that of its plain PyTorch path; they are
-    different functions of the same weights. ``complement_map`` (token id -> complement id, a
-    mapping or a sequence) is padded with identities to the padded vocabulary; PS defaults to
-    the DNA tokenizer's. For PS, ``hidden_states`` (and ``inputs_embeds``) have 2 d_model
-    channels, cat[fwd, rc stream], and are RC-equivariant: the states of rc(ids) are those of
-    ids flipped over sequence and channels (``rcps.rc_states``).
+    rcps=False is Caduceus-Ph: ``fused_add_norm`` only selects mamba_ssm's fused add + norm
+    kernel (on CUDA, see ``genodiff.ops.upstream``); both paths compute the same function.
+    rcps=True is Caduceus-PS: ``fused_add_norm=True`` reproduces the ordering of upstream's
+    fused path (that the released PS checkpoints need), ``False`` that of its plain PyTorch
+    path; they are different functions of the same weights. ``complement_map`` (token id ->
+    complement id, a mapping or a sequence) is padded with identities to the padded
+    vocabulary; PS defaults to the DNA tokenizer's. For PS, ``hidden_states`` (and
+    ``inputs_embeds``) have 2 d_model channels, cat[fwd, rc stream], and are RC-equivariant:
+    the states of rc(ids) are those of ids flipped over sequence and channels
+    (``rcps.rc_states``).
     """
 
     def __init__(

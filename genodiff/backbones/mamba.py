@@ -7,29 +7,20 @@ in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj. ``layer_idx`` is kept for 
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genodiff.ops import add_norm, causal_conv1d, selective_scan
-
-
-@functools.cache
-def _upstream_step_kernels() -> tuple[Callable | None, Callable | None]:
-    """(causal_conv1d_update, selective_state_update) when importable, else None each."""
-    try:
-        from causal_conv1d import causal_conv1d_update
-    except (ImportError, OSError):
-        causal_conv1d_update = None
-    try:
-        from mamba_ssm.ops.triton.selective_state_update import selective_state_update
-    except (ImportError, OSError):
-        selective_state_update = None
-    return causal_conv1d_update, selective_state_update
+from genodiff.ops import (
+    add_norm,
+    causal_conv1d,
+    causal_conv1d_update,
+    selective_scan,
+    selective_state_update,
+)
+from genodiff.ops.upstream import CAUSAL_CONV1D, MAMBA_INNER, upstream
 
 
 class Mamba(nn.Module):
@@ -50,13 +41,14 @@ class Mamba(nn.Module):
         use_fast_path: bool = True,
         layer_idx: int | None = None,
     ):
-        """Arguments as mamba_ssm's ``Mamba`` (its ``ssm_cfg`` keys). ``use_fast_path`` is
-        accepted for config compatibility: kernels are chosen per call by the ops."""
+        """Arguments as mamba_ssm's ``Mamba`` (its ``ssm_cfg`` keys). ``use_fast_path``, as
+        upstream, runs the whole mixer as mamba_ssm's fused ``mamba_inner_fn`` where the ops
+        would call the upstream kernels (see ``mix``); the function is the same."""
         super().__init__()
         self.d_model, self.d_state, self.d_conv = d_model, d_state, d_conv
         self.d_inner = int(expand * d_model)
         self.dt_rank = math.ceil(d_model / 16) if dt_rank == "auto" else dt_rank
-        self.layer_idx = layer_idx
+        self.use_fast_path, self.layer_idx = use_fast_path, layer_idx
 
         self.in_proj = nn.Linear(d_model, 2 * self.d_inner, bias=bias)
         self.conv1d = nn.Conv1d(
@@ -94,10 +86,51 @@ class Mamba(nn.Module):
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
         self.dt_proj.bias._no_reinit = True  # keep it through the model's _init_weights
 
-    def ssm(self, xz: torch.Tensor) -> torch.Tensor:
-        """The mixer between the projections: xz = in_proj(hidden) (B, L, 2 d_inner) ->
-        y (B, L, d_inner), ready for out_proj."""
-        x, z = xz.transpose(1, 2).chunk(2, dim=1)  # (B, d_inner, L) each
+    def in_proj_xz(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, L, d_model) -> xz (B, 2 d_inner, L), L innermost as the kernels want it (the
+        projection and the transpose in one matmul, as upstream)."""
+        batch, length, _ = hidden_states.shape
+        xz = self.in_proj.weight @ hidden_states.reshape(batch * length, -1).t()  # (2 d_inner, BL)
+        if self.in_proj.bias is not None:
+            xz = xz + self.in_proj.bias.to(xz.dtype).unsqueeze(-1)
+        return xz.view(-1, batch, length).transpose(0, 1)
+
+    def mix(self, xz: torch.Tensor, out_proj: nn.Linear) -> torch.Tensor:
+        """The mixer after the input projection: xz (B, 2 d_inner, L) -> out_proj(y) (B, L, d).
+
+        ``out_proj`` is a parameter so that a weight-tied reverse direction (Caduceus) can use
+        the forward module's. With ``use_fast_path``, where the upstream kernels would run, this
+        is mamba_ssm's fused ``mamba_inner_fn`` (conv, projections, scan and out_proj in one
+        autograd function), else ``ssm`` then ``out_proj``.
+        """
+        A = -torch.exp(self.A_log.float())  # (d_inner, N)
+        if (
+            self.use_fast_path
+            and 2 <= self.d_conv <= 4
+            and upstream(CAUSAL_CONV1D, xz) is not None  # mamba_inner_fn needs causal_conv1d
+            and (inner := upstream(MAMBA_INNER, xz)) is not None
+        ):
+            return inner(
+                xz,
+                self.conv1d.weight,
+                self.conv1d.bias,
+                self.x_proj.weight,
+                self.dt_proj.weight,
+                out_proj.weight,
+                out_proj.bias,
+                A,
+                None,  # B and C from x_proj
+                None,
+                self.D.float(),
+                delta_bias=self.dt_proj.bias.float(),
+                delta_softplus=True,
+            )
+        return out_proj(self.ssm(xz, A))
+
+    def ssm(self, xz: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """The unfused mixer between the projections: xz (B, 2 d_inner, L) -> y (B, L, d_inner),
+        ready for out_proj; A = -exp(A_log) (d_inner, N)."""
+        x, z = xz.chunk(2, dim=1)  # (B, d_inner, L) each
         x = causal_conv1d(x, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation="silu")
         x_dbl = self.x_proj(x.transpose(1, 2))  # (B, L, dt_rank + 2N)
         dt, B, C = x_dbl.split([self.dt_rank, self.d_state, self.d_state], dim=-1)
@@ -105,7 +138,7 @@ class Mamba(nn.Module):
         y = selective_scan(
             x,
             dt,
-            -torch.exp(self.A_log.float()),  # (d_inner, N)
+            A,
             B.transpose(1, 2),  # (B, N, L)
             C.transpose(1, 2),
             self.D.float(),
@@ -117,7 +150,7 @@ class Mamba(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, L, d_model) -> (B, L, d_model)."""
-        return self.out_proj(self.ssm(self.in_proj(hidden_states)))
+        return self.mix(self.in_proj_xz(hidden_states), self.out_proj)
 
     def allocate_inference_cache(
         self, batch_size: int, dtype: torch.dtype | None = None
@@ -137,36 +170,20 @@ class Mamba(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One recurrent token, as mamba_ssm's ``Mamba.step``: hidden (B, 1, d) -> out (B, 1, d).
 
-        conv_state and ssm_state are updated in place and returned.
+        conv_state and ssm_state are updated in place and returned. x enters the conv in
+        conv_state's dtype (the kernel requires it; under autocast in_proj returns bf16).
         """
-        dtype = hidden_states.dtype
         x, z = self.in_proj(hidden_states.squeeze(1)).chunk(2, dim=-1)  # (B, d_inner) each
         weight = self.conv1d.weight.squeeze(1)  # (d_inner, d_conv)
-        conv_update, state_update = _upstream_step_kernels() if x.is_cuda else (None, None)
-        if conv_update is not None and 2 <= self.d_conv <= 4:
-            x = conv_update(x, conv_state, weight, self.conv1d.bias, "silu")
-        else:
-            conv_state.copy_(conv_state.roll(-1, dims=-1))  # drop the oldest input
-            conv_state[:, :, -1] = x
-            x = (conv_state * weight).sum(-1)
-            if self.conv1d.bias is not None:
-                x = x + self.conv1d.bias
-            x = F.silu(x).to(dtype)
-
+        x = causal_conv1d_update(
+            x.to(conv_state.dtype), conv_state, weight, self.conv1d.bias, "silu"
+        )
         dt, B, C = self.x_proj(x).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
-        dt = F.linear(dt, self.dt_proj.weight)  # (B, d_inner); bias added below
+        dt = F.linear(dt, self.dt_proj.weight)  # (B, d_inner); bias added in the update
         A = -torch.exp(self.A_log.float())  # (d_inner, N)
-        if state_update is not None:
-            y = state_update(
-                ssm_state, x, dt, A, B, C, self.D, z=z, dt_bias=self.dt_proj.bias, dt_softplus=True
-            )
-        else:
-            dt = F.softplus(dt + self.dt_proj.bias.to(dt.dtype))
-            dA = torch.exp(dt.unsqueeze(-1) * A)  # (B, d_inner, N)
-            dBx = (dt * x).unsqueeze(-1) * B.unsqueeze(1)  # (B, d_inner, N)
-            ssm_state.copy_(ssm_state * dA + dBx)
-            y = (ssm_state.to(dtype) * C.unsqueeze(1)).sum(-1)  # (B, d_inner)
-            y = (y + self.D.to(dtype) * x) * F.silu(z)
+        y = selective_state_update(
+            ssm_state, x, dt, A, B, C, self.D, z=z, dt_bias=self.dt_proj.bias, dt_softplus=True
+        )  # (B, d_inner)
         return self.out_proj(y).unsqueeze(1), conv_state, ssm_state
 
 
@@ -174,19 +191,33 @@ class Block(nn.Module):
     """Prenorm residual block: residual += hidden; hidden = mixer(norm(residual)).
 
     Returns (hidden, residual) like mamba_ssm's ``Block``; the model applies its final norm to
-    hidden + residual.
+    hidden + residual. ``fused_add_norm`` selects mamba_ssm's fused add + norm kernel where the
+    upstream kernels run (``genodiff.ops.add_norm``).
     """
 
-    def __init__(self, mixer: nn.Module, norm: nn.Module, residual_in_fp32: bool = True):
+    def __init__(
+        self,
+        mixer: nn.Module,
+        norm: nn.Module,
+        residual_in_fp32: bool = True,
+        fused_add_norm: bool = False,
+    ):
         super().__init__()
         self.mixer = mixer
         self.norm = norm
         self.residual_in_fp32 = residual_in_fp32
+        self.fused_add_norm = fused_add_norm
+
+    def add_norm(
+        self, hidden_states: torch.Tensor, residual: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(norm(hidden + residual), hidden + residual): the mixer's input and the new residual."""
+        return add_norm(
+            hidden_states, residual, self.norm, self.residual_in_fp32, self.fused_add_norm
+        )
 
     def forward(
         self, hidden_states: torch.Tensor, residual: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden_states, residual = add_norm(
-            hidden_states, residual, self.norm, self.residual_in_fp32
-        )
+        hidden_states, residual = self.add_norm(hidden_states, residual)
         return self.mixer(hidden_states), residual

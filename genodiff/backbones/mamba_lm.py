@@ -38,9 +38,10 @@ class MixerModel(nn.Module):
         rms_norm: bool,
         residual_in_fp32: bool,
         norm_epsilon: float,
+        fused_add_norm: bool = False,
     ):
         super().__init__()
-        self.residual_in_fp32 = residual_in_fp32
+        self.residual_in_fp32, self.fused_add_norm = residual_in_fp32, fused_add_norm
         self.embedding = nn.Embedding(vocab_size, d_model)
         norm_cls = RMSNorm if rms_norm else nn.LayerNorm
         self.layers = nn.ModuleList(
@@ -48,6 +49,7 @@ class MixerModel(nn.Module):
                 Mamba(d_model, layer_idx=i, **ssm_cfg),
                 norm_cls(d_model, eps=norm_epsilon),
                 residual_in_fp32,
+                fused_add_norm,
             )
             for i in range(n_layer)
         )
@@ -60,25 +62,30 @@ class MixerModel(nn.Module):
         residual = None
         for layer in self.layers:
             hidden, residual = layer(hidden, residual)
-        hidden, _ = add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
-        return hidden  # (B, L, d)
+        return self.final_norm(hidden, residual)  # (B, L, d)
+
+    def final_norm(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """norm_f(hidden + residual)."""
+        fused, fp32 = self.fused_add_norm, self.residual_in_fp32
+        normed, _ = add_norm(hidden, residual, self.norm_f, fp32, fused)
+        return normed
 
     def step(self, input_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor:
         """ids (B, 1) -> final normed hidden state (B, 1, d); advances ``cache`` in place."""
         hidden, residual = self.embedding(input_ids), None
         for layer, (conv_state, ssm_state) in zip(self.layers, cache, strict=True):
-            hidden, residual = add_norm(hidden, residual, layer.norm, layer.residual_in_fp32)
+            hidden, residual = layer.add_norm(hidden, residual)
             hidden, _, _ = layer.mixer.step(hidden, conv_state, ssm_state)
-        hidden, _ = add_norm(hidden, residual, self.norm_f, self.residual_in_fp32)
-        return hidden
+        return self.final_norm(hidden, residual)
 
 
 @register_backbone("mamba")
 class MambaLM(LMBackboneBase):
     """Causal Mamba LM. Arguments use mamba_ssm's ``MambaConfig`` field names and defaults
     (plus ``norm_epsilon`` and ``initializer_cfg`` of its ``MixerModel``). ``fused_add_norm``
-    only selects a kernel upstream and is accepted for config compatibility; hybrid attention
-    layers and MLPs (``d_intermediate``, ``attn_layer_idx``) and Mamba-2 are not supported."""
+    only selects mamba_ssm's fused add + norm kernel (on CUDA, see ``genodiff.ops.upstream``);
+    the function is the same. Hybrid attention layers and MLPs (``d_intermediate``,
+    ``attn_layer_idx``) and Mamba-2 are not supported."""
 
     def __init__(
         self,
@@ -105,7 +112,14 @@ class MambaLM(LMBackboneBase):
         self.capabilities = Capabilities(hidden_size=d_model, causal=True, recurrent_step=True)
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
         self.backbone = MixerModel(
-            d_model, n_layer, self.vocab_size, ssm_cfg, rms_norm, residual_in_fp32, norm_epsilon
+            d_model,
+            n_layer,
+            self.vocab_size,
+            ssm_cfg,
+            rms_norm,
+            residual_in_fp32,
+            norm_epsilon,
+            fused_add_norm,
         )
         self.lm_head = None if tie_embeddings else nn.Linear(d_model, self.vocab_size, bias=False)
         self._init_weights(**(initializer_cfg or {}))

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genodiff.ops import add_norm
+
 
 def rc_states(x: torch.Tensor) -> torch.Tensor:
     """Reverse complement of hidden states: flip sequence and channels. (B, L, C) -> (B, L, C)."""
@@ -65,6 +67,7 @@ def rcps_add_norm(
     norm: nn.Module,
     residual_in_fp32: bool,
     swap_halves: bool = False,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Prenorm add + norm on (B, L, 2*D) states; returns (normed, residual), both (B, L, 2*D).
 
@@ -72,16 +75,19 @@ def rcps_add_norm(
     normed <- cat[norm(a), rc_states(norm(rc_states(b)))]. ``swap_halves`` takes (a, b) =
     (s[..., D:], s[..., :D]) instead: that is what upstream's fused ``RCPSMambaBlock`` computes
     (its "fwd" call reads the second half and its "rc" call the flipped first half), so the
-    released PS checkpoints need it in every block (but not in the final norm_f).
+    released PS checkpoints need it in every block (but not in the final norm_f). Each half is
+    one ``genodiff.ops.add_norm`` call, as upstream's two fused kernel calls; ``fused`` selects
+    that kernel where the upstream kernels run.
     """
-    s = x if residual is None else x + residual
-    a, b = s.chunk(2, dim=-1)  # (B, L, D) each
+    xa, xb = x.chunk(2, dim=-1)  # (B, L, D) each
+    ra, rb = (None, None) if residual is None else residual.chunk(2, dim=-1)
     if swap_halves:
-        a, b = b, a
-    dtype = norm.weight.dtype
-    normed = torch.cat([norm(a.to(dtype)), rc_states(norm(rc_states(b).to(dtype)))], dim=-1)
-    residual = torch.cat([a, b], dim=-1)
-    return normed, residual.float() if residual_in_fp32 else residual
+        (xa, ra), (xb, rb) = (xb, rb), (xa, ra)
+    normed_a, residual_a = add_norm(xa, ra, norm, residual_in_fp32, fused)
+    rb = None if rb is None else rc_states(rb)
+    normed_b, residual_b = add_norm(rc_states(xb), rb, norm, residual_in_fp32, fused)
+    normed = torch.cat([normed_a, rc_states(normed_b)], dim=-1)
+    return normed, torch.cat([residual_a, rc_states(residual_b)], dim=-1)
 
 
 class RCPSAddNormWrapper(RCPSWrapper):
@@ -115,7 +121,12 @@ class RCPSBlock(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.fused_add_norm:
             hidden_states, residual = rcps_add_norm(
-                hidden_states, residual, self.norm, self.residual_in_fp32, swap_halves=True
+                hidden_states,
+                residual,
+                self.norm,
+                self.residual_in_fp32,
+                swap_halves=True,
+                fused=True,
             )
         else:
             hidden_states, residual = self.norm(hidden_states, residual, self.residual_in_fp32)

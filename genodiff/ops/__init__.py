@@ -1,8 +1,19 @@
-"""Compute kernels with one contract each: CUDA kernels on CUDA tensors when importable,
-an exact CPU / PyTorch implementation otherwise."""
+"""Compute kernels with one contract each: the upstream CUDA kernels where ``upstream`` sends a
+call (CUDA tensors, packages importable), an exact CPU / PyTorch implementation otherwise."""
 
-from genodiff.ops.causal_conv1d import causal_conv1d
+from genodiff.ops.causal_conv1d import causal_conv1d, causal_conv1d_update
 from genodiff.ops.norms import RMSNorm, add_norm, rms_norm
 from genodiff.ops.selective_scan import selective_scan
+from genodiff.ops.selective_state_update import selective_state_update
+from genodiff.ops.upstream import upstream_kernels_on_cpu
 
-__all__ = ["RMSNorm", "add_norm", "causal_conv1d", "rms_norm", "selective_scan"]
+__all__ = [
+    "RMSNorm",
+    "add_norm",
+    "causal_conv1d",
+    "causal_conv1d_update",
+    "rms_norm",
+    "selective_scan",
+    "selective_state_update",
+    "upstream_kernels_on_cpu",
+]

@@ -1,9 +1,10 @@
 """The Mamba selective scan with the semantics of mamba_ssm's ``selective_scan_fn``.
 
-CUDA tensors use the upstream kernel when ``mamba_ssm`` imports with its extension. Everything
-else runs a custom autograd function with a hand-written reverse-time backward: numba kernels
-on CPU (set ``GENODIFF_DISABLE_NUMBA=1`` to skip them), a sequential PyTorch loop otherwise.
-Both accumulate in float32 (float64 for float64 inputs) and never build (B, D, L, N) tensors.
+CUDA tensors use the upstream kernel when ``mamba_ssm`` imports with its extension (the rule is
+in ``genodiff.ops.upstream``). Everything else runs a custom autograd function with a
+hand-written reverse-time backward: numba kernels on CPU (set ``GENODIFF_DISABLE_NUMBA=1`` to
+skip them), a sequential PyTorch loop otherwise. Both accumulate in float32 (float64 for
+float64 inputs) and never build (B, D, L, N) tensors.
 """
 
 from __future__ import annotations
@@ -11,24 +12,15 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Callable
 from types import ModuleType
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from genodiff.ops import _scan_torch
+from genodiff.ops.upstream import SELECTIVE_SCAN, upstream
 
 _numba_failed = False
-
-
-@functools.cache
-def _upstream_selective_scan() -> Callable | None:
-    try:
-        from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
-    except (ImportError, OSError):  # not installed, or installed without its CUDA extension
-        return None
-    return selective_scan_fn
 
 
 @functools.cache
@@ -144,7 +136,7 @@ def selective_scan(
     """
     if A.is_complex():
         raise ValueError("selective_scan supports real A only")
-    if u.is_cuda and (upstream := _upstream_selective_scan()) is not None:
-        return upstream(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
+    if (kernel := upstream(SELECTIVE_SCAN, u)) is not None:
+        return kernel(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
     out, last = _SelectiveScan.apply(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
     return (out, last) if return_last_state else out

@@ -1,0 +1,176 @@
+"""GPU throughput of the paper's Caduceus-Ph (configs/model/caduceus_ph.yaml: d_model 118 x 4
+layers) with the mamba-ssm / causal-conv1d kernels.
+
+1. Training: MDLM steps (forward, backward, AdamW) on B x L random DNA windows (default the
+   paper's 128 x 1,024 bp) in bf16 autocast, for the fused path (mamba_inner_fn + the Triton
+   fused add + RMSNorm: use_fast_path and fused_add_norm) and the unfused path (separate
+   causal_conv1d_fn and selective_scan_fn kernels, PyTorch add + norm), interleaved in one run.
+   Reported: tokens/s (median over the timed steps) and peak GPU memory.
+2. Sampling: bp/s of the MDLM samplers (ancestral, cached, first-hitting; random weights: when
+   tokens unmask does not depend on them) in float32 as ``genodiff sample`` runs, and of an AR
+   Mamba (configs/model/mamba.yaml) decoding with the recurrent step kernels.
+
+Needs a CUDA GPU and the kernels (pip install --no-build-isolation -e '.[cuda]'); elsewhere it
+says so and exits with status 1.
+
+    python bench/bench_gpu.py [--batch 128] [--length 1024] [--steps 20] [--warmup 3]
+        [--sample-num 16] [--sample-length 1024] [--sample-steps 1024] [--skip-sampling]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+from omegaconf import OmegaConf
+
+from genodiff.backbones import build
+from genodiff.ops import upstream
+from genodiff.sampling import SampleRequest
+from genodiff.tokenizers import DNATokenizer
+
+MIB = 2**20
+DNA = DNATokenizer()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=128, help="training windows per step")
+    parser.add_argument("--length", type=int, default=1024, help="training window (bp)")
+    parser.add_argument("--steps", type=int, default=20, help="timed training steps per path")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (autotune)")
+    parser.add_argument("--sample-num", type=int, default=16)
+    parser.add_argument("--sample-length", type=int, default=1024)
+    parser.add_argument("--sample-steps", type=int, default=1024, help="T of the ancestral sampler")
+    parser.add_argument("--skip-sampling", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def missing_requirement() -> str | None:
+    """Why this benchmark cannot run here, or None."""
+    if not torch.cuda.is_available():
+        return (
+            "bench_gpu.py needs a CUDA GPU (torch.cuda.is_available() is False); nothing measured"
+        )
+    probe = torch.zeros(1, device="cuda")
+    kernels = (upstream.MAMBA_INNER, upstream.SELECTIVE_SCAN, upstream.LAYER_NORM)
+    kernels += (upstream.CAUSAL_CONV1D, upstream.SELECTIVE_STATE_UPDATE)
+    if any(upstream.upstream(kernel, probe) is None for kernel in kernels):
+        return (
+            "bench_gpu.py needs mamba-ssm and causal-conv1d with their CUDA kernels: "
+            "pip install --no-build-isolation -e '.[cuda]'"
+        )
+    return None
+
+
+def model_config(name: str, **overrides: object) -> dict:
+    config = OmegaConf.to_container(OmegaConf.load(f"configs/model/{name}.yaml"))
+    config.update(vocab_size=DNA.vocab_size, **overrides)
+    return config
+
+
+def caduceus_ph(fused: bool) -> torch.nn.Module:
+    config = model_config("caduceus_ph", fused_add_norm=fused)
+    config["ssm_cfg"] = {**config["ssm_cfg"], "use_fast_path": fused}
+    return build(**config).cuda()
+
+
+def synced(fn: Callable[[], object]) -> float:
+    """Seconds of one call, GPU work included."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def training_step(model: torch.nn.Module, batch: int, length: int) -> Callable[[], None]:
+    from genodiff.objectives import MDLM
+
+    objective = MDLM(mask_id=DNA.mask_id, pad_id=DNA.pad_id)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(7, 11, (batch, length), device="cuda")
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            nelbo, tokens = objective.loss(model, ids)
+            loss = nelbo.sum() / tokens.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def bench_training(args: argparse.Namespace) -> None:
+    print(f"Training: Caduceus-Ph d118 x 4, MDLM, {args.batch} x {args.length} bp, bf16 autocast")
+    print("| path | tokens/s (median) | step (ms) | peak memory (MiB) |")
+    print("|---|---|---|---|")
+    paths = {"fused": caduceus_ph(True), "unfused": caduceus_ph(False)}
+    steps = {name: training_step(model, args.batch, args.length) for name, model in paths.items()}
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    peaks = {}
+    for name, step in steps.items():
+        for _ in range(args.warmup):
+            step()
+        torch.cuda.reset_peak_memory_stats()
+        times[name].append(synced(step))
+        peaks[name] = torch.cuda.max_memory_allocated() / MIB
+    for _ in range(args.steps - 1):  # interleaved, so that clocks and neighbours affect both
+        for name, step in steps.items():
+            times[name].append(synced(step))
+    tokens = args.batch * args.length
+    for name in paths:
+        seconds = statistics.median(times[name])
+        print(f"| {name} | {tokens / seconds:,.0f} | {1e3 * seconds:.1f} | {peaks[name]:,.0f} |")
+    ratio = statistics.median(times["unfused"]) / statistics.median(times["fused"])
+    print(f"fused vs unfused: {ratio:.2f}x the throughput")
+
+
+def bench_sampling(args: argparse.Namespace) -> None:
+    from genodiff.objectives import MDLM
+    from genodiff.objectives.ar import AR
+
+    n, length = args.sample_num, args.sample_length
+    print(f"\nSampling: {n} x {length} bp, float32, random weights")
+    print("| model | sampler | steps T | bp/s | wall time (s) |")
+    print("|---|---|---|---|---|")
+    mdlm = MDLM(mask_id=DNA.mask_id, pad_id=DNA.pad_id, sample_ids=DNA.sample_ids)
+    ar = AR(bos_id=DNA.bos_id, pad_id=DNA.pad_id, sample_ids=DNA.sample_ids)
+    runs = [
+        ("Caduceus-Ph", caduceus_ph(True), mdlm, "ancestral", args.sample_steps),
+        ("Caduceus-Ph", caduceus_ph(True), mdlm, "cached", args.sample_steps),
+        ("Caduceus-Ph", caduceus_ph(True), mdlm, "first-hitting", None),
+        ("AR Mamba d128 x 4", build(**model_config("mamba")).cuda(), ar, "ancestral", None),
+    ]
+    for label, model, objective, sampler, steps in runs:
+        model.eval()
+        request = SampleRequest(n, length, steps=steps or 1, sampler=sampler)
+        generator = torch.Generator(device="cuda").manual_seed(args.seed)
+        seconds = synced(functools.partial(objective.sample, model, request, generator))
+        bp_per_s = n * length / seconds
+        print(f"| {label} | {sampler} | {steps or '-'} | {bp_per_s:,.0f} | {seconds:.1f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    reason = missing_requirement()
+    if reason is not None:
+        print(reason, file=sys.stderr)
+        return 1
+    torch.manual_seed(args.seed)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+    bench_training(args)
+    if not args.skip_sampling:
+        bench_sampling(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

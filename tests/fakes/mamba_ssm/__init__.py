@@ -1,0 +1,1 @@
+"""Stand-in for the ``mamba_ssm`` package (only the submodules genodiff imports)."""
