@@ -431,7 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--train", default=None, help="the training DNA (FASTA), to flag copied samples"
     )
     quality.add_argument(
-        "--ar-checkpoint", default=None, help="DNA AR .ckpt for generative perplexity"
+        "--ar-checkpoint",
+        default=None,
+        help="DNA AR checkpoint (.ckpt, export folder or Hub id) for generative perplexity",
     )
     quality.add_argument(
         "--out", default=None, help="report folder (default: NAME_quality/ beside NAME.fa)"

@@ -4,7 +4,6 @@ import csv
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 from Bio import SeqIO
 
@@ -165,20 +164,3 @@ def test_export_command_writes_a_loadable_folder(trained_run, tmp_path, capsys):
     # an existing folder is never overwritten silently
     assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(out)]) == 2
     assert "exist" in capsys.readouterr().err
-
-
-def test_generation_notebook_runs_on_a_checkpoint(trained_run, tmp_path, monkeypatch, capsys):
-    import json
-
-    notebook = json.loads((ROOT / "notebooks" / "generate_dna.ipynb").read_text())
-    code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
-    monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    exec(code[0], namespace)  # imports and settings
-    namespace.update(CHECKPOINT=trained_run / "checkpoints" / "last.ckpt", LENGTH=64, STEPS=8)
-    for cell in code[1:]:
-        exec(cell, namespace)
-    out = capsys.readouterr().out
-    assert "wrote 8 sequences of 64 bp" in out and "3-mer Jensen-Shannon" in out
-    assert len(list(SeqIO.parse(tmp_path / "synthetic_dna.fa", "fasta"))) == 8
-    assert 0.0 <= namespace["js"] <= np.log(2)

@@ -1,0 +1,82 @@
+"""Is generated DNA any good? Sample-quality metrics against real reference DNA.
+
+One module per family of metrics, each usable on its own:
+
+- ``kmers``: k-mer spectra and their Jensen-Shannon divergence (k = 1..6);
+- ``composition``: GC content, CpG observed/expected, homopolymer runs, DUST-style low
+  complexity;
+- ``diversity``: exact duplicates, pairwise k-mer distance, nearest-neighbour identity to the
+  training set (memorisation);
+- ``discriminator``: cross-validated AUROC of a k-mer classifier, generated vs real;
+- ``likelihood``: generative perplexity under an autoregressive DNA checkpoint;
+- ``suite`` runs them all, ``report`` writes ``metrics.json``, ``metrics.md`` and PNG plots.
+
+From the command line: ``genodiff evaluate-samples GEN.fa --reference REAL.fa
+[--train TRAIN.fa] [--ar-checkpoint AR.ckpt] [--out DIR]``.
+"""
+
+from genodiff.metrics.composition import (
+    DistributionComparison,
+    cpg_observed_expected,
+    dust_scores,
+    gc_content,
+    homopolymer_bases,
+    low_complexity_bases,
+)
+from genodiff.metrics.discriminator import DiscriminatorResult, discriminator_auroc
+from genodiff.metrics.diversity import (
+    Memorisation,
+    NearestNeighbour,
+    TrainingIndex,
+    duplicate_rate,
+    nearest_neighbours,
+    pairwise_kmer_distance,
+)
+from genodiff.metrics.kmers import js_divergence, kmer_js, kmer_profiles, kmer_spectrum
+from genodiff.metrics.report import (
+    REPORT_FILES,
+    markdown_table,
+    plot_gc_histograms,
+    plot_kmer_spectra,
+    write_report,
+)
+from genodiff.metrics.sequences import read_sequences, split_windows, tile_windows
+from genodiff.metrics.suite import (
+    QualitySettings,
+    SampleQuality,
+    evaluate_sample_files,
+    evaluate_samples,
+)
+
+__all__ = [
+    "REPORT_FILES",
+    "DiscriminatorResult",
+    "DistributionComparison",
+    "Memorisation",
+    "NearestNeighbour",
+    "QualitySettings",
+    "SampleQuality",
+    "TrainingIndex",
+    "cpg_observed_expected",
+    "discriminator_auroc",
+    "duplicate_rate",
+    "dust_scores",
+    "evaluate_sample_files",
+    "evaluate_samples",
+    "gc_content",
+    "homopolymer_bases",
+    "js_divergence",
+    "kmer_js",
+    "kmer_profiles",
+    "kmer_spectrum",
+    "low_complexity_bases",
+    "markdown_table",
+    "nearest_neighbours",
+    "pairwise_kmer_distance",
+    "plot_gc_histograms",
+    "plot_kmer_spectra",
+    "read_sequences",
+    "split_windows",
+    "tile_windows",
+    "write_report",
+]

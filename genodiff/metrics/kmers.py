@@ -1,0 +1,71 @@
+"""k-mer spectra and their Jensen-Shannon divergence.
+
+A k-mer's index is its base-4 number, first base most significant (A=0, C=1, G=2, T=3):
+AA..A = 0, AC = 1, ..., TT..T = 4^k - 1. k-mers holding a base other than A/C/G/T are
+skipped. Counts are taken on the given strand only (no reverse-complement merging).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from genodiff.metrics.sequences import base_codes
+
+
+def kmer_indices(codes: np.ndarray, k: int) -> np.ndarray:
+    """Index of the k-mer starting at every position ``0 .. len(codes) - k``; -1 where that
+    k-mer holds a base that is not A/C/G/T."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    n = len(codes) - k + 1
+    if n <= 0:
+        return np.empty(0, dtype=np.int64)
+    index = np.zeros(n, dtype=np.int64)
+    valid = np.ones(n, dtype=bool)
+    for j in range(k):
+        c = codes[j : j + n]
+        valid &= c >= 0
+        index = index * 4 + np.maximum(c, 0)
+    index[~valid] = -1
+    return index
+
+
+def kmer_profiles(sequences: Sequence[str], k: int) -> np.ndarray:
+    """Counts of every k-mer in each sequence: float64 array ``(len(sequences), 4^k)``."""
+    profiles = np.zeros((len(sequences), 4**k))
+    for row, seq in enumerate(sequences):
+        index = kmer_indices(base_codes(seq), k)
+        profiles[row] = np.bincount(index[index >= 0], minlength=4**k)
+    return profiles
+
+
+def kmer_spectrum(sequences: Sequence[str], k: int) -> np.ndarray:
+    """Frequencies of the 4^k k-mers pooled over ``sequences`` (sum 1); ValueError when no
+    sequence holds a k-mer of A/C/G/T bases."""
+    counts = kmer_profiles(sequences, k).sum(axis=0)
+    if counts.sum() == 0:
+        raise ValueError(f"no {k}-mer of A/C/G/T bases in the sequences")
+    return counts / counts.sum()
+
+
+def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
+    """Jensen-Shannon divergence of two distributions, in bits (0 = equal, 1 = disjoint):
+    JS = KL(p || m) / 2 + KL(q || m) / 2 with m = (p + q) / 2. Inputs are normalised."""
+    p = np.asarray(p, dtype=np.float64) / np.sum(p)
+    q = np.asarray(q, dtype=np.float64) / np.sum(q)
+    m = (p + q) / 2
+
+    def kl_to_m(x: np.ndarray) -> float:
+        nonzero = x > 0
+        return float(np.sum(x[nonzero] * np.log2(x[nonzero] / m[nonzero])))
+
+    return max(0.0, (kl_to_m(p) + kl_to_m(q)) / 2)
+
+
+def kmer_js(
+    samples: Sequence[str], reference: Sequence[str], ks: Iterable[int] = range(1, 7)
+) -> dict[int, float]:
+    """k -> JS divergence (bits) between the pooled k-mer spectra of samples and reference."""
+    return {k: js_divergence(kmer_spectrum(samples, k), kmer_spectrum(reference, k)) for k in ks}

@@ -1,0 +1,187 @@
+"""Writing a sample-quality report: ``metrics.json``, ``metrics.md`` and PNG plots.
+
+Plots are drawn on ``matplotlib.figure.Figure`` objects (no pyplot, so no backend or global
+state is touched) and saved as PNG: ``kmer_spectra.png`` (dinucleotide frequencies, and every
+``kmax``-mer's frequency in the samples against the reference) and ``gc_histogram.png``
+(per-sequence GC content and CpG observed/expected).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from genodiff.metrics.composition import cpg_observed_expected, gc_content
+from genodiff.metrics.kmers import kmer_spectrum
+from genodiff.metrics.sequences import BASES
+from genodiff.metrics.suite import SampleQuality
+
+REPORT_FILES = ("metrics.json", "metrics.md", "kmer_spectra.png", "gc_histogram.png")
+
+
+def _number(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None or np.isnan(value) else f"{value:.{digits}f}"
+
+
+def _mean_sd(stats: dict[str, float], side: str) -> str:
+    return f"{stats[f'{side}_mean']:.3f} +- {stats[f'{side}_sd']:.3f}"
+
+
+def markdown_table(metrics: dict[str, Any]) -> str:
+    """The report's Markdown: one row per metric, samples beside the reference."""
+    m = metrics
+    st = m["settings"]
+    rows = [
+        (
+            "sequences (mean length, bp)",
+            f"{m['samples']['sequences']} ({m['samples']['mean_length']:.0f})",
+            f"{m['reference']['sequences']} windows ({m['reference']['mean_length']:.0f})",
+            "",
+        )
+    ]
+    rows += [
+        (
+            f"{k}-mer spectrum JS divergence (bits)",
+            _number(js),
+            "",
+            "" if i else "0 = same k-mer frequencies, 1 = disjoint",
+        )
+        for i, (k, js) in enumerate(m["kmer_js"].items())
+    ]
+    for key, label in (("gc_content", "GC content"), ("cpg_oe", "CpG observed/expected")):
+        d = m[key]
+        rows.append(
+            (
+                f"{label}, mean +- sd",
+                _mean_sd(d, "samples"),
+                _mean_sd(d, "reference"),
+                f"Wasserstein {d['wasserstein']:.4f}; KS D {d['ks_statistic']:.3f} "
+                f"(p {d['ks_pvalue']:.2g})",
+            )
+        )
+    side_by_side = [
+        ("homopolymer_fraction", f"bases in homopolymers >= {st['min_homopolymer']} bp", ""),
+        (
+            "low_complexity_fraction",
+            f"low-complexity bases (DUST level {st['dust_level']}, {st['dust_window']} bp)",
+            "",
+        ),
+        ("duplicate_rate", "exact-duplicate rate", "0 = all distinct"),
+        (
+            "pairwise_kmer_distance",
+            f"mean pairwise {st['diversity_k']}-mer Jaccard distance",
+            "below the reference = less diverse",
+        ),
+    ]
+    rows += [
+        (label, _number(m[key]["samples"]), _number(m[key]["reference"]), note)
+        for key, label, note in side_by_side
+    ]
+    if "memorisation" in m:
+        mem = m["memorisation"]
+        rows.append(
+            (
+                "nearest training neighbour identity, median / max",
+                f"{_number(mem['median_identity'], 3)} / {_number(mem['max_identity'], 3)}",
+                "",
+                f"{mem['flagged']} of {m['samples']['sequences']} samples at >= "
+                f"{mem['threshold']} (copies of the training set)",
+            )
+        )
+    d = m["discriminator"]
+    rows.append(
+        (
+            f"discriminator AUROC ({d['folds']}-fold, k-mers up to {d['k']})",
+            f"{d['auroc']:.3f} +- {d['auroc_sd']:.3f} ({d['auroc_min']:.3f}-{d['auroc_max']:.3f})",
+            "",
+            "0.5 = indistinguishable from the reference, 1 = always told apart",
+        )
+    )
+    if "generative_perplexity" in m:
+        g = m["generative_perplexity"]
+        rows.append(
+            (
+                "generative perplexity under the AR checkpoint",
+                f"{g['samples']['gen_ppl']:.4f} +- {g['samples']['gen_ppl_se'] or 0:.4f}",
+                f"{g['reference']['gen_ppl']:.4f} +- {g['reference']['gen_ppl_se'] or 0:.4f}",
+                g["checkpoint"],
+            )
+        )
+    lines = [
+        "# Sample quality",
+        "",
+        f"Samples: {m['samples'].get('file', '(in memory)')}; "
+        f"reference: {m['reference'].get('file', '(in memory)')}"
+        + (f"; training set: {m['train'].get('file', '(in memory)')}" if "train" in m else ""),
+        "",
+        "| metric | samples | reference | note |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [f"| {' | '.join(row)} |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot_kmer_spectra(quality: SampleQuality, k: int | None = None) -> Figure:
+    """Dinucleotide frequencies side by side, and every k-mer's frequency (k = ``kmax``)
+    in the samples against the reference on log axes."""
+    k = k or quality.metrics["settings"]["kmax"]
+    figure = Figure(figsize=(11, 4.5), layout="constrained")
+    bars, scatter = figure.subplots(1, 2)
+    spectra = [kmer_spectrum(seqs, 2) for seqs in (quality.samples, quality.reference)]
+    x = np.arange(16)
+    for shift, freq, label in zip((-0.2, 0.2), spectra, ("samples", "reference"), strict=True):
+        bars.bar(x + shift, freq, width=0.4, label=label)
+    bars.set_xticks(x, [a + b for a in BASES for b in BASES], rotation=90)
+    bars.set_ylabel("frequency")
+    bars.set_title(f"dinucleotides (JS {quality.metrics['kmer_js']['2']:.4f} bits)")
+    bars.legend()
+    p, q = (kmer_spectrum(seqs, k) for seqs in (quality.samples, quality.reference))
+    floor = 0.5 / max(quality.metrics["samples"]["bases"], quality.metrics["reference"]["bases"])
+    scatter.loglog(np.maximum(q, floor), np.maximum(p, floor), ".", alpha=0.4, markersize=3)
+    low, high = floor, max(p.max(), q.max()) * 1.5
+    scatter.plot([low, high], [low, high], "k--", linewidth=0.8)
+    scatter.set_xlabel(f"reference {k}-mer frequency")
+    scatter.set_ylabel(f"sample {k}-mer frequency")
+    scatter.set_title(f"{4**k} {k}-mers (JS {quality.metrics['kmer_js'][str(k)]:.4f} bits)")
+    return figure
+
+
+def plot_gc_histograms(quality: SampleQuality) -> Figure:
+    """Per-sequence GC content and CpG observed/expected, samples over the reference."""
+    figure = Figure(figsize=(11, 4), layout="constrained")
+    for axis, statistic, label in zip(
+        figure.subplots(1, 2),
+        (gc_content, cpg_observed_expected),
+        ("GC content", "CpG observed/expected"),
+        strict=True,
+    ):
+        values = [
+            np.array([statistic(s) for s in seqs]) for seqs in (quality.samples, quality.reference)
+        ]
+        values = [v[~np.isnan(v)] for v in values]
+        bins = np.histogram_bin_edges(np.concatenate(values), bins=30)
+        for v, name in zip(values, ("samples", "reference"), strict=True):
+            axis.hist(v, bins=bins, density=True, alpha=0.5, label=f"{name} ({v.size})")
+        axis.set_xlabel(f"{label} per sequence")
+        axis.set_ylabel("density")
+        axis.legend()
+    return figure
+
+
+def write_report(quality: SampleQuality, out: str | os.PathLike) -> list[Path]:
+    """Write ``REPORT_FILES`` into ``out`` (created if needed; other files there are left
+    alone) and return their paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / name for name in REPORT_FILES]
+    json_path, md_path, spectra_path, gc_path = paths
+    json_path.write_text(json.dumps(quality.metrics, indent=2) + "\n")
+    md_path.write_text(markdown_table(quality.metrics))
+    plot_kmer_spectra(quality).savefig(spectra_path, dpi=120)
+    plot_gc_histograms(quality).savefig(gc_path, dpi=120)
+    return paths

@@ -1,0 +1,181 @@
+"""The whole sample-quality suite: generated DNA against real reference DNA.
+
+``evaluate_samples`` takes sequences, ``evaluate_sample_files`` FASTA files; both return a
+``SampleQuality`` whose ``metrics`` is the JSON-ready dictionary ``genodiff evaluate-samples``
+writes as ``metrics.json``. Reference records longer than the samples are tiled into windows
+of the samples' length (their median, or ``QualitySettings.window``) so that per-sequence
+statistics compare like with like; at most ``max_reference`` windows, spread evenly over the
+reference, are used.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from genodiff.metrics.composition import (
+    DUST_LEVEL,
+    DUST_WINDOW,
+    MIN_HOMOPOLYMER,
+    DistributionComparison,
+    cpg_observed_expected,
+    gc_content,
+    homopolymer_bases,
+    low_complexity_bases,
+    pooled_fraction,
+)
+from genodiff.metrics.discriminator import DISCRIMINATOR_K, FOLDS, discriminator_auroc
+from genodiff.metrics.diversity import (
+    DIVERSITY_K,
+    IDENTITY_THRESHOLD,
+    SEED_K,
+    Memorisation,
+    TrainingIndex,
+    duplicate_rate,
+    nearest_neighbours,
+    pairwise_kmer_distance,
+)
+from genodiff.metrics.kmers import kmer_js
+from genodiff.metrics.sequences import base_codes, evenly_spaced, read_sequences, tile_windows
+
+KMAX = 6
+
+
+@dataclass
+class QualitySettings:
+    """Knobs of the suite (the defaults are what ``genodiff evaluate-samples`` uses)."""
+
+    window: int | None = None  # reference window length; None: the samples' median length
+    max_reference: int = 2000  # reference windows used at most
+    kmax: int = KMAX  # k-mer Jensen-Shannon divergence for k = 1..kmax
+    min_homopolymer: int = MIN_HOMOPOLYMER
+    dust_window: int = DUST_WINDOW
+    dust_level: int = DUST_LEVEL
+    diversity_k: int = DIVERSITY_K
+    discriminator_k: int = DISCRIMINATOR_K
+    folds: int = FOLDS
+    seed: int = 0
+    seed_k: int = SEED_K
+    identity_threshold: float = IDENTITY_THRESHOLD
+
+
+@dataclass
+class SampleQuality:
+    """The metrics and the sequences they were computed on (for plots)."""
+
+    metrics: dict[str, Any]
+    samples: list[str]
+    reference: list[str]  # the reference windows used
+
+
+def _set_summary(sequences: Sequence[str]) -> dict[str, Any]:
+    lengths = np.array([len(s) for s in sequences])
+    return {
+        "sequences": len(sequences),
+        "bases": int(sum(np.count_nonzero(base_codes(s) >= 0) for s in sequences)),
+        "mean_length": float(lengths.mean()),
+    }
+
+
+def _side_by_side(
+    samples: Sequence[str], reference: Sequence[str], metric: Callable[[Sequence[str]], float]
+) -> dict[str, float]:
+    return {"samples": metric(samples), "reference": metric(reference)}
+
+
+def reference_windows(
+    reference: Sequence[str], samples: Sequence[str], settings: QualitySettings
+) -> list[str]:
+    """The reference windows the suite compares the samples with (see the module doc)."""
+    window = settings.window or int(np.median([len(s) for s in samples]))
+    windows = evenly_spaced(tile_windows(reference, window), settings.max_reference)
+    if len(windows) < 2:
+        raise ValueError(
+            f"the reference yields {len(windows)} window(s) of {window} bp; at least 2 are needed"
+        )
+    return windows
+
+
+def evaluate_samples(
+    samples: Sequence[str],
+    reference: Sequence[str],
+    train: Sequence[str] | None = None,
+    settings: QualitySettings | None = None,
+    ar_checkpoint: str | os.PathLike | None = None,
+    device: str | None = None,
+) -> SampleQuality:
+    """Every metric of the suite for ``samples`` against ``reference`` (sequences); the
+    memorisation test when ``train`` (training records) is given, generative perplexity when
+    ``ar_checkpoint`` is."""
+    settings = settings or QualitySettings()
+    samples = [s.upper() for s in samples]
+    if len(samples) < 2:
+        raise ValueError(f"the suite needs at least 2 samples, got {len(samples)}")
+    windows = reference_windows([r.upper() for r in reference], samples, settings)
+    ks = range(1, settings.kmax + 1)
+    metrics: dict[str, Any] = {
+        "samples": _set_summary(samples),
+        "reference": {**_set_summary(windows), "records": len(reference)},
+        "kmer_js": {str(k): js for k, js in kmer_js(samples, windows, ks).items()},
+    }
+    for name, statistic in (("gc_content", gc_content), ("cpg_oe", cpg_observed_expected)):
+        values = [np.array([statistic(x) for x in seqs]) for seqs in (samples, windows)]
+        metrics[name] = DistributionComparison.of(*values).to_dict()
+    homopolymer = partial(homopolymer_bases, min_run=settings.min_homopolymer)
+    low_complexity = partial(
+        low_complexity_bases, window=settings.dust_window, level=settings.dust_level
+    )
+    metrics["homopolymer_fraction"] = _side_by_side(
+        samples, windows, partial(pooled_fraction, count=homopolymer)
+    )
+    metrics["low_complexity_fraction"] = _side_by_side(
+        samples, windows, partial(pooled_fraction, count=low_complexity)
+    )
+    metrics["duplicate_rate"] = _side_by_side(samples, windows, duplicate_rate)
+    metrics["pairwise_kmer_distance"] = _side_by_side(
+        samples, windows, partial(pairwise_kmer_distance, k=settings.diversity_k)
+    )
+    if train is not None:
+        index = TrainingIndex([t.upper() for t in train], seed_k=settings.seed_k)
+        neighbours = nearest_neighbours(samples, index)
+        metrics["train"] = {**_set_summary(train), "records": len(train)}
+        metrics["memorisation"] = Memorisation.of(neighbours, settings.identity_threshold).to_dict()
+    discriminator = discriminator_auroc(
+        samples, windows, settings.discriminator_k, settings.folds, settings.seed
+    )
+    metrics["discriminator_auroc"] = discriminator.auroc
+    metrics["discriminator"] = discriminator.to_dict()
+    if ar_checkpoint is not None:
+        from genodiff.metrics.likelihood import ar_perplexity
+
+        metrics["generative_perplexity"] = ar_perplexity(samples, windows, ar_checkpoint, device)
+    metrics["settings"] = asdict(settings)
+    return SampleQuality(metrics, samples, windows)
+
+
+def evaluate_sample_files(
+    samples: str | os.PathLike,
+    reference: str | os.PathLike,
+    train: str | os.PathLike | None = None,
+    settings: QualitySettings | None = None,
+    ar_checkpoint: str | os.PathLike | None = None,
+    device: str | None = None,
+) -> SampleQuality:
+    """``evaluate_samples`` on FASTA files (see ``genodiff.metrics.sequences.read_sequences``)."""
+    quality = evaluate_samples(
+        read_sequences(samples),
+        read_sequences(reference),
+        read_sequences(train) if train is not None else None,
+        settings,
+        ar_checkpoint,
+        device,
+    )
+    for key, path in (("samples", samples), ("reference", reference), ("train", train)):
+        if path is not None:
+            quality.metrics[key]["file"] = str(path)
+    return quality

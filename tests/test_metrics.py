@@ -1,0 +1,266 @@
+"""genodiff.metrics, one family at a time, on inputs whose answer is known by hand."""
+
+import math
+from itertools import product
+
+import numpy as np
+import pytest
+
+from genodiff.data import FastaDataModule
+from genodiff.metrics import (
+    DistributionComparison,
+    Memorisation,
+    TrainingIndex,
+    cpg_observed_expected,
+    discriminator_auroc,
+    duplicate_rate,
+    dust_scores,
+    gc_content,
+    homopolymer_bases,
+    js_divergence,
+    kmer_js,
+    kmer_profiles,
+    kmer_spectrum,
+    low_complexity_bases,
+    nearest_neighbours,
+    pairwise_kmer_distance,
+    split_windows,
+    tile_windows,
+)
+from genodiff.metrics.composition import pooled_fraction
+from genodiff.metrics.discriminator import kmer_features
+from genodiff.metrics.sequences import base_codes, evenly_spaced, reverse_complement_codes
+from genodiff.metrics.suite import QualitySettings, reference_windows
+
+COMPLEMENT = str.maketrans("ACGT", "TGCA")
+
+
+def random_dna(n: int, length: int, seed: int, p=(0.25, 0.25, 0.25, 0.25)) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return ["".join(rng.choice(list("ACGT"), size=length, p=p)) for _ in range(n)]
+
+
+def shuffled(seqs: list[str], seed: int) -> list[str]:
+    """Per-sequence i.i.d. shuffles: the same bases, no order left."""
+    rng = np.random.default_rng(seed)
+    return ["".join(rng.permutation(list(s))) for s in seqs]
+
+
+def de_bruijn_triplets() -> str:
+    """A linear de Bruijn sequence B(4, 3): 66 bases holding each of the 64 triplets once."""
+    a, out = [0] * 12, []
+
+    def db(t: int, p: int) -> None:  # the standard recursive (FKM) construction
+        if t > 3:
+            if 3 % p == 0:
+                out.extend(a[1 : p + 1])
+        else:
+            a[t] = a[t - p]
+            db(t + 1, p)
+            for j in range(a[t - p] + 1, 4):
+                a[t] = j
+                db(t + 1, t)
+
+    db(1, 1)
+    cyclic = "".join("ACGT"[i] for i in out)
+    return cyclic + cyclic[:2]
+
+
+@pytest.fixture(scope="module")
+def demo_splits():
+    """Windows of the bundled demo genome, split as FastaDataModule defines it."""
+    datamodule = FastaDataModule(max_length=1024)
+    return {split: split_windows(datamodule, split) for split in ("train", "valid", "test")}
+
+
+# --------------------------------------------------------------------------- sequences
+
+
+def test_base_codes_and_reverse_complement():
+    assert base_codes("ACGTNacgt-R").tolist() == [0, 1, 2, 3, -1, 0, 1, 2, 3, -1, -1]
+    assert reverse_complement_codes(base_codes("AACGN")).tolist() == [-1, 1, 2, 3, 3]
+
+
+def test_tile_windows_and_even_spread():
+    assert tile_windows(["ACGTACGTAC", "TTG"], 4) == ["ACGT", "ACGT", "TTG"]  # tail dropped
+    assert tile_windows(["ACNN" + "NNNA"], 4) == ["ACNN"]  # 3/4 N is over the 0.5 limit
+    assert evenly_spaced(list("abcdefghij"), 4) == ["a", "d", "g", "j"]
+    assert evenly_spaced(list("abc"), 5) == ["a", "b", "c"]
+
+
+def test_reference_records_are_cut_to_the_sample_length():
+    reference = ["ACGT" * 100, "ACGT" * 10]  # 400 bp and 40 bp
+    windows = reference_windows(reference, ["A" * 50, "C" * 50, "G" * 60], QualitySettings())
+    assert [len(w) for w in windows] == [50] * 8 + [40]  # median sample length 50
+    assert len(reference_windows(reference, ["A" * 50] * 2, QualitySettings(max_reference=3))) == 3
+
+
+# --------------------------------------------------------------------------- k-mers
+
+
+def test_kmer_counts_skip_n_and_use_base4_indices():
+    # 2-mers of ACGTNACG: AC CG GT (TN, NA skipped) AC CG; AC = 0*4+1, CG = 1*4+2, GT = 2*4+3
+    counts = kmer_profiles(["ACGTNACG"], 2)[0]
+    assert counts[1] == 2 and counts[6] == 2 and counts[11] == 1 and counts.sum() == 5
+    assert kmer_spectrum(["TTT", "AAAN"], 3).tolist() == [0.5] + [0.0] * 62 + [0.5]
+
+
+def test_js_divergence_by_hand():
+    assert js_divergence(np.array([1, 0]), np.array([0, 1])) == pytest.approx(1.0)
+    # p = (1/2, 1/2), q = (1, 0), m = (3/4, 1/4): JS = H(m) - (H(p) + H(q)) / 2
+    h_m = -(0.75 * math.log2(0.75) + 0.25 * math.log2(0.25))
+    assert js_divergence(np.array([1, 1]), np.array([5, 0])) == pytest.approx(h_m - 0.5)
+    assert js_divergence(np.array([2, 3, 5]), np.array([4, 6, 10])) == pytest.approx(0.0)
+
+
+def test_kmer_js_extremes():
+    same = random_dna(3, 200, seed=1)
+    assert all(v == pytest.approx(0.0, abs=1e-12) for v in kmer_js(same, same).values())
+    assert list(kmer_js(same, same)) == [1, 2, 3, 4, 5, 6]
+    disjoint = kmer_js(["A" * 50], ["C" * 50], ks=(1, 3, 6))
+    assert disjoint == {1: pytest.approx(1.0), 3: pytest.approx(1.0), 6: pytest.approx(1.0)}
+
+
+def test_markov_order_expectation_on_real_dna(demo_splits):
+    """i.i.d. shuffles of held-out real DNA keep its base composition and nothing else: at
+    k = 1 they score exactly as the real windows do, at every k >= 2 worse."""
+    reference, heldout = demo_splits["test"], demo_splits["valid"]
+    real = kmer_js(heldout, reference)
+    iid = kmer_js(shuffled(heldout, seed=0), reference)
+    assert iid[1] == pytest.approx(real[1], abs=1e-12)
+    for k in range(2, 7):
+        assert iid[k] > real[k], (k, iid[k], real[k])
+
+
+# --------------------------------------------------------------------------- composition
+
+
+def test_gc_content_and_cpg_observed_expected_by_hand():
+    assert gc_content("GGCCAT") == pytest.approx(4 / 6)
+    assert gc_content("GCNNat") == pytest.approx(2 / 4)
+    assert math.isnan(gc_content("NNN"))
+    # CpG * n / (C * G)
+    assert cpg_observed_expected("CGCG") == pytest.approx(2 * 4 / (2 * 2))
+    assert cpg_observed_expected("ACGT") == pytest.approx(1 * 4 / (1 * 1))
+    assert cpg_observed_expected("GCAT") == 0.0
+    assert cpg_observed_expected("CGNCG") == pytest.approx(2 * 4 / (2 * 2))  # CN, NC: no pair
+    assert math.isnan(cpg_observed_expected("AAAA"))
+
+
+def test_homopolymer_bases_by_hand():
+    assert homopolymer_bases("AAAAAACGTTTTTTTN") == 6 + 7
+    assert homopolymer_bases("AAAAACCCCC") == 0  # runs of 5 < 6
+    assert homopolymer_bases("NNNNNNNN") == 0  # N runs are not homopolymers
+    assert homopolymer_bases("AAAAACCCCC", min_run=5) == 10
+    assert pooled_fraction(["AAAAAACG", "ACGT"], homopolymer_bases) == pytest.approx(6 / 12)
+
+
+def test_dust_scores_by_hand():
+    # 62 triplets of one kind: 62 * 61 / 2 / 61
+    assert dust_scores("A" * 64).tolist() == [31.0]
+    # ACGT repeated: ACG x16, CGT x16, GTA x15, TAC x15 among 62 triplets
+    assert dust_scores("ACGT" * 16).tolist() == [pytest.approx((120 + 120 + 105 + 105) / 61)]
+    de_bruijn = de_bruijn_triplets()
+    assert len(de_bruijn) == 66 and len({de_bruijn[i : i + 3] for i in range(64)}) == 64
+    assert dust_scores(de_bruijn).tolist() == [0.0, 0.0, 0.0]  # three windows, no repeat
+    assert dust_scores("A" * 10).tolist() == [pytest.approx(8 * 7 / 2 / 7)]  # one short window
+
+
+def test_low_complexity_bases_by_hand():
+    assert low_complexity_bases("A" * 100) == 100
+    assert low_complexity_bases(de_bruijn_triplets()) == 0
+    # N breaks triplets: 28 + 31 AAA triplets (score 59 * 58 / 2 / 58 > 2); N is not counted
+    assert low_complexity_bases("A" * 30 + "N" + "A" * 33) == 63
+    masked = pooled_fraction(["A" * 64, de_bruijn_triplets()], low_complexity_bases)
+    assert masked == pytest.approx(64 / 130)
+
+
+def test_distribution_comparison_by_hand():
+    apart = DistributionComparison.of(np.array([0.0, 0.0, 0.0]), np.array([1.0, 1.0, np.nan]))
+    assert (apart.wasserstein, apart.ks_statistic) == (pytest.approx(1.0), pytest.approx(1.0))
+    assert (apart.samples_mean, apart.reference_mean) == (0.0, 1.0)
+    same = DistributionComparison.of(np.array([0.1, 0.3]), np.array([0.3, 0.1]))
+    assert (same.wasserstein, same.ks_statistic) == (0.0, 0.0)
+    # two point masses 0.2 apart, each carrying half the mass in one set: W1 = 0.1
+    half = DistributionComparison.of(np.array([0.1, 0.3]), np.array([0.1, 0.1]))
+    assert half.wasserstein == pytest.approx(0.1) and half.ks_statistic == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------- diversity
+
+
+def test_duplicates_and_pairwise_distance_by_hand():
+    assert duplicate_rate(["ACG", "ACG", "TTT", "ACG"]) == pytest.approx(0.5)
+    assert duplicate_rate(["ACG", "TTT"]) == 0.0
+    # 2-mer sets: {AC, CG, GT}, {AC, CG, GA}, {AC, CG, GT}: Jaccard distances 1/2, 0, 1/2
+    assert pairwise_kmer_distance(["ACGT", "ACGA", "ACGT"], k=2) == pytest.approx(1 / 3)
+    assert pairwise_kmer_distance(["AAAA", "CCCC"], k=2) == pytest.approx(1.0)
+
+
+def test_nearest_neighbour_finds_copies_on_either_strand_with_exact_identity():
+    train = random_dna(2, 3000, seed=5)
+    copy = train[1][1200:1400]
+    reverse = train[0][500:700].translate(COMPLEMENT)[::-1]
+    mutated = list(train[0][2000:2200])
+    for i in range(0, 200, 20):  # 10 substitutions in 200 bp: identity 0.95
+        mutated[i] = "A" if mutated[i] != "A" else "C"
+    overhang = train[0][-50:] + "ACGT" * 5  # runs off the end of record 0 (20 bp)
+    samples = [copy, reverse, "".join(mutated), overhang, *random_dna(2, 200, seed=6)]
+    hits = nearest_neighbours(samples, TrainingIndex(train))
+    assert (hits[0].identity, hits[0].record, hits[0].start, hits[0].strand) == (1.0, 1, 1200, "+")
+    assert (hits[1].identity, hits[1].record, hits[1].start, hits[1].strand) == (1.0, 0, 500, "-")
+    assert (hits[2].identity, hits[2].record, hits[2].start) == (pytest.approx(0.95), 0, 2000)
+    # 50 matching bases of 70; past the record's end is a mismatch, not record 1's first bases
+    assert (hits[3].identity, hits[3].start) == (pytest.approx(50 / 70), 2950)
+    for novel in hits[4:]:
+        assert novel.identity is None or novel.identity < 0.5
+    summary = Memorisation.of(hits, threshold=0.95)
+    assert summary.flagged_samples() == [0, 1, 2] and summary.flagged == 3
+    assert summary.flagged_fraction == pytest.approx(3 / 6)
+
+
+def test_copies_of_real_training_windows_are_flagged_and_shuffles_are_not(demo_splits):
+    train = demo_splits["train"]
+    index = TrainingIndex(train)
+    copies = train[5::40]
+    shuffles = shuffled(copies, seed=1)
+    summary = Memorisation.of(nearest_neighbours(copies + shuffles, index))
+    assert summary.flagged_samples() == list(range(len(copies)))
+    assert summary.max_identity == 1.0
+    assert all(n.identity is None or n.identity < 0.5 for n in summary.neighbours[len(copies) :])
+
+
+# --------------------------------------------------------------------------- discriminator
+
+
+def test_kmer_features_are_per_k_frequencies():
+    features = kmer_features(["ACGT", "AAAA"], k=2)
+    assert features.shape == (2, 4 + 16)
+    assert features[0, :4].tolist() == [0.25] * 4
+    assert features[0, [4 + 1, 4 + 6, 4 + 11]].tolist() == [pytest.approx(1 / 3)] * 3  # AC CG GT
+    assert features[1, 0] == 1.0 and features[1, 4] == 1.0
+
+
+def test_discriminator_separates_different_dna_and_not_the_same():
+    gc_rich = random_dna(20, 300, seed=1, p=(0.15, 0.35, 0.35, 0.15))
+    at_rich = random_dna(20, 300, seed=2, p=(0.35, 0.15, 0.15, 0.35))
+    apart = discriminator_auroc(gc_rich, at_rich)
+    assert apart.auroc == 1.0 and apart.auroc_sd == 0.0 and len(apart.fold_aurocs) == 5
+    same = [discriminator_auroc(random_dna(30, 300, seed=s), random_dna(30, 300, seed=s + 100))
+            for s in range(3)]  # fmt: skip
+    assert 0.3 < np.mean([r.auroc for r in same]) < 0.7
+    for r in same:
+        assert r.auroc_min <= r.auroc <= r.auroc_max and r.auroc_sd > 0
+
+
+def test_discriminator_folds_follow_the_smaller_set():
+    result = discriminator_auroc(random_dna(3, 100, seed=1), random_dna(10, 100, seed=2))
+    assert result.folds == 3 and len(result.fold_aurocs) == 3
+    with pytest.raises(ValueError, match="at least 2"):
+        discriminator_auroc(random_dna(1, 100, seed=1), random_dna(10, 100, seed=2))
+
+
+def test_every_base4_index_is_its_kmer():
+    kmers = ["".join(p) for p in product("ACGT", repeat=3)]
+    profiles = kmer_profiles(kmers, 3)
+    assert np.array_equal(profiles, np.eye(64))
