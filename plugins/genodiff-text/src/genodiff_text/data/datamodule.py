@@ -1,0 +1,435 @@
+"""``TextDataModule`` (``data: {name: text}``): sentences of a text file or of LM1B, tokenized
+and windowed as MDLM does for LM1B.
+
+Sources (``source``):
+
+- ``file``: ``path``, any UTF-8 text file (plain or gzip) with one sentence per line; default
+  the bundled corpus ``data/text/austen.txt.gz`` (data/README.md). Its non-blank lines are split
+  by line order: the first ``split_fractions[0]`` train, the next ``[1]`` valid, the rest test
+  (boundaries rounded down), as the FASTA demo splits its genome by region.
+- ``lm1b``: the Hugging Face ``lm1b`` dataset; ``lm1b_release``: the original release under
+  ``root``. Their splits are in ``genodiff_text.data.lm1b`` (valid = test = the held-out
+  shards, as MDLM).
+
+``max_lines`` caps the sentences read: the first ``max_lines`` of the file before it is split,
+or of each LM1B split. ``detokenize`` (default: true for LM1B, false for files) applies MDLM's
+``lm1b_detokenizer`` to every sentence, including those of ``file_dataset``.
+
+Windows (``max_length`` L tokens, items ``{"input_ids": LongTensor[L]}``):
+
+- ``wrap: false`` (the paper's LM1B Table 1 setting): one item per sentence,
+  ``[BOS] tokens [EOS] [PAD]...``, truncated to ``[BOS] tokens[:L-2] [EOS]`` when longer, as a
+  Hugging Face tokenizer with ``truncation=True`` does. Named ``line N`` (N counts from 1).
+- ``wrap: true``: MDLM's ``_group_texts``: every sentence followed by [EOS] is concatenated
+  into one stream, cut into chunks of L-2 tokens, each item ``[BOS] chunk [EOS]``; the
+  remainder shorter than a chunk is dropped. Named ``block K (lines A-B)``.
+
+[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]). [PAD] is neither
+corrupted nor scored by the objectives.
+
+Nothing is read in ``__init__``; ``check_files()`` validates the input (missing, binary,
+invalid UTF-8, empty, too few sentences for the splits), ``training_texts()`` yields the
+train split's text for a tokenizer trained on the data, ``attach_tokenizer()`` sets the
+tokenizer and ``setup()`` tokenizes the splits it needs. Training order comes from a sampler
+seeded by ``(seed, epoch)``, so a run is reproducible for any ``num_workers``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from genodiff.data.base import DataModule
+from genodiff_text.data import lm1b
+from genodiff_text.data.text_files import count_lines, read_lines
+
+SOURCES = ("file", "lm1b", "lm1b_release")
+SPLITS = ("train", "valid", "test")
+ENCODE_CHUNK = 4096
+
+
+def bundled_corpus() -> Path:
+    """``data/text/austen.txt.gz`` of the genodiff checkout (next to the bundled genome)."""
+    from genodiff.data.datamodule import DEMO_FASTA
+
+    return DEMO_FASTA.parent / "text" / "austen.txt.gz"
+
+
+def split_cuts(count: int, split_fractions: Sequence[float]) -> list[int]:
+    """Line-index boundaries ``[0, a, b, count]`` of train | valid | test."""
+    fractions = tuple(float(f) for f in split_fractions)
+    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
+        raise ValueError(
+            "data.split_fractions must be 3 non-negative numbers (train, valid, test) summing "
+            f"to 1, got {tuple(split_fractions)}"
+        )
+    return [0, int(count * fractions[0]), int(count * (fractions[0] + fractions[1])), count]
+
+
+# ---------------------------------------------------------------------- tokenized sentences
+
+
+@dataclass
+class TokenizedLines:
+    """Sentences as one flat id array: sentence i is ``tokens[offsets[i]:offsets[i+1]]``, read
+    from ``origins[origin[i]]`` at line ``line[i]``."""
+
+    tokens: np.ndarray  # (total,) uint16 or int32
+    offsets: np.ndarray  # (n + 1,) int64
+    origin: np.ndarray  # (n,) int32
+    line: np.ndarray  # (n,) int64
+    origins: list[str]
+    show_origin: bool = False  # name items "origin line N" (LM1B shards) rather than "line N"
+
+    def __len__(self) -> int:
+        return len(self.line)
+
+    def where(self, i: int, label: str = "line") -> str:
+        """``line 17``, or ``news.en-00001-of-00100 line 17`` with ``show_origin``."""
+        prefix = f"{self.origins[self.origin[i]]} " if self.show_origin else ""
+        return f"{prefix}{label} {int(self.line[i])}"
+
+
+def tokenize_lines(
+    rows: Iterable[tuple[str, int, str]],
+    tokenizer,
+    show_origin: bool = False,
+    chunk: int = ENCODE_CHUNK,
+) -> TokenizedLines:
+    """Tokenize ``(origin, line, text)`` rows (``encode_batch`` when the tokenizer has it)."""
+    dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
+    encode_batch = getattr(tokenizer, "encode_batch", None)
+    origins: dict[str, int] = {}
+    pieces, lengths, origin, line = [], [], [], []
+    texts: list[str] = []
+
+    def flush() -> None:
+        ids = encode_batch(texts) if encode_batch else [tokenizer.encode(t) for t in texts]
+        sizes = [len(seq) for seq in ids]
+        flat = itertools.chain.from_iterable(ids)
+        pieces.append(np.fromiter(flat, dtype=dtype, count=sum(sizes)))  # one array per chunk
+        lengths.extend(sizes)
+        texts.clear()
+
+    for name, number, text in rows:
+        origin.append(origins.setdefault(name, len(origins)))
+        line.append(number)
+        texts.append(text)
+        if len(texts) >= chunk:
+            flush()
+    if texts:
+        flush()
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    tokens = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+    return TokenizedLines(
+        tokens,
+        offsets,
+        np.asarray(origin, dtype=np.int32),
+        np.asarray(line, dtype=np.int64),
+        list(origins),
+        show_origin,
+    )
+
+
+class _TextDataset(Dataset):
+    """Common parts: special ids and the no-op ``set_epoch`` the sampler calls."""
+
+    def __init__(self, lines: TokenizedLines, max_length: int, tokenizer) -> None:
+        self.lines = lines
+        self.max_length = max_length
+        self.bos = [tokenizer.bos_id] if tokenizer.bos_id is not None else []
+        self.eos = [tokenizer.eos_id] if tokenizer.eos_id is not None else []
+        self.pad_id = tokenizer.pad_id
+        self.room = max_length - len(self.bos) - len(self.eos)  # content tokens per item
+        if self.room < 1:
+            raise ValueError(f"data.max_length={max_length} leaves no room for text; use >= 3")
+
+    def set_epoch(self, epoch: int) -> None:
+        """Items do not depend on the epoch (kept for the shuffling sampler)."""
+
+    def _item(self, content: np.ndarray) -> dict[str, torch.Tensor]:
+        ids = np.full(self.max_length, self.pad_id, dtype=np.int64)
+        row = np.concatenate([self.bos, content.astype(np.int64), self.eos]).astype(np.int64)
+        ids[: len(row)] = row
+        return {"input_ids": torch.from_numpy(ids)}  # [max_length]
+
+    def _check(self, index: int) -> None:
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} items")
+
+
+class SentenceDataset(_TextDataset):
+    """``wrap: false``: one padded / truncated sentence per item (see the module doc)."""
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        self._check(index)
+        lo, hi = self.lines.offsets[index], self.lines.offsets[index + 1]
+        return self._item(self.lines.tokens[lo : min(hi, lo + self.room)])
+
+    def item_name(self, index: int) -> str:
+        self._check(index)
+        return self.lines.where(index)
+
+
+class BlockDataset(_TextDataset):
+    """``wrap: true``: ``[BOS] chunk [EOS]`` blocks of the sentence stream (see the module doc)."""
+
+    def __init__(self, lines: TokenizedLines, max_length: int, tokenizer) -> None:
+        super().__init__(lines, max_length, tokenizer)
+        eos = self.eos
+        if eos:  # every sentence followed by [EOS]
+            self.stream = np.insert(lines.tokens, lines.offsets[1:], eos[0])
+            self.starts = lines.offsets + np.arange(len(lines.offsets))  # sentence starts
+        else:
+            self.stream, self.starts = lines.tokens, lines.offsets
+        self.count = len(self.stream) // self.room
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        self._check(index)
+        return self._item(self.stream[index * self.room : (index + 1) * self.room])
+
+    def sentence_of(self, position: int) -> int:
+        """Index of the sentence that stream position ``position`` belongs to."""
+        return int(np.searchsorted(self.starts, position, side="right")) - 1
+
+    def item_name(self, index: int) -> str:
+        """``block K (lines A-B)``: the lines its first and last tokens come from."""
+        self._check(index)
+        first = self.sentence_of(index * self.room)
+        last = self.sentence_of((index + 1) * self.room - 1)
+        lines = self.lines
+        if first == last:
+            return f"block {index} ({lines.where(first)})"
+        if not lines.show_origin or lines.origin[first] == lines.origin[last]:
+            where = lines.where(first, "lines")
+            return f"block {index} ({where}-{lines.line[last]})"
+        return f"block {index} ({lines.where(first)} - {lines.where(last)})"
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A random permutation per epoch from a torch.Generator seeded by ``(seed, epoch)``."""
+
+    def __init__(self, dataset: _TextDataset, seed: int) -> None:
+        self.dataset, self.seed, self.epoch = dataset, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.dataset.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __iter__(self) -> Iterator[int]:
+        seed = int(np.random.SeedSequence((self.seed, self.epoch)).generate_state(1)[0])
+        generator = torch.Generator().manual_seed(seed)
+        yield from torch.randperm(len(self.dataset), generator=generator).tolist()
+
+
+def _seed_worker(worker_id: int) -> None:
+    seed = torch.initial_seed() % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+# ---------------------------------------------------------------------- the data module
+
+
+class TextDataModule(DataModule):
+    """Sentences of a text file or LM1B (see the module docstring for every key)."""
+
+    domain = "text"
+    file_option = "--text"
+
+    def __init__(
+        self,
+        path: str | None = None,
+        source: str = "file",
+        root: str | None = None,
+        max_length: int = 128,
+        wrap: bool = False,
+        detokenize: bool | None = None,
+        split_fractions: Sequence[float] = (0.8, 0.1, 0.1),
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+        max_lines: int | None = None,
+    ) -> None:
+        super().__init__()
+        if source not in SOURCES:
+            raise ValueError(f"data.source must be one of {SOURCES}, got {source!r}")
+        if max_length < 3:
+            raise ValueError(f"data.max_length must be >= 3 ([BOS] text [EOS]), got {max_length}")
+        if max_lines is not None and max_lines < 1:
+            raise ValueError(f"data.max_lines must be >= 1 (or null for all), got {max_lines}")
+        if source == "lm1b_release" and not root:
+            raise ValueError(
+                "data.source=lm1b_release needs data.root: the folder of the unpacked release "
+                f"({lm1b.RELEASE_NAME})"
+            )
+        self.source = source
+        self.path = Path(path).expanduser() if path else bundled_corpus()
+        self.root = Path(root).expanduser() if root else None
+        self.max_length = int(max_length)
+        self.wrap = bool(wrap)
+        self.detokenize = source != "file" if detokenize is None else bool(detokenize)
+        self.split_fractions = tuple(float(f) for f in split_fractions)
+        split_cuts(0, self.split_fractions)  # validates
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size if eval_batch_size is not None else batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.max_lines = max_lines
+        self._line_count: int | None = None
+        self.datasets: dict[str, _TextDataset] = {}
+
+    # ------------------------------------------------------------------ reading
+
+    def check_files(self) -> None:
+        """Fail fast: the input must exist, be UTF-8 text and give every split a sentence."""
+        if self.source == "lm1b_release":
+            for split in ("train", "test"):
+                lm1b.release_shards(self.root, split)
+        elif self.source == "lm1b":
+            lm1b.check_hf_datasets()
+        else:
+            self._file_cuts()
+
+    def _file_cuts(self) -> list[int]:
+        if self._line_count is None:
+            total = count_lines(self.path, "data.path text file")
+            self._line_count = min(total, self.max_lines or total)
+        cuts = split_cuts(self._line_count, self.split_fractions)
+        empty = [s for i, s in enumerate(SPLITS) if cuts[i + 1] <= cuts[i]]
+        if empty:
+            raise ValueError(
+                f"{self.path} gives {self._line_count} sentences (non-blank lines"
+                f"{', after max_lines' if self.max_lines else ''}), too few for the "
+                f"{'/'.join(SPLITS)} split_fractions {list(self.split_fractions)}: the "
+                f"{' and '.join(empty)} split(s) would be empty. Give a longer file, or change "
+                "data.split_fractions / data.max_lines"
+            )
+        return cuts
+
+    def _rows(self, split: str) -> Iterator[tuple[str, int, str]]:
+        """``(origin, line number, raw text)`` of ``split``'s sentences."""
+        if self.source == "file":
+            lo, hi = self._file_cuts()[SPLITS.index(split) : SPLITS.index(split) + 2]
+            origin = self.path.name
+            for index, (number, text) in enumerate(read_lines(self.path, "data.path text file")):
+                if index >= hi:
+                    break
+                if index >= lo:
+                    yield origin, number, text
+        elif self.source == "lm1b_release":
+            emitted = 0
+            for shard in lm1b.release_shards(self.root, split):
+                for number, text in read_lines(shard, "LM1B shard"):
+                    if self.max_lines is not None and emitted >= self.max_lines:
+                        return
+                    emitted += 1
+                    yield shard.name, number, text
+        else:
+            yield from lm1b.hf_lm1b_texts(split, self.max_lines)
+
+    def _texts(self, rows: Iterable[tuple[str, int, str]]) -> Iterator[tuple[str, int, str]]:
+        for origin, number, text in rows:
+            yield origin, number, lm1b.lm1b_detokenizer(text) if self.detokenize else text
+
+    def training_texts(self) -> Iterator[str]:
+        """The train split's sentences (detokenized when configured), for a tokenizer trained
+        on the data."""
+        for _, _, text in self._texts(self._rows("train")):
+            yield text
+
+    # ------------------------------------------------------------------ datasets
+
+    def _require_tokenizer(self):
+        tokenizer = getattr(self, "tokenizer", None)
+        if tokenizer is None:
+            raise ValueError("attach a tokenizer (attach_tokenizer) before building datasets")
+        return tokenizer
+
+    def _windows(self, lines: TokenizedLines) -> _TextDataset:
+        kind = BlockDataset if self.wrap else SentenceDataset
+        return kind(lines, self.max_length, self._require_tokenizer())
+
+    def _dataset(self, split: str) -> _TextDataset:
+        rows = self._texts(self._rows(split))
+        lines = tokenize_lines(rows, self._require_tokenizer(), self.source != "file")
+        return self._windows(lines)
+
+    def setup(self, stage: str | None = None) -> None:
+        self.check_files()
+        splits = {"fit": ("train", "valid"), "validate": ("valid",), "test": ("test",)}
+        for split in splits.get(stage, SPLITS):
+            if split in self.datasets:
+                continue
+            if split == "valid" and self.source != "file":  # LM1B: valid = test, as MDLM
+                if "test" not in self.datasets:
+                    self.datasets["test"] = self._dataset("test")
+                self.datasets[split] = self.datasets["test"]
+            else:
+                self.datasets[split] = self._dataset(split)
+
+    def heldout_dataset(self, split: str = "test") -> _TextDataset:
+        if split not in ("valid", "test"):
+            raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+        self.setup("test" if split == "test" else "validate")
+        return self.datasets[split]
+
+    def file_dataset(self, path: str | Path) -> _TextDataset:
+        """Every window of the text file ``path`` (all its non-blank lines), windowed and
+        detokenized as the configured data."""
+        count_lines(path, "--text file")  # missing, binary, empty: a clear error first
+        rows = ((Path(path).name, n, text) for n, text in read_lines(path, "--text file"))
+        return self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
+
+    # ------------------------------------------------------------------ loaders
+
+    def _get(self, split: str) -> _TextDataset:
+        if split not in self.datasets:
+            self.setup()
+        dataset = self.datasets[split]
+        if len(dataset) == 0:
+            raise ValueError(
+                f"the {split} split has no {self.max_length}-token window (wrap=true needs at "
+                f"least {dataset.room} tokens per block); use a smaller data.max_length or more "
+                "text"
+            )
+        return dataset
+
+    def _loader(self, dataset: Dataset, batch_size: int, sampler: Sampler | None) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            sampler=sampler,
+            num_workers=self.num_workers,
+            worker_init_fn=_seed_worker,
+            generator=torch.Generator().manual_seed(self.seed),
+            persistent_workers=False,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        dataset = self._get("train")
+        return self._loader(dataset, self.batch_size, EpochShuffleSampler(dataset, self.seed))
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self._get("valid"), self.eval_batch_size, None)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self._get("test"), self.eval_batch_size, None)

@@ -1,0 +1,507 @@
+"""Text tokenizers for genodiff: a Hugging Face pretrained one (``hf``) and one trained on the
+run's own training split (``trained``), both behind genodiff's ``Tokenizer`` contract.
+
+Both keep a ``tokenizers`` (Rust) backend, whose whole JSON goes into ``to_state()``: a
+checkpoint decodes and encodes exactly as in training without the original files, the Hugging
+Face cache or ``transformers``.
+
+Special ids (MDLM's conventions, kuleshov-group/mdlm ``dataloader.get_tokenizer`` and
+``diffusion.Diffusion.__init__``):
+
+- [MASK]: the tokenizer's own mask token when it has one (bert-base-uncased: ``[MASK]`` = 103,
+  vocabulary 30,522); otherwise a new id appended after the backend's vocabulary (gpt2: mask =
+  50,257, vocabulary 50,258, as the ``kuleshov-group/mdlm-owt`` model).
+- BOS / EOS: the tokenizer's BOS / EOS tokens, else [CLS] / [SEP] (bert: [CLS] = 101,
+  [SEP] = 102; gpt2: both ``<|endoftext|>`` = 50,256, as MDLM's ``BertProcessing`` wraps each
+  gpt2 sentence in it).
+- [PAD]: the tokenizer's pad token; a tokenizer without one (gpt2) pads with the appended
+  mask id. This is what MDLM does: it adds a ``[PAD]`` token (id 50,257) and then appends the
+  mask at ``tokenizer.vocab_size`` = 50,257 too, so pad and mask share one id. genodiff never
+  corrupts nor scores [PAD], so with ``wrap: true`` (the OWT setting, no padding at all) this
+  changes nothing, and with ``wrap: false`` padded positions simply read as [MASK].
+
+``sample_ids`` are all ids but [MASK] and [PAD].
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Tokenizer as Backend
+
+from genodiff.tokenizers.base import Tokenizer
+
+# The special tokens of a trained tokenizer, in id order (bert-like).
+TRAINED_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+TRAINED_KINDS = ("wordpiece", "bpe")
+# How an appended mask (a tokenizer without one, e.g. gpt2) is written in text and templates.
+APPENDED_MASK_TOKEN = "[MASK]"
+
+
+class BackendTokenizer(Tokenizer):
+    """Shared code: a ``tokenizers.Tokenizer`` backend plus the special ids.
+
+    Subclasses call ``_set_backend`` with the backend and the special-token strings.
+    """
+
+    domain = "text"
+    backend: Backend
+
+    def _set_backend(
+        self,
+        backend: Backend,
+        mask_token: str | None,
+        pad_token: str | None,
+        bos_token: str | None,
+        eos_token: str | None,
+    ) -> None:
+        self.backend = backend
+        self.backend_vocab_size = backend.get_vocab_size(with_added_tokens=True)
+
+        def token_id(token: str | None) -> int | None:
+            if token is None:
+                return None
+            index = backend.token_to_id(token)
+            if index is None:
+                raise ValueError(f"the tokenizer has no token {token!r} in its vocabulary")
+            return index
+
+        mask_id = token_id(mask_token)
+        # No mask token of its own: append one (MDLM: mask_index = vocab_size).
+        self.appended_mask = mask_id is None
+        self.mask_token = mask_token if mask_token is not None else APPENDED_MASK_TOKEN
+        self.mask_id = mask_id if mask_id is not None else self.backend_vocab_size
+        self.vocab_size = self.backend_vocab_size + int(self.appended_mask)
+        pad_id = token_id(pad_token)
+        self.pad_id = pad_id if pad_id is not None else self.mask_id
+        self.bos_id = token_id(bos_token)
+        self.eos_id = token_id(eos_token)
+        self.special_tokens = {
+            "mask_token": mask_token,
+            "pad_token": pad_token,
+            "bos_token": bos_token,
+            "eos_token": eos_token,
+        }
+        excluded = {self.mask_id, self.pad_id}
+        self.sample_ids = tuple(i for i in range(self.vocab_size) if i not in excluded)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    # ------------------------------------------------------------------ text <-> ids
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text`` without special tokens added (a special token written in the text,
+        e.g. ``[MASK]``, is still recognised)."""
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """``[encode(t) for t in texts]``, in parallel in the backend."""
+        encodings = self.backend.encode_batch(list(texts), add_special_tokens=False)
+        return [e.ids for e in encodings]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """Text of a 1-D id sequence; special tokens are written as their names (``[CLS]``)
+        unless ``skip_special_tokens``."""
+        if hasattr(ids, "tolist"):
+            if getattr(ids, "ndim", 1) != 1:
+                raise ValueError(f"decode takes a 1-D id sequence, got shape {tuple(ids.shape)}")
+            ids = ids.tolist()
+        ids = [int(i) for i in ids]
+        for i in ids:
+            if not 0 <= i < self.vocab_size:
+                raise ValueError(f"token id {i} is outside the vocabulary [0, {self.vocab_size})")
+        if not self.appended_mask or self.mask_id not in ids:
+            return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+        # The appended mask is unknown to the backend: decode the pieces between masks and
+        # join them with a space where neither side has one.
+        parts: list[str] = []
+        piece: list[int] = []
+        for i in [*ids, None]:
+            if i is not None and i != self.mask_id:
+                piece.append(i)
+                continue
+            parts.append(self.backend.decode(piece, skip_special_tokens=skip_special_tokens))
+            if i is not None and not skip_special_tokens:
+                parts.append(self.mask_token)
+            piece = []
+        text = ""
+        for part in filter(None, parts):
+            gap = text and not text[-1].isspace() and not part[0].isspace()
+            text += (" " if gap else "") + part
+        return text
+
+    def encode_template(self, text: str) -> list[int]:
+        """Ids of an infill template: each ``[MASK]`` (the mask token) written in ``text`` is one
+        token to generate; [BOS] first, as ``encode_prefix``."""
+        if not self.appended_mask:
+            return super().encode_template(text)
+        # The backend does not know the appended mask: split the text on it. The space before a
+        # marker belongs to the generated token (byte-level BPE writes it as its prefix).
+        pieces = text.split(self.mask_token)
+        if len(pieces) == 1:
+            return super().encode_template(text)  # raises: no mask marker
+        ids = [self.bos_id] if self.bos_id is not None else []
+        for k, piece in enumerate(pieces):
+            last = k == len(pieces) - 1
+            ids += self.encode(piece if last else piece.rstrip(" "))
+            if not last:
+                ids.append(self.mask_id)
+        return ids
+
+    # ------------------------------------------------------------------ persistence
+
+    def _backend_state(self) -> dict[str, Any]:
+        return {"tokenizer_json": self.backend.to_str(), **self.special_tokens}
+
+    def _load_backend(self, state: dict[str, Any]) -> None:
+        self._set_backend(
+            Backend.from_str(state["tokenizer_json"]),
+            state.get("mask_token"),
+            state.get("pad_token"),
+            state.get("bos_token"),
+            state.get("eos_token"),
+        )
+
+
+class HFTokenizer(BackendTokenizer):
+    """A pretrained Hugging Face tokenizer (``tokenizer: {name: hf, pretrained: NAME}``).
+
+    ``pretrained`` is a hub name (``bert-base-uncased``, ``gpt2``) or a local folder that
+    ``transformers.AutoTokenizer.from_pretrained`` reads. The local Hugging Face cache is tried
+    first, then the hub. It needs ``transformers`` (``pip install 'genodiff-text[hub]'``) and a
+    fast tokenizer; once built, only its backend JSON is kept.
+    """
+
+    name = "hf"
+
+    def __init__(self, pretrained: str = "bert-base-uncased", cache_dir: str | None = None):
+        self.pretrained = str(pretrained)
+        self.cache_dir = cache_dir
+        hf = _auto_tokenizer(self.pretrained, cache_dir)
+        backend = getattr(hf, "backend_tokenizer", None)
+        if backend is None:
+            raise ValueError(
+                f"tokenizer.pretrained={self.pretrained!r} has no fast (Rust) tokenizer; use a "
+                "model with a tokenizer.json, or tokenizer.name=trained"
+            )
+        backend = Backend.from_str(backend.to_str())  # a copy the HF object does not share
+        self._set_backend(
+            backend,
+            mask_token=_token_str(hf.mask_token),
+            pad_token=_token_str(hf.pad_token),
+            bos_token=_token_str(hf.bos_token) or _token_str(hf.cls_token),
+            eos_token=_token_str(hf.eos_token) or _token_str(hf.sep_token),
+        )
+
+    def to_state(self) -> dict[str, Any]:
+        return {"pretrained": self.pretrained, **self._backend_state()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> HFTokenizer:
+        tokenizer = cls.__new__(cls)  # no Hugging Face lookup: the state holds everything
+        tokenizer.pretrained = state.get("pretrained", "?")
+        tokenizer.cache_dir = None
+        tokenizer._load_backend(state)
+        return tokenizer
+
+
+def _token_str(token: Any) -> str | None:
+    return None if token is None else str(token)
+
+
+def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
+    """``AutoTokenizer.from_pretrained``: local folder or cache first, then the hub."""
+    hint = (
+        "Either make it available (run once where the Hugging Face hub is reachable: "
+        f'python -c "from transformers import AutoTokenizer; AutoTokenizer.from_pretrained('
+        f"'{pretrained}')\", which fills ~/.cache/huggingface; or copy that model's tokenizer "
+        "files into a folder and set tokenizer.pretrained=/path/to/folder), or train a "
+        "tokenizer on the data instead: tokenizer={name: trained, kind: wordpiece, "
+        "vocab_size: 8192}"
+    )
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise ImportError(
+            f"tokenizer.name=hf needs transformers to read {pretrained!r}: pip install "
+            f"'genodiff-text[hub]' (or pip install transformers). {hint}"
+        ) from None
+    folder = Path(pretrained).expanduser()
+    if folder.exists():
+        if not folder.is_dir():
+            raise ValueError(f"tokenizer.pretrained={pretrained!r} is a file, not a folder")
+        return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+    try:
+        return AutoTokenizer.from_pretrained(
+            pretrained, cache_dir=cache_dir, use_fast=True, local_files_only=True
+        )
+    except Exception as local_error:  # not cached: try the hub unless told to stay offline
+        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false")
+        if offline:
+            raise FileNotFoundError(
+                f"the Hugging Face tokenizer {pretrained!r} is not in the local cache and "
+                f"HF_HUB_OFFLINE is set ({type(local_error).__name__}). {hint}"
+            ) from None
+    try:
+        return AutoTokenizer.from_pretrained(pretrained, cache_dir=cache_dir, use_fast=True)
+    except Exception as err:
+        raise FileNotFoundError(
+            f"cannot load the Hugging Face tokenizer {pretrained!r}: it is not in the local "
+            f"cache and the hub did not give it ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}). {hint}"
+        ) from None
+
+
+class TrainedTokenizer(BackendTokenizer):
+    """A WordPiece or byte-level BPE vocabulary trained on the run's training split.
+
+    ``tokenizer: {name: trained, kind: wordpiece|bpe, vocab_size: 4096, lowercase: true}``.
+    Special tokens are bert-like: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 (BOS = [CLS],
+    EOS = [SEP]); ``[MASK]`` written in a text is the mask token. ``wordpiece`` uses BERT's
+    normalizer (clean-up, CJK spacing, lower case and accents stripped when ``lowercase``) and
+    pre-tokenizer; ``bpe`` is GPT-2's byte-level BPE (no unknown token), lower-cased when
+    ``lowercase``. Training is deterministic for the same texts and settings. The trained
+    vocabulary is saved with the run (``to_state``), so a checkpoint is never retrained.
+    """
+
+    name = "trained"
+
+    def __init__(
+        self,
+        kind: str = "wordpiece",
+        vocab_size: int = 4096,
+        lowercase: bool = True,
+        min_frequency: int = 2,
+    ) -> None:
+        if kind not in TRAINED_KINDS:
+            raise ValueError(f"tokenizer.kind must be one of {TRAINED_KINDS}, got {kind!r}")
+        floor = len(TRAINED_SPECIAL_TOKENS) + (256 if kind == "bpe" else 1)
+        if int(vocab_size) < floor:
+            raise ValueError(
+                f"tokenizer.vocab_size={vocab_size} is too small for kind {kind!r}: give at "
+                f"least {floor} (e.g. 4096)"
+            )
+        if int(min_frequency) < 1:
+            raise ValueError(f"tokenizer.min_frequency must be >= 1, got {min_frequency}")
+        self.kind = kind
+        self.target_vocab_size = int(vocab_size)
+        self.lowercase = bool(lowercase)
+        self.min_frequency = int(min_frequency)
+        self.trained = False
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "vocab_size": self.target_vocab_size,
+            "lowercase": self.lowercase,
+            "min_frequency": self.min_frequency,
+        }
+
+    def __getattr__(self, item: str) -> Any:
+        # Ids and the backend exist only once trained (or loaded): say so instead of a bare
+        # AttributeError.
+        if item in ("backend", "mask_id", "pad_id", "bos_id", "eos_id", "sample_ids"):
+            raise AttributeError(
+                f"the trained tokenizer has no {item} before it is trained: build it with "
+                "TrainedTokenizer.from_config(config, corpus) or train(texts)"
+            )
+        raise AttributeError(item)
+
+    def _untrained(self) -> Backend:
+        if self.kind == "wordpiece":
+            backend = Backend(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+            backend.normalizer = normalizers.BertNormalizer(
+                clean_text=True,
+                handle_chinese_chars=True,
+                strip_accents=None,  # follows lowercase, as BERT
+                lowercase=self.lowercase,
+            )
+            backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+            backend.decoder = decoders.WordPiece(prefix="##")
+        else:
+            backend = Backend(models.BPE())
+            steps = [normalizers.NFC()] + ([normalizers.Lowercase()] if self.lowercase else [])
+            backend.normalizer = normalizers.Sequence(steps)
+            backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            backend.decoder = decoders.ByteLevel()
+        return backend
+
+    def _trainer(self) -> trainers.BpeTrainer:
+        return trainers.BpeTrainer(
+            vocab_size=self.target_vocab_size,
+            min_frequency=self.min_frequency,
+            special_tokens=[
+                AddedToken(t, special=True, lstrip=t == "[MASK]") for t in TRAINED_SPECIAL_TOKENS
+            ],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+
+    def train(self, texts: Iterable[str]) -> TrainedTokenizer:
+        """Learn the vocabulary from ``texts`` (one sentence each); returns self."""
+        backend = self._untrained()
+        count = [0]
+
+        def counted() -> Iterable[str]:
+            for text in texts:
+                count[0] += 1
+                yield text
+
+        if self.kind == "wordpiece":
+            # tokenizers' WordPiece trainer numbers the "##" alphabet in hash-map order, so its
+            # ids and its tie-breaks (hence the vocabulary) change from run to run: count the
+            # words with the backend, then merge deterministically here.
+            words = count_words(backend, counted())
+            vocab = train_wordpiece(
+                words, self.target_vocab_size, self.min_frequency, TRAINED_SPECIAL_TOKENS
+            )
+            trained = self._untrained()
+            trained.model = models.WordPiece(
+                vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100
+            )
+            trained.add_special_tokens(list(TRAINED_SPECIAL_TOKENS))
+            backend = trained
+        else:  # byte-level BPE: tokenizers' trainer is deterministic here
+            backend.train_from_iterator(counted(), trainer=self._trainer())
+        if count[0] == 0:
+            raise ValueError(
+                "cannot train the tokenizer: the training split has no text; check data.path"
+            )
+        self._set_backend(backend, "[MASK]", "[PAD]", "[CLS]", "[SEP]")
+        self.trained = True
+        return self
+
+    @classmethod
+    def from_config(
+        cls, config: dict[str, Any], corpus: Callable[[], Iterable[str]] | None = None
+    ) -> TrainedTokenizer:
+        if corpus is None:
+            raise ValueError(
+                "tokenizer.name=trained learns its vocabulary from the training data, but no "
+                "corpus was given (the data module's training_texts)"
+            )
+        return cls(**config).train(corpus())
+
+    def to_state(self) -> dict[str, Any]:
+        if not self.trained:
+            raise ValueError("an untrained tokenizer has no state to save; train it first")
+        return {**self.settings(), **self._backend_state()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TrainedTokenizer:
+        settings = {k: state[k] for k in ("kind", "vocab_size", "lowercase", "min_frequency")}
+        tokenizer = cls(**settings)
+        tokenizer._load_backend(state)
+        tokenizer.trained = True
+        return tokenizer
+
+
+# ---------------------------------------------------------------------- WordPiece training
+
+
+def count_words(backend: Backend, texts: Iterable[str], batch: int = 4096) -> Counter[str]:
+    """Occurrences of every pre-tokenized word of ``texts`` after ``backend``'s normalizer
+    and pre-tokenizer.
+
+    Texts are normalized ``batch`` at a time (joined by newlines). The pre-tokenizer (BERT's:
+    split on whitespace, then around punctuation) runs once per distinct whitespace-separated
+    chunk, which gives the same words as running it on the whole text, much faster.
+    """
+    chunks: Counter[str] = Counter()
+    normalizer = backend.normalizer
+    pending: list[str] = []
+
+    def flush() -> None:
+        text = "\n".join(pending)
+        if normalizer is not None:
+            text = normalizer.normalize_str(text)
+        chunks.update(text.split())
+        pending.clear()
+
+    for text in texts:
+        pending.append(text)
+        if len(pending) >= batch:
+            flush()
+    if pending:
+        flush()
+    counts: Counter[str] = Counter()
+    for chunk, n in chunks.items():
+        for word, _ in backend.pre_tokenizer.pre_tokenize_str(chunk):
+            counts[word] += n
+    return counts
+
+
+def train_wordpiece(
+    word_counts: Mapping[str, int],
+    vocab_size: int,
+    min_frequency: int,
+    special_tokens: Sequence[str],
+    prefix: str = "##",
+) -> dict[str, int]:
+    """A WordPiece vocabulary (token -> id) learnt as BERT's: byte-pair merges over words split
+    into a first character and ``prefix``-marked continuation characters.
+
+    Ids: the special tokens, then the alphabet in sorted order, then each new merged token in
+    merge order. Each step merges the most frequent adjacent pair (ties: the smallest pair as
+    strings) until ``vocab_size`` tokens or no pair occurs ``min_frequency`` times. The result
+    depends only on the counts: the same texts give the same vocabulary in every process.
+    """
+    words = sorted(word_counts.items())
+    symbols = [[w[0]] + [prefix + c for c in w[1:]] for w, _ in words]
+    freq = [c for _, c in words]
+    vocab: dict[str, int] = {}
+    for token in [*special_tokens, *sorted({s for syms in symbols for s in syms})]:
+        vocab.setdefault(token, len(vocab))
+
+    pair_count: dict[tuple[str, str], int] = defaultdict(int)
+    where: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for i, syms in enumerate(symbols):
+        for pair in zip(syms, syms[1:], strict=False):
+            pair_count[pair] += freq[i]
+            where[pair].add(i)
+    heap = [(-c, a, b) for (a, b), c in pair_count.items()]
+    heapq.heapify(heap)
+
+    while len(vocab) < vocab_size and heap:
+        negative, a, b = heapq.heappop(heap)
+        if pair_count.get((a, b), 0) != -negative:
+            continue  # stale entry
+        if -negative < min_frequency:
+            break
+        merged = a + b[len(prefix) :]
+        vocab.setdefault(merged, len(vocab))
+        touched: set[tuple[str, str]] = set()
+        for i in sorted(where.pop((a, b))):
+            syms = symbols[i]
+            for pair in zip(syms, syms[1:], strict=False):
+                pair_count[pair] -= freq[i]
+                touched.add(pair)
+            out, k = [], 0
+            while k < len(syms):
+                if k + 1 < len(syms) and syms[k] == a and syms[k + 1] == b:
+                    out.append(merged)
+                    k += 2
+                else:
+                    out.append(syms[k])
+                    k += 1
+            symbols[i] = out
+            for pair in zip(out, out[1:], strict=False):
+                pair_count[pair] += freq[i]
+                where[pair].add(i)
+                touched.add(pair)
+        pair_count.pop((a, b), None)
+        for pair in touched:
+            count = pair_count.get(pair, 0)
+            if count <= 0:
+                pair_count.pop(pair, None)
+                where.pop(pair, None)
+            elif pair != (a, b):
+                heapq.heappush(heap, (-count, *pair))
+    return vocab

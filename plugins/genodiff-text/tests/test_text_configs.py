@@ -1,0 +1,186 @@
+"""The text configs compose and validate, hold the paper's recipe, and text_demo trains."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from genodiff.config import load_config
+
+REPO = Path(__file__).resolve().parents[3]
+CONFIGS = REPO / "configs"
+TEXT_CONFIGS = ["lm1b", "lm1b_ar", "lm1b_sedd", "text_demo"]
+PLUGIN_NAMES = {
+    "data": {"text"},
+    "model": {"dit", "ar_transformer"},
+    "tokenizer": {"hf", "trained"},
+}
+
+
+def _load(name, overrides=None):
+    return load_config(CONFIGS / f"{name}.yaml", overrides or [])
+
+
+PLUGIN_GROUP_FILES = {
+    "model": {"dit_small", "dit_tiny", "ar_transformer_small", "ar_transformer_tiny"},
+    "data": {"lm1b", "text_demo"},
+}
+
+
+def _uses_plugin(name: str) -> bool:
+    """Whether configs/NAME.yaml (or a config it extends) sets a tokenizer or picks a text
+    model / data file, read from the YAML files without composing them."""
+    raw = OmegaConf.to_container(OmegaConf.load(CONFIGS / f"{name}.yaml"))
+    if "tokenizer" in raw:
+        return True
+    for entry in raw.get("defaults", []):
+        if isinstance(entry, str) and entry != "_self_":
+            if _uses_plugin(entry):
+                return True
+        elif isinstance(entry, dict):
+            for key, value in entry.items():
+                group = key.removeprefix("override ").strip()
+                if value in PLUGIN_GROUP_FILES.get(group, ()):
+                    return True
+    return False
+
+
+def test_every_config_that_uses_the_plugin_is_covered():
+    for group, names in PLUGIN_GROUP_FILES.items():
+        for name in names:
+            section = OmegaConf.load(CONFIGS / group / f"{name}.yaml")
+            assert section.get("name") in PLUGIN_NAMES[group] or "defaults" in section
+    found = {p.stem for p in CONFIGS.glob("*.yaml") if _uses_plugin(p.stem)}
+    assert found == set(TEXT_CONFIGS)
+    assert not _uses_plugin("hg38") and not _uses_plugin("demo")
+
+
+@pytest.mark.parametrize("name", TEXT_CONFIGS)
+def test_text_configs_compose_and_validate(name):
+    cfg = _load(name)
+    assert cfg.data.name == "text"
+    assert cfg.tokenizer.name in ("hf", "trained")
+    assert cfg.model.name in ("dit", "ar_transformer")
+    # ids and the vocabulary come from the tokenizer, never from the config
+    assert "vocab_size" not in cfg.model
+    for key in ("mask_id", "pad_id", "bos_id", "sample_ids"):
+        assert cfg.objective.get(key) is None
+    assert cfg.model.model_length == cfg.data.max_length
+
+
+def test_lm1b_is_the_papers_recipe():
+    cfg = _load("lm1b")
+    assert OmegaConf.to_container(cfg.tokenizer) == {
+        "name": "hf",
+        "pretrained": "bert-base-uncased",
+    }
+    assert (cfg.data.source, cfg.data.max_length, cfg.data.wrap, cfg.data.detokenize) == (
+        "lm1b", 128, False, True,
+    )  # fmt: skip
+    assert cfg.data.batch_size * cfg.trainer.accumulate_grad_batches == 512
+    m = cfg.model
+    assert (m.name, m.hidden_dim, m.cond_dim, m.n_blocks, m.n_heads, m.dropout) == (
+        "dit", 768, 128, 12, 12, 0.1,
+    )  # fmt: skip
+    o = cfg.optim
+    assert (o.lr, list(o.betas), o.eps, o.weight_decay) == (3e-4, [0.9, 0.999], 1e-8, 0.0)
+    assert o.min_lr_ratio == 1.0  # constant after warm-up
+    assert round(o.warmup_fraction * cfg.trainer.max_steps) == 2500
+    assert cfg.trainer.max_steps == 1_000_000 and cfg.trainer.gradient_clip_val == 1.0
+    assert cfg.ema.decay == 0.9999 and cfg.trainer.precision is None  # bf16 on GPU
+    assert cfg.objective.name == "mdlm" and cfg.objective.time_conditioning is False
+
+
+def test_lm1b_baselines_share_the_recipe():
+    base, ar, sedd = _load("lm1b"), _load("lm1b_ar"), _load("lm1b_sedd")
+    assert ar.objective.name == "ar" and ar.model.name == "ar_transformer"
+    assert (ar.model.hidden_dim, ar.model.n_blocks, ar.model.n_heads) == (768, 12, 12)
+    assert ar.model.mask_index is None
+    assert sedd.objective.name == "sedd" and sedd.model.name == "dit"
+    assert sedd.objective.mask_id is None and sedd.objective.pad_id is None
+    assert sedd.objective.time_conditioning is True
+    for cfg in (ar, sedd):
+        assert cfg.optim == base.optim and cfg.data == base.data
+        assert cfg.tokenizer == base.tokenizer and cfg.trainer == base.trainer
+
+
+def test_text_demo_is_small_and_trains_its_own_tokenizer():
+    cfg = _load("text_demo")
+    assert cfg.tokenizer.name == "trained" and cfg.tokenizer.kind == "wordpiece"
+    assert cfg.data.source == "file" and cfg.data.path is None  # the bundled corpus
+    assert cfg.trainer.accelerator == "cpu"
+    assert cfg.model.hidden_dim <= 256
+
+
+def test_sedd_with_dna_ids_is_refused_for_text():
+    # The DNA ids objective/sedd.yaml may list must not reach a text tokenizer unnoticed.
+    from genodiff_text.tokenizers import TrainedTokenizer
+
+    from genodiff.config import ConfigError, with_tokenizer_fields
+    from genodiff.objectives.sedd import SEDD
+
+    tok = TrainedTokenizer(vocab_size=64).train(["the cat sat on the mat"] * 4)
+    with pytest.raises(ConfigError, match="disagrees"):
+        with_tokenizer_fields("objective", SEDD, {"mask_id": 3, "pad_id": 4}, tok)
+    filled = with_tokenizer_fields("objective", SEDD, {"mask_id": None, "pad_id": None}, tok)
+    assert (filled["mask_id"], filled["pad_id"]) == (tok.mask_id, tok.pad_id)
+
+
+def test_text_demo_trains_end_to_end_and_eval_matches_the_baselines(tmp_path, capsys):
+    pytest.importorskip("genodiff_text.models.dit")
+    from genodiff.cli import main
+
+    out = tmp_path / "run"
+    overrides = [
+        "trainer.max_steps=3",
+        "trainer.val_check_interval=3",
+        "trainer.enable_progress_bar=false",
+        "trainer.enable_model_summary=false",
+        "data.max_lines=400",
+        "data.max_length=24",
+        "data.batch_size=8",
+        "data.eval_batch_size=16",
+        "tokenizer.vocab_size=200",
+        "model.hidden_dim=32",
+        "model.cond_dim=16",
+        "model.n_blocks=1",
+        "model.n_heads=2",
+        "objective.eval_t_samples=1",
+        "samples.num_samples=2",
+        "samples.length=24",
+        "samples.steps=4",
+        "samples.batch_size=2",
+        f"output_dir={out}",
+    ]
+    assert main(["train", str(CONFIGS / "text_demo.yaml"), *overrides]) == 0
+    samples = (out / "samples.txt").read_text()
+    assert samples.strip()
+    saved = json.loads((out / "tokenizer.json").read_text())
+    assert saved["name"] == "trained" and "tokenizer_json" in saved["state"]
+    checkpoint = next((out / "checkpoints").glob("*.ckpt"))
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    assert ckpt["hyper_parameters"]["config"]["model"]["vocab_size"] <= 200
+
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(checkpoint), "--json", "--num-windows", "10"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["windows"] == 10 and result["length"] == 24
+    assert math.isfinite(result["perplexity"])
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import text_baselines
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    capsys.readouterr()
+    text_baselines.main(["--checkpoint", str(checkpoint), "--num-windows", "10", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["windows_sha256"] == result["windows_sha256"]  # the very same tokens
+    assert report["tokens"] == result["tokens"]
+    assert report["bigram_add_one"]["perplexity"] < report["unigram_add_one"]["perplexity"]

@@ -1,0 +1,356 @@
+"""TextDataModule, the LM1B detokenizer and readers, with a word-level tokenizer built here."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import types
+from collections.abc import Sequence
+
+import pytest
+import torch
+from genodiff_text.data import lm1b
+from genodiff_text.data.datamodule import TextDataModule, bundled_corpus
+from genodiff_text.data.lm1b import lm1b_detokenizer
+
+from genodiff.tokenizers import DNATokenizer
+from genodiff.tokenizers.base import Tokenizer
+
+PAD, UNK, CLS, SEP, MASK = range(5)
+
+
+class WordTokenizer(Tokenizer):
+    """Words split on spaces: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, then ``words``."""
+
+    name = "words"
+    domain = "text"
+
+    def __init__(self, words: Sequence[str] = ("a", "b", "c", "d", "e", "f")) -> None:
+        self.tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+        self.index = {t: i for i, t in enumerate(self.tokens)}
+        self.vocab_size = len(self.tokens)
+        self.pad_id, self.bos_id, self.eos_id, self.mask_id = PAD, CLS, SEP, MASK
+        self.sample_ids = tuple(i for i in range(self.vocab_size) if i not in (PAD, MASK))
+
+    def encode(self, text: str) -> list[int]:
+        return [self.index.get(w, UNK) for w in text.split()]
+
+    def decode(self, ids, skip_special_tokens=False) -> str:
+        return " ".join(self.tokens[i] for i in ids if not (skip_special_tokens and i < 5))
+
+
+A, B, C, D, E, F = range(5, 11)
+
+
+def _module(path, **kwargs) -> TextDataModule:
+    dm = TextDataModule(path=str(path), **kwargs)
+    dm.attach_tokenizer(WordTokenizer())
+    return dm
+
+
+def _ids(dataset) -> list[list[int]]:
+    return [dataset[i]["input_ids"].tolist() for i in range(len(dataset))]
+
+
+def _names(dataset) -> list[str]:
+    return [dataset.item_name(i) for i in range(len(dataset))]
+
+
+# ---------------------------------------------------------------------- detokenizer
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('He said " hello there " to me .', 'He said "hello there" to me.'),
+        ("Prices ( in dollars ) fell ; analysts were surprised !",
+         "Prices (in dollars) fell; analysts were surprised!"),
+        ("Is it $ 5 or £ 3 ?", "Is it $5 or £3?"),
+        ("See http : / / example.com / news", "See http://example.com/news"),
+        # " n't" stays split: MDLM's lm1b_detokenizer only joins a clitic that starts with '.
+        ("I do n't think so , Mr. Smith 's dog said .", "I do n't think so, Mr. Smith's dog said."),
+        ("Rates rose 5 % .", "Rates rose 5 % ."),  # " ." joins only after a word
+        # Rules apply in order: " ." is joined before the quotes are.
+        ("The [ sic ] note : read it ' now ' .", "The [sic] note: read it 'now' ."),
+    ],
+)  # fmt: skip
+def test_lm1b_detokenizer_hand_cases(raw, expected):
+    assert lm1b_detokenizer(raw) == expected
+
+
+# ---------------------------------------------------------------------- windows
+
+
+@pytest.fixture
+def tiny_file(tmp_path):
+    path = tmp_path / "tiny.txt"
+    path.write_text("a b c\n\n  d e  \na a a a a a\n", encoding="utf-8")
+    return path
+
+
+def test_wrap_false_items_are_cls_sentence_sep_padded_or_truncated(tiny_file):
+    dataset = _module(tiny_file, max_length=6).file_dataset(tiny_file)
+    assert _ids(dataset) == [
+        [CLS, A, B, C, SEP, PAD],
+        [CLS, D, E, SEP, PAD, PAD],
+        [CLS, A, A, A, A, SEP],  # six a's truncated to four: [SEP] stays last
+    ]
+    assert _names(dataset) == ["line 1", "line 3", "line 4"]  # blank line 2 skipped
+    assert dataset.max_length == 6
+    assert dataset[0]["input_ids"].dtype == torch.long
+
+
+def test_wrap_true_blocks_follow_mdlm_group_texts(tiny_file):
+    # stream: a b c [SEP] d e [SEP] a a a a a a [SEP] (14), chunks of 6 - 2 = 4, rest dropped
+    dataset = _module(tiny_file, max_length=6, wrap=True).file_dataset(tiny_file)
+    assert _ids(dataset) == [
+        [CLS, A, B, C, SEP, SEP],
+        [CLS, D, E, SEP, A, SEP],
+        [CLS, A, A, A, A, SEP],
+    ]
+    assert _names(dataset) == ["block 0 (line 1)", "block 1 (lines 3-4)", "block 2 (line 4)"]
+    with pytest.raises(IndexError):
+        dataset[3]
+
+
+def test_unknown_words_and_the_detokenize_flag(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("a , b zzz\n")
+    plain = _module(path, max_length=8).file_dataset(path)
+    assert _ids(plain)[0][:6] == [CLS, A, UNK, B, UNK, SEP]  # "," and "zzz" unknown
+    detok = _module(path, max_length=8, detokenize=True).file_dataset(path)
+    assert _ids(detok)[0][:5] == [CLS, UNK, B, UNK, SEP]  # "a," "b" "zzz"
+
+
+# ---------------------------------------------------------------------- splits
+
+
+def _numbered(tmp_path, count=10, blank_every=3, gz=False):
+    lines = []
+    for i in range(count):
+        if i % blank_every == 0:
+            lines.append("   ")
+        lines.append(" ".join("abcdef"[j % 6] for j in range(i + 1)))
+    text = "\n".join(lines) + "\n"
+    path = tmp_path / ("s.txt.gz" if gz else "s.txt")
+    if gz:
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    file_lines = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    return path, [line for line in lines if line.strip()], file_lines
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_split_by_line_order(tmp_path, gz):
+    path, sentences, numbers = _numbered(tmp_path, gz=gz)
+    dm = _module(path, max_length=16, split_fractions=[0.6, 0.2, 0.2])
+    dm.check_files()
+    assert list(dm.training_texts()) == sentences[:6]
+    dm.setup()
+    for split, (lo, hi) in {"train": (0, 6), "valid": (6, 8), "test": (8, 10)}.items():
+        assert _names(dm.datasets[split]) == [f"line {n}" for n in numbers[lo:hi]]
+    # sentence k has k + 1 words: a b c d e f a ...
+    assert _ids(dm.heldout_dataset("test"))[0][:11] == [CLS, A, B, C, D, E, F, A, B, C, SEP]
+    assert dm.heldout_dataset("valid") is dm.datasets["valid"]
+
+
+def test_max_lines_caps_before_splitting(tmp_path):
+    path, sentences, numbers = _numbered(tmp_path)
+    dm = _module(path, max_length=16, split_fractions=[0.6, 0.2, 0.2], max_lines=5)
+    dm.setup()
+    assert [len(dm.datasets[s]) for s in ("train", "valid", "test")] == [3, 1, 1]
+    assert _names(dm.datasets["test"]) == [f"line {numbers[4]}"]
+
+
+def test_loaders_shuffle_reproducibly_per_epoch(tmp_path):
+    path, _, _ = _numbered(tmp_path, count=40)
+    dm = _module(path, max_length=8, batch_size=4, seed=3)
+    dm.setup("fit")
+    loader = dm.train_dataloader()
+    batch = next(iter(loader))["input_ids"]
+    assert batch.shape == (4, 8)
+
+    def order(epoch):
+        loader.sampler.set_epoch(epoch)
+        return list(loader.sampler)
+
+    assert order(0) == order(0) and order(0) != order(1)
+    assert sorted(order(1)) == list(range(32))
+    assert next(iter(dm.val_dataloader()))["input_ids"].shape == (4, 8)  # 4 valid sentences
+
+
+# ---------------------------------------------------------------------- bad input
+
+
+def test_missing_file(tmp_path):
+    dm = TextDataModule(path=str(tmp_path / "nope.txt"))
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        dm.check_files()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"hello\nwor\x00ld\n", r"NUL byte at byte offset 9 .*line 2"),
+        (b"hello\n\xffabc\n", r"not valid UTF-8: byte ff at byte offset 6 .*line 2"),
+        (b"caf\xc3\n", r"not valid UTF-8: byte c3 at byte offset 3"),
+        (b"", "is empty"),
+        (b"  \n\n\t\n", "only blank lines"),
+        (b"one sentence\nand another\n", r"too few .*the valid split"),
+    ],
+)
+def test_bad_files_say_what_is_wrong(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        TextDataModule(path=str(path)).check_files()
+
+
+def test_bad_gzip_and_bad_eval_file(tmp_path):
+    path = tmp_path / "bad.gz"
+    path.write_bytes(b"\x1f\x8b" + b"not really gzip")
+    with pytest.raises(ValueError, match="cannot be decompressed"):
+        TextDataModule(path=str(path)).check_files()
+    good, _, _ = _numbered(tmp_path)
+    dm = _module(good)
+    binary = tmp_path / "b.bin"
+    binary.write_bytes(b"\x00\x01\x02")
+    with pytest.raises(ValueError, match="NUL byte at byte offset 0"):
+        dm.file_dataset(binary)
+    with pytest.raises(FileNotFoundError):
+        dm.file_dataset(tmp_path / "missing.txt")
+
+
+def test_bad_settings_and_tokenizer_domain(tmp_path):
+    with pytest.raises(ValueError, match="source must be one of"):
+        TextDataModule(source="wikipedia")
+    with pytest.raises(ValueError, match="max_length must be >= 3"):
+        TextDataModule(max_length=2)
+    with pytest.raises(ValueError, match="summing to 1"):
+        TextDataModule(split_fractions=[0.5, 0.5, 0.5])
+    with pytest.raises(ValueError, match="needs data.root"):
+        TextDataModule(source="lm1b_release")
+    with pytest.raises(ValueError, match="reads text but the tokenizer 'dna'"):
+        TextDataModule().attach_tokenizer(DNATokenizer())
+    path, _, _ = _numbered(tmp_path)
+    with pytest.raises(ValueError, match="attach a tokenizer"):
+        TextDataModule(path=str(path)).setup()
+
+
+def test_wrap_true_split_without_a_full_block(tmp_path):
+    path, _, _ = _numbered(tmp_path)
+    dm = _module(path, max_length=64, wrap=True, split_fractions=[0.6, 0.2, 0.2])
+    dm.setup("fit")
+    with pytest.raises(ValueError, match="valid split has no 64-token window"):
+        dm.val_dataloader()
+
+
+def test_bundled_corpus_is_valid_text():
+    dm = TextDataModule()
+    assert dm.path == bundled_corpus() and dm.path.is_file()
+    dm.check_files()
+    assert dm._line_count > 10_000
+
+
+# ---------------------------------------------------------------------- LM1B sources
+
+
+def _release(tmp_path):
+    root = tmp_path / lm1b.RELEASE_NAME
+    train, held = root / lm1b.TRAIN_DIR, root / lm1b.HELDOUT_DIR
+    train.mkdir(parents=True)
+    held.mkdir()
+    (train / "news.en-00002-of-00100").write_text("c d .\n")
+    (train / "news.en-00001-of-00100").write_text("a b , c .\nb 's\n")
+    (held / "news.en.heldout-00000-of-00050").write_text("e f !\n")
+    (held / "news.en.heldout-00001-of-00050").write_text('d " e " .\n')
+    (root / "README").write_text("not a shard\n")
+    return root
+
+
+def test_lm1b_release_layout_splits_and_detokenizes(tmp_path):
+    root = _release(tmp_path)
+    dm = TextDataModule(source="lm1b_release", root=str(root), max_length=8)
+    dm.check_files()
+    assert list(dm.training_texts()) == ["a b, c.", "b's", "c d."]  # shards in order
+    dm.attach_tokenizer(WordTokenizer())
+    dm.setup()
+    assert _names(dm.datasets["train"]) == [
+        "news.en-00001-of-00100 line 1",
+        "news.en-00001-of-00100 line 2",
+        "news.en-00002-of-00100 line 1",
+    ]
+    test = dm.heldout_dataset("test")
+    assert _names(test) == [
+        "news.en.heldout-00000-of-00050 line 1",
+        "news.en.heldout-00001-of-00050 line 1",
+    ]
+    assert _ids(test)[1][:5] == [CLS, D, UNK, UNK, SEP]  # 'd "e" .' after detokenizing
+    assert _ids(dm.datasets["valid"]) == _ids(test)  # valid = test, as MDLM
+    capped = TextDataModule(source="lm1b_release", root=str(root), max_lines=2)
+    assert len(list(capped.training_texts())) == 2
+    # wrap: a b, c. [SEP] b's [SEP] | c d. [SEP]: blocks of 4 cross shards; [SEP] left over
+    wrapped = TextDataModule(source="lm1b_release", root=str(root), max_length=6, wrap=True)
+    wrapped.attach_tokenizer(WordTokenizer())
+    wrapped.setup("fit")
+    blocks = wrapped.datasets["train"]
+    assert _ids(blocks) == [[CLS, A, UNK, UNK, SEP, SEP], [CLS, UNK, SEP, C, UNK, SEP]]
+    assert _names(blocks) == [
+        "block 0 (news.en-00001-of-00100 line 1)",
+        "block 1 (news.en-00001-of-00100 line 2 - news.en-00002-of-00100 line 1)",
+    ]
+
+
+def test_lm1b_release_missing_shards_say_where_to_get_them(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"lm-benchmark.*set data.root"):
+        TextDataModule(source="lm1b_release", root=str(tmp_path)).check_files()
+
+
+class _FakeHFDataset:
+    def __init__(self, texts):
+        self.texts = list(texts)
+
+    def __len__(self):
+        return len(self.texts)
+
+    def select(self, rows):
+        return _FakeHFDataset(self.texts[i] for i in rows)
+
+    def iter(self, batch_size):
+        for start in range(0, len(self.texts), batch_size):
+            yield {"text": self.texts[start : start + batch_size]}
+
+
+def test_lm1b_hugging_face_source_with_a_fake_datasets(monkeypatch):
+    splits = {"train": ["a b , c .", "d e ."], "test": ["f !", "a ( b ) ."]}
+    loaded = []
+
+    def load_dataset(name, split, **kwargs):
+        loaded.append((name, split))
+        return _FakeHFDataset(splits[split])
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    dm = TextDataModule(source="lm1b", max_length=8)
+    dm.check_files()
+    assert list(dm.training_texts()) == ["a b, c.", "d e."]
+    dm.attach_tokenizer(WordTokenizer())
+    test = dm.heldout_dataset("test")
+    assert _names(test) == ["lm1b/test line 1", "lm1b/test line 2"]
+    assert _ids(test)[1][:5] == [CLS, A, UNK, UNK, SEP]  # "a (b) ." after detokenizing
+    assert ("lm1b", "test") in loaded
+    capped = TextDataModule(source="lm1b", max_lines=1)
+    assert list(capped.training_texts()) == ["a b, c."]
+
+
+def test_lm1b_hugging_face_source_errors(monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(FileNotFoundError, match=r"genodiff-text\[hub\]"):
+        TextDataModule(source="lm1b").check_files()
+
+    def offline(name, split, **kwargs):
+        raise ConnectionError("hub unreachable" if "revision" not in kwargs else "other")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=offline))
+    with pytest.raises(FileNotFoundError, match="hub unreachable.*lm1b_release"):
+        list(TextDataModule(source="lm1b").training_texts())
