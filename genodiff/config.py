@@ -281,11 +281,16 @@ def compose_config(
     return cfg, config_file
 
 
+# ``data:`` keys holding a file or folder, resolved against the project root when relative
+# (the DNA modules' fasta / bed / cache_dir, the text plugin's path / root).
+DATA_PATH_KEYS = ("fasta", "bed", "cache_dir", "path", "root")
+
+
 def load_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:
     """Compose a training config with ``overrides``, validate it, resolve data paths."""
     cfg, config_file = compose_config(config, overrides, TRAINING_SCHEMA)
     root = project_root(config_file)
-    for key in ("fasta", "bed", "cache_dir"):
+    for key in DATA_PATH_KEYS:
         if cfg.data.get(key):
             cfg.data[key] = resolve_path(cfg.data[key], root)
     if cfg.get("init_from"):
