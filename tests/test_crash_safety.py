@@ -15,6 +15,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from genodiff.checkpoint_io import is_loadable
@@ -92,6 +93,7 @@ def kill_when_writing(child, folder: Path, nth: int) -> bool:
     return False
 
 
+@pytest.mark.process_level
 def test_kill_9_at_random_moments_never_loses_the_run(tmp_path):
     rng = random.Random(0)
     out = tmp_path / "run"

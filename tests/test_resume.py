@@ -79,6 +79,7 @@ class StopTrainingError(ValueError):
     """Stands in for a crash after a checkpoint."""
 
 
+@pytest.mark.process_level
 def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
     whole, split = tmp_path / "whole", tmp_path / "split"
     assert cli.main(["train", DEMO, *EXACT, f"output_dir={whole}"]) == 0
