@@ -15,12 +15,31 @@ from genodiff.config import load_config
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "configs"
-TEXT_CONFIGS = ["lm1b", "lm1b_ar", "lm1b_sedd", "text_demo"]
+TEXT_CONFIGS = ["lm1b", "lm1b_ar", "lm1b_sedd", "text_demo", "text_demo_ar"]
 PLUGIN_NAMES = {
     "data": {"text"},
     "model": {"dit", "ar_transformer"},
     "tokenizer": {"hf", "trained"},
 }
+
+# A text_demo run of a few seconds (tiny vocabulary, model and data); MDLM adds its own keys.
+TINY_TEXT = [
+    "trainer.max_steps=3",
+    "trainer.val_check_interval=3",
+    "trainer.enable_progress_bar=false",
+    "trainer.enable_model_summary=false",
+    "data.max_lines=400",
+    "data.max_length=24",
+    "data.batch_size=8",
+    "data.eval_batch_size=16",
+    "tokenizer.vocab_size=200",
+    "model.hidden_dim=32",
+    "model.n_blocks=1",
+    "model.n_heads=2",
+    "samples.length=24",
+    "samples.steps=4",
+]
+MDLM_TINY = ["model.cond_dim=16", "objective.eval_t_samples=1"]
 
 
 def _load(name, overrides=None):
@@ -138,23 +157,9 @@ def test_text_demo_trains_end_to_end_and_eval_matches_the_baselines(tmp_path, ca
 
     out = tmp_path / "run"
     overrides = [
-        "trainer.max_steps=3",
-        "trainer.val_check_interval=3",
-        "trainer.enable_progress_bar=false",
-        "trainer.enable_model_summary=false",
-        "data.max_lines=400",
-        "data.max_length=24",
-        "data.batch_size=8",
-        "data.eval_batch_size=16",
-        "tokenizer.vocab_size=200",
-        "model.hidden_dim=32",
-        "model.cond_dim=16",
-        "model.n_blocks=1",
-        "model.n_heads=2",
-        "objective.eval_t_samples=1",
+        *TINY_TEXT,
+        *MDLM_TINY,
         "samples.num_samples=2",
-        "samples.length=24",
-        "samples.steps=4",
         "samples.batch_size=2",
         f"output_dir={out}",
     ]
