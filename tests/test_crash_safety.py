@@ -98,14 +98,18 @@ def test_kill_9_at_random_moments_never_loses_the_run(tmp_path):
     rng = random.Random(0)
     out = tmp_path / "run"
     folder = out / CHECKPOINT_FOLDER
-    kills = mid_write = 0
-    for round_ in range(12):
+
+    def args() -> list[str]:
         resume = folder.is_dir() and any(folder.glob("*.ckpt"))
-        if not resume:  # killed before its first checkpoint: nothing to resume, start afresh
+        return [*KILL_ARGS, f"output_dir={out}", *(["ckpt_path=last"] if resume else [])]
+
+    kills = mid_write = rounds = 0
+    # Until 10 kills, 3 of them mid-write (a fast machine may finish a run before its kill).
+    while (kills < 10 or mid_write < 3) and rounds < 40:
+        if not (folder.is_dir() and any(folder.glob("*.ckpt"))):  # nothing to resume
             shutil.rmtree(out, ignore_errors=True)
-        args = [*KILL_ARGS, f"output_dir={out}", *(["ckpt_path=last"] if resume else [])]
-        timed_to_write = round_ % 2 == 1
-        child = CONTEXT.Process(target=train_child, args=(args, timed_to_write))
+        timed_to_write = rounds % 2 == 1
+        child = CONTEXT.Process(target=train_child, args=(args(), timed_to_write))
         child.start()
         if timed_to_write:
             mid_write += kill_when_writing(child, folder, nth=rng.randint(1, 3))
@@ -118,11 +122,13 @@ def test_kill_9_at_random_moments_never_loses_the_run(tmp_path):
         kills += child.exitcode == -signal.SIGKILL
         if (folder / "last.ckpt").exists():
             assert is_loadable(folder / "last.ckpt")
+        if child.exitcode == 0:  # the run finished: start a new one to keep killing
+            assert step_of(folder / "last.ckpt") == PLANNED
+            shutil.rmtree(out)
+        rounds += 1
     assert kills >= 10 and mid_write >= 3
 
-    child = CONTEXT.Process(
-        target=train_child, args=([*KILL_ARGS, f"output_dir={out}", "ckpt_path=last"], False)
-    )
+    child = CONTEXT.Process(target=train_child, args=(args(), False))
     child.start()
     child.join()
     assert child.exitcode == 0
