@@ -58,6 +58,8 @@ FOLDER_FILES = (CONFIG_FILE, TOKENIZER_FILE, *WEIGHT_FILES)
 # Written by ``export_checkpoint`` beside the backbone files: the training run's config, step
 # and which weights were exported, so the folder can be sampled and evaluated like the .ckpt.
 RUN_RECORD_FILE = "genodiff.json"
+# Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
+RUN_STATE_KEY = "genodiff_run"
 
 # Writes one file at the path it is given.
 FileWriter = Callable[[Path], None]
@@ -363,6 +365,7 @@ def export_checkpoint(
         "global_step": ckpt.get("global_step"),
         "epoch": ckpt.get("epoch"),
         "exported_from": Path(ckpt_path).name,
+        **ckpt.get(RUN_STATE_KEY, {}),
     }
     files = {
         RUN_RECORD_FILE: _json_writer(record),

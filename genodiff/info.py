@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from genodiff import hub
 from genodiff.backbones import build
-from genodiff.checkpoints import CONFIG_FILE, RUN_RECORD_FILE, detect_layout
+from genodiff.checkpoints import CONFIG_FILE, RUN_RECORD_FILE, RUN_STATE_KEY, detect_layout
 from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
 from genodiff.training import RUN_FILES, checkpoint_file
 
@@ -41,9 +41,10 @@ class CheckpointInfo:
     objective: str | None = None
     step: int | None = None
     epoch: int | None = None
-    # Estimated from the config: genodiff does not count tokens during training.
+    # Counted during training; estimated from the config for checkpoints without that record.
     tokens_seen: int | None = None
     tokens_seen_from: str | None = None
+    tokens_seen_counted: bool = False
     data: str | None = None
     data_digest: str | None = None
 
@@ -57,8 +58,9 @@ class CheckpointInfo:
         step = shown(self.step) + (f" (epoch {self.epoch})" if self.epoch is not None else "")
         tokens = NOT_RECORDED
         if self.tokens_seen is not None:
-            tokens = f"~{self.tokens_seen:,} ({self.tokens_seen_from})"
-        digest = self.data_digest or f"{NOT_RECORDED} (genodiff checkpoints do not store one)"
+            about = "" if self.tokens_seen_counted else "~"
+            tokens = f"{about}{self.tokens_seen:,} ({self.tokens_seen_from})"
+        digest = self.data_digest or NOT_RECORDED
         rows = [
             ("source", self.source if self.source == self.path else f"{self.source} ({self.path})"),
             ("holds", self.holds),
@@ -98,7 +100,12 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
         parameters=_parameters(build(**config["model"])),
         tokenizer=_describe_tokenizer(tokenizer_from_checkpoint(checkpoint)),
         config=config,
-        **_run_facts(config, checkpoint.get("global_step"), checkpoint.get("epoch")),
+        **_run_facts(
+            config,
+            checkpoint.get("global_step"),
+            checkpoint.get("epoch"),
+            checkpoint.get(RUN_STATE_KEY, {}),
+        ),
     )
 
 
@@ -122,13 +129,17 @@ def _folder_info(source: str, path: Path) -> CheckpointInfo:
             holds=f"checkpoint folder ({layout.name} layout) exported from "
             f"{record['exported_from']}, {record['weights']} weights",
             config=record["config"],
-            **_run_facts(record["config"], record["global_step"], record["epoch"]),
+            **_run_facts(record["config"], record["global_step"], record["epoch"], record),
         )
     return CheckpointInfo(**facts)
 
 
-def _run_facts(config: dict[str, Any], step: int | None, epoch: int | None) -> dict[str, Any]:
-    """Objective, step, estimated tokens and data of a training run's config."""
+def _run_facts(
+    config: dict[str, Any], step: int | None, epoch: int | None, run: dict[str, Any]
+) -> dict[str, Any]:
+    """Objective, step, tokens seen and data of a training run: ``run`` is what the checkpoint
+    recorded (``tokens_seen``, ``data_digest``); tokens are estimated from the config when the
+    checkpoint predates that record."""
     data = config.get("data", {})
     files = [f"{key}={data[key]}" for key in DATA_FILE_KEYS if data.get(key)]
     facts: dict[str, Any] = {
@@ -136,7 +147,13 @@ def _run_facts(config: dict[str, Any], step: int | None, epoch: int | None) -> d
         "step": step,
         "epoch": epoch,
         "data": ", ".join([data["name"], *files]) if data.get("name") else None,
+        "data_digest": run.get("data_digest"),
     }
+    if run.get("tokens_seen") is not None:
+        facts["tokens_seen"] = run["tokens_seen"]
+        facts["tokens_seen_from"] = "counted during training, every process"
+        facts["tokens_seen_counted"] = True
+        return facts
     batch, length = data.get("batch_size"), data.get("max_length")
     if step is None or not batch or not length:
         return facts

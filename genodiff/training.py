@@ -12,6 +12,7 @@ import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
@@ -21,8 +22,9 @@ from torchmetrics import SumMetric
 from genodiff import backbones, hub, registry
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.checkpoint_io import AtomicCheckpointIO
-from genodiff.checkpoints import FOLDER_FILES, RUN_RECORD_FILE, load_pretrained
+from genodiff.checkpoints import FOLDER_FILES, RUN_RECORD_FILE, RUN_STATE_KEY, load_pretrained
 from genodiff.config import ConfigError, EMAConfig, OptimConfig, with_tokenizer_fields
+from genodiff.data.base import DataModule, files_digest
 from genodiff.objectives import Objective
 from genodiff.run_folder import CHECKPOINT_FOLDER
 from genodiff.tokenizers import (
@@ -171,13 +173,36 @@ class DiffusionLM(L.LightningModule):
         self.heldout_nelbo = SumMetric(nan_strategy="disable")
         self.heldout_tokens = SumMetric(nan_strategy="disable")
         self._rng_to_restore: dict[str, Any] | None = None
+        # Token positions (padding included) in every training batch of every process so far.
+        self.tokens_seen = 0
+        self.data_digest: str | None = None  # of the training data files (see record_data)
+
+    def record_data(self, datamodule: DataModule) -> None:
+        """Hash the files the training data comes from into every checkpoint of the run."""
+        files = datamodule.data_files()
+        self.data_digest = files_digest(files) if files else None
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint[CHECKPOINT_KEY] = tokenizer_record(self.tokenizer)
         checkpoint[RNG_KEY] = rng_state()
+        checkpoint[RUN_STATE_KEY] = {
+            "tokens_seen": self.tokens_seen,
+            "data_digest": self.data_digest,
+        }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self._rng_to_restore = checkpoint.get(RNG_KEY)
+        run = checkpoint.get(RUN_STATE_KEY, {})
+        self.tokens_seen = run.get("tokens_seen", 0)
+        recorded = run.get("data_digest")
+        if self.data_digest is None:
+            self.data_digest = recorded
+        elif recorded is not None and recorded != self.data_digest:
+            rank_zero_warn(
+                f"the training data files differ from those the checkpoint was trained on "
+                f"({recorded} then, {self.data_digest} now); checkpoints from here on record "
+                "the new digest"
+            )
 
     def on_train_start(self) -> None:
         # Resuming: continue the random stream where the checkpoint left it (on_load_checkpoint
@@ -225,6 +250,7 @@ class DiffusionLM(L.LightningModule):
             )
             raise self._non_finite("training loss", loss, advice)
         self.log("train/nelbo", loss, prog_bar=True)
+        self.tokens_seen += batch["input_ids"].numel() * self.trainer.world_size
         return loss
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:

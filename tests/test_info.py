@@ -1,21 +1,32 @@
 """``genodiff info``: what a training checkpoint, an exported folder or any checkpoint folder
 holds; and an exported folder samples exactly like the checkpoint it came from."""
 
+import hashlib
 import json
+import shutil
 
 import pytest
+import torch
 from Bio import SeqIO
 
 from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import save_pretrained
+from genodiff.data.base import files_digest
 from genodiff.data.datamodule import DEMO_FASTA
 from genodiff.info import inspect_checkpoint
-from genodiff.training import DiffusionLM
+from genodiff.training import DiffusionLM, build_datamodule
 from tests.test_cli import DEMO
 from tests.test_hub import write_hub_cache
 
-STEPS, BATCH, WINDOW = 2, 4, 128
+STEPS, BATCH, WINDOW, ACCUMULATE = 2, 4, 128, 2
+TOKENS = STEPS * ACCUMULATE * BATCH * WINDOW  # every micro-batch of the run
+
+
+def expected_digest(*paths) -> str:
+    """sha256 over the files' own sha256 digests, computed here from the raw bytes."""
+    per_file = b"".join(hashlib.sha256(p.read_bytes()).digest() for p in paths)
+    return "sha256:" + hashlib.sha256(per_file).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +37,7 @@ def run(tmp_path_factory):
         f"data.max_length={WINDOW}",
         f"data.batch_size={BATCH}",
         f"trainer.max_steps={STEPS}",
+        f"trainer.accumulate_grad_batches={ACCUMULATE}",
         f"trainer.val_check_interval={STEPS}",
         "trainer.limit_val_batches=1",
         "trainer.enable_progress_bar=false",
@@ -56,16 +68,16 @@ def test_info_of_a_training_checkpoint(run, capsys):
     assert info["objective"] == "mdlm" and info["backbone"].startswith("caduceus (")
     assert info["parameters"] == trained_parameters(run)
     assert info["step"] == STEPS
-    assert info["tokens_seen"] == STEPS * BATCH * WINDOW
+    assert info["tokens_seen"] == TOKENS and info["tokens_seen_counted"]
     assert info["data"] == f"fasta, fasta={DEMO_FASTA}"
-    assert info["data_digest"] is None
+    assert info["data_digest"] == expected_digest(DEMO_FASTA)
     assert info["tokenizer"] == "dna (dna, 12 ids)"
     assert info["config"]["trainer"]["max_steps"] == STEPS
 
     assert cli.main(["info", str(run / "checkpoints" / "last.ckpt")]) == 0
     text = capsys.readouterr().out
-    assert "objective:   mdlm" in text and "data digest: not recorded" in text
-    assert f"tokens seen: ~{STEPS * BATCH * WINDOW:,} (2 steps x batch 4 x 128-token" in text
+    assert "objective:   mdlm" in text and f"data digest: {expected_digest(DEMO_FASTA)}" in text
+    assert f"tokens seen: {TOKENS:,} (counted during training" in text
     assert "config:\n" in text and "    max_steps: 2" in text
 
 
@@ -75,6 +87,45 @@ def test_info_of_an_exported_folder_keeps_the_run(run, capsys):
     assert info["objective"] == "mdlm" and info["step"] == STEPS
     assert info["parameters"] == trained_parameters(run)
     assert info["config"]["model"]["name"] == "caduceus"
+    assert info["tokens_seen"] == TOKENS and info["data_digest"] == expected_digest(DEMO_FASTA)
+
+
+def test_info_estimates_tokens_of_a_checkpoint_without_the_record(run, tmp_path, capsys):
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    del checkpoint["genodiff_run"]  # as written before tokens were counted
+    torch.save(checkpoint, tmp_path / "old.ckpt")
+    info = info_json(tmp_path / "old.ckpt", capsys)
+    assert info["tokens_seen"] == TOKENS and not info["tokens_seen_counted"]
+    assert info["data_digest"] is None
+    assert cli.main(["info", str(tmp_path / "old.ckpt")]) == 0
+    text = capsys.readouterr().out
+    assert "data digest: not recorded" in text
+    assert (
+        f"tokens seen: ~{TOKENS:,} (2 steps x batch 4 x 128-token windows x 2 accumulated" in text
+    )
+
+
+def test_resuming_on_changed_data_warns_and_records_the_new_digest(run, tmp_path):
+    fasta = tmp_path / "genome.fa"
+    fasta.write_text(">chrA\n" + "ACGT" * 300 + "\n")
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    model = DiffusionLM(checkpoint["hyper_parameters"]["config"])
+    model.record_data(build_datamodule({"name": "fasta", "fasta": str(fasta)}))
+    assert model.data_digest == expected_digest(fasta)
+    with pytest.warns(UserWarning, match="data files differ"):
+        model.on_load_checkpoint(checkpoint)
+    assert model.data_digest == expected_digest(fasta)
+    assert model.tokens_seen == TOKENS
+
+
+def test_data_digest_follows_bytes_not_names(tmp_path):
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_bytes(b">x\nACGT\n")
+    shutil.copy(a, b)
+    assert files_digest([a]) == files_digest([b]) == expected_digest(a)
+    b.write_bytes(b">x\nACGA\n")
+    assert files_digest([b]) != files_digest([a])
+    assert files_digest([a, b]) != files_digest([b, a]) == expected_digest(b, a)
 
 
 def test_info_of_a_backbone_only_folder(tmp_path, capsys):

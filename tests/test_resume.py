@@ -114,3 +114,6 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
         for name in ("exp_avg", "exp_avg_sq"):
             torch.testing.assert_close(opt_b["state"][key][name], state[name])
     assert a["lr_schedulers"] == b["lr_schedulers"]
+    # The token count continues across the resume: 8 steps of the same batches either way.
+    assert a["genodiff_run"] == b["genodiff_run"]
+    assert a["genodiff_run"]["tokens_seen"] == 8 * 4 * 128  # steps x data.batch_size x window

@@ -13,6 +13,7 @@ and name each item with ``item_name(index)`` (a genome window ``chr:start-end``,
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,6 +59,11 @@ class DataModule(L.LightningDataModule, ABC):
             )
         self.tokenizer = tokenizer
 
+    def data_files(self) -> list[Path]:
+        """The files the training data is read from, hashed into every checkpoint
+        (``genodiff info`` shows the digest); [] when the data is not a set of local files."""
+        return []
+
     def training_texts(self) -> Iterable[str]:
         """The training split's raw texts, for a tokenizer trained on the data."""
         raise ValueError(f"{type(self).__name__} has no text to train a tokenizer on")
@@ -70,3 +76,16 @@ class DataModule(L.LightningDataModule, ABC):
     def file_dataset(self, path: str | Path) -> NamedItemDataset:
         """Every window of the file ``path`` (``genodiff eval --fasta/--text FILE``), with the
         configured window length."""
+
+
+def files_digest(paths: Iterable[Path], chunk_bytes: int = 1 << 24) -> str:
+    """``sha256:<hex>`` over the SHA-256 of each file's bytes, in order: the digest changes when
+    any byte of any file changes, not when the files are moved or touched."""
+    digest = hashlib.sha256()
+    for path in paths:
+        per_file = hashlib.sha256()
+        with open(path, "rb") as stream:
+            while chunk := stream.read(chunk_bytes):
+                per_file.update(chunk)
+        digest.update(per_file.digest())
+    return f"sha256:{digest.hexdigest()}"

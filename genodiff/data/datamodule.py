@@ -218,6 +218,9 @@ class FastaDataModule(_GenomeDataModule):
         if not self.fasta.is_file():
             raise FileNotFoundError(f"FASTA file not found: {self.fasta} (data.fasta)")
 
+    def data_files(self) -> list[Path]:
+        return [self.fasta]
+
     def _dataset(self, split: str) -> GenomeWindowDataset:
         return FastaWindowDataset(
             self.fasta,
@@ -269,6 +272,9 @@ class Hg38DataModule(_GenomeDataModule):
                     f"hg38 {key} file not found: {path} (data.{key}). Download hg38 with: "
                     + HG38_FETCH_HINT.format(folder=path.parent)
                 )
+
+    def data_files(self) -> list[Path]:
+        return [self.fasta, self.bed]
 
     def _dataset(self, split: str) -> GenomeWindowDataset:
         return Hg38Dataset(

@@ -288,6 +288,14 @@ def test_lm1b_release_layout_splits_and_detokenizes(tmp_path):
     ]
     assert _ids(test)[1][:5] == [CLS, D, UNK, UNK, SEP]  # 'd "e" .' after detokenizing
     assert _ids(dm.datasets["valid"]) == _ids(test)  # valid = test, as MDLM
+    # The run record hashes the files read: every training shard, then every held-out shard.
+    files = [p.name for p in dm.data_files()]
+    assert files == [
+        "news.en-00001-of-00100",
+        "news.en-00002-of-00100",
+        "news.en.heldout-00000-of-00050",
+        "news.en.heldout-00001-of-00050",
+    ]
     capped = TextDataModule(source="lm1b_release", root=str(root), max_lines=2)
     assert len(list(capped.training_texts())) == 2
     # wrap: a b, c. [SEP] b's [SEP] | c d. [SEP]: blocks of 4 cross shards; [SEP] left over

@@ -309,6 +309,15 @@ class TextDataModule(DataModule):
         else:
             self._file_cuts()
 
+    def data_files(self) -> list[Path]:
+        """The text file, or the LM1B release's shards (the Hugging Face dataset: none)."""
+        if self.source == "lm1b_release":
+            return [
+                *lm1b.release_shards(self.root, "train"),
+                *lm1b.release_shards(self.root, "test"),
+            ]
+        return [self.path] if self.source == "file" else []
+
     def _file_cuts(self) -> list[int]:
         if self._line_count is None:
             total = count_lines(self.path, "data.path text file")
