@@ -49,6 +49,44 @@ def remove_temporary_files(folder: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
+NOT_A_TRAINING_CHECKPOINT = (
+    "is not a genodiff training checkpoint (no hyper_parameters.config); a backbone checkpoint "
+    "goes to init_from= / pretrained= / load_pretrained"
+)
+
+
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """What a ``genodiff train`` checkpoint holds, read with ``weights_only`` (tensors and plain
+    containers, never code: files may come from the Hub). Every command reads .ckpt files
+    through here, so a file that is empty, truncated, corrupt, not a torch file, or a torch
+    file without a genodiff run's config gives one ValueError naming it."""
+    path = Path(path)
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 (torch raises many kinds for a damaged file)
+        if isinstance(err, torch.OutOfMemoryError):
+            raise
+        empty = path.is_file() and path.stat().st_size == 0
+        detail = "the file is empty" if empty else _first_sentence(err)
+        raise ValueError(
+            f"{path} is not a loadable genodiff checkpoint (truncated or corrupt? {detail}); "
+            "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
+        ) from None
+    hyper = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hyper, dict) or "config" not in hyper or "state_dict" not in checkpoint:
+        raise ValueError(f"{path} {NOT_A_TRAINING_CHECKPOINT}")
+    return checkpoint
+
+
+def _first_sentence(err: Exception) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    if text.isdigit():  # torch's legacy loader raises KeyError(<a byte>) for a non-torch file
+        return "not a torch file"
+    return text.split(". ")[0][:160]
+
+
 def is_loadable(path: Path) -> bool:
     """Whether ``path`` is a complete training checkpoint: an intact torch zip (every member's
     CRC checked) that unpickles to a dict with ``state_dict`` and ``global_step``."""

@@ -346,7 +346,9 @@ def export_checkpoint(
     prefixes = {"ema": "ema.module.", "raw": "backbone."}
     if weights not in prefixes:
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    from genodiff.checkpoint_io import read_checkpoint
+
+    ckpt = read_checkpoint(ckpt_path)
     model_config = ckpt["hyper_parameters"]["config"]["model"]
     prefix = prefixes[weights]
     state = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -36,7 +37,11 @@ def _train(args: argparse.Namespace) -> None:
     datamodule.check_files()  # missing data fails here, before any model setup
     out = Path(cfg.output_dir)
     resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)
-    run_folder.check_output_dir(out, resume)
+    # Rank 0 owns output_dir; the other processes of a DDP run (started once rank 0 has taken
+    # it, or together with it under SLURM/torchrun) neither check nor write it.
+    main_process = run_folder.is_main_process()
+    if main_process:
+        run_folder.check_output_dir(out, resume)
     tokenizer = prepare_tokenizer(cfg, datamodule)
     datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)
@@ -48,11 +53,12 @@ def _train(args: argparse.Namespace) -> None:
     if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
         model.init_from_pretrained(cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
-    with run_folder.hold(out):
-        OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
-        tokenizer.save(out)
-        print(f"genodiff: training {cfg.name}; outputs in {out}")
-        trainer = build_trainer(cfg)
+    trainer = build_trainer(cfg)  # writes nothing yet; a trainer setting that cannot work fails
+    with run_folder.hold(out) if main_process else contextlib.nullcontext():
+        if main_process:
+            OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
+            tokenizer.save(out)
+            print(f"genodiff: training {cfg.name}; outputs in {out}")
         try:
             trainer.fit(model, datamodule=datamodule, ckpt_path=resume)
         except SIGTERMException:
@@ -73,16 +79,18 @@ def _after_training(
     request: SampleRequest,
     sampler: str,
 ) -> None:
-    """Report the best checkpoint, score it on the test split and draw the samples."""
+    """Report the best checkpoint, score it on the test split (every process of a DDP run takes
+    part) and draw the samples (rank 0 alone)."""
     from genodiff.generate import SamplingRun, draw_samples, write_samples
 
     out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
     kind = "exact" if model.objective.exact_likelihood else "bound"
+    report = []
     if best:
         score = float(checkpoint.best_model_score)
-        print(
+        report.append(
             f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity {kind} "
             f"{math.exp(score):.4f}) at {best}"
         )
@@ -90,10 +98,14 @@ def _after_training(
     if cfg.evaluate_test and best:
         (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
         weights = best  # trainer.test loaded them into `model`
-        print(
+        report.append(
             f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity {kind} "
             f"{result['test/ppl']:.4f}"
         )
+    if not trainer.is_global_zero:
+        return
+    for line in report:
+        print(line)
     if s.num_samples > 0:
         backbone = model.eval_backbone
         samples = draw_samples(model.eval_objective, backbone, request, s.seed, s.batch_size)
@@ -111,17 +123,29 @@ def _finetune(args: argparse.Namespace) -> None:
 
 
 def _sample(args: argparse.Namespace) -> None:
-    import torch
+    from dataclasses import replace
 
-    from genodiff.generate import Constraint, SamplingRun, draw_samples, write_samples
+    from genodiff.devices import resolve_device
+    from genodiff.generate import (
+        Constraint,
+        SamplingRun,
+        check_feasible,
+        check_output,
+        draw_samples,
+        write_samples,
+    )
     from genodiff.sampling import SampleRequest
     from genodiff.training import load_checkpoint
 
     if args.prefix is not None and args.infill is not None:
         raise ValueError("--prefix and --infill exclude each other; give one")
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = resolve_device(args.device)
     model = load_checkpoint(args.checkpoint, device)
     tokenizer = model.tokenizer
+    inputs = [("checkpoint", args.checkpoint)]
+    if args.infill is not None:
+        inputs.append(("--infill template", args.infill))
+    check_output(args.out, tokenizer, inputs)  # before any sampling
     constraint = None
     if args.infill is not None:
         constraint = Constraint.from_file(args.infill, tokenizer)
@@ -130,10 +154,12 @@ def _sample(args: argparse.Namespace) -> None:
                 f"--length {args.length} differs from the --infill template's "
                 f"{constraint.length} {tokenizer.unit}; leave --length out"
             )
-    default_length = model.config["data"].get("max_length", 1024)
-    length = constraint.length if constraint else args.length or default_length
-    if args.prefix is not None:
-        constraint = Constraint.from_prefix(args.prefix, length, tokenizer)
+    if constraint is not None:
+        length = constraint.length
+    elif args.length is not None:
+        length = args.length  # SampleRequest refuses < 1
+    else:
+        length = model.config["data"].get("max_length", 1024)
     request = SampleRequest(
         num_samples=args.num_samples,
         length=length,
@@ -146,6 +172,10 @@ def _sample(args: argparse.Namespace) -> None:
         block=args.block,
         stride=args.stride,
     )
+    check_feasible(request, args.batch_size, model.eval_backbone)  # before a prefix's (length,)
+    if args.prefix is not None:
+        constraint = Constraint.from_prefix(args.prefix, length, tokenizer)
+        request = replace(request, template=constraint.template, given=constraint.given)
     sampler = model.eval_objective.sampler_name(request)  # its samplers differ per objective
     if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
         raise ValueError("--block and --stride apply only to --sampler semi-ar")
@@ -163,7 +193,7 @@ def _sample(args: argparse.Namespace) -> None:
         stride=args.stride,
         constraint=constraint.description if constraint else None,
     )
-    path = write_samples(samples, args.out, run, tokenizer)
+    path = write_samples(samples, args.out, run, tokenizer, inputs)
     unit = tokenizer.unit
     print(f"genodiff: wrote {args.num_samples} samples of {length} {unit} ({sampler}) to {path}")
 

@@ -5,7 +5,9 @@ An experiment file (``configs/hg38.yaml``) picks one entry of each group (``mode
 checked before anything is built: the ``model``, ``objective`` and ``data`` sections against
 the keyword arguments of the registered class they name, ``trainer`` against
 ``lightning.Trainer``, the others against the dataclasses below. A misspelt key fails at once
-with the valid keys listed.
+with the valid keys listed. Values are checked the same way (``genodiff.config_values``): their
+type against the annotation of that field or argument, their range against the
+``config_ranges`` the class declares (``TRAINER_RANGES`` for ``lightning.Trainer``).
 """
 
 from __future__ import annotations
@@ -16,29 +18,57 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from genodiff import registry
+from genodiff.config_values import ConfigError, Key, Spec, callable_spec, class_spec, dataclass_spec
 from genodiff.hub import parse_hub_id
 from genodiff.resources import resource
 
 GROUPS = ("model", "objective", "data", "trainer")
 # Trainer arguments genodiff sets itself (from output_dir and the sections below).
 TRAINER_RESERVED = ("logger", "callbacks", "default_root_dir", "plugins", "enable_checkpointing")
-
-
-class ConfigError(ValueError):
-    """A config key or value that cannot be used; the message says what to change."""
+# The ranges of lightning.Trainer's arguments (its annotations give their types); the same
+# specs as the ``config_ranges`` of genodiff's classes (see genodiff.config_values).
+TRAINER_RANGES = {
+    "max_steps": ">=-1; -1 = no limit",
+    "max_epochs": ">=-1; -1 = no limit",
+    "min_steps": ">=0",
+    "min_epochs": ">=0",
+    "num_nodes": ">=1",
+    "accumulate_grad_batches": ">=1; 1 = no accumulation",
+    "gradient_clip_val": ">=0; 0 = no clipping",
+    "check_val_every_n_epoch": ">=1; null = count val_check_interval in steps across epochs",
+    "val_check_interval": ">0",
+    "log_every_n_steps": ">=1",
+    "num_sanity_val_steps": ">=-1; -1 = all",
+    "limit_train_batches": ">=0",
+    "limit_val_batches": ">=0",
+    "limit_test_batches": ">=0",
+    "limit_predict_batches": ">=0",
+    "overfit_batches": ">=0",
+    "reload_dataloaders_every_n_epochs": ">=0",
+}
 
 
 @dataclass
 class OptimConfig:
     """AdamW with linear warm-up then cosine decay to ``min_lr_ratio * lr``."""
+
+    config_ranges: ClassVar[dict[str, str]] = {
+        "lr": ">=0; 0 keeps the weights as they are",
+        "betas": "[0, 1)",
+        "eps": ">0",
+        "weight_decay": ">=0",
+        "warmup_fraction": "[0, 1); a fraction of trainer.max_steps",
+        "min_lr_ratio": "[0, 1]; the final lr as a fraction of optim.lr",
+    }
 
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.95)
@@ -52,6 +82,8 @@ class OptimConfig:
 class EMAConfig:
     """Exponential moving average of the weights, used for validation and sampling."""
 
+    config_ranges: ClassVar[dict[str, str]] = {"decay": "[0, 1]; 0 turns the average off"}
+
     decay: float = 0.9999
     # decay_k = min(decay, (1 + k) / (10 + k)) at update k: short runs get a usable average.
     warmup: bool = False
@@ -60,6 +92,13 @@ class EMAConfig:
 @dataclass
 class SamplesConfig:
     """Sequences written as FASTA to ``output_dir/samples.fa`` when training ends."""
+
+    config_ranges: ClassVar[dict[str, str]] = {
+        "num_samples": ">=0; 0 = none",
+        "length": ">=1",
+        "steps": ">=1",
+        "batch_size": ">=1",
+    }
 
     num_samples: int = 0
     length: int = 1024
@@ -71,7 +110,10 @@ class SamplesConfig:
 
 @dataclass
 class RunConfig:
-    """Top-level keys; ``model``/``objective``/``data``/``trainer`` are free-form sections."""
+    """Top-level keys; ``model``/``objective``/``data``/``trainer`` are checked against the
+    classes they name (``section_spec``)."""
+
+    config_ranges: ClassVar[dict[str, str]] = {"seed": "[0, 4294967295]"}  # seed_everything: uint32
 
     name: str = "genodiff"
     seed: int = 0
@@ -107,10 +149,16 @@ def _dataclass_keys(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-def section_keys(cfg: DictConfig, section: str) -> list[str]:
-    """The keys ``section`` accepts, given the class it names (for model/objective/data)."""
+SECTION_DATACLASSES = {"optim": OptimConfig, "ema": EMAConfig, "samples": SamplesConfig}
+
+
+def section_spec(cfg: DictConfig, section: str) -> Spec:
+    """The keys ``section`` accepts with their types and ranges, given the class it names (for
+    model/objective/data/tokenizer): that class's constructor keywords, annotations and
+    ``config_ranges``; ``trainer``: ``lightning.Trainer``'s and ``TRAINER_RANGES``; the others:
+    the dataclasses above."""
     if section == "trainer":
-        return _signature_keys(lightning.Trainer.__init__, drop=TRAINER_RESERVED)
+        return callable_spec(lightning.Trainer.__init__, TRAINER_RANGES, drop=TRAINER_RESERVED)
     if section in ("model", "objective", "data", "tokenizer"):
         kind = "backbone" if section == "model" else section
         name = OmegaConf.select(cfg, f"{section}.name")
@@ -120,9 +168,16 @@ def section_keys(cfg: DictConfig, section: str) -> list[str]:
             cls = registry.get(kind, name)
         except KeyError as err:
             raise ConfigError(f"{section}.name={name!r}: {err.args[0]}") from None
-        return ["name", *_signature_keys(cls.__init__)]
-    schema = {"optim": OptimConfig, "ema": EMAConfig, "samples": SamplesConfig}[section]
-    return _dataclass_keys(schema)
+        # The ids and sizes the tokenizer provides may be left out (see with_tokenizer_fields).
+        filled = tuple(TOKENIZER_FIELDS) if section in ("model", "objective") else ()
+        spec = class_spec(cls, optional=filled)
+        return Spec({"name": Key(annotation=str, default=""), **spec.keys})
+    return dataclass_spec(SECTION_DATACLASSES[section])
+
+
+def section_keys(cfg: DictConfig, section: str) -> list[str]:
+    """The keys ``section`` accepts, given the class it names (for model/objective/data)."""
+    return list(section_spec(cfg, section).keys)
 
 
 def _unknown_key_error(dotted: str, valid: list[str]) -> ConfigError:
@@ -131,30 +186,59 @@ def _unknown_key_error(dotted: str, valid: list[str]) -> ConfigError:
     )
 
 
+def _resolved(cfg: DictConfig) -> dict[str, Any]:
+    """``cfg`` as plain containers with its interpolations resolved; ConfigError naming the key
+    whose interpolation fails."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        where = getattr(err, "full_key", None)
+        message = str(err).splitlines()[0]
+        raise ConfigError(f"{where}: {message}" if where else message) from None
+
+
 @dataclass(frozen=True)
 class Schema:
     """What a kind of config file may hold.
 
     ``top`` is the dataclass of its top-level keys; ``sections`` are the mapping sections whose
-    keys are checked, with ``section_keys(cfg, section)`` giving the accepted keys (None: that
-    section is free-form and not checked).
+    keys are checked. ``section_spec(cfg, section)`` gives a section's keys with their types and
+    ranges, so that values are checked too (None: that section is free-form); a schema that
+    checks keys only gives ``section_keys(cfg, section)`` (the key names, or None) instead.
     """
 
     top: type
     sections: tuple[str, ...]
-    section_keys: Callable[[DictConfig, str], list[str] | None]
+    section_keys: Callable[[DictConfig, str], list[str] | None] | None = None
+    section_spec: Callable[[DictConfig, str], Spec | None] | None = None
+
+    def _spec(self, cfg: DictConfig, section: str) -> Spec | None:
+        return self.section_spec(cfg, section) if self.section_spec else None
+
+    def _keys(self, cfg: DictConfig, section: str) -> list[str] | None:
+        if self.section_spec is not None:
+            spec = self.section_spec(cfg, section)
+            return None if spec is None else list(spec.keys)
+        return self.section_keys(cfg, section)
 
     def valid_keys_for(self, cfg: DictConfig, dotted: str) -> list[str] | None:
         """Valid keys at the level of ``dotted`` (None when that level is free-form)."""
         parts = dotted.split(".")
         if len(parts) == 1:
             return _dataclass_keys(self.top)
-        if len(parts) == 2 and parts[0] in self.sections:
-            return self.section_keys(cfg, parts[0])
-        return None
+        if parts[0] not in self.sections:
+            return None
+        if len(parts) == 2:
+            return self._keys(cfg, parts[0])
+        spec = self._spec(cfg, parts[0])  # a mapping inside a section (model.ssm_cfg.d_state)
+        for part in parts[1:-1]:
+            key = spec.keys.get(part) if spec is not None else None
+            spec = key.nested if key is not None else None
+        return None if spec is None else list(spec.keys)
 
     def validate(self, cfg: DictConfig) -> None:
-        """Raise ConfigError for any key that no section accepts."""
+        """Raise ConfigError for any key that no section accepts and, with ``section_spec``,
+        for any value of the wrong type or out of range."""
         top = _dataclass_keys(self.top)
         for key in cfg:
             if key not in top:
@@ -165,16 +249,31 @@ class Schema:
                 continue
             if not isinstance(value, DictConfig):
                 raise ConfigError(f"'{section}' must be a mapping, got {value!r}")
-            valid = self.section_keys(cfg, section)
+            valid = self._keys(cfg, section)
             for key in value if valid is not None else ():
                 if key not in valid:
                     raise _unknown_key_error(f"{section}.{key}", valid)
+        if self.section_spec is not None:
+            self.check_values(cfg)
+
+    def check_values(self, cfg: DictConfig) -> None:
+        """ConfigError for the first value whose type or range does not fit (see
+        ``genodiff.config_values``): the top-level keys, then every section."""
+        values = _resolved(cfg)
+        top = dataclass_spec(self.top)
+        Spec({k: v for k, v in top.keys.items() if k not in self.sections}).check(
+            "", {k: v for k, v in values.items() if k not in self.sections}
+        )
+        for section in self.sections:
+            spec = self.section_spec(cfg, section)
+            if spec is not None and values.get(section) is not None:
+                spec.check(section, values[section])
 
 
 TRAINING_SCHEMA = Schema(
     top=RunConfig,
     sections=("model", "objective", "data", "tokenizer", "trainer", "optim", "ema", "samples"),
-    section_keys=section_keys,
+    section_spec=section_spec,
 )
 
 
@@ -296,7 +395,37 @@ def load_config(config: str | Path, overrides: list[str] | None = None) -> DictC
     if cfg.get("init_from"):
         cfg.init_from = resolve_checkpoint_reference(cfg.init_from, root)
     OmegaConf.resolve(cfg)
+    check_training_config(cfg)
     return cfg
+
+
+GPU_ACCELERATORS = ("gpu", "cuda")
+
+
+def check_training_config(cfg: DictConfig) -> None:
+    """The checks that involve several keys or this machine (each key's own type and range
+    are the schema's): a GPU accelerator where none is visible, and ``init_from`` with a
+    ``ckpt_path`` that starts a new ``output_dir`` from another run."""
+    accelerator = (cfg.get("trainer") or {}).get("accelerator")
+    if isinstance(accelerator, str) and accelerator.lower() in GPU_ACCELERATORS:
+        import torch
+
+        if not torch.cuda.is_available():
+            build = "; this torch build has no CUDA" if torch.version.cuda is None else ""
+            raise ConfigError(
+                f"trainer.accelerator: {accelerator!r} asks for a GPU, but no GPU is visible "
+                f"(torch.cuda.is_available() is false{build}); use trainer.accelerator=cpu, "
+                "or trainer.accelerator=auto to take a GPU when there is one"
+            )
+    if cfg.get("init_from") and cfg.get("ckpt_path") not in (None, "last"):
+        checkpoint = Path(cfg.ckpt_path).expanduser().resolve()
+        if not checkpoint.is_relative_to(Path(cfg.output_dir).expanduser().resolve()):
+            raise ConfigError(
+                f"init_from: both init_from={cfg.init_from} (start from pretrained backbone "
+                f"weights) and ckpt_path={cfg.ckpt_path} (continue that run: weights, "
+                "optimizer, step) give this run its starting weights; keep one of the two "
+                "(resuming a run in its own output_dir with ckpt_path=last may keep init_from)"
+            )
 
 
 # Constructor arguments that the tokenizer provides: argument -> tokenizer attribute. Plaid

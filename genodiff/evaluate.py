@@ -132,7 +132,10 @@ def heldout_windows(
     windows skipped, no reverse complement)."""
     from genodiff.training import build_datamodule
 
-    length = length or data_config.get("max_length", 1024)
+    if length is None:
+        length = data_config.get("max_length", 1024)
+    elif length < 1:
+        raise ValueError(f"--length must be >= 1 {tokenizer.unit}, got {length}")
     datamodule = build_datamodule({**data_config, "max_length": length})
     datamodule.attach_tokenizer(tokenizer)
     if data_file is not None:
@@ -258,10 +261,11 @@ def evaluate_checkpoint(
 
     ``t_samples`` defaults to the objective's ``eval_t_samples`` (AR: always 1).
     """
+    from genodiff.devices import resolve_device
     from genodiff.training import load_checkpoint
 
     checkpoint = Path(checkpoint)
-    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch_device = resolve_device(device)
     model = load_checkpoint(checkpoint, torch_device)
     objective, backbone = model.eval_objective, model.eval_backbone
     if objective.exact_likelihood or t_samples is None:

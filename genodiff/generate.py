@@ -3,7 +3,10 @@ sample per line or JSON Lines for any domain."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from Bio.SeqIO import write as write_records
 from Bio.SeqRecord import SeqRecord
 from torch import Tensor
 
+from genodiff.data.genome import fasta_errors, open_fasta
 from genodiff.objectives import Objective
 from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import Tokenizer
@@ -92,13 +96,14 @@ class Constraint:
 
 
 def _fasta_template(path: Path) -> str:
-    """The sequence of the first record of a FASTA file."""
-    text = path.read_text()
+    """The sequence of the first record of a FASTA file (plain, gzip or BGZF)."""
+    with fasta_errors(path), open_fasta(path) as handle:
+        text = handle.read()
     if not text.strip():
         raise ValueError(f"infill FASTA {path} is empty")
     if not text.lstrip().startswith(">"):
         raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
-    record = next(parse_records(path, "fasta"))
+    record = next(parse_records(io.StringIO(text), "fasta"))
     if not record.seq:
         raise ValueError(f"the first record of {path} ({record.id}) has no sequence")
     return str(record.seq)
@@ -124,7 +129,9 @@ def draw_samples(
     batch_size: int,
 ) -> Tensor:
     """(request.num_samples, request.length) ids in batches of ``batch_size``; one seeded
-    generator makes the whole run repeatable."""
+    generator makes the whole run repeatable. ValueError up front for a ``batch_size`` < 1 or
+    a request that cannot fit in memory (``check_feasible``)."""
+    check_feasible(request, batch_size, backbone)
     device = next(backbone.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     backbone.eval()
@@ -136,19 +143,62 @@ def draw_samples(
     return torch.cat(batches)
 
 
+def memory_needed(request: SampleRequest, batch_size: int, vocab_size: int) -> tuple[int, int]:
+    """A lower bound on the bytes sampling ``request`` takes: (on the device, one batch's
+    float32 network output, batch x length x vocab x 4 bytes, with its int64 ids, x 8 bytes;
+    in host memory, the int64 ids of every sample, num_samples x length x 8 bytes). The
+    network's own activations come on top, so a request above it cannot fit."""
+    batch = min(batch_size, request.num_samples)
+    return batch * request.length * (4 * vocab_size + 8), request.num_samples * request.length * 8
+
+
+def memory_available(device: torch.device) -> tuple[int, int]:
+    """(the device's total memory, the host's physical memory) in bytes."""
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory, host
+    return host, host
+
+
+def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.Module) -> None:
+    """ValueError for a ``batch_size`` < 1, or, saying how much memory it would take, for a
+    request that cannot fit (``memory_needed`` with the backbone's ``vocab_size``, above the
+    machine's memory) rather than an allocator error or the out-of-memory killer later."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 (--batch-size), got {batch_size}")
+    device = next(backbone.parameters()).device
+    needed = memory_needed(request, batch_size, getattr(backbone, "vocab_size", 1))
+    for need, have, where in zip(needed, memory_available(device), (device, "host"), strict=True):
+        if need > have:
+            raise ValueError(
+                f"sampling {request.num_samples} x {request.length} tokens (batches of "
+                f"{min(batch_size, request.num_samples)}) needs at least {_size(need)} of "
+                f"{where} memory, and this machine has {_size(have)}; lower --length, "
+                "--batch-size or --num-samples"
+            )
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
 FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fas")
 SAMPLE_FORMATS = (
     "FASTA (.fa, .fasta; DNA only), text (.txt: one sample per line), JSON Lines (.jsonl)"
 )
 
 
-def write_samples(
-    samples: Tensor, path: str | Path, run: SamplingRun, tokenizer: Tokenizer
+def check_output(
+    path: str | Path, tokenizer: Tokenizer, inputs: Sequence[tuple[str, str | Path]] = ()
 ) -> Path:
-    """Write one sample per row of ``samples`` (n, L) to ``path``, atomically, in the format
-    its suffix names: FASTA records ``sample_<i>_seed<S>`` whose description is the
-    provenance (DNA), a ``.txt`` with one sample per line, or ``.jsonl`` with one object per
-    sample holding ``id``, ``text`` and the provenance fields."""
+    """``path`` as a place ``write_samples`` may write ``tokenizer``'s samples to; ValueError
+    for an unknown format (by suffix), FASTA for non-DNA samples, a folder, or a file that is
+    one of ``inputs`` ((what, path) pairs: the checkpoint, the infilling template, ...), which
+    the samples would overwrite."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in FASTA_SUFFIXES and tokenizer.domain != "dna":
@@ -159,24 +209,55 @@ def write_samples(
         raise ValueError(
             f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {SAMPLE_FORMATS}"
         )
+    if path.is_dir():
+        raise ValueError(
+            f"--out {path} is a folder; name a file in it, e.g. --out {path / ('samples' + suffix)}"
+        )
+    for what, source in inputs:
+        if path.exists() and Path(source).exists() and os.path.samefile(path, source):
+            raise ValueError(
+                f"--out {path} is the {what} this command reads ({source}); writing the samples "
+                "there would destroy it: choose another --out"
+            )
+    return path
+
+
+def write_samples(
+    samples: Tensor,
+    path: str | Path,
+    run: SamplingRun,
+    tokenizer: Tokenizer,
+    inputs: Sequence[tuple[str, str | Path]] = (),
+) -> Path:
+    """Write one sample per row of ``samples`` (n, L) to ``path``, atomically, in the format
+    its suffix names: FASTA records ``sample_<i>_seed<S>`` whose description is the
+    provenance (DNA), a ``.txt`` with one sample per line, or ``.jsonl`` with one object per
+    sample holding ``id``, ``text`` and the provenance fields. ``path`` is checked first
+    (``check_output``, never one of ``inputs``); a failed write leaves no ``.part`` file."""
+    path = check_output(path, tokenizer, inputs)
+    suffix = path.suffix.lower()
     names = [f"sample_{i}_seed{run.seed}" for i in range(len(samples))]
     texts = [tokenizer.decode_sample(row.tolist()) for row in samples]
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".part")
-    with open(partial, "w", encoding="utf-8") as handle:
-        if suffix in FASTA_SUFFIXES:
-            records = [
-                SeqRecord(Seq(text), id=name, description=run.describe())
-                for name, text in zip(names, texts, strict=True)
-            ]
-            write_records(records, handle, "fasta")
-        elif suffix == ".txt":
-            handle.writelines(" ".join(text.split()) + "\n" for text in texts)
-        else:
-            provenance = asdict(run)
-            handle.writelines(
-                json.dumps({"id": name, "text": text, **provenance}) + "\n"
-                for name, text in zip(names, texts, strict=True)
-            )
-    partial.replace(path)
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            if suffix in FASTA_SUFFIXES:
+                records = [
+                    SeqRecord(Seq(text), id=name, description=run.describe())
+                    for name, text in zip(names, texts, strict=True)
+                ]
+                write_records(records, handle, "fasta")
+            elif suffix == ".txt":
+                handle.writelines(" ".join(text.split()) + "\n" for text in texts)
+            else:
+                provenance = asdict(run)
+                handle.writelines(
+                    json.dumps({"id": name, "text": text, **provenance}) + "\n"
+                    for name, text in zip(names, texts, strict=True)
+                )
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return path

@@ -442,11 +442,12 @@ def score_sample_file(
 ) -> GenPPLResult:
     """``generative_perplexity`` of the samples in a file, scored by the AR checkpoint at
     ``checkpoint`` (loaded with its EMA weights), with the diversity of ``reference_path``."""
+    from genodiff.devices import resolve_device
     from genodiff.training import load_checkpoint
 
+    torch_device = resolve_device(device)
     samples = read_samples(samples_path)
     reference = read_samples(reference_path) if reference_path is not None else None
-    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = load_checkpoint(checkpoint, torch_device)
     _check_exact(model, str(checkpoint))
     domain = model.tokenizer.domain

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from genodiff import hub
 from genodiff.backbones import build
+from genodiff.checkpoint_io import read_checkpoint
 from genodiff.checkpoints import CONFIG_FILE, RUN_RECORD_FILE, RUN_STATE_KEY, detect_layout
 from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
 from genodiff.training import RUN_FILES, checkpoint_file
@@ -87,10 +88,8 @@ def inspect_checkpoint(reference: str | Path) -> CheckpointInfo:
 
 
 def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    config = checkpoint.get("hyper_parameters", {}).get("config")
-    if config is None:
-        raise ValueError(f"{path} is not a genodiff training checkpoint (no hyper_parameters)")
+    checkpoint = read_checkpoint(path)
+    config = checkpoint["hyper_parameters"]["config"]
     model_config = dict(config["model"])
     return CheckpointInfo(
         source=source,

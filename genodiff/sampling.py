@@ -6,6 +6,8 @@ flatters generative perplexity), so every sampler draws through ``sample_categor
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -34,14 +36,16 @@ class SampleRequest:
     stride: int | None = None
 
     def __post_init__(self) -> None:
-        if self.num_samples < 1 or self.length < 1:
-            raise ValueError(
-                f"need num_samples >= 1 and length >= 1, got {self.num_samples}, {self.length}"
-            )
+        # The messages name the fields and the `genodiff sample` options that set them.
+        for name, option in (("num_samples", "--num-samples"), ("length", "--length")):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 ({option}), got {getattr(self, name)}")
         if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+            raise ValueError(f"steps must be >= 1 (--steps), got {self.steps}")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(
+                f"temperature must be > 0 and finite (--temperature), got {self.temperature}"
+            )
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p (nucleus) must be in (0, 1], got {self.top_p}")
         if (self.template is None) != (self.given is None):
@@ -64,6 +68,34 @@ class SampleRequest:
         given = self.given.to(device).expand(n, length)
         x = torch.where(given, self.template.to(device).expand(n, length), x)
         return x, given.clone()
+
+
+def time_grid(
+    start: float, end: float, steps: int, device: torch.device | str | None = None
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """The ``steps`` steps (t, s) of the uniform grid t_0 = start, ..., t_steps = end, as 0-d
+    float64 tensors on ``device``, computed one step at a time: memory does not grow with
+    ``steps`` (``--steps 100000000`` allocates nothing up front).
+
+    t_i = start + i * delta for i < (steps + 1) // 2, else end - (steps - i) * delta, with
+    delta = (end - start) / steps: the formula of ``torch.linspace(start, end, steps + 1)``
+    (from both ends, so both end points are exact). torch.linspace itself may differ from it
+    in the last bit: its vectorised CPU kernel adds the step lane by lane.
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1 (--steps), got {steps}")
+    delta = (end - start) / steps
+    half = (steps + 1) // 2
+
+    def at(i: int) -> Tensor:
+        value = start + delta * i if i < half else end - delta * (steps - i)
+        return torch.tensor(value, dtype=torch.float64, device=device)
+
+    t = at(0)
+    for i in range(1, steps + 1):
+        s = at(i)
+        yield t, s
+        t = s
 
 
 def sample_categorical(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -21,10 +22,11 @@ from torchmetrics import SumMetric
 
 from genodiff import backbones, hub, registry
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.checkpoint_io import AtomicCheckpointIO
+from genodiff.checkpoint_io import AtomicCheckpointIO, read_checkpoint
 from genodiff.checkpoints import FOLDER_FILES, RUN_RECORD_FILE, RUN_STATE_KEY, load_pretrained
 from genodiff.config import ConfigError, EMAConfig, OptimConfig, with_tokenizer_fields
 from genodiff.data.base import DataModule, files_digest
+from genodiff.data.loaders import batch_shard
 from genodiff.objectives import Objective
 from genodiff.run_folder import CHECKPOINT_FOLDER
 from genodiff.tokenizers import (
@@ -64,6 +66,29 @@ def check_time_conditioning(objective: Objective, backbone: nn.Module) -> None:
             "objective.time_conditioning=false, or use a backbone that declares "
             "capabilities.time_conditioning (e.g. the text plugin's DiT)."
         )
+
+
+def check_causality(objective: Objective, backbone: nn.Module, config: dict[str, Any]) -> None:
+    """ConfigError when the backbone's ``capabilities.causal`` is not what the objective needs
+    (``Objective.causal_backbone``): diffusion on a causal backbone would predict each masked
+    token from its left context alone; next-token prediction on a bidirectional backbone would
+    read the very token it predicts."""
+    needed = objective.causal_backbone
+    if needed is None or needed == capabilities_of(backbone).causal:
+        return
+    pair = f"objective.name={config['objective']['name']} with model.name={config['model']['name']}"
+    if needed:
+        raise ConfigError(
+            f"{pair}: next-token prediction needs a causal backbone, and "
+            f"{type(backbone).__name__} is bidirectional (it would read the token it predicts). "
+            "Add model=mamba or model=hyena (text: model=ar_transformer_small), or use a "
+            "diffusion objective (objective=mdlm) with this backbone"
+        )
+    raise ConfigError(
+        f"{pair}: a diffusion objective needs a bidirectional backbone, and "
+        f"{type(backbone).__name__} is causal (each position sees only the tokens before it). "
+        "Add model=caduceus_ph (text: model=dit_small), or use objective=ar with this backbone"
+    )
 
 
 def build_datamodule(data_cfg: dict[str, Any]) -> L.LightningDataModule:
@@ -127,6 +152,7 @@ class EMA(AveragedModel):
 # Where a training checkpoint keeps the global torch RNG states (the objective's noise draws
 # and dropout use them), so that a resumed run draws what an uninterrupted one would.
 RNG_KEY = "genodiff_rng"
+NOISE_KEY = "genodiff_training_noise"  # the state of DiffusionLM.training_noise
 
 
 def rng_state() -> dict[str, Any]:
@@ -135,13 +161,40 @@ def rng_state() -> dict[str, Any]:
     return {"torch": torch.get_rng_state(), "cuda": cuda}
 
 
+def seeded_generator(seed: int, purpose: str, device: torch.device) -> torch.Generator:
+    """A generator on ``device`` seeded from ``(seed, purpose)``: one stream per purpose."""
+    entropy = (seed, *purpose.encode())
+    state = int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint64)[0] >> 1)
+    return torch.Generator(device=device).manual_seed(state)
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if state["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-class DiffusionLM(L.LightningModule):
+class RandomStateInCheckpoints(L.LightningModule):
+    """A LightningModule whose checkpoints carry the global RNG state (CPU and CUDA): a resumed
+    run restores it when training starts, so random augmentation and noise go on exactly as
+    in an uninterrupted run. Subclasses add to the hooks with ``super()``."""
+
+    _rng_to_restore: dict[str, Any] | None = None
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[RNG_KEY] = rng_state()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._rng_to_restore = checkpoint.get(RNG_KEY)
+
+    def on_train_start(self) -> None:
+        # on_load_checkpoint runs before Lightning sets up the loops, which must not shift it.
+        if self._rng_to_restore is not None:
+            set_rng_state(self._rng_to_restore)
+            self._rng_to_restore = None
+
+
+class DiffusionLM(RandomStateInCheckpoints):
     """Trains ``backbone`` with ``objective``; validation and sampling use the EMA weights.
 
     Logged metrics: ``train/nelbo``, ``val/nelbo`` and ``test/nelbo`` (nats per token), and
@@ -160,6 +213,7 @@ class DiffusionLM(L.LightningModule):
         self.backbone = backbones.build(**config["model"])
         self.objective = build_objective(config["objective"])
         check_time_conditioning(self.objective, self.backbone)
+        check_causality(self.objective, self.backbone, config)
         self.optim_cfg = OptimConfig(**config.get("optim", {}))
         ema_cfg = EMAConfig(**config.get("ema", {}))
         use_ema = ema_cfg.decay > 0
@@ -172,7 +226,10 @@ class DiffusionLM(L.LightningModule):
         # nan_strategy="disable": a NaN must reach _log_heldout, not be dropped as a warning.
         self.heldout_nelbo = SumMetric(nan_strategy="disable")
         self.heldout_tokens = SumMetric(nan_strategy="disable")
-        self._rng_to_restore: dict[str, Any] | None = None
+        self._seed = int(config.get("seed", 0))
+        self.training_noise: torch.Generator | None = None  # set in on_train_start
+        self._noise_to_restore: Tensor | None = None
+        self.heldout_noise: torch.Generator | None = None  # set at each validation / test
         # Token positions (padding included) in every training batch of every process so far.
         self.tokens_seen = 0
         self.data_digest: str | None = None  # of the training data files (see record_data)
@@ -183,15 +240,18 @@ class DiffusionLM(L.LightningModule):
         self.data_digest = files_digest(files) if files else None
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
         checkpoint[CHECKPOINT_KEY] = tokenizer_record(self.tokenizer)
-        checkpoint[RNG_KEY] = rng_state()
+        if self.training_noise is not None:
+            checkpoint[NOISE_KEY] = self.training_noise.get_state()
         checkpoint[RUN_STATE_KEY] = {
             "tokens_seen": self.tokens_seen,
             "data_digest": self.data_digest,
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self._rng_to_restore = checkpoint.get(RNG_KEY)
+        super().on_load_checkpoint(checkpoint)
+        self._noise_to_restore = checkpoint.get(NOISE_KEY)
         run = checkpoint.get(RUN_STATE_KEY, {})
         self.tokens_seen = run.get("tokens_seen", 0)
         recorded = run.get("data_digest")
@@ -205,11 +265,25 @@ class DiffusionLM(L.LightningModule):
             )
 
     def on_train_start(self) -> None:
-        # Resuming: continue the random stream where the checkpoint left it (on_load_checkpoint
-        # runs before Lightning sets up the loops, which must not shift it).
-        if self._rng_to_restore is not None:
-            set_rng_state(self._rng_to_restore)
-            self._rng_to_restore = None
+        # The training noise has a generator of its own, seeded from the run's seed alone: the
+        # same stream on every DDP process (each keeps its rows of the global batch's draws)
+        # and in a one-process run, whatever the launcher did to the global RNG.
+        self.training_noise = seeded_generator(self._seed, "training noise", self.device)
+        if self._noise_to_restore is not None:  # resuming: go on where the checkpoint left it
+            self.training_noise.set_state(self._noise_to_restore)
+            self._noise_to_restore = None
+        super().on_train_start()
+
+    def _start_heldout(self) -> None:
+        # Every validation and test draws the same noise (common random numbers: checkpoints
+        # are compared on equal draws), without touching the training stream.
+        self.heldout_noise = seeded_generator(self._seed, "held-out noise", self.device)
+
+    def on_validation_epoch_start(self) -> None:
+        self._start_heldout()
+
+    def on_test_epoch_start(self) -> None:
+        self._start_heldout()
 
     def _non_finite(self, what: str, value: Tensor, advice: str) -> FloatingPointError:
         """The error that stops a run on a non-finite ``what``; says how to go on."""
@@ -241,17 +315,26 @@ class DiffusionLM(L.LightningModule):
         return self.objective_ema.module if self.objective_ema is not None else self.objective
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        nelbo, tokens = self.objective.loss(self.backbone, batch["input_ids"])  # (B,), (B,)
-        loss = nelbo.sum() / tokens.sum().clamp_min(1)
-        if not torch.isfinite(loss):
+        ids = batch["input_ids"]  # (B, L)
+        shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
+        nelbo, tokens = self.objective.loss(self.backbone, ids, self.training_noise, shard)
+        # NELBO and scored tokens of the global batch (summed over the processes). The loss is
+        # this process's part of the global mean, so DDP's gradient average equals the gradient
+        # of one process on the whole global batch.
+        totals = torch.stack([nelbo.sum().detach(), tokens.sum().to(nelbo.dtype)])
+        if shard is not None:
+            totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        global_tokens = totals[1].clamp_min(1)
+        global_nelbo = totals[0] / global_tokens
+        if not torch.isfinite(global_nelbo):
             advice = (
                 "Lower optim.lr, keep trainer.gradient_clip_val, or train in fp32 "
                 "(trainer.precision=32-true)"
             )
-            raise self._non_finite("training loss", loss, advice)
-        self.log("train/nelbo", loss, prog_bar=True)
-        self.tokens_seen += batch["input_ids"].numel() * self.trainer.world_size
-        return loss
+            raise self._non_finite("training loss", global_nelbo, advice)
+        self.log("train/nelbo", global_nelbo, prog_bar=True)
+        self.tokens_seen += ids.numel() * self.trainer.world_size
+        return nelbo.sum() * self.trainer.world_size / global_tokens
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.ema is not None:
@@ -261,9 +344,10 @@ class DiffusionLM(L.LightningModule):
 
     def _heldout_step(self, batch: dict[str, Tensor]) -> None:
         """Accumulate the NELBO of ``eval_t_samples`` noise draws per window (EMA weights)."""
-        objective = self.eval_objective
+        objective, ids = self.eval_objective, batch["input_ids"]  # (B, L)
+        shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
         for _ in range(objective.eval_t_samples):
-            nelbo, tokens = objective.loss(self.eval_backbone, batch["input_ids"])  # (B,), (B,)
+            nelbo, tokens = objective.loss(self.eval_backbone, ids, self.heldout_noise, shard)
             self.heldout_nelbo.update(nelbo.sum())
             self.heldout_tokens.update(tokens.sum())
 
@@ -275,8 +359,9 @@ class DiffusionLM(L.LightningModule):
                 "or train in fp32 (trainer.precision=32-true)"
             )
             raise self._non_finite(f"the {stage} NELBO", nelbo, advice)
-        self.log(f"{stage}/nelbo", nelbo, prog_bar=True)
-        self.log(f"{stage}/ppl", torch.exp(nelbo), prog_bar=True)
+        # Already the total over every process (SumMetric syncs): sync_dist averages equal values.
+        self.log(f"{stage}/nelbo", nelbo, prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/ppl", torch.exp(nelbo), prog_bar=True, sync_dist=True)
         self.heldout_nelbo.reset()
         self.heldout_tokens.reset()
 
@@ -338,15 +423,10 @@ def checkpoint_file(source: Path) -> Path:
 
 
 def _load_training_checkpoint(path: Path, map_location: str | torch.device) -> DiffusionLM:
-    # weights_only: tensors and plain containers, never code (files may come from the Hub).
-    checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    config = checkpoint.get("hyper_parameters", {}).get("config")
-    if config is None:
-        raise ValueError(
-            f"{path} is not a genodiff training checkpoint (no hyper_parameters.config); "
-            "a backbone checkpoint goes to init_from= / pretrained= / load_pretrained"
-        )
-    model = DiffusionLM(config, tokenizer_from_checkpoint(checkpoint))
+    checkpoint = read_checkpoint(path, map_location)  # one clear error for a damaged file
+    model = DiffusionLM(
+        checkpoint["hyper_parameters"]["config"], tokenizer_from_checkpoint(checkpoint)
+    )
     model.load_state_dict(checkpoint["state_dict"])
     return model
 
@@ -401,6 +481,9 @@ def cosine_with_warmup(step: int, warmup: int, total: int, min_ratio: float) -> 
 def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
     """The ``trainer`` section with precision resolved: ``null`` = bf16 on GPU, fp32 on CPU."""
     kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
+    # The data modules place each process's rows in the global batch themselves
+    # (genodiff.data.loaders); Lightning's DistributedSampler would reorder them.
+    kwargs["use_distributed_sampler"] = False
     if kwargs.get("precision") is None:
         on_gpu = kwargs.get("accelerator", "auto") in ("auto", "gpu", "cuda")
         on_gpu = on_gpu and torch.cuda.is_available()
@@ -409,17 +492,24 @@ def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
 
 
 class LatestCheckpoint(ModelCheckpoint):
-    """``best-step<N>.ckpt`` (lowest ``val/nelbo``) and a ``last.ckpt`` that is always the latest
-    state: rewritten at every validation, at the end of training and when SIGTERM stops the run
-    (Lightning's ``save_last`` rewrites it only in a step where the best checkpoint changed)."""
+    """The best checkpoint by ``monitor`` (``best-step<N>.ckpt``: lowest ``val/nelbo``) and a
+    ``last.ckpt`` that is always the latest state: rewritten at every validation, at the end of
+    training and when SIGTERM stops the run (Lightning's ``save_last`` rewrites it only in a
+    step where the best checkpoint changed)."""
 
-    def __init__(self, dirpath: Path) -> None:
+    def __init__(
+        self,
+        dirpath: Path,
+        monitor: str = "val/nelbo",
+        mode: str = "min",
+        filename: str = "best-step{step}",
+    ) -> None:
         super().__init__(
             dirpath=dirpath,
-            filename="best-step{step}",
+            filename=filename,
             auto_insert_metric_name=False,
-            monitor="val/nelbo",
-            mode="min",
+            monitor=monitor,
+            mode=mode,
             save_last=True,
             enable_version_counter=False,  # one run per folder: never a last-v1.ckpt
         )
@@ -427,7 +517,15 @@ class LatestCheckpoint(ModelCheckpoint):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_validation_end(trainer, pl_module)
-        self._save_latest(trainer)
+        if not self._should_save_on_train_epoch_end(trainer):
+            self._save_latest(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Validation once per epoch: Lightning saves the best here, after validation; the
+        # latest state follows it (saved first, it would make Lightning skip this step).
+        super().on_train_epoch_end(trainer, pl_module)
+        if self._should_save_on_train_epoch_end(trainer):
+            self._save_latest(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._save_latest(trainer)

@@ -9,6 +9,7 @@ import pytest
 
 from genodiff import cli
 from genodiff.finetune import protocol
+from genodiff.finetune.module import ClassifierModule
 from genodiff.finetune.results import markdown_table, summarize
 
 CONFIG = """
@@ -127,3 +128,40 @@ def test_demo_config_composes():
     assert Path(cfg.benchmark.root, "human_vs_phage", "train", "phage").is_dir()
     full = load_finetune_config(root / "configs" / "genomic_benchmarks.yaml", ["folds=3"])
     assert full.folds == 3 and full.benchmark.tasks is None and full.model.d_model == 118
+
+
+class StopFoldError(ValueError):
+    """Stands in for a crash in the middle of a fold."""
+
+
+def test_an_interrupted_fold_resumes_from_its_last_epoch_and_ends_the_same(
+    toy, tmp_path, monkeypatch, capsys
+):
+    config, out = toy
+    three_epochs = ["trainer.max_epochs=3", "folds=2", "early_stopping.patience=5"]
+    assert cli.main(["finetune", str(config), *three_epochs]) == 0
+    whole = json.loads((out / "results.json").read_text())["tasks"]["toy"]["runs"]
+
+    split = tmp_path / "split"
+    again = [*three_epochs, f"output_dir={split}"]
+    original = ClassifierModule.training_step
+
+    def crash_in_epoch_2_of_fold_1(self, batch, batch_idx):
+        if self.current_epoch == 2 and self.trainer.default_root_dir.endswith("fold1"):
+            raise StopFoldError("killed in the middle of fold 1, epoch 2")
+        return original(self, batch, batch_idx)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ClassifierModule, "training_step", crash_in_epoch_2_of_fold_1)
+        assert cli.main(["finetune", str(config), *again]) == 2
+    fold1 = split / "runs" / "toy" / "lr0.003_bs8" / "fold1"
+    assert not (fold1 / "result.json").exists() and (fold1 / "checkpoints" / "last.ckpt").is_file()
+    capsys.readouterr()
+    assert cli.main(["finetune", str(config), *again]) == 0
+    assert f"resuming from {fold1 / 'checkpoints' / 'last.ckpt'}" in capsys.readouterr().out
+    resumed = json.loads((split / "results.json").read_text())["tasks"]["toy"]["runs"]
+    varying = ("wall_s", "cpu_s", "checkpoint")
+    for a, b in zip(whole, resumed, strict=True):
+        assert {k: v for k, v in a.items() if k not in varying} == {
+            k: v for k, v in b.items() if k not in varying
+        }

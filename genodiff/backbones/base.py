@@ -23,6 +23,14 @@ class LMBackboneBase(nn.Module, ABC):
     capabilities: Capabilities
     #: Hugging-Face-style folder layouts this class reads and writes (``layout.py``).
     checkpoint_layouts: tuple[CheckpointLayout, ...] = ()
+    #: Allowed ranges of constructor arguments, checked when a config is loaded
+    #: (``genodiff.config_values``); merged with a subclass's own table.
+    config_ranges: dict[str, str] = {
+        "d_model": ">=1",
+        "n_layer": ">=1",
+        "vocab_size": ">=1",
+        "pad_vocab_size_multiple": ">=1",
+    }
 
     @abstractmethod
     def head(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,7 @@ from genodiff.backbones.rcps import (
     rc_ids,
     rcps_add_norm,
 )
+from genodiff.config_values import Keywords
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
 from genodiff.tokenizers import DNATokenizer
@@ -182,6 +183,11 @@ class Caduceus(LMBackboneBase):
     the states of rc(ids) are those of ids flipped over sequence and channels
     (``rcps.rc_states``).
     """
+
+    # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
+    config_ranges = {"norm_epsilon": ">0"}
+    # ssm_cfg holds the keyword arguments of each direction's Mamba mixer.
+    config_mappings = {"ssm_cfg": Keywords(Mamba, exclude=("d_model", "layer_idx"))}
 
     def __init__(
         self,

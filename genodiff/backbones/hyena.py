@@ -23,6 +23,7 @@ from torch import nn
 from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, pick
+from genodiff.config_values import Keywords
 from genodiff.registry import register_backbone
 
 
@@ -159,6 +160,14 @@ def _fill_shared_freq(module: HyenaFilter, state_dict: dict, prefix: str, *args)
 
 class HyenaOperator(nn.Module):
     """Order-2 Hyena mixer (B, L, d) -> (B, L, d); causal, for L <= l_max."""
+
+    #: Ranges of the backbone's ``layer`` keys (see ``genodiff.config_values``).
+    config_ranges = {
+        "l_max": ">=1",
+        "filter_order": ">=1",
+        "short_filter_order": ">=1",
+        "emb_dim": ">=3; odd: time, cos, sin features",
+    }
 
     def __init__(
         self,
@@ -315,6 +324,22 @@ class HyenaDNA(LMBackboneBase):
     are accepted and unused (genodiff's optimizer has one learning rate). lr_pos_emb != 0 makes
     the positional features trainable, wd == 0 exempts the filter FFN from weight decay.
     """
+
+    # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
+    config_ranges = {
+        "d_inner": ">=1",
+        "resid_dropout": "[0, 1)",
+        "embed_dropout": "[0, 1)",
+        "layer_norm_epsilon": ">0",
+    }
+    # layer holds the Hyena operator's keyword arguments (and upstream's unused _name_ / lr).
+    config_mappings = {
+        "layer": Keywords(
+            HyenaOperator,
+            exclude=("d_model",),
+            extra={"_name_": str, "lr": float, "local_order": int},
+        )
+    }
 
     def __init__(
         self,

@@ -24,6 +24,17 @@ from genodiff.ops.upstream import CAUSAL_CONV1D, MAMBA_INNER, upstream
 
 
 class Mamba(nn.Module):
+    #: Ranges of the ``ssm_cfg`` keys (see ``genodiff.config_values``).
+    config_ranges = {
+        "d_state": ">=1",
+        "d_conv": ">=1",
+        "expand": ">=1",
+        "dt_min": ">0",
+        "dt_max": ">0",
+        "dt_scale": ">0",
+        "dt_init_floor": ">0",
+    }
+
     def __init__(
         self,
         d_model: int,

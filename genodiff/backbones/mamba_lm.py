@@ -10,6 +10,7 @@ recurrently, one token at a time, with a constant-size state per layer.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,7 @@ from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout, pick
 from genodiff.backbones.mamba import Block, Mamba
+from genodiff.config_values import Keywords
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
 
@@ -86,6 +88,15 @@ class MambaLM(LMBackboneBase):
     only selects mamba_ssm's fused add + norm kernel (on CUDA, see ``genodiff.ops.upstream``);
     the function is the same. Hybrid attention layers and MLPs (``d_intermediate``,
     ``attn_layer_idx``) and Mamba-2 are not supported."""
+
+    # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
+    config_ranges = {"norm_epsilon": ">0"}
+    # ssm_cfg holds the Mamba mixer's keyword arguments, and mamba_ssm's "layer" (Mamba1 only).
+    config_mappings = {
+        "ssm_cfg": Keywords(
+            Mamba, exclude=("d_model", "layer_idx"), extra={"layer": Literal["Mamba1"]}
+        )
+    }
 
     def __init__(
         self,

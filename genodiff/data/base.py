@@ -45,6 +45,16 @@ class DataModule(L.LightningDataModule, ABC):
     domain: ClassVar[str]
     file_option: ClassVar[str]
     tokenizer: Tokenizer
+    #: Allowed ranges of constructor arguments that data modules share, checked when a config
+    #: is loaded (``genodiff.config_values``); a subclass adds its own in the same attribute.
+    config_ranges: ClassVar[dict[str, str]] = {
+        "batch_size": ">=1",
+        "eval_batch_size": ">=1",
+        "max_length": ">=1",
+        "num_workers": ">=0",
+        "max_n_fraction": "[0, 1]",
+        "split_fractions": "[0, 1]",
+    }
 
     @abstractmethod
     def check_files(self) -> None:

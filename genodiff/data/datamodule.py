@@ -11,18 +11,13 @@ run goes on with the next batch of the same permutation.
 
 from __future__ import annotations
 
-import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from functools import partial
+from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
-import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
 
 from genodiff.data.base import DataModule
 from genodiff.data.hg38 import Hg38Dataset
+from genodiff.data.loaders import SharedLoaders
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
 from genodiff.registry import register_data
 from genodiff.resources import resource
@@ -36,61 +31,7 @@ HG38_FETCH_HINT = "genodiff data hg38 --dest {folder}"
 FILE_MAX_N_FRACTION = 0.5
 
 
-class EpochShuffleSampler(Sampler[int]):
-    """A random permutation per epoch from a torch.Generator seeded by ``(seed, epoch)``;
-    ``resume`` makes the next pass start part-way through an epoch's permutation."""
-
-    def __init__(self, dataset: GenomeWindowDataset, seed: int) -> None:
-        self.dataset = dataset
-        self.seed = seed
-        self.epoch = 0
-        self.skip = 0  # indices of this epoch's permutation that the next pass leaves out
-
-    def set_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.skip = 0
-        self.epoch = epoch
-        self.dataset.set_epoch(epoch)
-
-    def resume(self, epoch: int, consumed: int) -> None:
-        """Start the next pass at index ``consumed`` of ``epoch``'s permutation."""
-        self.set_epoch(epoch)
-        self.skip = consumed
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __iter__(self) -> Iterator[int]:
-        seed = int(np.random.SeedSequence((self.seed, self.epoch)).generate_state(1)[0])
-        generator = torch.Generator().manual_seed(seed)
-        skip, self.skip = self.skip, 0
-        yield from torch.randperm(len(self.dataset), generator=generator).tolist()[skip:]
-
-
-class ResumableLoader(DataLoader):
-    """The train DataLoader over an ``EpochShuffleSampler``, checkpointed by Lightning (which
-    calls ``state_dict`` when it saves and ``load_state_dict`` before the first batch of a
-    resumed run): its state is ``position()``, the epoch and the batches consumed in it."""
-
-    def __init__(self, *args, position: Callable[[], dict[str, int]], **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.position = position
-
-    def state_dict(self) -> dict[str, int]:
-        return self.position()
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.sampler.resume(state["epoch"], state["batches"] * self.batch_size)
-
-
-def _seed_worker(worker_id: int) -> None:
-    # torch seeds each worker from the loader's generator; pass that on to numpy and random.
-    seed = torch.initial_seed() % 2**32
-    np.random.seed(seed)
-    random.seed(seed)
-
-
-class _GenomeDataModule(DataModule, ABC):
+class _GenomeDataModule(SharedLoaders, DataModule, ABC):
     """Shared loaders; subclasses provide ``check_files`` and ``_dataset(split)`` and set
     ``max_length`` and ``add_eos``."""
 
@@ -146,42 +87,6 @@ class _GenomeDataModule(DataModule, ABC):
                 f"the {split} split has no windows; use a smaller max_length or a longer genome"
             )
         return dataset
-
-    def _loader(
-        self, dataset: Dataset, batch_size: int, cls: type[DataLoader] = DataLoader, **kwargs
-    ) -> DataLoader:
-        return cls(
-            dataset,
-            batch_size=batch_size,
-            num_workers=self.num_workers,
-            worker_init_fn=_seed_worker,
-            generator=torch.Generator().manual_seed(self.seed),
-            persistent_workers=False,  # workers must see each epoch's set_epoch
-            **kwargs,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        dataset = self._get("train")
-        sampler = EpochShuffleSampler(dataset, self.seed)
-        position = partial(self._train_position, sampler)
-        return self._loader(
-            dataset, self.batch_size, ResumableLoader, sampler=sampler, position=position
-        )
-
-    def _train_position(self, sampler: EpochShuffleSampler) -> dict[str, int]:
-        """Where training stands in the data: the epoch and the batches consumed in it (at the
-        end of an epoch: the start of the next)."""
-        trainer = self.trainer
-        batches = trainer.fit_loop.epoch_loop.batch_progress.current.completed if trainer else 0
-        if trainer is not None and batches >= trainer.num_training_batches:
-            return {"epoch": sampler.epoch + 1, "batches": 0}
-        return {"epoch": sampler.epoch, "batches": batches}
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self._get("valid"), self.eval_batch_size)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self._get("test"), self.eval_batch_size)
 
 
 @register_data("fasta")

@@ -1,27 +1,45 @@
 """Random access to a FASTA genome (plain text or BGZF-compressed) through pyfaidx.
 
 Where the index goes: ``<fasta>.fai`` (and ``<fasta>.gzi`` for BGZF) next to the FASTA when
-an up-to-date index is already there or that folder is writable; otherwise in a cache folder,
+an index that fits the file (checked against its layout, not only its mtime: see
+``_index_matches``) is already there or that folder is writable; otherwise in a cache folder,
 ``cache_dir`` if given, else ``$GENODIFF_CACHE_DIR``, else ``$XDG_CACHE_HOME/genodiff/fai``
 (``~/.cache/genodiff/fai``). Cached index files are named after a hash of the FASTA's absolute
 path, so two genomes with the same file name do not clash; pyfaidx's ``indexname`` and
 ``gzi_indexname`` options point it there, so no links or copies are needed.
 
-Records of length 0 are skipped with a warning (they hold no windows); text before the first
-``>`` header, inconsistent line lengths and duplicate record names are errors.
+Records of length 0 are skipped with a warning (they hold no windows); binary content, text
+before the first ``>`` header, inconsistent line lengths, duplicate record names and a
+truncated BGZF file are errors.
 """
 
 from __future__ import annotations
 
+import bisect
+import codecs
+import gzip
 import hashlib
+import math
 import os
+import struct
 import warnings
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import pyfaidx
 
 CACHE_ENV_VAR = "GENODIFF_CACHE_DIR"
 _GZIP_MAGIC = b"\x1f\x8b"
+# The empty block every BGZF file ends with (SAM/BAM spec, section 4.1.2).
+_BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+CORRUPT_GZIP_ADVICE = (
+    "truncated or corrupt BGZF/gzip file; re-download it or re-compress it with bgzip"
+)
+# Errors of reading a damaged gzip/BGZF stream (Bio.bgzf and pyfaidx add struct.error).
+_GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, struct.error)
 
 
 def default_cache_dir() -> Path:
@@ -60,6 +78,261 @@ def bgzip_fasta(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
     return dest
 
 
+# ----------------------------------------------------------------- reading a FASTA as text
+
+
+def open_fasta(path: str | os.PathLike) -> IO[str]:
+    """A text handle on FASTA ``path`` from its first byte: plain, gzip or BGZF, told apart by
+    the file's bytes (not its name). For reading a FASTA from start to end (an infilling
+    template); ``Genome`` reads by position. Read it inside ``fasta_errors(path)``."""
+    path = Path(path)
+    if compression(path) == "none":
+        return open(path, encoding="utf-8")
+    return gzip.open(path, "rt", encoding="utf-8")
+
+
+@contextmanager
+def fasta_errors(path: str | os.PathLike) -> Iterator[None]:
+    """Turn what reading a damaged or non-FASTA file raises into a ValueError naming it."""
+    try:
+        yield
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path} is not a FASTA file: it holds binary data ({err.reason}); give a text "
+            "FASTA file ('>name' header lines, then bases), plain or compressed"
+        ) from None
+    except _GZIP_ERRORS as err:
+        raise ValueError(f"{path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})") from None
+
+
+def check_fasta_start(path: str | os.PathLike, head: bytes) -> None:
+    """ValueError unless ``head``, the first bytes of ``path`` (decompressed), can begin a FASTA
+    file: text whose first line that is neither blank nor a ';' comment is a '>' header."""
+    try:  # incremental: a character cut at the end of ``head`` is not an error
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError as err:
+        text, bad = None, f"byte {head[err.start]:#04x} at offset {err.start} is not text"
+    else:
+        control = next((i for i, c in enumerate(text) if c < " " and c not in "\t\n\r\f\v"), None)
+        bad = None if control is None else f"control character {ord(text[control]):#04x}"
+    if bad is not None:
+        raise ValueError(
+            f"{path} is not a FASTA file: it holds binary data ({bad}); give a text FASTA file "
+            "('>name' header lines, then bases), plain or compressed with bgzip"
+        )
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith(";"):
+            continue
+        if line.startswith(">"):
+            return
+        raise ValueError(
+            f"malformed FASTA {path}: this is not FASTA: text before the first sequence "
+            f"definition line (line {number} starts {line[:20]!r}); a FASTA file starts with a "
+            "'>name' header line"
+        )
+
+
+def _fasta_head(path: Path, bgzf: bool, size: int = 1 << 16) -> bytes:
+    """The first ``size`` bytes of ``path``, decompressed."""
+    with fasta_errors(path), gzip.open(path, "rb") if bgzf else open(path, "rb") as handle:
+        return handle.read(size)
+
+
+def _check_bgzf_complete(path: Path) -> None:
+    """ValueError unless ``path`` ends with the BGZF end-of-file block (a cut file does not)."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        handle.seek(max(0, size - len(_BGZF_EOF)))
+        tail = handle.read()
+    if tail != _BGZF_EOF:
+        raise ValueError(
+            f"{path}: {CORRUPT_GZIP_ADVICE} (it does not end with the BGZF end-of-file block)"
+        )
+
+
+# ----------------------------------------------------------------- is an index current?
+
+# An index is checked against the file's layout, not merely its mtime: `cp -p` and `rsync -a`
+# give a replaced FASTA its old mtime, and a stale index then reads the wrong bases. Every
+# record (at most _MAX_RECORDS_CHECKED of them, evenly spread) must have its '>name' header
+# line right before its offset, its first, middle and last lines of the indexed widths, and
+# after the last record nothing but blank lines may follow. For BGZF the .gzi's blocks must
+# be the file's. A handful of small reads; any mismatch means the index is rebuilt.
+_MAX_RECORDS_CHECKED = 2000
+_MAX_GAP = 1 << 20  # at most this many bytes between records (header lines) or after the last
+
+
+class _Uncompressed:
+    """Bytes of a FASTA by uncompressed offset: the file itself, or a BGZF file through its
+    .gzi (pairs of compressed and uncompressed block starts, every block but the first)."""
+
+    def __init__(self, path: Path, gzi: Path | None) -> None:
+        self.handle = open(path, "rb")  # noqa: SIM115 (closed by close())
+        self.reader = None
+        try:
+            if gzi is None:
+                self.size = os.fstat(self.handle.fileno()).st_size
+                return
+            from Bio import bgzf
+
+            raw = gzi.read_bytes()
+            (count,) = struct.unpack_from("<Q", raw)
+            if len(raw) != 8 + 16 * count:
+                raise ValueError(f"{gzi} is not a .gzi index")
+            pairs = struct.unpack_from(f"<{2 * count}Q", raw, 8)
+            self.blocks = [(0, 0), *zip(pairs[::2], pairs[1::2], strict=True)]
+            self.starts = [u for _, u in self.blocks]
+            if any(a >= b for a, b in zip(self.blocks, self.blocks[1:], strict=False)):
+                raise ValueError(f"{gzi}: blocks out of order")
+            self.size = self._bgzf_size()
+            self.reader = bgzf.BgzfReader(fileobj=self.handle, mode="rb")
+        except BaseException:
+            self.handle.close()
+            raise
+
+    def _block(self, cstart: int) -> tuple[int, int]:
+        """(compressed end, uncompressed size) of the BGZF block at ``cstart``."""
+        self.handle.seek(cstart)
+        header = self.handle.read(12)
+        if len(header) < 12 or header[:4] != b"\x1f\x8b\x08\x04":
+            raise ValueError(f"no BGZF block at {cstart}")
+        (xlen,) = struct.unpack("<H", header[10:12])
+        extra, i, bsize = self.handle.read(xlen), 0, None
+        while i + 4 <= len(extra):
+            (slen,) = struct.unpack("<H", extra[i + 2 : i + 4])
+            if extra[i : i + 2] == b"BC" and slen == 2:
+                (bsize,) = struct.unpack("<H", extra[i + 4 : i + 6])
+            i += 4 + slen
+        if bsize is None:
+            raise ValueError(f"no BGZF block at {cstart}")
+        end = cstart + bsize + 1
+        self.handle.seek(end - 4)
+        (isize,) = struct.unpack("<I", self.handle.read(4))
+        return end, isize
+
+    def _bgzf_size(self) -> int:
+        """The uncompressed size; ValueError unless the .gzi's blocks are the file's."""
+        file_size = os.fstat(self.handle.fileno()).st_size
+        spread = max(1, len(self.blocks) // 64)
+        for i in range(0, len(self.blocks) - 1, spread):  # a sample of the blocks follow on
+            end, isize = self._block(self.blocks[i][0])
+            if (end, self.blocks[i][1] + isize) != self.blocks[i + 1]:
+                raise ValueError("the .gzi does not list this file's blocks")
+        cstart, ustart = self.blocks[-1]
+        end, isize = self._block(cstart)
+        if end == file_size and isize == 0:  # the index lists the end-of-file block too
+            return ustart
+        if end + len(_BGZF_EOF) == file_size:
+            return ustart + isize
+        raise ValueError("the .gzi's last block is not the file's")
+
+    def read(self, offset: int, n: int) -> bytes:
+        if n <= 0:
+            return b""
+        if self.reader is None:
+            self.handle.seek(offset)
+            return self.handle.read(n)
+        from Bio import bgzf
+
+        cstart, ustart = self.blocks[bisect.bisect_right(self.starts, offset) - 1]
+        self.reader.seek(bgzf.make_virtual_offset(cstart, offset - ustart))
+        return self.reader.read(n)
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _fai_rows(fai: Path) -> list[tuple[str, int, int, int, int]]:
+    """(name, length, offset, bases per line, bytes per line) of every .fai line."""
+    rows = []
+    for line in fai.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            name, length, offset, bases, width = line.split("\t")
+            rows.append((name, int(length), int(offset), int(bases), int(width)))
+    return rows
+
+
+def _record_end(length: int, offset: int, bases: int, width: int) -> int:
+    """Where a record's bytes end (after its last line break), as pyfaidx computes it."""
+    return offset + length + (math.ceil(length / bases) * (width - bases) if bases else 0)
+
+
+def _header_fits(gap: bytes, name: str) -> bool:
+    """Whether the bytes between two records are blank/';' lines, then the '>' header of
+    ``name``, ending with its line break."""
+    lines = gap.decode("utf-8").splitlines()
+    if not gap.endswith(b"\n") or not lines or not lines[-1].startswith(">"):
+        return False
+    words = lines[-1][1:].split()
+    return (
+        bool(words)
+        and words[0] == name
+        and all(not line.strip() or line.startswith(";") for line in lines[:-1])
+    )
+
+
+def _lines_fit(data: _Uncompressed, length: int, offset: int, bases: int, width: int) -> bool:
+    """Whether the first, middle and last lines of a record have the indexed widths."""
+    if length == 0:
+        return True
+    if bases < 1 or width <= bases:
+        return False
+    lines = math.ceil(length / bases)
+    for k in sorted({0, lines // 2, lines - 1}):
+        start = offset + k * width
+        chars = bases if k < lines - 1 else length - k * bases
+        chunk = data.read(start, chars + width - bases)
+        text, newline = chunk[:chars], chunk[chars:]
+        if len(text) != chars or any(c in text for c in b"\r\n>"):
+            return False
+        at_end = start + chars == data.size and k == lines - 1
+        if newline not in (b"\n", b"\r\n")[: width - bases] and not (at_end and not newline):
+            return False
+    return True
+
+
+def _index_matches(fasta: Path, fai: Path, gzi: Path | None) -> bool:
+    """Whether ``fai`` (and for BGZF ``gzi``) describe ``fasta`` as it is now (see above)."""
+    if not fai.is_file() or (gzi is not None and not gzi.is_file()):
+        return False
+    try:
+        rows = _fai_rows(fai)
+        data = _Uncompressed(fasta, gzi)
+    except (OSError, ValueError, struct.error):
+        return False
+    try:
+        ends = [_record_end(*row[1:]) for row in rows]
+        starts = [0, *ends[:-1]]  # where each record's header line may begin
+        if not rows or any(row[2] < start for row, start in zip(rows, starts, strict=True)):
+            return False
+        spread = max(1, len(rows) // _MAX_RECORDS_CHECKED)
+        for i in sorted({*range(0, len(rows), spread), len(rows) - 1}):
+            name, length, offset, bases, width = rows[i]
+            gap = offset - starts[i]
+            if gap > _MAX_GAP or not _header_fits(data.read(starts[i], gap), name):
+                return False
+            if not _lines_fit(data, length, offset, bases, width):
+                return False
+        last_break = rows[-1][4] - rows[-1][3]
+        tail = data.size - ends[-1]
+        if not -last_break <= tail <= _MAX_GAP:  # a file may lack its final line break
+            return False
+        return not data.read(ends[-1], tail).strip()
+    except (OSError, ValueError, EOFError, struct.error, zlib.error):
+        return False
+    finally:
+        data.close()
+
+
+def _remove_index(fai: Path, gzi: Path | None) -> None:
+    for path in (fai, gzi):
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------- where the index goes
+
+
 def _dir_is_writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK)
 
@@ -69,15 +342,42 @@ def _is_fresh(index: Path, fasta: Path) -> bool:
 
 
 def index_paths(fasta: Path, bgzf: bool, cache_dir: str | os.PathLike | None) -> tuple[Path, Path]:
-    """Where the ``.fai`` and ``.gzi`` of ``fasta`` live (see the module docstring)."""
+    """Where the ``.fai`` and ``.gzi`` of ``fasta`` live (see the module docstring). An index
+    there that does not describe the file as it is now (``_index_matches``) is removed, so that
+    pyfaidx builds it afresh; where the FASTA's folder is read-only, the cache folder's."""
     beside = (Path(f"{fasta}.fai"), Path(f"{fasta}.gzi"))
+    current = _index_matches(fasta, beside[0], beside[1] if bgzf else None)
+    # pyfaidx rebuilds an index older than the FASTA, so a read-only one must be newer too.
     fresh = _is_fresh(beside[0], fasta) and (not bgzf or _is_fresh(beside[1], fasta))
-    if fresh or _dir_is_writable(fasta.parent):
+    if current and fresh:
+        return beside
+    if _dir_is_writable(fasta.parent):
+        if not current:
+            _remove_index(beside[0], beside[1] if bgzf else None)
         return beside
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        writable = _dir_is_writable(folder)
+    except OSError as err:
+        writable, reason = False, err.strerror or str(err)
+    else:
+        reason = "not writable"
+    if not writable:
+        if cache_dir is not None:
+            source = "data.cache_dir"
+        else:
+            source = f"${CACHE_ENV_VAR}" if os.environ.get(CACHE_ENV_VAR) else "the default"
+        raise PermissionError(
+            f"cannot index {fasta}: its folder is read-only, so the index goes to the cache "
+            f"folder {folder} ({source}), which cannot be used: {reason}. Point data.cache_dir "
+            f"(or ${CACHE_ENV_VAR}) at a writable folder for the index"
+        )
     tag = hashlib.sha256(str(fasta.resolve()).encode()).hexdigest()[:16]
-    return folder / f"{tag}-{fasta.name}.fai", folder / f"{tag}-{fasta.name}.gzi"
+    cached = (folder / f"{tag}-{fasta.name}.fai", folder / f"{tag}-{fasta.name}.gzi")
+    if not _index_matches(fasta, cached[0], cached[1] if bgzf else None):
+        _remove_index(cached[0], cached[1] if bgzf else None)
+    return cached
 
 
 class Genome:
@@ -105,6 +405,9 @@ class Genome:
                 f"contents are {'plain text' if gz_name else 'BGZF'}; rename it so that BGZF "
                 "files end in .gz and plain FASTA files do not"
             )
+        if kind == "bgzf":
+            _check_bgzf_complete(self.path)
+        check_fasta_start(self.path, _fasta_head(self.path, kind == "bgzf"))
         self._fai, self._gzi = index_paths(self.path, kind == "bgzf", cache_dir)
         self._handle: pyfaidx.Fasta | None = None
         self._pid: int | None = None
@@ -132,10 +435,20 @@ class Genome:
                 )
             except pyfaidx.FastaIndexingError as err:
                 raise ValueError(f"malformed FASTA {self.path}: {err}") from None
-            except ValueError as err:  # pyfaidx reports duplicate record names this way
+            except UnicodeDecodeError as err:
                 raise ValueError(
-                    f"malformed FASTA {self.path}: {err}; record names (the first word after "
-                    "'>') must be unique"
+                    f"{self.path} is not a FASTA file: it holds binary data ({err.reason}); give "
+                    "a text FASTA file ('>name' header lines, then bases), plain or bgzip'd"
+                ) from None
+            except _GZIP_ERRORS as err:
+                raise ValueError(
+                    f"{self.path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
+                ) from None
+            except ValueError as err:
+                hint = "record names (the first word after '>') must be unique"
+                duplicate = str(err).startswith("Duplicate key")  # pyfaidx's words for it
+                raise ValueError(
+                    f"malformed FASTA {self.path}: {err}" + (f"; {hint}" if duplicate else "")
                 ) from None
             self._pid = os.getpid()
         return self._handle
@@ -163,7 +476,12 @@ class Genome:
             raise IndexError(
                 f"interval [{start}, {end}) is outside {name!r} (length {self.lengths[name]})"
             )
-        return self._open()[name][start:end]
+        try:
+            return self._open()[name][start:end]
+        except _GZIP_ERRORS as err:  # a block damaged after the index was built
+            raise ValueError(
+                f"{self.path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
+            ) from None
 
     def close(self) -> None:
         if self._handle is not None:

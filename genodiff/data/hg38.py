@@ -23,6 +23,7 @@ would produce a negative start).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -33,6 +34,9 @@ from genodiff.data.genome import Genome
 from genodiff.data.windows import SPLITS, GenomeWindowDataset, Window
 
 MAX_ALLOWED_LENGTH = 2**20  # every BED row is extended to this many bases
+
+
+_ASCII_INTEGER = re.compile(r"[0-9]+")
 
 
 class BedRow(NamedTuple):
@@ -47,23 +51,30 @@ def read_bed(path: str | os.PathLike) -> list[BedRow]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"BED file not found: {path}")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path} is not a text BED file (byte {err.start} is not UTF-8); give the "
+            "4-column split BED (chrom, start, end, split), uncompressed"
+        ) from None
     rows = []
-    with open(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip() or line.startswith(("#", "track", "browser")):
-                continue
-            fields = line.split()
-            where = f"{path}, line {lineno}"
-            if len(fields) != 4:
-                raise ValueError(
-                    f"{where}: expected 4 columns (chrom, start, end, split), got {len(fields)}"
-                )
-            chrom, start, end, split = fields
-            if not (start.isdigit() and end.isdigit()) or int(start) >= int(end):
-                raise ValueError(f"{where}: start/end must be integers with start < end")
-            if split not in SPLITS:
-                raise ValueError(f"{where}: split must be one of {SPLITS}, got {split!r}")
-            rows.append(BedRow(chrom, int(start), int(end), split))
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith(("#", "track", "browser")):
+            continue
+        fields = line.split()
+        where = f"{path}, line {lineno}"
+        if len(fields) != 4:
+            raise ValueError(
+                f"{where}: expected 4 columns (chrom, start, end, split), got {len(fields)}"
+            )
+        chrom, start, end, split = fields
+        integers = _ASCII_INTEGER.fullmatch(start) and _ASCII_INTEGER.fullmatch(end)
+        if not integers or int(start) >= int(end):
+            raise ValueError(f"{where}: start/end must be integers with start < end")
+        if split not in SPLITS:
+            raise ValueError(f"{where}: split must be one of {SPLITS}, got {split!r}")
+        rows.append(BedRow(chrom, int(start), int(end), split))
     if not rows:
         raise ValueError(f"{path} holds no BED rows")
     return rows

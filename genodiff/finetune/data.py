@@ -108,7 +108,13 @@ def _read_split(
         if not paths:
             raise ValueError(f"class folder {split_dir / name} has no .txt files")
         for path in paths:
-            text = path.read_text().strip()
+            try:
+                text = path.read_bytes().decode("ascii").strip()
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"{path}: byte {err.start} is not an ASCII letter; a benchmark file holds "
+                    "one DNA sequence as plain text"
+                ) from None
             if not text:
                 raise ValueError(f"{path} holds no sequence (empty file)")
             try:
@@ -146,6 +152,12 @@ def load_task(
         )
     length = max_length or TASK_MAX_LENGTH.get(task)
     read = {s: _read_split(folder / s, train_classes, length, tokenizer) for s in SPLITS}
+    if len(train_classes) < 2:
+        raise ValueError(
+            f"task {task!r} has {len(train_classes)} class ({', '.join(train_classes)}): a "
+            f"classification task needs at least two classes, one sub-folder of .txt files "
+            f"each under {folder / 'train'} and {folder / 'test'}"
+        )
     if length is None:
         length = max(len(ids) for seqs, _, _ in read.values() for ids in seqs)
     splits = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -12,14 +11,15 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from genodiff.finetune.classifier import SequenceClassifier
 from genodiff.finetune.config import FinetuneOptimConfig
-from genodiff.training import adamw_with_cosine
+from genodiff.training import RandomStateInCheckpoints, adamw_with_cosine
 
 
-class ClassifierModule(L.LightningModule):
+class ClassifierModule(RandomStateInCheckpoints):
     """Trains ``classifier`` with cross-entropy; logs ``train/loss``, ``val/acc``, ``test/acc``.
 
     With ``rc_aug`` each training sequence is replaced by its reverse complement with
-    probability 1/2 (torch's global RNG, seeded per fold). Test predictions are kept in
+    probability 1/2 (torch's global RNG, seeded per fold; its state is in every checkpoint, so a
+    resumed fold draws what an uninterrupted one would). Test predictions are kept in
     ``test_predictions`` (N,) and ``test_labels`` (N,) for scikit-learn metrics, and the mean
     test cross-entropy in ``test_loss``.
     """

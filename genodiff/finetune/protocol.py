@@ -11,8 +11,11 @@ split. Per task the sweep point with the best mean validation accuracy over the 
 reported.
 
 Each run writes ``<output_dir>/runs/<task>/<lr>_<bs>/fold<k>/result.json`` when it finishes; a
-re-run skips runs that have it and restarts unfinished ones from scratch (a fold is
-deterministic given its seed, so the table is the same as without the interruption).
+re-run skips runs that have it. A fold writes ``checkpoints/last.ckpt`` (atomically) after every
+epoch's validation; a re-run resumes an unfinished fold from it (weights, optimizer, schedule,
+early-stopping state, the best checkpoint so far, the random state and the epoch's data order)
+and restarts a fold without one from scratch, so the table is the same as without the
+interruption.
 """
 
 from __future__ import annotations
@@ -28,8 +31,7 @@ from typing import Any
 
 import lightning as L
 import numpy as np
-import torch
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
@@ -37,12 +39,15 @@ from sklearn.model_selection import StratifiedKFold
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from genodiff.checkpoint_io import AtomicCheckpointIO, is_loadable
 from genodiff.config import ConfigError
+from genodiff.data.loaders import EpochShuffleSampler
 from genodiff.finetune.classifier import SequenceClassifier, load_backbone
 from genodiff.finetune.config import FinetuneOptimConfig
 from genodiff.finetune.data import GENOMIC_BENCHMARKS, TaskData, load_task
 from genodiff.finetune.module import ClassifierModule
-from genodiff.training import trainer_kwargs
+from genodiff.run_folder import CHECKPOINT_FOLDER, LAST
+from genodiff.training import LatestCheckpoint, trainer_kwargs
 
 RESULT_FILE = "result.json"
 
@@ -89,14 +94,15 @@ class FoldProgressBar(TQDMProgressBar):
 
 
 def _loader(task: TaskData, split: str, index: np.ndarray | None, batch: int, seed: int | None):
+    """Batches of ``split`` (rows ``index``); shuffled per epoch from ``(seed, epoch)`` when a
+    seed is given, so a fold resumed at an epoch sees that epoch's order."""
     data = getattr(task, split)
     ids, labels = data.ids, data.labels
     if index is not None:
         ids, labels = ids[index], labels[index]
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
-    return DataLoader(
-        TensorDataset(ids, labels), batch_size=batch, shuffle=seed is not None, generator=generator
-    )
+    dataset = TensorDataset(ids, labels)
+    sampler = None if seed is None else EpochShuffleSampler(dataset, seed)
+    return DataLoader(dataset, batch_size=batch, sampler=sampler)
 
 
 def run_fold(
@@ -109,7 +115,12 @@ def run_fold(
 ) -> dict[str, Any]:
     """Fine-tune, select on validation accuracy, score on test; returns the result record."""
     folder = run.folder(Path(cfg.output_dir))
-    shutil.rmtree(folder, ignore_errors=True)  # leftovers of an interrupted run
+    resume = folder / CHECKPOINT_FOLDER / LAST
+    if is_loadable(resume):
+        print(f"genodiff finetune: {prefix}: resuming from {resume}")
+    else:  # leftovers of a run interrupted before its first checkpoint
+        resume = None
+        shutil.rmtree(folder, ignore_errors=True)
     start_wall, start_cpu = time.perf_counter(), time.process_time()
     seed = int(cfg.seed) + run.fold
     L.seed_everything(seed, workers=True, verbose=False)
@@ -125,13 +136,8 @@ def run_fold(
     module = ClassifierModule(classifier, run.lr, optim, c.rc_aug)
 
     train_idx, val_idx = split
-    checkpoint = ModelCheckpoint(
-        dirpath=folder / "checkpoints",
-        filename="best-epoch{epoch}",
-        auto_insert_metric_name=False,
-        monitor="val/acc",
-        mode="max",
-        save_top_k=1,
+    checkpoint = LatestCheckpoint(
+        folder / CHECKPOINT_FOLDER, monitor="val/acc", mode="max", filename="best-epoch{epoch}"
     )
     es = cfg.early_stopping
     stopper = EarlyStopping("val/acc", min_delta=es.min_delta, patience=es.patience, mode="max")
@@ -143,6 +149,7 @@ def run_fold(
         default_root_dir=folder,
         logger=CSVLogger(folder, name="logs"),
         callbacks=callbacks,
+        plugins=[AtomicCheckpointIO()],
         enable_model_summary=False,
         **kwargs,
     )
@@ -150,12 +157,13 @@ def run_fold(
         module,
         train_dataloaders=_loader(task, "train", train_idx, run.batch_size, seed),
         val_dataloaders=_loader(task, "train", val_idx, run.batch_size, None),
+        ckpt_path=resume,
     )
     best = checkpoint.best_model_path
     trainer.test(module, _loader(task, "test", None, run.batch_size, None), best, verbose=False)
     predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
     if not cfg.keep_checkpoints:
-        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+        shutil.rmtree(folder / CHECKPOINT_FOLDER, ignore_errors=True)
     record = {
         "task": run.task,
         "fold": run.fold,
@@ -212,10 +220,10 @@ def run_benchmark(cfg: DictConfig) -> dict[str, Any]:
     ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}``."""
     output_dir = Path(cfg.output_dir)
     _check_resume(cfg, output_dir)
+    pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None  # fails before writes
     output_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, output_dir / "config.yaml")
     tasks = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
-    pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
     results = {}
     for t, name in enumerate(tasks, 1):
         task = load_task(cfg.benchmark.root, name, cfg.benchmark.max_length, cfg.benchmark.download)

@@ -167,6 +167,10 @@ def evaluate_sample_files(
     device: str | None = None,
 ) -> SampleQuality:
     """``evaluate_samples`` on FASTA files (see ``genodiff.metrics.sequences.read_sequences``)."""
+    if ar_checkpoint is not None:  # a bad --device fails now, not after the other metrics
+        from genodiff.devices import resolve_device
+
+        resolve_device(device)
     quality = evaluate_samples(
         read_sequences(samples),
         read_sequences(reference),

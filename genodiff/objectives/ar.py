@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.objectives.base import Objective
+from genodiff.objectives.base import BatchShard, Objective
 from genodiff.registry import register_objective
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen
 
@@ -82,13 +82,25 @@ def check_causal(model: nn.Module, bos_id: int, token_ids: Sequence[int]) -> Non
 
 @register_objective("ar")
 class AR(Objective):
-    """Next-token cross-entropy on causal backbones; ``loss`` is the exact NLL."""
+    """Next-token cross-entropy on causal backbones; ``loss`` is the exact NLL.
+
+    ``eval_t_samples`` is accepted so that an experiment written for a diffusion objective
+    (``configs/demo.yaml`` sets it) can switch to ``objective=ar``; it has no effect: the loss
+    is deterministic, so one pass over a held-out window is exact.
+    """
 
     samplers = ("ancestral",)
     exact_likelihood = True
     eval_t_samples = 1  # deterministic: no noise to average over
+    causal_backbone = True
 
-    def __init__(self, bos_id: int | None, pad_id: int, sample_ids: Sequence[int]) -> None:
+    def __init__(
+        self,
+        bos_id: int | None,
+        pad_id: int,
+        sample_ids: Sequence[int],
+        eval_t_samples: int = 1,
+    ) -> None:
         if bos_id is None:
             raise ValueError(
                 "objective 'ar' feeds [BOS] before the first token, but the tokenizer has no "
@@ -107,11 +119,15 @@ class AR(Objective):
         return torch.cat([bos, input_ids[:, :-1]], dim=1)
 
     def loss(
-        self, model: nn.Module, input_ids: Tensor, generator: torch.Generator | None = None
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NLL summed over its non-[PAD] tokens in nats (B,), their count (B,)).
 
-        ``generator`` is unused: the loss is deterministic.
+        ``generator`` and ``shard`` are unused: the loss is deterministic.
         """
         check_causal(model, self.bos_id, self.sample_ids)
         log_p = model(self.shifted(input_ids)).float().log_softmax(dim=-1)  # (B, L, V)

@@ -8,11 +8,32 @@ backbone; parameter-free objectives (MDLM, SEDD, D3PM, AR) simply hold none.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from genodiff.sampling import SampleRequest
+
+
+@dataclass(frozen=True)
+class BatchShard:
+    """This process's rows ``start : start + B`` of a global batch of ``total`` rows (data-parallel
+    training). An objective draws its noise for all ``total`` rows, from a generator in the same
+    state on every process, and keeps these rows, so N processes x batch b draw exactly the noise
+    that one process x batch N*b draws."""
+
+    start: int
+    total: int
+
+
+def shard_rows(shard: BatchShard | None, batch: int) -> tuple[int, slice]:
+    """(the number of rows to draw noise for, the slice of them that ``batch`` rows are)."""
+    if shard is None:
+        return batch, slice(0, batch)
+    if shard.start < 0 or shard.start + batch > shard.total:
+        raise ValueError(f"rows {shard.start}:{shard.start + batch} lie outside {shard}")
+    return shard.total, slice(shard.start, shard.start + batch)
 
 
 class Objective(nn.Module, ABC):
@@ -24,14 +45,26 @@ class Objective(nn.Module, ABC):
     exact_likelihood: bool = False
     #: Noise draws per held-out sequence when evaluating (set by configs that have it).
     eval_t_samples: int = 1
+    #: What the objective needs of the backbone's ``capabilities.causal``: False for diffusion
+    #: (a masked position is predicted from the context on both sides), True for next-token
+    #: prediction, None when either works. Checked before training (``training.py``).
+    causal_backbone: bool | None = False
+    #: Allowed ranges of constructor arguments, checked when a config is loaded
+    #: (``genodiff.config_values``); merged with a subclass's own table.
+    config_ranges: dict[str, str] = {"eval_t_samples": ">=1"}
 
     @abstractmethod
     def loss(
-        self, model: nn.Module, input_ids: Tensor, generator: torch.Generator | None = None
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its scored tokens in nats (B,), scored tokens (B,)).
 
-        ``input_ids`` is (B, L); [PAD] positions are neither corrupted nor scored.
+        ``input_ids`` is (B, L); [PAD] positions are neither corrupted nor scored. ``shard``
+        places the batch in a data-parallel global batch (see ``BatchShard``).
         """
 
     @abstractmethod

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from genodiff.objectives.base import BatchShard
 from genodiff.objectives.mdlm import MDLM
 from genodiff.registry import register_objective
 
@@ -70,10 +71,14 @@ class D3PM(MDLM):
         self.hybrid_lambda = hybrid_lambda
 
     def loss(
-        self, model: nn.Module, input_ids: Tensor, generator: torch.Generator | None = None
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(NELBO (B,) [+ hybrid_lambda * CE (B,) in training mode], scored tokens (B,))."""
-        t, masked = self.draw_noise(input_ids, generator)
+        t, masked = self.draw_noise(input_ids, generator, shard)
         nelbo, cross_entropy = self.nelbo_terms(model, input_ids, t, masked)  # (B,), (B,)
         if self.training and self.hybrid_lambda > 0:
             nelbo = nelbo + self.hybrid_lambda * cross_entropy

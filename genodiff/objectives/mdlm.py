@@ -46,7 +46,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from genodiff.objectives.base import Objective
+from genodiff.objectives.base import BatchShard, Objective, shard_rows
 from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS, sample_masked
@@ -223,24 +223,34 @@ class MDLM(Objective):
         return nelbo, cross_entropy
 
     def draw_noise(
-        self, input_ids: Tensor, generator: torch.Generator | None = None
+        self,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Times t (B,) and masked positions (B, L); [PAD] positions are never masked."""
+        """Times t (B,) and masked positions (B, L); [PAD] positions are never masked. With a
+        ``shard``, both are drawn for the global batch and our rows kept."""
         batch, length = input_ids.shape
-        t = self.sample_t(batch, input_ids.device, generator)  # (B,)
-        draw = torch.rand(batch, length, device=input_ids.device, generator=generator)
+        total, rows = shard_rows(shard, batch)
+        device = input_ids.device
+        t = self.sample_t(total, device, generator)[rows]  # (B,)
+        draw = torch.rand(total, length, device=device, generator=generator)[rows]  # (B, L)
         p_t = self.schedule.mask_probability(t.double()).to(draw.dtype)  # (B,)
         masked = (draw < p_t[:, None]) & (input_ids != self.pad_id)  # (B, L)
         return t, masked
 
     def loss(
-        self, model: nn.Module, input_ids: Tensor, generator: torch.Generator | None = None
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its tokens in nats (B,), scored tokens (B,)).
 
         Positions holding [PAD] (N bases, padding) are never masked and never scored.
         """
-        t, masked = self.draw_noise(input_ids, generator)
+        t, masked = self.draw_noise(input_ids, generator, shard)
         nelbo, _ = self.nelbo_terms(model, input_ids, t, masked)
         return nelbo, (input_ids != self.pad_id).sum(dim=-1)
 
@@ -249,3 +259,16 @@ class MDLM(Objective):
         self, model: nn.Module, request: SampleRequest, generator: torch.Generator | None = None
     ) -> Tensor:
         return sample_masked(self, model, request, generator)
+
+    def sampler_name(self, request: SampleRequest) -> str:
+        """As ``Objective.sampler_name``, and ValueError for the cached sampler with time
+        conditioning, before any sampling (``genodiff train`` checks it before training)."""
+        name = super().sampler_name(request)
+        if name == "cached" and self.time_conditioning:
+            raise ValueError(
+                "sampler 'cached' needs a model without time conditioning: it reuses x_theta "
+                "while a sequence is unchanged, and with objective.time_conditioning=true the "
+                "prediction changes with t at every step. Choose the ancestral or first-hitting "
+                "sampler (samples.sampler= / --sampler)"
+            )
+        return name

@@ -38,10 +38,10 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.objectives.base import Objective
+from genodiff.objectives.base import BatchShard, Objective, shard_rows
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.registry import register_objective
-from genodiff.sampling import SampleRequest, sample_categorical, sharpen
+from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
 
 _FOURIER_FEATURES = 32  # frequencies exp(linspace(-5, 5)) of gamma; sin and cos of each
 
@@ -174,7 +174,11 @@ class Plaid(Objective):
         return self.predict(model, z, gamma, x_self)
 
     def loss(
-        self, model: nn.Module, input_ids: Tensor, generator: torch.Generator | None = None
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its scored tokens in nats (B,), scored tokens (B,))."""
         self._check_backbone(model)
@@ -183,13 +187,15 @@ class Plaid(Objective):
         scored = input_ids != self.pad_id  # (B, L)
         k = self._categories(input_ids)  # (B, L)
         e = torch.where(scored[..., None], self.embeddings()[k], 0.0)  # (B, L, D)
-        at = self.schedule(self.sample_t(batch, device, generator))  # (B,) each
+        total, rows = shard_rows(shard, batch)  # noise for the global batch, our rows kept
+        at = self.schedule(self.sample_t(total, device, generator)[rows])  # (B,) each
         gamma_0, gamma_1 = self.schedule.endpoints()
         gamma = torch.cat([at.gamma, gamma_0.expand(batch)])  # (2B,): t, then t = 0
-        noise = torch.randn(2 * batch, length, self.embed_dim, device=device, generator=generator)
+        noise = torch.randn(2, total, length, self.embed_dim, device=device, generator=generator)
+        noise = noise[:, rows].reshape(2 * batch, length, self.embed_dim)  # (2B, L, D)
         z = self._noised(torch.cat([e, e]), gamma, noise)  # (2B, L, D)
         if self.training:
-            draw = torch.rand(2 * batch, device=device, generator=generator)
+            draw = torch.rand(2, total, device=device, generator=generator)[:, rows].reshape(-1)
             self_cond = draw < 0.5
         else:
             self_cond = torch.ones(2 * batch, dtype=torch.bool, device=device)
@@ -237,8 +243,7 @@ class Plaid(Objective):
             return torch.where(given[..., None], self._noised(e_given, gamma, randn()), z)
 
         z, x_self = randn(), torch.zeros(n, length, dim, device=device)
-        times = torch.linspace(1.0, 0.0, request.steps + 1, dtype=torch.float64, device=device)
-        for t, s in zip(times[:-1], times[1:], strict=True):
+        for t, s in time_grid(1.0, 0.0, request.steps, device):
             gamma_t, gamma_s = self.schedule(t.expand(n)).gamma, self.schedule(s.expand(n)).gamma
             z = hold(z, gamma_t)
             _, x_hat = self.predict(model, z, gamma_t, x_self)  # (n, L, D)

@@ -43,9 +43,10 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from genodiff.objectives.base import BatchShard
 from genodiff.objectives.mdlm import MAX_CONDITIONING_SIGMA, MDLM, NEG_INF
 from genodiff.registry import register_objective
-from genodiff.sampling import SampleRequest, sample_categorical, sharpen
+from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
 
 
 @register_objective("sedd")
@@ -98,14 +99,18 @@ class SEDD(MDLM):
         return log_score.index_fill(-1, mask_column, NEG_INF)
 
     def loss(
-        self, model: nn.Module, input_ids: Tensor, generator: torch.Generator | None = None
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (score-entropy NELBO summed over its tokens (B,), scored tokens (B,)).
 
         Draws t and the mask with MDLM's ``draw_noise``, so both see identical corruptions for
         the same generator state. [PAD] positions are never masked and never scored.
         """
-        t, masked = self.draw_noise(input_ids, generator)  # (B,), (B, L)
+        t, masked = self.draw_noise(input_ids, generator, shard)  # (B,), (B, L)
         sigma = self.schedule.sigma(t)  # (B,)
         x_t = input_ids.masked_fill(masked, self.mask_id)
         log_score = self.log_score(model, x_t, t)  # (B, L, V)
@@ -159,8 +164,7 @@ class SEDD(MDLM):
         device = next(model.parameters()).device
         n = request.num_samples
         x, given = request.canvas(self.mask_id, device)  # (n, L), (n, L)
-        times = torch.linspace(1.0, self.sampling_eps, request.steps + 1, dtype=torch.float64)
-        for t, s in zip(times[:-1], times[1:], strict=True):
+        for t, s in time_grid(1.0, self.sampling_eps, request.steps):
             masked = (x == self.mask_id) & ~given  # (n, L)
             if not masked.any():
                 break

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from genodiff.sampling import SampleRequest, sample_categorical, sharpen
+from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
 
 
 class MaskedDiffusion(Protocol):
@@ -90,10 +90,9 @@ def unmask(
     """
     n = x.shape[0]
     x = x.clone()
-    times = torch.linspace(1.0, objective.sampling_eps, request.steps + 1, dtype=torch.float64)
     log_p = None  # (n, L, V): x_theta of each row's latest network call
     stale = torch.ones(n, dtype=torch.bool, device=x.device)  # rows needing a network call
-    for t, s in zip(times[:-1], times[1:], strict=True):
+    for t, s in time_grid(1.0, objective.sampling_eps, request.steps):
         masked = (x == objective.mask_id) & ~given  # (n, L)
         if not masked.any():
             break

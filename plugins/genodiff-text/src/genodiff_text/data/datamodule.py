@@ -37,16 +37,16 @@ seeded by ``(seed, epoch)``, so a run is reproducible for any ``num_workers``.
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import Dataset
 
 from genodiff.data.base import DataModule
+from genodiff.data.loaders import SharedLoaders
 from genodiff_text.data import lm1b
 from genodiff_text.data.text_files import count_lines, read_lines
 
@@ -220,35 +220,10 @@ class BlockDataset(_TextDataset):
         return f"block {index} ({lines.where(first)} - {lines.where(last)})"
 
 
-class EpochShuffleSampler(Sampler[int]):
-    """A random permutation per epoch from a torch.Generator seeded by ``(seed, epoch)``."""
-
-    def __init__(self, dataset: _TextDataset, seed: int) -> None:
-        self.dataset, self.seed, self.epoch = dataset, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.dataset.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __iter__(self) -> Iterator[int]:
-        seed = int(np.random.SeedSequence((self.seed, self.epoch)).generate_state(1)[0])
-        generator = torch.Generator().manual_seed(seed)
-        yield from torch.randperm(len(self.dataset), generator=generator).tolist()
-
-
-def _seed_worker(worker_id: int) -> None:
-    seed = torch.initial_seed() % 2**32
-    np.random.seed(seed)
-    random.seed(seed)
-
-
 # ---------------------------------------------------------------------- the data module
 
 
-class TextDataModule(DataModule):
+class TextDataModule(SharedLoaders, DataModule):
     """Sentences of a text file or LM1B (see the module docstring for every key)."""
 
     domain = "text"
@@ -421,24 +396,3 @@ class TextDataModule(DataModule):
                 "text"
             )
         return dataset
-
-    def _loader(self, dataset: Dataset, batch_size: int, sampler: Sampler | None) -> DataLoader:
-        return DataLoader(
-            dataset,
-            batch_size=batch_size,
-            sampler=sampler,
-            num_workers=self.num_workers,
-            worker_init_fn=_seed_worker,
-            generator=torch.Generator().manual_seed(self.seed),
-            persistent_workers=False,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        dataset = self._get("train")
-        return self._loader(dataset, self.batch_size, EpochShuffleSampler(dataset, self.seed))
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self._get("valid"), self.eval_batch_size, None)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self._get("test"), self.eval_batch_size, None)
