@@ -301,6 +301,7 @@ def test_a_read_only_fasta_folder_with_an_unusable_cache_says_data_cache_dir(
         assert code == 2
         line = error_line(err)
         assert str(fasta) in line and "data.cache_dir" in line and "writable folder" in line
+        assert not (tmp_path / "out").exists()  # refused before anything was written
         cache = tmp_path / "cache"
         indexed = genome.Genome(fasta, cache_dir=cache)
         assert indexed.lengths == {"chr1": 8000} and list(cache.glob("*-x.fa.fai"))

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from genodiff import cli
+from genodiff.config import load_config
 from genodiff.data.loaders import EpochShuffleSampler, HeldoutShard
 from genodiff.finetune.classifier import load_backbone
 from tests.test_cli import DEMO, ROOT, read_metrics
@@ -172,3 +173,18 @@ def test_heldout_shards_cover_every_window_once_and_pad_the_last_batch():
     assert sorted(r for r in rows if r != pad) == list(range(11))
     assert rows.count(pad) == 2 * world * batch - 11
     assert [shards[r][2]["input_ids"][0].item() for r in range(world)] == [6, 8, 10]
+
+
+def test_trainer_groups_for_several_processes(tmp_path, capsys):
+    ddp = load_config(DEMO, ["trainer=ddp"]).trainer
+    assert (ddp.strategy, ddp.devices, ddp.num_nodes) == ("ddp", "auto", 1)
+    assert ddp.accumulate_grad_batches == 8 and ddp.check_val_every_n_epoch is None  # gpu.yaml
+    fsdp = load_config(DEMO, ["trainer=fsdp", "trainer.num_nodes=2"]).trainer
+    assert (fsdp.strategy, fsdp.num_nodes) == ("fsdp", 2)
+    # FSDP needs GPUs: on a CPU it is one clear line, and nothing is written.
+    out = tmp_path / "fsdp"
+    args = ["train", DEMO, "trainer=fsdp", "trainer.accelerator=cpu", f"output_dir={out}"]
+    assert cli.main(args) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("genodiff train: error:") and "fsdp" in line and "GPU" in line
+    assert not out.exists()

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from genodiff.data.base import DataModule
+from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
 from genodiff.data.loaders import SharedLoaders
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
@@ -29,6 +30,12 @@ DEMO_FASTA = resource("data/chr22_20-21Mb.fa.gz")
 HG38_FETCH_HINT = "genodiff data hg38 --dest {folder}"
 # ``genodiff eval --fasta FILE`` skips a window when more than this fraction of it is N.
 FILE_MAX_N_FRACTION = 0.5
+
+
+def open_genome(fasta: Path, cache_dir: str | None) -> None:
+    """Open (and index) ``fasta`` once, so that a malformed or plain-gzip FASTA, or an index
+    that cannot be written, fails in ``check_files``: before a run writes anything."""
+    Genome(fasta, cache_dir=cache_dir).close()
 
 
 class _GenomeDataModule(SharedLoaders, DataModule, ABC):
@@ -122,6 +129,7 @@ class FastaDataModule(_GenomeDataModule):
     def check_files(self) -> None:
         if not self.fasta.is_file():
             raise FileNotFoundError(f"FASTA file not found: {self.fasta} (data.fasta)")
+        open_genome(self.fasta, self.cache_dir)
 
     def data_files(self) -> list[Path]:
         return [self.fasta]
@@ -177,6 +185,7 @@ class Hg38DataModule(_GenomeDataModule):
                     f"hg38 {key} file not found: {path} (data.{key}). Download hg38 with: "
                     + HG38_FETCH_HINT.format(folder=path.parent)
                 )
+        open_genome(self.fasta, self.cache_dir)
 
     def data_files(self) -> list[Path]:
         return [self.fasta, self.bed]
