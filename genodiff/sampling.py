@@ -98,15 +98,20 @@ def time_grid(
         t = s
 
 
-def sample_categorical(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+def sample_categorical(
+    probs: Tensor, generator: torch.Generator | None = None, u: Tensor | None = None
+) -> Tensor:
     """Draw one category per row of ``probs`` (..., V) by inverting the float64 CDF.
 
-    Rows need not be normalised; zero-probability categories are never drawn.
+    Rows need not be normalised; zero-probability categories are never drawn. ``u`` (..., 1)
+    gives the float64 uniforms to invert (drawn by the caller); by default one is drawn per
+    row from ``generator``.
     """
     cdf = probs.to(torch.float64).cumsum(dim=-1)  # (..., V)
-    u = torch.rand(
-        (*cdf.shape[:-1], 1), dtype=torch.float64, device=cdf.device, generator=generator
-    )
+    if u is None:
+        u = torch.rand(
+            (*cdf.shape[:-1], 1), dtype=torch.float64, device=cdf.device, generator=generator
+        )
     draws = torch.searchsorted(cdf, u * cdf[..., -1:], right=True)  # (..., 1)
     return draws.squeeze(-1).clamp_max(cdf.shape[-1] - 1)
 

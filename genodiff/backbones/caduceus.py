@@ -29,7 +29,7 @@ from torch import nn
 from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout, pick
-from genodiff.backbones.mamba import Block, Mamba
+from genodiff.backbones.mamba import Block, Mamba, mix_directions, one_pass
 from genodiff.backbones.rcps import (
     RCPSAddNormWrapper,
     RCPSBlock,
@@ -47,7 +47,8 @@ from genodiff.tokenizers import DNATokenizer
 class BiMamba(nn.Module):
     """mamba_fwd(x) combined with flip(mamba_rev(flip(x))) over the sequence, by "add" or
     "ew_multiply". With weight_tie the reverse direction uses mamba_fwd's in_proj and out_proj
-    (stored once, under mamba_fwd); its conv, x_proj, dt_proj, A_log and D are its own."""
+    (stored once, under mamba_fwd); its conv, x_proj, dt_proj, A_log and D are its own. Where
+    nothing needs a gradient both directions run as one pass (``mix_directions``)."""
 
     def __init__(
         self,
@@ -76,6 +77,10 @@ class BiMamba(nn.Module):
         fwd, rev = self.mamba_fwd, self.mamba_rev
         if rev is None:
             return fwd(hidden_states)
+        if one_pass(self, hidden_states):  # both directions in one pass over the data
+            projs = [fwd] if self.weight_tie else [fwd, rev]
+            in_projs, out_projs = [m.in_proj for m in projs], [m.out_proj for m in projs]
+            return mix_directions([fwd, rev], hidden_states, in_projs, out_projs, self.strategy)
         if self.weight_tie:
             xz = fwd.in_proj_xz(hidden_states)  # (B, 2 d_inner, L), shared by both directions
             out = fwd.mix(xz, fwd.out_proj)

@@ -3,11 +3,16 @@
 Parameter names match ``mamba_ssm/modules/mamba_simple.py`` so checkpoints load unchanged:
 in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj. ``layer_idx`` is kept for the recurrent
 (step-wise) inference of the causal Mamba LM.
+
+Where nothing needs a gradient (``genodiff.ops.inference``) a mixer runs as
+``mix_directions``: one pass over the data in (B, L, channels) layout, without transposes,
+flips or copies, that also runs both directions of a bidirectional (Caduceus) mixer at once.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -17,10 +22,13 @@ from genodiff.ops import (
     add_norm,
     causal_conv1d,
     causal_conv1d_update,
+    inference_path,
+    mixer_conv,
+    mixer_scan,
     selective_scan,
     selective_state_update,
 )
-from genodiff.ops.upstream import CAUSAL_CONV1D, MAMBA_INNER, upstream
+from genodiff.ops.upstream import CAUSAL_CONV1D, MAMBA_INNER, SELECTIVE_SCAN, upstream
 
 
 class Mamba(nn.Module):
@@ -161,6 +169,8 @@ class Mamba(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, L, d_model) -> (B, L, d_model)."""
+        if one_pass(self, hidden_states):
+            return mix_directions([self], hidden_states, [self.in_proj], [self.out_proj])
         return self.mix(self.in_proj_xz(hidden_states), self.out_proj)
 
     def allocate_inference_cache(
@@ -196,6 +206,88 @@ class Mamba(nn.Module):
             ssm_state, x, dt, A, B, C, self.D, z=z, dt_bias=self.dt_proj.bias, dt_softplus=True
         )  # (B, d_inner)
         return self.out_proj(y).unsqueeze(1), conv_state, ssm_state
+
+
+def one_pass(module: nn.Module, hidden_states: torch.Tensor) -> bool:
+    """Whether ``module`` (a mixer) runs as ``mix_directions`` on ``hidden_states``: nothing
+    needs a gradient, the exact kernels run (not the upstream ones), and the states and every
+    weight share one dtype, float32 or float64, outside autocast (the training path's
+    intermediate roundings to bf16 are not reproduced)."""
+    params = list(module.parameters())
+    dtype = hidden_states.dtype
+    return (
+        inference_path(hidden_states, *params)
+        and upstream(SELECTIVE_SCAN, hidden_states) is None
+        and dtype in (torch.float32, torch.float64)
+        and not torch.is_autocast_enabled(hidden_states.device.type)
+        and all(p.dtype == dtype for p in params)
+    )
+
+
+def mix_directions(
+    mixers: Sequence[Mamba],
+    hidden_states: torch.Tensor,
+    in_projs: Sequence[nn.Linear],
+    out_projs: Sequence[nn.Linear],
+    strategy: str = "add",
+) -> torch.Tensor:
+    """One or two mixers as one inference pass: hidden (B, L, d_model) -> (B, L, d_model).
+
+    ``mixers[0]`` runs forward in time; ``mixers[1]``, if given, backward (it computes
+    flip(mixer(flip(hidden))) over the sequence), and the two are combined by ``strategy``:
+    "add" or "ew_multiply". ``in_projs`` and ``out_projs`` hold one projection that both
+    directions share (weight tying) or one per direction. in_proj, x_proj and out_proj are one
+    matmul each (batched over the directions); the conv and the scan (with dt_proj) are one
+    kernel call each (``genodiff.ops.mixer_conv`` / ``mixer_scan``). Equal to the separate
+    passes up to rounding. For calls that need no gradient (``one_pass``).
+    """
+    first, S = mixers[0], len(mixers)
+    batch, length, _ = hidden_states.shape
+    D, dtype = first.d_inner, hidden_states.dtype
+
+    def stack(get: Callable[[Mamba], torch.Tensor]) -> torch.Tensor:
+        return torch.stack([get(m) for m in mixers])
+
+    xz = _linear(hidden_states, in_projs).view(batch, length, len(in_projs), 2 * D)
+    has_bias = first.conv1d.bias is not None
+    conv_bias = stack(lambda m: m.conv1d.bias) if has_bias else xz.new_zeros(S, D)
+    u = mixer_conv(xz, stack(lambda m: m.conv1d.weight[:, 0]), conv_bias)  # (S, B, L, D)
+    x_weight = stack(lambda m: m.x_proj.weight).transpose(1, 2)  # (S, D, R + 2N)
+    x_dbl = torch.bmm(u.view(S, batch * length, D), x_weight)  # (S, BL, R + 2N)
+    y = mixer_scan(  # (B, L, S or 1, D); as ``ssm``: A, D and the dt bias pass through fp32
+        u,
+        x_dbl.view(S, batch, length, -1),
+        stack(lambda m: m.dt_proj.weight),  # (S, D, R): dt_proj runs in the scan
+        stack(lambda m: -torch.exp(m.A_log.float())).to(dtype),
+        stack(lambda m: m.D.float()).to(dtype),
+        xz,
+        stack(lambda m: m.dt_proj.bias.float()).to(dtype),
+        summed=strategy == "add" and len(out_projs) == 1,
+    )
+    return _project_out(y, out_projs, strategy, S)
+
+
+def _linear(x: torch.Tensor, projs: Sequence[nn.Linear]) -> torch.Tensor:
+    """cat[proj(x) for proj in projs] over the last axis, as one matmul."""
+    bias = None if projs[0].bias is None else torch.cat([p.bias for p in projs])
+    return F.linear(x, torch.cat([p.weight for p in projs]), bias)
+
+
+def _project_out(
+    y: torch.Tensor, out_projs: Sequence[nn.Linear], strategy: str, directions: int
+) -> torch.Tensor:
+    """y (B, L, Sy, D) -> (B, L, d_model). "add": sum_s out_proj_s(y_s), one matmul over the
+    concatenated channels (Sy = 1: y is already the sum over the directions of one shared
+    out_proj, whose bias then counts once per direction); "ew_multiply": the product."""
+    batch, length, Sy, D = y.shape
+    if strategy == "add":
+        bias = None
+        if out_projs[0].bias is not None:
+            bias = sum(p.bias for p in out_projs) * (directions // len(out_projs))
+        weight = torch.cat([p.weight for p in out_projs], dim=1)  # (d_model, Sy D)
+        return F.linear(y.view(batch, length, Sy * D), weight, bias)
+    first, last = out_projs[0], out_projs[-1]
+    return first(y[:, :, 0]) * last(y[:, :, 1])
 
 
 class Block(nn.Module):

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from genodiff.ops import add_norm
+from genodiff.ops import add_norm, inference_path
 
 
 def rc_states(x: torch.Tensor) -> torch.Tensor:
@@ -50,7 +50,8 @@ class RCPSEmbedding(nn.Module):
 
 class RCPSWrapper(nn.Module):
     """Makes a (B, L, D) -> (B, L, D) module equivariant on (B, L, 2*D) states:
-    cat[M(x[..., :D]), rc_states(M(rc_states(x[..., D:])))]."""
+    cat[M(x[..., :D]), rc_states(M(rc_states(x[..., D:])))]. Where nothing needs a gradient
+    M runs once, on both strands as one batch of 2B rows (M must treat rows independently)."""
 
     def __init__(self, submodule: nn.Module):
         super().__init__()
@@ -58,7 +59,12 @@ class RCPSWrapper(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fwd, rc = x.chunk(2, dim=-1)  # (B, L, D) each
-        return torch.cat([self.submodule(fwd), rc_states(self.submodule(rc_states(rc)))], dim=-1)
+        rc = rc_states(rc)
+        if inference_path(x, *self.submodule.parameters()):  # rows are independent: one batch
+            out_fwd, out_rc = self.submodule(torch.cat([fwd, rc])).chunk(2)
+        else:
+            out_fwd, out_rc = self.submodule(fwd), self.submodule(rc)
+        return torch.cat([out_fwd, rc_states(out_rc)], dim=-1)
 
 
 def rcps_add_norm(

@@ -128,8 +128,8 @@ class SEDD(MDLM):
     def transition_probs(
         self, log_score: Tensor, t: Tensor, s: Tensor, rule: str, request: SampleRequest
     ) -> Tensor:
-        """float64 probabilities (n, L, V) of the state at time s for a token masked at t
-        (``t``, ``s`` 0-d float64 tensors).
+        """float64 probabilities (..., V) of the state at time s for a token masked at t, from
+        its log-scores (..., V) (``t``, ``s`` 0-d float64 tensors).
 
         The jump mass to the real categories is total_score * rate, rate = expm1(sigma_t -
         sigma_s) (analytic) or sigma'(t) (t - s) (euler), split by the (sharpened) score
@@ -145,7 +145,7 @@ class SEDD(MDLM):
         probs = sharpen(self._landing(log_score), request.temperature, request.top_p)
         probs = probs * jump[..., None]
         probs[..., self.mask_id] = 1.0 - jump
-        return probs  # (n, L, V)
+        return probs  # (..., V)
 
     def _landing(self, log_score: Tensor) -> Tensor:
         """Log-scores (..., V) with the undrawable ids removed: where a jump may land. The
@@ -159,7 +159,8 @@ class SEDD(MDLM):
         self, model: nn.Module, request: SampleRequest, generator: torch.Generator | None = None
     ) -> Tensor:
         """``request.steps`` steps of the requested rule from t = 1 to sampling_eps, then the
-        final denoiser: every token still masked draws from the score distribution."""
+        final denoiser: every token still masked draws from the score distribution. Only the
+        masked positions' scores go to float64 (``_draw_masked``)."""
         rule = self.sampler_name(request)
         device = next(model.parameters()).device
         n = request.num_samples
@@ -169,12 +170,26 @@ class SEDD(MDLM):
             if not masked.any():
                 break
             log_score = self.log_score(model, x, t.expand(n).float().to(device))  # (n, L, V)
-            probs = self.transition_probs(log_score, t, s, rule, request)
-            x = torch.where(masked, sample_categorical(probs, generator), x)
+            x = _draw_masked(
+                x, masked, self.transition_probs(log_score[masked], t, s, rule, request), generator
+            )
         masked = (x == self.mask_id) & ~given
         if masked.any():
             t_final = torch.full((n,), self.sampling_eps, device=device)
-            log_score = self.log_score(model, x, t_final)  # (n, L, V)
+            log_score = self.log_score(model, x, t_final)[masked]  # (M, V)
             probs = sharpen(self._landing(log_score), request.temperature, request.top_p)
-            x = torch.where(masked, sample_categorical(probs, generator), x)
+            x = _draw_masked(x, masked, probs, generator)
         return x
+
+
+def _draw_masked(
+    x: Tensor, masked: Tensor, probs: Tensor, generator: torch.Generator | None
+) -> Tensor:
+    """x (n, L) with its M masked positions (row-major order) drawn from ``probs`` (M, V).
+
+    One uniform is drawn for every position, masked or not, exactly as one draw over all
+    (n, L) positions would, and the masked ones are used: the same seed gives the same
+    samples as drawing everywhere and keeping the masked positions, at the float64 cost of the
+    masked rows alone."""
+    u = torch.rand((*x.shape, 1), dtype=torch.float64, device=x.device, generator=generator)
+    return x.masked_scatter(masked, sample_categorical(probs, u=u[masked]))

@@ -1,7 +1,8 @@
 """Pure-PyTorch selective scan kernels (any device): sequential over L, vectorised over rows.
 
-Same layout and interface as ``_scan_cpu`` (see there). The backward keeps a state checkpoint
-every ~sqrt(L) steps and recomputes one segment at a time, so memory stays at
+Same layout and interface as ``_scan_cpu`` (see there), the mixer kernels included (those
+run each direction through ``forward`` on flipped and transposed views). The backward keeps a
+state checkpoint every ~sqrt(L) steps and recomputes one segment at a time, so memory stays at
 O(sqrt(L) * Bsz * D * N) instead of the (Bsz, D, L, N) of autograd through the loop.
 """
 
@@ -94,3 +95,39 @@ def backward(dout, u, delta, A, Bk, Ck, D_skip, z, bias, softplus):
     if softplus:
         ddt = ddt * torch.sigmoid(delta + bias[:, None]).masked_fill(delta + bias[:, None] > 20, 1)
     return du, ddt, dA, dBk, dCk, dD, dz, ddt.sum((0, 2))
+
+
+def _to_scan(x: torch.Tensor, s: int) -> torch.Tensor:
+    """(Bsz, L, C) -> (Bsz, C, L) in direction s's time order (flipped for s = 1)."""
+    x = x.transpose(1, 2)
+    return x.flip(-1) if s else x
+
+
+def _from_scan(x: torch.Tensor, s: int) -> torch.Tensor:
+    """The inverse of ``_to_scan``: (Bsz, C, L) -> (Bsz, L, C)."""
+    return (x.flip(-1) if s else x).transpose(1, 2)
+
+
+def mixer_conv(xz, weight, bias):
+    S, D, K = weight.shape
+    outs = []
+    for s in range(S):
+        x = _to_scan(xz[:, :, min(s, xz.shape[2] - 1), :D], s)  # (Bsz, D, L)
+        out = F.conv1d(F.pad(x, (K - 1, 0)), weight[s, :, None], bias[s], groups=D)
+        outs.append(_from_scan(F.silu(out), s))
+    return torch.stack(outs)  # (S, Bsz, L, D)
+
+
+def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
+    S, _, _, D = u.shape
+    N, R = A.shape[2], dt_weight.shape[2]
+    delta = x_dbl[..., :R] @ dt_weight.transpose(1, 2)[:, None]  # (S, Bsz, L, D)
+    ys = []
+    for s in range(S):
+        BC = x_dbl[s, :, :, -2 * N :]  # (Bsz, L, 2N) -> (Bsz, 1, L, 2N) in scan order
+        BC = (BC.flip(1) if s else BC)[:, None]
+        z = _to_scan(xz[:, :, min(s, xz.shape[2] - 1), D:], s)  # (Bsz, D, L)
+        args = (_to_scan(u[s], s), _to_scan(delta[s], s), A[s], BC[..., :N], BC[..., N:])
+        out, _ = forward(*args, D_skip[s], z, bias[s], True)  # (Bsz, D, L)
+        ys.append(_from_scan(out, s))  # (Bsz, L, D)
+    return sum(ys)[:, :, None] if summed else torch.stack(ys, dim=2)

@@ -4,7 +4,12 @@ CUDA tensors use the upstream kernel when ``mamba_ssm`` imports with its extensi
 in ``genodiff.ops.upstream``). Everything else runs a custom autograd function with a
 hand-written reverse-time backward: numba kernels on CPU (set ``GENODIFF_DISABLE_NUMBA=1`` to
 skip them), a sequential PyTorch loop otherwise. Both accumulate in float32 (float64 for
-float64 inputs) and never build (B, D, L, N) tensors.
+float64 inputs) and never build (B, D, L, N) tensors. A call that needs no gradient
+(``genodiff.ops.inference``) runs the forward kernel alone, outside autograd: it keeps one
+(N,) state per row and saves nothing.
+
+``mixer_conv`` and ``mixer_scan`` are the kernels of the one-pass inference mixer
+(``genodiff.backbones.mamba.mix_directions``), with the same backends.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from genodiff.ops import _scan_torch
+from genodiff.ops.inference import inference_path
 from genodiff.ops.upstream import SELECTIVE_SCAN, upstream
 
 _numba_failed = False
@@ -33,7 +39,8 @@ def _numba_kernels() -> ModuleType | None:
 
 
 def _run(name: str, *args):
-    """Call kernel ``name`` ("forward" / "backward") of the best backend for these tensors."""
+    """Call kernel ``name`` ("forward", "backward", "mixer_conv", "mixer_scan") of the best
+    backend for these tensors."""
     global _numba_failed
     use_numba = args[0].device.type == "cpu" and os.environ.get("GENODIFF_DISABLE_NUMBA") != "1"
     kernels = _numba_kernels() if use_numba and not _numba_failed else None
@@ -83,15 +90,20 @@ def _kernel_args(u, delta, A, B, C, D, z, delta_bias):
     )
 
 
+def _forward(u, delta, A, B, C, D, z, delta_bias, delta_softplus):
+    """The forward kernel alone: (out in u's dtype (B, D, L), last state (B, D, N))."""
+    out, last = _run("forward", *_kernel_args(u, delta, A, B, C, D, z, delta_bias), delta_softplus)
+    return out.to(u.dtype), last
+
+
 class _SelectiveScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, delta, A, B, C, D, z, delta_bias, delta_softplus):
-        args = _kernel_args(u, delta, A, B, C, D, z, delta_bias)
-        out, last = _run("forward", *args, delta_softplus)
+        out, last = _forward(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
         ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias)
         ctx.delta_softplus = delta_softplus
         ctx.mark_non_differentiable(last)
-        return out.to(u.dtype), last
+        return out, last
 
     @staticmethod
     @once_differentiable
@@ -138,5 +150,38 @@ def selective_scan(
         raise ValueError("selective_scan supports real A only")
     if (kernel := upstream(SELECTIVE_SCAN, u)) is not None:
         return kernel(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
-    out, last = _SelectiveScan.apply(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
+    args = (u, delta, A, B, C, D, z, delta_bias, delta_softplus)
+    out, last = _forward(*args) if inference_path(*args[:-1]) else _SelectiveScan.apply(*args)
     return (out, last) if return_last_state else out
+
+
+def mixer_conv(xz: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """silu(depthwise conv) of S <= 2 directions: xz (B, L, P, 2 d_inner) in-projections
+    (x = xz[..., :d_inner]; direction s reads projection min(s, P - 1)), weight (S, d_inner, K),
+    bias (S, d_inner), all in one float dtype -> u (S, B, L, d_inner). Direction 0 is causal
+    in t, direction 1 anti-causal: the causal conv of the flipped sequence, flipped back."""
+    return _run("mixer_conv", xz.contiguous(), weight, bias)
+
+
+def mixer_scan(
+    u: torch.Tensor,
+    x_dbl: torch.Tensor,
+    dt_weight: torch.Tensor,
+    A: torch.Tensor,
+    D: torch.Tensor,
+    xz: torch.Tensor,
+    delta_bias: torch.Tensor,
+    summed: bool,
+) -> torch.Tensor:
+    """The selective scan of S <= 2 directions, time-major, no gradient, all in one float
+    dtype: u (S, B, L, d_inner); x_dbl (S, B, L, R + 2N) = [x_proj's dt, B_t, C_t];
+    dt_weight (S, d_inner, R) (dt_proj's); A (S, d_inner, N); D, delta_bias (S, d_inner); xz
+    as ``mixer_conv`` (the gate z = xz[..., d_inner:]). Direction 0 scans t upwards,
+    direction 1 downwards (the scan of the flipped sequence, flipped back); delta =
+    softplus(dt_proj(dt) + delta_bias), y_s = (scan + D u) silu(z). Returns y
+    (B, L, S, d_inner), or with ``summed`` y_0 + y_1 (B, L, 1, d_inner), for directions that
+    share z (P = 1)."""
+    if summed and xz.shape[2] > 1:
+        raise ValueError("summed directions share one gate z: one in-projection (P = 1)")
+    args = (u, x_dbl, dt_weight, A, D, xz, delta_bias)
+    return _run("mixer_scan", *(x.contiguous() for x in args), summed)

@@ -1,0 +1,331 @@
+"""The inference path (``genodiff.ops.inference``) against the training path it replaces when
+no gradient is needed: the forward-only selective scan, the one-pass mixer of both BiMamba
+directions, the batched RCPS strands, and the samplers on top of them."""
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+from genodiff.backbones.caduceus import BiMamba, Caduceus
+from genodiff.backbones.mamba import Mamba
+from genodiff.backbones.mamba_lm import MambaLM
+from genodiff.backbones.rcps import rc_ids
+from genodiff.ops import (
+    _scan_cpu,
+    _scan_torch,
+    selective_scan,
+    training_path,
+    upstream_kernels_on_cpu,
+)
+from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
+from genodiff.tokenizers import DNATokenizer
+from tests.dna_objectives import mdlm, sedd
+from tests.test_selective_scan import _apply_kernel_function, make_inputs
+
+scan_module = importlib.import_module("genodiff.ops.selective_scan")
+CMAP = torch.tensor(DNATokenizer().complement_map)  # (16,)
+TOL = {"rtol": 1e-10, "atol": 1e-10}  # float64 throughout
+
+
+@pytest.fixture(params=["numba", "torch"])
+def backend(request, monkeypatch):
+    """Run the kernels of one CPU backend; the other one raises if it is reached."""
+
+    def forbidden(*args):
+        raise AssertionError("wrong backend")
+
+    other = _scan_torch if request.param == "numba" else _scan_cpu
+    if request.param == "numba":
+        monkeypatch.delenv("GENODIFF_DISABLE_NUMBA", raising=False)
+    else:
+        monkeypatch.setenv("GENODIFF_DISABLE_NUMBA", "1")
+    for name in ("forward", "mixer_conv", "mixer_scan"):
+        monkeypatch.setattr(other, name, forbidden)
+    return request.param
+
+
+@pytest.fixture
+def separate_passes(monkeypatch):
+    """Counts the calls of the training path's per-direction mixer (``Mamba.mix``)."""
+    calls = []
+    mix = Mamba.mix
+
+    def counted(self, *args):
+        calls.append(self)
+        return mix(self, *args)
+
+    monkeypatch.setattr(Mamba, "mix", counted)
+    return calls
+
+
+def perturbed(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """``module`` in float64 with every weight moved off its init (non-trivial conv biases,
+    D, dt biases, norms), so that no term of the comparison vanishes."""
+    module = module.double()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return module
+
+
+def both_paths(module: torch.nn.Module, *args) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inference path, training path) outputs of ``module(*args)`` under no_grad."""
+    with torch.no_grad():
+        new = module(*args)
+        with training_path():
+            old = module(*args)
+    return new, old
+
+
+# the selective scan ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def autograd_entries(monkeypatch):
+    """Counts the entries into the training path's autograd function."""
+    calls = []
+    forward = scan_module._SelectiveScan.forward
+
+    def counted(ctx, *args):
+        calls.append(1)
+        return forward(ctx, *args)
+
+    monkeypatch.setattr(scan_module._SelectiveScan, "forward", staticmethod(counted))
+    return calls
+
+
+def saved_tensors(fn) -> tuple[object, int]:
+    """(fn(), the number of tensors autograd saved for a backward while it ran)."""
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor.shape)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        return fn(), len(saved)
+
+
+@pytest.mark.parametrize("grad_mode", ["no_grad", "inputs_without_grad"])
+def test_scan_without_grad_is_the_forward_kernel_alone(backend, grad_mode, autograd_entries):
+    inputs = make_inputs(37, "g2", "var")  # (B, D, L) = (2, 4, 37), every input requires grad
+    if grad_mode == "inputs_without_grad":
+        inputs = {k: v.detach() if v is not None else None for k, v in inputs.items()}
+    with torch.no_grad() if grad_mode == "no_grad" else torch.enable_grad():
+        (out, last), n_saved = saved_tensors(
+            lambda: selective_scan(**inputs, delta_softplus=True, return_last_state=True)
+        )
+    assert not autograd_entries and n_saved == 0 and out.grad_fn is None
+    with training_path():
+        out_ref, last_ref = selective_scan(**inputs, delta_softplus=True, return_last_state=True)
+    assert autograd_entries  # the training path went through the autograd function
+    assert torch.equal(out, out_ref) and torch.equal(last, last_ref)  # the same kernel
+
+
+def test_scan_with_grad_keeps_the_training_path(autograd_entries):
+    inputs = make_inputs(7)
+    out, n_saved = saved_tensors(lambda: selective_scan(**inputs, delta_softplus=True))
+    assert autograd_entries and n_saved > 0 and out.grad_fn is not None
+
+
+# the one-pass mixer ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_decay_exp_is_exp_on_nonpositive_arguments(dtype):
+    """The mixer scan's exp(dt A) (dt >= 0 > A) drops exp's overflow branch only."""
+    x = np.concatenate([-np.geomspace(1e-30, 800, 200_001), [0.0, -np.inf, np.nan]]).astype(dtype)
+    got = _apply_kernel_function(_scan_cpu._exp_nonpositive, x)
+    np.testing.assert_array_equal(got, _apply_kernel_function(_scan_cpu._exp, x))
+
+
+MIXERS = {  # BiMamba / Mamba keyword arguments (d_model 6: d_inner 12, dt_rank 1, N 3)
+    "tied-add": {},
+    "tied-ew_multiply": {"bidirectional_strategy": "ew_multiply"},
+    "untied-add": {"bidirectional_weight_tie": False},
+    "untied-ew_multiply": {
+        "bidirectional_weight_tie": False,
+        "bidirectional_strategy": "ew_multiply",
+    },
+    "projection-biases": {"bias": True, "conv_bias": False},
+    "untied-biases": {"bidirectional_weight_tie": False, "bias": True},
+    "wide-conv": {"d_conv": 6},
+    "conv-1": {"d_conv": 1},
+    "one-direction": {"bidirectional": False},
+}
+
+
+@pytest.mark.parametrize("length", [1, 3, 29])
+@pytest.mark.parametrize("name", MIXERS)
+def test_bimamba_in_one_pass_equals_the_separate_directions(backend, name, length, separate_passes):
+    torch.manual_seed(0)
+    mixer = perturbed(BiMamba(6, d_state=3, **MIXERS[name]))
+    hidden = torch.randn(3, length, 6, dtype=torch.float64)
+    new, old = both_paths(mixer, hidden)
+    assert len(separate_passes) == (1 if name == "one-direction" else 2)  # training path only
+    torch.testing.assert_close(new, old, **TOL)
+
+
+def test_mamba_in_one_pass_equals_its_training_path(backend, separate_passes):
+    torch.manual_seed(0)
+    mixer = perturbed(Mamba(8, d_state=4, bias=True))
+    hidden = torch.randn(2, 33, 8, dtype=torch.float64)
+    new, old = both_paths(mixer, hidden)
+    assert len(separate_passes) == 1
+    torch.testing.assert_close(new, old, **TOL)
+
+
+@pytest.mark.parametrize("batch, threads", [(1, 7), (3, 2), (2, 64)])
+def test_scan_channel_chunks_cover_every_channel(monkeypatch, batch, threads):
+    """More threads than batch rows: each row's channels split into (uneven) chunks."""
+    monkeypatch.delenv("GENODIFF_DISABLE_NUMBA", raising=False)
+    monkeypatch.setattr(_scan_cpu.numba, "get_num_threads", lambda: threads)
+    torch.manual_seed(0)
+    mixer = perturbed(BiMamba(5, d_state=3, expand=2))  # d_inner 10
+    new, old = both_paths(mixer, torch.randn(batch, 17, 5, dtype=torch.float64))
+    torch.testing.assert_close(new, old, **TOL)
+
+
+def test_float32_mixer_within_rounding():
+    torch.manual_seed(0)
+    mixer = perturbed(BiMamba(16)).float()
+    new, old = both_paths(mixer, torch.randn(2, 64, 16))
+    torch.testing.assert_close(new, old, rtol=1e-5, atol=1e-5)
+
+
+def test_grad_autocast_bf16_and_upstream_keep_the_training_path(separate_passes, upstream_fakes):
+    torch.manual_seed(0)
+    mixer = BiMamba(8)
+    hidden = torch.randn(2, 12, 8)
+    mixer(hidden).sum().backward()  # weights require grad: the training path
+    assert len(separate_passes) == 2
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        mixer(hidden)
+    with torch.no_grad():
+        mixer.to(torch.bfloat16)(hidden.bfloat16())
+        mixer.float()
+        with upstream_kernels_on_cpu():
+            mixer(hidden)
+    assert len(separate_passes) == 8
+    assert sum(upstream_fakes.values()) > 0
+
+
+# whole models ---------------------------------------------------------------------------------
+
+MODELS = {
+    "ph": lambda: Caduceus(d_model=8, n_layer=2, vocab_size=12),
+    "ph-untied-ew": lambda: Caduceus(
+        d_model=8,
+        n_layer=2,
+        vocab_size=12,
+        bidirectional_weight_tie=False,
+        bidirectional_strategy="ew_multiply",
+    ),
+    "ps-fused": lambda: Caduceus(d_model=8, n_layer=2, vocab_size=12, rcps=True),
+    "ps-unfused": lambda: Caduceus(
+        d_model=8, n_layer=2, vocab_size=12, rcps=True, fused_add_norm=False
+    ),
+    "mamba-lm": lambda: MambaLM(d_model=8, n_layer=2, vocab_size=12),
+}
+
+
+def ids(length=24, batch=3, seed=1):
+    return torch.randint(0, 12, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_logits_equal_the_training_path(backend, name, separate_passes):
+    torch.manual_seed(0)
+    model = perturbed(MODELS[name]())
+    new, old = both_paths(model, ids())
+    assert separate_passes  # the training path ran the directions one by one
+    torch.testing.assert_close(new, old, **TOL)
+
+
+@pytest.mark.parametrize("name", ["ps-fused", "ps-unfused"])
+def test_ps_stays_rc_equivariant_on_the_inference_path(name):
+    torch.manual_seed(0)
+    model = perturbed(MODELS[name]())
+    x = ids()
+    with torch.no_grad():
+        logits, logits_rc = model(x), model(rc_ids(x, CMAP))
+        hidden, hidden_rc = model.hidden_states(x), model.hidden_states(rc_ids(x, CMAP))
+    torch.testing.assert_close(logits_rc, logits.flip(1)[..., CMAP], **TOL)
+    torch.testing.assert_close(hidden_rc, hidden.flip(-2, -1), **TOL)
+
+
+# samplers -------------------------------------------------------------------------------------
+
+
+def dna_model() -> torch.nn.Module:
+    """A float64 Caduceus with peaked predictions, so that every draw matters."""
+    torch.manual_seed(0)
+    model = Caduceus(
+        d_model=8, n_layer=2, vocab_size=12, initializer_cfg={"initializer_range": 0.5}
+    )
+    return perturbed(model).eval()
+
+
+REQUESTS = {
+    "ancestral": {"steps": 16},
+    "cached": {"steps": 64},
+    "first-hitting": {},
+    "semi-ar": {"steps": 8, "block": 12, "stride": 6},
+}
+
+
+@pytest.mark.parametrize("sampler", REQUESTS)
+def test_samplers_draw_the_same_samples_on_both_paths(sampler):
+    model, objective = dna_model(), mdlm()
+    request = SampleRequest(3, 20, sampler=sampler, temperature=0.9, **REQUESTS[sampler])
+
+    def draw():
+        return objective.sample(model, request, torch.Generator().manual_seed(3))
+
+    new = draw()
+    with training_path():
+        old = draw()
+    assert (new != objective.mask_id).all()
+    assert torch.equal(new, old)
+
+
+def sedd_sample_reference(objective, model, request, generator):
+    """SEDD sampling as written before the inference path: float64 probabilities and a draw
+    at every (n, L) position, the masked ones kept."""
+    rule = objective.sampler_name(request)
+    n = request.num_samples
+    x, given = request.canvas(objective.mask_id, torch.device("cpu"))
+    for t, s in time_grid(1.0, objective.sampling_eps, request.steps):
+        masked = (x == objective.mask_id) & ~given
+        if not masked.any():
+            break
+        log_score = objective.log_score(model, x, t.expand(n).float())  # (n, L, V)
+        probs = objective.transition_probs(log_score, t, s, rule, request)  # (n, L, V)
+        x = torch.where(masked, sample_categorical(probs, generator), x)
+    masked = (x == objective.mask_id) & ~given
+    if masked.any():
+        log_score = objective.log_score(model, x, torch.full((n,), objective.sampling_eps))
+        probs = sharpen(objective._landing(log_score), request.temperature, request.top_p)
+        x = torch.where(masked, sample_categorical(probs, generator), x)
+    return x
+
+
+@pytest.mark.parametrize("rule, steps, options", [
+    ("analytic", 12, {}),
+    ("euler", 5, {"temperature": 0.7, "top_p": 0.9}),  # few steps: the denoiser draws too
+])  # fmt: skip
+def test_sedd_draws_only_masked_rows_with_the_same_samples(rule, steps, options):
+    model, objective = dna_model(), sedd()
+    template = torch.tensor([DNATokenizer().base_ids[0]] * 4 + [objective.mask_id] * 16)
+    given = torch.arange(20) < 4
+    request = SampleRequest(
+        4, 20, steps=steps, sampler=rule, template=template, given=given, **options
+    )
+    with torch.no_grad():
+        new = objective.sample(model, request, torch.Generator().manual_seed(5))
+        old = sedd_sample_reference(objective, model, request, torch.Generator().manual_seed(5))
+    assert (new != objective.mask_id).all()
+    assert torch.equal(new, old)
