@@ -46,7 +46,8 @@ def _train(args: argparse.Namespace) -> None:
     datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)
     model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True), tokenizer)
-    model.record_data(datamodule)
+    if main_process:  # hashing the data files once is enough: only rank 0 writes checkpoints
+        model.record_data(datamodule)
     s = cfg.samples
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training

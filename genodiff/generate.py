@@ -179,11 +179,12 @@ def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.M
 
 
 def _size(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+    """``512 bytes``, ``1.5 KiB`` ... ``3.0 PiB`` (larger sizes stay in PiB)."""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
+    power = 0
+    while n >= 1024 and power < len(units) - 1:
+        n, power = n / 1024, power + 1
+    return f"{n:.0f} bytes" if power == 0 else f"{n:.1f} {units[power]}"
 
 
 FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fas")

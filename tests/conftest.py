@@ -22,3 +22,32 @@ def upstream_fakes(monkeypatch) -> Counter:
     upstream._load.cache_clear()  # forget what an earlier test found importable
     yield fakes.calls
     upstream._load.cache_clear()
+
+
+TOY_FINETUNE_CONFIG = """
+name: toy
+output_dir: {out}
+folds: 2
+keep_checkpoints: false
+model: {{name: caduceus, d_model: 16, n_layer: 1, vocab_size: 12, pad_vocab_size_multiple: 8}}
+benchmark: {{root: {root}, tasks: [toy], download: false}}
+classifier: {{pooling: mean, conjoin_eval: true}}
+sweep: {{lr: [3.0e-3], batch_size: [8]}}
+trainer: {{accelerator: cpu, max_epochs: 1, enable_progress_bar: false, log_every_n_steps: 1,
+          num_sanity_val_steps: 0}}
+"""
+
+
+@pytest.fixture()
+def toy(tmp_path):  # fine-tuning (tests/test_finetune_protocol.py, tests/test_ddp.py)
+    """A 2-class task (A/T-rich vs G/C-rich, lengths 16-24) and a config file for it."""
+    for split, n in (("train", 10), ("test", 4)):
+        for name, letters in (("at", "AAT"), ("gc", "GCC")):
+            folder = tmp_path / "data" / "toy" / split / name
+            folder.mkdir(parents=True)
+            for i in range(n):
+                (folder / f"{i}.txt").write_text((letters * 8)[: 16 + i % 9])
+    config = tmp_path / "toy.yaml"
+    out = tmp_path / "out"
+    config.write_text(TOY_FINETUNE_CONFIG.format(out=out, root=tmp_path / "data"))
+    return config, out

@@ -17,7 +17,6 @@ from genodiff.config import load_config
 from genodiff.data.loaders import EpochShuffleSampler, HeldoutShard
 from genodiff.finetune.classifier import load_backbone
 from tests.test_cli import DEMO, ROOT, read_metrics
-from tests.test_finetune_protocol import toy  # noqa: F401 (a fixture)
 
 RUN = [
     "model=caduceus_tiny",
@@ -98,7 +97,7 @@ def test_only_rank_0_writes(runs):
 
 
 @pytest.mark.process_level
-def test_eval_and_finetune_take_a_ddp_checkpoint(runs, toy, capsys):  # noqa: F811
+def test_eval_and_finetune_take_a_ddp_checkpoint(runs, toy, capsys):
     one, two, _ = runs
     scores = []
     for run in (one, two):
