@@ -11,11 +11,12 @@ checkpoint is given) and the same seed for every sampler:
 - an autoregressive Mamba of about the same parameter count (recurrent steps), for scale.
 
 Every sampler runs on the inference path (``genodiff.ops.inference``: forward-only scan, both
-BiMamba directions in one pass); those named by ``--compare`` run again inside
-``training_path()`` (the autograd scan and one Mamba pass per direction, the network as it ran
-before the inference path), and the table gives the speed-up and whether the two runs drew the
-same samples (same seed; the two paths round differently, so a draw that falls within
-rounding of a category boundary can differ). Also printed: the network call of the samplers
+BiMamba directions in one pass, batches in cache-sized row chunks); those named by
+``--compare`` run again inside ``training_path()`` (the autograd scan and one Mamba pass per
+direction on the whole batch, the network as it ran before the inference path), and the
+table gives the speed-up and whether the two runs drew the same samples (same seed; the two
+paths round differently, so a draw that falls within rounding of a category boundary can
+differ). Also printed: the network call of the samplers
 (``x0_log_probs``) against a bare forward of the model, and the forward's 1 -> 2 thread
 scaling (torch and numba threads together).
 
@@ -50,6 +51,7 @@ from torch import nn
 
 from genodiff.backbones import build
 from genodiff.ops import training_path
+from genodiff.ops.inference import cpu_chunk_rows
 from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 from genodiff.training import build_objective, complete_config
@@ -213,10 +215,14 @@ def main() -> None:
 
     backbone, objective = caduceus_tiny(args.checkpoint)
     backbone.eval()
+    with torch.no_grad():
+        hidden = backbone.capabilities.hidden_size
+        chunk = cpu_chunk_rows(torch.zeros(n, length), hidden, backbone)
     print(
         f"{n} x {length} bp, Caduceus {count(backbone):,} parameters, torch threads "
         f"{torch.get_num_threads()}, numba threads {numba.get_num_threads()}, "
-        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}"
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+        f"inference-path chunks of {chunk} rows"
     )
     network_costs(objective, backbone, n, length, args.repeats)
 

@@ -4,6 +4,7 @@ directions, the batched RCPS strands, and the samplers on top of them."""
 
 import importlib
 
+import numba
 import numpy as np
 import pytest
 import torch
@@ -15,6 +16,7 @@ from genodiff.backbones.rcps import rc_ids
 from genodiff.ops import (
     _scan_cpu,
     _scan_torch,
+    inference,
     selective_scan,
     training_path,
     upstream_kernels_on_cpu,
@@ -22,7 +24,7 @@ from genodiff.ops import (
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import mdlm, sedd
-from tests.test_selective_scan import _apply_kernel_function, make_inputs
+from tests.test_selective_scan import make_inputs
 
 scan_module = importlib.import_module("genodiff.ops.selective_scan")
 CMAP = torch.tensor(DNATokenizer().complement_map)  # (16,)
@@ -134,12 +136,52 @@ def test_scan_with_grad_keeps_the_training_path(autograd_entries):
 # the one-pass mixer ---------------------------------------------------------------------------
 
 
+def _apply_decay(x: np.ndarray) -> np.ndarray:
+    """The inference scan's ``_decay`` (2^x for x <= 0) on every element of ``x``."""
+
+    @numba.njit
+    def apply(x, constants, out):
+        k = _scan_cpu._decay_tuple(constants)
+        for i in range(x.shape[0]):
+            out[i] = _scan_cpu._decay(x[i], k)
+
+    out = np.empty_like(x)
+    apply(x, _scan_cpu._DECAY_CONSTANTS[x.dtype], out)
+    return out
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_decay_exp_is_exp_on_nonpositive_arguments(dtype):
-    """The mixer scan's exp(dt A) (dt >= 0 > A) drops exp's overflow branch only."""
-    x = np.concatenate([-np.geomspace(1e-30, 800, 200_001), [0.0, -np.inf, np.nan]]).astype(dtype)
-    got = _apply_kernel_function(_scan_cpu._exp_nonpositive, x)
-    np.testing.assert_array_equal(got, _apply_kernel_function(_scan_cpu._exp, x))
+def test_decay_is_exp2_within_two_ulp(dtype):
+    """The mixer scan's decay factor 2^x (x = dt A log2 e <= 0) against float64 / long-double
+    numpy: within 2 eps relative down to the smallest normal exponent, that power of 2 (never
+    a denormal, never 0) below it, exactly 1 at 0, NaN for NaN."""
+    info = np.finfo(dtype)
+    lo = float(info.minexp)  # -126 / -1022
+    x = np.concatenate([-np.geomspace(1e-30, -lo, 200_001), -np.linspace(0, -lo, 200_001)])
+    x = x.astype(dtype)
+    got = _apply_decay(x)
+    want = np.exp2(x.astype(np.longdouble))
+    rel = np.abs(got.astype(np.longdouble) - want) / want
+    assert got.dtype == dtype and rel.max() <= 2 * info.eps, rel.max() / info.eps
+    assert _apply_decay(np.zeros(1, dtype))[0] == 1.0
+    below = _apply_decay(np.array([lo - 0.5, 2 * lo, -np.inf], dtype))
+    np.testing.assert_array_equal(below, np.full(3, 2.0**lo, dtype))
+    assert np.isnan(_apply_decay(np.array([np.nan], dtype))[0])
+
+
+def test_mixer_scan_with_large_decays_matches_the_training_path():
+    """Steps where exp(dt A) underflows (dt A < -87 in float32): the decay's floor at the
+    smallest normal power of 2 leaves the states and outputs as the exact exponential does."""
+    torch.manual_seed(0)
+    S, B, L, D, N, R = 2, 2, 9, 4, 3, 2
+    u, x_dbl = torch.randn(S, B, L, D), torch.randn(S, B, L, R + 2 * N)
+    xz = torch.randn(B, L, 1, 2 * D)
+    A = -torch.tensor([1.0, 50.0, 500.0]).repeat(S, D, 1)  # (S, D, N)
+    bias = torch.full((S, D), 3.0)  # dt ~ softplus(3 + noise) ~ 3: dt A down to ~ -1500
+    args = (u, x_dbl, torch.randn(S, D, R) * 0.1, A, torch.ones(S, D), xz, bias, True)
+    got = _scan_cpu.mixer_scan(*args)
+    want = _scan_torch.mixer_scan(*args)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
 MIXERS = {  # BiMamba / Mamba keyword arguments (d_model 6: d_inner 12, dt_rank 1, N 3)
@@ -255,6 +297,67 @@ def test_ps_stays_rc_equivariant_on_the_inference_path(name):
         hidden, hidden_rc = model.hidden_states(x), model.hidden_states(rc_ids(x, CMAP))
     torch.testing.assert_close(logits_rc, logits.flip(1)[..., CMAP], **TOL)
     torch.testing.assert_close(hidden_rc, hidden.flip(-2, -1), **TOL)
+
+
+@pytest.fixture
+def backbone_batches(monkeypatch):
+    """Row counts of every call of a model's inner ``backbone`` (ids or embeddings -> states),
+    with CPU chunks of 64 elements (rows x length x hidden width)."""
+    monkeypatch.setattr(inference, "CPU_CHUNK_ELEMENTS", 64)
+    rows = []
+
+    def watch(model):
+        model.backbone.register_forward_hook(lambda module, args, out: rows.append(len(out)))
+        return model
+
+    return watch, rows
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_cpu_inference_runs_in_row_chunks_with_the_same_result(name, backbone_batches):
+    """7 rows x length 4 x hidden 8 (PS 16): chunks of 64 // 32 = 2 rows (PS: 1 row), every
+    row's logits and hidden states those of the whole batch on the training path."""
+    watch, rows = backbone_batches
+    torch.manual_seed(0)
+    model = watch(perturbed(MODELS[name]()))
+    x = ids(length=4, batch=7)
+    new, old = both_paths(model, x)
+    torch.testing.assert_close(new, old, **TOL)
+    chunk = 64 // (4 * model.capabilities.hidden_size) or 1
+    assert rows == [chunk] * (7 // chunk) + ([7 % chunk] if 7 % chunk else []) + [7]
+
+
+def test_row_chunks_of_embeddings(backbone_batches):
+    """inputs_embeds (Plaid) split like ids."""
+    watch, rows = backbone_batches
+    model = watch(perturbed(MODELS["ph"]()))
+    embeds = torch.randn(5, 4, 8, dtype=torch.float64)
+    new, old = both_paths(model, None, None, embeds)
+    torch.testing.assert_close(new, old, **TOL)
+    assert rows == [2, 2, 1, 5]
+
+
+def test_no_row_chunks_with_grad(backbone_batches):
+    watch, rows = backbone_batches
+    model = watch(MODELS["ph"]())
+    model(ids(length=4, batch=5)).sum().backward()
+    assert rows == [5]
+
+
+def test_chunk_rows_rule():
+    """max(1, 2^19 // (L x hidden)) rows, never more than the batch: 16 x 1,024 bp at
+    d_model 64 runs in 8-row chunks, a 128k-bp sequence alone."""
+    model = MODELS["ph"]()
+    with torch.no_grad():
+        for (batch, length, hidden), want in {
+            (16, 1024, 64): 8,
+            (16, 1024, 118): 4,
+            (3, 1024, 64): 3,
+            (2, 2**17, 64): 1,
+        }.items():
+            x = torch.zeros(batch, length, dtype=torch.long)
+            assert inference.cpu_chunk_rows(x, hidden, model) == want
+        assert inference.cpu_chunk_rows(x, None, model) == 2  # width not declared: no chunks
 
 
 # samplers -------------------------------------------------------------------------------------

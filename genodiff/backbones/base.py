@@ -9,6 +9,7 @@ from torch import nn
 
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout
+from genodiff.ops.inference import cpu_chunk_rows
 
 
 class LMBackboneBase(nn.Module, ABC):
@@ -39,8 +40,22 @@ class LMBackboneBase(nn.Module, ABC):
     def hidden_states(
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d)."""
-        return self.backbone(input_ids, inputs_embeds)
+        """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d).
+
+        On the CPU inference path a large batch runs in chunks of rows that keep the
+        activations in cache (``genodiff.ops.inference.cpu_chunk_rows``)."""
+        x = input_ids if inputs_embeds is None else inputs_embeds
+        rows = cpu_chunk_rows(x, self.capabilities.hidden_size, self)
+        if rows >= x.shape[0]:
+            return self.backbone(input_ids, inputs_embeds)
+
+        def rows_from(t: torch.Tensor | None, start: int) -> torch.Tensor | None:
+            return None if t is None else t[start : start + rows]
+
+        starts = range(0, x.shape[0], rows)
+        return torch.cat(
+            [self.backbone(rows_from(input_ids, i), rows_from(inputs_embeds, i)) for i in starts]
+        )
 
     def forward(
         self,

@@ -19,7 +19,9 @@ Speed: the state dimension N is innermost and contiguous, so LLVM vectorises eac
 over it; exp, softplus and sigmoid are written in arithmetic (``_float_functions``) because
 libm's do not vectorise (and numba's SVML path needs an SVML-patched llvmlite). Softplus and
 the silu gate (and their derivatives) run in per-row vectorised loops over t inside the
-kernels, so no (Bsz, D, L) temporaries are made in PyTorch.
+kernels, so no (Bsz, D, L) temporaries are made in PyTorch. The inference scan's decay
+factor exp(dt A) is ``_decay``: 2^(dt A log2 e) with A log2 e computed once per call, and its
+constants passed in as an array (see ``_decay``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import numpy as np
 import torch
 from numba import njit, prange, types
 from numba.extending import intrinsic, overload
+from numba.np.unsafe.ndarray import to_fixed_tuple
 
 NumbaError = numba.core.errors.NumbaError
 
@@ -52,7 +55,7 @@ def _bits_as_float(typingctx, bits):
 
 
 def _float_functions(ftype, itype, mantissa_bits, exp_bias, lo, hi, ln2, degree, atanh_terms):
-    """exp (and exp_nonpositive, see below), softplus and sigmoid for one float type, written in
+    """exp, softplus and sigmoid for one float type, written in
     arithmetic and selects only so that loops over them vectorise (libm's exp does not).
 
     exp: x = k ln2 + r with |r| <= ln2 / 2 (ln2 split in two for an exact k ln2), exp(r) by its
@@ -68,24 +71,17 @@ def _float_functions(ftype, itype, mantissa_bits, exp_bias, lo, hi, ln2, degree,
     atanh_coefs = tuple(ftype(2 / (2 * i + 1)) for i in range(atanh_terms - 1, -1, -1))
     bias, scale = ftype(exp_bias - 1), ftype(2**mantissa_bits)
 
-    def exp_function(nonpositive):
-        """exp, or with ``nonpositive`` exp for x <= 0 (or NaN) only, without the overflow
-        branch: the decay factor exp(dt A) of a Mamba mixer (dt >= 0 > A), 10% cheaper."""
-
-        def exp(x):
-            xc = max(x, lo) if nonpositive else min(max(x, lo), hi)
-            k = np.floor(xc * log2e + half)
-            r = (xc - k * ln2_hi) - k * ln2_lo
-            p = exp_coefs[0]
-            for c in exp_coefs[1:]:
-                p = p * r + c
-            res = p * _bits_as_float(itype((k + bias) * scale))
-            if not nonpositive:
-                res = inf if x > hi else res
-            res = zero if x < lo else res
-            return res if x == x else x  # NaN stays NaN
-
-        return exp
+    def exp(x):
+        xc = min(max(x, lo), hi)
+        k = np.floor(xc * log2e + half)
+        r = (xc - k * ln2_hi) - k * ln2_lo
+        p = exp_coefs[0]
+        for c in exp_coefs[1:]:
+            p = p * r + c
+        res = p * _bits_as_float(itype((k + bias) * scale))
+        res = inf if x > hi else res
+        res = zero if x < lo else res
+        return res if x == x else x  # NaN stays NaN
 
     def softplus(x):
         e = _exp(-abs(x))
@@ -100,8 +96,7 @@ def _float_functions(ftype, itype, mantissa_bits, exp_bias, lo, hi, ln2, degree,
         return one / (one + _exp(-x))
 
     return {
-        "exp": exp_function(False),
-        "exp_nonpositive": exp_function(True),
+        "exp": exp,
         "softplus": softplus,
         "sigmoid": sigmoid,
     }
@@ -126,9 +121,80 @@ def _float_function(name):
     return stub
 
 
-_exp, _exp_nonpositive, _softplus, _sigmoid = map(
-    _float_function, ("exp", "exp_nonpositive", "softplus", "sigmoid")
-)
+_exp, _softplus, _sigmoid = map(_float_function, ("exp", "softplus", "sigmoid"))
+
+
+def _exp2_chebyshev(degree: int) -> np.ndarray:
+    """Power-basis coefficients (lowest first) of the Chebyshev interpolant of 2^f on
+    [-1/2, 1/2]: near-minimax, relative error 2e-9 at degree 6 (float32: 0.9 ulp with
+    rounding, where Taylor needs degree 7). The conversion to powers loses ~4 bits at degree
+    12-13, so float64 takes Taylor's coefficients instead."""
+    cheb = np.polynomial.Chebyshev.interpolate(np.exp2, degree, domain=[-0.5, 0.5])
+    return cheb.convert(kind=np.polynomial.Polynomial).coef
+
+
+def _exp2_taylor(degree: int) -> np.ndarray:
+    """(ln 2)^i / i!, i = 0..degree: 2^f = e^(f ln 2) to 4e-18 relative at degree 13."""
+    return np.array([math.log(2) ** i / math.factorial(i) for i in range(degree + 1)])
+
+
+def _decay_constants(ftype, mantissa_bits: int, exp_bias: int, coefs: np.ndarray) -> np.ndarray:
+    """The constants of ``_decay`` for one float type: [lo, 1/2, exponent bias,
+    2^mantissa_bits, then the coefficients of the polynomial for 2^f on [-1/2, 1/2], highest
+    degree first]; lo = the smallest normal exponent."""
+    return np.array([1 - exp_bias, 0.5, exp_bias, 2.0**mantissa_bits, *coefs[::-1]], dtype=ftype)
+
+
+_DECAY_CONSTANTS = {
+    np.dtype(np.float32): _decay_constants(np.float32, 23, 127, _exp2_chebyshev(6)),
+    np.dtype(np.float64): _decay_constants(np.float64, 52, 1023, _exp2_taylor(13)),
+}
+
+
+def _decay(x, k):
+    """2^x for x <= 0 (the decay exp(dt A) = 2^(dt A log2 e) of the inference scan), given
+    k = ``_decay_tuple`` of the type's ``_DECAY_CONSTANTS``: 2^x = 2^n p(x - n) with n the
+    nearest integer, p the polynomial; x below the smallest normal exponent gives that power
+    of 2 (a negligible factor, never a denormal); NaN stays NaN. Within 1 ulp of 2^x (the
+    test allows 2). The constants are values the kernel reads from an array, not literals:
+    LLVM keeps them in registers, where it folds a literal into every use as a load from
+    memory (the scan's inner loop then ran load-bound, 20% slower)."""
+    raise TypeError("_decay is only callable inside numba-compiled kernels")
+
+
+def _decay_for(itype):
+    def decay(x, k):
+        lo, half, bias, scale = k[0], k[1], k[2], k[3]
+        xc = lo if x < lo else x  # NaN passes through (the comparison is false)
+        n = np.floor(xc + half)
+        f = xc - n
+        p = k[4]
+        for c in k[5:]:
+            p = p * f + c
+        return p * _bits_as_float(itype((n + bias) * scale))
+
+    return decay
+
+
+# compiled without reassoc, like the float functions above
+@overload(_decay, jit_options={"fastmath": {"contract"}})
+def _(x, k):
+    itype = {types.float32: np.int32, types.float64: np.int64}.get(x)
+    return None if itype is None else _decay_for(itype)
+
+
+def _decay_tuple(constants):
+    """``_DECAY_CONSTANTS[dtype]`` (an array) as a tuple of its values, inside kernels."""
+    raise TypeError("_decay_tuple is only callable inside numba-compiled kernels")
+
+
+@overload(_decay_tuple)
+def _(constants):
+    dtype = getattr(constants, "dtype", None)
+    if dtype not in (types.float32, types.float64):
+        return None
+    size = len(_DECAY_CONSTANTS[np.dtype(str(dtype))])
+    return lambda constants: to_fixed_tuple(constants, size)
 
 
 @njit(inline="always")
@@ -350,17 +416,17 @@ def _step_rows(dt_in, dt_weight, d0, bias_row, u_row, dt, dtu):
 
 
 @njit(inline="always", fastmath=_FASTMATH)
-def _state_step(At, d0, BC, dt, dtu, h, acc):
-    """acc = sum_n C_t[n] h[n] after h[n] <- exp(dt A[n]) h[n] + dtu B_t[n]: h (N, W); At
-    (N, D) = A transposed, read at channels d0 : d0 + W; BC (2N,) = [B_t, C_t]; dt, dtu, acc
-    (W,). The loops over the W channels are contiguous and vectorise. exp(dt A) is
-    ``_exp_nonpositive``: dt >= 0 (a softplus) and A < 0 (-exp(A_log)) in a mixer."""
+def _state_step(At2, d0, BC, dt, dtu, h, acc, k):
+    """acc = sum_n C_t[n] h[n] after h[n] <- exp(dt A[n]) h[n] + dtu B_t[n]: h (N, W); At2
+    (N, D) = A log2(e) transposed, read at channels d0 : d0 + W; BC (2N,) = [B_t, C_t]; dt,
+    dtu, acc (W,). The loops over the W channels are contiguous and vectorise. exp(dt A) is
+    ``_decay(dt A log2 e, k)``: dt >= 0 (a softplus) and A < 0 (-exp(A_log)) in a mixer."""
     N, W = h.shape
     acc[:] = 0.0
     for n in range(N):
-        h_n, A_n, B_n, C_n = h[n], At[n, d0 : d0 + W], BC[n], BC[N + n]
+        h_n, A_n, B_n, C_n = h[n], At2[n, d0 : d0 + W], BC[n], BC[N + n]
         for j in range(W):
-            h_j = _exp_nonpositive(dt[j] * A_n[j]) * h_n[j] + dtu[j] * B_n
+            h_j = _decay(dt[j] * A_n[j], k) * h_n[j] + dtu[j] * B_n
             h_n[j] = h_j
             acc[j] += C_n * h_j
 
@@ -375,21 +441,22 @@ def _output_row(acc, D_row, u_row, z_row, gated, add, y_row):
 
 
 @njit(parallel=True, cache=True, fastmath=_FASTMATH)
-def _mixer_scan_kernel(u, x_dbl, dt_weight_t, At, D_skip, xz, bias, n_chunks, y):
+def _mixer_scan_kernel(u, x_dbl, dt_weight_t, At2, D_skip, xz, bias, decay, n_chunks, y):
     """Work item (b, chunk of W channels), both directions in turn: s = 0 scans t = 0..L-1,
     s = 1 scans t = L-1..0. y[b, t, s] = (<C_t, h_t> + D u_t) silu(z_t) for y (Bsz, L, S, D);
     for y (Bsz, L, 1, D) the directions share z (one projection) and y = (y_0 + y_1) silu(z),
     gated once after both. The item owns its channels of y at every t. dt_proj runs here, on
-    the first R columns of x_dbl. Time outermost, channels innermost (At, dt_weight_t: A
+    the first R columns of x_dbl. Time outermost, channels innermost (At2, dt_weight_t: A log2(e)
     (S, N, D) and dt_proj's weight (S, R, D) transposed): every inner loop runs over W
     contiguous channels, where N (often 16) is too short for the vectoriser. The chunk's
     state (N, W) stays in a buffer of the thread; nothing is stored per step."""
     S, Bsz, L, D = u.shape
-    N, R, P = At.shape[1], dt_weight_t.shape[1], xz.shape[2]
+    N, R, P = At2.shape[1], dt_weight_t.shape[1], xz.shape[2]
     chunk = (D + n_chunks - 1) // n_chunks
     for item in prange(Bsz * n_chunks):
         b, c = item // n_chunks, item % n_chunks
         d0, d1 = c * chunk, min(D, (c + 1) * chunk)
+        k = _decay_tuple(decay)
         h = np.empty((N, d1 - d0), dtype=u.dtype)
         dt, dtu, acc = np.empty((3, d1 - d0), dtype=u.dtype)
         for s in range(S):
@@ -400,7 +467,7 @@ def _mixer_scan_kernel(u, x_dbl, dt_weight_t, At, D_skip, xz, bias, n_chunks, y)
                 t = i if s == 0 else L - 1 - i
                 u_row, x_row = u[s, b, t, d0:d1], x_dbl[s, b, t]
                 _step_rows(x_row, dt_weight_t[s], d0, bias[s, d0:d1], u_row, dt, dtu)
-                _state_step(At[s], d0, x_row[R:], dt, dtu, h, acc)
+                _state_step(At2[s], d0, x_row[R:], dt, dtu, h, acc, k)
                 z_row = xz[b, t, p, D + d0 : D + d1]
                 y_row = y[b, t, sy, d0:d1]
                 _output_row(acc, D_skip[s, d0:d1], u_row, z_row, gated, sy != s, y_row)
@@ -460,7 +527,9 @@ def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
     """-> y (Bsz, L, S, D), or (Bsz, L, 1, D) summed over directions (see the kernel)."""
     S, Bsz, L, D = u.shape
     y = u.new_empty(Bsz, L, 1 if summed else S, D)
-    transposed = (x.transpose(1, 2).contiguous() for x in (dt_weight, A))
-    args = (u, x_dbl, *transposed, D_skip, xz, bias)
-    _mixer_scan_kernel(*map(_np, args), _n_chunks(Bsz, D), _np(y))
+    dt_weight_t = dt_weight.transpose(1, 2).contiguous()  # (S, R, D)
+    At2 = (A.double() * (1 / math.log(2))).to(A.dtype).transpose(1, 2).contiguous()  # (S, N, D)
+    decay = _DECAY_CONSTANTS[np.dtype(_np(u).dtype)]
+    args = (u, x_dbl, dt_weight_t, At2, D_skip, xz, bias)
+    _mixer_scan_kernel(*map(_np, args), decay, _n_chunks(Bsz, D), _np(y))
     return y
