@@ -45,8 +45,9 @@ def inference_path(*tensors: torch.Tensor | None) -> bool:
 
 #: Rows x length x hidden width of one chunk of a batch on the CPU inference path: about what
 #: keeps a layer's activations (a few times that many floats) in the CPU caches. Measured on
-#: 16 x 1,024 bp batches (bench/bench_sampling.py prints it): Caduceus d64 x 2 ran 1.25x faster
-#: in chunks of 8 rows than whole, d118 x 4 1.2x in chunks of 4, d256 x 2 1.35x in chunks of 2.
+#: 16 x 1,024 bp batches (BENCHMARKS.md; bench/bench_sampling.py prints the chunk): Caduceus
+#: d64 x 2 ran 1.19x faster in chunks of 8 rows than whole, d118 x 4 1.22x in chunks of 4,
+#: d256 x 2 1.40x in chunks of 2, Caduceus-PS d64 x 2 (width 128) 1.23x in chunks of 4.
 CPU_CHUNK_ELEMENTS = 2**19
 
 
@@ -56,6 +57,7 @@ def cpu_chunk_rows(x: torch.Tensor, hidden_size: int | None, module: torch.nn.Mo
     max(1, CPU_CHUNK_ELEMENTS // (L * hidden_size)). Rows are independent, so a chunked batch
     gives each row's result of the whole batch, up to float rounding."""
     batch = x.shape[0]
-    if x.is_cuda or not hidden_size or x.dim() < 2 or not inference_path(x, *module.parameters()):
+    on_cpu = x.device.type == "cpu"
+    if not on_cpu or not hidden_size or x.dim() < 2 or not inference_path(x, *module.parameters()):
         return batch
     return min(batch, max(1, CPU_CHUNK_ELEMENTS // (x.shape[1] * hidden_size)))
