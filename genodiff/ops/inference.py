@@ -57,7 +57,6 @@ def cpu_chunk_rows(x: torch.Tensor, hidden_size: int | None, module: torch.nn.Mo
     max(1, CPU_CHUNK_ELEMENTS // (L * hidden_size)). Rows are independent, so a chunked batch
     gives each row's result of the whole batch, up to float rounding."""
     batch = x.shape[0]
-    on_cpu = x.device.type == "cpu"
-    if not on_cpu or not hidden_size or x.dim() < 2 or not inference_path(x, *module.parameters()):
+    if x.device.type != "cpu" or not hidden_size or not inference_path(x, *module.parameters()):
         return batch
     return min(batch, max(1, CPU_CHUNK_ELEMENTS // (x.shape[1] * hidden_size)))
