@@ -2,13 +2,15 @@
 
 Each row is one of the ``configs/hg38*.yaml`` experiments, shrunk to ~82 K parameters (equal
 counts across rows) and trained for the same token budget on real human DNA
-(``human_chrX_GRCh37_trunc``: first 78% train, next 2% validation, last 20% test), then scored
+(human chrX of GRCh37, first 70 Mb: the SMALT aligner's public test genome ``hs37chrXtrunc``;
+first 78% train, next 2% validation, last 20% test), then scored
 by ``genodiff eval`` on the same test windows. Rows run one at a time (``--rows mdlm``) so they
 can be started as soon as each is wanted; results accumulate in ``<out>/results.json`` and the
 table is printed from everything there. The FASTA must be BGZF (pyfaidx random access):
 
+    apt-get download smalt-examples && dpkg -x smalt-examples_*_all.deb smalt
     python -c "from genodiff.data.genome import bgzip_fasta; \
-bgzip_fasta('../shared/data/human_chrX_GRCh37_trunc.fa.gz', 'chrX.fa.gz')"
+bgzip_fasta('smalt/usr/share/doc/smalt/test/data/hs37chrXtrunc.fa.gz', 'chrX.fa.gz')"
     python bench/hg38_table.py --fasta chrX.fa.gz --rows mdlm sedd plaid ar_mamba ar_hyena
 """
 

@@ -1,9 +1,13 @@
 """Build the bundled demo task ``human_vs_phage`` in the Genomic Benchmarks layout.
 
-    python bench/make_gb_demo.py [--out tests/data/genomic_benchmarks] [--train 250 --test 60]
+    apt-get download bowtie2-examples && dpkg -x bowtie2-examples_*_all.deb bowtie2
+    python bench/make_gb_demo.py \
+        --phage bowtie2/usr/share/doc/bowtie2/examples/reference/lambda_virus.fa.gz \
+        [--out tests/data/genomic_benchmarks] [--train 250 --test 60]
 
-Class ``human``: 200-bp windows of human chr22:20,000,001-21,000,000; class ``phage``: 200-bp
-windows of phage lambda (both from /work/shared/data, see its README for provenance). Windows
+Class ``human``: 200-bp windows of human chr22:20,000,001-21,000,000 (the bundled demo genome,
+``data/chr22_20-21Mb.fa.gz``); class ``phage``: 200-bp windows of phage lambda (NC_001416.1,
+48,502 bp: the bowtie2 example reference shipped in Debian's ``bowtie2-examples``). Windows
 with an N are skipped. Train windows start in the first 80% of each genome, test windows in the
 last 20% (no window is shared between the splits), and each window is reverse-complemented
 with probability 1/2 so the strand carries no label information. A fixed seed makes the
@@ -21,10 +25,7 @@ import numpy as np
 
 from genodiff.tokenizers import DNATokenizer
 
-SOURCES = {
-    "human": "human_chr22_20-21Mb.fa.gz",
-    "phage": "lambda_phage.fa.gz",
-}
+ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 200
 TRAIN_FRACTION = 0.8
 
@@ -52,7 +53,10 @@ def windows(genome: str, count: int, lo: int, hi: int, rng: np.random.Generator)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default="/work/shared/data", help="folder with the FASTA files")
+    parser.add_argument(
+        "--human", default=str(ROOT / "data" / "chr22_20-21Mb.fa.gz"), help="human FASTA (gzip)"
+    )
+    parser.add_argument("--phage", required=True, help="phage lambda FASTA (gzip), see above")
     parser.add_argument("--out", default="tests/data/genomic_benchmarks")
     parser.add_argument("--train", type=int, default=250, help="train sequences per class")
     parser.add_argument("--test", type=int, default=60, help="test sequences per class")
@@ -62,8 +66,8 @@ def main() -> None:
     task = Path(args.out) / "human_vs_phage"
     shutil.rmtree(task, ignore_errors=True)
     rng = np.random.default_rng(args.seed)
-    for label, file in SOURCES.items():
-        genome = read_fasta_gz(Path(args.data) / file)
+    for label, file in {"human": args.human, "phage": args.phage}.items():
+        genome = read_fasta_gz(Path(file))
         cut = int(TRAIN_FRACTION * len(genome))
         split_ranges = {"train": (0, cut, args.train), "test": (cut, len(genome), args.test)}
         for split, (lo, hi, count) in split_ranges.items():
