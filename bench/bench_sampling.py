@@ -50,11 +50,11 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from genodiff.backbones import build
+from genodiff.model import build_objective, complete_config
 from genodiff.ops import training_path
 from genodiff.ops.inference import cpu_chunk_rows
 from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import DNATokenizer
-from genodiff.training import build_objective, complete_config
 
 SAMPLERS = ("ancestral", "ancestral-4L", "cached", "first-hitting", "semi-ar")
 
@@ -81,9 +81,9 @@ def configured(model: dict, objective: dict) -> tuple[nn.Module, nn.Module]:
 def caduceus_tiny(checkpoint: str | None) -> tuple[nn.Module, nn.Module]:
     """(backbone, MDLM objective)."""
     if checkpoint:
-        from genodiff.training import load_checkpoint
+        from genodiff.checkpoints import load_model
 
-        loaded = load_checkpoint(checkpoint)
+        loaded = load_model(checkpoint)
         return loaded.eval_backbone, loaded.objective
     config = OmegaConf.load("configs/model/caduceus_tiny.yaml")
     base = OmegaConf.load("configs/model/caduceus_ph.yaml")

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from genodiff.training import load_checkpoint
+from genodiff.checkpoints import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +101,7 @@ def train_and_score(row: str, args: argparse.Namespace, score: bool) -> dict | N
 
 def parameters(checkpoint: Path) -> int:
     """Trained parameters of a checkpoint: the backbone's plus the objective's own (Plaid)."""
-    model = load_checkpoint(checkpoint)
+    model = load_model(checkpoint)
     return sum(p.numel() for m in (model.backbone, model.objective) for p in m.parameters())
 
 

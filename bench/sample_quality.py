@@ -30,9 +30,9 @@ import numpy as np
 from markov_baseline import context_codes, split_sequences
 
 from genodiff.config import load_config
+from genodiff.data.build import build_datamodule
 from genodiff.metrics import evaluate_samples, read_sequences, split_windows, write_report
 from genodiff.metrics.sequences import BASES, evenly_spaced
-from genodiff.training import build_datamodule
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from genodiff.data.build import build_datamodule
 from genodiff.evaluate import heldout_windows, window_digest
 from genodiff.tokenizers import build_tokenizer, tokenizer_from_checkpoint
-from genodiff.training import build_datamodule
 
 CHUNK = 8192  # windows per counting step
 

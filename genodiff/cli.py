@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from genodiff.sampling import SampleRequest
-    from genodiff.training import DiffusionLM
+    from genodiff.training.module import GenerativeTrainingModule
 
 
 def _train(args: argparse.Namespace) -> None:
@@ -26,10 +26,12 @@ def _train(args: argparse.Namespace) -> None:
     from lightning.pytorch.utilities.exceptions import SIGTERMException
     from omegaconf import OmegaConf
 
-    from genodiff import run_folder
+    from genodiff.checkpoints import run_folder
     from genodiff.config import load_config
+    from genodiff.data.build import build_datamodule
     from genodiff.sampling import SampleRequest
-    from genodiff.training import DiffusionLM, build_datamodule, build_trainer, prepare_tokenizer
+    from genodiff.training.module import GenerativeTrainingModule
+    from genodiff.training.trainer import build_trainer, prepare_tokenizer
 
     # Every check comes before the first write into output_dir.
     cfg = load_config(args.config, args.overrides)
@@ -45,7 +47,7 @@ def _train(args: argparse.Namespace) -> None:
     tokenizer = prepare_tokenizer(cfg, datamodule)
     datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)
-    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True), tokenizer)
+    model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
     if main_process:  # hashing the data files once is enough: only rank 0 writes checkpoints
         model.record_data(datamodule)
     s = cfg.samples
@@ -74,7 +76,7 @@ def _train(args: argparse.Namespace) -> None:
 
 def _after_training(
     cfg: DictConfig,
-    model: DiffusionLM,
+    model: GenerativeTrainingModule,
     trainer: Trainer,
     datamodule: LightningDataModule,
     request: SampleRequest,
@@ -126,6 +128,7 @@ def _finetune(args: argparse.Namespace) -> None:
 def _sample(args: argparse.Namespace) -> None:
     from dataclasses import replace
 
+    from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
     from genodiff.generate import (
         Constraint,
@@ -136,12 +139,11 @@ def _sample(args: argparse.Namespace) -> None:
         write_samples,
     )
     from genodiff.sampling import SampleRequest
-    from genodiff.training import load_checkpoint
 
     if args.prefix is not None and args.infill is not None:
         raise ValueError("--prefix and --infill exclude each other; give one")
     device = resolve_device(args.device)
-    model = load_checkpoint(args.checkpoint, device)
+    model = load_model(args.checkpoint, device)
     tokenizer = model.tokenizer
     inputs = [("checkpoint", args.checkpoint)]
     if args.infill is not None:
@@ -284,7 +286,7 @@ def _export(args: argparse.Namespace) -> None:
 def _info(args: argparse.Namespace) -> None:
     import json
 
-    from genodiff.info import inspect_checkpoint
+    from genodiff.checkpoints import inspect_checkpoint
 
     info = inspect_checkpoint(args.path)
     print(json.dumps(info.to_dict()) if args.json else info.describe())

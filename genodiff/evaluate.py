@@ -130,7 +130,7 @@ def heldout_windows(
     or with ``data_file`` every ``length``-token window of that file, as the checkpoint's data
     module windows a file (DNA: non-overlapping windows tiling every record, mostly-N
     windows skipped, no reverse complement)."""
-    from genodiff.training import build_datamodule
+    from genodiff.data.build import build_datamodule
 
     if length is None:
         length = data_config.get("max_length", 1024)
@@ -261,12 +261,12 @@ def evaluate_checkpoint(
 
     ``t_samples`` defaults to the objective's ``eval_t_samples`` (AR: always 1).
     """
+    from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
-    from genodiff.training import load_checkpoint
 
     checkpoint = Path(checkpoint)
     torch_device = resolve_device(device)
-    model = load_checkpoint(checkpoint, torch_device)
+    model = load_model(checkpoint, torch_device)
     objective, backbone = model.eval_objective, model.eval_backbone
     if objective.exact_likelihood or t_samples is None:
         t_samples = objective.eval_t_samples

@@ -352,8 +352,8 @@ def generative_perplexity(
     reference_file: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> GenPPLResult:
-    """Score ``samples`` with ``model`` (an AR ``DiffusionLM``, e.g. from
-    ``genodiff.training.load_checkpoint``) and measure their diversity (and that of
+    """Score ``samples`` with ``model`` (an AR ``GenerativeModel``, e.g. from
+    ``genodiff.checkpoints.load_model``) and measure their diversity (and that of
     ``reference`` when given); see the module doc. ``device`` moves the model there (default:
     where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``."""
     _check_exact(model, checkpoint)
@@ -442,13 +442,13 @@ def score_sample_file(
 ) -> GenPPLResult:
     """``generative_perplexity`` of the samples in a file, scored by the AR checkpoint at
     ``checkpoint`` (loaded with its EMA weights), with the diversity of ``reference_path``."""
+    from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
-    from genodiff.training import load_checkpoint
 
     torch_device = resolve_device(device)
     samples = read_samples(samples_path)
     reference = read_samples(reference_path) if reference_path is not None else None
-    model = load_checkpoint(checkpoint, torch_device)
+    model = load_model(checkpoint, torch_device)
     _check_exact(model, str(checkpoint))
     domain = model.tokenizer.domain
     for path in (samples_path, reference_path):

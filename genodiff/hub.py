@@ -1,7 +1,7 @@
 """Checkpoint references: a local path, or a Hugging Face Hub id ``org/name[@revision]``.
 
 Every place that takes a checkpoint (``load_pretrained``, ``init_from=``, ``pretrained=``,
-``load_checkpoint`` and so ``genodiff sample/eval --checkpoint``, ``genodiff info``) resolves
+``load_model`` and so ``genodiff sample/eval --checkpoint``, ``genodiff info``) resolves
 it here, to a local file or folder:
 
 - a path that exists on disk is used as it is, so a local folder always wins over a Hub id

@@ -14,10 +14,11 @@ import math
 import pytest
 import torch
 
-from genodiff import cli, training
+from genodiff import cli
 from genodiff.backbones.caduceus import Caduceus
 from genodiff.backbones.mamba_lm import MambaLM
 from genodiff.ops import upstream_kernels_on_cpu
+from genodiff.training.module import GenerativeTrainingModule
 from tests.dna_objectives import mdlm
 from tests.test_cli import DEMO, TINY, read_metrics
 
@@ -32,13 +33,13 @@ def overridden(overrides: list[str], **values: object) -> list[str]:
 
 def test_train_in_bf16_mixed_on_cpu(tmp_path, monkeypatch):
     seen = []
-    original = training.DiffusionLM.training_step
+    original = GenerativeTrainingModule.training_step
 
     def recording_step(self, batch, batch_idx):
         seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
         return original(self, batch, batch_idx)
 
-    monkeypatch.setattr(training.DiffusionLM, "training_step", recording_step)
+    monkeypatch.setattr(GenerativeTrainingModule, "training_step", recording_step)
     args = overridden(
         TINY,
         **{

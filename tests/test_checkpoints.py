@@ -6,14 +6,10 @@ import pytest
 import safetensors.torch
 import torch
 
-from genodiff import checkpoints, cli
+from genodiff import cli
 from genodiff.backbones.build import build
-from genodiff.checkpoints import (
-    CheckpointError,
-    export_checkpoint,
-    load_pretrained,
-    save_pretrained,
-)
+from genodiff.checkpoints import export_checkpoint, folders, load_pretrained, save_pretrained
+from genodiff.checkpoints.folders import CheckpointError
 
 from .test_cli import DEMO
 
@@ -116,7 +112,7 @@ def test_failed_save_leaves_no_folder(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoints.safetensors.torch, "save_file", boom)
+    monkeypatch.setattr(folders.safetensors.torch, "save_file", boom)
     with pytest.raises(OSError, match="disk full"):
         save_pretrained(build(**CONFIGS["hyena"]), tmp_path / "h")
     assert list(tmp_path.iterdir()) == []

@@ -125,12 +125,12 @@ def test_group_override_swaps_data(capsys, tmp_path, monkeypatch):
 
 
 def test_missing_hg38_fails_before_model_setup(capsys, tmp_path, monkeypatch):
-    import genodiff.training
+    import genodiff.training.module
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was built before the data check")
 
-    monkeypatch.setattr(genodiff.training.DiffusionLM, "__init__", no_model)
+    monkeypatch.setattr(genodiff.training.module.GenerativeTrainingModule, "__init__", no_model)
     monkeypatch.chdir(tmp_path)
     code = cli.main(
         [
@@ -150,14 +150,16 @@ def test_export_command_writes_a_loadable_folder(trained_run, tmp_path, capsys):
     import torch
 
     from genodiff.checkpoints import load_pretrained
-    from genodiff.training import DiffusionLM
+    from genodiff.training.module import GenerativeTrainingModule
 
     ckpt = trained_run / "checkpoints" / "last.ckpt"
     out = tmp_path / "exported"
     assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(out)]) == 0
     assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
     model = load_pretrained(out)
-    ema = DiffusionLM.load_from_checkpoint(ckpt, map_location="cpu").eval_backbone.eval()
+    ema = GenerativeTrainingModule.load_from_checkpoint(
+        ckpt, map_location="cpu"
+    ).eval_backbone.eval()
     ids = torch.randint(7, 11, (2, 32))
     with torch.no_grad():
         assert torch.equal(model(ids), ema(ids))

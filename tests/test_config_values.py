@@ -30,10 +30,11 @@ from genodiff.config import (
 from genodiff.config_values import Key, Range, class_spec, dataclass_spec, describe, fits
 from genodiff.data import genome
 from genodiff.finetune.data import load_task
+from genodiff.model import GenerativeModel
 from genodiff.objectives.d3pm import D3PM
 from genodiff.objectives.mdlm import MDLM
 from genodiff.sampling import SampleRequest
-from genodiff.training import DiffusionLM, build_trainer
+from genodiff.training.trainer import build_trainer
 from tests.test_cli import DEMO, ROOT, TINY
 
 # Cheap settings first: should a bad value get through, the run is short.
@@ -162,7 +163,7 @@ def test_objective_ar_takes_the_keys_an_experiment_sets_for_diffusion():
     # demo.yaml sets objective.eval_t_samples; objective=ar (with a causal backbone) takes it.
     cfg = load_config(DEMO, ["objective=ar", "model=mamba", "model.d_model=16", "model.n_layer=1"])
     assert cfg.objective.eval_t_samples == 4
-    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    model = GenerativeModel(OmegaConf.to_container(cfg, resolve=True))
     assert model.objective.eval_t_samples == 1  # deterministic: one pass is exact
 
 

@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from genodiff.checkpoint_io import is_loadable
-from genodiff.run_folder import CHECKPOINT_FOLDER
+from genodiff.checkpoints.io import is_loadable
+from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
 from tests.test_cli import DEMO, TINY
 
 CONTEXT = multiprocessing.get_context("forkserver")
-CONTEXT.set_forkserver_preload(["genodiff.cli", "genodiff.training", "tests.test_crash_safety"])
+CONTEXT.set_forkserver_preload(
+    ["genodiff.cli", "genodiff.training.module", "tests.test_crash_safety"]
+)
 BASE = [o for o in TINY if not o.startswith("trainer.max_steps")] + [
     "samples.num_samples=0",
     "evaluate_test=false",
@@ -56,19 +58,19 @@ def train_child(args: list[str], slow_writes: bool, started_step=None) -> None:
     """Runs `genodiff train ARGS` in the child; ``started_step`` (an Event) is set once three
     optimizer steps are done."""
     from genodiff import cli
-    from genodiff.training import DiffusionLM
+    from genodiff.training.module import GenerativeTrainingModule
 
     if slow_writes:
         torch.save = slow_save
     if started_step is not None:
-        original = DiffusionLM.on_train_batch_end
+        original = GenerativeTrainingModule.on_train_batch_end
 
         def signal_progress(self, outputs, batch, batch_idx):
             original(self, outputs, batch, batch_idx)
             if self.global_step >= 3:
                 started_step.set()
 
-        DiffusionLM.on_train_batch_end = signal_progress
+        GenerativeTrainingModule.on_train_batch_end = signal_progress
     try:
         code = cli.main(args)
     except SystemExit as stop:

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
+from genodiff.model import build_objective
 from genodiff.objectives import D3PM, MDLM
 from genodiff.sampling import SampleRequest
-from genodiff.training import build_objective
 from tests.dna_objectives import IDS, d3pm, mdlm
 from tests.test_mdlm import (
     TOK,

@@ -16,7 +16,8 @@ from torch.utils.data import DataLoader
 from genodiff import cli, registry
 from genodiff.backbones import Capabilities, build, capabilities_of
 from genodiff.backbones.layout import CheckpointLayout
-from genodiff.checkpoints import CheckpointError, detect_layout, load_pretrained, save_pretrained
+from genodiff.checkpoints import load_pretrained, save_pretrained
+from genodiff.checkpoints.folders import CheckpointError, detect_layout
 from genodiff.config import ConfigError, with_tokenizer_fields
 from genodiff.data.base import DataModule
 from genodiff.evaluate import window_digest

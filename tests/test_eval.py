@@ -11,7 +11,7 @@ from genodiff import cli
 from genodiff.data.datamodule import DEMO_FASTA
 from genodiff.data.windows import FastaWindowDataset
 from genodiff.tokenizers import DNATokenizer
-from genodiff.training import DiffusionLM
+from genodiff.training.module import GenerativeTrainingModule
 from tests.test_cli import DEMO, ROOT, TINY
 
 TOK = DNATokenizer()
@@ -47,7 +47,9 @@ def test_json_nelbo_equals_a_recomputation_on_the_same_windows_and_seed(checkpoi
     assert listed == ["{}:{}-{}".format(*dataset.window(i)) for i in indices]
 
     # Recompute with the EMA weights: batches of 2 windows, each repeated 3 times.
-    model = DiffusionLM.load_from_checkpoint(checkpoints["mdlm"], map_location="cpu").eval()
+    model = GenerativeTrainingModule.load_from_checkpoint(
+        checkpoints["mdlm"], map_location="cpu"
+    ).eval()
     generator = torch.Generator().manual_seed(11)
     per_window, tokens = [], []
     with torch.no_grad():
@@ -118,7 +120,9 @@ def test_fasta_windows_and_exact_ar_nll(checkpoints, capsys, small_fasta):
     assert ar["windows_sha256"] == mdlm["windows_sha256"] and ar["length"] == 50
 
     # Exact NLL by hand: tokens read from the strings, [BOS] + x[:-1] -> log-softmax at x.
-    model = DiffusionLM.load_from_checkpoint(checkpoints["ar"], map_location="cpu").eval()
+    model = GenerativeTrainingModule.load_from_checkpoint(
+        checkpoints["ar"], map_location="cpu"
+    ).eval()
     total, count = 0.0, 0
     with torch.no_grad():
         for seq in expected:

@@ -101,10 +101,10 @@ def test_ps_classifier_combines_the_two_strands_like_caduceus():
 
 
 def test_backbone_from_training_checkpoint_is_the_ema_copy(tmp_path):
-    from genodiff.training import DiffusionLM
+    from genodiff.training.module import GenerativeTrainingModule
 
     config = {"model": TINY, "objective": {"name": "mdlm"}, "ema": {"decay": 0.5}}
-    module = DiffusionLM(config)
+    module = GenerativeTrainingModule(config)
     with torch.no_grad():
         for p in module.ema.module.parameters():
             p.add_(1.0)  # EMA weights != raw weights

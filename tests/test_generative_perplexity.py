@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from genodiff import cli
+from genodiff.checkpoints import load_model
 from genodiff.generate import SamplingRun, write_samples
 from genodiff.generative_perplexity import (
     DEFAULT_AR_CHECKPOINTS,
@@ -20,19 +21,19 @@ from genodiff.generative_perplexity import (
     read_samples,
     unigram_entropy,
 )
+from genodiff.model import GenerativeModel
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
-from genodiff.training import DiffusionLM, load_checkpoint
 
 TOK = DNATokenizer()
 DATA = {"name": "fasta", "max_length": 32}
 NO_EMA = {"decay": 0.0}
 
 
-def save(model: DiffusionLM, path) -> str:
-    """The checkpoint dict ``load_checkpoint`` reads, as a Lightning Trainer writes it."""
+def save(model: GenerativeModel, path) -> str:
+    """The checkpoint dict ``load_model`` reads, as a Lightning Trainer writes it."""
     torch.save(
         {
-            "hyper_parameters": {"config": model.hparams.config},
+            "hyper_parameters": {"config": model.config},
             "state_dict": model.state_dict(),
             CHECKPOINT_KEY: tokenizer_record(model.tokenizer),
         },
@@ -47,7 +48,7 @@ def checkpoints(tmp_path_factory):
     tiny MDLM Caduceus."""
     folder = tmp_path_factory.mktemp("ckpt")
     torch.manual_seed(0)
-    ar = DiffusionLM(
+    ar = GenerativeModel(
         {
             "model": {"name": "mamba", "d_model": 16, "n_layer": 1},
             "objective": {"name": "ar"},
@@ -58,7 +59,7 @@ def checkpoints(tmp_path_factory):
     with torch.no_grad():
         for p in ar.backbone.parameters():
             p.add_(0.3 * torch.randn_like(p))
-    mdlm = DiffusionLM(
+    mdlm = GenerativeModel(
         {
             "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
             "objective": {"name": "mdlm"},
@@ -132,7 +133,7 @@ def test_distinct_n_by_hand_and_ngrams_never_span_two_sequences():
 
 
 def test_gen_ppl_equals_an_explicit_next_token_loop(checkpoints):
-    model = load_checkpoint(checkpoints["ar"])
+    model = load_model(checkpoints["ar"])
     samples = random_dna([5, 20, 32, 45], seed=1)  # 45 > max_length 32: two chunks
     result = generative_perplexity(samples, model, batch_size=3)
     sums, counts, ratio, se = expected_stats(model.eval_backbone, samples, 32)
@@ -151,7 +152,7 @@ def test_gen_ppl_equals_an_explicit_next_token_loop(checkpoints):
 
 
 def test_chunks_beyond_max_length_score_every_token_once(checkpoints):
-    model = load_checkpoint(checkpoints["ar"])
+    model = load_model(checkpoints["ar"])
     samples = random_dna([19, 8, 3], seed=2)
     samples[0] = samples[0][:6] + "NN" + samples[0][8:]  # N: context only
     result = generative_perplexity(samples, model, batch_size=2, max_length=8)
@@ -163,7 +164,7 @@ def test_chunks_beyond_max_length_score_every_token_once(checkpoints):
 
 
 def test_diversity_of_samples_and_reference(checkpoints):
-    model = load_checkpoint(checkpoints["ar"])
+    model = load_model(checkpoints["ar"])
     result = generative_perplexity(["AAAA", "ACGT"], model, reference=["ACGTACGT"])
     d, r = result.diversity, result.reference_diversity
     assert d.entropy == pytest.approx((0 + math.log(4)) / 2)
@@ -178,13 +179,13 @@ def test_diversity_of_samples_and_reference(checkpoints):
 
 
 def test_a_diffusion_checkpoint_is_refused(checkpoints):
-    model = load_checkpoint(checkpoints["mdlm"])
+    model = load_model(checkpoints["mdlm"])
     with pytest.raises(ValueError, match="exact-likelihood.*'mdlm'"):
         generative_perplexity(["ACGT"], model)
 
 
 def test_bad_samples_are_named(checkpoints):
-    model = load_checkpoint(checkpoints["ar"])
+    model = load_model(checkpoints["ar"])
     with pytest.raises(ValueError, match="sample 1: cannot tokenize character 'X'"):
         generative_perplexity(["ACGT", "ACXT"], model)
     with pytest.raises(ValueError, match="no sample holds a token"):
@@ -247,7 +248,7 @@ def test_cli_end_to_end(checkpoints, tmp_path, capsys):
     capsys.readouterr()
     assert cli.main([*base, "--reference", str(tmp_path / "real.txt"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    model = load_checkpoint(ckpt)
+    model = load_model(ckpt)
     _, _, ratio, _ = expected_stats(model.eval_backbone, samples, 32)
     assert out["gen_ppl"] == pytest.approx(math.exp(ratio), rel=1e-5)
     assert (out["samples"], out["tokens"], out["chunks"], out["objective"]) == (3, 120, 6, "ar")

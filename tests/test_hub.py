@@ -18,12 +18,12 @@ from omegaconf import OmegaConf
 
 from genodiff import cli
 from genodiff.backbones import build
-from genodiff.checkpoints import export_checkpoint, load_pretrained, save_pretrained
+from genodiff.checkpoints import export_checkpoint, load_model, load_pretrained, save_pretrained
 from genodiff.config import load_config
 from genodiff.finetune.classifier import load_backbone
 from genodiff.hub import HubError, parse_hub_id
+from genodiff.model import GenerativeModel, init_backbone
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
-from genodiff.training import DiffusionLM, init_backbone, load_checkpoint
 from tests.test_cli import DEMO, TINY
 
 REPO = "test-org/tiny-mamba"
@@ -146,17 +146,17 @@ def test_init_from_and_pretrained_take_ids(tmp_path, offline_cache):
     )
     cfg = load_config(DEMO, [*TINY, "init_from=test-org/tiny-caduceus"])
     assert cfg.init_from == "test-org/tiny-caduceus"  # kept for the Hub, not made a path
-    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    model = GenerativeModel(OmegaConf.to_container(cfg, resolve=True))
     init_backbone(model.backbone, cfg.init_from)
     assert_same(model.backbone, caduceus)
     assert_same(load_backbone("test-org/tiny-caduceus"), caduceus)
 
 
-def training_checkpoint(path: Path, seed: int, step: int = 3) -> DiffusionLM:
+def training_checkpoint(path: Path, seed: int, step: int = 3) -> GenerativeModel:
     """A training checkpoint as ``genodiff train`` writes it (the keys genodiff reads)."""
     torch.manual_seed(seed)
     cfg = load_config(DEMO, [*TINY, "ema.decay=0.9"])
-    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    model = GenerativeModel(OmegaConf.to_container(cfg, resolve=True))
     with torch.no_grad():  # make the averaged weights differ from the trained ones
         for p in model.ema.module.parameters():
             p.add_(0.01)
@@ -181,10 +181,10 @@ def test_sample_and_eval_checkpoints_take_ids(tmp_path, offline_cache):
     exported = export_checkpoint(run / "last.ckpt", tmp_path / "exported")
     write_hub_cache(offline_cache, "test-org/run", {"main": run})
     write_hub_cache(offline_cache, "test-org/exported", {"main": exported})
-    from_ckpt = load_checkpoint("test-org/run")
+    from_ckpt = load_model("test-org/run")
     assert_same(from_ckpt.backbone, trained.backbone)
     assert_same(from_ckpt.eval_backbone, trained.eval_backbone)
-    from_folder = load_checkpoint("test-org/exported")  # the EMA weights, its config
+    from_folder = load_model("test-org/exported")  # the EMA weights, its config
     assert_same(from_folder.eval_backbone, trained.eval_backbone)
     assert from_folder.config == trained.config
 
@@ -193,7 +193,7 @@ def test_a_folder_without_a_run_is_refused(tmp_path, offline_cache):
     backbone_only, _ = model_folder(tmp_path, seed=1)
     write_hub_cache(offline_cache, REPO, {"main": backbone_only})
     with pytest.raises(FileNotFoundError, match="no genodiff.json .* no \\*.ckpt"):
-        load_checkpoint(REPO)
+        load_model(REPO)
 
 
 # ----------------------------------------------------------------------------- downloads

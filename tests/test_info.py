@@ -11,11 +11,11 @@ from Bio import SeqIO
 
 from genodiff import cli
 from genodiff.backbones import build
-from genodiff.checkpoints import save_pretrained
+from genodiff.checkpoints import inspect_checkpoint, save_pretrained
 from genodiff.data.base import files_digest
+from genodiff.data.build import build_datamodule
 from genodiff.data.datamodule import DEMO_FASTA
-from genodiff.info import inspect_checkpoint
-from genodiff.training import DiffusionLM, build_datamodule
+from genodiff.training.module import GenerativeTrainingModule
 from tests.test_cli import DEMO
 from tests.test_hub import write_hub_cache
 
@@ -58,7 +58,7 @@ def info_json(path, capsys) -> dict:
 
 
 def trained_parameters(run) -> int:
-    module = DiffusionLM.load_from_checkpoint(run / "checkpoints" / "last.ckpt")
+    module = GenerativeTrainingModule.load_from_checkpoint(run / "checkpoints" / "last.ckpt")
     return sum(p.numel() for p in module.backbone.parameters())
 
 
@@ -109,7 +109,7 @@ def test_resuming_on_changed_data_warns_and_records_the_new_digest(run, tmp_path
     fasta = tmp_path / "genome.fa"
     fasta.write_text(">chrA\n" + "ACGT" * 300 + "\n")
     checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
-    model = DiffusionLM(checkpoint["hyper_parameters"]["config"])
+    model = GenerativeTrainingModule(checkpoint["hyper_parameters"]["config"])
     model.record_data(build_datamodule({"name": "fasta", "fasta": str(fasta)}))
     assert model.data_digest == expected_digest(fasta)
     with pytest.warns(UserWarning, match="data files differ"):

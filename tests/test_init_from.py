@@ -7,7 +7,7 @@ from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import save_pretrained
 from genodiff.config import load_config
-from genodiff.training import DiffusionLM
+from genodiff.model import GenerativeModel
 from tests.test_cli import DEMO, TINY
 
 TINY_CADUCEUS = dict(name="caduceus", d_model=64, n_layer=2, vocab_size=12)
@@ -62,7 +62,7 @@ def test_a_missing_folder_is_a_clear_error(tmp_path, capsys):
 def test_init_from_sets_the_trained_and_the_averaged_weights(tmp_path):
     folder, weights = pretrained_folder(tmp_path, seed=1)
     cfg = load_config(DEMO, TINY)
-    model = DiffusionLM(OmegaConf.to_container(cfg, resolve=True))
+    model = GenerativeModel(OmegaConf.to_container(cfg, resolve=True))
     model.init_from_pretrained(folder)
     for key, value in weights.items():
         assert torch.equal(model.backbone.state_dict()[key], value)

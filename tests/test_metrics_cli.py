@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from genodiff import cli
+from genodiff.checkpoints import load_model
 from genodiff.generative_perplexity import generative_perplexity
 from genodiff.metrics import REPORT_FILES
-from genodiff.training import DiffusionLM, load_checkpoint
+from genodiff.model import GenerativeModel
 from tests.test_generative_perplexity import save
 from tests.test_metrics import COMPLEMENT, random_dna
 
@@ -27,7 +28,7 @@ def write_fasta(path, seqs):
 def inputs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("quality")
     torch.manual_seed(0)
-    ar = DiffusionLM(
+    ar = GenerativeModel(
         {
             "model": {"name": "mamba", "d_model": 16, "n_layer": 1},
             "objective": {"name": "ar"},
@@ -92,7 +93,7 @@ def test_evaluate_samples_writes_the_report(inputs, tmp_path, capsys):
     assert second["strand"] == "-"
 
     # each side scored as `genodiff gen-ppl` scores it (tested there against an explicit loop)
-    model = load_checkpoint(inputs["ar"])
+    model = load_model(inputs["ar"])
     gen_ppl = metrics["generative_perplexity"]
     for side in ("samples", "reference"):
         expected = generative_perplexity(inputs[side], model)

@@ -1,5 +1,5 @@
 """Plaid: the ELBO of i.i.d. tokens with the exact posterior denoiser, the learned schedule,
-gradients and optimiser steps through DiffusionLM, the sampler and its constraints."""
+gradients and optimiser steps through GenerativeTrainingModule, the sampler and its constraints."""
 
 import math
 from types import SimpleNamespace
@@ -11,7 +11,7 @@ from torch import nn
 from genodiff import backbones
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.sampling import SampleRequest
-from genodiff.training import DiffusionLM
+from genodiff.training.module import GenerativeTrainingModule
 from tests.dna_objectives import plaid
 
 PI = torch.tensor([0.1, 0.2, 0.3, 0.4])  # law of A, C, G, T (ids 7..10)
@@ -112,7 +112,7 @@ def test_rcps_backbone_and_width_mismatch_are_clear_errors():
         plaid(d_model=16).loss(tiny_caduceus(), torch.full((2, 8), 11))
 
 
-def test_diffusionlm_optimizer_trains_the_objective_parameters():
+def test_training_module_optimizer_trains_the_objective_parameters():
     torch.manual_seed(0)
     config = {
         "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
@@ -120,7 +120,7 @@ def test_diffusionlm_optimizer_trains_the_objective_parameters():
         "optim": {"lr": 1e-2},
         "ema": {"decay": 0.9},
     }
-    module = DiffusionLM(config)
+    module = GenerativeTrainingModule(config)
     module.trainer = SimpleNamespace(estimated_stepping_batches=10)
     optimizer = module.configure_optimizers()["optimizer"]
     in_optimizer = {id(p) for group in optimizer.param_groups for p in group["params"]}
@@ -134,7 +134,7 @@ def test_diffusionlm_optimizer_trains_the_objective_parameters():
         optimizer.step()
     for name, p in module.objective.named_parameters():
         assert not torch.equal(p.detach(), before[name]), name
-    assert module.objective_ema is not None  # DiffusionLM averages them too
+    assert module.objective_ema is not None  # GenerativeModel averages them too
 
 
 def test_ancestral_sampler_marginals_with_the_exact_denoiser():

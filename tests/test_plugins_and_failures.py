@@ -9,7 +9,7 @@ from torch import nn
 
 from genodiff import cli, registry
 from genodiff.backbones.caduceus import Caduceus
-from genodiff.training import DiffusionLM
+from genodiff.training.module import GenerativeTrainingModule
 from tests.test_cli import DEMO, TINY
 from tests.test_hg38_download import BED, FASTA, gd_server, urls  # noqa: F401 (fixture)
 
@@ -75,7 +75,7 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_good_checkpoints(
     assert "training loss is nan at step 3" in err and "ckpt_path=last" in err
     # The checkpoint from the validation at step 2 is intact and finite.
     ckpt = Path(tmp_path) / "checkpoints" / "last.ckpt"
-    DiffusionLM.load_from_checkpoint(ckpt, map_location="cpu")
+    GenerativeTrainingModule.load_from_checkpoint(ckpt, map_location="cpu")
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
     assert state["global_step"] == 2
     weights = [v for v in state["state_dict"].values() if v.is_floating_point()]

@@ -8,7 +8,7 @@ import torch
 
 from genodiff import cli
 from genodiff.backbones.caduceus import Caduceus
-from genodiff.training import DiffusionLM
+from genodiff.training.module import GenerativeTrainingModule
 from tests.test_cli import DEMO, TINY, read_metrics
 
 BASE = [o for o in TINY if not o.startswith("trainer.max_steps")] + [
@@ -22,13 +22,13 @@ def step_of(path: Path) -> int:
 
 
 def test_last_ckpt_is_the_latest_state_when_the_best_was_early(tmp_path, monkeypatch):
-    original = DiffusionLM._log_heldout
+    original = GenerativeTrainingModule._log_heldout
 
     def worse_every_validation(self, stage):
         self.heldout_nelbo.update(torch.tensor(1000.0 * self.global_step))
         original(self, stage)
 
-    monkeypatch.setattr(DiffusionLM, "_log_heldout", worse_every_validation)
+    monkeypatch.setattr(GenerativeTrainingModule, "_log_heldout", worse_every_validation)
     out = tmp_path / "run"
     assert cli.main(["train", DEMO, *BASE, "trainer.max_steps=5", f"output_dir={out}"]) == 0
     folder = out / "checkpoints"
@@ -84,7 +84,7 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
     whole, split = tmp_path / "whole", tmp_path / "split"
     assert cli.main(["train", DEMO, *EXACT, f"output_dir={whole}"]) == 0
 
-    original = DiffusionLM.training_step
+    original = GenerativeTrainingModule.training_step
 
     def stop_after_step_4(self, batch, batch_idx):
         if self.global_step == 4:
@@ -92,7 +92,7 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
         return original(self, batch, batch_idx)
 
     with monkeypatch.context() as patch:
-        patch.setattr(DiffusionLM, "training_step", stop_after_step_4)
+        patch.setattr(GenerativeTrainingModule, "training_step", stop_after_step_4)
         assert cli.main(["train", DEMO, *EXACT, f"output_dir={split}"]) == 2
     assert step_of(split / "checkpoints" / "last.ckpt") == 4
     assert cli.main(["train", DEMO, *EXACT, f"output_dir={split}", "ckpt_path=last"]) == 0

@@ -8,7 +8,8 @@ import sys
 import pytest
 import torch
 
-from genodiff import cli, run_folder
+from genodiff import cli
+from genodiff.checkpoints import run_folder
 from genodiff.config import ConfigError
 from tests.test_cli import DEMO, TINY
 

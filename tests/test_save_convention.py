@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from genodiff import checkpoints, cli
+from genodiff import cli
 from genodiff.backbones import build
-from genodiff.checkpoints import load_pretrained, save_pretrained
+from genodiff.checkpoints import folders, load_pretrained, save_pretrained
 from genodiff.tokenizers import DNATokenizer
 from tests.test_hub import assert_same, training_checkpoint
 
@@ -79,8 +79,8 @@ def crash_writing_json(*args, **kwargs):  # the weights are written by then
 @pytest.mark.parametrize(
     "module, name, crash",
     [
-        (checkpoints.safetensors.torch, "save_file", crash_writing_weights),
-        (checkpoints.json, "dumps", crash_writing_json),
+        (folders.safetensors.torch, "save_file", crash_writing_weights),
+        (folders.json, "dumps", crash_writing_json),
     ],
 )
 def test_a_crash_mid_write_leaves_the_previous_files_intact(

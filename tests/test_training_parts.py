@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from genodiff.training import EMA, cosine_with_warmup
+from genodiff.model import EMA
+from genodiff.training.optim import cosine_with_warmup
 
 
 def test_cosine_with_warmup_values():

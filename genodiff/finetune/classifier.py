@@ -28,7 +28,9 @@ from torch import nn
 
 from genodiff import backbones
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.checkpoints import CONFIG_FILE, load_pretrained
+from genodiff.checkpoints import load_model, load_pretrained
+from genodiff.checkpoints.folders import CONFIG_FILE
+from genodiff.checkpoints.load import RUN_FILES
 from genodiff.config import with_tokenizer_fields
 from genodiff.hub import resolve
 from genodiff.registry import get
@@ -46,8 +48,6 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
             raise ValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
         cls = get("backbone", model_cfg["name"])
         return backbones.build(**with_tokenizer_fields("model", cls, model_cfg, DNATokenizer()))
-    from genodiff.training import RUN_FILES, load_checkpoint  # Lightning only when needed
-
     try:
         path = resolve(pretrained, RUN_FILES)
     except FileNotFoundError as err:
@@ -59,7 +59,7 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
         _check_dna(load_tokenizer(path), pretrained)
         backbone = load_pretrained(path)
     else:
-        model = load_checkpoint(path)
+        model = load_model(path)
         _check_dna(model.tokenizer, pretrained)
         backbone = model.eval_backbone
     return backbone.requires_grad_(True).train()  # EMA copies are frozen

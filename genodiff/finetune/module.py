@@ -11,7 +11,8 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from genodiff.finetune.classifier import SequenceClassifier
 from genodiff.finetune.config import FinetuneOptimConfig
-from genodiff.training import RandomStateInCheckpoints, adamw_with_cosine
+from genodiff.training.optim import adamw_with_cosine
+from genodiff.training.random_state import RandomStateInCheckpoints
 
 
 class ClassifierModule(RandomStateInCheckpoints):

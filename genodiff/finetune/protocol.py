@@ -39,15 +39,15 @@ from sklearn.model_selection import StratifiedKFold
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from genodiff.checkpoint_io import AtomicCheckpointIO, is_loadable
+from genodiff.checkpoints.io import AtomicCheckpointIO, is_loadable
+from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
 from genodiff.data.loaders import EpochShuffleSampler
 from genodiff.finetune.classifier import SequenceClassifier, load_backbone
 from genodiff.finetune.config import FinetuneOptimConfig
 from genodiff.finetune.data import GENOMIC_BENCHMARKS, TaskData, load_task
 from genodiff.finetune.module import ClassifierModule
-from genodiff.run_folder import CHECKPOINT_FOLDER, LAST
-from genodiff.training import LatestCheckpoint, trainer_kwargs
+from genodiff.training.trainer import LatestCheckpoint, trainer_kwargs
 
 RESULT_FILE = "result.json"
 

@@ -32,10 +32,10 @@ def ar_perplexity(
     """Gen PPL of ``samples`` and of ``reference`` under the AR checkpoint ``checkpoint``:
     ``{"checkpoint", "samples": {...}, "reference": {...}}`` (gen_ppl with its SE, NLL in nats
     per base, mean per-sequence perplexity, bases scored, sequences)."""
+    from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
-    from genodiff.training import load_checkpoint
 
-    model = load_checkpoint(checkpoint, resolve_device(device))
+    model = load_model(checkpoint, resolve_device(device))
     if model.tokenizer.domain != "dna":
         raise ValueError(
             f"{checkpoint} is a {model.tokenizer.domain} checkpoint; DNA samples need a DNA AR "

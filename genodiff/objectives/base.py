@@ -47,7 +47,7 @@ class Objective(nn.Module, ABC):
     eval_t_samples: int = 1
     #: What the objective needs of the backbone's ``capabilities.causal``: False for diffusion
     #: (a masked position is predicted from the context on both sides), True for next-token
-    #: prediction, None when either works. Checked before training (``training.py``).
+    #: prediction, None when either works. Checked when the model is built (``genodiff.model``).
     causal_backbone: bool | None = False
     #: Allowed ranges of constructor arguments, checked when a config is loaded
     #: (``genodiff.config_values``); merged with a subclass's own table.

@@ -16,8 +16,8 @@ from genodiff_text.models.dit import DIT
 
 from genodiff.backbones.capabilities import Capabilities, capabilities_of
 from genodiff.config import ConfigError
+from genodiff.model import check_time_conditioning
 from genodiff.objectives import MDLM
-from genodiff.training import check_time_conditioning
 
 F64 = torch.float64
 VOCAB, HIDDEN, COND, BLOCKS, HEADS = 11, 32, 16, 2, 2

@@ -21,13 +21,8 @@ from genodiff_text.models.dit import DIT
 from omegaconf import OmegaConf
 
 from genodiff import backbones
-from genodiff.checkpoints import (
-    detect_layout,
-    export_checkpoint,
-    load_pretrained,
-    registered_layouts,
-    save_pretrained,
-)
+from genodiff.checkpoints import export_checkpoint, load_pretrained, save_pretrained
+from genodiff.checkpoints.folders import detect_layout, registered_layouts
 
 DIT_CONFIG = {"vocab_size": 11, "hidden_dim": 32, "cond_dim": 16, "n_blocks": 2, "n_heads": 2}
 AR_CONFIG = {"vocab_size": 11, "hidden_dim": 32, "n_blocks": 2, "n_heads": 2, "mask_index": 10}

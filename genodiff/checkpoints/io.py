@@ -1,14 +1,15 @@
-"""Crash-safe checkpoint files: atomic writes, and telling a loadable checkpoint from a damaged one.
+"""Training checkpoint files (.ckpt): crash-safe writes, and telling a loadable checkpoint from a
+damaged one.
 
-Every checkpoint ``genodiff train`` writes goes through ``AtomicCheckpointIO`` (a Lightning
-``CheckpointIO`` plugin): the file is written beside its target under a hidden temporary name,
-flushed to disk, then renamed over the target, so a ``kill -9`` at any moment leaves either the
+Every checkpoint ``genodiff train`` and ``genodiff finetune`` write goes through
+``AtomicCheckpointIO`` (a Lightning ``CheckpointIO`` plugin): the file is written beside its
+target under a hidden temporary name, flushed to disk, then renamed over the target
+(``genodiff.atomic_files``), so a ``kill -9`` at any moment leaves either the
 previous file or the new one, never a truncated one.
 """
 
 from __future__ import annotations
 
-import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -16,38 +17,10 @@ from typing import Any
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-TEMPORARY_SUFFIX = ".tmp"
+from genodiff.atomic_files import atomic_write
 
-
-def temporary_path(path: Path) -> Path:
-    """Where ``path`` is written before it is renamed into place: a hidden file beside it."""
-    return path.with_name(f".{path.name}.{os.getpid()}{TEMPORARY_SUFFIX}")
-
-
-def write_atomically(checkpoint: dict[str, Any], path: Path) -> None:
-    """``torch.save(checkpoint)`` into ``path`` through a temporary file, fsync and rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = temporary_path(path)
-    try:
-        with open(temporary, "wb") as handle:
-            torch.save(checkpoint, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)  # the rename itself reaches the disk
-    finally:
-        os.close(folder)
-
-
-def remove_temporary_files(folder: Path) -> None:
-    """Delete what a killed writer left in ``folder`` (call it while holding the run's lock)."""
-    for leftover in folder.glob(f".*{TEMPORARY_SUFFIX}"):
-        leftover.unlink(missing_ok=True)
-
+# Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
+RUN_STATE_KEY = "genodiff_run"
 
 NOT_A_TRAINING_CHECKPOINT = (
     "is not a genodiff training checkpoint (no hyper_parameters.config); a backbone checkpoint "
@@ -101,11 +74,12 @@ def is_loadable(path: Path) -> bool:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's torch checkpoint IO with atomic, fsynced writes (``write_atomically``)."""
+    """Lightning's torch checkpoint IO with atomic, fsynced writes (``atomic_write``)."""
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None
     ) -> None:
         if storage_options is not None:
             raise TypeError("AtomicCheckpointIO takes no storage_options")
-        write_atomically(checkpoint, Path(path))
+        with atomic_write(path, "wb") as handle:
+            torch.save(checkpoint, handle)

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from genodiff.checkpoint_io import is_loadable, remove_temporary_files
+from genodiff.atomic_files import remove_temporary_files
+from genodiff.checkpoints.io import is_loadable
 from genodiff.config import ConfigError
 
 LOCK_FILE = ".lock"

@@ -1,8 +1,8 @@
 """Hugging-Face-format checkpoint folders: ``config.json`` + ``model.safetensors``.
 
 Folders use the upstream projects' config fields and state-dict names, so they interchange with
-them (DESIGN.md §4). Each backbone declares its layouts (``genodiff.backbones.layout``); this
-module names no model class, so plugin backbones save, load and export the same way. Built in:
+them. Each backbone declares its layouts (``genodiff.backbones.layout``); this module names no
+model class, so plugin backbones save, load and export the same way. Built in:
 
 - Caduceus (``"model_type": "caduceus"``): keys ``caduceus.backbone.*``, ``lm_head.*`` (PS).
 - mamba_ssm ``MambaLMHeadModel`` (MambaConfig fields, no model_type): keys ``backbone.*``.
@@ -15,9 +15,9 @@ only files you trust). Tied tensors are stored once and re-tied on load.
 
 Saving follows the Hugging Face convention: the target folder may exist and hold other files;
 only the files a save owns (config.json, model.safetensors, tokenizer.json; ``export`` adds
-genodiff.json) are replaced, each atomically (written beside, flushed, renamed over), and nothing
-else is deleted. Every load entry point also takes a Hub id ``org/name[@revision]``
-(``genodiff.hub``).
+genodiff.json) are replaced, all together and atomically (each written beside its target and
+flushed, then all renamed over their targets), and nothing else is deleted. Every load entry
+point also takes a Hub id ``org/name[@revision]`` (``genodiff.hub``).
 
 Vocabulary: config.json may give the raw vocabulary (HyenaDNA: 12) or the padded one
 (Caduceus: 16); both build the padded model because vocab_size is rounded up to a multiple of
@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,8 +39,10 @@ import torch
 from torch import nn
 
 from genodiff import hub, registry
+from genodiff.atomic_files import fsync_path, temporary_path
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
+from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -58,8 +59,6 @@ FOLDER_FILES = (CONFIG_FILE, TOKENIZER_FILE, *WEIGHT_FILES)
 # Written by ``export_checkpoint`` beside the backbone files: the training run's config, step
 # and which weights were exported, so the folder can be sampled and evaluated like the .ckpt.
 RUN_RECORD_FILE = "genodiff.json"
-# Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
-RUN_STATE_KEY = "genodiff_run"
 
 # Writes one file at the path it is given.
 FileWriter = Callable[[Path], None]
@@ -157,9 +156,10 @@ def _unique_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
 def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool) -> Path:
     """Write ``files`` (name -> writer) into ``directory``, creating it if needed.
 
-    Each file is written under a temporary name in ``directory``, flushed to disk, and only
-    when all of them are written renamed over its final name, so a reader sees the old file or
-    the new one, never a partial one, and a failed write replaces nothing (a folder this call
+    Each file is written under its temporary name in ``directory``
+    (``genodiff.atomic_files.temporary_path``) and flushed to disk, and only when all of them
+    are written are they renamed over their final names, so a reader sees the old file or the
+    new one, never a partial one, and a failed write replaces nothing (a folder this call
     created is removed again). Other files in ``directory`` are never touched. Without
     ``overwrite`` an existing file of the same name is an error.
     """
@@ -174,12 +174,13 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
     staged: dict[str, Path] = {}
     try:
         for name, write in files.items():
-            staged[name] = tmp = directory / f".{name}.{uuid.uuid4().hex}.tmp"
+            staged[name] = tmp = temporary_path(directory / name)
+            tmp.unlink(missing_ok=True)  # left by a killed writer whose pid was this one
             tmp.touch(exist_ok=False)  # with the usual permissions (umask) ...
             mode = stat.S_IMODE(tmp.stat().st_mode)
             write(tmp)
             tmp.chmod(mode)  # ... which some writers drop (safetensors: owner-only)
-            _fsync(tmp)
+            fsync_path(tmp)
     except BaseException:
         for tmp in staged.values():
             tmp.unlink(missing_ok=True)
@@ -188,16 +189,8 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
         raise
     for name, tmp in staged.items():
         os.replace(tmp, directory / name)
-    _fsync(directory)  # the renames themselves
+    fsync_path(directory)  # the renames themselves
     return directory
-
-
-def _fsync(path: Path) -> None:
-    handle = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -346,8 +339,6 @@ def export_checkpoint(
     prefixes = {"ema": "ema.module.", "raw": "backbone."}
     if weights not in prefixes:
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
-    from genodiff.checkpoint_io import read_checkpoint
-
     ckpt = read_checkpoint(ckpt_path)
     model_config = ckpt["hyper_parameters"]["config"]["model"]
     prefix = prefixes[weights]

@@ -1,7 +1,7 @@
 """``genodiff info PATH``: what a checkpoint holds, read without running it.
 
-PATH is anything ``genodiff sample`` or ``load_pretrained`` takes: a training checkpoint
-(.ckpt), a folder from ``genodiff export`` (its genodiff.json records the run), any
+PATH is anything ``load_model`` (so ``genodiff sample``) or ``load_pretrained`` takes: a training
+checkpoint (.ckpt), a folder from ``genodiff export`` (its genodiff.json records the run), any
 Hugging-Face-format checkpoint folder (backbone only: no objective, step or data recorded), or a
 Hub id ``org/name[@revision]`` of one of these.
 """
@@ -18,10 +18,10 @@ from omegaconf import OmegaConf
 
 from genodiff import hub
 from genodiff.backbones import build
-from genodiff.checkpoint_io import read_checkpoint
-from genodiff.checkpoints import CONFIG_FILE, RUN_RECORD_FILE, RUN_STATE_KEY, detect_layout
+from genodiff.checkpoints.folders import CONFIG_FILE, RUN_RECORD_FILE, detect_layout
+from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
+from genodiff.checkpoints.load import RUN_FILES, checkpoint_file
 from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
-from genodiff.training import RUN_FILES, checkpoint_file
 
 NOT_RECORDED = "not recorded"
 # Where the data section of a run names its files.

@@ -1,0 +1,167 @@
+"""The model ``genodiff train`` trains and every other command uses: a tokenizer, a backbone, an
+objective (diffusion or next-token prediction) and their exponential moving averages, built from
+a run's config.
+
+``GenerativeModel`` is a plain ``nn.Module``: sampling, evaluation, ``genodiff info``, the
+metrics and fine-tuning load it (``genodiff.checkpoints.load_model``) without the Lightning
+module that trains it (``genodiff.training.module``). Its state dict (``backbone.*``,
+``objective.*``, ``ema.*``, ``objective_ema.*``) is the ``state_dict`` of a training checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor, nn
+from torch.optim.swa_utils import AveragedModel
+
+from genodiff import backbones, registry
+from genodiff.backbones.capabilities import capabilities_of
+from genodiff.config import ConfigError, EMAConfig, with_tokenizer_fields
+from genodiff.objectives import Objective
+from genodiff.tokenizers import Tokenizer, build_tokenizer
+
+
+def complete_config(config: dict[str, Any], tokenizer: Tokenizer) -> dict[str, Any]:
+    """``config`` with the ids and sizes of the ``model`` and ``objective`` sections taken from
+    ``tokenizer`` (``vocab_size``, ``mask_id``, ``pad_id``, ``bos_id``, ``sample_ids``)."""
+    out = dict(config)
+    for section, kind in (("model", "backbone"), ("objective", "objective")):
+        kwargs = dict(config[section])
+        cls = registry.get(kind, kwargs["name"])
+        out[section] = with_tokenizer_fields(section, cls, kwargs, tokenizer)
+    return out
+
+
+def build_objective(objective_cfg: dict[str, Any]) -> Objective:
+    """The objective a (completed, see ``complete_config``) ``objective`` section names."""
+    kwargs = dict(objective_cfg)
+    return registry.get("objective", kwargs.pop("name"))(**kwargs)
+
+
+def check_time_conditioning(objective: Objective, backbone: nn.Module) -> None:
+    """ConfigError when the objective would condition on time a backbone that ignores it."""
+    wanted = getattr(objective, "time_conditioning", False)
+    if wanted and not capabilities_of(backbone).time_conditioning:
+        raise ConfigError(
+            f"objective.time_conditioning=true, but the {type(backbone).__name__} backbone "
+            "is not time-conditioned (it would ignore sigma). Set "
+            "objective.time_conditioning=false, or use a backbone that declares "
+            "capabilities.time_conditioning (e.g. the text plugin's DiT)."
+        )
+
+
+def check_causality(objective: Objective, backbone: nn.Module, config: dict[str, Any]) -> None:
+    """ConfigError when the backbone's ``capabilities.causal`` is not what the objective needs
+    (``Objective.causal_backbone``): diffusion on a causal backbone would predict each masked
+    token from its left context alone; next-token prediction on a bidirectional backbone would
+    read the very token it predicts."""
+    needed = objective.causal_backbone
+    if needed is None or needed == capabilities_of(backbone).causal:
+        return
+    pair = f"objective.name={config['objective']['name']} with model.name={config['model']['name']}"
+    if needed:
+        raise ConfigError(
+            f"{pair}: next-token prediction needs a causal backbone, and "
+            f"{type(backbone).__name__} is bidirectional (it would read the token it predicts). "
+            "Add model=mamba or model=hyena (text: model=ar_transformer_small), or use a "
+            "diffusion objective (objective=mdlm) with this backbone"
+        )
+    raise ConfigError(
+        f"{pair}: a diffusion objective needs a bidirectional backbone, and "
+        f"{type(backbone).__name__} is causal (each position sees only the tokens before it). "
+        "Add model=caduceus_ph (text: model=dit_small), or use objective=ar with this backbone"
+    )
+
+
+def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
+    """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
+    a mamba_ssm or HyenaDNA release), or of a Hub id ``org/name[@revision]`` holding one, into
+    ``backbone``; every tensor must match."""
+    # Imported here: genodiff.checkpoints builds GenerativeModels, so it imports this module.
+    from genodiff.checkpoints import load_pretrained
+
+    pretrained = load_pretrained(folder)
+    source, target = pretrained.state_dict(), backbone.state_dict()
+    missing = sorted(set(target) - set(source))
+    unexpected = sorted(set(source) - set(target))
+    mismatched = sorted(k for k in set(source) & set(target) if source[k].shape != target[k].shape)
+    if missing or unexpected or mismatched:
+        details = "; ".join(
+            f"{label}: {', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''}"
+            for label, keys in (
+                ("missing", missing),
+                ("unexpected", unexpected),
+                ("shape mismatch", mismatched),
+            )
+            if keys
+        )
+        raise ValueError(
+            f"init_from={folder}: its weights do not fit the configured model ({details}). "
+            "Pick the model config that matches the folder's config.json."
+        )
+    backbone.load_state_dict(source)
+
+
+class EMA(AveragedModel):
+    """torch's AveragedModel with a constant decay, or min(decay, (1+k)/(10+k)) with warm-up."""
+
+    def __init__(self, model: nn.Module, decay: float, warmup: bool) -> None:
+        super().__init__(model, multi_avg_fn=self._average, use_buffers=True)
+        self.decay, self.warmup = decay, warmup
+        self.requires_grad_(False)
+
+    def _average(self, averaged: list[Tensor], current: list[Tensor], num_updates: Tensor) -> None:
+        k = int(num_updates)
+        decay = min(self.decay, (1 + k) / (10 + k)) if self.warmup else self.decay
+        for avg, cur in zip(averaged, current, strict=True):
+            avg.lerp_(cur, 1.0 - decay)
+
+
+class GenerativeModel(nn.Module):
+    """A diffusion or autoregressive language model as a run's config describes it: its
+    ``tokenizer``, ``backbone`` and ``objective``, the averaged copies ``ema`` (of the backbone;
+    None with ``ema.decay=0``) and ``objective_ema`` (of an objective with parameters of its
+    own, such as Plaid's), and the completed ``config``. Sampling and scoring use
+    ``eval_backbone`` and ``eval_objective``.
+
+    ``genodiff.training.module.GenerativeTrainingModule`` extends it with the Lightning hooks
+    that train it.
+    """
+
+    def __init__(self, config: dict[str, Any], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__()
+        self.tokenizer = (
+            tokenizer if tokenizer is not None else build_tokenizer(config.get("tokenizer"))
+        )
+        config = complete_config(config, self.tokenizer)
+        self.config = config
+        self.backbone = backbones.build(**config["model"])
+        self.objective = build_objective(config["objective"])
+        check_time_conditioning(self.objective, self.backbone)
+        check_causality(self.objective, self.backbone, config)
+        ema_cfg = EMAConfig(**config.get("ema", {}))
+        use_ema = ema_cfg.decay > 0
+        self.ema = EMA(self.backbone, ema_cfg.decay, ema_cfg.warmup) if use_ema else None
+        # Objectives with parameters of their own (Plaid) get their own average.
+        has_params = any(True for _ in self.objective.parameters())
+        self.objective_ema = (
+            EMA(self.objective, ema_cfg.decay, ema_cfg.warmup) if use_ema and has_params else None
+        )
+
+    @property
+    def eval_backbone(self) -> nn.Module:
+        """The weights used for validation and sampling: the EMA copy when there is one."""
+        return self.ema.module if self.ema is not None else self.backbone
+
+    @property
+    def eval_objective(self) -> Objective:
+        """The objective with averaged parameters, when it has parameters and EMA is on."""
+        return self.objective_ema.module if self.objective_ema is not None else self.objective
+
+    def init_from_pretrained(self, folder: str | Path) -> None:
+        """Start from the backbone weights of a Hugging-Face-format folder (``init_from=DIR``)."""
+        init_backbone(self.backbone, folder)
+        if self.ema is not None:
+            init_backbone(self.ema.module, folder)

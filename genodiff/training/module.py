@@ -1,0 +1,184 @@
+"""The LightningModule that trains a ``GenerativeModel``: training, validation and test steps,
+held-out NELBO and perplexity, the EMA updates, the optimiser, and the run's state (RNG, training
+noise, tokens seen, data digest) in every checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import Tensor
+from torchmetrics import SumMetric
+
+from genodiff.checkpoints.io import RUN_STATE_KEY
+from genodiff.config import OptimConfig
+from genodiff.data.base import DataModule, files_digest
+from genodiff.data.loaders import batch_shard
+from genodiff.model import GenerativeModel
+from genodiff.tokenizers import CHECKPOINT_KEY, Tokenizer, tokenizer_record
+from genodiff.training.optim import adamw_with_cosine
+from genodiff.training.random_state import RandomStateInCheckpoints, seeded_generator
+
+NOISE_KEY = "genodiff_training_noise"  # the state of GenerativeTrainingModule.training_noise
+
+
+# GenerativeModel comes first in the bases, so that its __init__ (which takes the config) runs
+# and its super().__init__() reaches LightningModule's: the state-dict keys are the model's own.
+class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
+    """Trains the ``GenerativeModel`` it extends (``backbone`` with ``objective``, whatever the
+    objective: diffusion or next-token prediction); validation and sampling use the EMA weights.
+
+    Logged metrics: ``train/nelbo``, ``val/nelbo`` and ``test/nelbo`` (nats per token), and
+    ``val/ppl``, ``test/ppl`` (perplexity bound = exp of the NELBO summed over all held-out
+    tokens divided by their number).
+    """
+
+    def __init__(self, config: dict[str, Any], tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(config, tokenizer)
+        self.save_hyperparameters({"config": self.config})
+        self.optim_cfg = OptimConfig(**self.config.get("optim", {}))
+        # nan_strategy="disable": a NaN must reach _log_heldout, not be dropped as a warning.
+        self.heldout_nelbo = SumMetric(nan_strategy="disable")
+        self.heldout_tokens = SumMetric(nan_strategy="disable")
+        self._seed = int(config.get("seed", 0))
+        self.training_noise: torch.Generator | None = None  # set in on_train_start
+        self._noise_to_restore: Tensor | None = None
+        self.heldout_noise: torch.Generator | None = None  # set at each validation / test
+        # Token positions (padding included) in every training batch of every process so far.
+        self.tokens_seen = 0
+        self.data_digest: str | None = None  # of the training data files (see record_data)
+
+    def record_data(self, datamodule: DataModule) -> None:
+        """Hash the files the training data comes from into every checkpoint of the run."""
+        files = datamodule.data_files()
+        self.data_digest = files_digest(files) if files else None
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint[CHECKPOINT_KEY] = tokenizer_record(self.tokenizer)
+        if self.training_noise is not None:
+            checkpoint[NOISE_KEY] = self.training_noise.get_state()
+        checkpoint[RUN_STATE_KEY] = {
+            "tokens_seen": self.tokens_seen,
+            "data_digest": self.data_digest,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
+        self._noise_to_restore = checkpoint.get(NOISE_KEY)
+        run = checkpoint.get(RUN_STATE_KEY, {})
+        self.tokens_seen = run.get("tokens_seen", 0)
+        recorded = run.get("data_digest")
+        if self.data_digest is None:
+            self.data_digest = recorded
+        elif recorded is not None and recorded != self.data_digest:
+            rank_zero_warn(
+                f"the training data files differ from those the checkpoint was trained on "
+                f"({recorded} then, {self.data_digest} now); checkpoints from here on record "
+                "the new digest"
+            )
+
+    def on_train_start(self) -> None:
+        # The training noise has a generator of its own, seeded from the run's seed alone: the
+        # same stream on every DDP process (each keeps its rows of the global batch's draws)
+        # and in a one-process run, whatever the launcher did to the global RNG.
+        self.training_noise = seeded_generator(self._seed, "training noise", self.device)
+        if self._noise_to_restore is not None:  # resuming: go on where the checkpoint left it
+            self.training_noise.set_state(self._noise_to_restore)
+            self._noise_to_restore = None
+        super().on_train_start()
+
+    def _start_heldout(self) -> None:
+        # Every validation and test draws the same noise (common random numbers: checkpoints
+        # are compared on equal draws), without touching the training stream.
+        self.heldout_noise = seeded_generator(self._seed, "held-out noise", self.device)
+
+    def on_validation_epoch_start(self) -> None:
+        self._start_heldout()
+
+    def on_test_epoch_start(self) -> None:
+        self._start_heldout()
+
+    def _non_finite(self, what: str, value: Tensor, advice: str) -> FloatingPointError:
+        """The error that stops a run on a non-finite ``what``; says how to go on."""
+        callback = self.trainer.checkpoint_callback
+        last = Path(callback.last_model_path) if callback and callback.last_model_path else None
+        if last is not None and last.is_file():
+            then = f"then resume from {last} with ckpt_path=last"
+        else:
+            then = "then start the run again (no checkpoint was written before this step)"
+        return FloatingPointError(
+            f"{what} is {value.item()} at step {self.global_step}; no checkpoint was written for "
+            f"this step. {advice}, {then}."
+        )
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        ids = batch["input_ids"]  # (B, L)
+        shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
+        nelbo, tokens = self.objective.loss(self.backbone, ids, self.training_noise, shard)
+        # NELBO and scored tokens of the global batch (summed over the processes). The loss is
+        # this process's part of the global mean, so DDP's gradient average equals the gradient
+        # of one process on the whole global batch.
+        totals = torch.stack([nelbo.sum().detach(), tokens.sum().to(nelbo.dtype)])
+        if shard is not None:
+            totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        global_tokens = totals[1].clamp_min(1)
+        global_nelbo = totals[0] / global_tokens
+        if not torch.isfinite(global_nelbo):
+            advice = (
+                "Lower optim.lr, keep trainer.gradient_clip_val, or train in fp32 "
+                "(trainer.precision=32-true)"
+            )
+            raise self._non_finite("training loss", global_nelbo, advice)
+        self.log("train/nelbo", global_nelbo, prog_bar=True)
+        self.tokens_seen += ids.numel() * self.trainer.world_size
+        return nelbo.sum() * self.trainer.world_size / global_tokens
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.ema is not None:
+            self.ema.update_parameters(self.backbone)
+        if self.objective_ema is not None:
+            self.objective_ema.update_parameters(self.objective)
+
+    def _heldout_step(self, batch: dict[str, Tensor]) -> None:
+        """Accumulate the NELBO of ``eval_t_samples`` noise draws per window (EMA weights)."""
+        objective, ids = self.eval_objective, batch["input_ids"]  # (B, L)
+        shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
+        for _ in range(objective.eval_t_samples):
+            nelbo, tokens = objective.loss(self.eval_backbone, ids, self.heldout_noise, shard)
+            self.heldout_nelbo.update(nelbo.sum())
+            self.heldout_tokens.update(tokens.sum())
+
+    def _log_heldout(self, stage: str) -> None:
+        nelbo = self.heldout_nelbo.compute() / self.heldout_tokens.compute().clamp_min(1)
+        if not torch.isfinite(nelbo):
+            advice = (
+                "Check ema.decay (in [0, 1]; ema.decay=0 turns the average off), lower optim.lr "
+                "or train in fp32 (trainer.precision=32-true)"
+            )
+            raise self._non_finite(f"the {stage} NELBO", nelbo, advice)
+        # Already the total over every process (SumMetric syncs): sync_dist averages equal values.
+        self.log(f"{stage}/nelbo", nelbo, prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/ppl", torch.exp(nelbo), prog_bar=True, sync_dist=True)
+        self.heldout_nelbo.reset()
+        self.heldout_tokens.reset()
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._heldout_step(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_heldout("val")
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._heldout_step(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_heldout("test")
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        modules = (self.backbone, self.objective)
+        params = [p for m in modules for p in m.parameters() if p.requires_grad]
+        total = int(self.trainer.estimated_stepping_batches)
+        return adamw_with_cosine(params, self.optim_cfg.lr, self.optim_cfg, total)

@@ -1,0 +1,120 @@
+"""Setting up a ``genodiff train`` run: its tokenizer, and the Trainer with its checkpoints
+(``LatestCheckpoint``, written atomically), learning-rate monitor and logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import DictConfig, OmegaConf
+
+from genodiff.checkpoints.io import AtomicCheckpointIO
+from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
+from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
+
+
+def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
+    """The run's tokenizer: the one saved in ``output_dir`` when resuming (``ckpt_path``),
+    else the ``tokenizer:`` section's (trained on ``datamodule.training_texts()`` when that
+    tokenizer learns its vocabulary from the data)."""
+    if cfg.ckpt_path:
+        saved = load_tokenizer(cfg.output_dir)
+        if saved is not None:
+            return saved
+    section = OmegaConf.to_container(cfg.tokenizer, resolve=True)
+    return build_tokenizer(section, corpus=datamodule.training_texts)
+
+
+def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """The ``trainer`` section with precision resolved: ``null`` = bf16 on GPU, fp32 on CPU."""
+    kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
+    # The data modules place each process's rows in the global batch themselves
+    # (genodiff.data.loaders); Lightning's DistributedSampler would reorder them.
+    kwargs["use_distributed_sampler"] = False
+    if kwargs.get("precision") is None:
+        on_gpu = kwargs.get("accelerator", "auto") in ("auto", "gpu", "cuda")
+        on_gpu = on_gpu and torch.cuda.is_available()
+        kwargs["precision"] = "bf16-mixed" if on_gpu else "32-true"
+    return kwargs
+
+
+class LatestCheckpoint(ModelCheckpoint):
+    """The best checkpoint by ``monitor`` (``best-step<N>.ckpt``: lowest ``val/nelbo``) and a
+    ``last.ckpt`` that is always the latest state: rewritten at every validation, at the end of
+    training and when SIGTERM stops the run (Lightning's ``save_last`` rewrites it only in a
+    step where the best checkpoint changed)."""
+
+    def __init__(
+        self,
+        dirpath: Path,
+        monitor: str = "val/nelbo",
+        mode: str = "min",
+        filename: str = "best-step{step}",
+    ) -> None:
+        super().__init__(
+            dirpath=dirpath,
+            filename=filename,
+            auto_insert_metric_name=False,
+            monitor=monitor,
+            mode=mode,
+            save_last=True,
+            enable_version_counter=False,  # one run per folder: never a last-v1.ckpt
+        )
+        self._latest_step = -1
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)
+        if not self._should_save_on_train_epoch_end(trainer):
+            self._save_latest(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Validation once per epoch: Lightning saves the best here, after validation; the
+        # latest state follows it (saved first, it would make Lightning skip this step).
+        super().on_train_epoch_end(trainer, pl_module)
+        if self._should_save_on_train_epoch_end(trainer):
+            self._save_latest(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save_latest(trainer)
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        if isinstance(exception, SIGTERMException):  # pre-emption: keep the work done so far
+            self._save_latest(trainer)
+
+    def _save_latest(self, trainer: L.Trainer) -> None:
+        fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+        if fitting and not trainer.fast_dev_run and self._latest_step != trainer.global_step:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict) -> None:
+        super()._save_last_checkpoint(trainer, monitor_candidates)
+        self._latest_step = trainer.global_step
+
+
+def build_trainer(cfg: DictConfig) -> L.Trainer:
+    """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically), CSV and
+    TensorBoard logs under ``output_dir``."""
+    out = Path(cfg.output_dir)
+    # One version_<n> folder per run, so a resumed run never overwrites earlier logs.
+    loggers = [
+        CSVLogger(out, name="logs"),
+        TensorBoardLogger(out, name="tensorboard", default_hp_metric=False),
+    ]
+    return L.Trainer(
+        default_root_dir=out,
+        logger=loggers,
+        callbacks=[
+            LatestCheckpoint(out / CHECKPOINT_FOLDER),
+            LearningRateMonitor(logging_interval="step"),
+        ],
+        plugins=[AtomicCheckpointIO()],
+        **trainer_kwargs(cfg),
+    )
