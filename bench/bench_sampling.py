@@ -52,7 +52,7 @@ from torch import nn
 from genodiff.backbones import build
 from genodiff.ops import training_path
 from genodiff.ops.inference import cpu_chunk_rows
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 from genodiff.training import build_objective, complete_config
 
@@ -157,7 +157,7 @@ def threads(count: int):
 
 def network_costs(objective, backbone: nn.Module, n: int, length: int, repeats: int) -> None:
     """Bare forward vs the samplers' network call, both paths, and 1 -> 2 thread scaling."""
-    ids = torch.full((n, length), objective.mask_id)
+    ids = torch.full((n, length), objective.process.mask_id)
     t = torch.ones(n)
 
     def forward() -> object:

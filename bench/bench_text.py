@@ -41,7 +41,7 @@ from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.objectives import AR, MDLM
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 
 MIB = 2**20
 VOCAB = 30_522  # bert-base-uncased (LM1B)

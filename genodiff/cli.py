@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from lightning import LightningDataModule, Trainer
     from omegaconf import DictConfig
 
-    from genodiff.sampling import SampleRequest
+    from genodiff.samplers.request import SampleRequest
     from genodiff.training import DiffusionLM
 
 
@@ -28,7 +28,7 @@ def _train(args: argparse.Namespace) -> None:
 
     from genodiff import run_folder
     from genodiff.config import load_config
-    from genodiff.sampling import SampleRequest
+    from genodiff.samplers.request import SampleRequest
     from genodiff.training import DiffusionLM, build_datamodule, build_trainer, prepare_tokenizer
 
     # Every check comes before the first write into output_dir.
@@ -135,7 +135,7 @@ def _sample(args: argparse.Namespace) -> None:
         draw_samples,
         write_samples,
     )
-    from genodiff.sampling import SampleRequest
+    from genodiff.samplers.request import SampleRequest
     from genodiff.training import load_checkpoint
 
     if args.prefix is not None and args.infill is not None:

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from genodiff.data.genome import fasta_errors, open_fasta
 from genodiff.objectives import Objective
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
 
 

@@ -8,7 +8,7 @@ from torch import nn
 
 from genodiff import backbones
 from genodiff.backbones import Capabilities
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import ar
 

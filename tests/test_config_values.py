@@ -32,7 +32,7 @@ from genodiff.data import genome
 from genodiff.finetune.data import load_task
 from genodiff.objectives.d3pm import D3PM
 from genodiff.objectives.mdlm import MDLM
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.training import DiffusionLM, build_trainer
 from tests.test_cli import DEMO, ROOT, TINY
 

@@ -22,7 +22,7 @@ from genodiff.data.base import DataModule
 from genodiff.evaluate import window_digest
 from genodiff.generate import SamplingRun, write_samples
 from genodiff.objectives import AR, MDLM, SEDD
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import (
     DNATokenizer,
     Tokenizer,

@@ -10,7 +10,7 @@ from torch import nn
 
 from genodiff import backbones
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.training import DiffusionLM
 from tests.dna_objectives import plaid
 

@@ -11,7 +11,7 @@ from test_text_dit import randomise, reference_logits
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.objectives import AR
 from genodiff.objectives.ar import check_causal
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 
 F64 = torch.float64
 VOCAB, HIDDEN, BLOCKS, HEADS, MASK = 11, 32, 2, 2, 10
