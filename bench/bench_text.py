@@ -194,7 +194,9 @@ class FullPrefix(nn.Module):
     def __init__(self, model: ARTransformer) -> None:
         super().__init__()
         self.model = model
-        self.capabilities = Capabilities(hidden_size=model.hidden_dim, causal=True)
+        self.capabilities = Capabilities(
+            vocab_size=model.vocab_size, hidden_size=model.hidden_dim, causal=True
+        )
 
     def forward(self, input_ids: Tensor, sigma: Tensor | None = None) -> Tensor:
         return self.model(input_ids)

@@ -182,7 +182,9 @@ class TimeConditioned(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int = 8) -> None:
         super().__init__()
-        self.capabilities = Capabilities(hidden_size=d_model, time_conditioning=True)
+        self.capabilities = Capabilities(
+            vocab_size=vocab_size, hidden_size=d_model, time_conditioning=True
+        )
         self.embed, self.out = nn.Embedding(vocab_size, d_model), nn.Linear(d_model, vocab_size)
 
     def forward(self, input_ids, sigma=None):

@@ -93,7 +93,7 @@ def test_kv_cache_steps_equal_the_full_forward_at_every_position():
 
 def test_capabilities_and_parameter_count():
     assert tiny_ar().capabilities == Capabilities(
-        hidden_size=HIDDEN, causal=True, recurrent_step=True
+        vocab_size=VOCAB, hidden_size=HIDDEN, causal=True, recurrent_step=True
     )
     with torch.device("meta"):
         small = ARTransformer(vocab_size=30_522)
@@ -113,7 +113,7 @@ class FullPrefixOnly(torch.nn.Module):
     def __init__(self, model: ARTransformer) -> None:
         super().__init__()
         self.model = model
-        self.capabilities = Capabilities(hidden_size=HIDDEN, causal=True)
+        self.capabilities = Capabilities(vocab_size=VOCAB, hidden_size=HIDDEN, causal=True)
 
     def forward(self, input_ids, sigma=None):
         return self.model(input_ids)
