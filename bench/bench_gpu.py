@@ -31,7 +31,7 @@ from omegaconf import OmegaConf
 
 from genodiff.backbones import build
 from genodiff.ops import upstream
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 
 MIB = 2**20

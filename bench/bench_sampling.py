@@ -53,7 +53,7 @@ from genodiff.backbones import build
 from genodiff.model import build_objective, complete_config
 from genodiff.ops import training_path
 from genodiff.ops.inference import cpu_chunk_rows
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 
 SAMPLERS = ("ancestral", "ancestral-4L", "cached", "first-hitting", "semi-ar")
@@ -157,7 +157,7 @@ def threads(count: int):
 
 def network_costs(objective, backbone: nn.Module, n: int, length: int, repeats: int) -> None:
     """Bare forward vs the samplers' network call, both paths, and 1 -> 2 thread scaling."""
-    ids = torch.full((n, length), objective.mask_id)
+    ids = torch.full((n, length), objective.process.mask_id)
     t = torch.ones(n)
 
     def forward() -> object:

@@ -41,7 +41,7 @@ from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.objectives import AR, MDLM
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 
 MIB = 2**20
 VOCAB = 30_522  # bert-base-uncased (LM1B)
@@ -194,7 +194,9 @@ class FullPrefix(nn.Module):
     def __init__(self, model: ARTransformer) -> None:
         super().__init__()
         self.model = model
-        self.capabilities = Capabilities(hidden_size=model.hidden_dim, causal=True)
+        self.capabilities = Capabilities(
+            vocab_size=model.vocab_size, hidden_size=model.hidden_dim, causal=True
+        )
 
     def forward(self, input_ids: Tensor, sigma: Tensor | None = None) -> Tensor:
         return self.model(input_ids)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from lightning import LightningDataModule, Trainer
     from omegaconf import DictConfig
 
-    from genodiff.sampling import SampleRequest
+    from genodiff.samplers.request import SampleRequest
     from genodiff.training.module import GenerativeTrainingModule
 
 
@@ -29,7 +29,7 @@ def _train(args: argparse.Namespace) -> None:
     from genodiff.checkpoints import run_folder
     from genodiff.config import load_config
     from genodiff.data.build import build_datamodule
-    from genodiff.sampling import SampleRequest
+    from genodiff.samplers.request import SampleRequest
     from genodiff.training.module import GenerativeTrainingModule
     from genodiff.training.trainer import build_trainer, prepare_tokenizer
 
@@ -138,7 +138,7 @@ def _sample(args: argparse.Namespace) -> None:
         draw_samples,
         write_samples,
     )
-    from genodiff.sampling import SampleRequest
+    from genodiff.samplers.request import SampleRequest
 
     if args.prefix is not None and args.infill is not None:
         raise ValueError("--prefix and --infill exclude each other; give one")

@@ -15,6 +15,11 @@ keys are the keyword arguments of another callable (Caduceus's ``ssm_cfg`` -> ``
 declared in ``config_mappings = {key: Keywords(target, exclude=..., extra=...)}`` and checked
 the same way one level down: its keys, their types and ``target``'s ranges.
 
+The declared ranges are the one source of truth: ``check_arguments`` applies them, with the
+same messages, when a class is constructed from Python (objectives call it for every
+construction), so constructors hold no range checks of their own; only checks that relate
+several arguments stay in the constructors.
+
 This module imports nothing heavy, so backbones and objectives can import ``Keywords``.
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import collections.abc as abc
 import enum
+import functools
 import inspect
 import math
 import os
@@ -194,6 +200,31 @@ def class_spec(cls: type, drop: tuple[str, ...] = (), optional: tuple[str, ...] 
         drop=drop,
         optional=optional,
     )
+
+
+def check_arguments(
+    cls: type, section: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> None:
+    """Check a construction of ``cls`` from Python as a config's ``section`` is checked: each
+    argument with a declared range (``config_ranges``) gets the type, finiteness and range
+    checks, and the same ConfigError, as ``section.<argument>`` in a config; an argument
+    ``cls`` does not take is a TypeError naming it and the ones it takes."""
+    parameters = inspect.signature(cls.__init__)
+    try:
+        bound = parameters.bind(None, *args, **kwargs).arguments  # None stands for self
+    except TypeError as err:
+        names = [name for name in parameters.parameters if name != "self"]
+        raise TypeError(f"{cls.__name__}: {err}; it takes {', '.join(names)}") from None
+    keys = _ranged_keys(cls)
+    for name, value in bound.items():
+        if name in keys:
+            check_value(f"{section}.{name}", value, keys[name])
+
+
+@functools.cache
+def _ranged_keys(cls: type) -> dict[str, Key]:
+    """The constructor keys of ``cls`` that have a declared range."""
+    return {name: key for name, key in class_spec(cls).keys.items() if key.range is not None}
 
 
 def keywords_spec(keywords: Keywords) -> Spec:

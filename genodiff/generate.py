@@ -17,9 +17,10 @@ from Bio.SeqIO import write as write_records
 from Bio.SeqRecord import SeqRecord
 from torch import Tensor
 
+from genodiff.backbones.capabilities import capabilities_of
 from genodiff.data.genome import fasta_errors, open_fasta
 from genodiff.objectives import Objective
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
 
 
@@ -162,12 +163,12 @@ def memory_available(device: torch.device) -> tuple[int, int]:
 
 def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.Module) -> None:
     """ValueError for a ``batch_size`` < 1, or, saying how much memory it would take, for a
-    request that cannot fit (``memory_needed`` with the backbone's ``vocab_size``, above the
-    machine's memory) rather than an allocator error or the out-of-memory killer later."""
+    request that cannot fit (``memory_needed`` with the backbone's declared ``vocab_size``, above
+    the machine's memory) rather than an allocator error or the out-of-memory killer later."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1 (--batch-size), got {batch_size}")
     device = next(backbone.parameters()).device
-    needed = memory_needed(request, batch_size, getattr(backbone, "vocab_size", 1))
+    needed = memory_needed(request, batch_size, capabilities_of(backbone).vocab_size)
     for need, have, where in zip(needed, memory_available(device), (device, "host"), strict=True):
         if need > have:
             raise ValueError(

@@ -330,7 +330,7 @@ def score_chunks(
 
 def _check_exact(model: Any, checkpoint: str) -> None:
     objective = model.eval_objective
-    if not getattr(objective, "exact_likelihood", False):
+    if not objective.exact_likelihood:
         name = model.config.get("objective", {}).get("name", type(objective).__name__)
         raise ValueError(
             f"generative perplexity needs an autoregressive (exact-likelihood) checkpoint, but "

@@ -37,13 +37,12 @@ def complete_config(config: dict[str, Any], tokenizer: Tokenizer) -> dict[str, A
 def build_objective(objective_cfg: dict[str, Any]) -> Objective:
     """The objective a (completed, see ``complete_config``) ``objective`` section names."""
     kwargs = dict(objective_cfg)
-    return registry.get("objective", kwargs.pop("name"))(**kwargs)
+    return registry.get("objective", kwargs.pop("name")).from_saved(kwargs)
 
 
 def check_time_conditioning(objective: Objective, backbone: nn.Module) -> None:
     """ConfigError when the objective would condition on time a backbone that ignores it."""
-    wanted = getattr(objective, "time_conditioning", False)
-    if wanted and not capabilities_of(backbone).time_conditioning:
+    if objective.time_conditioning and not capabilities_of(backbone).time_conditioning:
         raise ConfigError(
             f"objective.time_conditioning=true, but the {type(backbone).__name__} backbone "
             "is not time-conditioned (it would ignore sigma). Set "

@@ -8,7 +8,7 @@ from torch import nn
 
 from genodiff import backbones
 from genodiff.backbones import Capabilities
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import ar
 
@@ -29,10 +29,9 @@ def tiny(name: str) -> nn.Module:
 class FixedDistribution(nn.Module):
     """Logits log p[v] at every position whatever the input (a causal model trivially)."""
 
-    capabilities = Capabilities(causal=True)
-
     def __init__(self, logits: dict[int, float], vocab: int = 16) -> None:
         super().__init__()
+        self.capabilities = Capabilities(vocab_size=vocab, causal=True)
         table = torch.full((vocab,), -1e9)
         for token, value in logits.items():
             table[token] = value

@@ -16,7 +16,8 @@ from genodiff import cli
 from genodiff.data import genome as genome_mod
 from genodiff.data.genome import Genome, bgzip_fasta
 from genodiff.generate import memory_needed
-from genodiff.sampling import SampleRequest, time_grid
+from genodiff.samplers.request import SampleRequest
+from genodiff.samplers.time_grid import time_grid
 from tests import test_sample_cli
 from tests.test_cli import DEMO, TINY
 from tests.test_genome_data import random_dna, write_fasta

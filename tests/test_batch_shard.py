@@ -7,7 +7,7 @@ import torch
 
 from genodiff import backbones
 from genodiff.objectives.base import BatchShard, shard_rows
-from tests.dna_objectives import ar, d3pm, mdlm, plaid, sedd
+from tests.dna_objectives import DNA, ar, d3pm, mdlm, plaid, sedd
 
 BATCH, HALF, LENGTH = 6, 3, 24
 
@@ -34,7 +34,7 @@ def test_two_shards_draw_the_noise_of_the_whole_batch(name, training):
     torch.manual_seed(1)
     objective, model = make_objective().train(training), make_model()
     ids = torch.randint(7, 11, (BATCH, LENGTH))  # A/C/G/T
-    ids[1, -5:] = objective.pad_id  # padding is neither noised nor scored in either path
+    ids[1, -5:] = DNA.pad_id  # padding is neither noised nor scored in either path
 
     def losses(rows: slice, shard: BatchShard | None) -> tuple[torch.Tensor, torch.Tensor]:
         generator = torch.Generator().manual_seed(7)  # the same state on every "process"

@@ -33,7 +33,7 @@ from genodiff.finetune.data import load_task
 from genodiff.model import GenerativeModel
 from genodiff.objectives.d3pm import D3PM
 from genodiff.objectives.mdlm import MDLM
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.training.trainer import build_trainer
 from tests.test_cli import DEMO, ROOT, TINY
 
@@ -183,7 +183,9 @@ class TimeConditioned(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int = 8) -> None:
         super().__init__()
-        self.capabilities = Capabilities(hidden_size=d_model, time_conditioning=True)
+        self.capabilities = Capabilities(
+            vocab_size=vocab_size, hidden_size=d_model, time_conditioning=True
+        )
         self.embed, self.out = nn.Embedding(vocab_size, d_model), nn.Linear(d_model, vocab_size)
 
     def forward(self, input_ids, sigma=None):

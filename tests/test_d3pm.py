@@ -7,7 +7,7 @@ import torch
 
 from genodiff.model import build_objective
 from genodiff.objectives import D3PM, MDLM
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from tests.dna_objectives import IDS, d3pm, mdlm
 from tests.test_mdlm import (
     TOK,
@@ -55,7 +55,7 @@ def test_hybrid_term_only_in_training_mode():
     trained, _ = objective.loss(model, x0, torch.Generator().manual_seed(4))
 
     # The same draws by hand: the masked positions and -log x_theta(x0) there.
-    t, masked = objective.draw_noise(x0, torch.Generator().manual_seed(4))
+    t, masked = objective.process.draw_noise(x0, torch.Generator().manual_seed(4))
     nelbo, _ = objective.nelbo_terms(model, x0, t, masked)
     nll = {k: -math.log(v) for k, v in probs.items()}
     cross_entropy = torch.tensor(
@@ -91,9 +91,11 @@ def test_sampling_and_config_checks():
     model = FixedDistribution({7: 0.5, 10: 0.5})
     samples = objective.sample(model, SampleRequest(4, 32, steps=20), torch.Generator())
     assert samples.shape == (4, 32) and set(samples.unique().tolist()) <= {7, 10}
-    assert objective.schedule.mask_probability(1.0).item() == 1.0  # alpha_bar_T = 0
-    assert objective.mask_id == TOK.mask_id
-    with pytest.raises(ValueError, match="num_steps >= 1"):
+    assert objective.process.schedule.mask_probability(1.0).item() == 1.0  # alpha_bar_T = 0
+    assert objective.process.mask_id == TOK.mask_id
+    with pytest.raises(
+        ValueError, match="objective.num_steps: 0 is out of range; set a value at least 1"
+    ):
         d3pm(num_steps=0)
     with pytest.raises(ValueError, match="hybrid_lambda"):
         d3pm(hybrid_lambda=-1.0)

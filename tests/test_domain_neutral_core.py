@@ -23,7 +23,7 @@ from genodiff.data.base import DataModule
 from genodiff.evaluate import window_digest
 from genodiff.generate import SamplingRun, write_samples
 from genodiff.objectives import AR, MDLM, SEDD
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import (
     DNATokenizer,
     Tokenizer,
@@ -266,11 +266,16 @@ def test_builtin_backbones_declare_their_capabilities():
     ps = build("caduceus", d_model=8, n_layer=1, vocab_size=12, rcps=True)
     mamba = build("mamba", d_model=8, n_layer=1, vocab_size=12)
     hyena = build("hyena", d_model=8, n_layer=1, vocab_size=12, layer={"l_max": 16})
-    assert ph.capabilities == Capabilities(hidden_size=8)
-    assert ps.capabilities == Capabilities(hidden_size=16, rc_equivariant=True)
-    assert mamba.capabilities == Capabilities(hidden_size=8, causal=True, recurrent_step=True)
-    assert hyena.capabilities == Capabilities(hidden_size=8, causal=True)
-    assert capabilities_of(torch.nn.Linear(2, 2)) == Capabilities()  # nothing declared
+    assert ph.capabilities == Capabilities(vocab_size=16, hidden_size=8)  # 12 padded to 16
+    assert ps.capabilities == Capabilities(vocab_size=16, hidden_size=16, rc_equivariant=True)
+    assert mamba.capabilities == Capabilities(
+        vocab_size=16, hidden_size=8, causal=True, recurrent_step=True
+    )
+    assert hyena.capabilities == Capabilities(vocab_size=16, hidden_size=8, causal=True)
+    with pytest.raises(
+        TypeError, match=r"Linear declares no capabilities: .*Capabilities\(vocab_size=V"
+    ):
+        capabilities_of(torch.nn.Linear(2, 2))  # nothing declared
     # The AR objective trusts the declaration: a bidirectional model is refused.
     with pytest.raises(ValueError, match="does not declare itself causal"):
         AR(bos_id=2, pad_id=4, sample_ids=(7, 8, 9, 10)).loss(ph, torch.full((1, 4), 7))
@@ -366,7 +371,7 @@ class TinyPluginModel(torch.nn.Module):
     def __init__(self, vocab_size: int, width: int = 4) -> None:
         super().__init__()
         self.table = torch.nn.Embedding(vocab_size, width)
-        self.capabilities = Capabilities(hidden_size=width)
+        self.capabilities = Capabilities(vocab_size=vocab_size, hidden_size=width)
 
     def forward(self, input_ids, sigma=None, inputs_embeds=None):
         return self.table(input_ids) @ self.table.weight.T

@@ -21,7 +21,10 @@ from genodiff.ops import (
     training_path,
     upstream_kernels_on_cpu,
 )
-from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
+from genodiff.samplers.categorical import sample_categorical, sharpen
+from genodiff.samplers.request import SampleRequest
+from genodiff.samplers.score_entropy import landing, transition_probs
+from genodiff.samplers.time_grid import time_grid
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import mdlm, sedd
 from tests.test_selective_scan import make_inputs
@@ -391,7 +394,7 @@ def test_samplers_draw_the_same_samples_on_both_paths(sampler):
     new = draw()
     with training_path():
         old = draw()
-    assert (new != objective.mask_id).all()
+    assert (new != objective.process.mask_id).all()
     assert torch.equal(new, old)
 
 
@@ -399,19 +402,20 @@ def sedd_sample_reference(objective, model, request, generator):
     """SEDD sampling as written before the inference path: float64 probabilities and a draw
     at every (n, L) position, the masked ones kept."""
     rule = objective.sampler_name(request)
+    process = objective.process
     n = request.num_samples
-    x, given = request.canvas(objective.mask_id, torch.device("cpu"))
-    for t, s in time_grid(1.0, objective.sampling_eps, request.steps):
-        masked = (x == objective.mask_id) & ~given
+    x, given = request.canvas(objective.process.mask_id, torch.device("cpu"))
+    for t, s in time_grid(1.0, objective.process.sampling_eps, request.steps):
+        masked = (x == objective.process.mask_id) & ~given
         if not masked.any():
             break
         log_score = objective.log_score(model, x, t.expand(n).float())  # (n, L, V)
-        probs = objective.transition_probs(log_score, t, s, rule, request)  # (n, L, V)
+        probs = transition_probs(process, log_score, t, s, rule, request)  # (n, L, V)
         x = torch.where(masked, sample_categorical(probs, generator), x)
-    masked = (x == objective.mask_id) & ~given
+    masked = (x == objective.process.mask_id) & ~given
     if masked.any():
-        log_score = objective.log_score(model, x, torch.full((n,), objective.sampling_eps))
-        probs = sharpen(objective._landing(log_score), request.temperature, request.top_p)
+        log_score = objective.log_score(model, x, torch.full((n,), objective.process.sampling_eps))
+        probs = sharpen(landing(process, log_score), request.temperature, request.top_p)
         x = torch.where(masked, sample_categorical(probs, generator), x)
     return x
 
@@ -422,7 +426,7 @@ def sedd_sample_reference(objective, model, request, generator):
 ])  # fmt: skip
 def test_sedd_draws_only_masked_rows_with_the_same_samples(rule, steps, options):
     model, objective = dna_model(), sedd()
-    template = torch.tensor([DNATokenizer().base_ids[0]] * 4 + [objective.mask_id] * 16)
+    template = torch.tensor([DNATokenizer().base_ids[0]] * 4 + [objective.process.mask_id] * 16)
     given = torch.arange(20) < 4
     request = SampleRequest(
         4, 20, steps=steps, sampler=rule, template=template, given=given, **options
@@ -430,5 +434,5 @@ def test_sedd_draws_only_masked_rows_with_the_same_samples(rule, steps, options)
     with torch.no_grad():
         new = objective.sample(model, request, torch.Generator().manual_seed(5))
         old = sedd_sample_reference(objective, model, request, torch.Generator().manual_seed(5))
-    assert (new != objective.mask_id).all()
+    assert (new != objective.process.mask_id).all()
     assert torch.equal(new, old)

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from genodiff.sampling import SampleRequest, sample_categorical
+from genodiff.samplers.categorical import sample_categorical
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import mdlm
 
@@ -88,7 +89,7 @@ def test_pad_positions_are_never_masked_and_no_time_conditioning_by_default():
 
 
 def test_low_discrepancy_times_cover_each_stratum_once():
-    t = mdlm().sample_t(64, torch.device("cpu"), torch.Generator().manual_seed(1))
+    t = mdlm().process.sample_t(64, torch.device("cpu"), torch.Generator().manual_seed(1))
     u = (t - 1e-3) / (1 - 1e-3)
     strata = torch.floor(u * 64).long().sort().values
     assert torch.equal(strata, torch.arange(64))
@@ -192,7 +193,7 @@ def expected_nelbo(objective, model, x0, times, time_weights):
     patterns = torch.tensor(list(itertools.product([False, True], repeat=length)))  # (P, L)
     k, p = len(times), len(patterns)
     t = torch.as_tensor(times, dtype=torch.float32)
-    mask_p = objective.schedule.mask_probability(t.double())  # (K,)
+    mask_p = objective.process.schedule.mask_probability(t.double())  # (K,)
     m = patterns.sum(-1)  # (P,)
     pattern_prob = mask_p[:, None] ** m * (1 - mask_p[:, None]) ** (length - m)  # (K, P)
     rows_x0 = x0[:, None, None].expand(n, k, p, length).reshape(-1, length)
@@ -211,7 +212,7 @@ def continuous_nelbo(objective, model, x0, nodes: int = 16):
 
 
 def discrete_nelbo(objective, model, x0):
-    steps = objective.num_steps
+    steps = objective.process.num_steps
     grid = torch.arange(1, steps + 1, dtype=torch.float64) / steps
     return expected_nelbo(objective, model, x0, grid, torch.full((steps,), 1 / steps))
 
@@ -280,9 +281,11 @@ def test_loss_is_an_unbiased_estimate_of_the_exact_expectation(steps):
 
 
 def test_discrete_time_uses_the_grid_with_low_discrepancy():
-    t = mdlm(num_steps=8).sample_t(8, torch.device("cpu"), torch.Generator().manual_seed(0))
+    t = mdlm(num_steps=8).process.sample_t(8, torch.device("cpu"), torch.Generator().manual_seed(0))
     assert sorted((t * 8).round().long().tolist()) == list(range(1, 9))
-    t = mdlm(num_steps=8).sample_t(1000, torch.device("cpu"), torch.Generator().manual_seed(0))
+    t = mdlm(num_steps=8).process.sample_t(
+        1000, torch.device("cpu"), torch.Generator().manual_seed(0)
+    )
     assert torch.allclose(t * 8, (t * 8).round()) and t.min() >= 1 / 8 and t.max() <= 1
     with pytest.raises(ValueError, match="num_steps"):
         mdlm(num_steps=-1)

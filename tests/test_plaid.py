@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 from genodiff import backbones
+from genodiff.backbones import Capabilities
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from genodiff.training.module import GenerativeTrainingModule
 from tests.dna_objectives import plaid
 
@@ -21,10 +22,9 @@ class ConstantLogits(nn.Module):
     """A "backbone" predicting log pi everywhere: with Plaid's Gaussian posterior term the
     logits are the exact posterior p(x0 | z_t) for i.i.d. tokens with law pi."""
 
-    d_model = 8
-
     def __init__(self) -> None:
         super().__init__()
+        self.capabilities = Capabilities(vocab_size=16, hidden_size=8)
         out = torch.full((16,), -1e9)
         out[7:11] = PI.log()
         self.out = nn.Parameter(out)

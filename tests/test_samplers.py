@@ -8,8 +8,8 @@ import torch
 from scipy.stats import chi2
 from torch import nn
 
+from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.semi_ar import windows
-from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import d3pm, mdlm
 

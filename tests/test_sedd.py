@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
+from genodiff.samplers.score_entropy import transition_probs
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import mdlm, sedd
 
@@ -102,7 +103,8 @@ def test_analytic_step_is_the_exact_masked_diffusion_posterior(t, s):
     objective = sedd()
     x = torch.full((1, 3), TOK.mask_id)
     log_score = objective.log_score(FixedScores(probs), x, torch.tensor([t]))
-    q = objective.transition_probs(
+    q = transition_probs(
+        objective.process,
         log_score,
         torch.tensor(t, dtype=torch.float64),
         torch.tensor(s, dtype=torch.float64),
@@ -130,8 +132,8 @@ def test_euler_step_is_first_order():
     log_score = objective.log_score(FixedScores({7: 1.0}), x, torch.tensor([0.5]))
     t, s = torch.tensor(0.5, dtype=torch.float64), torch.tensor(0.45, dtype=torch.float64)
     request = SampleRequest(1, 1)
-    euler = objective.transition_probs(log_score, t, s, "euler", request)[0, 0]
-    analytic = objective.transition_probs(log_score, t, s, "analytic", request)[0, 0]
+    euler = transition_probs(objective.process, log_score, t, s, "euler", request)[0, 0]
+    analytic = transition_probs(objective.process, log_score, t, s, "analytic", request)[0, 0]
     sigma = lambda u: a ** (1 - u) * b**u  # noqa: E731
     r = 1 / math.expm1(sigma(0.5))
     assert euler[7].item() == pytest.approx(r * sigma(0.5) * math.log(b / a) * 0.05, rel=1e-4)

@@ -214,10 +214,12 @@ class Caduceus(LMBackboneBase):
     ):
         super().__init__()
         self.d_model, self.n_layer, self.rcps = d_model, n_layer, rcps
-        self.capabilities = Capabilities(
-            hidden_size=2 * d_model if rcps else d_model, rc_equivariant=rcps
-        )
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
+        self.capabilities = Capabilities(
+            vocab_size=self.vocab_size,
+            hidden_size=2 * d_model if rcps else d_model,
+            rc_equivariant=rcps,
+        )
         if rcps and complement_map is None:
             complement_map = DNATokenizer().complement_map
         self.complement_map = None

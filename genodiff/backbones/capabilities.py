@@ -1,8 +1,8 @@
 """What a backbone declares about itself, so the core never probes it with ``hasattr``.
 
 Every backbone exposes ``capabilities`` (a ``Capabilities``; built-ins set it in
-``__init__``). A module that declares nothing is taken as the plainest backbone: not
-time-conditioned, not RC-equivariant, bidirectional, no recurrent ``step``.
+``__init__``), with at least its output size ``vocab_size``; ``genodiff.backbones.build``
+refuses a backbone that declares none.
 """
 
 from __future__ import annotations
@@ -23,22 +23,35 @@ class Capabilities:
     - ``causal``: position i's logits depend on positions <= i only (AR baselines).
     - ``recurrent_step``: ``allocate_inference_cache(n)`` and ``step(ids (n,), cache)``
       -> next-token logits (n, V), O(1) work per token.
+    - ``vocab_size``: V, the size of the logits' last dimension (the padded vocabulary);
+      required: memory guards and samplers size their work by it.
     - ``hidden_size``: width of ``hidden_states`` (Caduceus-PS: 2 * d_model); None when
       not declared.
     """
 
+    vocab_size: int
     hidden_size: int | None = None
     time_conditioning: bool = False
     rc_equivariant: bool = False
     causal: bool = False
     recurrent_step: bool = False
 
+    def __post_init__(self) -> None:
+        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int):
+            raise TypeError(f"Capabilities.vocab_size must be an integer, got {self.vocab_size!r}")
+        if self.vocab_size < 1:
+            raise ValueError(f"Capabilities.vocab_size must be >= 1, got {self.vocab_size}")
+
 
 def capabilities_of(model: nn.Module) -> Capabilities:
-    """``model.capabilities``; the plainest declaration for a module that has none."""
+    """``model.capabilities``; TypeError, saying what to declare, for a module that has none."""
     declared = getattr(model, "capabilities", None)
     if declared is None:
-        return Capabilities()
+        raise TypeError(
+            f"{type(model).__name__} declares no capabilities: a backbone sets "
+            "self.capabilities = genodiff.backbones.Capabilities(vocab_size=V, ...) in its "
+            "constructor, V being the size of its logits' last dimension"
+        )
     if not isinstance(declared, Capabilities):
         raise TypeError(
             f"{type(model).__name__}.capabilities must be a genodiff.backbones.Capabilities, "

@@ -357,8 +357,10 @@ class HyenaDNA(LMBackboneBase):
     ):
         super().__init__()
         self.d_model, self.n_layer = d_model, n_layer
-        self.capabilities = Capabilities(hidden_size=d_model, causal=True)
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
+        self.capabilities = Capabilities(
+            vocab_size=self.vocab_size, hidden_size=d_model, causal=True
+        )
         layer = dict(layer or {})
         layer.pop("_name_", None)
         layer.pop("lr", None)

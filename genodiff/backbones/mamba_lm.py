@@ -120,8 +120,10 @@ class MambaLM(LMBackboneBase):
         if ssm_cfg.pop("layer", "Mamba1") != "Mamba1" or d_intermediate or attn_layer_idx:
             raise ValueError("only pure Mamba-1 models are supported (no Mamba-2, MLP, attention)")
         self.d_model, self.n_layer = d_model, n_layer
-        self.capabilities = Capabilities(hidden_size=d_model, causal=True, recurrent_step=True)
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
+        self.capabilities = Capabilities(
+            vocab_size=self.vocab_size, hidden_size=d_model, causal=True, recurrent_step=True
+        )
         self.backbone = MixerModel(
             d_model,
             n_layer,

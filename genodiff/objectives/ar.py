@@ -11,11 +11,7 @@ whole (padded) vocabulary, the same convention as the diffusion objectives, so t
 exact and its perplexity compares with their bounds.
 
 Sampling draws one token at a time, restricted to the tokenizer's ``sample_ids`` (DNA:
-A/C/G/T): the next-token distribution is renormalised over them (then temperature / nucleus
-are applied), so special tokens and N are never produced. A backbone that declares a
-recurrent step (Mamba: ``allocate_inference_cache`` / ``step``, one constant-size state per
-layer; a transformer: a key/value cache) runs one token at a time; any other (HyenaDNA)
-recomputes the full forward pass on the prefix for every new token.
+A/C/G/T); see ``genodiff.samplers.autoregressive``.
 """
 
 from __future__ import annotations
@@ -29,7 +25,8 @@ from torch import Tensor, nn
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.objectives.base import BatchShard, Objective
 from genodiff.registry import register_objective
-from genodiff.sampling import SampleRequest, sample_categorical, sharpen
+from genodiff.samplers.autoregressive import left_to_right
+from genodiff.samplers.base import Sampler
 
 # Backbones already probed for causality (weak: a checked model can still be freed).
 _CAUSAL_CHECKED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
@@ -89,7 +86,7 @@ class AR(Objective):
     is deterministic, so one pass over a held-out window is exact.
     """
 
-    samplers = ("ancestral",)
+    samplers = {"ancestral": Sampler(left_to_right)}
     exact_likelihood = True
     eval_t_samples = 1  # deterministic: no noise to average over
     causal_backbone = True
@@ -134,41 +131,3 @@ class AR(Objective):
         nll = -log_p.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
         scored = input_ids != self.pad_id  # (B, L)
         return torch.where(scored, nll, 0.0).sum(dim=-1), scored.sum(dim=-1)
-
-    def _draw(
-        self, logits: Tensor, request: SampleRequest, generator: torch.Generator | None
-    ) -> Tensor:
-        """One id per row from next-token logits (n, V), renormalised over ``sample_ids``."""
-        drawable = torch.tensor(self.sample_ids, device=logits.device)
-        log_p = logits.float().log_softmax(dim=-1)[:, drawable]  # (n, K)
-        probs = sharpen(log_p, request.temperature, request.top_p)  # (n, K) float64
-        return drawable[sample_categorical(probs, generator)]  # (n,)
-
-    @torch.no_grad()
-    def sample(
-        self, model: nn.Module, request: SampleRequest, generator: torch.Generator | None = None
-    ) -> Tensor:
-        """Left to right, one network call per position (``request.steps`` is unused).
-
-        A given position keeps its template token and is fed to the model as context (a
-        given prefix acts as a prompt); the others are drawn from the next-token
-        distribution over ``sample_ids`` with the request's temperature and top-p.
-        """
-        self.sampler_name(request)
-        device = next(model.parameters()).device
-        n, length = request.num_samples, request.length
-        x, given = request.canvas(self.pad_id, device)  # (n, L) each
-        bos = torch.full((n, 1), self.bos_id, dtype=torch.long, device=device)
-        recurrent = capabilities_of(model).recurrent_step
-        if recurrent:
-            cache = model.allocate_inference_cache(n)
-            logits = model.step(bos, cache)  # (n, V): distribution of x_1
-        for i in range(length):
-            if not given[:, i].all():
-                if not recurrent:
-                    logits = model(torch.cat([bos, x[:, :i]], dim=1))[:, -1]  # (n, V)
-                draw = self._draw(logits, request, generator)
-                x[:, i] = torch.where(given[:, i], x[:, i], draw)
-            if recurrent and i < length - 1:
-                logits = model.step(x[:, i], cache)  # (n, V): distribution of x_{i+2}
-        return x

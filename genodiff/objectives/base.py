@@ -7,13 +7,17 @@ backbone; parameter-free objectives (MDLM, SEDD, D3PM, AR) simply hold none.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABCMeta, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from genodiff.sampling import SampleRequest
+from genodiff.config_values import check_arguments
+from genodiff.samplers.base import Sampler
+from genodiff.samplers.request import SampleRequest
 
 
 @dataclass(frozen=True)
@@ -36,22 +40,56 @@ def shard_rows(shard: BatchShard | None, batch: int) -> tuple[int, slice]:
     return shard.total, slice(shard.start, shard.start + batch)
 
 
-class Objective(nn.Module, ABC):
+class _ArgumentsChecked(ABCMeta):
+    """Every construction of an objective checks its arguments against the declared
+    ``config_ranges`` (``genodiff.config_values.check_arguments``), with the messages a config
+    gets for ``objective.<key>``, before the constructor runs."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        check_arguments(cls, "objective", args, kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Objective(nn.Module, metaclass=_ArgumentsChecked):
     """A training loss (a per-token NELBO or NLL in nats) and the samplers that go with it."""
 
-    #: Names accepted by ``SampleRequest.sampler``; the first is the default.
-    samplers: tuple[str, ...] = ("ancestral",)
+    #: The samplers ``SampleRequest.sampler`` may name; the first is the default.
+    samplers: ClassVar[Mapping[str, Sampler]]
     #: True when ``loss`` is the exact NLL (AR) rather than an upper bound (diffusion).
     exact_likelihood: bool = False
+    #: True when the network is given the time (``forward(ids, sigma)``); the backbone must
+    #: then declare ``capabilities.time_conditioning`` (checked before training).
+    time_conditioning: bool = False
     #: Noise draws per held-out sequence when evaluating (set by configs that have it).
     eval_t_samples: int = 1
     #: What the objective needs of the backbone's ``capabilities.causal``: False for diffusion
     #: (a masked position is predicted from the context on both sides), True for next-token
     #: prediction, None when either works. Checked when the model is built (``genodiff.model``).
     causal_backbone: bool | None = False
-    #: Allowed ranges of constructor arguments, checked when a config is loaded
-    #: (``genodiff.config_values``); merged with a subclass's own table.
-    config_ranges: dict[str, str] = {"eval_t_samples": ">=1"}
+    #: Allowed ranges of constructor arguments, checked when a config is loaded and when an
+    #: objective is constructed (``genodiff.config_values``); merged with a subclass's own table.
+    config_ranges: ClassVar[dict[str, str]] = {"eval_t_samples": ">=1"}
+    #: Options that configs saved by earlier genodiff versions hold for this objective and that
+    #: it no longer takes, each with the one value that means what the objective does now
+    #: (``from_saved`` drops them). New configs may not set them.
+    retired_options: ClassVar[Mapping[str, Any]] = {}
+    #: What a run saved with another value of a retired option should use instead.
+    retired_advice: ClassVar[str] = ""
+
+    @classmethod
+    def from_saved(cls, options: Mapping[str, Any]) -> Objective:
+        """The objective a run's ``objective`` section (its ``name`` removed) describes, also
+        when a checkpoint of an earlier version wrote it: a retired option holding its one
+        value is dropped; any other value is a ValueError saying what to use instead."""
+        kwargs = dict(options)
+        for key, value in cls.retired_options.items():
+            if key in kwargs and kwargs.pop(key) != value:
+                raise ValueError(
+                    f"this run was saved with objective.{key}={options[key]!r}; "
+                    f"{cls.__name__} no longer takes {key} (it always does what "
+                    f"{key}={value!r} did). {cls.retired_advice}"
+                )
+        return cls(**kwargs)
 
     @abstractmethod
     def loss(
@@ -67,21 +105,31 @@ class Objective(nn.Module, ABC):
         places the batch in a data-parallel global batch (see ``BatchShard``).
         """
 
-    @abstractmethod
+    @torch.no_grad()
     def sample(
         self, model: nn.Module, request: SampleRequest, generator: torch.Generator | None = None
     ) -> Tensor:
-        """(request.num_samples, request.length) token ids drawn from ``model``.
-
-        Positions where ``request.given`` is True hold ``request.template`` unchanged.
-        """
+        """(request.num_samples, request.length) token ids drawn from ``model`` by the sampler
+        ``request`` names. Positions where ``request.given`` is True hold ``request.template``
+        unchanged."""
+        return self.samplers[self.sampler_name(request)](self, model, request, generator)
 
     def sampler_name(self, request: SampleRequest) -> str:
-        """The sampler ``request`` asks for (the default when None); ValueError if unknown."""
-        name = request.sampler or self.samplers[0]
-        if name not in self.samplers:
+        """The sampler ``request`` asks for (the default when None); ValueError if unknown, or
+        if it reuses predictions across time steps and this objective conditions on time."""
+        name = request.sampler or next(iter(self.samplers))
+        sampler = self.samplers.get(name)
+        if sampler is None:
             raise ValueError(
                 f"{type(self).__name__} has no sampler {name!r}; "
                 f"choose one of: {', '.join(self.samplers)}"
+            )
+        if sampler.reuses_predictions and self.time_conditioning:
+            others = [n for n, s in self.samplers.items() if not s.reuses_predictions]
+            raise ValueError(
+                f"sampler {name!r} needs a model without time conditioning: it reuses the "
+                "network's prediction while a sequence is unchanged, and with "
+                "objective.time_conditioning=true the prediction changes with t at every step. "
+                f"Choose one of: {', '.join(others)} (samples.sampler= / --sampler)"
             )
         return name

@@ -9,8 +9,9 @@ with p(x0 | x_t) ∝ q(x_t | x0) x_theta(x0), and x_theta keeps its [MASK] logit
 
 the prior term being zero (alpha_bar_T = 0). It is estimated with one t per sequence drawn
 uniformly (low-discrepancy) on {1..T} and multiplied by T; the t = 1 draw is the
-reconstruction term. This is MDLM's discrete-time NELBO with ``noise_eps=0`` and without zero
-masking, so D3PM reuses that code (see ``genodiff.objectives.mdlm``).
+reconstruction term. This is MDLM's discrete-time NELBO with ``noise_eps=0`` and the [MASK]
+logit kept: both hold a ``MaskedForwardProcess`` and share the KL terms (``x0_posterior``),
+and both are sampled by the masked-diffusion samplers.
 
 Hybrid loss: in training mode (``self.training``, i.e. ``nn.Module.train()``) ``loss`` adds
 ``hybrid_lambda`` * the cross-entropy -log x_theta(x0 | x_t) of the masked tokens to the
@@ -18,8 +19,11 @@ NELBO (Austin et al.'s L_vb + lambda L_aux, lambda = 0.01). In eval mode (valida
 run the module in eval mode) ``loss`` returns the NELBO alone, so reported perplexities are
 bounds. ``hybrid_lambda=0`` trains on the pure NELBO.
 
-Upstream MDLM's D3PM baseline (``parameterization=d3pm``) also adds -log x_theta(x0 | x0) from
-the clean sequence; ``carry_over=False`` reproduces that, at the cost of a second forward pass.
+Checkpoints of earlier genodiff versions list ``zero_masking: false`` and ``carry_over: true`` in
+their objective section (MDLM's flags, which D3PM took then); they load (``retired_options``,
+``Objective.from_saved``). Upstream MDLM's D3PM baseline (``parameterization=d3pm``, which
+also adds -log x_theta(x0 | x0)) is ``objective=mdlm`` with ``num_steps`` = T, ``noise_eps=0``,
+``zero_masking=false`` and ``carry_over=false``, without the hybrid term.
 """
 
 from __future__ import annotations
@@ -29,46 +33,65 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from genodiff.objectives.base import BatchShard
-from genodiff.objectives.mdlm import MDLM
+from genodiff.objectives import x0_posterior
+from genodiff.objectives.base import BatchShard, Objective
+from genodiff.objectives.masked_process import MaskedForwardProcess
+from genodiff.objectives.schedules import LogLinearSchedule
 from genodiff.registry import register_objective
+from genodiff.samplers import MASKED_SAMPLERS
 
 
 @register_objective("d3pm")
-class D3PM(MDLM):
+class D3PM(Objective):
+    samplers = MASKED_SAMPLERS
+    config_ranges = {
+        "num_steps": ">=1; D3PM runs in discrete time",
+        "hybrid_lambda": ">=0; 0 = pure NELBO",
+        "sampling_eps": "(0, 1)",
+    }
+    retired_options = {"zero_masking": False, "carry_over": True}
+    retired_advice = (
+        "Load it as objective=mdlm with num_steps = D3PM's, noise_eps=0 and the same "
+        "zero_masking / carry_over: the same NELBO and samplers, without the hybrid term."
+    )
+
     def __init__(
         self,
         mask_id: int,
         pad_id: int,
         num_steps: int = 1000,
         hybrid_lambda: float = 0.01,
-        zero_masking: bool = False,
-        carry_over: bool = True,
         sampling_eps: float = 1e-3,
         low_discrepancy: bool = True,
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
         sample_ids: Sequence[int] | None = None,
     ) -> None:
-        if not isinstance(num_steps, int) or num_steps < 1:
-            raise ValueError(f"D3PM needs num_steps >= 1 (discrete time), got {num_steps!r}")
-        if hybrid_lambda < 0:
-            raise ValueError(f"hybrid_lambda must be >= 0 (0 = pure NELBO), got {hybrid_lambda}")
-        super().__init__(
-            mask_id=mask_id,
-            pad_id=pad_id,
-            noise_schedule="loglinear",
-            noise_eps=0.0,
+        super().__init__()
+        self.process = MaskedForwardProcess(
+            mask_id,
+            pad_id,
+            LogLinearSchedule(eps=0.0),
             num_steps=num_steps,
-            carry_over=carry_over,
-            zero_masking=zero_masking,
             sampling_eps=sampling_eps,
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
-            eval_t_samples=eval_t_samples,
             sample_ids=sample_ids,
         )
         self.hybrid_lambda = hybrid_lambda
+        self.time_conditioning = time_conditioning
+        self.eval_t_samples = eval_t_samples
+
+    def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
+        """What the masked samplers draw from: ``x0_posterior.x0_log_probs`` (B, L, V)."""
+        return x0_posterior.x0_log_probs(self.process, model, x_t, t)
+
+    def nelbo_terms(
+        self, model: nn.Module, input_ids: Tensor, t: Tensor, masked: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """For given times ``t`` (B,) and masked positions ``masked`` (B, L): the NELBO
+        estimate (B,) and the cross-entropy -log x_theta(x0) of the masked tokens (B,)."""
+        return x0_posterior.nelbo_terms(self.process, model, input_ids, t, masked, removed=None)
 
     def loss(
         self,
@@ -78,8 +101,8 @@ class D3PM(MDLM):
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(NELBO (B,) [+ hybrid_lambda * CE (B,) in training mode], scored tokens (B,))."""
-        t, masked = self.draw_noise(input_ids, generator, shard)
+        t, masked = self.process.draw_noise(input_ids, generator, shard)
         nelbo, cross_entropy = self.nelbo_terms(model, input_ids, t, masked)  # (B,), (B,)
         if self.training and self.hybrid_lambda > 0:
             nelbo = nelbo + self.hybrid_lambda * cross_entropy
-        return nelbo, (input_ids != self.pad_id).sum(dim=-1)
+        return nelbo, self.process.scored(input_ids).sum(dim=-1)

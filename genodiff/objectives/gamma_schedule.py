@@ -30,13 +30,14 @@ class GammaAt(NamedTuple):
 
 
 class LearnedGammaSchedule(nn.Module):
+    """gamma(t) with learnable endpoints and a monotone interior of ``hidden`` (>= 1, declared
+    by Plaid's ``schedule_hidden`` range) tanh units."""
+
     def __init__(self, gamma_0: float = -3.0, gamma_1: float = 6.0, hidden: int = 1024) -> None:
         if not gamma_0 < gamma_1:
             raise ValueError(
                 f"need gamma_0 < gamma_1 (noise grows with t), got {gamma_0}, {gamma_1}"
             )
-        if hidden < 1:
-            raise ValueError(f"schedule hidden width must be >= 1, got {hidden}")
         super().__init__()
         self.w1 = nn.Parameter(torch.randn(hidden))
         self.b1 = nn.Parameter(torch.randn(hidden))
@@ -45,6 +46,11 @@ class LearnedGammaSchedule(nn.Module):
         self.gamma_1 = nn.Parameter(torch.tensor(float(gamma_1)))
         for p in self.parameters():
             p._no_weight_decay = True
+
+    @staticmethod
+    def alpha_sigma2(gamma: Tensor) -> tuple[Tensor, Tensor]:
+        """alpha = sqrt(sigmoid(-gamma)) and sigma^2 = sigmoid(gamma), float64."""
+        return torch.sigmoid(-gamma).sqrt(), torch.sigmoid(gamma)
 
     def _g(self, t: Tensor) -> tuple[Tensor, Tensor]:
         """g(t) and g'(t) in float64, shape of ``t``."""

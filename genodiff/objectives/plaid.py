@@ -23,7 +23,8 @@ Both denoiser evaluations (at t and at 0) run as one batch of 2B sequences.
 
 Self-conditioning: in training, each row is self-conditioned with probability 1/2 (a first
 no-grad pass gives the x_hat fed to the second); at evaluation every row is self-conditioned,
-as Plaid evaluates; the sampler carries the previous step's x_hat. With
+as Plaid evaluates; the sampler (``genodiff.samplers.gaussian``) carries the previous step's
+x_hat. With
 ``schedule_variance_grad`` the schedule's interior (whose shape does not change the expected
 NELBO, only its variance) gets the gradient of E[d^2] instead of E[d], d = per-token diffusion
 term of the sequence, as in Plaid/VDM; its endpoints and all other parameters get the NELBO's.
@@ -41,19 +42,16 @@ from genodiff.backbones.capabilities import capabilities_of
 from genodiff.objectives.base import BatchShard, Objective, shard_rows
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.registry import register_objective
-from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
+from genodiff.samplers.base import Sampler
+from genodiff.samplers.gaussian import ancestral
 
 _FOURIER_FEATURES = 32  # frequencies exp(linspace(-5, 5)) of gamma; sin and cos of each
 
 
-def _alpha_sigma2(gamma: Tensor) -> tuple[Tensor, Tensor]:
-    """alpha = sqrt(sigmoid(-gamma)) and sigma^2 = sigmoid(gamma), float64."""
-    return torch.sigmoid(-gamma).sqrt(), torch.sigmoid(gamma)
-
-
 @register_objective("plaid")
 class Plaid(Objective):
-    samplers = ("ancestral",)
+    samplers = {"ancestral": Sampler(ancestral)}
+    config_ranges = {"d_model": ">=1", "embed_dim": ">=1", "schedule_hidden": ">=1"}
 
     def __init__(
         self,
@@ -69,10 +67,6 @@ class Plaid(Objective):
         low_discrepancy: bool = True,
         eval_t_samples: int = 1,
     ) -> None:
-        if eval_t_samples < 1:
-            raise ValueError(f"eval_t_samples must be >= 1, got {eval_t_samples}")
-        if embed_dim < 1 or d_model < 1:
-            raise ValueError(f"need embed_dim, d_model >= 1, got {embed_dim}, {d_model}")
         if len(token_ids) < 2 or len(set(token_ids)) != len(token_ids) or pad_id in token_ids:
             raise ValueError(
                 f"token_ids must be >= 2 distinct ids without [PAD] ({pad_id}), got {token_ids}"
@@ -101,7 +95,8 @@ class Plaid(Objective):
         """The unit-norm embedding table E: (K, D)."""
         return self.embedding / self.embedding.norm(dim=1, keepdim=True)
 
-    def _check_backbone(self, model: nn.Module) -> None:
+    def check_backbone(self, model: nn.Module) -> None:
+        """ValueError for a backbone Plaid cannot drive (RC-equivariant, or another width)."""
         capabilities = capabilities_of(model)
         if capabilities.rc_equivariant:
             raise ValueError(
@@ -117,7 +112,7 @@ class Plaid(Objective):
                 "set objective.d_model to the model's (configs use ${model.d_model})"
             )
 
-    def _categories(self, input_ids: Tensor) -> Tensor:
+    def categories(self, input_ids: Tensor) -> Tensor:
         """Index into ``token_ids`` of each token (B, L); [PAD] maps to 0 (never scored)."""
         matches = input_ids[..., None] == self.token_ids()  # (B, L, K)
         known = matches.any(-1) | (input_ids == self.pad_id)
@@ -138,9 +133,9 @@ class Plaid(Objective):
             return (u0 + torch.arange(n, device=device, dtype=torch.float64) / n) % 1.0
         return torch.rand(n, device=device, generator=generator, dtype=torch.float64)
 
-    def _noised(self, e: Tensor, gamma: Tensor, noise: Tensor) -> Tensor:
+    def noised(self, e: Tensor, gamma: Tensor, noise: Tensor) -> Tensor:
         """z = alpha e + sigma eps: (N, L, D) float32 from (N, L, D) and gamma (N,)."""
-        alpha, sigma2 = _alpha_sigma2(gamma)
+        alpha, sigma2 = self.schedule.alpha_sigma2(gamma)
         return alpha.float()[:, None, None] * e + sigma2.sqrt().float()[:, None, None] * noise
 
     def predict(
@@ -148,7 +143,7 @@ class Plaid(Objective):
     ) -> tuple[Tensor, Tensor]:
         """Logits of p(x0 | z) over ``token_ids`` (N, L, K) and x_hat = softmax E (N, L, D)."""
         E = self.embeddings()  # (K, D)
-        alpha, sigma2 = _alpha_sigma2(gamma)  # (N,), (N,)
+        alpha, sigma2 = self.schedule.alpha_sigma2(gamma)  # (N,), (N,)
         unit = torch.rsqrt(alpha.square() / self.embed_dim + sigma2).float()[:, None, None]
         h = self.in_proj(torch.cat([z * unit, x_self * math.sqrt(self.embed_dim)], dim=-1))
         frequencies = torch.linspace(-5.0, 5.0, _FOURIER_FEATURES, dtype=torch.float64).exp()
@@ -181,11 +176,11 @@ class Plaid(Objective):
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its scored tokens in nats (B,), scored tokens (B,))."""
-        self._check_backbone(model)
+        self.check_backbone(model)
         batch, length = input_ids.shape
         device = input_ids.device
         scored = input_ids != self.pad_id  # (B, L)
-        k = self._categories(input_ids)  # (B, L)
+        k = self.categories(input_ids)  # (B, L)
         e = torch.where(scored[..., None], self.embeddings()[k], 0.0)  # (B, L, D)
         total, rows = shard_rows(shard, batch)  # noise for the global batch, our rows kept
         at = self.schedule(self.sample_t(total, device, generator)[rows])  # (B,) each
@@ -193,7 +188,7 @@ class Plaid(Objective):
         gamma = torch.cat([at.gamma, gamma_0.expand(batch)])  # (2B,): t, then t = 0
         noise = torch.randn(2, total, length, self.embed_dim, device=device, generator=generator)
         noise = noise[:, rows].reshape(2 * batch, length, self.embed_dim)  # (2B, L, D)
-        z = self._noised(torch.cat([e, e]), gamma, noise)  # (2B, L, D)
+        z = self.noised(torch.cat([e, e]), gamma, noise)  # (2B, L, D)
         if self.training:
             draw = torch.rand(2, total, device=device, generator=generator)[:, rows].reshape(-1)
             self_cond = draw < 0.5
@@ -218,44 +213,3 @@ class Plaid(Objective):
             for tensor in (at.shape, at.dshape):
                 tensor.register_hook(lambda grad: grad * scale)
         return (diffusion + reconstruction + prior).float(), tokens
-
-    @torch.no_grad()
-    def sample(
-        self, model: nn.Module, request: SampleRequest, generator: torch.Generator | None = None
-    ) -> Tensor:
-        """``request.steps`` ancestral steps from z_1 ~ N(0, I) down to z_0, each drawing z_s
-        from q(z_s | z_t, x = x_hat):  c = -expm1(gamma_s - gamma_t),
-        mean = (alpha_s / alpha_t)(1 - c) z_t + alpha_s c x_hat,  var = sigma_s^2 c;
-        then x0 ~ p(x0 | z_0) (temperature/top-p apply). Given positions hold the forward-noised
-        embedding of their template token at every step and keep the template in the output.
-        """
-        self.sampler_name(request)
-        self._check_backbone(model)
-        device = self.embedding.device
-        n, length, dim = request.num_samples, request.length, self.embed_dim
-        template, given = request.canvas(self.token_list[0], device)  # (n, L) each
-        e_given = self.embeddings()[self._categories(template)]  # (n, L, D)
-
-        def randn() -> Tensor:
-            return torch.randn(n, length, dim, device=device, generator=generator)
-
-        def hold(z: Tensor, gamma: Tensor) -> Tensor:
-            return torch.where(given[..., None], self._noised(e_given, gamma, randn()), z)
-
-        z, x_self = randn(), torch.zeros(n, length, dim, device=device)
-        for t, s in time_grid(1.0, 0.0, request.steps, device):
-            gamma_t, gamma_s = self.schedule(t.expand(n)).gamma, self.schedule(s.expand(n)).gamma
-            z = hold(z, gamma_t)
-            _, x_hat = self.predict(model, z, gamma_t, x_self)  # (n, L, D)
-            if self.self_condition:
-                x_self = x_hat
-            (alpha_t, _), (alpha_s, sigma2_s) = _alpha_sigma2(gamma_t), _alpha_sigma2(gamma_s)
-            c = -torch.expm1(gamma_s - gamma_t)  # (n,)
-            mean = ((alpha_s / alpha_t) * (1 - c)).float()[:, None, None] * z
-            mean = mean + (alpha_s * c).float()[:, None, None] * x_hat
-            z = mean + (sigma2_s * c).sqrt().float()[:, None, None] * randn()
-        gamma_0 = self.schedule.endpoints()[0].expand(n)
-        logits, _ = self.predict(model, hold(z, gamma_0), gamma_0, x_self)  # (n, L, K)
-        probs = sharpen(logits.log_softmax(-1), request.temperature, request.top_p)
-        draws = self.token_ids()[sample_categorical(probs, generator)]  # (n, L)
-        return torch.where(given, template, draws)

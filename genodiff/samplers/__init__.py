@@ -1,38 +1,26 @@
-"""Samplers for absorbing-state (masked) diffusion models: MDLM and D3PM.
+"""Every objective's samplers, and what they share (``SampleRequest``, the time grid,
+float64 categorical draws). An objective lists its samplers in one table
+(``Objective.samplers``, ``{name: Sampler}``, the first the default):
 
-``MASKED_SAMPLERS`` maps the names a user may ask for (``SampleRequest.sampler``,
-``genodiff sample --sampler``) to the functions; the first is the default.
+- masked diffusion (MDLM, D3PM): ``MASKED_SAMPLERS`` below (``masked``, ``first_hitting``,
+  ``semi_ar``);
+- SEDD: ``score_entropy``;  Plaid: ``gaussian``;  AR: ``autoregressive``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 
-import torch
-from torch import Tensor, nn
-
+from genodiff.samplers.base import Sampler
 from genodiff.samplers.first_hitting import first_hitting
-from genodiff.samplers.masked import MaskedDiffusion, ancestral, cached
+from genodiff.samplers.masked import ancestral, cached
 from genodiff.samplers.semi_ar import semi_autoregressive
-from genodiff.sampling import SampleRequest
 
-MASKED_SAMPLERS: dict[str, Callable[..., Tensor]] = {
-    "ancestral": ancestral,
-    "cached": cached,
-    "first-hitting": first_hitting,
-    "semi-ar": semi_autoregressive,
+MASKED_SAMPLERS: Mapping[str, Sampler] = {
+    "ancestral": Sampler(ancestral),
+    "cached": Sampler(cached, reuses_predictions=True),
+    "first-hitting": Sampler(first_hitting),
+    "semi-ar": Sampler(semi_autoregressive),
 }
 
-
-def sample_masked(
-    objective: MaskedDiffusion,
-    model: nn.Module,
-    request: SampleRequest,
-    generator: torch.Generator | None,
-) -> Tensor:
-    """Run the sampler ``request.sampler`` names (the objective validates the name)."""
-    sampler = MASKED_SAMPLERS[objective.sampler_name(request)]
-    return sampler(objective, model, request, generator)
-
-
-__all__ = ["MASKED_SAMPLERS", "sample_masked"]
+__all__ = ["MASKED_SAMPLERS"]

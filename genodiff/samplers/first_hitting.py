@@ -24,8 +24,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from genodiff.samplers.categorical import sample_categorical, sharpen
 from genodiff.samplers.masked import MaskedDiffusion, denoise_remaining
-from genodiff.sampling import SampleRequest, sample_categorical, sharpen
+from genodiff.samplers.request import SampleRequest
 
 
 def first_hitting(
@@ -35,7 +36,7 @@ def first_hitting(
     generator: torch.Generator | None,
 ) -> Tensor:
     """Sample ``request`` one unmasking event at a time (``request.steps`` is unused)."""
-    x, given = request.canvas(objective.mask_id, next(model.parameters()).device)
+    x, given = request.canvas(objective.process.mask_id, next(model.parameters()).device)
     return hit(objective, model, x, given, request, generator)
 
 
@@ -54,12 +55,13 @@ def hit(
     """
     n = x.shape[0]
     x = x.clone()
-    schedule = objective.schedule
+    schedule = objective.process.schedule
     p_t = schedule.mask_probability(torch.ones(n, dtype=torch.float64, device=x.device))  # (n,)
-    p_stop = schedule.mask_probability(torch.tensor(objective.sampling_eps, dtype=torch.float64))
+    stop = torch.tensor(objective.process.sampling_eps, dtype=torch.float64)
+    p_stop = schedule.mask_probability(stop)
     running = torch.ones(n, dtype=torch.bool, device=x.device)
     while True:
-        masked = (x == objective.mask_id) & ~given  # (n, L)
+        masked = (x == objective.process.mask_id) & ~given  # (n, L)
         k = masked.sum(dim=-1)  # (n,)
         running &= k > 0
         rows = running.nonzero().squeeze(-1)

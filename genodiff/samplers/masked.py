@@ -1,34 +1,33 @@
 """Step samplers for masked diffusion: from all-[MASK] (except user-given positions) to DNA.
 
-The samplers need from the objective only what ``MaskedDiffusion`` lists. Every category is
+The samplers need from the objective only what ``MaskedDiffusion`` lists (MDLM and D3PM offer
+it: their ``MaskedForwardProcess`` and their prediction of x0). Every category is
 drawn in float64 (``sample_categorical``) from x_theta sharpened by temperature / nucleus
 (``sharpen``); positions where ``given`` is True are never changed.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import Tensor, nn
 
-from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
+from genodiff.samplers.categorical import sample_categorical, sharpen
+from genodiff.samplers.request import SampleRequest
+from genodiff.samplers.time_grid import time_grid
+
+if TYPE_CHECKING:
+    from genodiff.objectives.masked_process import MaskedForwardProcess
 
 
 class MaskedDiffusion(Protocol):
     """What a masked-diffusion objective (MDLM, D3PM) offers its samplers."""
 
-    mask_id: int
-    sampling_eps: float
-    time_conditioning: bool
-    schedule: Any  # mask_probability(t) = 1 - alpha(t); time_of_mask_probability(p), its inverse
+    process: MaskedForwardProcess  # mask_id, sampling_eps, time_conditioning, schedule
 
     def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
         """(B, L, V) log p_theta(x0 | x_t) at times t (B,)."""
-        ...
-
-    def sampler_name(self, request: SampleRequest) -> str:
-        """The sampler ``request`` names, validated."""
         ...
 
 
@@ -40,7 +39,7 @@ def ancestral(
 ) -> Tensor:
     """``request.steps`` uniform steps in t from 1 to sampling_eps, the network called on
     every sequence at every step, then the final noise-removal step (see ``unmask``)."""
-    x, given = request.canvas(objective.mask_id, _device(model))
+    x, given = request.canvas(objective.process.mask_id, _device(model))
     return unmask(objective, model, x, given, request, generator, reuse=False)
 
 
@@ -57,14 +56,10 @@ def cached(
     through the network. The random draws are those of ``ancestral``, so the same seed gives
     the same samples (up to the network's own batch-size-dependent rounding). A
     time-conditioned network's prediction changes with t at every step, so there is nothing
-    to reuse: ValueError rather than silently calling it every step.
+    to reuse: the sampler table marks this sampler ``reuses_predictions``, and
+    ``Objective.sampler_name`` refuses it for such an objective.
     """
-    if objective.time_conditioning:
-        raise ValueError(
-            "the cached sampler needs a model without time conditioning (x_theta must not "
-            "depend on t); use the ancestral or first-hitting sampler for this checkpoint"
-        )
-    x, given = request.canvas(objective.mask_id, _device(model))
+    x, given = request.canvas(objective.process.mask_id, _device(model))
     return unmask(objective, model, x, given, request, generator, reuse=True)
 
 
@@ -90,17 +85,18 @@ def unmask(
     """
     n = x.shape[0]
     x = x.clone()
+    schedule = objective.process.schedule
     log_p = None  # (n, L, V): x_theta of each row's latest network call
     stale = torch.ones(n, dtype=torch.bool, device=x.device)  # rows needing a network call
-    for t, s in time_grid(1.0, objective.sampling_eps, request.steps):
-        masked = (x == objective.mask_id) & ~given  # (n, L)
+    for t, s in time_grid(1.0, objective.process.sampling_eps, request.steps):
+        masked = (x == objective.process.mask_id) & ~given  # (n, L)
         if not masked.any():
             break
         rows = stale.nonzero().squeeze(-1) if reuse else torch.arange(n, device=x.device)
         if rows.numel():
             fresh = objective.x0_log_probs(model, x[rows], t.expand(rows.numel()).to(x.device))
             log_p = fresh if log_p is None or not reuse else log_p.index_copy_(0, rows, fresh)
-        p_t, p_s = objective.schedule.mask_probability(t), objective.schedule.mask_probability(s)
+        p_t, p_s = schedule.mask_probability(t), schedule.mask_probability(s)
         stay_or_go = torch.stack((p_s, p_t - p_s)).to(x.device)  # (2,), sums to p_t
         candidates = masked.nonzero()  # (M, 2): (row, position) of every masked token
         go = sample_categorical(stay_or_go.expand(len(candidates), 2), generator) == 1  # (M,)
@@ -116,10 +112,10 @@ def denoise_remaining(
 ) -> Tensor:
     """Final noise-removal step: tokens still masked take the argmax of x_theta at
     t = sampling_eps. Only the rows that hold a mask go through the network."""
-    masked = (x == objective.mask_id) & ~given  # (n, L)
+    masked = (x == objective.process.mask_id) & ~given  # (n, L)
     rows = masked.any(dim=-1).nonzero().squeeze(-1)
     if rows.numel():
-        t_final = torch.full((rows.numel(),), objective.sampling_eps, device=x.device)
+        t_final = torch.full((rows.numel(),), objective.process.sampling_eps, device=x.device)
         best = objective.x0_log_probs(model, x[rows], t_final).argmax(-1)  # (rows, L)
         x = x.index_copy(0, rows, torch.where(masked[rows], best, x[rows]))
     return x

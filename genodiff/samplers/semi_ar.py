@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.samplers.masked import MaskedDiffusion, unmask
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 
 
 def windows(length: int, block: int | None, stride: int | None) -> list[tuple[int, int]]:
@@ -46,8 +46,8 @@ def semi_autoregressive(
 ) -> Tensor:
     """(n, request.length) tokens window by window (see the module docstring)."""
     spans = windows(request.length, request.block, request.stride)
-    x, given = request.canvas(objective.mask_id, next(model.parameters()).device)  # (n, L)
-    reuse = not objective.time_conditioning
+    x, given = request.canvas(objective.process.mask_id, next(model.parameters()).device)  # (n, L)
+    reuse = not objective.process.time_conditioning
     done = 0  # tokens [0, done) are generated
     for start, end in spans:
         window_given = given[:, start:end].clone()  # (n, W)

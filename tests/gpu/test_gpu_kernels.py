@@ -36,7 +36,7 @@ from genodiff.backbones.mamba import Mamba
 from genodiff.backbones.mamba_lm import MambaLM
 from genodiff.ops import upstream
 from genodiff.samplers import MASKED_SAMPLERS
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 from tests.dna_objectives import DNA, ar, mdlm
 from tests.test_cli import DEMO, TINY
 
@@ -236,7 +236,7 @@ def test_one_training_step_in_bf16():
     gpu_model = copy.deepcopy(cpu_model).to(CUDA)
     objective = mdlm()
     ids = torch.randint(7, 11, (8, 512), generator=torch.Generator().manual_seed(1))
-    t, masked = objective.draw_noise(ids, torch.Generator().manual_seed(2))
+    t, masked = objective.process.draw_noise(ids, torch.Generator().manual_seed(2))
     nelbo, _ = objective.nelbo_terms(cpu_model, ids, t, masked)
     loss = nelbo.sum() / ids.numel()
     loss.backward()

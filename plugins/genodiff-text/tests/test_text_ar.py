@@ -11,7 +11,7 @@ from test_text_dit import randomise, reference_logits
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.objectives import AR
 from genodiff.objectives.ar import check_causal
-from genodiff.sampling import SampleRequest
+from genodiff.samplers.request import SampleRequest
 
 F64 = torch.float64
 VOCAB, HIDDEN, BLOCKS, HEADS, MASK = 11, 32, 2, 2, 10
@@ -93,7 +93,7 @@ def test_kv_cache_steps_equal_the_full_forward_at_every_position():
 
 def test_capabilities_and_parameter_count():
     assert tiny_ar().capabilities == Capabilities(
-        hidden_size=HIDDEN, causal=True, recurrent_step=True
+        vocab_size=VOCAB, hidden_size=HIDDEN, causal=True, recurrent_step=True
     )
     with torch.device("meta"):
         small = ARTransformer(vocab_size=30_522)
@@ -113,7 +113,7 @@ class FullPrefixOnly(torch.nn.Module):
     def __init__(self, model: ARTransformer) -> None:
         super().__init__()
         self.model = model
-        self.capabilities = Capabilities(hidden_size=HIDDEN, causal=True)
+        self.capabilities = Capabilities(vocab_size=VOCAB, hidden_size=HIDDEN, causal=True)
 
     def forward(self, input_ids, sigma=None):
         return self.model(input_ids)

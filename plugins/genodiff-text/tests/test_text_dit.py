@@ -254,7 +254,9 @@ def test_parameter_counts_of_the_paper_sizes(vocab, width, blocks, heads, expect
 
 def test_capabilities_and_the_time_conditioning_check():
     model = tiny_dit()
-    assert model.capabilities == Capabilities(hidden_size=HIDDEN, time_conditioning=True)
+    assert model.capabilities == Capabilities(
+        vocab_size=VOCAB, hidden_size=HIDDEN, time_conditioning=True
+    )
     objective = MDLM(mask_id=10, pad_id=0, time_conditioning=True)
     check_time_conditioning(objective, model)  # accepted: no error
 

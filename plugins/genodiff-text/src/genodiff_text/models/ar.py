@@ -53,7 +53,9 @@ class ARTransformer(Transformer):
             raise ValueError(f"mask_index={mask_index} is outside the vocabulary ({vocab_size})")
         self.model_length = model_length
         self.mask_index = mask_index
-        self.capabilities = Capabilities(hidden_size=hidden_dim, causal=True, recurrent_step=True)
+        self.capabilities = Capabilities(
+            vocab_size=vocab_size, hidden_size=hidden_dim, causal=True, recurrent_step=True
+        )
 
     def log_probs(self, logits: Tensor) -> Tensor:
         """(..., V) logits -> log-probabilities, float32 at least, the mask column at -1000

@@ -44,7 +44,7 @@ class DIT(Transformer):
         self.model_length = model_length
         self.time_conditioning = time_conditioning
         self.capabilities = Capabilities(
-            hidden_size=hidden_dim, time_conditioning=time_conditioning
+            vocab_size=vocab_size, hidden_size=hidden_dim, time_conditioning=time_conditioning
         )
 
     def conditioning(self, sigma: Tensor | None, batch_size: int, device: torch.device) -> Tensor:

@@ -1,0 +1,117 @@
+"""The absorbing ([MASK]) forward process that MDLM, SEDD and D3PM each hold.
+
+Each scored token is replaced by [MASK] with probability p_t = 1 - alpha(t)
+(``schedule.mask_probability``); [PAD] positions are never masked and never scored. The
+process owns what the masked objectives share and nothing of their losses:
+
+- time draws (``sample_t``): low-discrepancy or iid, continuous t in [sampling_eps, 1] or,
+  with ``num_steps`` T > 0, discrete t on {1/T, ..., 1};
+- noise draws for a batch (``draw_noise``), honouring a data-parallel ``BatchShard``;
+- the ids a sampler may draw (``undrawable``: never [MASK], only ``sample_ids`` when set);
+- what the network is told about t (``network_sigma``: sigma(t) capped, or None without time
+  conditioning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from genodiff.objectives.base import BatchShard, shard_rows
+from genodiff.objectives.schedules import NoiseSchedule
+
+# Time conditioning sees sigma(t) capped here (sigma(1) is infinite when alpha(1) = 0).
+MAX_CONDITIONING_SIGMA = 20.0
+
+
+class MaskedForwardProcess:
+    """Masking noise under ``schedule``; ``mask_id``, ``pad_id`` and ``sample_ids`` (the ids
+    samplers may draw; None = every id but [MASK]) come from the run's tokenizer."""
+
+    def __init__(
+        self,
+        mask_id: int,
+        pad_id: int,
+        schedule: NoiseSchedule,
+        num_steps: int = 0,
+        sampling_eps: float = 1e-3,
+        low_discrepancy: bool = True,
+        time_conditioning: bool = False,
+        sample_ids: Sequence[int] | None = None,
+    ) -> None:
+        if sample_ids is not None and (not sample_ids or mask_id in sample_ids):
+            raise ValueError(
+                f"sample_ids must be a non-empty list of ids without [MASK] ({mask_id}), "
+                f"got {sample_ids}"
+            )
+        self.mask_id = mask_id
+        self.pad_id = pad_id
+        self.schedule = schedule
+        self.num_steps = num_steps
+        self.sampling_eps = sampling_eps
+        self.low_discrepancy = low_discrepancy
+        self.time_conditioning = time_conditioning
+        self.sample_ids = None if sample_ids is None else [int(i) for i in sample_ids]
+
+    def sample_t(
+        self, n: int, device: torch.device, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """(n,) times. Low-discrepancy: u_i = (U + i / n) mod 1 (one U per batch), else iid.
+
+        Continuous time: t = (1 - sampling_eps) u + sampling_eps in [sampling_eps, 1].
+        Discrete time: t = (floor(u T) + 1) / T on {1/T, ..., 1}.
+        """
+        if self.low_discrepancy:
+            u0 = torch.rand(1, device=device, generator=generator)
+            u = (u0 + torch.arange(n, device=device) / n) % 1.0  # (n,)
+        else:
+            u = torch.rand(n, device=device, generator=generator)
+        if self.num_steps:
+            steps = torch.floor(u * self.num_steps).clamp_max(self.num_steps - 1)
+            return (steps + 1) / self.num_steps
+        return (1 - self.sampling_eps) * u + self.sampling_eps
+
+    def draw_noise(
+        self,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Times t (B,) and masked positions (B, L); [PAD] positions are never masked. With a
+        ``shard``, both are drawn for the global batch and our rows kept."""
+        batch, length = input_ids.shape
+        total, rows = shard_rows(shard, batch)
+        device = input_ids.device
+        t = self.sample_t(total, device, generator)[rows]  # (B,)
+        draw = torch.rand(total, length, device=device, generator=generator)[rows]  # (B, L)
+        p_t = self.schedule.mask_probability(t.double()).to(draw.dtype)  # (B,)
+        masked = (draw < p_t[:, None]) & self.scored(input_ids)  # (B, L)
+        return t, masked
+
+    def corrupt(self, input_ids: Tensor, masked: Tensor) -> Tensor:
+        """x_t (B, L): ``input_ids`` with the ``masked`` positions (B, L) set to [MASK]."""
+        return input_ids.masked_fill(masked, self.mask_id)
+
+    def scored(self, input_ids: Tensor) -> Tensor:
+        """(B, L) bool: the positions a loss scores (every one but [PAD])."""
+        return input_ids != self.pad_id
+
+    def undrawable(self, vocab: int, device: torch.device) -> Tensor:
+        """(V,) bool: the columns a sampler must never draw ([MASK], and every id outside
+        ``sample_ids`` when it is set)."""
+        if self.sample_ids is None:
+            blocked = torch.zeros(vocab, dtype=torch.bool, device=device)
+        else:
+            blocked = torch.ones(vocab, dtype=torch.bool, device=device)
+            blocked[self.sample_ids] = False
+        blocked[self.mask_id] = True
+        return blocked
+
+    def network_sigma(self, t: Tensor) -> Tensor | None:
+        """What a time-conditioned network is given for times ``t`` (B,): sigma(t) capped at
+        ``MAX_CONDITIONING_SIGMA`` (B,); None without time conditioning."""
+        if not self.time_conditioning:
+            return None
+        return self.schedule.sigma(t).clamp_max(MAX_CONDITIONING_SIGMA)

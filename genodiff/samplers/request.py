@@ -1,0 +1,65 @@
+"""What a user asks a sampler for: ``SampleRequest``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class SampleRequest:
+    """One sampling job: how many sequences, how long, which sampler, which constraints.
+
+    ``template`` and ``given`` (both (length,)) fix positions chosen by the user (a prefix or
+    the known bases of an infilling task): where ``given`` is True the output holds
+    ``template``, and no sampler may change it. ``block``/``stride`` drive the
+    semi-autoregressive sampler (windows of ``block`` tokens, advancing by ``stride``).
+    """
+
+    num_samples: int
+    length: int
+    steps: int = 1024
+    sampler: str | None = None  # None: the objective's default (its first sampler)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    template: Tensor | None = None
+    given: Tensor | None = None
+    block: int | None = None
+    stride: int | None = None
+
+    def __post_init__(self) -> None:
+        # The messages name the fields and the `genodiff sample` options that set them.
+        for name, option in (("num_samples", "--num-samples"), ("length", "--length")):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 ({option}), got {getattr(self, name)}")
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1 (--steps), got {self.steps}")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(
+                f"temperature must be > 0 and finite (--temperature), got {self.temperature}"
+            )
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p (nucleus) must be in (0, 1], got {self.top_p}")
+        if (self.template is None) != (self.given is None):
+            raise ValueError("template and given come together (both or neither)")
+        if self.template is not None and (
+            self.template.shape != (self.length,) or self.given.shape != (self.length,)
+        ):
+            raise ValueError(
+                f"template and given must have shape ({self.length},), got "
+                f"{tuple(self.template.shape)} and {tuple(self.given.shape)}"
+            )
+
+    def canvas(self, fill_id: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        """The starting sequences (n, L): ``fill_id`` everywhere except the given positions,
+        and the (n, L) bool mask of given positions."""
+        n, length = self.num_samples, self.length
+        x = torch.full((n, length), fill_id, dtype=torch.long, device=device)
+        if self.given is None:
+            return x, torch.zeros(n, length, dtype=torch.bool, device=device)
+        given = self.given.to(device).expand(n, length)
+        x = torch.where(given, self.template.to(device).expand(n, length), x)
+        return x, given.clone()

@@ -1,0 +1,139 @@
+"""SEDD's samplers: tau-leaping on the scores of a masked (absorbing) diffusion model.
+
+Both start from all-[MASK] (given positions never masked), take ``request.steps`` steps from
+t = 1 to sampling_eps, then a final denoiser step that unmasks everything left with the score
+distribution at t = sampling_eps:
+
+- ``analytic`` (Tweedie tau-leaping): between t and s a masked token jumps to y with
+  probability s_y expm1(sigma(t) - sigma(s)), else stays masked. With normalised scores this is
+  the exact posterior: jump mass (alpha_s - alpha_t) / (1 - alpha_t), value ~ p.
+- ``euler``: jump to y with probability s_y sigma'(t) (t - s) (first-order in the step).
+  For the log-linear schedule expm1(sigma_t - sigma_s) = sigma'(t) (t - s): both coincide.
+
+Temperature, top-p and ``sample_ids`` reshape which token a jump lands on (the score
+distribution), not the jump mass; when a jump mass exceeds 1 (possible for unnormalised
+scores) the token always jumps. Only the masked positions' scores go to float64.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import torch
+from torch import Tensor, nn
+
+from genodiff.samplers.categorical import NEG_INF, sample_categorical, sharpen
+from genodiff.samplers.request import SampleRequest
+from genodiff.samplers.time_grid import time_grid
+
+if TYPE_CHECKING:
+    from genodiff.objectives.masked_process import MaskedForwardProcess
+
+Rule = Literal["analytic", "euler"]
+
+
+class ScoreModel(Protocol):
+    """What a score-entropy objective (SEDD) offers these samplers."""
+
+    process: MaskedForwardProcess
+
+    def log_score(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
+        """(B, L, V) log-scores at times t (B,); the [MASK] column NEG_INF."""
+        ...
+
+
+def analytic(
+    objective: ScoreModel,
+    model: nn.Module,
+    request: SampleRequest,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """Tweedie tau-leaping (see the module docstring)."""
+    return tau_leaping(objective, model, request, generator, "analytic")
+
+
+def euler(
+    objective: ScoreModel,
+    model: nn.Module,
+    request: SampleRequest,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """First-order tau-leaping (see the module docstring)."""
+    return tau_leaping(objective, model, request, generator, "euler")
+
+
+def tau_leaping(
+    objective: ScoreModel,
+    model: nn.Module,
+    request: SampleRequest,
+    generator: torch.Generator | None,
+    rule: Rule,
+) -> Tensor:
+    """``request.steps`` steps of ``rule`` from t = 1 to sampling_eps, then the final
+    denoiser: every token still masked draws from the score distribution."""
+    process = objective.process
+    device = next(model.parameters()).device
+    n = request.num_samples
+    x, given = request.canvas(process.mask_id, device)  # (n, L), (n, L)
+    for t, s in time_grid(1.0, process.sampling_eps, request.steps):
+        masked = (x == process.mask_id) & ~given  # (n, L)
+        if not masked.any():
+            break
+        log_score = objective.log_score(model, x, t.expand(n).float().to(device))  # (n, L, V)
+        probs = transition_probs(process, log_score[masked], t, s, rule, request)  # (M, V)
+        x = _draw_masked(x, masked, probs, generator)
+    masked = (x == process.mask_id) & ~given
+    if masked.any():
+        t_final = torch.full((n,), process.sampling_eps, device=device)
+        log_score = objective.log_score(model, x, t_final)[masked]  # (M, V)
+        probs = sharpen(landing(process, log_score), request.temperature, request.top_p)
+        x = _draw_masked(x, masked, probs, generator)
+    return x
+
+
+def transition_probs(
+    process: MaskedForwardProcess,
+    log_score: Tensor,
+    t: Tensor,
+    s: Tensor,
+    rule: Rule,
+    request: SampleRequest,
+) -> Tensor:
+    """float64 probabilities (..., V) of the state at time s for a token masked at t, from
+    its log-scores (..., V) (``t``, ``s`` 0-d float64 tensors).
+
+    The jump mass to the real categories is total_score * rate, rate = expm1(sigma_t -
+    sigma_s) (analytic) or sigma'(t) (t - s) (euler), split by the (sharpened) score
+    distribution; the rest stays on [MASK].
+    """
+    schedule = process.schedule
+    if rule == "analytic":
+        rate = torch.expm1(schedule.sigma(t) - schedule.sigma(s))
+    else:
+        rate = schedule.dsigma(t) * (t - s)
+    log_score = log_score.double()
+    total = log_score.logsumexp(dim=-1).exp()  # (...,)
+    jump = (total * rate).clamp_max(1.0)  # (...,)
+    probs = sharpen(landing(process, log_score), request.temperature, request.top_p)
+    probs = probs * jump[..., None]
+    probs[..., process.mask_id] = 1.0 - jump
+    return probs  # (..., V)
+
+
+def landing(process: MaskedForwardProcess, log_score: Tensor) -> Tensor:
+    """Log-scores (..., V) with the undrawable ids removed: where a jump may land. The
+    jump mass itself still counts every real category."""
+    return log_score.masked_fill(process.undrawable(log_score.shape[-1], log_score.device), NEG_INF)
+
+
+def _draw_masked(
+    x: Tensor, masked: Tensor, probs: Tensor, generator: torch.Generator | None
+) -> Tensor:
+    """x (n, L) with its M masked positions (row-major order) drawn from ``probs`` (M, V).
+
+    One uniform is drawn for every position, masked or not, exactly as one draw over all
+    (n, L) positions would, and the masked ones are used: the same seed gives the same
+    samples as drawing everywhere and keeping the masked positions, at the float64 cost of the
+    masked rows alone."""
+    u = torch.rand((*x.shape, 1), dtype=torch.float64, device=x.device, generator=generator)
+    return x.masked_scatter(masked, sample_categorical(probs, u=u[masked]))
