@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from genodiff import hub
+from genodiff import hub, registry
 from genodiff.backbones import build
 from genodiff.checkpoint_io import read_checkpoint
 from genodiff.checkpoints import CONFIG_FILE, RUN_RECORD_FILE, RUN_STATE_KEY, detect_layout
@@ -24,8 +24,6 @@ from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkp
 from genodiff.training import RUN_FILES, checkpoint_file
 
 NOT_RECORDED = "not recorded"
-# Where the data section of a run names its files.
-DATA_FILE_KEYS = ("fasta", "bed", "path", "root")
 
 
 @dataclass
@@ -140,7 +138,7 @@ def _run_facts(
     recorded (``tokens_seen``, ``data_digest``); tokens are estimated from the config when the
     checkpoint predates that record."""
     data = config.get("data", {})
-    files = [f"{key}={data[key]}" for key in DATA_FILE_KEYS if data.get(key)]
+    files = [f"{key}={data[key]}" for key in _data_file_keys(data.get("name")) if data.get(key)]
     facts: dict[str, Any] = {
         "objective": config.get("objective", {}).get("name"),
         "step": step,
@@ -167,6 +165,15 @@ def _run_facts(
     facts["tokens_seen"] = step * batch * accumulate * length * world
     facts["tokens_seen_from"] = " x ".join(parts) + ("" if known_devices else ", per device")
     return facts
+
+
+def _data_file_keys(name: str | None) -> tuple[str, ...]:
+    """The ``data:`` keys naming the files of the data module ``name`` (``DataModule.
+    data_file_keys``); none when the module is unknown here (its plugin is not installed)."""
+    try:
+        return registry.get("data", name).data_file_keys if name else ()
+    except (KeyError, ImportError):
+        return ()
 
 
 def _describe_backbone(name: str, config: dict[str, Any]) -> str:

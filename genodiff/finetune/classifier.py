@@ -30,6 +30,7 @@ from genodiff import backbones
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.checkpoints import CONFIG_FILE, load_pretrained
 from genodiff.config import with_tokenizer_fields
+from genodiff.domains import DNADomain
 from genodiff.hub import resolve
 from genodiff.registry import get
 from genodiff.tokenizers import DNATokenizer, Tokenizer, load_tokenizer
@@ -66,7 +67,7 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
 
 
 def _check_dna(tokenizer: Tokenizer | None, source: str) -> None:
-    if tokenizer is not None and tokenizer.domain != "dna":
+    if tokenizer is not None and tokenizer.domain != DNADomain.name:  # the benchmarks are DNA
         raise ValueError(
             f"pretrained={source} was trained on {tokenizer.domain} ({tokenizer.name} tokenizer); "
             "fine-tuning on DNA benchmarks needs a DNA checkpoint"
