@@ -36,6 +36,8 @@ import tempfile
 import zlib
 from pathlib import Path
 
+# The text plugin's package data (genodiff_text.resources.CORPUS).
+CORPUS = Path("plugins/genodiff-text/src/genodiff_text/corpus/austen.txt.gz")
 PACKAGE = "r-cran-janeaustenr"
 RDATA = "usr/lib/R/site-library/janeaustenr/data/Rdata"
 NOVELS = ("prideprejudice", "sensesensibility", "persuasion", "northangerabbey")
@@ -209,7 +211,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--deb", type=Path, help=f"the {PACKAGE} .deb (default: apt-get download)")
     parser.add_argument("--novels", nargs="+", default=list(NOVELS))
-    parser.add_argument("--out", type=Path, default=Path("plugins/genodiff-text/src/genodiff_text/corpus/austen.txt.gz"))
+    parser.add_argument("--out", type=Path, default=CORPUS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         deb = args.deb

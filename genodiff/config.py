@@ -445,7 +445,8 @@ def check_training_config(cfg: DictConfig) -> None:
 
 
 # Constructor arguments that the tokenizer provides: argument -> tokenizer attribute. Plaid
-# calls its modelled ids ``token_ids``; every sampler's drawable ids are ``sample_ids``.
+# calls its modelled ids ``token_ids``; every sampler's drawable ids are ``sample_ids``; an
+# RC-equivariant backbone's complement is the tokenizer's ``complement_map`` (None: it has none).
 TOKENIZER_FIELDS = {
     "vocab_size": "vocab_size",
     "mask_id": "mask_id",
@@ -453,6 +454,7 @@ TOKENIZER_FIELDS = {
     "bos_id": "bos_id",
     "sample_ids": "sample_ids",
     "token_ids": "sample_ids",
+    "complement_map": "complement_map",
 }
 
 

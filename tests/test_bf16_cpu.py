@@ -18,6 +18,7 @@ from genodiff import cli, training
 from genodiff.backbones.caduceus import Caduceus
 from genodiff.backbones.mamba_lm import MambaLM
 from genodiff.ops import upstream_kernels_on_cpu
+from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import mdlm
 from tests.test_cli import DEMO, TINY, read_metrics
 
@@ -82,7 +83,14 @@ def residual_dtypes(model: torch.nn.Module, ids: torch.Tensor) -> set[torch.dtyp
 
 MODELS = {
     "caduceus-ph": lambda **kw: Caduceus(d_model=16, n_layer=2, vocab_size=12, **kw),
-    "caduceus-ps": lambda **kw: Caduceus(d_model=16, n_layer=2, vocab_size=12, rcps=True, **kw),
+    "caduceus-ps": lambda **kw: Caduceus(
+        d_model=16,
+        n_layer=2,
+        vocab_size=12,
+        rcps=True,
+        complement_map=DNATokenizer().complement_map,
+        **kw,
+    ),
     "mamba": lambda **kw: MambaLM(d_model=16, n_layer=2, vocab_size=12, **kw),
 }
 

@@ -9,12 +9,13 @@ from genodiff.ops import rms_norm
 from genodiff.tokenizers import DNATokenizer
 
 CMAP = torch.tensor(DNATokenizer().complement_map)  # (16,)
+PS_MAP = {"complement_map": CMAP.tolist()}
 
 
 def small(**kwargs):
     torch.manual_seed(0)
     model = Caduceus(
-        **{"d_model": 8, "n_layer": 2, "vocab_size": 12, "rcps": True, **kwargs}
+        **{"d_model": 8, "n_layer": 2, "vocab_size": 12, "rcps": True, **PS_MAP, **kwargs}
     ).double()
     with torch.no_grad():  # non-trivial norm weights, so that the orderings can differ
         for name, p in model.named_parameters():
@@ -110,7 +111,7 @@ def test_state_dict_keys_match_hf_ps_layout():
 def test_parameter_count_equals_ph():
     ph = Caduceus(d_model=118, n_layer=4, vocab_size=12)
     ps = Caduceus(
-        d_model=118, n_layer=4, vocab_size=12, rcps=True
+        d_model=118, n_layer=4, vocab_size=12, rcps=True, complement_map=CMAP.tolist()
     )  # configs/model/caduceus_ps.yaml
     shapes = lambda m: sorted(tuple(p.shape) for p in m.parameters())  # noqa: E731
     assert shapes(ps) == shapes(ph)
@@ -119,7 +120,7 @@ def test_parameter_count_equals_ph():
 
 def test_ph_conjoining_is_rc_invariant():
     torch.manual_seed(0)
-    ph = Caduceus(d_model=8, n_layer=2, vocab_size=12).double()
+    ph = Caduceus(d_model=8, n_layer=2, vocab_size=12, complement_map=CMAP.tolist()).double()
     x = ids()
     conjoined = conjoin_logits(ph, x)
     assert not torch.allclose(ph(rc_ids(x, CMAP)), rc_permute(ph(x)), atol=1e-3)

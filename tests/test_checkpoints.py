@@ -14,12 +14,20 @@ from genodiff.checkpoints import (
     load_pretrained,
     save_pretrained,
 )
+from genodiff.tokenizers import DNATokenizer
 
 from .test_cli import DEMO
 
 CONFIGS = {
     "caduceus_ph": dict(name="caduceus", d_model=16, n_layer=2, vocab_size=12),
-    "caduceus_ps": dict(name="caduceus", d_model=16, n_layer=2, vocab_size=12, rcps=True),
+    "caduceus_ps": dict(
+        name="caduceus",
+        d_model=16,
+        n_layer=2,
+        vocab_size=12,
+        rcps=True,
+        complement_map=DNATokenizer().complement_map,
+    ),
     "mamba": dict(name="mamba", d_model=16, n_layer=2, vocab_size=12),
     "hyena": dict(
         name="hyena", d_model=16, n_layer=2, vocab_size=12, layer={"l_max": 64, "filter_order": 8}

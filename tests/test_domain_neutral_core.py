@@ -262,7 +262,8 @@ def test_time_conditioning_on_a_backbone_that_ignores_sigma_is_refused(tmp_path,
 
 def test_builtin_backbones_declare_their_capabilities():
     ph = build("caduceus", d_model=8, n_layer=1, vocab_size=12)
-    ps = build("caduceus", d_model=8, n_layer=1, vocab_size=12, rcps=True)
+    cmap = DNATokenizer().complement_map
+    ps = build("caduceus", d_model=8, n_layer=1, vocab_size=12, rcps=True, complement_map=cmap)
     mamba = build("mamba", d_model=8, n_layer=1, vocab_size=12)
     hyena = build("hyena", d_model=8, n_layer=1, vocab_size=12, layer={"l_max": 16})
     assert ph.capabilities == Capabilities(hidden_size=8)

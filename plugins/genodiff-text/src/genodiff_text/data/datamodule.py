@@ -4,9 +4,9 @@ and windowed as MDLM does for LM1B.
 Sources (``source``):
 
 - ``file``: ``path``, any UTF-8 text file (plain or gzip) with one sentence per line; default
-  the bundled corpus ``genodiff_text/corpus/austen.txt.gz`` (its README.md). Its non-blank lines are split
-  by line order: the first ``split_fractions[0]`` train, the next ``[1]`` valid, the rest test
-  (boundaries rounded down), as the FASTA demo splits its genome by region.
+  the bundled corpus ``genodiff_text/corpus/austen.txt.gz`` (its README.md). Its non-blank
+  lines are split by line order: the first ``split_fractions[0]`` train, the next ``[1]``
+  valid, the rest test (boundaries rounded down), as the FASTA demo splits its genome by region.
 - ``lm1b``: the Hugging Face ``lm1b`` dataset; ``lm1b_release``: the original release under
   ``root``. Their splits are in ``genodiff_text.data.lm1b`` (valid = test = the held-out
   shards, as MDLM).
