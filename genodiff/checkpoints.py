@@ -42,6 +42,7 @@ from torch import nn
 from genodiff import hub, registry
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
+from genodiff.config import completed_model_config
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -349,7 +350,8 @@ def export_checkpoint(
     from genodiff.checkpoint_io import read_checkpoint
 
     ckpt = read_checkpoint(ckpt_path)
-    model_config = ckpt["hyper_parameters"]["config"]["model"]
+    tokenizer = tokenizer_from_checkpoint(ckpt)
+    model_config = completed_model_config(ckpt["hyper_parameters"]["config"]["model"], tokenizer)
     prefix = prefixes[weights]
     state = {
         k.removeprefix(prefix): t for k, t in ckpt["state_dict"].items() if k.startswith(prefix)
@@ -371,6 +373,6 @@ def export_checkpoint(
     }
     files = {
         RUN_RECORD_FILE: _json_writer(record),
-        **_folder_files(model, model_config, tokenizer_from_checkpoint(ckpt)),
+        **_folder_files(model, model_config, tokenizer),
     }
     return _write_folder(Path(out_dir), files, overwrite)

@@ -458,6 +458,13 @@ TOKENIZER_FIELDS = {
 }
 
 
+def completed_model_config(model_config: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
+    """A checkpoint's ``model`` section with the fields ``tokenizer`` provides filled in, so that
+    checkpoints saved before the tokenizer provided one (``complement_map``) build as before."""
+    cls = registry.get("backbone", model_config["name"])
+    return with_tokenizer_fields("model", cls, dict(model_config), tokenizer)
+
+
 def with_tokenizer_fields(
     section: str, cls: type, kwargs: dict[str, Any], tokenizer: Any
 ) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from genodiff import hub, registry
 from genodiff.backbones import build
 from genodiff.checkpoint_io import read_checkpoint
 from genodiff.checkpoints import CONFIG_FILE, RUN_RECORD_FILE, RUN_STATE_KEY, detect_layout
+from genodiff.config import completed_model_config
 from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
 from genodiff.training import RUN_FILES, checkpoint_file
 
@@ -89,13 +90,14 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
     checkpoint = read_checkpoint(path)
     config = checkpoint["hyper_parameters"]["config"]
     model_config = dict(config["model"])
+    tokenizer = tokenizer_from_checkpoint(checkpoint)
     return CheckpointInfo(
         source=source,
         path=str(path),
         holds="training checkpoint (genodiff train)",
         backbone=_describe_backbone(model_config.pop("name"), model_config),
-        parameters=_parameters(build(**config["model"])),
-        tokenizer=_describe_tokenizer(tokenizer_from_checkpoint(checkpoint)),
+        parameters=_parameters(build(**completed_model_config(config["model"], tokenizer))),
+        tokenizer=_describe_tokenizer(tokenizer),
         config=config,
         **_run_facts(
             config,

@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from genodiff.atomic_files import atomic_write
+
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -111,10 +113,8 @@ class Tokenizer(ABC):
     def save(self, directory: str | Path) -> Path:
         """Write ``tokenizer.json`` into ``directory`` (atomically); returns its path."""
         path = Path(directory) / TOKENIZER_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        partial.write_text(json.dumps(tokenizer_record(self)) + "\n")
-        partial.replace(path)
+        with atomic_write(path) as handle:
+            handle.write(json.dumps(tokenizer_record(self)) + "\n")
         return path
 
 
