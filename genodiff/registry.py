@@ -9,7 +9,10 @@ Third-party packages add their own through entry-point groups (``genodiff.backbo
 
 A plugin may also ship experiment configs and config groups: each entry of the group
 ``genodiff.configs`` names a folder (a ``str`` or ``os.PathLike``) searched after the core's
-configs (``plugin_config_folders``).
+configs (``plugin_config_folders``)::
+
+    [project.entry-points."genodiff.configs"]
+    my_plugin = "my_pkg.resources:CONFIGS"   # CONFIGS = Path(__file__).parent / "configs"
 
 The core never imports a plugin: a plugin's classes are found only through its entry points.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -69,7 +73,7 @@ def register_domain(name: str) -> Callable[[type[T]], type[T]]:
     return _register("domain", name)
 
 
-def _load(kind: str, entry: EntryPoint) -> object:
+def _load(kind: str, entry: EntryPoint) -> type:
     try:
         return entry.load()
     except Exception as err:  # a broken plugin must say which one it is
@@ -115,15 +119,19 @@ CONFIGS_GROUP = "genodiff.configs"
 
 
 def plugin_config_folders() -> list[Path]:
-    """The config folders plugins ship (entry-point group ``genodiff.configs``), by entry name."""
+    """The config folders plugins ship (entry-point group ``genodiff.configs``), by entry name.
+    A plugin whose entry fails to load or names no folder is skipped with a warning naming it,
+    so that it cannot break the core's configs."""
     folders = []
     for entry in sorted(entry_points(group=CONFIGS_GROUP), key=lambda e: e.name):
-        folder = _load("configs", entry)
+        where = f"the configs plugin {entry.name!r} ({entry.value}, group {entry.group})"
+        try:
+            folder = entry.load()
+        except Exception as err:  # a broken plugin must say which one it is
+            warnings.warn(f"{where} failed to load: {err}; its configs are left out", stacklevel=2)
+            continue
         if not isinstance(folder, str | os.PathLike) or not Path(folder).is_dir():
-            raise ImportError(
-                f"the configs plugin {entry.name!r} ({entry.value}, entry-point group "
-                f"{CONFIGS_GROUP}) names {folder!r}, not a folder. Reinstall or uninstall that "
-                "plugin."
-            )
+            warnings.warn(f"{where} names {folder!r}, not a folder; left out", stacklevel=2)
+            continue
         folders.append(Path(folder))
     return folders

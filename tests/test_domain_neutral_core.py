@@ -540,9 +540,17 @@ def test_plugin_configs_are_found_from_any_folder(tmp_path, monkeypatch):
         load_config("demo", ["model=caduceus_nowhere"])  # the options listed include the plugin's
 
 
-def test_a_configs_entry_that_is_not_a_folder_names_itself(tmp_path, monkeypatch):
+def test_a_broken_configs_entry_names_itself_and_leaves_the_core_configs_working(
+    tmp_path, monkeypatch
+):
     monkeypatch.setattr(sys.modules[__name__], "PLUGIN_CONFIG_FOLDER", str(tmp_path / "none"))
-    entry = EntryPoint("broken", f"{__name__}:PLUGIN_CONFIG_FOLDER", "genodiff.configs")
-    monkeypatch.setattr(registry, "entry_points", lambda group: [entry])
-    with pytest.raises(ImportError, match="configs plugin 'broken'.*not a folder"):
-        load_config("demo")
+    entries = [
+        EntryPoint("broken", f"{__name__}:PLUGIN_CONFIG_FOLDER", "genodiff.configs"),
+        EntryPoint("gone", "genodiff_no_such_plugin:CONFIGS", "genodiff.configs"),
+    ]
+    monkeypatch.setattr(registry, "entry_points", lambda group: entries)
+    with pytest.warns(UserWarning) as caught:
+        assert load_config("demo").name == "demo"
+    messages = " ".join(str(w.message) for w in caught)
+    assert "configs plugin 'broken'" in messages and "not a folder" in messages
+    assert "configs plugin 'gone'" in messages and "failed to load" in messages
