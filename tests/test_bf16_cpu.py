@@ -115,7 +115,12 @@ def test_residual_in_fp32_is_honoured(name, kernels, upstream_fakes):
 def test_bf16_loss_within_tolerance_of_fp32(rcps):
     torch.manual_seed(0)
     model = Caduceus(
-        d_model=64, n_layer=2, vocab_size=12, rcps=rcps, initializer_cfg={"initializer_range": 0.3}
+        d_model=64,
+        n_layer=2,
+        vocab_size=12,
+        rcps=rcps,
+        complement_map=DNATokenizer().complement_map,
+        initializer_cfg={"initializer_range": 0.3},
     )
     objective = mdlm()
     ids = torch.randint(7, 11, (4, 128), generator=torch.Generator().manual_seed(0))

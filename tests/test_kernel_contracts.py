@@ -393,7 +393,7 @@ def test_caduceus_under_bf16_autocast_through_the_cuda_branch(rcps, upstream_fak
     """Mixed precision is where dtype contracts break: every kernel call must be accepted, and
     the result stay close to the exact path under the same autocast."""
     torch.manual_seed(0)
-    model = Caduceus(**SMALL, rcps=rcps).eval()
+    model = Caduceus(**SMALL, complement_map=PS["complement_map"], rcps=rcps).eval()
     ids = torch.randint(7, 12, (2, 16), generator=gen(4))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits, grads = logits_and_grads(model, ids)
