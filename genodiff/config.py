@@ -459,10 +459,11 @@ TOKENIZER_FIELDS = {
 
 
 def completed_model_config(model_config: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
-    """A checkpoint's ``model`` section with the fields ``tokenizer`` provides filled in, so that
-    checkpoints saved before the tokenizer provided one (``complement_map``) build as before."""
+    """A checkpoint's saved ``model`` section with the fields ``tokenizer`` provides added where
+    it has none, so that checkpoints saved before the tokenizer provided one
+    (``complement_map``) build as before; the saved values win (they were checked in training)."""
     cls = registry.get("backbone", model_config["name"])
-    return with_tokenizer_fields("model", cls, dict(model_config), tokenizer)
+    return {**with_tokenizer_fields("model", cls, {}, tokenizer), **model_config}
 
 
 def with_tokenizer_fields(

@@ -202,3 +202,24 @@ def test_transformers_mamba_layout_loads(tmp_path):
     }  # fmt: skip
     (folder / "config.json").write_text(json.dumps(config))
     assert_same_model(load_pretrained(folder), model)
+
+
+def test_a_ps_checkpoint_saved_without_complement_map_still_exports(tmp_path):
+    # Checkpoints written before complement_map came from the tokenizer saved no such key; their
+    # tokenizer (DNA) provides it, and the weights load exactly.
+    section = dict(name="caduceus", d_model=16, n_layer=2, vocab_size=12, rcps=True)
+    torch.manual_seed(0)
+    model = build(**section, complement_map=DNATokenizer().complement_map)
+    state = {f"backbone.{k}": t for k, t in model.state_dict().items()}
+    state |= {f"ema.module.{k}": t for k, t in model.state_dict().items()}
+    ckpt = {"state_dict": state, "hyper_parameters": {"config": {"model": section}}}
+    torch.save(ckpt, tmp_path / "old.ckpt")
+    loaded = load_pretrained(export_checkpoint(tmp_path / "old.ckpt", tmp_path / "export"))
+    assert_same_model(model, loaded)
+    assert loaded.lm_head.complement_map.tolist() == [0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7] + [
+        11,
+        12,
+        13,
+        14,
+        15,
+    ]
