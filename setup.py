@@ -6,7 +6,8 @@ A wheel needs them inside the package, so at build time these folders are mapped
 ``genodiff._bundle``, mirroring their repository paths: configs name files relative to the
 project root (``data/chr22_20-21Mb.fa.gz``), and ``genodiff.resources`` points at the bundle in
 an installed wheel and at the repository root in a checkout. Only the files matching the
-patterns below are taken (not data/hg38 or data/text, for instance).
+patterns below are taken (not data/hg38, for instance); the text plugin ships its own configs
+and corpus (plugins/genodiff-text).
 """
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Rebuild the bundled English corpus ``data/text/austen.txt.gz`` (one sentence per line).
+"""Rebuild the text plugin's bundled English corpus ``austen.txt.gz`` (one sentence per line).
 
 Source: Debian's ``r-cran-janeaustenr`` package (Julia Silge's janeaustenr 1.0.0: Jane
 Austen's six novels as Project Gutenberg texts, one vector element per printed line; the novels
@@ -19,7 +19,7 @@ are in the public domain, the package is MIT). This script, with no R needed:
 
     python bench/make_text_corpus.py [--deb r-cran-janeaustenr_1.0.0-1_all.deb]
         [--novels prideprejudice sensesensibility persuasion northangerabbey]
-        [--out data/text/austen.txt.gz]
+        [--out plugins/genodiff-text/src/genodiff_text/corpus/austen.txt.gz]
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ import tempfile
 import zlib
 from pathlib import Path
 
+# The text plugin's package data (genodiff_text.resources.CORPUS).
+CORPUS = Path("plugins/genodiff-text/src/genodiff_text/corpus/austen.txt.gz")
 PACKAGE = "r-cran-janeaustenr"
 RDATA = "usr/lib/R/site-library/janeaustenr/data/Rdata"
 NOVELS = ("prideprejudice", "sensesensibility", "persuasion", "northangerabbey")
@@ -209,7 +211,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--deb", type=Path, help=f"the {PACKAGE} .deb (default: apt-get download)")
     parser.add_argument("--novels", nargs="+", default=list(NOVELS))
-    parser.add_argument("--out", type=Path, default=Path("data/text/austen.txt.gz"))
+    parser.add_argument("--out", type=Path, default=CORPUS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         deb = args.deb

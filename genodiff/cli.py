@@ -84,7 +84,9 @@ def _after_training(
 ) -> None:
     """Report the best checkpoint, score it on the test split (every process of a DDP run takes
     part) and draw the samples (rank 0 alone)."""
-    from genodiff.generate import SamplingRun, draw_samples, write_samples
+    from genodiff.domains import domain_of
+    from genodiff.generate import SamplingRun, draw_samples
+    from genodiff.sample_files import write_samples
 
     out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
     checkpoint = trainer.checkpoint_callback
@@ -113,8 +115,7 @@ def _after_training(
         backbone = model.eval_backbone
         samples = draw_samples(model.eval_objective, backbone, request, s.seed, s.batch_size)
         run = SamplingRun(checkpoint=weights, sampler=sampler, steps=s.steps, seed=s.seed)
-        name = "samples.fa" if tokenizer.domain == "dna" else "samples.txt"
-        path = write_samples(samples, out / name, run, tokenizer)
+        path = write_samples(samples, out / domain_of(tokenizer).samples_file, run, tokenizer)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")
 
 
@@ -130,14 +131,9 @@ def _sample(args: argparse.Namespace) -> None:
 
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
-    from genodiff.generate import (
-        Constraint,
-        SamplingRun,
-        check_feasible,
-        check_output,
-        draw_samples,
-        write_samples,
-    )
+    from genodiff.domains import domain_of
+    from genodiff.generate import Constraint, SamplingRun, check_feasible, draw_samples
+    from genodiff.sample_files import check_output, write_samples
     from genodiff.samplers.request import SampleRequest
 
     if args.prefix is not None and args.infill is not None:
@@ -148,7 +144,7 @@ def _sample(args: argparse.Namespace) -> None:
     inputs = [("checkpoint", args.checkpoint)]
     if args.infill is not None:
         inputs.append(("--infill template", args.infill))
-    check_output(args.out, tokenizer, inputs)  # before any sampling
+    check_output(args.out, domain_of(tokenizer), inputs)  # before any sampling
     constraint = None
     if args.infill is not None:
         constraint = Constraint.from_file(args.infill, tokenizer)
@@ -204,18 +200,11 @@ def _sample(args: argparse.Namespace) -> None:
 def _eval(args: argparse.Namespace) -> None:
     import json
 
-    from genodiff.evaluate import DataFile, evaluate_checkpoint
+    from genodiff.evaluate import evaluate_checkpoint
 
-    if args.fasta is not None and args.text is not None:
-        raise ValueError("--fasta and --text exclude each other; give one")
-    data_file = None
-    if args.fasta is not None:
-        data_file = DataFile("--fasta", args.fasta)
-    elif args.text is not None:
-        data_file = DataFile("--text", args.text)
     result = evaluate_checkpoint(
         args.checkpoint,
-        data_file=data_file,
+        data_file=args.file,
         length=args.length,
         num_windows=args.num_windows,
         t_samples=args.t_samples,
@@ -234,7 +223,7 @@ def _gen_ppl(args: argparse.Namespace) -> None:
 
     checkpoint = args.checkpoint
     if checkpoint is None:
-        checkpoint = default_ar_checkpoint()
+        checkpoint = default_ar_checkpoint(args.samples)
         print(
             f"genodiff gen-ppl: scoring with {checkpoint} (no --checkpoint given)", file=sys.stderr
         )
@@ -391,14 +380,20 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser(
         "eval",
         help="held-out NELBO / perplexity of a checkpoint",
-        description="Score held-out windows (the checkpoint's test split, or --fasta / --text "
-        "FILE) with the "
-        "EMA weights: per-token NELBO (exact NLL for AR) in nats and bits, perplexity, SE.",
+        description="Score held-out windows (the checkpoint's test split, or those of --file "
+        "FILE) with the EMA weights: per-token NELBO (exact NLL for AR) in nats and bits, "
+        "perplexity, SE.",
     )
     evaluate.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
-    evaluate.add_argument("--fasta", default=None, help="DNA: score windows of this FASTA")
     evaluate.add_argument(
-        "--text", default=None, help="text: score this file (one sentence per line)"
+        "--file",
+        "--fasta",
+        "--text",
+        dest="file",
+        default=None,
+        help="score the windows of FILE instead of the test split, read as the checkpoint's "
+        "data module reads a file of its domain (DNA: a FASTA; a text plugin: one sentence per "
+        "line); --fasta and --text are aliases of --file",
     )
     evaluate.add_argument(
         "--length", type=int, default=None, help="window length (default: the config's)"
@@ -425,8 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint's exact NLL: Gen PPL = exp(total NLL / scored tokens), with its SE, the "
         "per-sample mean, and the samples' diversity (mean unigram entropy, distinct-1..4) "
         "beside a --reference set of real data. Without --checkpoint, the first existing of "
-        "outputs/text_demo_ar, outputs/lm1b_ar, outputs/hg38_ar_mamba "
-        "(checkpoints/last.ckpt) is used.",
+        "the conventional AR runs that the domains name for the samples' format (DNA: "
+        "outputs/hg38_ar_mamba/checkpoints/last.ckpt) is used.",
     )
     gen_ppl.add_argument("samples", help="sample file from genodiff sample (.fa, .txt, .jsonl)")
     gen_ppl.add_argument(

@@ -291,10 +291,31 @@ def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
     return groups, values
 
 
+def config_folders() -> list[Path]:
+    """The folders experiment files and config groups are found in: the core's
+    (``genodiff.resources``), then each plugin's (entry-point group ``genodiff.configs``)."""
+    return [resource("configs"), *registry.plugin_config_folders()]
+
+
+def _search_path_override(config_file: Path) -> str:
+    """``hydra.searchpath=[...]``: every folder of ``config_folders()`` besides the experiment
+    file's own (which Hydra searches first), so an experiment file anywhere may pick the core's
+    and the plugins' config groups (``objective: mdlm``, a plugin's ``model: ...``)."""
+    own = config_file.parent.resolve()
+    folders = dict.fromkeys(folder.resolve() for folder in config_folders())
+    quoted = [
+        "'file://" + str(folder).replace("\\", "\\\\").replace("'", "\\'") + "'"
+        for folder in folders
+        if folder != own
+    ]
+    return f"hydra.searchpath=[{','.join(quoted)}]"
+
+
 def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
+    search_path = _search_path_override(config_file)
     with initialize_config_dir(config_dir=str(config_file.parent), version_base=None):
         try:
-            return compose(config_name=config_file.stem, overrides=overrides)
+            return compose(config_name=config_file.stem, overrides=[search_path, *overrides])
         except HydraException as err:
             message = str(err).split("\nConfig search path:")[0].strip()
             raise ConfigError(f"{config_file}: {message}") from None
@@ -323,14 +344,14 @@ def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> l
 
 def resolve_config_path(config: str | Path) -> Path:
     """A path to a YAML file, or a bare experiment name looked up in ./configs, then among the
-    configs genodiff ships (``genodiff.resources``): ``demo`` and ``configs/demo.yaml`` work
-    from any folder, and from a wheel."""
+    configs genodiff and its plugins ship (``config_folders``): ``demo`` and
+    ``configs/demo.yaml`` work from any folder, and from a wheel."""
     path = Path(config)
     yaml = path.with_suffix(".yaml")
     candidates = [path, yaml, Path("configs") / yaml]
     if not path.is_absolute():
         shipped = yaml.relative_to("configs") if yaml.parts[0] == "configs" else yaml
-        candidates.append(resource("configs") / shipped)
+        candidates += [folder / shipped for folder in config_folders()]
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
@@ -380,16 +401,11 @@ def compose_config(
     return cfg, config_file
 
 
-# ``data:`` keys holding a file or folder, resolved against the project root when relative
-# (the DNA modules' fasta / bed / cache_dir, the text plugin's path / root).
-DATA_PATH_KEYS = ("fasta", "bed", "cache_dir", "path", "root")
-
-
 def load_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:
     """Compose a training config with ``overrides``, validate it, resolve data paths."""
     cfg, config_file = compose_config(config, overrides, TRAINING_SCHEMA)
     root = project_root(config_file)
-    for key in DATA_PATH_KEYS:
+    for key in registry.get("data", cfg.data.name).path_keys:
         if cfg.data.get(key):
             cfg.data[key] = resolve_path(cfg.data[key], root)
     if cfg.get("init_from"):
@@ -429,7 +445,8 @@ def check_training_config(cfg: DictConfig) -> None:
 
 
 # Constructor arguments that the tokenizer provides: argument -> tokenizer attribute. Plaid
-# calls its modelled ids ``token_ids``; every sampler's drawable ids are ``sample_ids``.
+# calls its modelled ids ``token_ids``; every sampler's drawable ids are ``sample_ids``; an
+# RC-equivariant backbone's complement is the tokenizer's ``complement_map`` (None: it has none).
 TOKENIZER_FIELDS = {
     "vocab_size": "vocab_size",
     "mask_id": "mask_id",
@@ -437,7 +454,16 @@ TOKENIZER_FIELDS = {
     "bos_id": "bos_id",
     "sample_ids": "sample_ids",
     "token_ids": "sample_ids",
+    "complement_map": "complement_map",
 }
+
+
+def completed_model_config(model_config: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
+    """A checkpoint's saved ``model`` section with the fields ``tokenizer`` provides added where
+    it has none, so that checkpoints saved before the tokenizer provided one
+    (``complement_map``) build as before; the saved values win (they were checked in training)."""
+    cls = registry.get("backbone", model_config["name"])
+    return {**with_tokenizer_fields("model", cls, {}, tokenizer), **model_config}
 
 
 def with_tokenizer_fields(

@@ -1,8 +1,8 @@
 """Held-out likelihood of a checkpoint: per-token NELBO (or exact NLL), bits, perplexity.
 
 Every model is scored on the same windows: the test split of the checkpoint's data config
-(or every window of a file: ``--fasta`` for DNA, ``--text`` for text checkpoints, windowed as
-the checkpoint's data module windows its data), ``num_windows`` of them picked at evenly
+(or every window of a file, ``--file``, read and windowed as the checkpoint's data module
+reads a file of its domain: ``DataModule.file_dataset``), ``num_windows`` of them picked at evenly
 spaced indices, and a SHA-256 of their names and token ids (as little-endian int32, so any
 vocabulary size survives) is reported so two runs can prove they saw the same data.
 
@@ -111,18 +111,10 @@ def spread_indices(total: int, num_windows: int | None) -> list[int]:
     return [i * total // num_windows for i in range(num_windows)]
 
 
-@dataclass(frozen=True)
-class DataFile:
-    """A file to score instead of the test split: ``option`` is the flag that names it."""
-
-    option: str  # "--fasta" or "--text"
-    path: str | os.PathLike
-
-
 def heldout_windows(
     data_config: dict[str, Any],
     tokenizer: Any,
-    data_file: DataFile | None = None,
+    data_file: str | os.PathLike | None = None,
     length: int | None = None,
     num_windows: int | None = None,
 ) -> HeldoutWindows:
@@ -131,6 +123,7 @@ def heldout_windows(
     module windows a file (DNA: non-overlapping windows tiling every record, mostly-N
     windows skipped, no reverse complement)."""
     from genodiff.data.build import build_datamodule
+    from genodiff.domains import domain_of
 
     if length is None:
         length = data_config.get("max_length", 1024)
@@ -138,38 +131,36 @@ def heldout_windows(
         raise ValueError(f"--length must be >= 1 {tokenizer.unit}, got {length}")
     datamodule = build_datamodule({**data_config, "max_length": length})
     datamodule.attach_tokenizer(tokenizer)
+    readable = f"--file FILE ({domain_of(tokenizer).eval_file})"
     if data_file is not None:
-        if data_file.option != datamodule.file_option:
-            raise ValueError(
-                f"{data_file.option} does not fit this checkpoint: its data are "
-                f"{datamodule.domain}; score a file with {datamodule.file_option} FILE"
-            )
-        if not Path(data_file.path).is_file():
-            raise FileNotFoundError(f"{data_file.option} file {data_file.path} not found")
-        dataset = datamodule.file_dataset(data_file.path)
-        source = str(Path(data_file.path).resolve())
-        where = str(data_file.path)
+        if not Path(data_file).is_file():
+            raise FileNotFoundError(f"--file {data_file} not found")
+        dataset = datamodule.file_dataset(data_file)
+        source = str(Path(data_file).resolve())
+        where = str(data_file)
     else:
         try:
             dataset = datamodule.heldout_dataset("test")
         except FileNotFoundError as err:
             raise FileNotFoundError(
                 f"{err}. The checkpoint's test split needs its data; or score any file with "
-                f"{datamodule.file_option} FILE"
+                f"{readable}"
             ) from None
         source = f"{data_config['name']} test split of {_data_source(data_config)}"
         where = "the test split of the checkpoint's data"
     if len(dataset) == 0:
         raise ValueError(
             f"{where} has no {length}-{tokenizer.unit} window to score; pass a smaller --length or "
-            f"another file ({datamodule.file_option} FILE)"
+            f"another file ({readable})"
         )
     return HeldoutWindows(dataset, spread_indices(len(dataset), num_windows), source)
 
 
 def _data_source(data_config: dict[str, Any]) -> str:
-    """The file a data config reads, for the report."""
-    for key in ("fasta", "path"):
+    """The file a data config reads (its first ``data_file_keys`` entry set), for the report."""
+    from genodiff import registry
+
+    for key in registry.get("data", data_config["name"]).data_file_keys:
         if data_config.get(key):
             return str(data_config[key])
     return "the bundled demo data"
@@ -247,7 +238,7 @@ def _stderr_progress(total: int) -> Callable[[int], None]:
 
 def evaluate_checkpoint(
     checkpoint: str | os.PathLike,
-    data_file: DataFile | None = None,
+    data_file: str | os.PathLike | None = None,
     length: int | None = None,
     num_windows: int | None = None,
     t_samples: int | None = None,

@@ -1,24 +1,18 @@
-"""Draw sequences from a trained checkpoint and write them: FASTA for DNA (Biopython), one
-sample per line or JSON Lines for any domain."""
+"""Draw sequences from a trained checkpoint: the constraints a user fixes (a prefix, an
+infilling template), batched seeded drawing, and the memory check before it. The samples are
+written by ``genodiff.sample_files``."""
 
 from __future__ import annotations
 
-import io
-import json
 import os
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from Bio.Seq import Seq
-from Bio.SeqIO import parse as parse_records
-from Bio.SeqIO import write as write_records
-from Bio.SeqRecord import SeqRecord
 from torch import Tensor
 
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.data.genome import fasta_errors, open_fasta
+from genodiff.domains import domain_of
 from genodiff.objectives import Objective
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
@@ -26,7 +20,7 @@ from genodiff.tokenizers import Tokenizer
 
 @dataclass
 class SamplingRun:
-    """What produced a batch of samples; written into every FASTA record's description."""
+    """What produced a batch of samples: the provenance a sample file records."""
 
     checkpoint: str
     sampler: str
@@ -83,43 +77,18 @@ class Constraint:
 
     @classmethod
     def from_file(cls, path: str | Path, tokenizer: Tokenizer) -> Constraint:
-        """An infilling template read from ``path`` (DNA: the first FASTA record, upper-case
-        A/C/G/T kept, N and lower case generated; text: the first non-empty line, mask tokens
-        generated); its length is the sample length."""
+        """An infilling template read from ``path`` as the tokenizer's domain reads one
+        (``Domain.read_template``; DNA: the first FASTA record, upper-case A/C/G/T kept, N and
+        lower case generated; by default the first non-empty line, mask tokens generated);
+        its length is the sample length."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"infill file {path} not found")
-        text = _fasta_template(path) if tokenizer.domain == "dna" else _text_template(path)
+        text = domain_of(tokenizer).read_template(path)
         ids = torch.tensor(tokenizer.encode_template(text), dtype=torch.long)
         given = ids != tokenizer.mask_id
         generated = int((~given).sum())
         return cls(ids, given, f"infill={path.name}:{generated}{tokenizer.unit}_generated")
-
-
-def _fasta_template(path: Path) -> str:
-    """The sequence of the first record of a FASTA file (plain, gzip or BGZF)."""
-    with fasta_errors(path), open_fasta(path) as handle:
-        text = handle.read()
-    if not text.strip():
-        raise ValueError(f"infill FASTA {path} is empty")
-    if not text.lstrip().startswith(">"):
-        raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
-    record = next(parse_records(io.StringIO(text), "fasta"))
-    if not record.seq:
-        raise ValueError(f"the first record of {path} ({record.id}) has no sequence")
-    return str(record.seq)
-
-
-def _text_template(path: Path) -> str:
-    """The first non-empty line of a UTF-8 text file."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"infill file {path} is not UTF-8 text ({err.reason})") from None
-    template = next((line.strip() for line in lines if line.strip()), None)
-    if template is None:
-        raise ValueError(f"infill file {path} has no text: write the template on its first line")
-    return template
 
 
 def draw_samples(
@@ -186,80 +155,3 @@ def _size(n: float) -> str:
     while n >= 1024 and power < len(units) - 1:
         n, power = n / 1024, power + 1
     return f"{n:.0f} bytes" if power == 0 else f"{n:.1f} {units[power]}"
-
-
-FASTA_SUFFIXES = (".fa", ".fasta", ".fna", ".fas")
-SAMPLE_FORMATS = (
-    "FASTA (.fa, .fasta; DNA only), text (.txt: one sample per line), JSON Lines (.jsonl)"
-)
-
-
-def check_output(
-    path: str | Path, tokenizer: Tokenizer, inputs: Sequence[tuple[str, str | Path]] = ()
-) -> Path:
-    """``path`` as a place ``write_samples`` may write ``tokenizer``'s samples to; ValueError
-    for an unknown format (by suffix), FASTA for non-DNA samples, a folder, or a file that is
-    one of ``inputs`` ((what, path) pairs: the checkpoint, the infilling template, ...), which
-    the samples would overwrite."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix in FASTA_SUFFIXES and tokenizer.domain != "dna":
-        raise ValueError(
-            f"{path}: FASTA holds DNA, these are {tokenizer.domain} samples; use .txt or .jsonl"
-        )
-    if suffix not in (*FASTA_SUFFIXES, ".txt", ".jsonl"):
-        raise ValueError(
-            f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {SAMPLE_FORMATS}"
-        )
-    if path.is_dir():
-        raise ValueError(
-            f"--out {path} is a folder; name a file in it, e.g. --out {path / ('samples' + suffix)}"
-        )
-    for what, source in inputs:
-        if path.exists() and Path(source).exists() and os.path.samefile(path, source):
-            raise ValueError(
-                f"--out {path} is the {what} this command reads ({source}); writing the samples "
-                "there would destroy it: choose another --out"
-            )
-    return path
-
-
-def write_samples(
-    samples: Tensor,
-    path: str | Path,
-    run: SamplingRun,
-    tokenizer: Tokenizer,
-    inputs: Sequence[tuple[str, str | Path]] = (),
-) -> Path:
-    """Write one sample per row of ``samples`` (n, L) to ``path``, atomically, in the format
-    its suffix names: FASTA records ``sample_<i>_seed<S>`` whose description is the
-    provenance (DNA), a ``.txt`` with one sample per line, or ``.jsonl`` with one object per
-    sample holding ``id``, ``text`` and the provenance fields. ``path`` is checked first
-    (``check_output``, never one of ``inputs``); a failed write leaves no ``.part`` file."""
-    path = check_output(path, tokenizer, inputs)
-    suffix = path.suffix.lower()
-    names = [f"sample_{i}_seed{run.seed}" for i in range(len(samples))]
-    texts = [tokenizer.decode_sample(row.tolist()) for row in samples]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    try:
-        with open(partial, "w", encoding="utf-8") as handle:
-            if suffix in FASTA_SUFFIXES:
-                records = [
-                    SeqRecord(Seq(text), id=name, description=run.describe())
-                    for name, text in zip(names, texts, strict=True)
-                ]
-                write_records(records, handle, "fasta")
-            elif suffix == ".txt":
-                handle.writelines(" ".join(text.split()) + "\n" for text in texts)
-            else:
-                provenance = asdict(run)
-                handle.writelines(
-                    json.dumps({"id": name, "text": text, **provenance}) + "\n"
-                    for name, text in zip(names, texts, strict=True)
-                )
-        partial.replace(path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return path

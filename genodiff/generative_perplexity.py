@@ -25,126 +25,22 @@ over all n-grams; an n-gram never spans two samples).
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
 
+from genodiff import registry
 from genodiff.evaluate import ratio_and_se
-from genodiff.generate import FASTA_SUFFIXES
+from genodiff.sample_files import format_owner, read_samples
 
 DISTINCT_N = (1, 2, 3, 4)
-SAMPLE_FILE_FORMATS = (
-    "FASTA (.fa, .fasta, .fna, .fas), text (.txt: one sample per line) or JSON Lines "
-    '(.jsonl: a "text" field per line), each optionally gzipped (.gz)'
-)
-# Where ``genodiff gen-ppl`` looks for an AR checkpoint when none is given, in this order:
-# the text plugin's demo and LM1B AR runs, then the hg38 AR Mamba (configs/hg38_ar_mamba.yaml).
-DEFAULT_AR_CHECKPOINTS = (
-    "outputs/text_demo_ar/checkpoints/last.ckpt",
-    "outputs/lm1b_ar/checkpoints/last.ckpt",
-    "outputs/hg38_ar_mamba/checkpoints/last.ckpt",
-)
-
-
-# --------------------------------------------------------------------------- reading samples
-
-
-def _format_of(path: Path) -> tuple[str, bool]:
-    """(``"fasta"`` | ``"txt"`` | ``"jsonl"``, gzipped) from the file name."""
-    suffixes = [s.lower() for s in path.suffixes]
-    gzipped = bool(suffixes) and suffixes[-1] == ".gz"
-    suffix = (suffixes[-2] if len(suffixes) > 1 else "") if gzipped else path.suffix.lower()
-    if suffix in FASTA_SUFFIXES:
-        return "fasta", gzipped
-    if suffix in (".txt", ".jsonl"):
-        return suffix[1:], gzipped
-    raise ValueError(
-        f"{path}: unknown sample file format {suffix or '(no suffix)'!r}; use {SAMPLE_FILE_FORMATS}"
-    )
-
-
-def is_fasta(path: str | os.PathLike) -> bool:
-    """Whether ``path`` names a FASTA file (by its suffix, ``.gz`` allowed)."""
-    return _format_of(Path(path))[0] == "fasta"
-
-
-def _open_text(path: Path, gzipped: bool) -> IO[str]:
-    if gzipped:
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
-def read_samples(path: str | os.PathLike) -> list[str]:
-    """The samples in ``path``: the sequence of every FASTA record (.fa/.fasta/.fna/.fas),
-    every non-blank line of a ``.txt`` (stripped), or the ``"text"`` of every line of a
-    ``.jsonl``; any of them gzipped (``.gz``). ValueError on an unknown format, an empty
-    file or sample, or a malformed line (named by its number)."""
-    path = Path(path)
-    kind, gzipped = _format_of(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"sample file {path} not found")
-    try:
-        with _open_text(path, gzipped) as handle:
-            if kind == "fasta":
-                samples = _read_fasta(handle, path)
-            elif kind == "txt":
-                samples = [line.strip() for line in handle if line.strip()]
-            else:
-                samples = _read_jsonl(handle, path)
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text ({err.reason})") from None
-    except (gzip.BadGzipFile, EOFError) as err:
-        raise ValueError(f"{path} is not a readable gzip file ({err})") from None
-    if not samples:
-        raise ValueError(f"{path} holds no sample")
-    return samples
-
-
-def _read_fasta(handle: IO[str], path: Path) -> list[str]:
-    from Bio.SeqIO import parse as parse_records
-
-    first = handle.readline()
-    while first and not first.strip():
-        first = handle.readline()
-    if not first:
-        return []
-    if not first.startswith(">"):
-        raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
-    handle.seek(0)
-    samples = []
-    for record in parse_records(handle, "fasta"):
-        if not record.seq:
-            raise ValueError(f"{path}: record {record.id!r} has no sequence")
-        samples.append(str(record.seq))
-    return samples
-
-
-def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
-    samples = []
-    for number, line in enumerate(handle, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}, line {number}: invalid JSON ({err.msg})") from None
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-            raise ValueError(
-                f'{path}, line {number}: expected a JSON object with a string "text" field'
-            )
-        if not item["text"].strip():
-            raise ValueError(f'{path}, line {number}: the "text" field is empty')
-        samples.append(item["text"])
-    return samples
 
 
 # --------------------------------------------------------------------------- diversity
@@ -406,17 +302,27 @@ def generative_perplexity(
     )
 
 
-def default_ar_checkpoint(root: str | os.PathLike = ".") -> Path:
-    """The first of ``DEFAULT_AR_CHECKPOINTS`` (under ``root``) that exists."""
-    for candidate in DEFAULT_AR_CHECKPOINTS:
+def default_ar_checkpoints(samples_path: str | os.PathLike) -> list[str]:
+    """The AR checkpoints the domains name (``Domain.default_ar_checkpoints``) for samples in
+    the file ``samples_path``: those of the domain that owns its format (FASTA: DNA) alone,
+    else those of every domain."""
+    owner = format_owner(samples_path)
+    domains = registry.available("domain")
+    chosen = [domains[owner]] if owner is not None else list(domains.values())
+    return [path for domain in chosen for path in domain.default_ar_checkpoints]
+
+
+def default_ar_checkpoint(samples_path: str | os.PathLike, root: str | os.PathLike = ".") -> Path:
+    """The first of ``default_ar_checkpoints(samples_path)`` (under ``root``) that exists."""
+    candidates = default_ar_checkpoints(samples_path)
+    for candidate in candidates:
         path = Path(root) / candidate
         if path.is_file():
             return path
     raise FileNotFoundError(
-        "no --checkpoint given and none of the conventional AR checkpoints exists ("
-        + ", ".join(DEFAULT_AR_CHECKPOINTS)
-        + "); pass --checkpoint AR.ckpt, or train one: `genodiff train "
-        "configs/hg38_ar_mamba.yaml` (DNA) or the text plugin's AR config (text)"
+        "no --checkpoint given and none of the conventional AR checkpoints for these samples "
+        f"exists ({', '.join(candidates) or 'none known'}); pass --checkpoint AR.ckpt, or train "
+        "the AR run of one of them with `genodiff train` (outputs/NAME: the config NAME)"
     )
 
 
@@ -452,10 +358,11 @@ def score_sample_file(
     _check_exact(model, str(checkpoint))
     domain = model.tokenizer.domain
     for path in (samples_path, reference_path):
-        if path is not None and is_fasta(path) and domain != "dna":
+        owner = None if path is None else format_owner(path)
+        if owner not in (None, domain):
             raise ValueError(
-                f"{path} is FASTA (DNA), but {checkpoint} is a {domain} checkpoint; score DNA "
-                "samples with a DNA AR checkpoint"
+                f"{path} is in a {owner} sample format, but {checkpoint} is a {domain} "
+                f"checkpoint; score {owner} samples with a {owner} AR checkpoint"
             )
     return generative_perplexity(
         samples,

@@ -64,13 +64,14 @@ def check_causality(objective: Objective, backbone: nn.Module, config: dict[str,
         raise ConfigError(
             f"{pair}: next-token prediction needs a causal backbone, and "
             f"{type(backbone).__name__} is bidirectional (it would read the token it predicts). "
-            "Add model=mamba or model=hyena (text: model=ar_transformer_small), or use a "
+            "Add a causal backbone (model=mamba or model=hyena for DNA), or use a "
             "diffusion objective (objective=mdlm) with this backbone"
         )
     raise ConfigError(
         f"{pair}: a diffusion objective needs a bidirectional backbone, and "
         f"{type(backbone).__name__} is causal (each position sees only the tokens before it). "
-        "Add model=caduceus_ph (text: model=dit_small), or use objective=ar with this backbone"
+        "Add a bidirectional backbone (model=caduceus_ph for DNA), or use objective=ar with "
+        "this backbone"
     )
 
 

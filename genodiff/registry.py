@@ -1,11 +1,18 @@
-"""Name -> class registries for backbones, objectives, data modules and tokenizers.
+"""Name -> class registries for backbones, objectives, data modules, tokenizers and domains.
 
 Built-in classes register themselves with the decorators below when their module is imported.
 Third-party packages add their own through entry-point groups (``genodiff.backbones``,
-``genodiff.objectives``, ``genodiff.data``, ``genodiff.tokenizers``)::
+``genodiff.objectives``, ``genodiff.data``, ``genodiff.tokenizers``, ``genodiff.domains``)::
 
     [project.entry-points."genodiff.backbones"]
     my_transformer = "my_pkg.model:MyTransformer"
+
+A plugin may also ship experiment configs and config groups: each entry of the group
+``genodiff.configs`` names a folder (a ``str`` or ``os.PathLike``) searched after the core's
+configs (``plugin_config_folders``)::
+
+    [project.entry-points."genodiff.configs"]
+    my_plugin = "my_pkg.resources:CONFIGS"   # CONFIGS = Path(__file__).parent / "configs"
 
 The core never imports a plugin: a plugin's classes are found only through its entry points.
 """
@@ -13,8 +20,11 @@ The core never imports a plugin: a plugin's classes are found only through its e
 from __future__ import annotations
 
 import importlib
+import os
+import warnings
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -25,6 +35,7 @@ _BUILTIN_MODULES = {
     "objective": "genodiff.objectives",
     "data": "genodiff.data",
     "tokenizer": "genodiff.tokenizers",
+    "domain": "genodiff.domains",
 }
 _REGISTRIES: dict[str, dict[str, type]] = {kind: {} for kind in _BUILTIN_MODULES}
 # Each kind's entry-point group is named like its built-in module.
@@ -58,6 +69,10 @@ def register_tokenizer(name: str) -> Callable[[type[T]], type[T]]:
     return _register("tokenizer", name)
 
 
+def register_domain(name: str) -> Callable[[type[T]], type[T]]:
+    return _register("domain", name)
+
+
 def _load(kind: str, entry: EntryPoint) -> type:
     try:
         return entry.load()
@@ -73,8 +88,8 @@ def _entry_points(kind: str) -> list[EntryPoint]:
 
 
 def available(kind: str) -> dict[str, type]:
-    """All classes of ``kind`` ("backbone", "objective", "data", "tokenizer"), built-ins and
-    plugins (every plugin of that kind is imported)."""
+    """All classes of ``kind`` ("backbone", "objective", "data", "tokenizer", "domain"),
+    built-ins and plugins (every plugin of that kind is imported)."""
     importlib.import_module(_BUILTIN_MODULES[kind])
     registry = _REGISTRIES[kind]
     for entry in _entry_points(kind):
@@ -98,3 +113,25 @@ def get(kind: str, name: str) -> type:
         known = ", ".join(sorted(names)) or "(none)"
         raise KeyError(f"unknown {kind} {name!r}; known {kind}s: {known}")
     return registry[name]
+
+
+CONFIGS_GROUP = "genodiff.configs"
+
+
+def plugin_config_folders() -> list[Path]:
+    """The config folders plugins ship (entry-point group ``genodiff.configs``), by entry name.
+    A plugin whose entry fails to load or names no folder is skipped with a warning naming it,
+    so that it cannot break the core's configs."""
+    folders = []
+    for entry in sorted(entry_points(group=CONFIGS_GROUP), key=lambda e: e.name):
+        where = f"the configs plugin {entry.name!r} ({entry.value}, group {entry.group})"
+        try:
+            folder = entry.load()
+        except Exception as err:  # a broken plugin must say which one it is
+            warnings.warn(f"{where} failed to load: {err}; its configs are left out", stacklevel=2)
+            continue
+        if not isinstance(folder, str | os.PathLike) or not Path(folder).is_dir():
+            warnings.warn(f"{where} names {folder!r}, not a folder; left out", stacklevel=2)
+            continue
+        folders.append(Path(folder))
+    return folders

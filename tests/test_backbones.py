@@ -10,6 +10,7 @@ from genodiff.backbones.caduceus import Caduceus
 from genodiff.backbones.mamba import Mamba
 from genodiff.ops import RMSNorm, add_norm, causal_conv1d, rms_norm, selective_scan
 from genodiff.registry import get
+from genodiff.tokenizers import DNATokenizer
 
 
 def small(**kwargs):
@@ -103,7 +104,8 @@ def test_mamba_forward_matches_unfused_path_and_is_causal():
 
 def test_registered_and_ph_only():
     assert get("backbone", "caduceus") is Caduceus
-    assert small(rcps=True).rcps  # PS is supported now: tests/test_caduceus_ps.py
+    # PS is supported now: tests/test_caduceus_ps.py
+    assert small(rcps=True, complement_map=DNATokenizer().complement_map).rcps
 
 
 def test_parameter_count_matches_paper_model():

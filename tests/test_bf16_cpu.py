@@ -18,6 +18,7 @@ from genodiff import cli
 from genodiff.backbones.caduceus import Caduceus
 from genodiff.backbones.mamba_lm import MambaLM
 from genodiff.ops import upstream_kernels_on_cpu
+from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
 from tests.dna_objectives import mdlm
 from tests.test_cli import DEMO, TINY, read_metrics
@@ -83,7 +84,14 @@ def residual_dtypes(model: torch.nn.Module, ids: torch.Tensor) -> set[torch.dtyp
 
 MODELS = {
     "caduceus-ph": lambda **kw: Caduceus(d_model=16, n_layer=2, vocab_size=12, **kw),
-    "caduceus-ps": lambda **kw: Caduceus(d_model=16, n_layer=2, vocab_size=12, rcps=True, **kw),
+    "caduceus-ps": lambda **kw: Caduceus(
+        d_model=16,
+        n_layer=2,
+        vocab_size=12,
+        rcps=True,
+        complement_map=DNATokenizer().complement_map,
+        **kw,
+    ),
     "mamba": lambda **kw: MambaLM(d_model=16, n_layer=2, vocab_size=12, **kw),
 }
 
@@ -108,7 +116,12 @@ def test_residual_in_fp32_is_honoured(name, kernels, upstream_fakes):
 def test_bf16_loss_within_tolerance_of_fp32(rcps):
     torch.manual_seed(0)
     model = Caduceus(
-        d_model=64, n_layer=2, vocab_size=12, rcps=rcps, initializer_cfg={"initializer_range": 0.3}
+        d_model=64,
+        n_layer=2,
+        vocab_size=12,
+        rcps=rcps,
+        complement_map=DNATokenizer().complement_map,
+        initializer_cfg={"initializer_range": 0.3},
     )
     objective = mdlm()
     ids = torch.randint(7, 11, (4, 128), generator=torch.Generator().manual_seed(0))

@@ -3,18 +3,21 @@
 import pytest
 import torch
 
+from genodiff.backbones import build
 from genodiff.backbones.caduceus import Caduceus, conjoin_logits
 from genodiff.backbones.rcps import rc_ids
+from genodiff.config import with_tokenizer_fields
 from genodiff.ops import rms_norm
-from genodiff.tokenizers import DNATokenizer
+from genodiff.tokenizers import DNATokenizer, Tokenizer
 
 CMAP = torch.tensor(DNATokenizer().complement_map)  # (16,)
+PS_MAP = {"complement_map": CMAP.tolist()}
 
 
 def small(**kwargs):
     torch.manual_seed(0)
     model = Caduceus(
-        **{"d_model": 8, "n_layer": 2, "vocab_size": 12, "rcps": True, **kwargs}
+        **{"d_model": 8, "n_layer": 2, "vocab_size": 12, "rcps": True, **PS_MAP, **kwargs}
     ).double()
     with torch.no_grad():  # non-trivial norm weights, so that the orderings can differ
         for name, p in model.named_parameters():
@@ -110,7 +113,7 @@ def test_state_dict_keys_match_hf_ps_layout():
 def test_parameter_count_equals_ph():
     ph = Caduceus(d_model=118, n_layer=4, vocab_size=12)
     ps = Caduceus(
-        d_model=118, n_layer=4, vocab_size=12, rcps=True
+        d_model=118, n_layer=4, vocab_size=12, rcps=True, complement_map=CMAP.tolist()
     )  # configs/model/caduceus_ps.yaml
     shapes = lambda m: sorted(tuple(p.shape) for p in m.parameters())  # noqa: E731
     assert shapes(ps) == shapes(ph)
@@ -119,9 +122,57 @@ def test_parameter_count_equals_ph():
 
 def test_ph_conjoining_is_rc_invariant():
     torch.manual_seed(0)
-    ph = Caduceus(d_model=8, n_layer=2, vocab_size=12).double()
+    ph = Caduceus(d_model=8, n_layer=2, vocab_size=12, complement_map=CMAP.tolist()).double()
     x = ids()
     conjoined = conjoin_logits(ph, x)
     assert not torch.allclose(ph(rc_ids(x, CMAP)), rc_permute(ph(x)), atol=1e-3)
     torch.testing.assert_close(rc_permute(conjoin_logits(ph, rc_ids(x, CMAP))), conjoined)
     torch.testing.assert_close(conjoined, (ph(x) + rc_permute(ph(rc_ids(x, CMAP)))) / 2)
+
+
+class PairedTokenizer(Tokenizer):
+    """A toy 8-id vocabulary whose complement pairs are not DNA's: 2<->5, 3<->4, 6<->7 (0 and 1
+    are their own)."""
+
+    name = "paired_toy"
+    domain = "paired"
+    vocab_size, mask_id, pad_id, bos_id, eos_id = 8, 0, 1, None, None
+    sample_ids = (2, 3, 4, 5, 6, 7)
+    complement_map = (0, 1, 5, 4, 3, 2, 7, 6)
+
+    def encode(self, text: str) -> list[int]:
+        return [int(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return "".join(str(i) for i in ids)
+
+
+def test_ps_takes_the_complement_map_of_its_tokenizer():
+    tok = PairedTokenizer()
+    section = {"name": "caduceus", "d_model": 8, "n_layer": 2, "rcps": True}
+    torch.manual_seed(0)
+    model = build(**with_tokenizer_fields("model", Caduceus, section, tok)).double().eval()
+    assert model.lm_head.complement_map.tolist() == [0, 1, 5, 4, 3, 2, 7, 6]
+    x = torch.randint(0, 8, (2, 16), generator=torch.Generator().manual_seed(3))
+    # rc by hand: read backwards, complement each id through the pairs above
+    pairs = {0: 0, 1: 1, 2: 5, 5: 2, 3: 4, 4: 3, 6: 7, 7: 6}
+    rc_x = torch.tensor([[pairs[int(i)] for i in reversed(row)] for row in x])
+    logits, logits_rc = model(x), model(rc_x)  # (B, L, 8)
+    column = [pairs[v] for v in range(8)]
+    torch.testing.assert_close(logits_rc, logits.flip(1)[..., column])
+    # reversal without the complement is no symmetry of it: the map matters
+    reversed_x = torch.tensor([[int(i) for i in reversed(row)] for row in x])
+    assert not torch.allclose(model(reversed_x), logits.flip(1)[..., column], atol=1e-3)
+
+
+def test_ps_on_a_tokenizer_without_a_complement_is_refused():
+    tok = PairedTokenizer()
+    tok.complement_map = None  # a vocabulary without reverse complement (text)
+    section = {"name": "caduceus", "d_model": 8, "n_layer": 1, "rcps": True}
+    kwargs = with_tokenizer_fields("model", Caduceus, section, tok)
+    assert kwargs["complement_map"] is None
+    with pytest.raises(ValueError, match="rcps=true .* needs a complement_map"):
+        build(**kwargs)
+    ph = build(**{**kwargs, "rcps": False})  # Ph keeps working without one
+    with pytest.raises(ValueError, match="conjoining needs the model's complement_map"):
+        conjoin_logits(ph, torch.zeros(1, 4, dtype=torch.long))

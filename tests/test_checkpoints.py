@@ -10,12 +10,20 @@ from genodiff import cli
 from genodiff.backbones.build import build
 from genodiff.checkpoints import export_checkpoint, folders, load_pretrained, save_pretrained
 from genodiff.checkpoints.folders import CheckpointError
+from genodiff.tokenizers import DNATokenizer
 
 from .test_cli import DEMO
 
 CONFIGS = {
     "caduceus_ph": dict(name="caduceus", d_model=16, n_layer=2, vocab_size=12),
-    "caduceus_ps": dict(name="caduceus", d_model=16, n_layer=2, vocab_size=12, rcps=True),
+    "caduceus_ps": dict(
+        name="caduceus",
+        d_model=16,
+        n_layer=2,
+        vocab_size=12,
+        rcps=True,
+        complement_map=DNATokenizer().complement_map,
+    ),
     "mamba": dict(name="mamba", d_model=16, n_layer=2, vocab_size=12),
     "hyena": dict(
         name="hyena", d_model=16, n_layer=2, vocab_size=12, layer={"l_max": 64, "filter_order": 8}
@@ -190,3 +198,20 @@ def test_transformers_mamba_layout_loads(tmp_path):
     }  # fmt: skip
     (folder / "config.json").write_text(json.dumps(config))
     assert_same_model(load_pretrained(folder), model)
+
+
+def test_a_ps_checkpoint_saved_without_complement_map_still_exports(tmp_path):
+    # Checkpoints written before complement_map came from the tokenizer saved no such key; their
+    # tokenizer (DNA) provides it, and the weights load exactly.
+    section = dict(name="caduceus", d_model=16, n_layer=2, vocab_size=12, rcps=True)
+    torch.manual_seed(0)
+    model = build(**section, complement_map=DNATokenizer().complement_map)
+    state = {f"backbone.{k}": t for k, t in model.state_dict().items()}
+    state |= {f"ema.module.{k}": t for k, t in model.state_dict().items()}
+    ckpt = {"state_dict": state, "hyper_parameters": {"config": {"model": section}}}
+    torch.save(ckpt, tmp_path / "old.ckpt")
+    loaded = load_pretrained(export_checkpoint(tmp_path / "old.ckpt", tmp_path / "export"))
+    assert_same_model(model, loaded)
+    # A=7 <-> T=10, C=8 <-> G=9; specials, N and the padding ids 12..15 map to themselves
+    expected = [0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7, 11, 12, 13, 14, 15]
+    assert loaded.lm_head.complement_map.tolist() == expected

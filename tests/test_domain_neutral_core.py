@@ -1,6 +1,7 @@
-"""The core is domain-neutral: a toy text tokenizer and data module, registered only through
-entry points (as a plugin would be), train, sample and evaluate with the same commands; ids and
-sizes come from the tokenizer; capabilities are declared; checkpoint layouts are open."""
+"""The core is domain-neutral: a toy domain (its tokenizer, data module and sample format),
+registered only through entry points (as a plugin would be), trains, samples and evaluates with
+the same commands; ids and sizes come from the tokenizer; capabilities are declared; checkpoint
+layouts are open; plugins ship configs found from any folder."""
 
 import json
 import sys
@@ -18,11 +19,13 @@ from genodiff.backbones import Capabilities, build, capabilities_of
 from genodiff.backbones.layout import CheckpointLayout
 from genodiff.checkpoints import load_pretrained, save_pretrained
 from genodiff.checkpoints.folders import CheckpointError, detect_layout
-from genodiff.config import ConfigError, with_tokenizer_fields
+from genodiff.config import ConfigError, load_config, with_tokenizer_fields
 from genodiff.data.base import DataModule
+from genodiff.domains import Domain
 from genodiff.evaluate import window_digest
-from genodiff.generate import SamplingRun, write_samples
+from genodiff.generate import SamplingRun
 from genodiff.objectives import AR, MDLM, SEDD
+from genodiff.sample_files import NEUTRAL_FORMATS, SampleFormat, read_samples, write_samples
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import (
     DNATokenizer,
@@ -49,7 +52,7 @@ class CharTokenizer(Tokenizer):
     """[PAD]=0 [MASK]=1 [BOS]=2 [EOS]=3, then one id per character of ALPHABET."""
 
     name = "toy_chars"
-    domain = "text"
+    domain = "chars"
     specials = ("[PAD]", "[MASK]", "[BOS]", "[EOS]")
 
     def __init__(self, lowercase: bool = True) -> None:
@@ -101,8 +104,9 @@ class LineDataset:
 class ToyLines(DataModule):
     """Lines of a text file, split 80/10/10 by line order."""
 
-    domain = "text"
-    file_option = "--text"
+    domain = "chars"
+    data_file_keys = ("path",)
+    path_keys = ("path",)
 
     def __init__(self, path: str, max_length: int = 32, batch_size: int = 4) -> None:
         super().__init__()
@@ -138,9 +142,28 @@ class ToyLines(DataModule):
         return DataLoader(self.heldout_dataset("test"), batch_size=self.batch_size)
 
 
+def write_tabbed(handle, names, texts, run) -> None:
+    handle.writelines(f"{name}\t{text}\n" for name, text in zip(names, texts, strict=True))
+
+
+def read_tabbed(handle, path) -> list[str]:
+    return [line.rstrip("\n").split("\t", 1)[1] for line in handle if line.strip()]
+
+
+class CharsDomain(Domain):
+    """The toy domain: samples as name<TAB>text lines (.tsv) besides .txt / .jsonl."""
+
+    name = "chars"
+    sample_formats = (SampleFormat("name<TAB>text", (".tsv",), write_tabbed, read_tabbed),
+                      *NEUTRAL_FORMATS)  # fmt: skip
+    samples_file = "samples.tsv"
+    eval_file = "a text file, one item per line"
+
+
 PLUGIN = {
     "genodiff.tokenizers": [("toy_chars", "CharTokenizer")],
     "genodiff.data": [("toy_lines", "ToyLines")],
+    "genodiff.domains": [("chars", "CharsDomain")],
 }
 
 
@@ -154,7 +177,7 @@ def toy_plugin():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(registry, "entry_points", lambda group: found.get(group, []))
         yield
-        for kind in ("tokenizer", "data"):  # forget the toy classes once done
+        for kind in ("tokenizer", "data", "domain"):  # forget the toy classes once done
             for name, _ in PLUGIN[registry.ENTRY_POINT_GROUPS[kind]]:
                 registry._REGISTRIES[kind].pop(name, None)
 
@@ -167,10 +190,8 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def write_text_config(folder: Path, corpus: Path, out: Path) -> Path:
-    """An experiment file beside links to the repository's config groups."""
+    """An experiment file alone in its folder: the core's config groups are found anyway."""
     folder.mkdir(parents=True, exist_ok=True)
-    for group in ("model", "objective", "trainer"):
-        (folder / group).symlink_to(ROOT / "configs" / group)
     config = folder / "toy_text.yaml"
     config.write_text(
         f"""defaults:
@@ -199,15 +220,19 @@ def text_run(toy_plugin, corpus, tmp_path_factory) -> Path:
     return root / "run"
 
 
-def test_text_domain_trains_samples_and_evaluates_through_the_core(text_run, corpus, capsys):
+def test_a_toy_domain_trains_samples_and_evaluates_through_the_core(text_run, corpus, capsys):
     ckpt = text_run / "checkpoints" / "last.ckpt"
     # The run saved the tokenizer; the vocabulary came from it (28 characters + 4 specials).
     assert json.loads((text_run / "tokenizer.json").read_text())["name"] == "toy_chars"
     config = json.loads(json.dumps(torch.load(ckpt, weights_only=False)["hyper_parameters"]))
     assert config["config"]["model"]["vocab_size"] == 32
     assert config["config"]["objective"]["mask_id"] == 1
-    samples = (text_run / "samples.txt").read_text().splitlines()
-    assert len(samples) == 2 and all(set(s) <= set(ALPHABET) for s in samples)
+    # The domain's own sample file: name<TAB>text, read back through the same format.
+    lines = (text_run / "samples.tsv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["sample_0_seed0", "sample_1_seed0"]
+    samples = read_samples(text_run / "samples.tsv")
+    assert samples == [line.split("\t")[1] for line in lines]
+    assert all(len(s) > 0 and set(s) <= set(ALPHABET) for s in samples)
 
     out = text_run / "s.jsonl"
     assert cli.main(["sample", "--checkpoint", str(ckpt), "--out", str(out), "--num-samples",
@@ -228,28 +253,54 @@ def test_text_domain_trains_samples_and_evaluates_through_the_core(text_run, cor
     capsys.readouterr()
     scores = []
     for seed in ("0", "1"):
-        argv = ["eval", "--checkpoint", str(ckpt), "--text", str(corpus), "--json"]
+        argv = ["eval", "--checkpoint", str(ckpt), "--file", str(corpus), "--json"]
         assert cli.main([*argv, "--seed", seed, "--num-windows", "5"]) == 0
         scores.append(json.loads(capsys.readouterr().out))
     assert scores[0]["windows"] == 5 and scores[0]["length"] == 32
     assert scores[0]["windows_sha256"] == scores[1]["windows_sha256"]
     assert scores[0]["nelbo"] > 0
+    assert scores[0]["source"] == str(corpus.resolve())
+
+
+@pytest.mark.parametrize("alias", ["--fasta", "--text"])
+def test_eval_file_aliases_score_the_same_windows(text_run, corpus, capsys, alias):
+    ckpt = str(text_run / "checkpoints" / "last.ckpt")
+    runs = []
+    for option in ("--file", alias):
+        capsys.readouterr()
+        argv = ["eval", "--checkpoint", ckpt, option, str(corpus), "--json", "--num-windows", "3"]
+        assert cli.main(argv) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert runs[0] == runs[1] and runs[0]["source"] == str(corpus.resolve())
+    assert runs[0]["tokens"] == sum(len(line) + 2 for line in SENTENCES[:3])  # [BOS] line [EOS]
+
+
+def test_eval_help_names_the_aliases(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["eval", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--file FILE, --fasta FILE, --text FILE" in help_text
+    assert "--fasta and --text are aliases of --file" in help_text
 
 
 def test_domain_mismatches_are_clear_errors(text_run, corpus, capsys):
     ckpt = str(text_run / "checkpoints" / "last.ckpt")
-    assert cli.main(["eval", "--checkpoint", ckpt, "--fasta", str(corpus)]) == 2
-    assert "--fasta does not fit this checkpoint: its data are text" in capsys.readouterr().err
+    assert cli.main(["eval", "--checkpoint", ckpt, "--file", str(text_run / "none.txt")]) == 2
+    assert "--file " + str(text_run / "none.txt") + " not found" in capsys.readouterr().err
     out = text_run / "x.fa"
     assert cli.main(["sample", "--checkpoint", ckpt, "--out", str(out), "--steps", "2"]) == 2
-    assert "FASTA holds DNA" in capsys.readouterr().err and not out.exists()
+    err = capsys.readouterr().err
+    assert "FASTA holds dna samples, these are chars samples" in err and not out.exists()
+    # A DNA checkpoint does not write the toy domain's format.
+    with pytest.raises(ValueError, match="name<TAB>text holds chars samples, these are dna"):
+        write_samples(torch.tensor([[7, 8]]), text_run / "d.tsv", SAMPLING_RUN, DNATokenizer())
     args = ["sample", "--checkpoint", ckpt, "--out", str(text_run / "y.csv"), "--steps", "2"]
     assert cli.main(args) == 2
     assert "unknown output format '.csv'" in capsys.readouterr().err
-    # A DNA tokenizer cannot drive a text data module.
+    # A DNA tokenizer cannot drive the toy data module.
     config = text_run.parent / "configs" / "toy_text.yaml"
     assert cli.main(["train", str(config), "tokenizer.name=dna", f"output_dir={text_run}2"]) == 2
-    assert "reads text but the tokenizer 'dna' is for dna" in capsys.readouterr().err
+    assert "reads chars but the tokenizer 'dna' is for dna" in capsys.readouterr().err
 
 
 def test_time_conditioning_on_a_backbone_that_ignores_sigma_is_refused(tmp_path, capsys):
@@ -263,7 +314,8 @@ def test_time_conditioning_on_a_backbone_that_ignores_sigma_is_refused(tmp_path,
 
 def test_builtin_backbones_declare_their_capabilities():
     ph = build("caduceus", d_model=8, n_layer=1, vocab_size=12)
-    ps = build("caduceus", d_model=8, n_layer=1, vocab_size=12, rcps=True)
+    cmap = DNATokenizer().complement_map
+    ps = build("caduceus", d_model=8, n_layer=1, vocab_size=12, rcps=True, complement_map=cmap)
     mamba = build("mamba", d_model=8, n_layer=1, vocab_size=12)
     hyena = build("hyena", d_model=8, n_layer=1, vocab_size=12, layer={"l_max": 16})
     assert ph.capabilities == Capabilities(vocab_size=16, hidden_size=8)  # 12 padded to 16
@@ -290,7 +342,14 @@ def test_ids_and_vocabulary_come_from_the_tokenizer():
     with pytest.raises(ConfigError, match=r"objective.mask_id=5 disagrees .* \(mask_id = 3\)"):
         with_tokenizer_fields("objective", MDLM, {"mask_id": 5}, dna)
     model_cls = registry.get("backbone", "caduceus")
-    assert with_tokenizer_fields("model", model_cls, {}, dna) == {"vocab_size": 12}
+    # A=7 <-> T=10, C=8 <-> G=9, every other id (specials, N, vocabulary padding) itself
+    dna_complement = [0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7, 11, 12, 13, 14, 15]
+    assert with_tokenizer_fields("model", model_cls, {}, dna) == {
+        "vocab_size": 12,
+        "complement_map": dna_complement,
+    }
+    with pytest.raises(ConfigError, match="model.complement_map=.* disagrees with the dna"):
+        with_tokenizer_fields("model", model_cls, {"complement_map": list(range(16))}, dna)
     assert with_tokenizer_fields("model", model_cls, {"vocab_size": 16}, dna)["vocab_size"] == 16
     with pytest.raises(ConfigError, match="vocab_size=8 is smaller than the dna tokenizer's 12"):
         with_tokenizer_fields("model", model_cls, {"vocab_size": 8}, dna)
@@ -350,9 +409,12 @@ def test_window_digest_keeps_large_ids_apart():
     assert id_dtype(70_000) == np.uint32
 
 
+SAMPLING_RUN = SamplingRun(checkpoint="c.ckpt", sampler="cached", steps=8, seed=5)
+
+
 def test_sample_writers(tmp_path):
     samples = torch.tensor([[7, 8, 9, 10, 4], [10, 10, 3, 7, 7]])
-    run = SamplingRun(checkpoint="c.ckpt", sampler="cached", steps=8, seed=5)
+    run = SAMPLING_RUN
     dna = DNATokenizer()
     fasta = write_samples(samples, tmp_path / "s.fa", run, dna).read_text().split("\n")
     assert fasta[:2] == [f">sample_0_seed5 {run.describe()}", "ACGTN"] and fasta[3] == "TTNAA"
@@ -362,7 +424,7 @@ def test_sample_writers(tmp_path):
     assert rows[1] == {"id": "sample_1_seed5", "text": "TTNAA", "checkpoint": "c.ckpt",
                        "sampler": "cached", "steps": 8, "seed": 5, "temperature": 1.0,
                        "top_p": 1.0, "block": None, "stride": None, "constraint": None}  # fmt: skip
-    assert not list(tmp_path.glob("*.part"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.fa", "s.jsonl", "s.txt"]
 
 
 class TinyPluginModel(torch.nn.Module):
@@ -450,3 +512,51 @@ def test_the_readme_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
         "vocab_size": 12,
     }
     assert any(k.startswith("backbone.rnn.") for k in ckpt["state_dict"])
+
+
+PLUGIN_CONFIG_FOLDER = None  # set by the test below: what the configs entry point names
+
+
+def test_plugin_configs_are_found_from_any_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "plugin" / "configs"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "caduceus_plugin.yaml").write_text(
+        "name: caduceus\nd_model: 24\nn_layer: 1\n"
+    )
+    (folder / "plugin_demo.yaml").write_text(
+        "defaults: [{model: caduceus_plugin}, {objective: mdlm}, {data: demo}, {trainer: cpu},"
+        " _self_]\nname: plugin_demo\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "PLUGIN_CONFIG_FOLDER", str(folder))
+    entry = EntryPoint("toy", f"{__name__}:PLUGIN_CONFIG_FOLDER", "genodiff.configs")
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [entry] if group == "genodiff.configs" else []
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for name in ("plugin_demo", "configs/plugin_demo.yaml"):
+        # the plugin's experiment, its model group and the core's objective/data/trainer groups
+        cfg = load_config(name)
+        assert (cfg.name, cfg.model.d_model, cfg.objective.name) == ("plugin_demo", 24, "mdlm")
+        assert cfg.trainer.accelerator == "cpu" and cfg.data.name == "fasta"
+    # a core experiment picks the plugin's group
+    assert load_config("demo", ["model=caduceus_plugin"]).model.d_model == 24
+    with pytest.raises(ConfigError, match="(?s)find 'model/caduceus_nowhere'.*caduceus_plugin"):
+        load_config("demo", ["model=caduceus_nowhere"])  # the options listed include the plugin's
+
+
+def test_a_broken_configs_entry_names_itself_and_leaves_the_core_configs_working(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(sys.modules[__name__], "PLUGIN_CONFIG_FOLDER", str(tmp_path / "none"))
+    entries = [
+        EntryPoint("broken", f"{__name__}:PLUGIN_CONFIG_FOLDER", "genodiff.configs"),
+        EntryPoint("gone", "genodiff_no_such_plugin:CONFIGS", "genodiff.configs"),
+    ]
+    monkeypatch.setattr(registry, "entry_points", lambda group: entries)
+    with pytest.warns(UserWarning) as caught:
+        assert load_config("demo").name == "demo"
+    messages = " ".join(str(w.message) for w in caught)
+    assert "configs plugin 'broken'" in messages and "not a folder" in messages
+    assert "configs plugin 'gone'" in messages and "failed to load" in messages

@@ -77,7 +77,7 @@ def test_conjoined_predictions_are_rc_invariant():
 def test_ps_classifier_combines_the_two_strands_like_caduceus():
     """logits(x) = (W a(x) + W a(rc x)) / 2 with a = the first d channels, rc x right-padded."""
     torch.manual_seed(0)
-    backbone = backbones.build(**TINY, rcps=True)
+    backbone = backbones.build(**TINY, rcps=True, complement_map=TOK.complement_map)
     clf = SequenceClassifier(backbone, 3, "mean").eval()
     seqs = random_seqs(3, 6, 10, seed=2)
     x = left_padded(seqs, 10)

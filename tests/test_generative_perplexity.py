@@ -12,16 +12,16 @@ import torch
 
 from genodiff import cli
 from genodiff.checkpoints import load_model
-from genodiff.generate import SamplingRun, write_samples
+from genodiff.generate import SamplingRun
 from genodiff.generative_perplexity import (
-    DEFAULT_AR_CHECKPOINTS,
     Diversity,
+    default_ar_checkpoints,
     distinct_n,
     generative_perplexity,
-    read_samples,
     unigram_entropy,
 )
 from genodiff.model import GenerativeModel
+from genodiff.sample_files import read_samples, write_samples
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 
 TOK = DNATokenizer()
@@ -269,7 +269,9 @@ def test_cli_default_checkpoint_and_errors(checkpoints, tmp_path, capsys, monkey
     err = capsys.readouterr().err
     assert "outputs/hg38_ar_mamba/checkpoints/last.ckpt" in err and "genodiff train" in err
 
-    default = tmp_path / DEFAULT_AR_CHECKPOINTS[-1]
+    # FASTA is the DNA domain's: its conventional AR run alone
+    assert default_ar_checkpoints("s.fa") == ["outputs/hg38_ar_mamba/checkpoints/last.ckpt"]
+    default = tmp_path / "outputs/hg38_ar_mamba/checkpoints/last.ckpt"
     default.parent.mkdir(parents=True)
     shutil.copyfile(checkpoints["ar"], default)
     assert cli.main(["gen-ppl", "s.fa", "--json"]) == 0

@@ -269,9 +269,16 @@ MODELS = {
         bidirectional_weight_tie=False,
         bidirectional_strategy="ew_multiply",
     ),
-    "ps-fused": lambda: Caduceus(d_model=8, n_layer=2, vocab_size=12, rcps=True),
+    "ps-fused": lambda: Caduceus(
+        d_model=8, n_layer=2, vocab_size=12, rcps=True, complement_map=CMAP.tolist()
+    ),
     "ps-unfused": lambda: Caduceus(
-        d_model=8, n_layer=2, vocab_size=12, rcps=True, fused_add_norm=False
+        d_model=8,
+        n_layer=2,
+        vocab_size=12,
+        rcps=True,
+        complement_map=CMAP.tolist(),
+        fused_add_norm=False,
     ),
     "mamba-lm": lambda: MambaLM(d_model=8, n_layer=2, vocab_size=12),
 }

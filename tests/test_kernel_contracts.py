@@ -12,6 +12,7 @@ from genodiff.backbones.hyena import HyenaDNA
 from genodiff.backbones.mamba import Mamba
 from genodiff.backbones.mamba_lm import MambaLM
 from genodiff.ops import upstream_kernels_on_cpu
+from genodiff.tokenizers import DNATokenizer
 from tests.fakes import KernelContractError
 from tests.fakes.causal_conv1d import causal_conv1d_fn, causal_conv1d_update
 from tests.fakes.mamba_ssm.ops.selective_scan_interface import mamba_inner_fn, selective_scan_fn
@@ -278,6 +279,8 @@ def test_the_switch_falls_back_to_the_exact_path_when_nothing_imports(monkeypatc
 
 SMALL = {"d_model": 16, "n_layer": 2, "vocab_size": 12}
 UNFUSED = {"fused_add_norm": False, "ssm_cfg": {"use_fast_path": False}}
+# Caduceus-PS with the DNA tokenizer\'s complement map, as a config builds it
+PS = {"rcps": True, "complement_map": DNATokenizer().complement_map}
 FUSED_CALLS, UNFUSED_CALLS = (
     {"mamba_inner_fn", "layer_norm_fn"},
     {"causal_conv1d_fn", "selective_scan_fn"},
@@ -289,8 +292,8 @@ BACKBONES = {
         lambda: Caduceus(**SMALL, bidirectional_weight_tie=False),
         FUSED_CALLS,
     ),
-    "caduceus-ps": (lambda: Caduceus(**SMALL, rcps=True), FUSED_CALLS),
-    "caduceus-ps-unfused": (lambda: Caduceus(**SMALL, rcps=True, **UNFUSED), UNFUSED_CALLS),
+    "caduceus-ps": (lambda: Caduceus(**SMALL, **PS), FUSED_CALLS),
+    "caduceus-ps-unfused": (lambda: Caduceus(**SMALL, **PS, **UNFUSED), UNFUSED_CALLS),
     "mamba": (lambda: MambaLM(**SMALL), FUSED_CALLS),
     "mamba-unfused": (lambda: MambaLM(**SMALL, **UNFUSED), UNFUSED_CALLS),
     "hyena": (
@@ -330,8 +333,8 @@ def test_ps_fused_ordering_survives_the_fused_kernel(upstream_fakes):
     """Through the kernel path, PS with fused_add_norm stays RC-equivariant and keeps the
     half-swapped ordering: it differs from the non-fused model with the same weights."""
     torch.manual_seed(0)
-    fused = Caduceus(**SMALL, rcps=True).eval()
-    plain = Caduceus(**SMALL, rcps=True, fused_add_norm=False).eval()
+    fused = Caduceus(**SMALL, **PS).eval()
+    plain = Caduceus(**SMALL, **PS, fused_add_norm=False).eval()
     with torch.no_grad():  # the same weights; only the norms' keys differ (.submodule.)
         for p, q in zip(fused.parameters(), plain.parameters(), strict=True):
             q.copy_(p)
@@ -390,7 +393,7 @@ def test_caduceus_under_bf16_autocast_through_the_cuda_branch(rcps, upstream_fak
     """Mixed precision is where dtype contracts break: every kernel call must be accepted, and
     the result stay close to the exact path under the same autocast."""
     torch.manual_seed(0)
-    model = Caduceus(**SMALL, rcps=rcps).eval()
+    model = Caduceus(**SMALL, complement_map=PS["complement_map"], rcps=rcps).eval()
     ids = torch.randint(7, 12, (2, 16), generator=gen(4))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits, grads = logits_and_grads(model, ids)

@@ -6,7 +6,9 @@ untracked-but-not-ignored files), copied elsewhere so the build leaves nothing h
 test (marker ``wheel_install``; deselect with ``-m "not wheel_install"``) installs the wheel
 with --no-deps into a new venv whose site-packages also sees this environment's (so torch and
 the other dependencies are not installed again) and runs ``genodiff train configs/demo.yaml``
-from an empty folder, where no configs/ or data/ exist.
+from an empty folder, where no configs/ or data/ exist. The text plugin is packaged the same
+way: its wheel carries its configs and corpus, and installed beside the core's it composes
+``text_demo`` from another folder.
 """
 
 import email.parser
@@ -29,6 +31,7 @@ from genodiff.finetune.data import load_task
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = "genodiff/_bundle/"
 DEMO_NAME = "chr22_20-21Mb.fa.gz"
+PLUGIN = "plugins/genodiff-text/"
 
 
 def checkout_files() -> list[str]:
@@ -68,6 +71,31 @@ def wheel(sources, tmp_path_factory) -> Path:
     return built
 
 
+@pytest.fixture(scope="module")
+def plugin_wheel(sources, tmp_path_factory) -> Path:
+    src, dist = tmp_path_factory.mktemp("plugin_src"), tmp_path_factory.mktemp("plugin_dist")
+    for name in sources:
+        if name.startswith(PLUGIN):
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
+         "-q", "-w", str(dist)], cwd=src / PLUGIN)  # fmt: skip
+    (built,) = dist.glob("genodiff_text-*.whl")
+    return built
+
+
+def fresh_venv(folder: Path) -> tuple[Path, Path]:
+    """A virtual environment that also sees this one's packages (no dependency is installed
+    again); returns its python and its site-packages."""
+    run([sys.executable, "-m", "venv", "--without-pip", str(folder)])
+    python = folder / "bin" / "python"
+    site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    site = Path(site.strip())
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "_genodiff_test_dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    return python, site
+
+
 def test_version_names_the_install(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--version"])
@@ -93,7 +121,8 @@ def test_wheel_holds_the_code_configs_and_demo_data(wheel, sources):
         for name in shipped:  # the same bytes as the repository's one copy
             assert read(BUNDLE + name) == (ROOT / name).read_bytes(), name
         bundled = {n.removeprefix(BUNDLE) for n in names if n.startswith(BUNDLE)}
-        assert bundled == set(shipped)  # nothing else: no data/text, no hg38, no tests/*.py
+        assert bundled == set(shipped)  # nothing else: no hg38, no tests/*.py
+        assert not [n for n in names if "text_demo" in n or "lm1b" in n or n.endswith(".txt.gz")]
         dist_info = f"genodiff-{genodiff.__version__}.dist-info/"
         outside = {n for n in names if not n.startswith(("genodiff/", dist_info))}
         assert outside == set()
@@ -120,15 +149,25 @@ def test_the_bundle_serves_configs_and_data_from_any_folder(wheel, tmp_path, mon
     assert set(task.classes) == {"human", "phage"}
 
 
+def test_plugin_wheel_holds_its_configs_corpus_and_entry_points(plugin_wheel, sources):
+    package = PLUGIN + "src/"
+    with zipfile.ZipFile(plugin_wheel) as archive:
+        names = set(archive.namelist())
+        data = [n for n in sources if n.startswith(package) and not n.endswith(".py")]
+        assert {package + "genodiff_text/corpus/austen.txt.gz"} < set(data)
+        assert len([n for n in data if n.endswith(".yaml")]) == 11
+        for name in data:  # the same bytes as the repository's
+            assert archive.read(name.removeprefix(package)) == (ROOT / name).read_bytes(), name
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        entry_points = archive.read(entry_points).decode()
+    assert "[genodiff.configs]\ntext = genodiff_text.resources:CONFIGS" in entry_points
+    assert "[genodiff.domains]\ntext = genodiff_text.domain:TextDomain" in entry_points
+
+
 @pytest.mark.wheel_install
 def test_installed_wheel_trains_the_demo_from_another_folder(wheel, tmp_path):
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
-    python = venv / "bin" / "python"
-    site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
-    site = Path(site.strip())
-    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (site / "_genodiff_test_dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    python, site = fresh_venv(venv)
     run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
          str(wheel)])  # fmt: skip
     elsewhere = tmp_path / "elsewhere"
@@ -167,3 +206,27 @@ def test_gpu_environment_solves_from_conda_forge_alone():
     assert "pyfaidx" not in conda  # bioconda only: pip installs it
     (pip,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
     assert pip == ["-e .[test]"]
+
+
+@pytest.mark.wheel_install
+def test_installed_plugin_wheel_composes_text_demo_from_another_folder(
+    wheel, plugin_wheel, tmp_path
+):
+    python, site = fresh_venv(tmp_path / "venv")
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
+         str(wheel), str(plugin_wheel)])  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    probe = (
+        "from genodiff.config import load_config, resolve_config_path\n"
+        "from genodiff.data.build import build_datamodule\n"
+        "cfg = load_config('text_demo')\n"
+        "print(resolve_config_path('configs/text_demo.yaml'))\n"
+        "print(build_datamodule(dict(cfg.data)).path)\n"
+        "print(cfg.objective.name, cfg.model.name, cfg.trainer.accelerator)\n"
+    )
+    config, corpus, picked = run([python, "-c", probe], cwd=elsewhere).splitlines()
+    installed = site / "genodiff_text"
+    assert config == str(installed / "configs" / "text_demo.yaml")
+    assert corpus == str(installed / "corpus" / "austen.txt.gz")
+    assert picked == "mdlm dit cpu"  # the core's objective/ and trainer/ groups composed in

@@ -12,6 +12,7 @@ from genodiff import backbones
 from genodiff.backbones import Capabilities
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.samplers.request import SampleRequest
+from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
 from tests.dna_objectives import plaid
 
@@ -105,7 +106,8 @@ def test_loss_is_finite_with_caduceus_and_gradients_reach_every_objective_parame
 def test_rcps_backbone_and_width_mismatch_are_clear_errors():
     x = torch.randint(7, 11, (2, 8))
     with pytest.raises(ValueError, match="Caduceus-PS"):
-        plaid(d_model=16).loss(tiny_caduceus(rcps=True), x)
+        ps = tiny_caduceus(rcps=True, complement_map=DNATokenizer().complement_map)
+        plaid(d_model=16).loss(ps, x)
     with pytest.raises(ValueError, match="d_model"):
         plaid(d_model=32).loss(tiny_caduceus(), x)
     with pytest.raises(ValueError, match=r"token ids \[7, 8, 9, 10\]"):

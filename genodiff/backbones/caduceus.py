@@ -41,7 +41,6 @@ from genodiff.backbones.rcps import (
 from genodiff.config_values import Keywords
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
-from genodiff.tokenizers import DNATokenizer
 
 
 class BiMamba(nn.Module):
@@ -182,8 +181,8 @@ class Caduceus(LMBackboneBase):
     rcps=True is Caduceus-PS: ``fused_add_norm=True`` reproduces the ordering of upstream's
     fused path (that the released PS checkpoints need), ``False`` that of its plain PyTorch
     path; they are different functions of the same weights. ``complement_map`` (token id ->
-    complement id, a mapping or a sequence) is padded with identities to the padded
-    vocabulary; PS defaults to the DNA tokenizer's. For PS, ``hidden_states`` (and
+    complement id, a mapping or a sequence; a config takes the tokenizer's) is padded with
+    identities to the padded vocabulary; PS needs one. For PS, ``hidden_states`` (and
     ``inputs_embeds``) have 2 d_model channels, cat[fwd, rc stream], and are RC-equivariant:
     the states of rc(ids) are those of ids flipped over sequence and channels
     (``rcps.rc_states``).
@@ -221,7 +220,11 @@ class Caduceus(LMBackboneBase):
             rc_equivariant=rcps,
         )
         if rcps and complement_map is None:
-            complement_map = DNATokenizer().complement_map
+            raise ValueError(
+                "model.rcps=true (Caduceus-PS, reverse-complement equivariant) needs a "
+                "complement_map, which comes from the tokenizer, and this tokenizer has none "
+                "(its vocabulary has no reverse complement); use model.rcps=false"
+            )
         self.complement_map = None
         if complement_map is not None:
             if not isinstance(complement_map, Mapping):
@@ -289,10 +292,11 @@ def conjoin_logits(
 
     rc_permute flips the sequence back and permutes the vocabulary by the complement map, so
     both terms predict the tokens of x. Averaged in logit space, as upstream's conjoined
-    decoders average the outputs of x and rc(x). Uses the model's complement map, else the DNA
-    tokenizer's.
+    decoders average the outputs of x and rc(x). Uses the model's complement map.
     """
-    cmap = model.complement_map or dict(enumerate(DNATokenizer().complement_map))
+    cmap = model.complement_map
+    if cmap is None:
+        raise ValueError("conjoining needs the model's complement_map (from its tokenizer)")
     cmap = torch.tensor([cmap[i] for i in range(model.vocab_size)], device=input_ids.device)
     logits = model(input_ids, sigma)
     logits_rc = model(rc_ids(input_ids, cmap), sigma)  # predictions for rc(x)

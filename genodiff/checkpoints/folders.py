@@ -43,6 +43,7 @@ from genodiff.atomic_files import fsync_path, temporary_path
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
+from genodiff.config import completed_model_config
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -340,7 +341,8 @@ def export_checkpoint(
     if weights not in prefixes:
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
     ckpt = read_checkpoint(ckpt_path)
-    model_config = ckpt["hyper_parameters"]["config"]["model"]
+    tokenizer = tokenizer_from_checkpoint(ckpt)
+    model_config = completed_model_config(ckpt["hyper_parameters"]["config"]["model"], tokenizer)
     prefix = prefixes[weights]
     state = {
         k.removeprefix(prefix): t for k, t in ckpt["state_dict"].items() if k.startswith(prefix)
@@ -362,6 +364,6 @@ def export_checkpoint(
     }
     files = {
         RUN_RECORD_FILE: _json_writer(record),
-        **_folder_files(model, model_config, tokenizer_from_checkpoint(ckpt)),
+        **_folder_files(model, model_config, tokenizer),
     }
     return _write_folder(Path(out_dir), files, overwrite)

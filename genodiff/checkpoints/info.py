@@ -16,16 +16,15 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from genodiff import hub
+from genodiff import hub, registry
 from genodiff.backbones import build
 from genodiff.checkpoints.folders import CONFIG_FILE, RUN_RECORD_FILE, detect_layout
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
 from genodiff.checkpoints.load import RUN_FILES, checkpoint_file
+from genodiff.config import completed_model_config
 from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
 
 NOT_RECORDED = "not recorded"
-# Where the data section of a run names its files.
-DATA_FILE_KEYS = ("fasta", "bed", "path", "root")
 
 
 @dataclass
@@ -91,13 +90,14 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
     checkpoint = read_checkpoint(path)
     config = checkpoint["hyper_parameters"]["config"]
     model_config = dict(config["model"])
+    tokenizer = tokenizer_from_checkpoint(checkpoint)
     return CheckpointInfo(
         source=source,
         path=str(path),
         holds="training checkpoint (genodiff train)",
         backbone=_describe_backbone(model_config.pop("name"), model_config),
-        parameters=_parameters(build(**config["model"])),
-        tokenizer=_describe_tokenizer(tokenizer_from_checkpoint(checkpoint)),
+        parameters=_parameters(build(**completed_model_config(config["model"], tokenizer))),
+        tokenizer=_describe_tokenizer(tokenizer),
         config=config,
         **_run_facts(
             config,
@@ -140,7 +140,7 @@ def _run_facts(
     recorded (``tokens_seen``, ``data_digest``); tokens are estimated from the config when the
     checkpoint predates that record."""
     data = config.get("data", {})
-    files = [f"{key}={data[key]}" for key in DATA_FILE_KEYS if data.get(key)]
+    files = [f"{key}={data[key]}" for key in _data_file_keys(data.get("name")) if data.get(key)]
     facts: dict[str, Any] = {
         "objective": config.get("objective", {}).get("name"),
         "step": step,
@@ -167,6 +167,15 @@ def _run_facts(
     facts["tokens_seen"] = step * batch * accumulate * length * world
     facts["tokens_seen_from"] = " x ".join(parts) + ("" if known_devices else ", per device")
     return facts
+
+
+def _data_file_keys(name: str | None) -> tuple[str, ...]:
+    """The ``data:`` keys naming the files of the data module ``name`` (``DataModule.
+    data_file_keys``); none when the module is unknown here (its plugin is not installed)."""
+    try:
+        return registry.get("data", name).data_file_keys if name else ()
+    except (KeyError, ImportError):
+        return ()
 
 
 def _describe_backbone(name: str, config: dict[str, Any]) -> str:

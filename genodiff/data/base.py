@@ -39,11 +39,15 @@ class NamedItemDataset(Protocol):
 
 class DataModule(L.LightningDataModule, ABC):
     """Base of every genodiff data module. ``domain`` is the tokenizer domain it takes
-    (``"dna"``, ``"text"``) and ``file_option`` the ``genodiff eval`` flag that reads a file of
-    that domain (``"--fasta"``, ``"--text"``)."""
+    (``genodiff.domains``: ``"dna"`` for the built-in modules)."""
 
     domain: ClassVar[str]
-    file_option: ClassVar[str]
+    #: The ``data:`` keys naming the files or folders the data are read from, in order
+    #: (``genodiff info`` and ``genodiff eval`` report them).
+    data_file_keys: ClassVar[tuple[str, ...]] = ()
+    #: Every ``data:`` key holding a path (the data files, a cache folder, ...): a relative
+    #: one is resolved against the project root when a config is loaded.
+    path_keys: ClassVar[tuple[str, ...]] = ()
     tokenizer: Tokenizer
     #: Allowed ranges of constructor arguments that data modules share, checked when a config
     #: is loaded (``genodiff.config_values``); a subclass adds its own in the same attribute.
@@ -84,7 +88,7 @@ class DataModule(L.LightningDataModule, ABC):
 
     @abstractmethod
     def file_dataset(self, path: str | Path) -> NamedItemDataset:
-        """Every window of the file ``path`` (``genodiff eval --fasta/--text FILE``), with the
+        """Every window of the file ``path`` (``genodiff eval --file FILE``), with the
         configured window length."""
 
 

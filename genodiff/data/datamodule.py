@@ -20,6 +20,7 @@ from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
 from genodiff.data.loaders import SharedLoaders
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
+from genodiff.domains import DNADomain
 from genodiff.registry import register_data
 from genodiff.resources import resource
 from genodiff.tokenizers import DNATokenizer
@@ -28,7 +29,7 @@ from genodiff.tokenizers import DNATokenizer
 # the repository's data/ in a checkout, package data in a wheel (genodiff.resources).
 DEMO_FASTA = resource("data/chr22_20-21Mb.fa.gz")
 HG38_FETCH_HINT = "genodiff data hg38 --dest {folder}"
-# ``genodiff eval --fasta FILE`` skips a window when more than this fraction of it is N.
+# ``genodiff eval --file FILE`` skips a window when more than this fraction of it is N.
 FILE_MAX_N_FRACTION = 0.5
 
 
@@ -40,10 +41,10 @@ def open_genome(fasta: Path, cache_dir: str | None) -> None:
 
 class _GenomeDataModule(SharedLoaders, DataModule, ABC):
     """Shared loaders; subclasses provide ``check_files`` and ``_dataset(split)`` and set
-    ``max_length`` and ``add_eos``."""
+    ``max_length`` and ``add_eos``. Datasets code bases with the attached tokenizer (the DNA
+    tokenizer until one is attached)."""
 
-    domain = "dna"
-    file_option = "--fasta"
+    domain = DNADomain.name
     max_length: int
     add_eos: bool
 
@@ -83,6 +84,7 @@ class _GenomeDataModule(SharedLoaders, DataModule, ABC):
             split_fractions=(0.0, 0.0, 1.0),  # the whole of every record
             max_n_fraction=FILE_MAX_N_FRACTION,
             add_eos=self.add_eos,
+            tokenizer=self.tokenizer,
         )
 
     def _get(self, split: str) -> GenomeWindowDataset:
@@ -102,6 +104,9 @@ class FastaDataModule(_GenomeDataModule):
 
     ``fasta=None`` means the bundled demo genome (``data/chr22_20-21Mb.fa.gz``).
     """
+
+    data_file_keys = ("fasta",)
+    path_keys = ("fasta", "cache_dir")
 
     def __init__(
         self,
@@ -145,6 +150,7 @@ class FastaDataModule(_GenomeDataModule):
             add_eos=self.add_eos,
             seed=self.seed,
             cache_dir=self.cache_dir,
+            tokenizer=self.tokenizer,
         )
 
 
@@ -154,6 +160,9 @@ class Hg38DataModule(_GenomeDataModule):
 
     ``limit_windows`` caps every split's window count (for quick debugging runs).
     """
+
+    data_file_keys = ("fasta", "bed")
+    path_keys = ("fasta", "bed", "cache_dir")
 
     def __init__(
         self,
@@ -201,4 +210,5 @@ class Hg38DataModule(_GenomeDataModule):
             seed=self.seed,
             cache_dir=self.cache_dir,
             limit_windows=self.limit_windows,
+            tokenizer=self.tokenizer,
         )

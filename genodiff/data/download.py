@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from genodiff.atomic_files import atomic_write
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import read_bed
 
@@ -171,19 +172,16 @@ def download(
 
 
 def gunzip(src: str | os.PathLike, dest: str | os.PathLike, log: Log = print) -> Path:
-    """Decompress ``src`` to ``dest`` through a temporary file and an atomic rename."""
+    """Decompress ``src`` to ``dest`` atomically (``dest`` is whole or untouched)."""
     src, dest = Path(src), Path(dest)
-    tmp = dest.with_name(dest.name + ".tmp")
     progress = _Progress(f"{dest.name} (decompressing)", None, log)
     try:
-        with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+        with gzip.open(src, "rb") as fin, atomic_write(dest, "wb") as fout:
             while chunk := fin.read(_CHUNK):
                 fout.write(chunk)
                 progress(fout.tell())
     except (OSError, EOFError) as err:
-        tmp.unlink(missing_ok=True)
         raise DownloadError(f"cannot decompress {src}: {err}; delete it and run again") from None
-    os.replace(tmp, dest)
     return dest
 
 

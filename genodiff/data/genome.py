@@ -31,6 +31,8 @@ from typing import IO
 
 import pyfaidx
 
+from genodiff.atomic_files import atomic_write
+
 CACHE_ENV_VAR = "GENODIFF_CACHE_DIR"
 _GZIP_MAGIC = b"\x1f\x8b"
 # The empty block every BGZF file ends with (SAM/BAM spec, section 4.1.2).
@@ -63,7 +65,8 @@ def compression(path: str | os.PathLike) -> str:
 
 
 def bgzip_fasta(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
-    """Write ``src`` (plain or gzip FASTA) to ``dest`` as BGZF, the compression pyfaidx reads."""
+    """Write ``src`` (plain or gzip FASTA) to ``dest`` as BGZF, the compression pyfaidx reads
+    (atomically: ``dest`` is whole or untouched)."""
     import gzip
     import shutil
 
@@ -71,10 +74,14 @@ def bgzip_fasta(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
 
     opener = gzip.open if compression(src) != "none" else open
     dest = Path(dest)
-    tmp = dest.with_name(dest.name + ".tmp")
-    with opener(src, "rb") as fin, bgzf.BgzfWriter(str(tmp), "wb") as fout:
+    # The BGZF writer closes its file when it adds the end marker: it gets its own descriptor
+    # of the temporary file, so atomic_write's stays open for the fsync and rename.
+    with (
+        opener(src, "rb") as fin,
+        atomic_write(dest, "wb") as raw,
+        bgzf.BgzfWriter(fileobj=os.fdopen(os.dup(raw.fileno()), "wb")) as fout,
+    ):
         shutil.copyfileobj(fin, fout)
-    os.replace(tmp, dest)
     return dest
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from genodiff.data.genome import Genome
 from genodiff.data.windows import SPLITS, GenomeWindowDataset, Window
+from genodiff.tokenizers import DNATokenizer
 
 MAX_ALLOWED_LENGTH = 2**20  # every BED row is extended to this many bases
 
@@ -114,7 +115,8 @@ def hg38_windows(
 
 
 class Hg38Dataset(GenomeWindowDataset):
-    """``split``'s windows of the BED rows; windows are computed on the fly (hg38 has ~35 M)."""
+    """``split``'s windows of the BED rows; windows are computed on the fly (hg38 has ~35 M).
+    ``tokenizer`` codes the bases (default: the DNA tokenizer)."""
 
     def __init__(
         self,
@@ -127,13 +129,14 @@ class Hg38Dataset(GenomeWindowDataset):
         seed: int = 0,
         cache_dir: str | os.PathLike | None = None,
         limit_windows: int | None = None,
+        tokenizer: DNATokenizer | None = None,
     ) -> None:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.shifts = _check_max_length(max_length)
         rows = [row for row in read_bed(bed) if row.split == split]
         genome = Genome(fasta, cache_dir=cache_dir)
-        super().__init__(genome, max_length, rc_aug, add_eos, seed)
+        super().__init__(genome, max_length, rc_aug, add_eos, seed, tokenizer or DNATokenizer())
         for chrom in {row.chrom for row in rows}:
             if genome.length(chrom) < max_length:  # also raises KeyError for unknown names
                 raise ValueError(f"chromosome {chrom!r} is shorter than max_length {max_length}")

@@ -7,6 +7,8 @@ become ``[PAD]``, which the loss ignores. With ``add_eos`` the item is the first
 ``max_length`` and windows stay where they would be without EOS. Reverse-complement
 augmentation flips a coin per item from an RNG seeded by ``(seed, epoch, index)``, so a run
 is reproducible whatever the worker count; call ``set_epoch`` to get fresh coins each epoch.
+Bases are coded, and reverse-complemented, by the run's tokenizer (``tokenizer``; by default
+the DNA tokenizer).
 """
 
 from __future__ import annotations
@@ -24,17 +26,23 @@ from genodiff.tokenizers import DNATokenizer
 
 SPLITS = ("train", "valid", "test")
 Window = tuple[str, int, int]
-_TOKENIZER = DNATokenizer()
 
 
 class GenomeWindowDataset(Dataset, ABC):
     """Base class: items ``{"input_ids": LongTensor[max_length]}`` read from ``genome``.
 
-    Subclasses say where item ``index`` lies through ``window(index)`` and ``__len__``.
+    Subclasses say where item ``index`` lies through ``window(index)`` and ``__len__``;
+    ``tokenizer`` codes the bases (its N and [PAD] ids, reverse complement and [SEP]).
     """
 
     def __init__(
-        self, genome: Genome, max_length: int, rc_aug: bool, add_eos: bool, seed: int
+        self,
+        genome: Genome,
+        max_length: int,
+        rc_aug: bool,
+        add_eos: bool,
+        seed: int,
+        tokenizer: DNATokenizer,
     ) -> None:
         if max_length < 2:
             raise ValueError(f"max_length must be at least 2, got {max_length}")
@@ -44,7 +52,7 @@ class GenomeWindowDataset(Dataset, ABC):
         self.add_eos = add_eos
         self.seed = seed
         self.epoch = 0
-        self.tokenizer = _TOKENIZER
+        self.tokenizer = tokenizer
 
     @abstractmethod
     def window(self, index: int) -> Window:
@@ -92,9 +100,10 @@ def split_bounds(length: int, split_fractions: Sequence[float], split: str) -> t
     return cuts[i], cuts[i + 1]
 
 
-def _n_fractions(genome: Genome, chrom: str, starts: np.ndarray, max_length: int) -> np.ndarray:
+def _n_fractions(
+    genome: Genome, chrom: str, starts: np.ndarray, max_length: int, tok: DNATokenizer
+) -> np.ndarray:
     """Fraction of N (or IUPAC-ambiguous) bases in each window ``[s, s + max_length)``."""
-    tok = _TOKENIZER
     out = np.empty(len(starts))
     per_chunk = max(1, (8 << 20) // max_length)  # read about 8 Mb at a time
     for i in range(0, len(starts), per_chunk):
@@ -113,13 +122,15 @@ def fasta_split_windows(
     max_length: int,
     split_fractions: Sequence[float] = (0.8, 0.1, 0.1),
     max_n_fraction: float = 0.5,
+    tokenizer: DNATokenizer | None = None,
 ) -> list[Window]:
     """Non-overlapping windows tiling ``split``'s region of every record, in file order.
 
     The tail of a region shorter than ``max_length`` is dropped (so no base is counted twice
-    and regions of different splits never overlap); a window whose N fraction exceeds
-    ``max_n_fraction`` is dropped.
+    and regions of different splits never overlap); a window whose N fraction (bases
+    ``tokenizer`` codes as N; default the DNA tokenizer) exceeds ``max_n_fraction`` is dropped.
     """
+    tokenizer = tokenizer or DNATokenizer()
     if max_length < 1:
         raise ValueError(f"max_length must be positive, got {max_length}")
     windows: list[Window] = []
@@ -128,13 +139,14 @@ def fasta_split_windows(
         starts = np.arange(lo, hi - max_length + 1, max_length)
         if len(starts) == 0:
             continue
-        keep = _n_fractions(genome, chrom, starts, max_length) <= max_n_fraction
+        keep = _n_fractions(genome, chrom, starts, max_length, tokenizer) <= max_n_fraction
         windows += [(chrom, int(s), int(s) + max_length) for s in starts[keep]]
     return windows
 
 
 class FastaWindowDataset(GenomeWindowDataset):
-    """Windows of any FASTA, split by region: see ``fasta_split_windows``."""
+    """Windows of any FASTA, split by region: see ``fasta_split_windows``. ``tokenizer``
+    codes the bases (default: the DNA tokenizer)."""
 
     def __init__(
         self,
@@ -147,10 +159,14 @@ class FastaWindowDataset(GenomeWindowDataset):
         add_eos: bool = False,
         seed: int = 0,
         cache_dir: str | os.PathLike | None = None,
+        tokenizer: DNATokenizer | None = None,
     ) -> None:
         genome = Genome(fasta, cache_dir=cache_dir)
-        super().__init__(genome, max_length, rc_aug, add_eos, seed)
-        windows = fasta_split_windows(genome, split, max_length, split_fractions, max_n_fraction)
+        tokenizer = tokenizer or DNATokenizer()
+        super().__init__(genome, max_length, rc_aug, add_eos, seed, tokenizer)
+        windows = fasta_split_windows(
+            genome, split, max_length, split_fractions, max_n_fraction, tokenizer
+        )
         # Arrays rather than a list of tuples: a whole genome has millions of windows.
         self._chroms = genome.names
         chrom_index = {name: i for i, name in enumerate(self._chroms)}

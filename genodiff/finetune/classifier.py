@@ -32,6 +32,7 @@ from genodiff.checkpoints import load_model, load_pretrained
 from genodiff.checkpoints.folders import CONFIG_FILE
 from genodiff.checkpoints.load import RUN_FILES
 from genodiff.config import with_tokenizer_fields
+from genodiff.domains import DNADomain
 from genodiff.hub import resolve
 from genodiff.registry import get
 from genodiff.tokenizers import DNATokenizer, Tokenizer, load_tokenizer
@@ -66,7 +67,7 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
 
 
 def _check_dna(tokenizer: Tokenizer | None, source: str) -> None:
-    if tokenizer is not None and tokenizer.domain != "dna":
+    if tokenizer is not None and tokenizer.domain != DNADomain.name:  # the benchmarks are DNA
         raise ValueError(
             f"pretrained={source} was trained on {tokenizer.domain} ({tokenizer.name} tokenizer); "
             "fine-tuning on DNA benchmarks needs a DNA checkpoint"

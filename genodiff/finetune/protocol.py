@@ -39,6 +39,7 @@ from sklearn.model_selection import StratifiedKFold
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from genodiff.atomic_files import atomic_write
 from genodiff.checkpoints.io import AtomicCheckpointIO, is_loadable
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
@@ -183,9 +184,8 @@ def run_fold(
         "wall_s": round(time.perf_counter() - start_wall, 2),
         "cpu_s": round(time.process_time() - start_cpu, 2),
     }
-    tmp = folder / (RESULT_FILE + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(folder / RESULT_FILE)  # atomic: a result.json is always complete
+    with atomic_write(folder / RESULT_FILE) as handle:  # a result.json is always complete
+        handle.write(json.dumps(record, indent=2))
     return record
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from genodiff.atomic_files import atomic_write
+
 # Caduceus-MDLM top-1 accuracy from the MDLM paper (DESIGN §7).
 PUBLISHED_CADUCEUS_MDLM = {
     "dummy_mouse_enhancers_ensembl": 0.795,
@@ -126,7 +128,9 @@ def write_results(results: dict[str, Any], output_dir: Path, source: str) -> dic
     paths = {ext: output_dir / f"results.{ext}" for ext in ("csv", "json", "md", "png")}
     write_csv(results, paths["csv"])
     payload = {"model": source, "summary": summarize(results), "tasks": results}
-    paths["json"].write_text(json.dumps(payload, indent=2))
-    paths["md"].write_text(markdown_table(results, source))
+    with atomic_write(paths["json"]) as handle:
+        handle.write(json.dumps(payload, indent=2))
+    with atomic_write(paths["md"]) as handle:
+        handle.write(markdown_table(results, source))
     plot(results, paths["png"])
     return paths

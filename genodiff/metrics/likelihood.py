@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from genodiff.domains import DNADomain
 from genodiff.generative_perplexity import GenPPLResult, generative_perplexity
 
 REPORTED = ("gen_ppl", "gen_ppl_se", "nll", "nll_se", "per_sample_ppl_mean", "tokens", "samples")
@@ -36,7 +37,7 @@ def ar_perplexity(
     from genodiff.devices import resolve_device
 
     model = load_model(checkpoint, resolve_device(device))
-    if model.tokenizer.domain != "dna":
+    if model.tokenizer.domain != DNADomain.name:  # the DNA metrics score DNA samples
         raise ValueError(
             f"{checkpoint} is a {model.tokenizer.domain} checkpoint; DNA samples need a DNA AR "
             "checkpoint (e.g. from `genodiff train configs/hg38_ar_mamba.yaml`)"

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from genodiff.atomic_files import atomic_write
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
 from genodiff.metrics.kmers import kmer_spectrum
 from genodiff.metrics.sequences import BASES
@@ -180,8 +181,10 @@ def write_report(quality: SampleQuality, out: str | os.PathLike) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in REPORT_FILES]
     json_path, md_path, spectra_path, gc_path = paths
-    json_path.write_text(json.dumps(quality.metrics, indent=2) + "\n")
-    md_path.write_text(markdown_table(quality.metrics))
+    with atomic_write(json_path) as handle:
+        handle.write(json.dumps(quality.metrics, indent=2) + "\n")
+    with atomic_write(md_path) as handle:
+        handle.write(markdown_table(quality.metrics))
     plot_kmer_spectra(quality).savefig(spectra_path, dpi=120)
     plot_gc_histograms(quality).savefig(gc_path, dpi=120)
     return paths

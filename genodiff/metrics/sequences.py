@@ -22,7 +22,7 @@ for _code, _base in enumerate(BASES):
 def read_sequences(path: str | os.PathLike) -> list[str]:
     """Upper-cased sequences of every record of a FASTA file (``.gz`` allowed; a ``.txt``
     with one sequence per line works too); ValueError when none holds an A/C/G/T base."""
-    from genodiff.generative_perplexity import read_samples  # imports torch: only when reading
+    from genodiff.sample_files import read_samples  # imports torch: only when reading
 
     sequences = [seq.upper() for seq in read_samples(path)]
     if not any(np.any(base_codes(seq) >= 0) for seq in sequences):

@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from genodiff.atomic_files import atomic_write
+
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -28,11 +30,15 @@ class Tokenizer(ABC):
     Subclasses set, in ``__init__`` or as class attributes:
 
     - ``name``: the registry name (``tokenizer.name`` in configs);
-    - ``domain``: ``"dna"`` (FASTA in and out) or ``"text"`` (one sample per line);
+    - ``domain``: the name of its domain (``genodiff.domains``: the sample files, templates and
+      files to score of this kind of sequence; ``"dna"`` is built in);
     - ``vocab_size``: the number of ids; models may pad their vocabulary above it;
     - ``mask_id``, ``pad_id``: the absorbing-diffusion [MASK] and the never-scored [PAD];
     - ``bos_id``, ``eos_id``: start / end of sequence, or None when the vocabulary has none;
-    - ``sample_ids``: the ids a sampler may draw (DNA: A, C, G, T; text: all but [MASK]/[PAD]).
+    - ``sample_ids``: the ids a sampler may draw (DNA: A, C, G, T; text: all but [MASK]/[PAD]);
+    - ``complement_map``: id -> the id of its reverse-complement partner, for vocabularies with
+      one (DNA: A<->T, C<->G, every other id itself), else None; RC-equivariant backbones
+      (Caduceus-PS) take it from here.
     """
 
     name: ClassVar[str]
@@ -45,6 +51,7 @@ class Tokenizer(ABC):
     bos_id: int | None
     eos_id: int | None
     sample_ids: tuple[int, ...]
+    complement_map: Sequence[int] | None = None
 
     @abstractmethod
     def encode(self, text: str) -> list[int]:
@@ -106,10 +113,8 @@ class Tokenizer(ABC):
     def save(self, directory: str | Path) -> Path:
         """Write ``tokenizer.json`` into ``directory`` (atomically); returns its path."""
         path = Path(directory) / TOKENIZER_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        partial.write_text(json.dumps(tokenizer_record(self)) + "\n")
-        partial.replace(path)
+        with atomic_write(path) as handle:
+            handle.write(json.dumps(tokenizer_record(self)) + "\n")
         return path
 
 

@@ -37,6 +37,7 @@ from genodiff.backbones.mamba_lm import MambaLM
 from genodiff.ops import upstream
 from genodiff.samplers import MASKED_SAMPLERS
 from genodiff.samplers.request import SampleRequest
+from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import DNA, ar, mdlm
 from tests.test_cli import DEMO, TINY
 
@@ -189,11 +190,13 @@ def test_fused_add_norm_kernel(norm_cls):
 
 SMALL = {"d_model": 32, "n_layer": 2, "vocab_size": 12}
 UNFUSED = {"fused_add_norm": False, "ssm_cfg": {"use_fast_path": False}}
+# Caduceus-PS with the DNA tokenizer\'s complement map, as a config builds it
+PS = {"rcps": True, "complement_map": DNATokenizer().complement_map}
 BACKBONES = {
     "caduceus-ph": lambda: Caduceus(**SMALL),
     "caduceus-ph-unfused": lambda: Caduceus(**SMALL, **UNFUSED),
-    "caduceus-ps": lambda: Caduceus(**SMALL, rcps=True),
-    "caduceus-ps-unfused": lambda: Caduceus(**SMALL, rcps=True, **UNFUSED),
+    "caduceus-ps": lambda: Caduceus(**SMALL, **PS),
+    "caduceus-ps-unfused": lambda: Caduceus(**SMALL, **PS, **UNFUSED),
     "mamba": lambda: MambaLM(**SMALL),
     "hyena": lambda: HyenaDNA(**SMALL, d_inner=64, layer={"l_max": 258, "filter_order": 16}),
 }

@@ -1,4 +1,5 @@
-"""The text configs compose and validate, hold the paper's recipe, and text_demo trains."""
+"""The text configs compose and validate (from any folder: the plugin ships them), hold the
+paper's recipe, and text_demo trains."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from genodiff_text.resources import CONFIGS, CORPUS
 from omegaconf import OmegaConf
 
 from genodiff.config import load_config
+from genodiff.resources import resource
 
 REPO = Path(__file__).resolve().parents[3]
-CONFIGS = REPO / "configs"
+CORE_CONFIGS = resource("configs")
 TEXT_CONFIGS = ["lm1b", "lm1b_ar", "lm1b_sedd", "text_demo", "text_demo_ar"]
 PLUGIN_NAMES = {
     "data": {"text"},
@@ -52,15 +55,15 @@ PLUGIN_GROUP_FILES = {
 }
 
 
-def _uses_plugin(name: str) -> bool:
-    """Whether configs/NAME.yaml (or a config it extends) sets a tokenizer or picks a text
+def _uses_plugin(folder: Path, name: str) -> bool:
+    """Whether folder/NAME.yaml (or a config it extends) sets a tokenizer or picks a text
     model / data file, read from the YAML files without composing them."""
-    raw = OmegaConf.to_container(OmegaConf.load(CONFIGS / f"{name}.yaml"))
+    raw = OmegaConf.to_container(OmegaConf.load(folder / f"{name}.yaml"))
     if "tokenizer" in raw:
         return True
     for entry in raw.get("defaults", []):
         if isinstance(entry, str) and entry != "_self_":
-            if _uses_plugin(entry):
+            if _uses_plugin(folder, entry):
                 return True
         elif isinstance(entry, dict):
             for key, value in entry.items():
@@ -70,14 +73,37 @@ def _uses_plugin(name: str) -> bool:
     return False
 
 
-def test_every_config_that_uses_the_plugin_is_covered():
+def test_every_config_that_uses_the_plugin_is_covered_and_shipped_by_it():
     for group, names in PLUGIN_GROUP_FILES.items():
+        assert {p.stem for p in (CONFIGS / group).glob("*.yaml")} == names
         for name in names:
             section = OmegaConf.load(CONFIGS / group / f"{name}.yaml")
             assert section.get("name") in PLUGIN_NAMES[group] or "defaults" in section
-    found = {p.stem for p in CONFIGS.glob("*.yaml") if _uses_plugin(p.stem)}
-    assert found == set(TEXT_CONFIGS)
-    assert not _uses_plugin("hg38") and not _uses_plugin("demo")
+    assert {p.stem for p in CONFIGS.glob("*.yaml")} == set(TEXT_CONFIGS)
+    assert all(_uses_plugin(CONFIGS, name) for name in TEXT_CONFIGS)
+    # the core ships no text config
+    assert not any(_uses_plugin(CORE_CONFIGS, p.stem) for p in CORE_CONFIGS.glob("*.yaml"))
+    for group, names in PLUGIN_GROUP_FILES.items():
+        assert not {p.stem for p in (CORE_CONFIGS / group).glob("*.yaml")} & names
+
+
+@pytest.mark.parametrize("spelling", ["text_demo", "configs/text_demo.yaml"])
+def test_text_demo_composes_from_another_folder(tmp_path, monkeypatch, spelling):
+    monkeypatch.chdir(tmp_path)  # no configs/ here: the plugin's entry point finds them
+    cfg = load_config(spelling)
+    assert (cfg.name, cfg.model.name, cfg.data.name) == ("text_demo", "dit", "text")
+    # the core's objective/ and trainer/ groups, composed with the plugin's model/ and data/
+    assert cfg.objective.name == "mdlm" and cfg.trainer.accelerator == "cpu"
+    assert cfg.model.hidden_dim == 128 and cfg.data.max_length == 64
+
+
+def test_text_demo_reads_the_corpus_the_plugin_ships():
+    from genodiff.data.build import build_datamodule
+
+    datamodule = build_datamodule(dict(load_config("text_demo").data))
+    assert datamodule.path == CORPUS and CORPUS.is_relative_to(CONFIGS.parent)
+    datamodule.check_files()
+    assert datamodule._line_count == 17_642  # corpus/README.md
 
 
 @pytest.mark.parametrize("name", TEXT_CONFIGS)

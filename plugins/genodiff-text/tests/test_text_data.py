@@ -10,8 +10,9 @@ from collections.abc import Sequence
 import pytest
 import torch
 from genodiff_text.data import lm1b
-from genodiff_text.data.datamodule import TextDataModule, bundled_corpus
+from genodiff_text.data.datamodule import TextDataModule
 from genodiff_text.data.lm1b import lm1b_detokenizer
+from genodiff_text.resources import CORPUS
 
 from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import Tokenizer
@@ -248,7 +249,7 @@ def test_wrap_true_split_without_a_full_block(tmp_path):
 
 def test_bundled_corpus_is_valid_text():
     dm = TextDataModule()
-    assert dm.path == bundled_corpus() and dm.path.is_file()
+    assert dm.path == CORPUS and dm.path.is_file()
     dm.check_files()
     assert dm._line_count > 10_000
 

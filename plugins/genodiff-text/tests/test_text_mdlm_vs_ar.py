@@ -1,15 +1,13 @@
-"""MDLM and AR text checkpoints are scored on the same windows (`genodiff eval --text`), and
+"""MDLM and AR text checkpoints are scored on the same windows (`genodiff eval --file`), and
 the MDLM samples get a generative perplexity from the AR checkpoint (`genodiff gen-ppl`)."""
 
 import json
 import math
-from pathlib import Path
 
+from genodiff_text.resources import CONFIGS
 from test_text_configs import MDLM_TINY, TINY_TEXT
 
 from genodiff.cli import main
-
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def test_mdlm_and_ar_text_checkpoints_share_windows_and_gen_ppl(tmp_path, capsys):
@@ -25,7 +23,7 @@ def test_mdlm_and_ar_text_checkpoints_share_windows_and_gen_ppl(tmp_path, capsys
     for name, run in (("mdlm", mdlm), ("ar", ar)):
         capsys.readouterr()
         ckpt = str(run / "checkpoints" / "last.ckpt")
-        assert main(["eval", "--checkpoint", ckpt, "--text", str(sentences), "--json"]) == 0
+        assert main(["eval", "--checkpoint", ckpt, "--file", str(sentences), "--json"]) == 0
         reports[name] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert reports["mdlm"]["windows"] == reports["ar"]["windows"] == 3
     assert reports["mdlm"]["windows_sha256"] == reports["ar"]["windows_sha256"]  # same tokens

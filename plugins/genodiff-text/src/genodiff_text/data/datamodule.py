@@ -4,9 +4,9 @@ and windowed as MDLM does for LM1B.
 Sources (``source``):
 
 - ``file``: ``path``, any UTF-8 text file (plain or gzip) with one sentence per line; default
-  the bundled corpus ``data/text/austen.txt.gz`` (data/README.md). Its non-blank lines are split
-  by line order: the first ``split_fractions[0]`` train, the next ``[1]`` valid, the rest test
-  (boundaries rounded down), as the FASTA demo splits its genome by region.
+  the bundled corpus ``genodiff_text/corpus/austen.txt.gz`` (its README.md). Its non-blank
+  lines are split by line order: the first ``split_fractions[0]`` train, the next ``[1]``
+  valid, the rest test (boundaries rounded down), as the FASTA demo splits its genome by region.
 - ``lm1b``: the Hugging Face ``lm1b`` dataset; ``lm1b_release``: the original release under
   ``root``. Their splits are in ``genodiff_text.data.lm1b`` (valid = test = the held-out
   shards, as MDLM).
@@ -49,17 +49,11 @@ from genodiff.data.base import DataModule
 from genodiff.data.loaders import SharedLoaders
 from genodiff_text.data import lm1b
 from genodiff_text.data.text_files import count_lines, read_lines
+from genodiff_text.resources import CORPUS
 
 SOURCES = ("file", "lm1b", "lm1b_release")
 SPLITS = ("train", "valid", "test")
 ENCODE_CHUNK = 4096
-
-
-def bundled_corpus() -> Path:
-    """``data/text/austen.txt.gz`` of the genodiff checkout (next to the bundled genome)."""
-    from genodiff.data.datamodule import DEMO_FASTA
-
-    return DEMO_FASTA.parent / "text" / "austen.txt.gz"
 
 
 def split_cuts(count: int, split_fractions: Sequence[float]) -> list[int]:
@@ -227,7 +221,8 @@ class TextDataModule(SharedLoaders, DataModule):
     """Sentences of a text file or LM1B (see the module docstring for every key)."""
 
     domain = "text"
-    file_option = "--text"
+    data_file_keys = ("path", "root")
+    path_keys = ("path", "root")
 
     def __init__(
         self,
@@ -257,7 +252,7 @@ class TextDataModule(SharedLoaders, DataModule):
                 f"({lm1b.RELEASE_NAME})"
             )
         self.source = source
-        self.path = Path(path).expanduser() if path else bundled_corpus()
+        self.path = Path(path).expanduser() if path else CORPUS
         self.root = Path(root).expanduser() if root else None
         self.max_length = int(max_length)
         self.wrap = bool(wrap)
@@ -379,8 +374,8 @@ class TextDataModule(SharedLoaders, DataModule):
     def file_dataset(self, path: str | Path) -> _TextDataset:
         """Every window of the text file ``path`` (all its non-blank lines), windowed and
         detokenized as the configured data."""
-        count_lines(path, "--text file")  # missing, binary, empty: a clear error first
-        rows = ((Path(path).name, n, text) for n, text in read_lines(path, "--text file"))
+        count_lines(path, "text file (--file)")  # missing, binary, empty: a clear error first
+        rows = ((Path(path).name, n, text) for n, text in read_lines(path, "text file (--file)"))
         return self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
 
     # ------------------------------------------------------------------ loaders

@@ -1,0 +1,26 @@
+"""The DNA domain: FASTA in and out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from genodiff.domains.base import Domain
+from genodiff.registry import register_domain
+from genodiff.sample_files import FASTA, NEUTRAL_FORMATS, fasta_template
+
+
+@register_domain("dna")
+class DNADomain(Domain):
+    """Samples as FASTA (``samples.fa``) besides .txt / .jsonl; an infilling template is the
+    first record of a FASTA; ``genodiff eval --file`` reads a FASTA."""
+
+    name = "dna"
+    sample_formats = (FASTA, *NEUTRAL_FORMATS)
+    samples_file = "samples.fa"
+    eval_file = "a FASTA (non-overlapping windows tiling every record)"
+    default_ar_checkpoints = ("outputs/hg38_ar_mamba/checkpoints/last.ckpt",)  # hg38_ar_mamba.yaml
+
+    def read_template(self, path: Path) -> str:
+        """The first record's sequence: upper-case A/C/G/T are kept, N and lower case are
+        generated (``DNATokenizer.encode_template``)."""
+        return fasta_template(path)
