@@ -91,9 +91,16 @@ def check_causality(objective: Objective, backbone: nn.Module, config: dict[str,
     )
 
 
-def build_datamodule(data_cfg: dict[str, Any]) -> L.LightningDataModule:
+def build_datamodule(data_cfg: dict[str, Any]) -> DataModule:
     kwargs = dict(data_cfg)
-    return registry.get("data", kwargs.pop("name"))(**kwargs)
+    name = kwargs.pop("name")
+    cls = registry.get("data", name)
+    if not (isinstance(cls, type) and issubclass(cls, DataModule)):  # its loaders: unsharded
+        raise ConfigError(
+            f"data.name={name!r} is {cls!r}, not a subclass of genodiff.data.base.DataModule "
+            "(which builds the loaders that every data module must use)"
+        )
+    return cls(**kwargs)
 
 
 def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
@@ -481,8 +488,8 @@ def cosine_with_warmup(step: int, warmup: int, total: int, min_ratio: float) -> 
 def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
     """The ``trainer`` section with precision resolved: ``null`` = bf16 on GPU, fp32 on CPU."""
     kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
-    # The data modules place each process's rows in the global batch themselves
-    # (genodiff.data.loaders); Lightning's DistributedSampler would reorder them.
+    # genodiff.data.base.DataModule builds every loader and places each process's rows in the
+    # global batch itself; Lightning's DistributedSampler would split them again.
     kwargs["use_distributed_sampler"] = False
     if kwargs.get("precision") is None:
         on_gpu = kwargs.get("accelerator", "auto") in ("auto", "gpu", "cuda")

@@ -18,7 +18,6 @@ from pathlib import Path
 from genodiff.data.base import DataModule
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
-from genodiff.data.loaders import SharedLoaders
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
 from genodiff.registry import register_data
 from genodiff.resources import resource
@@ -38,8 +37,8 @@ def open_genome(fasta: Path, cache_dir: str | None) -> None:
     Genome(fasta, cache_dir=cache_dir).close()
 
 
-class _GenomeDataModule(SharedLoaders, DataModule, ABC):
-    """Shared loaders; subclasses provide ``check_files`` and ``_dataset(split)`` and set
+class _GenomeDataModule(DataModule, ABC):
+    """Genome windows; subclasses provide ``check_files`` and ``_dataset(split)`` and set
     ``max_length`` and ``add_eos``."""
 
     domain = "dna"
@@ -50,11 +49,7 @@ class _GenomeDataModule(SharedLoaders, DataModule, ABC):
     def __init__(
         self, batch_size: int, eval_batch_size: int | None, num_workers: int, seed: int
     ) -> None:
-        super().__init__()
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size if eval_batch_size is not None else batch_size
-        self.num_workers = num_workers
-        self.seed = seed
+        super().__init__(batch_size, eval_batch_size, num_workers, seed)
         self.tokenizer = DNATokenizer()
         self.datasets: dict[str, GenomeWindowDataset] = {}
 
@@ -85,7 +80,7 @@ class _GenomeDataModule(SharedLoaders, DataModule, ABC):
             add_eos=self.add_eos,
         )
 
-    def _get(self, split: str) -> GenomeWindowDataset:
+    def dataset_of(self, split: str) -> GenomeWindowDataset:
         if split not in self.datasets:
             self.setup()
         dataset = self.datasets[split]

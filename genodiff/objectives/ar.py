@@ -27,7 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.objectives.base import BatchShard, Objective
+from genodiff.batch_shard import BatchShard
+from genodiff.objectives.base import Objective
 from genodiff.registry import register_objective
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from genodiff.objectives.base import BatchShard
+from genodiff.batch_shard import BatchShard
 from genodiff.objectives.mdlm import MDLM
 from genodiff.registry import register_objective
 

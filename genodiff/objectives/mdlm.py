@@ -46,7 +46,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from genodiff.objectives.base import BatchShard, Objective, shard_rows
+from genodiff.batch_shard import BatchShard, shard_rows
+from genodiff.objectives.base import Objective
 from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS, sample_masked

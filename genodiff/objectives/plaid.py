@@ -38,7 +38,8 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.objectives.base import BatchShard, Objective, shard_rows
+from genodiff.batch_shard import BatchShard, shard_rows
+from genodiff.objectives.base import Objective
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.registry import register_objective
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid

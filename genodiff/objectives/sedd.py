@@ -43,7 +43,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from genodiff.objectives.base import BatchShard
+from genodiff.batch_shard import BatchShard
 from genodiff.objectives.mdlm import MAX_CONDITIONING_SIGMA, MDLM, NEG_INF
 from genodiff.registry import register_objective
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid

@@ -46,7 +46,6 @@ import torch
 from torch.utils.data import Dataset
 
 from genodiff.data.base import DataModule
-from genodiff.data.loaders import SharedLoaders
 from genodiff_text.data import lm1b
 from genodiff_text.data.text_files import count_lines, read_lines
 
@@ -223,7 +222,7 @@ class BlockDataset(_TextDataset):
 # ---------------------------------------------------------------------- the data module
 
 
-class TextDataModule(SharedLoaders, DataModule):
+class TextDataModule(DataModule):
     """Sentences of a text file or LM1B (see the module docstring for every key)."""
 
     domain = "text"
@@ -244,7 +243,7 @@ class TextDataModule(SharedLoaders, DataModule):
         seed: int = 0,
         max_lines: int | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(batch_size, eval_batch_size, num_workers, seed)
         if source not in SOURCES:
             raise ValueError(f"data.source must be one of {SOURCES}, got {source!r}")
         if max_length < 3:
@@ -264,10 +263,6 @@ class TextDataModule(SharedLoaders, DataModule):
         self.detokenize = source != "file" if detokenize is None else bool(detokenize)
         self.split_fractions = tuple(float(f) for f in split_fractions)
         split_cuts(0, self.split_fractions)  # validates
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size if eval_batch_size is not None else batch_size
-        self.num_workers = num_workers
-        self.seed = seed
         self.max_lines = max_lines
         self._line_count: int | None = None
         self.datasets: dict[str, _TextDataset] = {}
@@ -383,9 +378,7 @@ class TextDataModule(SharedLoaders, DataModule):
         rows = ((Path(path).name, n, text) for n, text in read_lines(path, "--text file"))
         return self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
 
-    # ------------------------------------------------------------------ loaders
-
-    def _get(self, split: str) -> _TextDataset:
+    def dataset_of(self, split: str) -> _TextDataset:
         if split not in self.datasets:
             self.setup()
         dataset = self.datasets[split]
