@@ -42,6 +42,7 @@ from torch import nn
 from genodiff import hub, registry
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -69,7 +70,7 @@ FileWriter = Callable[[Path], None]
 TIED_HEAD_KEYS = ("lm_head.weight", "lm_head.lm_head.weight")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputValueError):
     """A checkpoint folder whose weights do not fit the model its config.json describes."""
 
 
@@ -230,7 +231,7 @@ def load_pretrained(directory: str | Path, **overrides: Any) -> nn.Module:
 def _read_config(directory: Path) -> dict[str, Any]:
     path = directory / CONFIG_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{directory} is not a checkpoint folder: no {CONFIG_FILE}")
+        raise InputFileNotFoundError(f"{directory} is not a checkpoint folder: no {CONFIG_FILE}")
     return json.loads(path.read_text())
 
 
@@ -265,7 +266,7 @@ def _weights_file(directory: Path) -> Path:
     for name in WEIGHT_FILES:
         if (directory / name).is_file():
             return directory / name
-    raise FileNotFoundError(f"{directory} holds no weights: none of {', '.join(WEIGHT_FILES)}")
+    raise InputFileNotFoundError(f"{directory} holds no weights: none of {', '.join(WEIGHT_FILES)}")
 
 
 def _read_weights(path: Path) -> dict[str, torch.Tensor]:

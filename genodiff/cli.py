@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import math
 import os
 import signal
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from genodiff.config import ConfigError
+from genodiff.errors import InputValueError, UserInputError
 
 if TYPE_CHECKING:
     from lightning import LightningDataModule, Trainer
@@ -139,7 +140,7 @@ def _sample(args: argparse.Namespace) -> None:
     from genodiff.training import load_checkpoint
 
     if args.prefix is not None and args.infill is not None:
-        raise ValueError("--prefix and --infill exclude each other; give one")
+        raise InputValueError("--prefix and --infill exclude each other; give one")
     device = resolve_device(args.device)
     model = load_checkpoint(args.checkpoint, device)
     tokenizer = model.tokenizer
@@ -151,7 +152,7 @@ def _sample(args: argparse.Namespace) -> None:
     if args.infill is not None:
         constraint = Constraint.from_file(args.infill, tokenizer)
         if args.length not in (None, constraint.length):
-            raise ValueError(
+            raise InputValueError(
                 f"--length {args.length} differs from the --infill template's "
                 f"{constraint.length} {tokenizer.unit}; leave --length out"
             )
@@ -179,7 +180,7 @@ def _sample(args: argparse.Namespace) -> None:
         request = replace(request, template=constraint.template, given=constraint.given)
     sampler = model.eval_objective.sampler_name(request)  # its samplers differ per objective
     if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
-        raise ValueError("--block and --stride apply only to --sampler semi-ar")
+        raise InputValueError("--block and --stride apply only to --sampler semi-ar")
     samples = draw_samples(
         model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size
     )
@@ -205,7 +206,7 @@ def _eval(args: argparse.Namespace) -> None:
     from genodiff.evaluate import DataFile, evaluate_checkpoint
 
     if args.fasta is not None and args.text is not None:
-        raise ValueError("--fasta and --text exclude each other; give one")
+        raise InputValueError("--fasta and --text exclude each other; give one")
     data_file = None
     if args.fasta is not None:
         data_file = DataFile("--fasta", args.fasta)
@@ -521,15 +522,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The file system's refusals about the user's files and disk, which the user fixes.
+FILE_SYSTEM_ERRORS = (
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def is_user_error(err: BaseException) -> bool:
+    """True for an error in what the user gave (``UserInputError``) or about the user's files
+    and disk (missing, not allowed, disk full); anything else is a bug."""
+    if isinstance(err, (UserInputError, *FILE_SYSTEM_ERRORS)):
+        return True
+    return isinstance(err, OSError) and err.errno in DISK_ERRNOS
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; a user error is one line on stderr (exit status 2), any other error
+    raises with its traceback (``GENODIFF_DEBUG=1``: every error does)."""
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except (ConfigError, OSError, ImportError, KeyError, ValueError, FloatingPointError) as err:
-        if os.environ.get("GENODIFF_DEBUG"):
+    except Exception as err:
+        if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"genodiff {args.command}: error: {message}", file=sys.stderr)
+        print(f"genodiff {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0
 

@@ -18,6 +18,7 @@ from Bio.SeqRecord import SeqRecord
 from torch import Tensor
 
 from genodiff.data.genome import fasta_errors, open_fasta
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.objectives import Objective
 from genodiff.sampling import SampleRequest
 from genodiff.tokenizers import Tokenizer
@@ -71,7 +72,7 @@ class Constraint:
         themselves; text: [BOS] and the prefix's tokens)."""
         ids = tokenizer.encode_prefix(prefix)
         if len(ids) > length:
-            raise ValueError(
+            raise InputValueError(
                 f"the prefix ({len(ids)} {tokenizer.unit}) is longer than --length {length}; "
                 "raise --length or shorten the prefix"
             )
@@ -87,7 +88,7 @@ class Constraint:
         generated); its length is the sample length."""
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"infill file {path} not found")
+            raise InputFileNotFoundError(f"infill file {path} not found")
         text = _fasta_template(path) if tokenizer.domain == "dna" else _text_template(path)
         ids = torch.tensor(tokenizer.encode_template(text), dtype=torch.long)
         given = ids != tokenizer.mask_id
@@ -100,12 +101,12 @@ def _fasta_template(path: Path) -> str:
     with fasta_errors(path), open_fasta(path) as handle:
         text = handle.read()
     if not text.strip():
-        raise ValueError(f"infill FASTA {path} is empty")
+        raise InputValueError(f"infill FASTA {path} is empty")
     if not text.lstrip().startswith(">"):
-        raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
+        raise InputValueError(f"{path} is not FASTA: it must start with a '>name' header line")
     record = next(parse_records(io.StringIO(text), "fasta"))
     if not record.seq:
-        raise ValueError(f"the first record of {path} ({record.id}) has no sequence")
+        raise InputValueError(f"the first record of {path} ({record.id}) has no sequence")
     return str(record.seq)
 
 
@@ -114,10 +115,12 @@ def _text_template(path: Path) -> str:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as err:
-        raise ValueError(f"infill file {path} is not UTF-8 text ({err.reason})") from None
+        raise InputValueError(f"infill file {path} is not UTF-8 text ({err.reason})") from None
     template = next((line.strip() for line in lines if line.strip()), None)
     if template is None:
-        raise ValueError(f"infill file {path} has no text: write the template on its first line")
+        raise InputValueError(
+            f"infill file {path} has no text: write the template on its first line"
+        )
     return template
 
 
@@ -165,12 +168,12 @@ def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.M
     request that cannot fit (``memory_needed`` with the backbone's ``vocab_size``, above the
     machine's memory) rather than an allocator error or the out-of-memory killer later."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1 (--batch-size), got {batch_size}")
+        raise InputValueError(f"batch_size must be >= 1 (--batch-size), got {batch_size}")
     device = next(backbone.parameters()).device
     needed = memory_needed(request, batch_size, getattr(backbone, "vocab_size", 1))
     for need, have, where in zip(needed, memory_available(device), (device, "host"), strict=True):
         if need > have:
-            raise ValueError(
+            raise InputValueError(
                 f"sampling {request.num_samples} x {request.length} tokens (batches of "
                 f"{min(batch_size, request.num_samples)}) needs at least {_size(need)} of "
                 f"{where} memory, and this machine has {_size(have)}; lower --length, "
@@ -203,20 +206,20 @@ def check_output(
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in FASTA_SUFFIXES and tokenizer.domain != "dna":
-        raise ValueError(
+        raise InputValueError(
             f"{path}: FASTA holds DNA, these are {tokenizer.domain} samples; use .txt or .jsonl"
         )
     if suffix not in (*FASTA_SUFFIXES, ".txt", ".jsonl"):
-        raise ValueError(
+        raise InputValueError(
             f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {SAMPLE_FORMATS}"
         )
     if path.is_dir():
-        raise ValueError(
+        raise InputValueError(
             f"--out {path} is a folder; name a file in it, e.g. --out {path / ('samples' + suffix)}"
         )
     for what, source in inputs:
         if path.exists() and Path(source).exists() and os.path.samefile(path, source):
-            raise ValueError(
+            raise InputValueError(
                 f"--out {path} is the {what} this command reads ({source}); writing the samples "
                 "there would destroy it: choose another --out"
             )

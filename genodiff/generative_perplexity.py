@@ -38,6 +38,7 @@ from typing import IO, Any
 import numpy as np
 import torch
 
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.evaluate import ratio_and_se
 from genodiff.generate import FASTA_SUFFIXES
 
@@ -67,7 +68,7 @@ def _format_of(path: Path) -> tuple[str, bool]:
         return "fasta", gzipped
     if suffix in (".txt", ".jsonl"):
         return suffix[1:], gzipped
-    raise ValueError(
+    raise InputValueError(
         f"{path}: unknown sample file format {suffix or '(no suffix)'!r}; use {SAMPLE_FILE_FORMATS}"
     )
 
@@ -91,7 +92,7 @@ def read_samples(path: str | os.PathLike) -> list[str]:
     path = Path(path)
     kind, gzipped = _format_of(path)
     if not path.is_file():
-        raise FileNotFoundError(f"sample file {path} not found")
+        raise InputFileNotFoundError(f"sample file {path} not found")
     try:
         with _open_text(path, gzipped) as handle:
             if kind == "fasta":
@@ -101,11 +102,11 @@ def read_samples(path: str | os.PathLike) -> list[str]:
             else:
                 samples = _read_jsonl(handle, path)
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text ({err.reason})") from None
+        raise InputValueError(f"{path} is not UTF-8 text ({err.reason})") from None
     except (gzip.BadGzipFile, EOFError) as err:
-        raise ValueError(f"{path} is not a readable gzip file ({err})") from None
+        raise InputValueError(f"{path} is not a readable gzip file ({err})") from None
     if not samples:
-        raise ValueError(f"{path} holds no sample")
+        raise InputValueError(f"{path} holds no sample")
     return samples
 
 
@@ -118,12 +119,12 @@ def _read_fasta(handle: IO[str], path: Path) -> list[str]:
     if not first:
         return []
     if not first.startswith(">"):
-        raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
+        raise InputValueError(f"{path} is not FASTA: it must start with a '>name' header line")
     handle.seek(0)
     samples = []
     for record in parse_records(handle, "fasta"):
         if not record.seq:
-            raise ValueError(f"{path}: record {record.id!r} has no sequence")
+            raise InputValueError(f"{path}: record {record.id!r} has no sequence")
         samples.append(str(record.seq))
     return samples
 
@@ -136,13 +137,13 @@ def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}, line {number}: invalid JSON ({err.msg})") from None
+            raise InputValueError(f"{path}, line {number}: invalid JSON ({err.msg})") from None
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-            raise ValueError(
+            raise InputValueError(
                 f'{path}, line {number}: expected a JSON object with a string "text" field'
             )
         if not item["text"].strip():
-            raise ValueError(f'{path}, line {number}: the "text" field is empty')
+            raise InputValueError(f'{path}, line {number}: the "text" field is empty')
         samples.append(item["text"])
     return samples
 
@@ -279,10 +280,10 @@ def encode_samples(samples: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
     for i, text in enumerate(samples):
         try:
             ids = np.asarray(tokenizer.encode_sample(text), dtype=np.int64)
-        except ValueError as err:
-            raise ValueError(f"sample {i}: {err}") from None
+        except InputValueError as err:
+            raise InputValueError(f"sample {i}: {err}") from None
         if ids.size == 0:
-            raise ValueError(f"sample {i} encodes to no token")
+            raise InputValueError(f"sample {i} encodes to no token")
         out.append(ids)
     return out
 
@@ -332,7 +333,7 @@ def _check_exact(model: Any, checkpoint: str) -> None:
     objective = model.eval_objective
     if not getattr(objective, "exact_likelihood", False):
         name = model.config.get("objective", {}).get("name", type(objective).__name__)
-        raise ValueError(
+        raise InputValueError(
             f"generative perplexity needs an autoregressive (exact-likelihood) checkpoint, but "
             f"{checkpoint} was trained with objective {name!r}, whose likelihood is only a "
             "bound; pass an AR checkpoint (objective=ar), e.g. from "
@@ -358,13 +359,13 @@ def generative_perplexity(
     where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``."""
     _check_exact(model, checkpoint)
     if batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+        raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
     if max_length is None:
         max_length = int(model.config.get("data", {}).get("max_length", 1024))
     if max_length < 1:
-        raise ValueError(f"--max-length must be >= 1, got {max_length}")
+        raise InputValueError(f"--max-length must be >= 1, got {max_length}")
     if not samples:
-        raise ValueError("no sample to score")
+        raise InputValueError("no sample to score")
     if device is not None:
         model = model.to(device)
     torch_device = next(model.eval_backbone.parameters()).device
@@ -374,7 +375,7 @@ def generative_perplexity(
     )
     keep = counts > 0  # a sample of context-only tokens has no perplexity
     if not keep.any():
-        raise ValueError(
+        raise InputValueError(
             "no sample holds a token the checkpoint scores (all are outside its "
             "tokenizer's sample_ids, e.g. all N)"
         )
@@ -412,7 +413,7 @@ def default_ar_checkpoint(root: str | os.PathLike = ".") -> Path:
         path = Path(root) / candidate
         if path.is_file():
             return path
-    raise FileNotFoundError(
+    raise InputFileNotFoundError(
         "no --checkpoint given and none of the conventional AR checkpoints exists ("
         + ", ".join(DEFAULT_AR_CHECKPOINTS)
         + "); pass --checkpoint AR.ckpt, or train one: `genodiff train "
@@ -453,7 +454,7 @@ def score_sample_file(
     domain = model.tokenizer.domain
     for path in (samples_path, reference_path):
         if path is not None and is_fasta(path) and domain != "dna":
-            raise ValueError(
+            raise InputValueError(
                 f"{path} is FASTA (DNA), but {checkpoint} is a {domain} checkpoint; score DNA "
                 "samples with a DNA AR checkpoint"
             )

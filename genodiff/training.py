@@ -27,6 +27,7 @@ from genodiff.checkpoints import FOLDER_FILES, RUN_RECORD_FILE, RUN_STATE_KEY, l
 from genodiff.config import ConfigError, EMAConfig, OptimConfig, with_tokenizer_fields
 from genodiff.data.base import DataModule, files_digest
 from genodiff.data.loaders import batch_shard
+from genodiff.errors import InputFileNotFoundError, InputValueError, TrainingDivergedError
 from genodiff.objectives import Objective
 from genodiff.run_folder import CHECKPOINT_FOLDER
 from genodiff.tokenizers import (
@@ -134,7 +135,7 @@ def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
             )
             if keys
         )
-        raise ValueError(
+        raise InputValueError(
             f"init_from={folder}: its weights do not fit the configured model ({details}). "
             "Pick the model config that matches the folder's config.json."
         )
@@ -292,7 +293,7 @@ class DiffusionLM(RandomStateInCheckpoints):
     def on_test_epoch_start(self) -> None:
         self._start_heldout()
 
-    def _non_finite(self, what: str, value: Tensor, advice: str) -> FloatingPointError:
+    def _non_finite(self, what: str, value: Tensor, advice: str) -> TrainingDivergedError:
         """The error that stops a run on a non-finite ``what``; says how to go on."""
         callback = self.trainer.checkpoint_callback
         last = Path(callback.last_model_path) if callback and callback.last_model_path else None
@@ -300,7 +301,7 @@ class DiffusionLM(RandomStateInCheckpoints):
             then = f"then resume from {last} with ckpt_path=last"
         else:
             then = "then start the run again (no checkpoint was written before this step)"
-        return FloatingPointError(
+        return TrainingDivergedError(
             f"{what} is {value.item()} at step {self.global_step}; no checkpoint was written for "
             f"this step. {advice}, {then}."
         )
@@ -423,7 +424,7 @@ def checkpoint_file(source: Path) -> Path:
     found = sorted(p.name for p in source.glob("*.ckpt"))
     if len(found) == 1:
         return source / found[0]
-    raise FileNotFoundError(
+    raise InputFileNotFoundError(
         f"{source} holds no genodiff.json (a folder from genodiff export) and "
         + (f"several checkpoints ({', '.join(found)}): name one" if found else "no *.ckpt")
     )
@@ -444,7 +445,7 @@ def _load_exported_run(folder: Path) -> DiffusionLM:
     record = json.loads((folder / RUN_RECORD_FILE).read_text())
     model = DiffusionLM(record["config"], load_tokenizer(folder))
     if any(True for _ in model.objective.parameters()):
-        raise ValueError(
+        raise InputValueError(
             f"{folder}: the {record['config']['objective']['name']} objective has learned "
             "parameters of its own, which an exported folder does not hold; load the run's .ckpt"
         )

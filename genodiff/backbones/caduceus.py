@@ -39,6 +39,7 @@ from genodiff.backbones.rcps import (
     rcps_add_norm,
 )
 from genodiff.config_values import Keywords
+from genodiff.errors import InputValueError
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
 from genodiff.tokenizers import DNATokenizer
@@ -61,7 +62,7 @@ class BiMamba(nn.Module):
         super().__init__()
         strategy = bidirectional_strategy or "add"
         if bidirectional and strategy not in ("add", "ew_multiply"):
-            raise ValueError(
+            raise InputValueError(
                 f"bidirectional_strategy must be 'add' or 'ew_multiply', got {strategy!r}"
             )
         self.strategy = strategy

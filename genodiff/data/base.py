@@ -39,6 +39,7 @@ from genodiff.data.loaders import (
     process_share,
     seed_worker,
 )
+from genodiff.errors import InputValueError
 from genodiff.tokenizers import Tokenizer
 
 # The LightningDataModule hooks that ``DataModule`` provides and a subclass must not redefine.
@@ -107,7 +108,7 @@ class DataModule(L.LightningDataModule, ABC):
     def attach_tokenizer(self, tokenizer: Tokenizer) -> None:
         """Use ``tokenizer`` for every dataset; ValueError when its domain is not ours."""
         if tokenizer.domain != self.domain:
-            raise ValueError(
+            raise InputValueError(
                 f"{type(self).__name__} reads {self.domain} but the tokenizer "
                 f"{tokenizer.name!r} is for {tokenizer.domain}; pick a matching tokenizer.name"
             )
@@ -120,7 +121,7 @@ class DataModule(L.LightningDataModule, ABC):
 
     def training_texts(self) -> Iterable[str]:
         """The training split's raw texts, for a tokenizer trained on the data."""
-        raise ValueError(f"{type(self).__name__} has no text to train a tokenizer on")
+        raise InputValueError(f"{type(self).__name__} has no text to train a tokenizer on")
 
     @abstractmethod
     def dataset_of(self, split: str) -> NamedItemDataset:
@@ -160,7 +161,7 @@ class DataModule(L.LightningDataModule, ABC):
         rank, world = process_share(self.trainer)
         sampler = EpochShuffleSampler(dataset, self.seed, self.batch_size, rank, world)
         if len(sampler) == 0:
-            raise ValueError(
+            raise InputValueError(
                 f"the train split has {len(dataset)} windows, fewer than one global batch of "
                 f"{world} processes x data.batch_size={self.batch_size}; lower data.batch_size"
             )

@@ -19,6 +19,7 @@ from genodiff.data.base import DataModule
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.registry import register_data
 from genodiff.resources import resource
 from genodiff.tokenizers import DNATokenizer
@@ -85,7 +86,7 @@ class _GenomeDataModule(DataModule, ABC):
             self.setup()
         dataset = self.datasets[split]
         if len(dataset) == 0:
-            raise ValueError(
+            raise InputValueError(
                 f"the {split} split has no windows; use a smaller max_length or a longer genome"
             )
         return dataset
@@ -123,7 +124,7 @@ class FastaDataModule(_GenomeDataModule):
 
     def check_files(self) -> None:
         if not self.fasta.is_file():
-            raise FileNotFoundError(f"FASTA file not found: {self.fasta} (data.fasta)")
+            raise InputFileNotFoundError(f"FASTA file not found: {self.fasta} (data.fasta)")
         open_genome(self.fasta, self.cache_dir)
 
     def data_files(self) -> list[Path]:
@@ -176,7 +177,7 @@ class Hg38DataModule(_GenomeDataModule):
     def check_files(self) -> None:
         for key, path in (("fasta", self.fasta), ("bed", self.bed)):
             if not path.is_file():
-                raise FileNotFoundError(
+                raise InputFileNotFoundError(
                     f"hg38 {key} file not found: {path} (data.{key}). Download hg38 with: "
                     + HG38_FETCH_HINT.format(folder=path.parent)
                 )

@@ -30,6 +30,7 @@ from genodiff import backbones
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.checkpoints import CONFIG_FILE, load_pretrained
 from genodiff.config import with_tokenizer_fields
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.hub import resolve
 from genodiff.registry import get
 from genodiff.tokenizers import DNATokenizer, Tokenizer, load_tokenizer
@@ -43,7 +44,7 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
     tokenizer (text) is refused."""
     if pretrained is None:
         if not model_cfg:
-            raise ValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
+            raise InputValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
         cls = get("backbone", model_cfg["name"])
         return backbones.build(**with_tokenizer_fields("model", cls, model_cfg, DNATokenizer()))
     from genodiff.training import RUN_FILES, load_checkpoint  # Lightning only when needed
@@ -51,7 +52,7 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
     try:
         path = resolve(pretrained, RUN_FILES)
     except FileNotFoundError as err:
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             f"pretrained={err}; give a genodiff training checkpoint (.ckpt), a "
             "Hugging-Face-format folder, a Hub id, or null to train from scratch"
         ) from None
@@ -67,7 +68,7 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
 
 def _check_dna(tokenizer: Tokenizer | None, source: str) -> None:
     if tokenizer is not None and tokenizer.domain != "dna":
-        raise ValueError(
+        raise InputValueError(
             f"pretrained={source} was trained on {tokenizer.domain} ({tokenizer.name} tokenizer); "
             "fine-tuning on DNA benchmarks needs a DNA checkpoint"
         )
@@ -117,7 +118,7 @@ class SequenceClassifier(nn.Module):
         self.conjoin_train, self.conjoin_eval = conjoin_train, conjoin_eval
         capabilities = capabilities_of(backbone)
         if capabilities.hidden_size is None:
-            raise ValueError(
+            raise InputValueError(
                 f"{type(backbone).__name__} does not declare its hidden width "
                 "(capabilities.hidden_size), which the classification head needs"
             )

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from genodiff.errors import InputValueError
 from genodiff.generative_perplexity import GenPPLResult, generative_perplexity
 
 REPORTED = ("gen_ppl", "gen_ppl_se", "nll", "nll_se", "per_sample_ppl_mean", "tokens", "samples")
@@ -37,7 +38,7 @@ def ar_perplexity(
 
     model = load_checkpoint(checkpoint, resolve_device(device))
     if model.tokenizer.domain != "dna":
-        raise ValueError(
+        raise InputValueError(
             f"{checkpoint} is a {model.tokenizer.domain} checkpoint; DNA samples need a DNA AR "
             "checkpoint (e.g. from `genodiff train configs/hg38_ar_mamba.yaml`)"
         )

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.batch_shard import BatchShard
+from genodiff.errors import InputValueError
 from genodiff.sampling import SampleRequest
 
 
@@ -60,7 +61,7 @@ class Objective(nn.Module, ABC):
         """The sampler ``request`` asks for (the default when None); ValueError if unknown."""
         name = request.sampler or self.samplers[0]
         if name not in self.samplers:
-            raise ValueError(
+            raise InputValueError(
                 f"{type(self).__name__} has no sampler {name!r}; "
                 f"choose one of: {', '.join(self.samplers)}"
             )

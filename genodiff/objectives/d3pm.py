@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.batch_shard import BatchShard
+from genodiff.errors import InputValueError
 from genodiff.objectives.mdlm import MDLM
 from genodiff.registry import register_objective
 
@@ -51,9 +52,11 @@ class D3PM(MDLM):
         sample_ids: Sequence[int] | None = None,
     ) -> None:
         if not isinstance(num_steps, int) or num_steps < 1:
-            raise ValueError(f"D3PM needs num_steps >= 1 (discrete time), got {num_steps!r}")
+            raise InputValueError(f"D3PM needs num_steps >= 1 (discrete time), got {num_steps!r}")
         if hybrid_lambda < 0:
-            raise ValueError(f"hybrid_lambda must be >= 0 (0 = pure NELBO), got {hybrid_lambda}")
+            raise InputValueError(
+                f"hybrid_lambda must be >= 0 (0 = pure NELBO), got {hybrid_lambda}"
+            )
         super().__init__(
             mask_id=mask_id,
             pad_id=pad_id,

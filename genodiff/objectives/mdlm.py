@@ -47,6 +47,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.batch_shard import BatchShard, shard_rows
+from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
 from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
@@ -89,18 +90,18 @@ class MDLM(Objective):
         sample_ids: Sequence[int] | None = None,
     ) -> None:
         if sample_ids is not None and (not sample_ids or mask_id in sample_ids):
-            raise ValueError(
+            raise InputValueError(
                 f"sample_ids must be a non-empty list of ids without [MASK] ({mask_id}), "
                 f"got {sample_ids}"
             )
         if eval_t_samples < 1:
-            raise ValueError(f"eval_t_samples must be >= 1, got {eval_t_samples}")
+            raise InputValueError(f"eval_t_samples must be >= 1, got {eval_t_samples}")
         if not isinstance(num_steps, int) or num_steps < 0:
-            raise ValueError(
+            raise InputValueError(
                 f"num_steps must be an integer >= 0 (0 = continuous time), got {num_steps!r}"
             )
         if not 0.0 < sampling_eps < 1.0:
-            raise ValueError(f"sampling_eps must be in (0, 1), got {sampling_eps}")
+            raise InputValueError(f"sampling_eps must be in (0, 1), got {sampling_eps}")
         super().__init__()
         self.mask_id = mask_id
         self.pad_id = pad_id
@@ -266,7 +267,7 @@ class MDLM(Objective):
         conditioning, before any sampling (``genodiff train`` checks it before training)."""
         name = super().sampler_name(request)
         if name == "cached" and self.time_conditioning:
-            raise ValueError(
+            raise InputValueError(
                 "sampler 'cached' needs a model without time conditioning: it reuses x_theta "
                 "while a sequence is unchanged, and with objective.time_conditioning=true the "
                 "prediction changes with t at every step. Choose the ancestral or first-hitting "

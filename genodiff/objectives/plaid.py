@@ -39,6 +39,7 @@ from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.batch_shard import BatchShard, shard_rows
+from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.registry import register_objective
@@ -71,11 +72,11 @@ class Plaid(Objective):
         eval_t_samples: int = 1,
     ) -> None:
         if eval_t_samples < 1:
-            raise ValueError(f"eval_t_samples must be >= 1, got {eval_t_samples}")
+            raise InputValueError(f"eval_t_samples must be >= 1, got {eval_t_samples}")
         if embed_dim < 1 or d_model < 1:
-            raise ValueError(f"need embed_dim, d_model >= 1, got {embed_dim}, {d_model}")
+            raise InputValueError(f"need embed_dim, d_model >= 1, got {embed_dim}, {d_model}")
         if len(token_ids) < 2 or len(set(token_ids)) != len(token_ids) or pad_id in token_ids:
-            raise ValueError(
+            raise InputValueError(
                 f"token_ids must be >= 2 distinct ids without [PAD] ({pad_id}), got {token_ids}"
             )
         super().__init__()
@@ -105,14 +106,14 @@ class Plaid(Objective):
     def _check_backbone(self, model: nn.Module) -> None:
         capabilities = capabilities_of(model)
         if capabilities.rc_equivariant:
-            raise ValueError(
+            raise InputValueError(
                 "Plaid feeds the backbone d_model-wide inputs_embeds; Caduceus-PS (rcps=True) "
                 "takes 2*d_model channels and is not supported. Use a Caduceus-Ph model "
                 "(model=caduceus_ph or caduceus_tiny)."
             )
         width = capabilities.hidden_size
         if width is not None and width != self.d_model:
-            raise ValueError(
+            raise InputValueError(
                 f"objective.d_model={self.d_model} but the backbone's hidden width "
                 f"(capabilities.hidden_size) is {width}; "
                 "set objective.d_model to the model's (configs use ${model.d_model})"
@@ -124,7 +125,7 @@ class Plaid(Objective):
         known = matches.any(-1) | (input_ids == self.pad_id)
         if not known.all():
             bad = sorted(set(input_ids[~known].tolist()))
-            raise ValueError(
+            raise InputValueError(
                 f"Plaid models only token ids {self.token_list} (and [PAD]); the "
                 f"input holds {bad}. Add them to objective.token_ids."
             )

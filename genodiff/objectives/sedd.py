@@ -44,6 +44,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.batch_shard import BatchShard
+from genodiff.errors import InputValueError
 from genodiff.objectives.mdlm import MAX_CONDITIONING_SIGMA, MDLM, NEG_INF
 from genodiff.registry import register_objective
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
@@ -83,7 +84,7 @@ class SEDD(MDLM):
         )
         sigma_1 = float(self.schedule.sigma(torch.tensor(1.0, dtype=torch.float64)))
         if not math.isfinite(sigma_1):
-            raise ValueError(
+            raise InputValueError(
                 f"SEDD needs a finite sigma(1) (its scores scale with 1 / expm1(sigma)); the "
                 f"{noise_schedule!r} schedule gives {sigma_1}. Use noise_eps > 0."
             )

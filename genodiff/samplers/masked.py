@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
+from genodiff.errors import InputValueError
 from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_grid
 
 
@@ -60,7 +61,7 @@ def cached(
     to reuse: ValueError rather than silently calling it every step.
     """
     if objective.time_conditioning:
-        raise ValueError(
+        raise InputValueError(
             "the cached sampler needs a model without time conditioning (x_theta must not "
             "depend on t); use the ancestral or first-hitting sampler for this checkpoint"
         )

@@ -46,6 +46,7 @@ import torch
 from torch.utils.data import Dataset
 
 from genodiff.data.base import DataModule
+from genodiff.errors import InputValueError
 from genodiff_text.data import lm1b
 from genodiff_text.data.text_files import count_lines, read_lines
 
@@ -65,7 +66,7 @@ def split_cuts(count: int, split_fractions: Sequence[float]) -> list[int]:
     """Line-index boundaries ``[0, a, b, count]`` of train | valid | test."""
     fractions = tuple(float(f) for f in split_fractions)
     if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
-        raise ValueError(
+        raise InputValueError(
             "data.split_fractions must be 3 non-negative numbers (train, valid, test) summing "
             f"to 1, got {tuple(split_fractions)}"
         )
@@ -149,7 +150,7 @@ class _TextDataset(Dataset):
         self.pad_id = tokenizer.pad_id
         self.room = max_length - len(self.bos) - len(self.eos)  # content tokens per item
         if self.room < 1:
-            raise ValueError(f"data.max_length={max_length} leaves no room for text; use >= 3")
+            raise InputValueError(f"data.max_length={max_length} leaves no room for text; use >= 3")
 
     def set_epoch(self, epoch: int) -> None:
         """Items do not depend on the epoch (kept for the shuffling sampler)."""
@@ -245,13 +246,15 @@ class TextDataModule(DataModule):
     ) -> None:
         super().__init__(batch_size, eval_batch_size, num_workers, seed)
         if source not in SOURCES:
-            raise ValueError(f"data.source must be one of {SOURCES}, got {source!r}")
+            raise InputValueError(f"data.source must be one of {SOURCES}, got {source!r}")
         if max_length < 3:
-            raise ValueError(f"data.max_length must be >= 3 ([BOS] text [EOS]), got {max_length}")
+            raise InputValueError(
+                f"data.max_length must be >= 3 ([BOS] text [EOS]), got {max_length}"
+            )
         if max_lines is not None and max_lines < 1:
-            raise ValueError(f"data.max_lines must be >= 1 (or null for all), got {max_lines}")
+            raise InputValueError(f"data.max_lines must be >= 1 (or null for all), got {max_lines}")
         if source == "lm1b_release" and not root:
-            raise ValueError(
+            raise InputValueError(
                 "data.source=lm1b_release needs data.root: the folder of the unpacked release "
                 f"({lm1b.RELEASE_NAME})"
             )
@@ -295,7 +298,7 @@ class TextDataModule(DataModule):
         cuts = split_cuts(self._line_count, self.split_fractions)
         empty = [s for i, s in enumerate(SPLITS) if cuts[i + 1] <= cuts[i]]
         if empty:
-            raise ValueError(
+            raise InputValueError(
                 f"{self.path} gives {self._line_count} sentences (non-blank lines"
                 f"{', after max_lines' if self.max_lines else ''}), too few for the "
                 f"{'/'.join(SPLITS)} split_fractions {list(self.split_fractions)}: the "
@@ -383,7 +386,7 @@ class TextDataModule(DataModule):
             self.setup()
         dataset = self.datasets[split]
         if len(dataset) == 0:
-            raise ValueError(
+            raise InputValueError(
                 f"the {split} split has no {self.max_length}-token window (wrap=true needs at "
                 f"least {dataset.room} tokens per block); use a smaller data.max_length or more "
                 "text"
