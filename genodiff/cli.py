@@ -28,7 +28,7 @@ def _train(args: argparse.Namespace) -> None:
     from omegaconf import OmegaConf
 
     from genodiff import run_folder
-    from genodiff.config import load_config
+    from genodiff.config import ConfigError, load_config
     from genodiff.sampling import SampleRequest
     from genodiff.training import DiffusionLM, build_datamodule, build_trainer, prepare_tokenizer
 
@@ -55,7 +55,10 @@ def _train(args: argparse.Namespace) -> None:
     if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
         model.init_from_pretrained(cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
-    trainer = build_trainer(cfg)  # writes nothing yet; a trainer setting that cannot work fails
+    try:  # writes nothing yet; a trainer setting that cannot work fails
+        trainer = build_trainer(cfg)
+    except ValueError as err:  # Lightning refuses the trainer section's settings
+        raise ConfigError(str(err)) from err
     with run_folder.hold(out) if main_process else contextlib.nullcontext():
         if main_process:
             OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
