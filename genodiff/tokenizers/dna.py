@@ -101,8 +101,8 @@ class DNATokenizer(Tokenizer):
         return self.encode_array(seq).tolist()
 
     @staticmethod
-    def _bad_char(seq: str, pos: int) -> ValueError:
-        return ValueError(
+    def _bad_char(seq: str, pos: int) -> InputValueError:
+        return InputValueError(
             f"cannot tokenize character {seq[pos]!r} at position {pos}: DNA input may contain "
             f"only A, C, G, T, N (any case) and the IUPAC codes {IUPAC_AMBIGUITY}; "
             "remove or replace that character"
