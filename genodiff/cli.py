@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import math
 import os
 import signal
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from genodiff.config import ConfigError
+from genodiff.errors import InputValueError, UserInputError
 
 if TYPE_CHECKING:
     from lightning import LightningDataModule, Trainer
@@ -27,7 +28,7 @@ def _train(args: argparse.Namespace) -> None:
     from omegaconf import OmegaConf
 
     from genodiff.checkpoints import run_folder
-    from genodiff.config import load_config
+    from genodiff.config import ConfigError, load_config
     from genodiff.data.build import build_datamodule
     from genodiff.samplers.request import SampleRequest
     from genodiff.training.module import GenerativeTrainingModule
@@ -56,7 +57,10 @@ def _train(args: argparse.Namespace) -> None:
     if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
         model.init_from_pretrained(cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
-    trainer = build_trainer(cfg)  # writes nothing yet; a trainer setting that cannot work fails
+    try:  # writes nothing yet; a trainer setting that cannot work fails
+        trainer = build_trainer(cfg)
+    except ValueError as err:  # Lightning refuses the trainer section's settings
+        raise ConfigError(str(err)) from err
     with run_folder.hold(out) if main_process else contextlib.nullcontext():
         if main_process:
             OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
@@ -137,7 +141,7 @@ def _sample(args: argparse.Namespace) -> None:
     from genodiff.samplers.request import SampleRequest
 
     if args.prefix is not None and args.infill is not None:
-        raise ValueError("--prefix and --infill exclude each other; give one")
+        raise InputValueError("--prefix and --infill exclude each other; give one")
     device = resolve_device(args.device)
     model = load_model(args.checkpoint, device)
     tokenizer = model.tokenizer
@@ -149,7 +153,7 @@ def _sample(args: argparse.Namespace) -> None:
     if args.infill is not None:
         constraint = Constraint.from_file(args.infill, tokenizer)
         if args.length not in (None, constraint.length):
-            raise ValueError(
+            raise InputValueError(
                 f"--length {args.length} differs from the --infill template's "
                 f"{constraint.length} {tokenizer.unit}; leave --length out"
             )
@@ -177,7 +181,7 @@ def _sample(args: argparse.Namespace) -> None:
         request = replace(request, template=constraint.template, given=constraint.given)
     sampler = model.eval_objective.sampler_name(request)  # its samplers differ per objective
     if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
-        raise ValueError("--block and --stride apply only to --sampler semi-ar")
+        raise InputValueError("--block and --stride apply only to --sampler semi-ar")
     samples = draw_samples(
         model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size
     )
@@ -518,15 +522,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The file system's refusals about the user's files and disk, which the user fixes.
+FILE_SYSTEM_ERRORS = (
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def is_user_error(err: BaseException) -> bool:
+    """True for an error in what the user gave (``UserInputError``) or about the user's files
+    and disk (missing, not allowed, disk full); anything else is a bug."""
+    if isinstance(err, (UserInputError, *FILE_SYSTEM_ERRORS)):
+        return True
+    return isinstance(err, OSError) and err.errno in DISK_ERRNOS
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; a user error is one line on stderr (exit status 2), any other error
+    raises with its traceback (``GENODIFF_DEBUG=1``: every error does)."""
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except (ConfigError, OSError, ImportError, KeyError, ValueError, FloatingPointError) as err:
-        if os.environ.get("GENODIFF_DEBUG"):
+    except Exception as err:
+        if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"genodiff {args.command}: error: {message}", file=sys.stderr)
+        print(f"genodiff {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0
 

@@ -39,10 +39,12 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import PurePath
 from typing import Any, Literal, Union, get_args, get_origin
 
+from genodiff.errors import InputValueError
+
 REQUIRED = inspect.Parameter.empty  # a key without a default
 
 
-class ConfigError(ValueError):
+class ConfigError(InputValueError):
     """A config key or value that cannot be used; the message says what to change.
     (``genodiff.config.ConfigError`` is this class.)"""
 

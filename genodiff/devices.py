@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from genodiff.errors import InputValueError
+
 
 def resolve_device(name: str | torch.device | None, option: str = "--device") -> torch.device:
     """The torch device ``name`` names (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...); None: CUDA
@@ -18,7 +20,7 @@ def resolve_device(name: str | torch.device | None, option: str = "--device") ->
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError, ValueError):
-        raise ValueError(
+        raise InputValueError(
             f"{option} {name!r} is not a device name; use cpu, cuda, cuda:N (N = GPU index) or "
             "leave it out for the best available"
         ) from None
@@ -29,13 +31,13 @@ def resolve_device(name: str | torch.device | None, option: str = "--device") ->
         backend = getattr(torch.backends, "mps", None)
     available = getattr(backend, "is_available", None)
     if available is None or not available():
-        raise ValueError(
+        raise InputValueError(
             f"{option} {name}: this machine has no {device.type} device (or this torch build "
             f"does not support it: torch {torch.__version__}); use {option} cpu"
         )
     count = getattr(backend, "device_count", None)
     if device.index is not None and count is not None and device.index >= count():
-        raise ValueError(
+        raise InputValueError(
             f"{option} {name}: this machine has {count()} {device.type} device(s), "
             f"{device.type}:0 to {device.type}:{count() - 1}"
         )

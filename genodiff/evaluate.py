@@ -35,6 +35,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from genodiff.data.base import NamedItemDataset
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.objectives import Objective
 
 
@@ -105,7 +106,7 @@ class EvalResult:
 def spread_indices(total: int, num_windows: int | None) -> list[int]:
     """``num_windows`` indices evenly spread over ``range(total)`` (all when None or more)."""
     if num_windows is not None and num_windows < 1:
-        raise ValueError(f"--num-windows must be >= 1, got {num_windows}")
+        raise InputValueError(f"--num-windows must be >= 1, got {num_windows}")
     if num_windows is None or num_windows >= total:
         return list(range(total))
     return [i * total // num_windows for i in range(num_windows)]
@@ -128,13 +129,13 @@ def heldout_windows(
     if length is None:
         length = data_config.get("max_length", 1024)
     elif length < 1:
-        raise ValueError(f"--length must be >= 1 {tokenizer.unit}, got {length}")
+        raise InputValueError(f"--length must be >= 1 {tokenizer.unit}, got {length}")
     datamodule = build_datamodule({**data_config, "max_length": length})
     datamodule.attach_tokenizer(tokenizer)
     readable = f"--file FILE ({domain_of(tokenizer).eval_file})"
     if data_file is not None:
         if not Path(data_file).is_file():
-            raise FileNotFoundError(f"--file {data_file} not found")
+            raise InputFileNotFoundError(f"--file {data_file} not found")
         dataset = datamodule.file_dataset(data_file)
         source = str(Path(data_file).resolve())
         where = str(data_file)
@@ -142,14 +143,14 @@ def heldout_windows(
         try:
             dataset = datamodule.heldout_dataset("test")
         except FileNotFoundError as err:
-            raise FileNotFoundError(
+            raise InputFileNotFoundError(
                 f"{err}. The checkpoint's test split needs its data; or score any file with "
                 f"{readable}"
             ) from None
         source = f"{data_config['name']} test split of {_data_source(data_config)}"
         where = "the test split of the checkpoint's data"
     if len(dataset) == 0:
-        raise ValueError(
+        raise InputValueError(
             f"{where} has no {length}-{tokenizer.unit} window to score; pass a smaller --length or "
             f"another file ({readable})"
         )
@@ -192,7 +193,9 @@ def score_windows(
     Batches of ``batch_size`` windows, each repeated ``t_samples`` times (see module doc).
     """
     if t_samples < 1 or batch_size < 1:
-        raise ValueError(f"need t_samples >= 1 and batch_size >= 1, got {t_samples}, {batch_size}")
+        raise InputValueError(
+            f"need t_samples >= 1 and batch_size >= 1, got {t_samples}, {batch_size}"
+        )
     device = next(backbone.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     backbone.eval()
@@ -214,7 +217,7 @@ def ratio_and_se(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float | N
     for fewer than two windows)."""
     total = counts.sum()
     if total == 0:
-        raise ValueError("the held-out windows hold no scored token (all N?)")
+        raise InputValueError("the held-out windows hold no scored token (all N?)")
     ratio = float(sums.sum() / total)
     n = len(sums)
     if n < 2:
@@ -276,8 +279,8 @@ def evaluate_checkpoint(
             batch_size,
             report,
         )
-    except ValueError as err:
-        raise ValueError(f"while scoring {length}-token windows: {err}") from None
+    except InputValueError as err:
+        raise InputValueError(f"while scoring {length}-token windows: {err}") from None
     nelbo, se = ratio_and_se(sums, counts)
     ln2 = math.log(2)
     return EvalResult(

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.domains import domain_of
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.objectives import Objective
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
@@ -66,7 +67,7 @@ class Constraint:
         themselves; text: [BOS] and the prefix's tokens)."""
         ids = tokenizer.encode_prefix(prefix)
         if len(ids) > length:
-            raise ValueError(
+            raise InputValueError(
                 f"the prefix ({len(ids)} {tokenizer.unit}) is longer than --length {length}; "
                 "raise --length or shorten the prefix"
             )
@@ -83,7 +84,7 @@ class Constraint:
         its length is the sample length."""
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"infill file {path} not found")
+            raise InputFileNotFoundError(f"infill file {path} not found")
         text = domain_of(tokenizer).read_template(path)
         ids = torch.tensor(tokenizer.encode_template(text), dtype=torch.long)
         given = ids != tokenizer.mask_id
@@ -135,12 +136,12 @@ def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.M
     request that cannot fit (``memory_needed`` with the backbone's declared ``vocab_size``, above
     the machine's memory) rather than an allocator error or the out-of-memory killer later."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1 (--batch-size), got {batch_size}")
+        raise InputValueError(f"batch_size must be >= 1 (--batch-size), got {batch_size}")
     device = next(backbone.parameters()).device
     needed = memory_needed(request, batch_size, capabilities_of(backbone).vocab_size)
     for need, have, where in zip(needed, memory_available(device), (device, "host"), strict=True):
         if need > have:
-            raise ValueError(
+            raise InputValueError(
                 f"sampling {request.num_samples} x {request.length} tokens (batches of "
                 f"{min(batch_size, request.num_samples)}) needs at least {_size(need)} of "
                 f"{where} memory, and this machine has {_size(have)}; lower --length, "

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from genodiff import registry
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.evaluate import ratio_and_se
 from genodiff.sample_files import format_owner, read_samples
 
@@ -175,10 +176,10 @@ def encode_samples(samples: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
     for i, text in enumerate(samples):
         try:
             ids = np.asarray(tokenizer.encode_sample(text), dtype=np.int64)
-        except ValueError as err:
-            raise ValueError(f"sample {i}: {err}") from None
+        except InputValueError as err:
+            raise InputValueError(f"sample {i}: {err}") from None
         if ids.size == 0:
-            raise ValueError(f"sample {i} encodes to no token")
+            raise InputValueError(f"sample {i} encodes to no token")
         out.append(ids)
     return out
 
@@ -228,7 +229,7 @@ def _check_exact(model: Any, checkpoint: str) -> None:
     objective = model.eval_objective
     if not objective.exact_likelihood:
         name = model.config.get("objective", {}).get("name", type(objective).__name__)
-        raise ValueError(
+        raise InputValueError(
             f"generative perplexity needs an autoregressive (exact-likelihood) checkpoint, but "
             f"{checkpoint} was trained with objective {name!r}, whose likelihood is only a "
             "bound; pass an AR checkpoint (objective=ar), e.g. from "
@@ -254,13 +255,13 @@ def generative_perplexity(
     where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``."""
     _check_exact(model, checkpoint)
     if batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+        raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
     if max_length is None:
         max_length = int(model.config.get("data", {}).get("max_length", 1024))
     if max_length < 1:
-        raise ValueError(f"--max-length must be >= 1, got {max_length}")
+        raise InputValueError(f"--max-length must be >= 1, got {max_length}")
     if not samples:
-        raise ValueError("no sample to score")
+        raise InputValueError("no sample to score")
     if device is not None:
         model = model.to(device)
     torch_device = next(model.eval_backbone.parameters()).device
@@ -270,7 +271,7 @@ def generative_perplexity(
     )
     keep = counts > 0  # a sample of context-only tokens has no perplexity
     if not keep.any():
-        raise ValueError(
+        raise InputValueError(
             "no sample holds a token the checkpoint scores (all are outside its "
             "tokenizer's sample_ids, e.g. all N)"
         )
@@ -319,7 +320,7 @@ def default_ar_checkpoint(samples_path: str | os.PathLike, root: str | os.PathLi
         path = Path(root) / candidate
         if path.is_file():
             return path
-    raise FileNotFoundError(
+    raise InputFileNotFoundError(
         "no --checkpoint given and none of the conventional AR checkpoints for these samples "
         f"exists ({', '.join(candidates) or 'none known'}); pass --checkpoint AR.ckpt, or train "
         "the AR run of one of them with `genodiff train` (outputs/NAME: the config NAME)"
@@ -360,7 +361,7 @@ def score_sample_file(
     for path in (samples_path, reference_path):
         owner = None if path is None else format_owner(path)
         if owner not in (None, domain):
-            raise ValueError(
+            raise InputValueError(
                 f"{path} is in a {owner} sample format, but {checkpoint} is a {domain} "
                 f"checkpoint; score {owner} samples with a {owner} AR checkpoint"
             )

@@ -24,12 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from genodiff.errors import InputFileNotFoundError, UserInputError
+
 # Hub repository names: letters, digits, '-', '_', '.', not starting with a separator.
 _HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>\S+))?")
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
-class HubError(OSError):
+class HubError(UserInputError, OSError):
     """A Hub id that could not be resolved; the message says what to do."""
 
 
@@ -60,7 +62,7 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
         return path
     hub_id = parse_hub_id(reference)
     if hub_id is None:
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             f"{reference}: not found (no such file or folder, nor a Hugging Face Hub id "
             "org/name[@revision])"
         )

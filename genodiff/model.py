@@ -19,6 +19,7 @@ from torch.optim.swa_utils import AveragedModel
 from genodiff import backbones, registry
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.config import ConfigError, EMAConfig, with_tokenizer_fields
+from genodiff.errors import InputValueError
 from genodiff.objectives import Objective
 from genodiff.tokenizers import Tokenizer, build_tokenizer
 
@@ -97,7 +98,7 @@ def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
             )
             if keys
         )
-        raise ValueError(
+        raise InputValueError(
             f"init_from={folder}: its weights do not fit the configured model ({details}). "
             "Pick the model config that matches the folder's config.json."
         )

@@ -27,6 +27,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TypeVar
 
+from genodiff.errors import InputImportError, InputKeyError
+
 T = TypeVar("T")
 
 # The modules whose import registers the built-in classes of each kind.
@@ -77,7 +79,7 @@ def _load(kind: str, entry: EntryPoint) -> type:
     try:
         return entry.load()
     except Exception as err:  # a broken plugin must say which one it is
-        raise ImportError(
+        raise InputImportError(
             f"the {kind} plugin {entry.name!r} ({entry.value}, entry-point group "
             f"{entry.group}) failed to load: {err}. Reinstall or uninstall that plugin."
         ) from err
@@ -111,7 +113,7 @@ def get(kind: str, name: str) -> type:
     if name not in registry:
         names = set(registry) | {entry.name for entry in _entry_points(kind)}
         known = ", ".join(sorted(names)) or "(none)"
-        raise KeyError(f"unknown {kind} {name!r}; known {kind}s: {known}")
+        raise InputKeyError(f"unknown {kind} {name!r}; known {kind}s: {known}")
     return registry[name]
 
 

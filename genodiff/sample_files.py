@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING
 from torch import Tensor
 
 from genodiff.atomic_files import atomic_write
+from genodiff.errors import InputFileNotFoundError, InputValueError
 
 if TYPE_CHECKING:
     from genodiff.domains import Domain
@@ -77,13 +78,13 @@ def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}, line {number}: invalid JSON ({err.msg})") from None
+            raise InputValueError(f"{path}, line {number}: invalid JSON ({err.msg})") from None
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-            raise ValueError(
+            raise InputValueError(
                 f'{path}, line {number}: expected a JSON object with a string "text" field'
             )
         if not item["text"].strip():
-            raise ValueError(f'{path}, line {number}: the "text" field is empty')
+            raise InputValueError(f'{path}, line {number}: the "text" field is empty')
         samples.append(item["text"])
     return samples
 
@@ -109,12 +110,12 @@ def _read_fasta(handle: IO[str], path: Path) -> list[str]:
     if not first:
         return []
     if not first.startswith(">"):
-        raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
+        raise InputValueError(f"{path} is not FASTA: it must start with a '>name' header line")
     handle.seek(0)
     samples = []
     for record in parse_records(handle, "fasta"):
         if not record.seq:
-            raise ValueError(f"{path}: record {record.id!r} has no sequence")
+            raise InputValueError(f"{path}: record {record.id!r} has no sequence")
         samples.append(str(record.seq))
     return samples
 
@@ -170,7 +171,7 @@ def _format_of(path: Path) -> tuple[SampleFormat, str | None, bool]:
     found = _lookup(suffix)
     if found is None:
         known = _listing([f for f, _ in _installed_formats()])
-        raise ValueError(
+        raise InputValueError(
             f"{path}: unknown sample file format {suffix or '(no suffix)'!r}; use {known}, "
             "each optionally gzipped (.gz)"
         )
@@ -193,18 +194,20 @@ def check_output(
         usable = _listing(domain.sample_formats)
         found = _lookup(suffix)
         if found is not None:
-            raise ValueError(
+            raise InputValueError(
                 f"{path}: {found[0].name} holds {found[1]} samples, these are {domain.name} "
                 f"samples; use {usable}"
             )
-        raise ValueError(f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {usable}")
+        raise InputValueError(
+            f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {usable}"
+        )
     if path.is_dir():
-        raise ValueError(
+        raise InputValueError(
             f"--out {path} is a folder; name a file in it, e.g. --out {path / ('samples' + suffix)}"
         )
     for what, source in inputs:
         if path.exists() and Path(source).exists() and os.path.samefile(path, source):
-            raise ValueError(
+            raise InputValueError(
                 f"--out {path} is the {what} this command reads ({source}); writing the samples "
                 "there would destroy it: choose another --out"
             )
@@ -251,16 +254,16 @@ def read_samples(path: str | os.PathLike) -> list[str]:
     path = Path(path)
     fmt, _, gzipped = _format_of(path)
     if not path.is_file():
-        raise FileNotFoundError(f"sample file {path} not found")
+        raise InputFileNotFoundError(f"sample file {path} not found")
     try:
         with _open_text(path, gzipped) as handle:
             samples = fmt.read(handle, path)
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text ({err.reason})") from None
+        raise InputValueError(f"{path} is not UTF-8 text ({err.reason})") from None
     except (gzip.BadGzipFile, EOFError) as err:
-        raise ValueError(f"{path} is not a readable gzip file ({err})") from None
+        raise InputValueError(f"{path} is not a readable gzip file ({err})") from None
     if not samples:
-        raise ValueError(f"{path} holds no sample")
+        raise InputValueError(f"{path} holds no sample")
     return samples
 
 
@@ -273,12 +276,12 @@ def fasta_template(path: Path) -> str:
     with fasta_errors(path), open_fasta(path) as handle:
         text = handle.read()
     if not text.strip():
-        raise ValueError(f"infill FASTA {path} is empty")
+        raise InputValueError(f"infill FASTA {path} is empty")
     if not text.lstrip().startswith(">"):
-        raise ValueError(f"{path} is not FASTA: it must start with a '>name' header line")
+        raise InputValueError(f"{path} is not FASTA: it must start with a '>name' header line")
     record = next(parse_records(io.StringIO(text), "fasta"))
     if not record.seq:
-        raise ValueError(f"the first record of {path} ({record.id}) has no sequence")
+        raise InputValueError(f"the first record of {path} ({record.id}) has no sequence")
     return str(record.seq)
 
 
@@ -287,8 +290,10 @@ def line_template(path: Path) -> str:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as err:
-        raise ValueError(f"infill file {path} is not UTF-8 text ({err.reason})") from None
+        raise InputValueError(f"infill file {path} is not UTF-8 text ({err.reason})") from None
     template = next((line.strip() for line in lines if line.strip()), None)
     if template is None:
-        raise ValueError(f"infill file {path} has no text: write the template on its first line")
+        raise InputValueError(
+            f"infill file {path} has no text: write the template on its first line"
+        )
     return template

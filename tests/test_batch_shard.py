@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from genodiff import backbones
-from genodiff.objectives.base import BatchShard, shard_rows
+from genodiff.batch_shard import BatchShard, shard_rows
 from tests.dna_objectives import DNA, ar, d3pm, mdlm, plaid, sedd
 
 BATCH, HALF, LENGTH = 6, 3, 24

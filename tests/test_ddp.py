@@ -1,21 +1,27 @@
 """More than one process: ``trainer.strategy=ddp trainer.devices=2 trainer.accelerator=cpu``
 (gloo) trains exactly like one process with twice the batch; the processes see disjoint
 windows, only rank 0 writes, held-out metrics cover every window once, and the checkpoint
-serves eval and fine-tuning like any other."""
+serves eval and fine-tuning like any other. A plugin data module gets the same split from the
+``DataModule`` base, and no data module can bypass it."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import textwrap
 
+import lightning
 import pytest
 import torch
 
-from genodiff import cli
-from genodiff.config import load_config
+from genodiff import cli, registry
+from genodiff.config import ConfigError, load_config
+from genodiff.data.base import DataModule
 from genodiff.data.loaders import EpochShuffleSampler, HeldoutShard
 from genodiff.finetune.classifier import load_backbone
+from genodiff.training import build_datamodule
 from tests.test_cli import DEMO, ROOT, read_metrics
 
 RUN = [
@@ -187,3 +193,148 @@ def test_trainer_groups_for_several_processes(tmp_path, capsys):
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("genodiff train: error:") and "fsdp" in line and "GPU" in line
     assert not out.exists()
+
+
+# A data plugin written to the contract of genodiff.data.base.DataModule (datasets, no loaders),
+# found through an entry point as an installed plugin would be. Its train windows record which
+# items each process reads.
+PLUGIN_SOURCE = """
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from genodiff.data.base import DataModule
+
+
+class RandomWindows:
+    def __init__(self, count, max_length, seed, log):
+        generator = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(7, 11, (count, max_length), generator=generator)  # A C G T
+        self.log = log
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, index):
+        if self.log:
+            rank = dist.get_rank() if dist.is_initialized() else 0
+            with open(Path(self.log) / f"rank{rank}.txt", "a") as record:
+                record.write(f"{index}\\n")
+        return {"input_ids": self.ids[index]}
+
+    def item_name(self, index):
+        return f"window {index}"
+
+
+class RandomDNA(DataModule):
+    domain = "dna"
+    file_option = "--fasta"
+
+    def __init__(
+        self,
+        windows: int = 12,
+        max_length: int = 32,
+        log: str = "",
+        batch_size: int = 4,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(batch_size, eval_batch_size, num_workers, seed)
+        self.windows, self.max_length, self.log = windows, max_length, log
+
+    def check_files(self) -> None:
+        pass
+
+    def dataset_of(self, split: str) -> RandomWindows:
+        seed = ("train", "valid", "test").index(split)
+        return RandomWindows(self.windows, self.max_length, seed, self.log if seed == 0 else "")
+
+    def heldout_dataset(self, split: str = "test") -> RandomWindows:
+        return self.dataset_of(split)
+
+    def file_dataset(self, path) -> RandomWindows:
+        raise ValueError("RandomDNA reads no files")
+"""
+WINDOWS, GLOBAL_BATCH = 12, 4  # one epoch = 3 global batches
+
+
+def install_plugin(folder) -> None:
+    """``folder``: the module and the dist-info that declares its entry point."""
+    (folder / "random_dna_plugin.py").write_text(textwrap.dedent(PLUGIN_SOURCE))
+    info = folder / "random_dna_plugin-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: random-dna-plugin\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[genodiff.data]\nrandom_dna = random_dna_plugin:RandomDNA\n"
+    )
+
+
+def read_indices(path) -> list[int]:
+    return [int(line) for line in path.read_text().split()]
+
+
+@pytest.mark.process_level
+def test_a_plugin_data_module_splits_every_global_batch_over_the_processes(tmp_path):
+    plugin, log, expected_log = tmp_path / "plugin", tmp_path / "log", tmp_path / "expected"
+    for folder in (plugin, log, expected_log):
+        folder.mkdir()
+    install_plugin(plugin)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    for group in ("model", "objective", "trainer"):
+        (configs / group).symlink_to(ROOT / "configs" / group)
+    config = configs / "plugin.yaml"
+    config.write_text(
+        f"""defaults: [{{model: caduceus_tiny}}, {{objective: mdlm}}, {{trainer: cpu}}, _self_]
+name: plugin_ddp
+output_dir: {tmp_path / "run"}
+tokenizer: {{name: dna}}
+data: {{name: random_dna, windows: {WINDOWS}, log: {log}, batch_size: {GLOBAL_BATCH // 2}}}
+samples: {{num_samples: 2, length: 16, steps: 2}}
+trainer: {{max_steps: 3, val_check_interval: 3, limit_val_batches: 1, limit_test_batches: 1,
+          enable_progress_bar: false, strategy: ddp, devices: 2, accelerator: cpu}}
+"""
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), str(ROOT)])}
+    command = [sys.executable, "-m", "genodiff.cli", "train", str(config)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [read_indices(log / f"rank{rank}.txt") for rank in (0, 1)]
+    # Disjoint halves of one epoch: together every window exactly once.
+    assert [len(share) for share in ranks] == [WINDOWS // 2] * 2
+    assert sorted(ranks[0] + ranks[1]) == list(range(WINDOWS))
+
+    # One process with the global batch (its loader, with no trainer: no split) reads the same
+    # global batches; rank r reads the r-th half of each.
+    sys.path.insert(0, str(plugin))
+    try:
+        from random_dna_plugin import RandomDNA
+    finally:
+        sys.path.remove(str(plugin))
+    one = RandomDNA(windows=WINDOWS, log=str(expected_log), batch_size=GLOBAL_BATCH)
+    batches = [batch["input_ids"] for batch in one.train_dataloader()]
+    assert [len(batch) for batch in batches] == [GLOBAL_BATCH] * 3
+    expected = read_indices(expected_log / "rank0.txt")
+    half = GLOBAL_BATCH // 2
+    for step in range(3):
+        got = ranks[0][step * half : (step + 1) * half] + ranks[1][step * half : (step + 1) * half]
+        assert got == expected[step * GLOBAL_BATCH : (step + 1) * GLOBAL_BATCH]
+
+
+def test_a_data_module_cannot_bring_loaders_that_skip_the_split():
+    with pytest.raises(TypeError, match="OwnLoader defines train_dataloader: .* dataset_of"):
+
+        class OwnLoader(DataModule):
+            def train_dataloader(self):
+                return []
+
+
+def test_a_data_plugin_that_is_not_a_genodiff_data_module_is_refused(monkeypatch):
+    class PlainLightning(lightning.LightningDataModule):
+        pass
+
+    monkeypatch.setitem(registry._REGISTRIES["data"], "plain", PlainLightning)
+    with pytest.raises(ConfigError, match="data.name='plain' is .*PlainLightning.*DataModule"):
+        build_datamodule({"name": "plain"})

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader
 
 from genodiff import cli, registry
 from genodiff.backbones import Capabilities, build, capabilities_of
@@ -109,8 +108,8 @@ class ToyLines(DataModule):
     path_keys = ("path",)
 
     def __init__(self, path: str, max_length: int = 32, batch_size: int = 4) -> None:
-        super().__init__()
-        self.path, self.max_length, self.batch_size = Path(path), max_length, batch_size
+        super().__init__(batch_size)
+        self.path, self.max_length = Path(path), max_length
 
     def check_files(self) -> None:
         if not self.path.is_file():
@@ -124,22 +123,15 @@ class ToyLines(DataModule):
     def training_texts(self):
         return self._lines("train")
 
-    def heldout_dataset(self, split: str = "test") -> LineDataset:
+    def dataset_of(self, split: str) -> LineDataset:
         return LineDataset(self._lines(split), self.tokenizer, self.max_length)
+
+    def heldout_dataset(self, split: str = "test") -> LineDataset:
+        return self.dataset_of(split)
 
     def file_dataset(self, path) -> LineDataset:
         lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
         return LineDataset(lines, self.tokenizer, self.max_length)
-
-    def train_dataloader(self) -> DataLoader:
-        dataset = LineDataset(self._lines("train"), self.tokenizer, self.max_length)
-        return DataLoader(dataset, batch_size=self.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.heldout_dataset("valid"), batch_size=self.batch_size)
-
-    def test_dataloader(self) -> DataLoader:
-        return DataLoader(self.heldout_dataset("test"), batch_size=self.batch_size)
 
 
 def write_tabbed(handle, names, texts, run) -> None:

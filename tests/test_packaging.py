@@ -13,6 +13,7 @@ way: its wheel carries its configs and corpus, and installed beside the core's i
 
 import email.parser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,12 +22,20 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 import genodiff
 from genodiff import cli, resources
 from genodiff.config import load_config, resolve_config_path
 from genodiff.finetune import load_finetune_config
 from genodiff.finetune.data import load_task
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: pytest depends on tomli there
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = "genodiff/_bundle/"
@@ -194,18 +203,53 @@ def test_installed_wheel_trains_the_demo_from_another_folder(wheel, tmp_path):
     assert f"fasta: {site / 'genodiff' / '_bundle' / 'data'}" in (out / "config.yaml").read_text()
 
 
-def test_gpu_environment_solves_from_conda_forge_alone():
-    # One channel (PyTorch's own conda channel stopped at 2.5; mixing channels breaks solves),
-    # CUDA PyTorch and prebuilt kernels from it, everything else from pyproject.toml via pip.
+# conda-forge names of packages that PyPI names otherwise.
+CONDA_TO_PYPI = {"pytorch-gpu": "torch", "matplotlib-base": "matplotlib"}
+
+
+def test_conda_environment_installs_what_pyproject_declares():
+    """environment.yml against pyproject.toml: conda installs only declared dependencies (under
+    their PyPI names), among them CUDA torch and the prebuilt kernels of the ``cuda`` extra,
+    which pip would build from source; pip installs the project, so every other dependency; the
+    Python is one the project supports."""
     import yaml
 
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {Requirement(r).name for r in project["dependencies"]}
+    extras = project["optional-dependencies"]
+    cuda = {Requirement(r).name for r in extras["cuda"]}
+
+    # One channel: PyTorch's own conda channel stopped at 2.5 and mixing channels breaks
+    # solves; pyfaidx is on bioconda only, so pip installs it.
     assert env["channels"] == ["conda-forge", "nodefaults"]
-    conda = [d.split("=")[0] for d in env["dependencies"] if isinstance(d, str)]
-    assert {"pytorch-gpu", "mamba-ssm", "causal-conv1d"} <= set(conda)
-    assert "pyfaidx" not in conda  # bioconda only: pip installs it
+    conda = dict(d.partition("=")[::2] for d in env["dependencies"] if isinstance(d, str))
+    python = conda.pop("python")
+    assert Version(python) in SpecifierSet(project["requires-python"])
+    conda.pop("pip")
+    from_conda = {CONDA_TO_PYPI.get(name, name) for name in conda}
+    assert from_conda <= runtime | cuda, from_conda - runtime - cuda
+    assert {"torch", *cuda} <= from_conda
+    assert "pyfaidx" not in conda
+
     (pip,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
-    assert pip == ["-e .[test]"]
+    (install,) = pip
+    assert install.startswith("-e .[") and install.endswith("]")
+    wanted = set(install[len("-e .[") : -1].split(","))
+    assert wanted <= set(extras) and "cuda" not in wanted  # conda brings the kernels
+
+
+def test_the_torch_pin_is_one_pyproject_allows():
+    """README's CPU install pins the torch that CI installs, inside pyproject.toml's range, whose
+    lower bound is the one README states."""
+    readme = (ROOT / "README.md").read_text()
+    (pin,) = set(re.findall(r"pip install torch==([\d.]+)", readme))
+    assert f"torch=={pin}" in (ROOT / ".ci" / "run").read_text()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (torch,) = [Requirement(r) for r in project["dependencies"] if Requirement(r).name == "torch"]
+    assert pin in torch.specifier
+    (minimum,) = re.findall(r"any torch >= ([\d.]+)", readme)
+    assert str(torch.specifier) == f">={minimum}"
 
 
 @pytest.mark.wheel_install

@@ -39,6 +39,7 @@ from genodiff.backbones.rcps import (
     rcps_add_norm,
 )
 from genodiff.config_values import Keywords
+from genodiff.errors import InputValueError
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
 
@@ -60,7 +61,7 @@ class BiMamba(nn.Module):
         super().__init__()
         strategy = bidirectional_strategy or "add"
         if bidirectional and strategy not in ("add", "ew_multiply"):
-            raise ValueError(
+            raise InputValueError(
                 f"bidirectional_strategy must be 'add' or 'ew_multiply', got {strategy!r}"
             )
         self.strategy = strategy
@@ -220,7 +221,7 @@ class Caduceus(LMBackboneBase):
             rc_equivariant=rcps,
         )
         if rcps and complement_map is None:
-            raise ValueError(
+            raise InputValueError(
                 "model.rcps=true (Caduceus-PS, reverse-complement equivariant) needs a "
                 "complement_map, which comes from the tokenizer, and this tokenizer has none "
                 "(its vocabulary has no reverse complement); use model.rcps=false"
@@ -296,7 +297,7 @@ def conjoin_logits(
     """
     cmap = model.complement_map
     if cmap is None:
-        raise ValueError("conjoining needs the model's complement_map (from its tokenizer)")
+        raise InputValueError("conjoining needs the model's complement_map (from its tokenizer)")
     cmap = torch.tensor([cmap[i] for i in range(model.vocab_size)], device=input_ids.device)
     logits = model(input_ids, sigma)
     logits_rc = model(rc_ids(input_ids, cmap), sigma)  # predictions for rc(x)

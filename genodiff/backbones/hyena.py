@@ -24,6 +24,7 @@ from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, pick
 from genodiff.config_values import Keywords
+from genodiff.errors import InputValueError
 from genodiff.registry import register_backbone
 
 
@@ -124,7 +125,7 @@ class HyenaFilter(nn.Module):
     ):
         super().__init__()
         if emb_dim % 2 == 0 or emb_dim < 3:
-            raise ValueError(f"emb_dim must be odd and >= 3 (time, cos, sin), got {emb_dim}")
+            raise InputValueError(f"emb_dim must be odd and >= 3 (time, cos, sin), got {emb_dim}")
         self.bias = nn.Parameter(torch.randn(d_model))
         self.pos_emb = PositionalEmbedding(emb_dim, seq_len, lr_pos_emb)
         act = Sin(order, w)
@@ -203,7 +204,7 @@ class HyenaOperator(nn.Module):
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         seqlen = u.shape[1]
         if seqlen > self.l_max:
-            raise ValueError(
+            raise InputValueError(
                 f"sequence length {seqlen} exceeds the filter length l_max={self.l_max}"
             )
         uc = self.in_proj(u).transpose(1, 2)  # (B, 3d, L)

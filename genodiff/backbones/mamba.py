@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genodiff.errors import InputValueError
 from genodiff.ops import (
     add_norm,
     causal_conv1d,
@@ -98,7 +99,7 @@ class Mamba(nn.Module):
         elif dt_init == "random":
             nn.init.uniform_(self.dt_proj.weight, -std, std)
         else:
-            raise ValueError(f"dt_init must be 'random' or 'constant', got {dt_init!r}")
+            raise InputValueError(f"dt_init must be 'random' or 'constant', got {dt_init!r}")
         log_dt = torch.rand(self.d_inner) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)
         dt = torch.exp(log_dt).clamp(min=dt_init_floor)
         with torch.no_grad():

@@ -21,6 +21,7 @@ from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout, pick
 from genodiff.backbones.mamba import Block, Mamba
 from genodiff.config_values import Keywords
+from genodiff.errors import InputValueError
 from genodiff.ops import RMSNorm, add_norm
 from genodiff.registry import register_backbone
 
@@ -118,7 +119,9 @@ class MambaLM(LMBackboneBase):
         super().__init__()
         ssm_cfg = dict(ssm_cfg or {})
         if ssm_cfg.pop("layer", "Mamba1") != "Mamba1" or d_intermediate or attn_layer_idx:
-            raise ValueError("only pure Mamba-1 models are supported (no Mamba-2, MLP, attention)")
+            raise InputValueError(
+                "only pure Mamba-1 models are supported (no Mamba-2, MLP, attention)"
+            )
         self.d_model, self.n_layer = d_model, n_layer
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
         self.capabilities = Capabilities(
@@ -219,7 +222,7 @@ _HF_SSM_NAMES = {
 
 def _write_mamba_config(model: MambaLM, cfg: dict) -> dict:
     if cfg["norm_epsilon"] != 1e-5:
-        raise ValueError("mamba_ssm's MambaConfig has no norm_epsilon; only 1e-5 can be saved")
+        raise InputValueError("mamba_ssm's MambaConfig has no norm_epsilon; only 1e-5 can be saved")
     fields = {k: cfg[k] for k in MAMBA_FIELDS}
     fields["vocab_size"] = model.vocab_size
     fields["ssm_cfg"] = dict(cfg["ssm_cfg"] or {})

@@ -44,6 +44,7 @@ from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
 from genodiff.config import completed_model_config
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -69,7 +70,7 @@ FileWriter = Callable[[Path], None]
 TIED_HEAD_KEYS = ("lm_head.weight", "lm_head.lm_head.weight")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputValueError):
     """A checkpoint folder whose weights do not fit the model its config.json describes."""
 
 
@@ -224,7 +225,7 @@ def load_pretrained(directory: str | Path, **overrides: Any) -> nn.Module:
 def _read_config(directory: Path) -> dict[str, Any]:
     path = directory / CONFIG_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{directory} is not a checkpoint folder: no {CONFIG_FILE}")
+        raise InputFileNotFoundError(f"{directory} is not a checkpoint folder: no {CONFIG_FILE}")
     return json.loads(path.read_text())
 
 
@@ -259,7 +260,7 @@ def _weights_file(directory: Path) -> Path:
     for name in WEIGHT_FILES:
         if (directory / name).is_file():
             return directory / name
-    raise FileNotFoundError(f"{directory} holds no weights: none of {', '.join(WEIGHT_FILES)}")
+    raise InputFileNotFoundError(f"{directory} holds no weights: none of {', '.join(WEIGHT_FILES)}")
 
 
 def _read_weights(path: Path) -> dict[str, torch.Tensor]:

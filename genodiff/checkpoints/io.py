@@ -18,6 +18,7 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from genodiff.atomic_files import atomic_write
+from genodiff.errors import InputValueError
 
 # Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
 RUN_STATE_KEY = "genodiff_run"
@@ -43,13 +44,13 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             raise
         empty = path.is_file() and path.stat().st_size == 0
         detail = "the file is empty" if empty else _first_sentence(err)
-        raise ValueError(
+        raise InputValueError(
             f"{path} is not a loadable genodiff checkpoint (truncated or corrupt? {detail}); "
             "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
         ) from None
     hyper = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     if not isinstance(hyper, dict) or "config" not in hyper or "state_dict" not in checkpoint:
-        raise ValueError(f"{path} {NOT_A_TRAINING_CHECKPOINT}")
+        raise InputValueError(f"{path} {NOT_A_TRAINING_CHECKPOINT}")
     return checkpoint
 
 

@@ -15,6 +15,7 @@ import torch
 from genodiff import hub
 from genodiff.checkpoints.folders import FOLDER_FILES, RUN_RECORD_FILE, load_pretrained
 from genodiff.checkpoints.io import read_checkpoint
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import load_tokenizer, tokenizer_from_checkpoint
 
@@ -51,7 +52,7 @@ def checkpoint_file(source: Path) -> Path:
     found = sorted(p.name for p in source.glob("*.ckpt"))
     if len(found) == 1:
         return source / found[0]
-    raise FileNotFoundError(
+    raise InputFileNotFoundError(
         f"{source} holds no genodiff.json (a folder from genodiff export) and "
         + (f"several checkpoints ({', '.join(found)}): name one" if found else "no *.ckpt")
     )
@@ -72,7 +73,7 @@ def _load_exported_run(folder: Path) -> GenerativeModel:
     record = json.loads((folder / RUN_RECORD_FILE).read_text())
     model = GenerativeModel(record["config"], load_tokenizer(folder))
     if any(True for _ in model.objective.parameters()):
-        raise ValueError(
+        raise InputValueError(
             f"{folder}: the {record['config']['objective']['name']} objective has learned "
             "parameters of its own, which an exported folder does not hold; load the run's .ckpt"
         )

@@ -1,10 +1,18 @@
 """The data-module contract: what the core asks of a data module, built-in or plugin.
 
-A data module is a ``LightningDataModule`` whose constructor keywords are the ``data:`` config
-keys. Plugins register theirs through the ``genodiff.data`` entry-point group. The core calls,
-in order: ``check_files()`` (fail fast on missing input), ``training_texts()`` (only for a
-tokenizer that is trained on the data), ``attach_tokenizer(tokenizer)``, then Lightning's
-``setup`` and loaders. ``genodiff eval`` uses ``heldout_dataset()`` and ``file_dataset()``.
+A data module is a ``DataModule`` subclass whose constructor keywords are the ``data:`` config
+keys and which passes ``batch_size``, ``eval_batch_size``, ``num_workers`` and ``seed`` on to
+``DataModule.__init__``. Plugins register theirs through the ``genodiff.data`` entry-point
+group. The core calls, in order: ``check_files()`` (fail fast on missing input),
+``training_texts()`` (only for a tokenizer that is trained on the data),
+``attach_tokenizer(tokenizer)``, then Lightning's ``setup`` and loaders. ``genodiff eval`` uses
+``heldout_dataset()`` and ``file_dataset()``.
+
+A subclass returns datasets (``dataset_of(split)``), never loaders: this base builds the train,
+validation and test loaders (``genodiff.data.loaders``), shuffled per epoch from
+``(seed, epoch)``, resumable mid-epoch, and split over the processes of a data-parallel run, so
+every data module trains correctly on several processes. A subclass that defines a loader of
+its own is refused when it is defined.
 
 Datasets yield ``{"input_ids": LongTensor[L]}`` items ([PAD] is never corrupted nor scored)
 and name each item with ``item_name(index)`` (a genome window ``chr:start-end``, a text block
@@ -16,13 +24,26 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import lightning as L
 import torch
+from torch.utils.data import DataLoader
 
+from genodiff.data.loaders import (
+    EpochShuffleSampler,
+    HeldoutShard,
+    ResumableLoader,
+    process_share,
+    seed_worker,
+)
+from genodiff.errors import InputValueError
 from genodiff.tokenizers import Tokenizer
+
+# The LightningDataModule hooks that ``DataModule`` provides and a subclass must not redefine.
+LOADER_HOOKS = ("train_dataloader", "val_dataloader", "test_dataloader")
 
 
 class NamedItemDataset(Protocol):
@@ -39,7 +60,8 @@ class NamedItemDataset(Protocol):
 
 class DataModule(L.LightningDataModule, ABC):
     """Base of every genodiff data module. ``domain`` is the tokenizer domain it takes
-    (``genodiff.domains``: ``"dna"`` for the built-in modules)."""
+    (``genodiff.domains``: ``"dna"`` for the built-in modules). ``batch_size`` is each
+    process's training batch, ``eval_batch_size`` (default: ``batch_size``) its held-out batch."""
 
     domain: ClassVar[str]
     #: The ``data:`` keys naming the files or folders the data are read from, in order
@@ -60,6 +82,29 @@ class DataModule(L.LightningDataModule, ABC):
         "split_fractions": "[0, 1]",
     }
 
+    def __init__(
+        self,
+        batch_size: int,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size if eval_batch_size is not None else batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = [hook for hook in LOADER_HOOKS if hook in vars(cls)]
+        if own:
+            raise TypeError(
+                f"{cls.__name__} defines {', '.join(own)}: a genodiff data module returns its "
+                "datasets from dataset_of(split) and genodiff.data.base.DataModule builds the "
+                "loaders (which split every global batch over the processes of a DDP run)"
+            )
+
     @abstractmethod
     def check_files(self) -> None:
         """Raise FileNotFoundError naming any missing input (and how to get it)."""
@@ -67,7 +112,7 @@ class DataModule(L.LightningDataModule, ABC):
     def attach_tokenizer(self, tokenizer: Tokenizer) -> None:
         """Use ``tokenizer`` for every dataset; ValueError when its domain is not ours."""
         if tokenizer.domain != self.domain:
-            raise ValueError(
+            raise InputValueError(
                 f"{type(self).__name__} reads {self.domain} but the tokenizer "
                 f"{tokenizer.name!r} is for {tokenizer.domain}; pick a matching tokenizer.name"
             )
@@ -80,7 +125,13 @@ class DataModule(L.LightningDataModule, ABC):
 
     def training_texts(self) -> Iterable[str]:
         """The training split's raw texts, for a tokenizer trained on the data."""
-        raise ValueError(f"{type(self).__name__} has no text to train a tokenizer on")
+        raise InputValueError(f"{type(self).__name__} has no text to train a tokenizer on")
+
+    @abstractmethod
+    def dataset_of(self, split: str) -> NamedItemDataset:
+        """The dataset of ``split`` ("train", "valid" or "test") that the loaders read, built
+        on first use; ValueError naming the fix when it is empty. A train dataset with a
+        ``set_epoch(epoch)`` method is told each epoch (new augmentation coins, say)."""
 
     @abstractmethod
     def heldout_dataset(self, split: str = "test") -> NamedItemDataset:
@@ -90,6 +141,63 @@ class DataModule(L.LightningDataModule, ABC):
     def file_dataset(self, path: str | Path) -> NamedItemDataset:
         """Every window of the file ``path`` (``genodiff eval --file FILE``), with the
         configured window length."""
+
+    # ------------------------------------------------------------------ loaders
+
+    def _loader(
+        self, dataset: Any, batch_size: int, cls: type[DataLoader] = DataLoader, **kwargs: Any
+    ) -> DataLoader:
+        return cls(
+            dataset,
+            batch_size=batch_size,
+            num_workers=self.num_workers,
+            worker_init_fn=seed_worker,
+            generator=torch.Generator().manual_seed(self.seed),
+            persistent_workers=False,  # workers must see each epoch's set_epoch
+            **kwargs,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        """This process's share of a permutation per epoch (a global batch is ``world_size x
+        batch_size`` consecutive items; the tail that fills no global batch is left out on
+        several processes), checkpointed so that a resumed run goes on mid-epoch."""
+        dataset = self.dataset_of("train")
+        rank, world = process_share(self.trainer)
+        sampler = EpochShuffleSampler(dataset, self.seed, self.batch_size, rank, world)
+        if len(sampler) == 0:
+            raise InputValueError(
+                f"the train split has {len(dataset)} windows, fewer than one global batch of "
+                f"{world} processes x data.batch_size={self.batch_size}; lower data.batch_size"
+            )
+        position = partial(self._train_position, sampler)
+        return self._loader(
+            dataset, self.batch_size, ResumableLoader, sampler=sampler, position=position
+        )
+
+    def _train_position(self, sampler: EpochShuffleSampler) -> dict[str, int]:
+        """Where training stands in the data: the epoch and the batches consumed in it (at the
+        end of an epoch: the start of the next)."""
+        trainer = self.trainer
+        batches = trainer.fit_loop.epoch_loop.batch_progress.current.completed if trainer else 0
+        if trainer is not None and batches >= trainer.num_training_batches:
+            return {"epoch": sampler.epoch + 1, "batches": 0}
+        return {"epoch": sampler.epoch, "batches": batches}
+
+    def _heldout_loader(self, split: str) -> DataLoader:
+        """Every item once over the processes; the last global batch is filled with all-[PAD]
+        rows, which are neither noised nor scored."""
+        dataset = self.dataset_of(split)
+        rank, world = process_share(self.trainer)
+        if world > 1:
+            pad_id = self.tokenizer.pad_id
+            dataset = HeldoutShard(dataset, self.eval_batch_size, rank, world, pad_id)
+        return self._loader(dataset, self.eval_batch_size)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._heldout_loader("valid")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._heldout_loader("test")
 
 
 def files_digest(paths: Iterable[Path], chunk_bytes: int = 1 << 24) -> str:

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning as L
-
 from genodiff import registry
+from genodiff.config import ConfigError
+from genodiff.data.base import DataModule
 
 
-def build_datamodule(data_cfg: dict[str, Any]) -> L.LightningDataModule:
+def build_datamodule(data_cfg: dict[str, Any]) -> DataModule:
     """The data module registered as ``data_cfg["name"]`` (built-in or plugin), constructed with
-    the section's other keys."""
+    the section's other keys; ConfigError for a registered class that is not a ``DataModule``
+    (whose base class builds the sharded loaders every data module must use)."""
     kwargs = dict(data_cfg)
-    return registry.get("data", kwargs.pop("name"))(**kwargs)
+    name = kwargs.pop("name")
+    cls = registry.get("data", name)
+    if not (isinstance(cls, type) and issubclass(cls, DataModule)):
+        raise ConfigError(
+            f"data.name={name!r} is {cls!r}, not a subclass of genodiff.data.base.DataModule "
+            "(which builds the loaders that every data module must use)"
+        )
+    return cls(**kwargs)

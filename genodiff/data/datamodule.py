@@ -18,9 +18,9 @@ from pathlib import Path
 from genodiff.data.base import DataModule
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
-from genodiff.data.loaders import SharedLoaders
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
 from genodiff.domains import DNADomain
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.registry import register_data
 from genodiff.resources import resource
 from genodiff.tokenizers import DNATokenizer
@@ -39,8 +39,8 @@ def open_genome(fasta: Path, cache_dir: str | None) -> None:
     Genome(fasta, cache_dir=cache_dir).close()
 
 
-class _GenomeDataModule(SharedLoaders, DataModule, ABC):
-    """Shared loaders; subclasses provide ``check_files`` and ``_dataset(split)`` and set
+class _GenomeDataModule(DataModule, ABC):
+    """Genome windows; subclasses provide ``check_files`` and ``_dataset(split)`` and set
     ``max_length`` and ``add_eos``. Datasets code bases with the attached tokenizer (the DNA
     tokenizer until one is attached)."""
 
@@ -51,11 +51,7 @@ class _GenomeDataModule(SharedLoaders, DataModule, ABC):
     def __init__(
         self, batch_size: int, eval_batch_size: int | None, num_workers: int, seed: int
     ) -> None:
-        super().__init__()
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size if eval_batch_size is not None else batch_size
-        self.num_workers = num_workers
-        self.seed = seed
+        super().__init__(batch_size, eval_batch_size, num_workers, seed)
         self.tokenizer = DNATokenizer()
         self.datasets: dict[str, GenomeWindowDataset] = {}
 
@@ -87,12 +83,12 @@ class _GenomeDataModule(SharedLoaders, DataModule, ABC):
             tokenizer=self.tokenizer,
         )
 
-    def _get(self, split: str) -> GenomeWindowDataset:
+    def dataset_of(self, split: str) -> GenomeWindowDataset:
         if split not in self.datasets:
             self.setup()
         dataset = self.datasets[split]
         if len(dataset) == 0:
-            raise ValueError(
+            raise InputValueError(
                 f"the {split} split has no windows; use a smaller max_length or a longer genome"
             )
         return dataset
@@ -133,7 +129,7 @@ class FastaDataModule(_GenomeDataModule):
 
     def check_files(self) -> None:
         if not self.fasta.is_file():
-            raise FileNotFoundError(f"FASTA file not found: {self.fasta} (data.fasta)")
+            raise InputFileNotFoundError(f"FASTA file not found: {self.fasta} (data.fasta)")
         open_genome(self.fasta, self.cache_dir)
 
     def data_files(self) -> list[Path]:
@@ -190,7 +186,7 @@ class Hg38DataModule(_GenomeDataModule):
     def check_files(self) -> None:
         for key, path in (("fasta", self.fasta), ("bed", self.bed)):
             if not path.is_file():
-                raise FileNotFoundError(
+                raise InputFileNotFoundError(
                     f"hg38 {key} file not found: {path} (data.{key}). Download hg38 with: "
                     + HG38_FETCH_HINT.format(folder=path.parent)
                 )

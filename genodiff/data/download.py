@@ -22,6 +22,7 @@ from pathlib import Path
 from genodiff.atomic_files import atomic_write
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import read_bed
+from genodiff.errors import UserInputError
 
 HG38_FASTA_URL = "https://storage.googleapis.com/basenji_barnyard2/hg38.ml.fa.gz"
 HG38_BED_URL = "https://storage.googleapis.com/basenji_barnyard2/sequences_human.bed"
@@ -32,7 +33,7 @@ Log = Callable[[str], None]
 _CHUNK = 1 << 20
 
 
-class DownloadError(OSError):
+class DownloadError(UserInputError, OSError):
     """A transfer that could not be completed (the ``.part`` file is kept for resuming)."""
 
 

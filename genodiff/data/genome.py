@@ -32,6 +32,7 @@ from typing import IO
 import pyfaidx
 
 from genodiff.atomic_files import atomic_write
+from genodiff.errors import InputFileNotFoundError, InputKeyError, InputValueError
 
 CACHE_ENV_VAR = "GENODIFF_CACHE_DIR"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -104,12 +105,14 @@ def fasta_errors(path: str | os.PathLike) -> Iterator[None]:
     try:
         yield
     except UnicodeDecodeError as err:
-        raise ValueError(
+        raise InputValueError(
             f"{path} is not a FASTA file: it holds binary data ({err.reason}); give a text "
             "FASTA file ('>name' header lines, then bases), plain or compressed"
         ) from None
     except _GZIP_ERRORS as err:
-        raise ValueError(f"{path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})") from None
+        raise InputValueError(
+            f"{path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
+        ) from None
 
 
 def check_fasta_start(path: str | os.PathLike, head: bytes) -> None:
@@ -123,7 +126,7 @@ def check_fasta_start(path: str | os.PathLike, head: bytes) -> None:
         control = next((i for i, c in enumerate(text) if c < " " and c not in "\t\n\r\f\v"), None)
         bad = None if control is None else f"control character {ord(text[control]):#04x}"
     if bad is not None:
-        raise ValueError(
+        raise InputValueError(
             f"{path} is not a FASTA file: it holds binary data ({bad}); give a text FASTA file "
             "('>name' header lines, then bases), plain or compressed with bgzip"
         )
@@ -132,7 +135,7 @@ def check_fasta_start(path: str | os.PathLike, head: bytes) -> None:
             continue
         if line.startswith(">"):
             return
-        raise ValueError(
+        raise InputValueError(
             f"malformed FASTA {path}: this is not FASTA: text before the first sequence "
             f"definition line (line {number} starts {line[:20]!r}); a FASTA file starts with a "
             "'>name' header line"
@@ -152,7 +155,7 @@ def _check_bgzf_complete(path: Path) -> None:
         handle.seek(max(0, size - len(_BGZF_EOF)))
         tail = handle.read()
     if tail != _BGZF_EOF:
-        raise ValueError(
+        raise InputValueError(
             f"{path}: {CORRUPT_GZIP_ADVICE} (it does not end with the BGZF end-of-file block)"
         )
 
@@ -185,12 +188,12 @@ class _Uncompressed:
             raw = gzi.read_bytes()
             (count,) = struct.unpack_from("<Q", raw)
             if len(raw) != 8 + 16 * count:
-                raise ValueError(f"{gzi} is not a .gzi index")
+                raise InputValueError(f"{gzi} is not a .gzi index")
             pairs = struct.unpack_from(f"<{2 * count}Q", raw, 8)
             self.blocks = [(0, 0), *zip(pairs[::2], pairs[1::2], strict=True)]
             self.starts = [u for _, u in self.blocks]
             if any(a >= b for a, b in zip(self.blocks, self.blocks[1:], strict=False)):
-                raise ValueError(f"{gzi}: blocks out of order")
+                raise InputValueError(f"{gzi}: blocks out of order")
             self.size = self._bgzf_size()
             self.reader = bgzf.BgzfReader(fileobj=self.handle, mode="rb")
         except BaseException:
@@ -202,7 +205,7 @@ class _Uncompressed:
         self.handle.seek(cstart)
         header = self.handle.read(12)
         if len(header) < 12 or header[:4] != b"\x1f\x8b\x08\x04":
-            raise ValueError(f"no BGZF block at {cstart}")
+            raise InputValueError(f"no BGZF block at {cstart}")
         (xlen,) = struct.unpack("<H", header[10:12])
         extra, i, bsize = self.handle.read(xlen), 0, None
         while i + 4 <= len(extra):
@@ -211,7 +214,7 @@ class _Uncompressed:
                 (bsize,) = struct.unpack("<H", extra[i + 4 : i + 6])
             i += 4 + slen
         if bsize is None:
-            raise ValueError(f"no BGZF block at {cstart}")
+            raise InputValueError(f"no BGZF block at {cstart}")
         end = cstart + bsize + 1
         self.handle.seek(end - 4)
         (isize,) = struct.unpack("<I", self.handle.read(4))
@@ -224,14 +227,14 @@ class _Uncompressed:
         for i in range(0, len(self.blocks) - 1, spread):  # a sample of the blocks follow on
             end, isize = self._block(self.blocks[i][0])
             if (end, self.blocks[i][1] + isize) != self.blocks[i + 1]:
-                raise ValueError("the .gzi does not list this file's blocks")
+                raise InputValueError("the .gzi does not list this file's blocks")
         cstart, ustart = self.blocks[-1]
         end, isize = self._block(cstart)
         if end == file_size and isize == 0:  # the index lists the end-of-file block too
             return ustart
         if end + len(_BGZF_EOF) == file_size:
             return ustart + isize
-        raise ValueError("the .gzi's last block is not the file's")
+        raise InputValueError("the .gzi's last block is not the file's")
 
     def read(self, offset: int, n: int) -> bytes:
         if n <= 0:
@@ -397,17 +400,17 @@ class Genome:
     def __init__(self, path: str | os.PathLike, cache_dir: str | os.PathLike | None = None):
         self.path = Path(path)
         if not self.path.is_file():
-            raise FileNotFoundError(f"FASTA file not found: {self.path}")
+            raise InputFileNotFoundError(f"FASTA file not found: {self.path}")
         kind = compression(self.path)
         if kind == "gzip":
-            raise ValueError(
+            raise InputValueError(
                 f"{self.path} is plain gzip, which allows no random access. Either decompress "
                 f"it (`gunzip {self.path}`) or re-compress it as BGZF (`gunzip -c {self.path} | "
                 "bgzip > out.fa.gz`, or genodiff.data.genome.bgzip_fasta(src, dest))"
             )
         gz_name = self.path.name.lower().endswith((".gz", ".bgz"))
         if (kind == "bgzf") != gz_name:
-            raise ValueError(
+            raise InputValueError(
                 f"{self.path}: the file name says {'gzip' if gz_name else 'plain text'} but the "
                 f"contents are {'plain text' if gz_name else 'BGZF'}; rename it so that BGZF "
                 "files end in .gz and plain FASTA files do not"
@@ -427,7 +430,7 @@ class Genome:
             )
         self.lengths: dict[str, int] = {k: n for k, n in lengths.items() if n > 0}
         if not self.lengths:
-            raise ValueError(f"{self.path} holds no sequence: every record is empty")
+            raise InputValueError(f"{self.path} holds no sequence: every record is empty")
 
     def _open(self) -> pyfaidx.Fasta:
         # Reopen after a fork: a shared file offset between processes would corrupt reads.
@@ -441,20 +444,20 @@ class Genome:
                     sequence_always_upper=False,
                 )
             except pyfaidx.FastaIndexingError as err:
-                raise ValueError(f"malformed FASTA {self.path}: {err}") from None
+                raise InputValueError(f"malformed FASTA {self.path}: {err}") from None
             except UnicodeDecodeError as err:
-                raise ValueError(
+                raise InputValueError(
                     f"{self.path} is not a FASTA file: it holds binary data ({err.reason}); give "
                     "a text FASTA file ('>name' header lines, then bases), plain or bgzip'd"
                 ) from None
             except _GZIP_ERRORS as err:
-                raise ValueError(
+                raise InputValueError(
                     f"{self.path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
                 ) from None
             except ValueError as err:
                 hint = "record names (the first word after '>') must be unique"
                 duplicate = str(err).startswith("Duplicate key")  # pyfaidx's words for it
-                raise ValueError(
+                raise InputValueError(
                     f"malformed FASTA {self.path}: {err}" + (f"; {hint}" if duplicate else "")
                 ) from None
             self._pid = os.getpid()
@@ -472,7 +475,7 @@ class Genome:
     def _check_name(self, name: str) -> None:
         if name not in self.lengths:
             shown = ", ".join(self.names[:10]) + (", ..." if len(self.lengths) > 10 else "")
-            raise KeyError(
+            raise InputKeyError(
                 f"no sequence named {name!r} in {self.path} ({len(self.lengths)} records: {shown})"
             )
 
@@ -486,7 +489,7 @@ class Genome:
         try:
             return self._open()[name][start:end]
         except _GZIP_ERRORS as err:  # a block damaged after the index was built
-            raise ValueError(
+            raise InputValueError(
                 f"{self.path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
             ) from None
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from genodiff.data.genome import Genome
 from genodiff.data.windows import SPLITS, GenomeWindowDataset, Window
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import DNATokenizer
 
 MAX_ALLOWED_LENGTH = 2**20  # every BED row is extended to this many bases
@@ -51,11 +52,11 @@ def read_bed(path: str | os.PathLike) -> list[BedRow]:
     """Rows of a 4-column split BED (chrom, start, end, split in train/valid/test)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"BED file not found: {path}")
+        raise InputFileNotFoundError(f"BED file not found: {path}")
     try:
         text = path.read_text()
     except UnicodeDecodeError as err:
-        raise ValueError(
+        raise InputValueError(
             f"{path} is not a text BED file (byte {err.start} is not UTF-8); give the "
             "4-column split BED (chrom, start, end, split), uncompressed"
         ) from None
@@ -66,24 +67,24 @@ def read_bed(path: str | os.PathLike) -> list[BedRow]:
         fields = line.split()
         where = f"{path}, line {lineno}"
         if len(fields) != 4:
-            raise ValueError(
+            raise InputValueError(
                 f"{where}: expected 4 columns (chrom, start, end, split), got {len(fields)}"
             )
         chrom, start, end, split = fields
         integers = _ASCII_INTEGER.fullmatch(start) and _ASCII_INTEGER.fullmatch(end)
         if not integers or int(start) >= int(end):
-            raise ValueError(f"{where}: start/end must be integers with start < end")
+            raise InputValueError(f"{where}: start/end must be integers with start < end")
         if split not in SPLITS:
-            raise ValueError(f"{where}: split must be one of {SPLITS}, got {split!r}")
+            raise InputValueError(f"{where}: split must be one of {SPLITS}, got {split!r}")
         rows.append(BedRow(chrom, int(start), int(end), split))
     if not rows:
-        raise ValueError(f"{path} holds no BED rows")
+        raise InputValueError(f"{path} holds no BED rows")
     return rows
 
 
 def _check_max_length(max_length: int) -> int:
     if not 2 <= max_length <= MAX_ALLOWED_LENGTH or MAX_ALLOWED_LENGTH % max_length:
-        raise ValueError(
+        raise InputValueError(
             f"max_length must be a power of two between 2 and 2**20 (it must divide 2**20, "
             f"the extended BED row), got {max_length}"
         )
@@ -92,7 +93,7 @@ def _check_max_length(max_length: int) -> int:
 
 def _window(chrom: str, row_start: int, chrom_len: int, max_length: int, shift: int) -> Window:
     if chrom_len < max_length:
-        raise ValueError(f"chromosome {chrom!r} ({chrom_len} bp) is shorter than max_length")
+        raise InputValueError(f"chromosome {chrom!r} ({chrom_len} bp) is shorter than max_length")
     start = row_start + shift * max_length
     end = start + max_length
     if end > chrom_len:
@@ -139,7 +140,9 @@ class Hg38Dataset(GenomeWindowDataset):
         super().__init__(genome, max_length, rc_aug, add_eos, seed, tokenizer or DNATokenizer())
         for chrom in {row.chrom for row in rows}:
             if genome.length(chrom) < max_length:  # also raises KeyError for unknown names
-                raise ValueError(f"chromosome {chrom!r} is shorter than max_length {max_length}")
+                raise InputValueError(
+                    f"chromosome {chrom!r} is shorter than max_length {max_length}"
+                )
         self._row_chrom = [row.chrom for row in rows]
         self._row_start = np.array([row.start for row in rows], dtype=np.int64)
         total = len(rows) * self.shifts

@@ -1,9 +1,10 @@
-"""The train / validation / test loaders every genodiff data module shares (DNA and plugins).
+"""The samplers and datasets behind the loaders that ``genodiff.data.base.DataModule`` builds
+for every data module (DNA and plugins).
 
 One process or several (DDP): a global batch is ``world_size x batch_size`` consecutive items of
 the epoch's order, and process ``rank`` takes the ``rank``-th block of ``batch_size`` of them.
 So N processes x batch b see exactly the batches of one process x batch N*b, and with the
-objectives' ``BatchShard`` noise (see ``genodiff.objectives.base``) train identically.
+objectives' ``BatchShard`` noise (``genodiff.batch_shard``) train identically.
 
 - Training: a permutation per epoch from ``(seed, epoch)``; several processes drop the tail
   that would not fill a global batch, so every process runs the same number of steps. The
@@ -17,14 +18,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from genodiff.objectives.base import BatchShard
+from genodiff.batch_shard import BatchShard
 
 
 class EpochDataset(Protocol):
@@ -137,70 +137,9 @@ class HeldoutShard(Dataset):
         return self.dataset[position] if position < len(self.dataset) else self.padding
 
 
-def _seed_worker(worker_id: int) -> None:
-    # torch seeds each worker from the loader's generator; pass that on to numpy and random.
+def seed_worker(worker_id: int) -> None:
+    """Seed numpy and random in a DataLoader worker from the seed torch gave it (drawn from the
+    loader's generator)."""
     seed = torch.initial_seed() % 2**32
     np.random.seed(seed)
     random.seed(seed)
-
-
-class SharedLoaders:
-    """``train_dataloader`` / ``val_dataloader`` / ``test_dataloader`` for a data module with
-    ``_get(split)`` (a non-empty dataset), ``batch_size``, ``eval_batch_size``, ``num_workers``,
-    ``seed`` and ``tokenizer`` (for the [PAD] id)."""
-
-    batch_size: int
-    eval_batch_size: int
-    num_workers: int
-    seed: int
-    trainer: Any
-
-    def _loader(
-        self, dataset: Dataset, batch_size: int, cls: type[DataLoader] = DataLoader, **kwargs
-    ) -> DataLoader:
-        return cls(
-            dataset,
-            batch_size=batch_size,
-            num_workers=self.num_workers,
-            worker_init_fn=_seed_worker,
-            generator=torch.Generator().manual_seed(self.seed),
-            persistent_workers=False,  # workers must see each epoch's set_epoch
-            **kwargs,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        dataset = self._get("train")
-        rank, world = process_share(self.trainer)
-        sampler = EpochShuffleSampler(dataset, self.seed, self.batch_size, rank, world)
-        if len(sampler) == 0:
-            raise ValueError(
-                f"the train split has {len(dataset)} windows, fewer than one global batch of "
-                f"{world} processes x data.batch_size={self.batch_size}; lower data.batch_size"
-            )
-        position = partial(self._train_position, sampler)
-        return self._loader(
-            dataset, self.batch_size, ResumableLoader, sampler=sampler, position=position
-        )
-
-    def _train_position(self, sampler: EpochShuffleSampler) -> dict[str, int]:
-        """Where training stands in the data: the epoch and the batches consumed in it (at the
-        end of an epoch: the start of the next)."""
-        trainer = self.trainer
-        batches = trainer.fit_loop.epoch_loop.batch_progress.current.completed if trainer else 0
-        if trainer is not None and batches >= trainer.num_training_batches:
-            return {"epoch": sampler.epoch + 1, "batches": 0}
-        return {"epoch": sampler.epoch, "batches": batches}
-
-    def _heldout_loader(self, split: str) -> DataLoader:
-        dataset = self._get(split)
-        rank, world = process_share(self.trainer)
-        if world > 1:
-            pad_id = self.tokenizer.pad_id
-            dataset = HeldoutShard(dataset, self.eval_batch_size, rank, world, pad_id)
-        return self._loader(dataset, self.eval_batch_size)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._heldout_loader("valid")
-
-    def test_dataloader(self) -> DataLoader:
-        return self._heldout_loader("test")

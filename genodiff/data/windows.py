@@ -22,6 +22,7 @@ import torch
 from torch.utils.data import Dataset
 
 from genodiff.data.genome import Genome
+from genodiff.errors import InputValueError
 from genodiff.tokenizers import DNATokenizer
 
 SPLITS = ("train", "valid", "test")
@@ -45,7 +46,7 @@ class GenomeWindowDataset(Dataset, ABC):
         tokenizer: DNATokenizer,
     ) -> None:
         if max_length < 2:
-            raise ValueError(f"max_length must be at least 2, got {max_length}")
+            raise InputValueError(f"max_length must be at least 2, got {max_length}")
         self.genome = genome
         self.max_length = max_length
         self.rc_aug = rc_aug
@@ -89,7 +90,7 @@ def split_bounds(length: int, split_fractions: Sequence[float], split: str) -> t
     """
     fractions = tuple(float(f) for f in split_fractions)
     if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
-        raise ValueError(
+        raise InputValueError(
             f"split_fractions must be 3 non-negative numbers (train, valid, test) summing to 1, "
             f"got {tuple(split_fractions)}"
         )
@@ -132,7 +133,7 @@ def fasta_split_windows(
     """
     tokenizer = tokenizer or DNATokenizer()
     if max_length < 1:
-        raise ValueError(f"max_length must be positive, got {max_length}")
+        raise InputValueError(f"max_length must be positive, got {max_length}")
     windows: list[Window] = []
     for chrom, length in genome.lengths.items():
         lo, hi = split_bounds(length, split_fractions, split)

@@ -33,6 +33,7 @@ from genodiff.checkpoints.folders import CONFIG_FILE
 from genodiff.checkpoints.load import RUN_FILES
 from genodiff.config import with_tokenizer_fields
 from genodiff.domains import DNADomain
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.hub import resolve
 from genodiff.registry import get
 from genodiff.tokenizers import DNATokenizer, Tokenizer, load_tokenizer
@@ -46,13 +47,13 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
     tokenizer (text) is refused."""
     if pretrained is None:
         if not model_cfg:
-            raise ValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
+            raise InputValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
         cls = get("backbone", model_cfg["name"])
         return backbones.build(**with_tokenizer_fields("model", cls, model_cfg, DNATokenizer()))
     try:
         path = resolve(pretrained, RUN_FILES)
     except FileNotFoundError as err:
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             f"pretrained={err}; give a genodiff training checkpoint (.ckpt), a "
             "Hugging-Face-format folder, a Hub id, or null to train from scratch"
         ) from None
@@ -68,7 +69,7 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
 
 def _check_dna(tokenizer: Tokenizer | None, source: str) -> None:
     if tokenizer is not None and tokenizer.domain != DNADomain.name:  # the benchmarks are DNA
-        raise ValueError(
+        raise InputValueError(
             f"pretrained={source} was trained on {tokenizer.domain} ({tokenizer.name} tokenizer); "
             "fine-tuning on DNA benchmarks needs a DNA checkpoint"
         )
@@ -118,7 +119,7 @@ class SequenceClassifier(nn.Module):
         self.conjoin_train, self.conjoin_eval = conjoin_train, conjoin_eval
         capabilities = capabilities_of(backbone)
         if capabilities.hidden_size is None:
-            raise ValueError(
+            raise InputValueError(
                 f"{type(backbone).__name__} does not declare its hidden width "
                 "(capabilities.hidden_size), which the classification head needs"
             )

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import id_dtype
 
@@ -72,7 +73,7 @@ def task_dir(root: str | Path, task: str, download: bool) -> Path:
             loc2seq.download_dataset(task, version=0, dest_path=str(root))
             if folder.is_dir():
                 return folder
-            raise FileNotFoundError(
+            raise InputFileNotFoundError(
                 f"genomic-benchmarks did not create {folder} for task {task!r}; check the task "
                 f"name (the 8 benchmarks: {', '.join(GENOMIC_BENCHMARKS)})"
             )
@@ -81,7 +82,7 @@ def task_dir(root: str | Path, task: str, download: bool) -> Path:
         if download
         else "set benchmark.download=true with the genomic-benchmarks package installed"
     )
-    raise FileNotFoundError(
+    raise InputFileNotFoundError(
         f"task {task!r} not found: no folder {folder}. Put it there in the layout "
         f"<root>/<task>/{{train,test}}/<class>/*.txt, point benchmark.root at it, or {hint}"
     )
@@ -89,13 +90,15 @@ def task_dir(root: str | Path, task: str, download: bool) -> Path:
 
 def _class_dirs(split_dir: Path) -> dict[str, Path]:
     if not split_dir.is_dir():
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             f"{split_dir} is missing: a task folder needs train/ and test/, each with one "
             "sub-folder of .txt files per class"
         )
     dirs = {d.name: d for d in sorted(split_dir.iterdir()) if d.is_dir()}
     if not dirs:
-        raise ValueError(f"{split_dir} has no class folders; expected {split_dir}/<class>/*.txt")
+        raise InputValueError(
+            f"{split_dir} has no class folders; expected {split_dir}/<class>/*.txt"
+        )
     return dirs
 
 
@@ -106,21 +109,21 @@ def _read_split(
     for label, name in enumerate(classes):
         paths = sorted((split_dir / name).glob("*.txt"))
         if not paths:
-            raise ValueError(f"class folder {split_dir / name} has no .txt files")
+            raise InputValueError(f"class folder {split_dir / name} has no .txt files")
         for path in paths:
             try:
                 text = path.read_bytes().decode("ascii").strip()
             except UnicodeDecodeError as err:
-                raise ValueError(
+                raise InputValueError(
                     f"{path}: byte {err.start} is not an ASCII letter; a benchmark file holds "
                     "one DNA sequence as plain text"
                 ) from None
             if not text:
-                raise ValueError(f"{path} holds no sequence (empty file)")
+                raise InputValueError(f"{path} holds no sequence (empty file)")
             try:
                 ids = tokenizer.encode_array(text)
-            except ValueError as err:
-                raise ValueError(f"{path}: {err}") from None
+            except InputValueError as err:
+                raise InputValueError(f"{path}: {err}") from None
             seqs.append(ids if max_length is None else ids[:max_length])
             labels.append(label)
             files.append(str(path))
@@ -146,14 +149,14 @@ def load_task(
     tokenizer = DNATokenizer()
     train_classes, test_classes = (list(_class_dirs(folder / s)) for s in SPLITS)
     if train_classes != test_classes:
-        raise ValueError(
+        raise InputValueError(
             f"task {task!r}: train classes {train_classes} differ from test classes "
             f"{test_classes}; both splits need the same class folders"
         )
     length = max_length or TASK_MAX_LENGTH.get(task)
     read = {s: _read_split(folder / s, train_classes, length, tokenizer) for s in SPLITS}
     if len(train_classes) < 2:
-        raise ValueError(
+        raise InputValueError(
             f"task {task!r} has {len(train_classes)} class ({', '.join(train_classes)}): a "
             f"classification task needs at least two classes, one sub-folder of .txt files "
             f"each under {folder / 'train'} and {folder / 'test'}"

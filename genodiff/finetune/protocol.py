@@ -44,6 +44,7 @@ from genodiff.checkpoints.io import AtomicCheckpointIO, is_loadable
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
 from genodiff.data.loaders import EpochShuffleSampler
+from genodiff.errors import InputValueError
 from genodiff.finetune.classifier import SequenceClassifier, load_backbone
 from genodiff.finetune.config import FinetuneOptimConfig
 from genodiff.finetune.data import GENOMIC_BENCHMARKS, TaskData, load_task
@@ -57,7 +58,7 @@ def fold_splits(labels: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndar
     """(train indices, validation indices) into the train split for each of ``folds`` folds."""
     counts = np.bincount(labels)
     if counts.min() < folds:
-        raise ValueError(
+        raise InputValueError(
             f"a class has only {counts.min()} training sequences, fewer than folds={folds}; "
             "lower folds or add sequences"
         )

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from genodiff.errors import InputValueError
 from genodiff.metrics.kmers import kmer_indices, kmer_profiles
 from genodiff.metrics.sequences import base_codes, reverse_complement_codes
 
@@ -76,7 +77,7 @@ class TrainingIndex:
         self, records: Sequence[str], seed_k: int = SEED_K, max_seed_hits: int = MAX_SEED_HITS
     ) -> None:
         if not records:
-            raise ValueError("the training set holds no record")
+            raise InputValueError("the training set holds no record")
         self.seed_k = seed_k
         self.max_seed_hits = max_seed_hits
         # Records joined by one -1 (never part of a valid k-mer, never a match).

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from genodiff.errors import InputValueError
 from genodiff.metrics.sequences import base_codes
 
 
@@ -46,7 +47,7 @@ def kmer_spectrum(sequences: Sequence[str], k: int) -> np.ndarray:
     sequence holds a k-mer of A/C/G/T bases."""
     counts = kmer_profiles(sequences, k).sum(axis=0)
     if counts.sum() == 0:
-        raise ValueError(f"no {k}-mer of A/C/G/T bases in the sequences")
+        raise InputValueError(f"no {k}-mer of A/C/G/T bases in the sequences")
     return counts / counts.sum()
 
 

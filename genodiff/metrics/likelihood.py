@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from genodiff.domains import DNADomain
+from genodiff.errors import InputValueError
 from genodiff.generative_perplexity import GenPPLResult, generative_perplexity
 
 REPORTED = ("gen_ppl", "gen_ppl_se", "nll", "nll_se", "per_sample_ppl_mean", "tokens", "samples")
@@ -38,7 +39,7 @@ def ar_perplexity(
 
     model = load_model(checkpoint, resolve_device(device))
     if model.tokenizer.domain != DNADomain.name:  # the DNA metrics score DNA samples
-        raise ValueError(
+        raise InputValueError(
             f"{checkpoint} is a {model.tokenizer.domain} checkpoint; DNA samples need a DNA AR "
             "checkpoint (e.g. from `genodiff train configs/hg38_ar_mamba.yaml`)"
         )

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from genodiff.errors import InputValueError
+
 BASES = "ACGT"
 _CODES = np.full(256, -1, dtype=np.int8)
 for _code, _base in enumerate(BASES):
@@ -26,7 +28,7 @@ def read_sequences(path: str | os.PathLike) -> list[str]:
 
     sequences = [seq.upper() for seq in read_samples(path)]
     if not any(np.any(base_codes(seq) >= 0) for seq in sequences):
-        raise ValueError(f"{path} holds no A/C/G/T base: is it DNA?")
+        raise InputValueError(f"{path} holds no A/C/G/T base: is it DNA?")
     return sequences
 
 
@@ -46,7 +48,7 @@ def tile_windows(sequences: Sequence[str], length: int, max_n_fraction: float = 
     ``length`` (a shorter tail is dropped); shorter records kept whole. Windows (or records)
     whose fraction of non-A/C/G/T characters exceeds ``max_n_fraction`` are dropped."""
     if length < 1:
-        raise ValueError(f"window length must be positive, got {length}")
+        raise InputValueError(f"window length must be positive, got {length}")
     windows = []
     for seq in sequences:
         pieces = [seq] if len(seq) <= length else _tiles(seq, length)
@@ -61,7 +63,7 @@ def _tiles(seq: str, length: int) -> list[str]:
 def evenly_spaced(items: Sequence[str], limit: int) -> list[str]:
     """At most ``limit`` of ``items``, spread evenly over them (all when there are fewer)."""
     if limit < 1:
-        raise ValueError(f"limit must be positive, got {limit}")
+        raise InputValueError(f"limit must be positive, got {limit}")
     if len(items) <= limit:
         return list(items)
     return [items[i] for i in np.linspace(0, len(items) - 1, limit).astype(int)]

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from genodiff.errors import InputValueError
 from genodiff.metrics.composition import (
     DUST_LEVEL,
     DUST_WINDOW,
@@ -95,7 +96,7 @@ def reference_windows(
     window = settings.window or int(np.median([len(s) for s in samples]))
     windows = evenly_spaced(tile_windows(reference, window), settings.max_reference)
     if len(windows) < 2:
-        raise ValueError(
+        raise InputValueError(
             f"the reference yields {len(windows)} window(s) of {window} bp; at least 2 are needed"
         )
     return windows
@@ -115,7 +116,7 @@ def evaluate_samples(
     settings = settings or QualitySettings()
     samples = [s.upper() for s in samples]
     if len(samples) < 2:
-        raise ValueError(f"the suite needs at least 2 samples, got {len(samples)}")
+        raise InputValueError(f"the suite needs at least 2 samples, got {len(samples)}")
     windows = reference_windows([r.upper() for r in reference], samples, settings)
     ks = range(1, settings.kmax + 1)
     metrics: dict[str, Any] = {

@@ -23,7 +23,9 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.objectives.base import BatchShard, Objective
+from genodiff.batch_shard import BatchShard
+from genodiff.errors import InputValueError
+from genodiff.objectives.base import Objective
 from genodiff.registry import register_objective
 from genodiff.samplers.autoregressive import left_to_right
 from genodiff.samplers.base import Sampler
@@ -46,7 +48,7 @@ def check_causal(model: nn.Module, bos_id: int, token_ids: Sequence[int]) -> Non
     if model in _CAUSAL_CHECKED:
         return
     if not capabilities_of(model).causal:
-        raise ValueError(
+        raise InputValueError(
             f"objective 'ar' needs a causal backbone, and {type(model).__name__} does not "
             "declare itself causal (capabilities.causal). Use model=mamba or model=hyena (text: "
             "a causal transformer), or a diffusion objective (objective=mdlm) for "
@@ -69,7 +71,7 @@ def check_causal(model: nn.Module, bos_id: int, token_ids: Sequence[int]) -> Non
     change = (after - before).abs()  # (1, 8, V)
     leak, own = change[:, :-1].max(), change[:, -1].max()
     if leak > _CAUSAL_TOLERANCE * own:
-        raise ValueError(
+        raise InputValueError(
             f"objective 'ar' needs a causal backbone, but {type(model).__name__}'s predictions "
             "at earlier positions change with a later token, although it declares itself "
             "causal: next-token prediction would read the token it is asked to predict."
@@ -99,12 +101,12 @@ class AR(Objective):
         eval_t_samples: int = 1,
     ) -> None:
         if bos_id is None:
-            raise ValueError(
+            raise InputValueError(
                 "objective 'ar' feeds [BOS] before the first token, but the tokenizer has no "
                 "BOS id; use a tokenizer with one"
             )
         if not sample_ids:
-            raise ValueError("objective 'ar' needs at least one id to sample (sample_ids)")
+            raise InputValueError("objective 'ar' needs at least one id to sample (sample_ids)")
         super().__init__()
         self.bos_id = bos_id
         self.pad_id = pad_id

@@ -9,35 +9,16 @@ from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from genodiff.batch_shard import BatchShard
 from genodiff.config_values import check_arguments
+from genodiff.errors import InputValueError
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.request import SampleRequest
-
-
-@dataclass(frozen=True)
-class BatchShard:
-    """This process's rows ``start : start + B`` of a global batch of ``total`` rows (data-parallel
-    training). An objective draws its noise for all ``total`` rows, from a generator in the same
-    state on every process, and keeps these rows, so N processes x batch b draw exactly the noise
-    that one process x batch N*b draws."""
-
-    start: int
-    total: int
-
-
-def shard_rows(shard: BatchShard | None, batch: int) -> tuple[int, slice]:
-    """(the number of rows to draw noise for, the slice of them that ``batch`` rows are)."""
-    if shard is None:
-        return batch, slice(0, batch)
-    if shard.start < 0 or shard.start + batch > shard.total:
-        raise ValueError(f"rows {shard.start}:{shard.start + batch} lie outside {shard}")
-    return shard.total, slice(shard.start, shard.start + batch)
 
 
 class _ArgumentsChecked(ABCMeta):
@@ -84,7 +65,7 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         kwargs = dict(options)
         for key, value in cls.retired_options.items():
             if key in kwargs and kwargs.pop(key) != value:
-                raise ValueError(
+                raise InputValueError(
                     f"this run was saved with objective.{key}={options[key]!r}; "
                     f"{cls.__name__} no longer takes {key} (it always does what "
                     f"{key}={value!r} did). {cls.retired_advice}"
@@ -120,13 +101,13 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         name = request.sampler or next(iter(self.samplers))
         sampler = self.samplers.get(name)
         if sampler is None:
-            raise ValueError(
+            raise InputValueError(
                 f"{type(self).__name__} has no sampler {name!r}; "
                 f"choose one of: {', '.join(self.samplers)}"
             )
         if sampler.reuses_predictions and self.time_conditioning:
             others = [n for n, s in self.samplers.items() if not s.reuses_predictions]
-            raise ValueError(
+            raise InputValueError(
                 f"sampler {name!r} needs a model without time conditioning: it reuses the "
                 "network's prediction while a sequence is unchanged, and with "
                 "objective.time_conditioning=true the prediction changes with t at every step. "

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from genodiff.errors import InputValueError
+
 
 class GammaAt(NamedTuple):
     """gamma(t) and gamma'(t) (float64, shape of t), and the normalised shape (g(t) - g(0)) /
@@ -35,7 +37,7 @@ class LearnedGammaSchedule(nn.Module):
 
     def __init__(self, gamma_0: float = -3.0, gamma_1: float = 6.0, hidden: int = 1024) -> None:
         if not gamma_0 < gamma_1:
-            raise ValueError(
+            raise InputValueError(
                 f"need gamma_0 < gamma_1 (noise grows with t), got {gamma_0}, {gamma_1}"
             )
         super().__init__()

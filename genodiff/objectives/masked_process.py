@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from genodiff.objectives.base import BatchShard, shard_rows
+from genodiff.batch_shard import BatchShard, shard_rows
+from genodiff.errors import InputValueError
 from genodiff.objectives.schedules import NoiseSchedule
 
 # Time conditioning sees sigma(t) capped here (sigma(1) is infinite when alpha(1) = 0).
@@ -42,7 +43,7 @@ class MaskedForwardProcess:
         sample_ids: Sequence[int] | None = None,
     ) -> None:
         if sample_ids is not None and (not sample_ids or mask_id in sample_ids):
-            raise ValueError(
+            raise InputValueError(
                 f"sample_ids must be a non-empty list of ids without [MASK] ({mask_id}), "
                 f"got {sample_ids}"
             )

@@ -31,8 +31,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from genodiff.batch_shard import BatchShard
 from genodiff.objectives import x0_posterior
-from genodiff.objectives.base import BatchShard, Objective
+from genodiff.objectives.base import Objective
 from genodiff.objectives.masked_process import MaskedForwardProcess
 from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective

@@ -39,7 +39,9 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.objectives.base import BatchShard, Objective, shard_rows
+from genodiff.batch_shard import BatchShard, shard_rows
+from genodiff.errors import InputValueError
+from genodiff.objectives.base import Objective
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
@@ -68,7 +70,7 @@ class Plaid(Objective):
         eval_t_samples: int = 1,
     ) -> None:
         if len(token_ids) < 2 or len(set(token_ids)) != len(token_ids) or pad_id in token_ids:
-            raise ValueError(
+            raise InputValueError(
                 f"token_ids must be >= 2 distinct ids without [PAD] ({pad_id}), got {token_ids}"
             )
         super().__init__()
@@ -99,14 +101,14 @@ class Plaid(Objective):
         """ValueError for a backbone Plaid cannot drive (RC-equivariant, or another width)."""
         capabilities = capabilities_of(model)
         if capabilities.rc_equivariant:
-            raise ValueError(
+            raise InputValueError(
                 "Plaid feeds the backbone d_model-wide inputs_embeds; Caduceus-PS (rcps=True) "
                 "takes 2*d_model channels and is not supported. Use a Caduceus-Ph model "
                 "(model=caduceus_ph or caduceus_tiny)."
             )
         width = capabilities.hidden_size
         if width is not None and width != self.d_model:
-            raise ValueError(
+            raise InputValueError(
                 f"objective.d_model={self.d_model} but the backbone's hidden width "
                 f"(capabilities.hidden_size) is {width}; "
                 "set objective.d_model to the model's (configs use ${model.d_model})"
@@ -118,7 +120,7 @@ class Plaid(Objective):
         known = matches.any(-1) | (input_ids == self.pad_id)
         if not known.all():
             bad = sorted(set(input_ids[~known].tolist()))
-            raise ValueError(
+            raise InputValueError(
                 f"Plaid models only token ids {self.token_list} (and [PAD]); the "
                 f"input holds {bad}. Add them to objective.token_ids."
             )

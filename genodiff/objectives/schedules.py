@@ -24,6 +24,8 @@ from abc import ABC, abstractmethod
 import torch
 from torch import Tensor
 
+from genodiff.errors import InputValueError
+
 
 def _as_tensor(t: Tensor | float) -> Tensor:
     return t if isinstance(t, Tensor) else torch.tensor(t, dtype=torch.float64)
@@ -67,7 +69,9 @@ class LogLinearSchedule(NoiseSchedule):
 
     def __init__(self, eps: float = 1e-3) -> None:
         if not 0.0 <= eps < 1.0:
-            raise ValueError(f"noise_eps must be in [0, 1) for the loglinear schedule, got {eps}")
+            raise InputValueError(
+                f"noise_eps must be in [0, 1) for the loglinear schedule, got {eps}"
+            )
         self.eps = eps
 
     def sigma(self, t: Tensor | float) -> Tensor:
@@ -89,7 +93,7 @@ class CosineSchedule(NoiseSchedule):
 
     def __init__(self, eps: float = 1e-3) -> None:
         if not 0.0 <= eps < 1.0:
-            raise ValueError(f"noise_eps must be in [0, 1) for the cosine schedule, got {eps}")
+            raise InputValueError(f"noise_eps must be in [0, 1) for the cosine schedule, got {eps}")
         self.eps = eps
 
     def alpha(self, t: Tensor | float) -> Tensor:
@@ -118,7 +122,7 @@ class LinearSchedule(NoiseSchedule):
 
     def __init__(self, sigma_min: float = 0.0, sigma_max: float = 10.0) -> None:
         if not 0.0 <= sigma_min < sigma_max:
-            raise ValueError(
+            raise InputValueError(
                 "the linear schedule needs 0 <= sigma_min < sigma_max, "
                 f"got {sigma_min}, {sigma_max}"
             )
@@ -140,7 +144,7 @@ class GeometricSchedule(NoiseSchedule):
 
     def __init__(self, sigma_min: float = 1e-4, sigma_max: float = 20.0) -> None:
         if not 0.0 < sigma_min < sigma_max:
-            raise ValueError(
+            raise InputValueError(
                 "the geometric schedule needs 0 < sigma_min < sigma_max, "
                 f"got {sigma_min}, {sigma_max}"
             )
@@ -175,10 +179,12 @@ def build_schedule(
     ``sigma_min``/``sigma_max`` (None = that schedule's default: linear 0 and 10, geometric
     1e-4 and 20)."""
     if name not in SCHEDULES:
-        raise ValueError(f"unknown noise_schedule {name!r}; choose one of: {', '.join(SCHEDULES)}")
+        raise InputValueError(
+            f"unknown noise_schedule {name!r}; choose one of: {', '.join(SCHEDULES)}"
+        )
     if name in EPS_SCHEDULES:
         if sigma_min is not None or sigma_max is not None:
-            raise ValueError(
+            raise InputValueError(
                 f"sigma_min/sigma_max apply to the linear and geometric schedules, not {name!r}; "
                 "set them to null (use noise_eps for this schedule)"
             )

@@ -35,7 +35,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from genodiff.objectives.base import BatchShard, Objective
+from genodiff.batch_shard import BatchShard
+from genodiff.errors import InputValueError
+from genodiff.objectives.base import Objective
 from genodiff.objectives.masked_process import MaskedForwardProcess
 from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
@@ -70,7 +72,7 @@ class SEDD(Objective):
         schedule = build_schedule(noise_schedule, noise_eps, sigma_min, sigma_max)
         sigma_1 = float(schedule.sigma(torch.tensor(1.0, dtype=torch.float64)))
         if not math.isfinite(sigma_1):
-            raise ValueError(
+            raise InputValueError(
                 f"SEDD needs a finite sigma(1) (its scores scale with 1 / expm1(sigma)); the "
                 f"{noise_schedule!r} schedule gives {sigma_1}. Use noise_eps > 0."
             )

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from genodiff.errors import InputValueError
+
 
 @dataclass
 class SampleRequest:
@@ -34,21 +36,21 @@ class SampleRequest:
         # The messages name the fields and the `genodiff sample` options that set them.
         for name, option in (("num_samples", "--num-samples"), ("length", "--length")):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1 ({option}), got {getattr(self, name)}")
+                raise InputValueError(f"{name} must be >= 1 ({option}), got {getattr(self, name)}")
         if self.steps < 1:
-            raise ValueError(f"steps must be >= 1 (--steps), got {self.steps}")
+            raise InputValueError(f"steps must be >= 1 (--steps), got {self.steps}")
         if not (math.isfinite(self.temperature) and self.temperature > 0):
-            raise ValueError(
+            raise InputValueError(
                 f"temperature must be > 0 and finite (--temperature), got {self.temperature}"
             )
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p (nucleus) must be in (0, 1], got {self.top_p}")
+            raise InputValueError(f"top_p (nucleus) must be in (0, 1], got {self.top_p}")
         if (self.template is None) != (self.given is None):
-            raise ValueError("template and given come together (both or neither)")
+            raise InputValueError("template and given come together (both or neither)")
         if self.template is not None and (
             self.template.shape != (self.length,) or self.given.shape != (self.length,)
         ):
-            raise ValueError(
+            raise InputValueError(
                 f"template and given must have shape ({self.length},), got "
                 f"{tuple(self.template.shape)} and {tuple(self.given.shape)}"
             )

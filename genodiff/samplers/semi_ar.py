@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from genodiff.errors import InputValueError
 from genodiff.samplers.masked import MaskedDiffusion, unmask
 from genodiff.samplers.request import SampleRequest
 
@@ -23,11 +24,11 @@ def windows(length: int, block: int | None, stride: int | None) -> list[tuple[in
     Window i >= 1 starts ``block - stride`` tokens before the end of window i - 1.
     """
     if block is None or stride is None:
-        raise ValueError("the semi-ar sampler needs a block and a stride (--block, --stride)")
+        raise InputValueError("the semi-ar sampler needs a block and a stride (--block, --stride)")
     if block < 2:
-        raise ValueError(f"block must be >= 2 tokens, got {block}")
+        raise InputValueError(f"block must be >= 2 tokens, got {block}")
     if not 0 < stride < block:
-        raise ValueError(
+        raise InputValueError(
             f"stride must be in [1, block - 1] = [1, {block - 1}] so that consecutive windows "
             f"share block - stride tokens, got stride {stride}"
         )

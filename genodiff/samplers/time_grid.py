@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
+from genodiff.errors import InputValueError
+
 
 def time_grid(
     start: float, end: float, steps: int, device: torch.device | str | None = None
@@ -21,7 +23,7 @@ def time_grid(
     in the last bit: its vectorised CPU kernel adds the step lane by lane.
     """
     if steps < 1:
-        raise ValueError(f"steps must be >= 1 (--steps), got {steps}")
+        raise InputValueError(f"steps must be >= 1 (--steps), got {steps}")
     delta = (end - start) / steps
     half = (steps + 1) // 2
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from genodiff import registry
+from genodiff.errors import InputKeyError
 from genodiff.tokenizers.base import TOKENIZER_FILE, Tokenizer, tokenizer_record
 from genodiff.tokenizers.dna import DNATokenizer
 
@@ -34,7 +35,7 @@ def tokenizer_from_record(record: Mapping[str, Any]) -> Tokenizer:
     try:
         cls = registry.get("tokenizer", record["name"])
     except KeyError as err:
-        raise KeyError(
+        raise InputKeyError(
             f"{err.args[0]}. The checkpoint was written with a tokenizer from a plugin: install "
             "it (e.g. pip install -e plugins/genodiff-text)"
         ) from None

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from genodiff.atomic_files import atomic_write
+from genodiff.errors import InputValueError
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -75,7 +76,7 @@ class Tokenizer(ABC):
         one, as the training sequences begin)."""
         ids = self.encode(text)
         if not ids:
-            raise ValueError("the prefix is empty: give some text, e.g. --prefix 'The'")
+            raise InputValueError("the prefix is empty: give some text, e.g. --prefix 'The'")
         return ([self.bos_id] if self.bos_id is not None else []) + ids
 
     def encode_template(self, text: str) -> list[int]:
@@ -86,7 +87,7 @@ class Tokenizer(ABC):
         """
         ids = self.encode_prefix(text)
         if self.mask_id not in ids:
-            raise ValueError(
+            raise InputValueError(
                 "the infill template has no mask marker: write the mask token where text "
                 "should be generated, one per token"
             )

@@ -17,6 +17,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
+from genodiff.errors import InputValueError
 from genodiff.registry import register_tokenizer
 from genodiff.tokenizers.base import Tokenizer
 
@@ -100,8 +101,8 @@ class DNATokenizer(Tokenizer):
         return self.encode_array(seq).tolist()
 
     @staticmethod
-    def _bad_char(seq: str, pos: int) -> ValueError:
-        return ValueError(
+    def _bad_char(seq: str, pos: int) -> InputValueError:
+        return InputValueError(
             f"cannot tokenize character {seq[pos]!r} at position {pos}: DNA input may contain "
             f"only A, C, G, T, N (any case) and the IUPAC codes {IUPAC_AMBIGUITY}; "
             "remove or replace that character"
@@ -140,7 +141,7 @@ class DNATokenizer(Tokenizer):
     def encode_prefix(self, text: str) -> list[int]:
         """A prefix of upper- or lower-case A/C/G/T (no [BOS]: DNA windows start with a base)."""
         if not text:
-            raise ValueError("the prefix is empty; give bases such as --prefix ACGTTG")
+            raise InputValueError("the prefix is empty; give bases such as --prefix ACGTTG")
         _check_letters(text, "ACGTacgt", "the prefix", "A, C, G or T")
         return self.encode(text.upper())
 
@@ -168,4 +169,4 @@ class DNATokenizer(Tokenizer):
 def _check_letters(text: str, allowed: str, what: str, expected: str) -> None:
     for position, letter in enumerate(text, start=1):
         if letter not in allowed:
-            raise ValueError(f"{what}: {letter!r} at position {position} is not {expected}")
+            raise InputValueError(f"{what}: {letter!r} at position {position} is not {expected}")

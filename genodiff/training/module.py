@@ -16,6 +16,7 @@ from genodiff.checkpoints.io import RUN_STATE_KEY
 from genodiff.config import OptimConfig
 from genodiff.data.base import DataModule, files_digest
 from genodiff.data.loaders import batch_shard
+from genodiff.errors import TrainingDivergedError
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import CHECKPOINT_KEY, Tokenizer, tokenizer_record
 from genodiff.training.optim import adamw_with_cosine
@@ -101,7 +102,7 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
     def on_test_epoch_start(self) -> None:
         self._start_heldout()
 
-    def _non_finite(self, what: str, value: Tensor, advice: str) -> FloatingPointError:
+    def _non_finite(self, what: str, value: Tensor, advice: str) -> TrainingDivergedError:
         """The error that stops a run on a non-finite ``what``; says how to go on."""
         callback = self.trainer.checkpoint_callback
         last = Path(callback.last_model_path) if callback and callback.last_model_path else None
@@ -109,7 +110,7 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
             then = f"then resume from {last} with ckpt_path=last"
         else:
             then = "then start the run again (no checkpoint was written before this step)"
-        return FloatingPointError(
+        return TrainingDivergedError(
             f"{what} is {value.item()} at step {self.global_step}; no checkpoint was written for "
             f"this step. {advice}, {then}."
         )

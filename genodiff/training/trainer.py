@@ -34,8 +34,8 @@ def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
 def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
     """The ``trainer`` section with precision resolved: ``null`` = bf16 on GPU, fp32 on CPU."""
     kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
-    # The data modules place each process's rows in the global batch themselves
-    # (genodiff.data.loaders); Lightning's DistributedSampler would reorder them.
+    # genodiff.data.base.DataModule builds every loader and places each process's rows in the
+    # global batch itself; Lightning's DistributedSampler would split them again.
     kwargs["use_distributed_sampler"] = False
     if kwargs.get("precision") is None:
         on_gpu = kwargs.get("accelerator", "auto") in ("auto", "gpu", "cuda")

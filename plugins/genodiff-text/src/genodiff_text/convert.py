@@ -39,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.checkpoints import save_pretrained
+from genodiff.errors import InputValueError
 from genodiff_text.layouts import PREFIX
 from genodiff_text.models.ar import ARTransformer
 from genodiff_text.models.dit import DIT
@@ -46,7 +47,7 @@ from genodiff_text.models.dit import DIT
 BUFFERS = ("rotary_emb.inv_freq",)
 
 
-class ConversionError(ValueError):
+class ConversionError(InputValueError):
     """An upstream checkpoint this converter cannot read."""
 
 

@@ -35,6 +35,7 @@ from typing import Any
 from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as Backend
 
+from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
 from genodiff.tokenizers.base import Tokenizer
 
 # The special tokens of a trained tokenizer, in id order (bert-like).
@@ -69,7 +70,7 @@ class BackendTokenizer(Tokenizer):
                 return None
             index = backend.token_to_id(token)
             if index is None:
-                raise ValueError(f"the tokenizer has no token {token!r} in its vocabulary")
+                raise InputValueError(f"the tokenizer has no token {token!r} in its vocabulary")
             return index
 
         mask_id = token_id(mask_token)
@@ -187,7 +188,7 @@ class HFTokenizer(BackendTokenizer):
         hf = _auto_tokenizer(self.pretrained, cache_dir)
         backend = getattr(hf, "backend_tokenizer", None)
         if backend is None:
-            raise ValueError(
+            raise InputValueError(
                 f"tokenizer.pretrained={self.pretrained!r} has no fast (Rust) tokenizer; use a "
                 "model with a tokenizer.json, or tokenizer.name=trained"
             )
@@ -229,14 +230,14 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise ImportError(
+        raise InputImportError(
             f"tokenizer.name=hf needs transformers to read {pretrained!r}: pip install "
             f"'genodiff-text[hub]' (or pip install transformers). {hint}"
         ) from None
     folder = Path(pretrained).expanduser()
     if folder.exists():
         if not folder.is_dir():
-            raise ValueError(f"tokenizer.pretrained={pretrained!r} is a file, not a folder")
+            raise InputValueError(f"tokenizer.pretrained={pretrained!r} is a file, not a folder")
         return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     try:
         return AutoTokenizer.from_pretrained(
@@ -245,14 +246,14 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
     except Exception as local_error:  # not cached: try the hub unless told to stay offline
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false")
         if offline:
-            raise FileNotFoundError(
+            raise InputFileNotFoundError(
                 f"the Hugging Face tokenizer {pretrained!r} is not in the local cache and "
                 f"HF_HUB_OFFLINE is set ({type(local_error).__name__}). {hint}"
             ) from None
     try:
         return AutoTokenizer.from_pretrained(pretrained, cache_dir=cache_dir, use_fast=True)
     except Exception as err:
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             f"cannot load the Hugging Face tokenizer {pretrained!r}: it is not in the local "
             f"cache and the hub did not give it ({type(err).__name__}: "
             f"{str(err).splitlines()[0] if str(err) else ''}). {hint}"
@@ -281,15 +282,15 @@ class TrainedTokenizer(BackendTokenizer):
         min_frequency: int = 2,
     ) -> None:
         if kind not in TRAINED_KINDS:
-            raise ValueError(f"tokenizer.kind must be one of {TRAINED_KINDS}, got {kind!r}")
+            raise InputValueError(f"tokenizer.kind must be one of {TRAINED_KINDS}, got {kind!r}")
         floor = len(TRAINED_SPECIAL_TOKENS) + (256 if kind == "bpe" else 1)
         if int(vocab_size) < floor:
-            raise ValueError(
+            raise InputValueError(
                 f"tokenizer.vocab_size={vocab_size} is too small for kind {kind!r}: give at "
                 f"least {floor} (e.g. 4096)"
             )
         if int(min_frequency) < 1:
-            raise ValueError(f"tokenizer.min_frequency must be >= 1, got {min_frequency}")
+            raise InputValueError(f"tokenizer.min_frequency must be >= 1, got {min_frequency}")
         self.kind = kind
         self.target_vocab_size = int(vocab_size)
         self.lowercase = bool(lowercase)
@@ -371,7 +372,7 @@ class TrainedTokenizer(BackendTokenizer):
         else:  # byte-level BPE: tokenizers' trainer is deterministic here
             backend.train_from_iterator(counted(), trainer=self._trainer())
         if count[0] == 0:
-            raise ValueError(
+            raise InputValueError(
                 "cannot train the tokenizer: the training split has no text; check data.path"
             )
         self._set_backend(backend, "[MASK]", "[PAD]", "[CLS]", "[SEP]")
@@ -383,7 +384,7 @@ class TrainedTokenizer(BackendTokenizer):
         cls, config: dict[str, Any], corpus: Callable[[], Iterable[str]] | None = None
     ) -> TrainedTokenizer:
         if corpus is None:
-            raise ValueError(
+            raise InputValueError(
                 "tokenizer.name=trained learns its vocabulary from the training data, but no "
                 "corpus was given (the data module's training_texts)"
             )

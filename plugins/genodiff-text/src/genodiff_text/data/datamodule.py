@@ -46,7 +46,7 @@ import torch
 from torch.utils.data import Dataset
 
 from genodiff.data.base import DataModule
-from genodiff.data.loaders import SharedLoaders
+from genodiff.errors import InputValueError
 from genodiff_text.data import lm1b
 from genodiff_text.data.text_files import count_lines, read_lines
 from genodiff_text.resources import CORPUS
@@ -60,7 +60,7 @@ def split_cuts(count: int, split_fractions: Sequence[float]) -> list[int]:
     """Line-index boundaries ``[0, a, b, count]`` of train | valid | test."""
     fractions = tuple(float(f) for f in split_fractions)
     if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
-        raise ValueError(
+        raise InputValueError(
             "data.split_fractions must be 3 non-negative numbers (train, valid, test) summing "
             f"to 1, got {tuple(split_fractions)}"
         )
@@ -144,7 +144,7 @@ class _TextDataset(Dataset):
         self.pad_id = tokenizer.pad_id
         self.room = max_length - len(self.bos) - len(self.eos)  # content tokens per item
         if self.room < 1:
-            raise ValueError(f"data.max_length={max_length} leaves no room for text; use >= 3")
+            raise InputValueError(f"data.max_length={max_length} leaves no room for text; use >= 3")
 
     def set_epoch(self, epoch: int) -> None:
         """Items do not depend on the epoch (kept for the shuffling sampler)."""
@@ -217,7 +217,7 @@ class BlockDataset(_TextDataset):
 # ---------------------------------------------------------------------- the data module
 
 
-class TextDataModule(SharedLoaders, DataModule):
+class TextDataModule(DataModule):
     """Sentences of a text file or LM1B (see the module docstring for every key)."""
 
     domain = "text"
@@ -239,15 +239,17 @@ class TextDataModule(SharedLoaders, DataModule):
         seed: int = 0,
         max_lines: int | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(batch_size, eval_batch_size, num_workers, seed)
         if source not in SOURCES:
-            raise ValueError(f"data.source must be one of {SOURCES}, got {source!r}")
+            raise InputValueError(f"data.source must be one of {SOURCES}, got {source!r}")
         if max_length < 3:
-            raise ValueError(f"data.max_length must be >= 3 ([BOS] text [EOS]), got {max_length}")
+            raise InputValueError(
+                f"data.max_length must be >= 3 ([BOS] text [EOS]), got {max_length}"
+            )
         if max_lines is not None and max_lines < 1:
-            raise ValueError(f"data.max_lines must be >= 1 (or null for all), got {max_lines}")
+            raise InputValueError(f"data.max_lines must be >= 1 (or null for all), got {max_lines}")
         if source == "lm1b_release" and not root:
-            raise ValueError(
+            raise InputValueError(
                 "data.source=lm1b_release needs data.root: the folder of the unpacked release "
                 f"({lm1b.RELEASE_NAME})"
             )
@@ -259,10 +261,6 @@ class TextDataModule(SharedLoaders, DataModule):
         self.detokenize = source != "file" if detokenize is None else bool(detokenize)
         self.split_fractions = tuple(float(f) for f in split_fractions)
         split_cuts(0, self.split_fractions)  # validates
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size if eval_batch_size is not None else batch_size
-        self.num_workers = num_workers
-        self.seed = seed
         self.max_lines = max_lines
         self._line_count: int | None = None
         self.datasets: dict[str, _TextDataset] = {}
@@ -295,7 +293,7 @@ class TextDataModule(SharedLoaders, DataModule):
         cuts = split_cuts(self._line_count, self.split_fractions)
         empty = [s for i, s in enumerate(SPLITS) if cuts[i + 1] <= cuts[i]]
         if empty:
-            raise ValueError(
+            raise InputValueError(
                 f"{self.path} gives {self._line_count} sentences (non-blank lines"
                 f"{', after max_lines' if self.max_lines else ''}), too few for the "
                 f"{'/'.join(SPLITS)} split_fractions {list(self.split_fractions)}: the "
@@ -378,14 +376,12 @@ class TextDataModule(SharedLoaders, DataModule):
         rows = ((Path(path).name, n, text) for n, text in read_lines(path, "text file (--file)"))
         return self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
 
-    # ------------------------------------------------------------------ loaders
-
-    def _get(self, split: str) -> _TextDataset:
+    def dataset_of(self, split: str) -> _TextDataset:
         if split not in self.datasets:
             self.setup()
         dataset = self.datasets[split]
         if len(dataset) == 0:
-            raise ValueError(
+            raise InputValueError(
                 f"the {split} split has no {self.max_length}-token window (wrap=true needs at "
                 f"least {dataset.room} tokens per block); use a smaller data.max_length or more "
                 "text"

@@ -27,6 +27,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from genodiff.errors import InputFileNotFoundError
+
 RELEASE_NAME = "1-billion-word-language-modeling-benchmark-r13output"
 RELEASE_URL = f"http://www.statmt.org/lm-benchmark/{RELEASE_NAME}.tar.gz"
 TRAIN_DIR = "training-monolingual.tokenized.shuffled"
@@ -76,7 +78,7 @@ def release_shards(root: str | Path, split: str) -> list[Path]:
     folder, pattern = (TRAIN_DIR, TRAIN_GLOB) if split == "train" else (HELDOUT_DIR, HELDOUT_GLOB)
     shards = sorted((root / folder).glob(pattern)) if (root / folder).is_dir() else []
     if not shards:
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             f"no LM1B {split} shards {root / folder / pattern} (data.root={str(root)!r}). "
             f"data.source=lm1b_release reads the original release: download {RELEASE_URL}, "
             f"unpack it (tar xzf {RELEASE_NAME}.tar.gz) and set data.root to the "
@@ -110,7 +112,7 @@ def load_hf_lm1b(hf_split: str):  # -> datasets.Dataset
     try:
         import datasets
     except ImportError:
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             "data.source=lm1b reads the Hugging Face dataset and needs the datasets package: "
             f"pip install 'genodiff-text[hub]'. {hint}"
         ) from None
@@ -122,7 +124,7 @@ def load_hf_lm1b(hf_split: str):  # -> datasets.Dataset
         return datasets.load_dataset(HF_DATASET, split=hf_split, revision=HF_PARQUET_REVISION)
     except Exception:
         first = str(error).splitlines()[0] if str(error) else ""
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             f"cannot load the Hugging Face dataset {HF_DATASET!r} (split {hf_split}): "
             f"{type(error).__name__}: {first}. It needs the hub or a local cache "
             f"(HF_DATASETS_CACHE). {hint}"

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from genodiff.errors import InputFileNotFoundError, InputValueError
+
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = "\ufeff"
 
@@ -32,7 +34,7 @@ def read_lines(path: str | Path, what: str = "text file") -> Iterator[tuple[int,
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{what} not found: {path}")
+        raise InputFileNotFoundError(f"{what} not found: {path}")
     stream, compressed = _open(path)
     where = " (decompressed)" if compressed else ""
     offset = 0
@@ -41,7 +43,7 @@ def read_lines(path: str | Path, what: str = "text file") -> Iterator[tuple[int,
             for number, raw in enumerate(stream, start=1):
                 nul = raw.find(b"\x00")
                 if nul >= 0:
-                    raise ValueError(
+                    raise InputValueError(
                         f"{path} is not a text file: NUL byte at byte offset {offset + nul}"
                         f"{where} (line {number}); give a UTF-8 text file with one sentence "
                         "per line"
@@ -50,7 +52,7 @@ def read_lines(path: str | Path, what: str = "text file") -> Iterator[tuple[int,
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as err:
                     bad = raw[err.start : err.start + 4]
-                    raise ValueError(
+                    raise InputValueError(
                         f"{path} is not valid UTF-8: byte {bad[:1].hex()} at byte offset "
                         f"{offset + err.start}{where} (line {number}: {err.reason}); convert it "
                         f"to UTF-8 (e.g. iconv -f latin1 -t utf-8 {path.name} > out.txt)"
@@ -62,7 +64,7 @@ def read_lines(path: str | Path, what: str = "text file") -> Iterator[tuple[int,
                 if line:
                     yield number, line
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-        raise ValueError(
+        raise InputValueError(
             f"{path} starts like a gzip file but cannot be decompressed ({err}); give a plain "
             "UTF-8 text file or a valid .gz"
         ) from None
@@ -73,11 +75,11 @@ def count_lines(path: str | Path, what: str = "text file") -> int:
     ValueError when it is empty or has only blank lines."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{what} not found: {path}")
+        raise InputFileNotFoundError(f"{what} not found: {path}")
     count = sum(1 for _ in read_lines(path, what))
     if count == 0:
         empty = path.stat().st_size == 0
-        raise ValueError(
+        raise InputValueError(
             f"{path} is empty"
             + ("" if empty else " of text: it has only blank lines")
             + "; give a UTF-8 text file with one sentence per line"

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from genodiff.backbones.capabilities import Capabilities
+from genodiff.errors import InputValueError
 from genodiff_text.layouts import MDLM_AR_LAYOUT
 from genodiff_text.models.layers import (
     KV_CACHE_START,
@@ -50,7 +51,9 @@ class ARTransformer(Transformer):
     ) -> None:
         super().__init__(vocab_size, hidden_dim, n_blocks, n_heads, dropout, None, causal=True)
         if mask_index is not None and not 0 <= mask_index < vocab_size:
-            raise ValueError(f"mask_index={mask_index} is outside the vocabulary ({vocab_size})")
+            raise InputValueError(
+                f"mask_index={mask_index} is outside the vocabulary ({vocab_size})"
+            )
         self.model_length = model_length
         self.mask_index = mask_index
         self.capabilities = Capabilities(

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from genodiff.errors import InputValueError
+
 LAYER_NORM_EPS = 1e-5
 FREQUENCY_FEATURES = 256  # sinusoidal features of sigma fed to the timestep embedder
 MAX_PERIOD = 10_000.0  # of the timestep features
@@ -206,7 +208,7 @@ class TransformerBlock(nn.Module):
     ) -> None:
         super().__init__()
         if dim % n_heads:
-            raise ValueError(f"hidden_dim={dim} is not a multiple of n_heads={n_heads}")
+            raise InputValueError(f"hidden_dim={dim} is not a multiple of n_heads={n_heads}")
         self.n_heads = n_heads
         self.causal = causal
         # Registered in upstream's order (its parameters() order).
