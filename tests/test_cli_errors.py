@@ -6,7 +6,8 @@ import errno
 
 import pytest
 
-from genodiff import cli, info
+from genodiff import cli
+from genodiff.checkpoints import info
 from genodiff.errors import InputKeyError, InputValueError
 
 

@@ -19,9 +19,9 @@ import torch
 from genodiff import cli, registry
 from genodiff.config import ConfigError, load_config
 from genodiff.data.base import DataModule
+from genodiff.data.build import build_datamodule
 from genodiff.data.loaders import EpochShuffleSampler, HeldoutShard
 from genodiff.finetune.classifier import load_backbone
-from genodiff.training import build_datamodule
 from tests.test_cli import DEMO, ROOT, read_metrics
 
 RUN = [

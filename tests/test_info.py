@@ -129,7 +129,7 @@ def test_data_digest_follows_bytes_not_names(tmp_path):
 
 
 def test_info_of_a_backbone_only_folder(tmp_path, capsys):
-    # The paper's Caduceus size: 470,702 parameters (DESIGN.md section 4).
+    # The paper's Caduceus size: 470,702 parameters (docs/architecture.md §6.2).
     folder = save_pretrained(build("caduceus", d_model=118, n_layer=4, vocab_size=12), tmp_path)
     info = info_json(folder, capsys)
     assert info["parameters"] == 470_702

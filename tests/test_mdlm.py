@@ -245,8 +245,8 @@ def test_continuous_nelbo_of_the_oracle_is_the_nll_and_discrete_decreases_toward
 
 
 def test_continuous_nelbo_with_eps_stays_within_the_stated_tolerance_of_the_entropy():
-    # DESIGN §5: with eps > 0 a fraction eps of the tokens is never masked and goes unscored,
-    # so the bound may sit below the NLL; in expectation over the data by at most
+    # docs/architecture.md §7.1: with eps > 0 a fraction eps of the tokens is never masked and
+    # goes unscored, so the bound may sit below the NLL; in expectation over the data by at most
     # L * eps * log V (each unscored conditional entropy is <= log V). Per sequence the gap is
     # about eps * NLL, which can exceed that for rare sequences.
     joint = random_joint(3, seed=1)

@@ -1,4 +1,4 @@
-"""The backbone contract shared by every language-model backbone (DESIGN §2)."""
+"""The backbone contract shared by every language-model backbone (docs/architecture.md §3.4)."""
 
 from __future__ import annotations
 

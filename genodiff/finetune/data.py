@@ -21,7 +21,7 @@ from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import id_dtype
 
 SPLITS = ("train", "test")
-# The 8 Genomic Benchmarks and the lengths the Caduceus / MDLM papers use (DESIGN §6).
+# The 8 Genomic Benchmarks and the lengths the Caduceus / MDLM papers use (docs/architecture.md §8).
 TASK_MAX_LENGTH = {
     "dummy_mouse_enhancers_ensembl": 1024,
     "demo_coding_vs_intergenomic_seqs": 200,

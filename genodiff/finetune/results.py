@@ -15,7 +15,7 @@ import numpy as np
 
 from genodiff.atomic_files import atomic_write
 
-# Caduceus-MDLM top-1 accuracy from the MDLM paper (DESIGN §7).
+# Caduceus-MDLM top-1 accuracy from the MDLM paper (docs/architecture.md §9).
 PUBLISHED_CADUCEUS_MDLM = {
     "dummy_mouse_enhancers_ensembl": 0.795,
     "demo_coding_vs_intergenomic_seqs": 0.913,

@@ -1,10 +1,10 @@
 """Where a kernel call goes: mamba_ssm / causal_conv1d's CUDA kernels, or genodiff's exact code.
 
-The rule (DESIGN section 2): a call takes the upstream branch when its tensor is on CUDA, in a
-dtype the kernels take (float32, float16, bfloat16), and the upstream function imports (the
-packages built with their CUDA extensions); otherwise genodiff's exact CPU / PyTorch code runs.
-It is never "because the module imports": an importable mamba_ssm changes nothing for CPU
-tensors.
+The rule (docs/architecture.md §6.1): a call takes the upstream branch when its tensor is on
+CUDA, in a dtype the kernels take (float32, float16, bfloat16), and the upstream function
+imports (the packages built with their CUDA extensions); otherwise genodiff's exact CPU /
+PyTorch code runs. It is never "because the module imports": an importable mamba_ssm changes
+nothing for CPU tensors.
 
 ``upstream_kernels_on_cpu()`` is the one way around it: inside the context CPU tensors take the
 upstream branch too, through exactly the calls CUDA tensors make, to whatever ``mamba_ssm`` and

@@ -1,8 +1,9 @@
 """MDLM's DiT (genodiff_text DIT) against an independent float64 computation written here.
 
-The reference below follows DESIGN.md §8 line by line: sinusoidal timestep features, the
-weight-only LayerNorm, adaLN modulation, per-head attention with a Python loop over heads and the
-half-split rotary rotation written out per position, GELU(tanh). ``test_text_ar.py`` reuses it.
+The reference below follows docs/architecture.md §10 (genodiff repository) line by line:
+sinusoidal timestep features, the weight-only LayerNorm, adaLN modulation, per-head attention
+with a Python loop over heads and the half-split rotary rotation written out per position,
+GELU(tanh). ``test_text_ar.py`` reuses it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The pieces of MDLM's text transformers (kuleshov-group/mdlm ``models/dit.py`` and
 ``models/autoregressive.py``), shared by ``DIT`` and ``ARTransformer``.
 
-Parameter names are upstream's (DESIGN.md §8): ``vocab_embed.embedding``,
-``sigma_map.mlp.{0,2}``, ``rotary_emb.inv_freq``,
+Parameter names are upstream's (the core repository's docs/architecture.md §10):
+``vocab_embed.embedding``, ``sigma_map.mlp.{0,2}``, ``rotary_emb.inv_freq``,
 ``blocks.{i}.{norm1,attn_qkv,attn_out,norm2,mlp.0,mlp.2,adaLN_modulation}``,
 ``output_layer.{norm_final,adaLN_modulation,linear}``. Modules are registered in upstream's
 order, so ``parameters()`` yields them in the order of upstream's EMA ``shadow_params``.
