@@ -19,16 +19,13 @@ from genodiff.backbones.layout import CheckpointLayout
 from genodiff.checkpoints import load_pretrained, save_pretrained
 from genodiff.checkpoints.folders import CheckpointError, detect_layout
 from genodiff.config import ConfigError, load_config, with_tokenizer_fields
-from genodiff.data.base import DataModule
-from genodiff.domains import Domain
 from genodiff.evaluate import window_digest
 from genodiff.generate import SamplingRun
 from genodiff.objectives import AR, MDLM, SEDD
-from genodiff.sample_files import NEUTRAL_FORMATS, SampleFormat, read_samples, write_samples
+from genodiff.sample_files import read_samples, write_samples
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import (
     DNATokenizer,
-    Tokenizer,
     build_tokenizer,
     load_tokenizer,
     tokenizer_from_record,
@@ -38,7 +35,6 @@ from genodiff.tokenizers.base import id_dtype
 from tests.test_cli import DEMO, TINY
 
 ROOT = Path(__file__).resolve().parents[1]
-ALPHABET = "abcdefghijklmnopqrstuvwxyz ."
 SENTENCES = [
     "the cat sat on the mat.",
     "a dog ran to the park.",
@@ -47,114 +43,22 @@ SENTENCES = [
 ]
 
 
-class CharTokenizer(Tokenizer):
-    """[PAD]=0 [MASK]=1 [BOS]=2 [EOS]=3, then one id per character of ALPHABET."""
-
-    name = "toy_chars"
-    domain = "chars"
-    specials = ("[PAD]", "[MASK]", "[BOS]", "[EOS]")
-
-    def __init__(self, lowercase: bool = True) -> None:
-        self.lowercase = lowercase
-        self.vocab_size = len(self.specials) + len(ALPHABET)
-        self.pad_id, self.mask_id, self.bos_id, self.eos_id = 0, 1, 2, 3
-        self.sample_ids = tuple(range(len(self.specials), self.vocab_size))  # characters only
-
-    def encode(self, text: str) -> list[int]:
-        ids = []
-        for i, part in enumerate(text.split("[MASK]")):
-            part = part.lower() if self.lowercase else part
-            ids += [self.mask_id] if i else []
-            ids += [len(self.specials) + ALPHABET.index(c) for c in part if c in ALPHABET]
-        return ids
-
-    def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        out = []
-        for i in ids:
-            if i < len(self.specials):
-                out.append("" if skip_special_tokens else self.specials[i])
-            else:
-                out.append(ALPHABET[i - len(self.specials)])
-        return "".join(out)
-
-    def to_state(self) -> dict:
-        return {"lowercase": self.lowercase}
+def readme_source(marker: str) -> str:
+    """The code block of the README that starts with ``marker``, as printed there."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(marker)
+    return text[start : text.index("```", start)]
 
 
-class LineDataset:
-    """[BOS] line [EOS], padded with [PAD] / truncated to max_length."""
-
-    def __init__(self, lines: list[str], tokenizer: Tokenizer, max_length: int) -> None:
-        self.lines, self.tokenizer, self.max_length = lines, tokenizer, max_length
-
-    def __len__(self) -> int:
-        return len(self.lines)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        tok = self.tokenizer
-        ids = [tok.bos_id, *tok.encode(self.lines[index]), tok.eos_id][: self.max_length]
-        ids += [tok.pad_id] * (self.max_length - len(ids))
-        return {"input_ids": torch.tensor(ids)}
-
-    def item_name(self, index: int) -> str:
-        return f"line {index + 1}"
-
-
-class ToyLines(DataModule):
-    """Lines of a text file, split 80/10/10 by line order."""
-
-    domain = "chars"
-    data_file_keys = ("path",)
-    path_keys = ("path",)
-
-    def __init__(self, path: str, max_length: int = 32, batch_size: int = 4) -> None:
-        super().__init__(batch_size)
-        self.path, self.max_length = Path(path), max_length
-
-    def check_files(self) -> None:
-        if not self.path.is_file():
-            raise FileNotFoundError(f"text file not found: {self.path} (data.path)")
-
-    def _lines(self, split: str) -> list[str]:
-        lines = [line for line in self.path.read_text().splitlines() if line.strip()]
-        cut1, cut2 = int(0.8 * len(lines)), int(0.9 * len(lines))
-        return {"train": lines[:cut1], "valid": lines[cut1:cut2], "test": lines[cut2:]}[split]
-
-    def training_texts(self):
-        return self._lines("train")
-
-    def dataset_of(self, split: str) -> LineDataset:
-        return LineDataset(self._lines(split), self.tokenizer, self.max_length)
-
-    def heldout_dataset(self, split: str = "test") -> LineDataset:
-        return self.dataset_of(split)
-
-    def file_dataset(self, path) -> LineDataset:
-        lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
-        return LineDataset(lines, self.tokenizer, self.max_length)
-
-
-def write_tabbed(handle, names, texts, run) -> None:
-    handle.writelines(f"{name}\t{text}\n" for name, text in zip(names, texts, strict=True))
-
-
-def read_tabbed(handle, path) -> list[str]:
-    return [line.rstrip("\n").split("\t", 1)[1] for line in handle if line.strip()]
-
-
-class CharsDomain(Domain):
-    """The toy domain: samples as name<TAB>text lines (.tsv) besides .txt / .jsonl."""
-
-    name = "chars"
-    sample_formats = (SampleFormat("name<TAB>text", (".tsv",), write_tabbed, read_tabbed),
-                      *NEUTRAL_FORMATS)  # fmt: skip
-    samples_file = "samples.tsv"
-    eval_file = "a text file, one item per line"
-
+# The README's domain example (tokenizer, data module, sample format), loaded as the plugin
+# module ``my_domain.chars`` that its entry points name.
+chars = types.ModuleType("my_domain.chars")
+exec(readme_source("# my_domain/chars.py"), chars.__dict__)
+ALPHABET, CharTokenizer = chars.ALPHABET, chars.CharTokenizer
 
 PLUGIN = {
-    "genodiff.tokenizers": [("toy_chars", "CharTokenizer")],
-    "genodiff.data": [("toy_lines", "ToyLines")],
+    "genodiff.tokenizers": [("chars", "CharTokenizer")],
+    "genodiff.data": [("lines", "LineData")],
     "genodiff.domains": [("chars", "CharsDomain")],
 }
 
@@ -163,10 +67,11 @@ PLUGIN = {
 def toy_plugin():
     """Register the toy tokenizer and data module as entry points (no core import of them)."""
     found = {
-        group: [EntryPoint(name, f"{__name__}:{obj}", group) for name, obj in items]
+        group: [EntryPoint(name, f"my_domain.chars:{obj}", group) for name, obj in items]
         for group, items in PLUGIN.items()
     }
     with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "my_domain.chars", chars)
         patch.setattr(registry, "entry_points", lambda group: found.get(group, []))
         yield
         for kind in ("tokenizer", "data", "domain"):  # forget the toy classes once done
@@ -193,8 +98,8 @@ def write_text_config(folder: Path, corpus: Path, out: Path) -> Path:
   - _self_
 name: toy_text
 output_dir: {out}
-tokenizer: {{name: toy_chars}}
-data: {{name: toy_lines, path: {corpus}, max_length: 32, batch_size: 4}}
+tokenizer: {{name: chars}}
+data: {{name: lines, path: {corpus}, max_length: 32, batch_size: 4}}
 objective: {{eval_t_samples: 2}}
 samples: {{num_samples: 2, length: 32, steps: 8}}
 trainer: {{max_steps: 4, val_check_interval: 2, limit_val_batches: 2, limit_test_batches: 2,
@@ -215,7 +120,7 @@ def text_run(toy_plugin, corpus, tmp_path_factory) -> Path:
 def test_a_toy_domain_trains_samples_and_evaluates_through_the_core(text_run, corpus, capsys):
     ckpt = text_run / "checkpoints" / "last.ckpt"
     # The run saved the tokenizer; the vocabulary came from it (28 characters + 4 specials).
-    assert json.loads((text_run / "tokenizer.json").read_text())["name"] == "toy_chars"
+    assert json.loads((text_run / "tokenizer.json").read_text())["name"] == "chars"
     config = json.loads(json.dumps(torch.load(ckpt, weights_only=False)["hyper_parameters"]))
     assert config["config"]["model"]["vocab_size"] == 32
     assert config["config"]["objective"]["mask_id"] == 1
@@ -372,9 +277,9 @@ def test_samplers_draw_only_the_tokenizer_sample_ids(objective):
 
 def test_tokenizer_registry_records_and_folders(tmp_path, toy_plugin):
     assert isinstance(build_tokenizer(None), DNATokenizer)
-    toy = build_tokenizer({"name": "toy_chars", "lowercase": False})
+    toy = build_tokenizer({"name": "chars", "lowercase": False})
     record = tokenizer_record(toy)
-    assert record == {"name": "toy_chars", "state": {"lowercase": False}}
+    assert record == {"name": "chars", "state": {"lowercase": False}}
     again = tokenizer_from_record(json.loads(json.dumps(record)))
     assert isinstance(again, CharTokenizer) and again.lowercase is False
     toy.save(tmp_path)
@@ -467,16 +372,9 @@ def test_plugin_backbones_bring_their_own_checkpoint_layout(monkeypatch, tmp_pat
         detect_layout({"model_type": "unknown"})
 
 
-def readme_plugin_source() -> str:
-    """The backbone plugin the README shows, as printed there."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index("# my_plugin/model.py")
-    return text[start : text.index("```", start)]
-
-
 def test_the_readme_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
     module = types.ModuleType("readme_plugin")
-    exec(readme_plugin_source(), module.__dict__)
+    exec(readme_source("# my_plugin/model.py"), module.__dict__)
     monkeypatch.setitem(sys.modules, "readme_plugin", module)
     entry = EntryPoint("bigru", "readme_plugin:BiGRU", "genodiff.backbones")
     monkeypatch.setattr(
