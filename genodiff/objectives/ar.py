@@ -90,6 +90,7 @@ class AR(Objective):
     """
 
     samplers = ("ancestral",)
+    stepless_samplers = ("ancestral",)  # one network call per position
     exact_likelihood = True
     eval_t_samples = 1  # deterministic: no noise to average over
     causal_backbone = True

@@ -41,6 +41,8 @@ class Objective(nn.Module, ABC):
 
     #: Names accepted by ``SampleRequest.sampler``; the first is the default.
     samplers: tuple[str, ...] = ("ancestral",)
+    #: Those of ``samplers`` that ignore ``SampleRequest.steps``.
+    stepless_samplers: tuple[str, ...] = ()
     #: True when ``loss`` is the exact NLL (AR) rather than an upper bound (diffusion).
     exact_likelihood: bool = False
     #: Noise draws per held-out sequence when evaluating (set by configs that have it).
@@ -85,3 +87,8 @@ class Objective(nn.Module, ABC):
                 f"choose one of: {', '.join(self.samplers)}"
             )
         return name
+
+    def steps_used(self, request: SampleRequest) -> int | None:
+        """``request.steps``, or None when the sampler ``request`` asks for ignores it (what
+        the samples' provenance records)."""
+        return None if self.sampler_name(request) in self.stepless_samplers else request.steps

@@ -69,6 +69,7 @@ class MDLM(Objective):
     """
 
     samplers = tuple(MASKED_SAMPLERS)
+    stepless_samplers = ("first-hitting",)
 
     def __init__(
         self,

@@ -52,6 +52,7 @@ from genodiff.sampling import SampleRequest, sample_categorical, sharpen, time_g
 @register_objective("sedd")
 class SEDD(MDLM):
     samplers = ("analytic", "euler")
+    stepless_samplers = ()
 
     def __init__(
         self,
