@@ -32,16 +32,18 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib.util import find_spec
+from typing import TYPE_CHECKING
 
 import torch
-from genodiff_text.models import layers
-from genodiff_text.models.ar import ARTransformer
-from genodiff_text.models.dit import DIT
 from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.objectives import AR, MDLM
 from genodiff.samplers.request import SampleRequest
+
+if TYPE_CHECKING:
+    from genodiff_text.models.ar import ARTransformer
 
 MIB = 2**20
 VOCAB = 30_522  # bert-base-uncased (LM1B)
@@ -70,7 +72,7 @@ def explicit_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     return scores.softmax(dim=-1) @ v  # (B, H, Lq, hd)
 
 
-ATTENTION = {"sdpa": layers.attention, "explicit": explicit_attention}
+ATTENTION = ("sdpa", "explicit")  # the plugin's attention as shipped, explicit_attention
 
 
 def synchronize(device: torch.device) -> None:
@@ -99,7 +101,11 @@ def redraw_output_layer(model: nn.Module) -> nn.Module:
 
 def train_child(args: argparse.Namespace) -> dict:
     """One configuration, in this (fresh) process: time ``args.steps`` training steps."""
-    layers.attention = ATTENTION[args.attention]
+    from genodiff_text.models import layers
+    from genodiff_text.models.dit import DIT
+
+    if args.attention == "explicit":
+        layers.attention = explicit_attention
     device = torch.device(args.device)
     size = TINY if args.quick else SMALL
     torch.manual_seed(0)
@@ -203,6 +209,8 @@ class FullPrefix(nn.Module):
 
 
 def sampling(args: argparse.Namespace) -> dict:
+    from genodiff_text.models.ar import ARTransformer
+
     device = torch.device(args.device)
     size = TINY if args.quick else SMALL
     torch.manual_seed(0)
@@ -264,6 +272,8 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--attention", choices=sorted(ATTENTION), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if find_spec("genodiff_text") is None:
+        parser.error("needs the text plugin: pip install -e plugins/genodiff-text")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.child:

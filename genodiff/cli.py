@@ -118,7 +118,8 @@ def _after_training(
     if s.num_samples > 0:
         backbone = model.eval_backbone
         samples = draw_samples(model.eval_objective, backbone, request, s.seed, s.batch_size)
-        run = SamplingRun(checkpoint=weights, sampler=sampler, steps=s.steps, seed=s.seed)
+        steps = model.eval_objective.steps_used(request)
+        run = SamplingRun(checkpoint=weights, sampler=sampler, steps=steps, seed=s.seed)
         path = write_samples(samples, out / domain_of(tokenizer).samples_file, run, tokenizer)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")
 
@@ -188,7 +189,7 @@ def _sample(args: argparse.Namespace) -> None:
     run = SamplingRun(
         checkpoint=str(args.checkpoint),
         sampler=sampler,
-        steps=args.steps,
+        steps=model.eval_objective.steps_used(request),
         seed=args.seed,
         temperature=args.temperature,
         top_p=args.top_p,
@@ -340,42 +341,77 @@ def build_parser() -> argparse.ArgumentParser:
         help="generate sequences from a checkpoint (FASTA for DNA; .txt or .jsonl for any)",
     )
     sample.add_argument("--checkpoint", required=True, help=CHECKPOINT_HELP)
-    sample.add_argument("--num-samples", type=int, default=8)
+    sample.add_argument(
+        "--num-samples", type=int, default=8, help="sequences to draw (default: %(default)s)"
+    )
     sample.add_argument(
         "--length",
         type=int,
         default=None,
-        help="tokens (bp for DNA; default: the training window, or the --infill template's)",
+        help="tokens, bp for DNA (default: the training window, or the --infill template's)",
     )
     sample.add_argument(
-        "--steps", type=int, default=1024, help="steps T (ancestral, cached; per window: semi-ar)"
+        "--steps",
+        type=int,
+        default=1024,
+        help="steps T of ancestral and cached, per window of semi-ar, of SEDD's and Plaid's "
+        "samplers; first-hitting and AR models take none (default: %(default)s)",
     )
     sample.add_argument(
         "--sampler",
         default=None,
-        help="MDLM/D3PM: ancestral (default), cached, first-hitting, semi-ar; "
-        "other objectives name their own",
+        help="MDLM/D3PM: ancestral, cached, first-hitting, semi-ar; SEDD: analytic, euler; "
+        "Plaid, AR: ancestral (default: the first named for the checkpoint's objective)",
     )
-    sample.add_argument("--temperature", type=float, default=1.0, help="divides log-probs")
+    sample.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="divides the log-probabilities, > 0 (default: %(default)s)",
+    )
     sample.add_argument(
         "--top-p", "--nucleus", dest="top_p", type=float, default=1.0,
-        help="nucleus sampling: probability mass kept, in (0, 1]",
+        help="nucleus sampling: probability mass kept, in (0, 1] (default: %(default)s, all)",
     )  # fmt: skip
     sample.add_argument(
-        "--prefix", default=None, help="fixed start: bases for DNA (ACGTTG), text for text"
+        "--prefix",
+        default=None,
+        help="fixed start: bases for DNA (ACGTTG), text for text (default: none)",
     )
     sample.add_argument(
         "--infill",
         default=None,
         help="template; DNA: a FASTA whose first record fixes its upper-case ACGT and "
         "generates N / lower-case positions; text: a file whose first line is text with the "
-        "mask token ([MASK]) at each token to generate. Sets --length",
+        "mask token ([MASK]) at each token to generate. Sets --length (default: none)",
     )
-    sample.add_argument("--block", type=int, default=None, help="semi-ar window length (bp)")
-    sample.add_argument("--stride", type=int, default=None, help="semi-ar: new bp per window")
-    sample.add_argument("--seed", type=int, default=0)
-    sample.add_argument("--batch-size", type=int, default=16)
-    sample.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: best)")
+    sample.add_argument(
+        "--block",
+        type=int,
+        default=None,
+        help="window length in tokens; semi-ar only, and required there (default: none)",
+    )
+    sample.add_argument(
+        "--stride",
+        type=int,
+        default=None,
+        help="new tokens per window, < --block; semi-ar only, and required there (default: none)",
+    )
+    sample.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the same seed draws the same samples (default: %(default)s)",
+    )
+    sample.add_argument(
+        "--batch-size",
+        type=int,
+        default=16,
+        help="sequences per network call (default: %(default)s)",
+    )
+    sample.add_argument(
+        "--device", default=None, help="cpu, cuda, cuda:1 (default: the best available)"
+    )
     sample.add_argument(
         "--out", required=True, help="output file: .fa (DNA), .txt (one per line) or .jsonl"
     )

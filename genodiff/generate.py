@@ -25,7 +25,7 @@ class SamplingRun:
 
     checkpoint: str
     sampler: str
-    steps: int
+    steps: int | None  # None for a sampler that takes no steps (``Objective.steps_used``)
     seed: int
     temperature: float = 1.0
     top_p: float = 1.0
@@ -34,14 +34,10 @@ class SamplingRun:
     constraint: str | None = None  # Constraint.description
 
     def describe(self) -> str:
-        parts = [
-            f"checkpoint={self.checkpoint}",
-            f"sampler={self.sampler}",
-            f"steps={self.steps}",
-            f"seed={self.seed}",
-            f"temperature={self.temperature:g}",
-            f"top_p={self.top_p:g}",
-        ]
+        parts = [f"checkpoint={self.checkpoint}", f"sampler={self.sampler}"]
+        if self.steps is not None:
+            parts.append(f"steps={self.steps}")
+        parts += [f"seed={self.seed}", f"temperature={self.temperature:g}", f"top_p={self.top_p:g}"]
         if self.block is not None:
             parts += [f"block={self.block}", f"stride={self.stride}"]
         if self.constraint:

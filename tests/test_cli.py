@@ -42,6 +42,8 @@ def trained_run(tmp_path_factory):
 def test_train_writes_checkpoints_logs_and_samples(trained_run):
     assert (trained_run / "checkpoints" / "last.ckpt").is_file()
     assert list((trained_run / "checkpoints").glob("best-step*.ckpt"))
+    assert not (trained_run / ".lock").exists()  # a run that ended leaves no lock file
+    assert (trained_run / "tokenizer.json").is_file()
     rows = read_metrics(trained_run)
     val = [float(r["val/nelbo"]) for r in rows if r.get("val/nelbo")]
     ppl = [float(r["val/ppl"]) for r in rows if r.get("val/ppl")]

@@ -1,13 +1,17 @@
-"""notebooks/generate_dna.ipynb: stored without outputs, and executed top to bottom (nbclient)
-on a tiny checkpoint trained here."""
+"""notebooks/generate_dna.ipynb: stored without outputs, and executed top to bottom on a tiny
+checkpoint trained here, by the command the README and the notebook give (``jupyter
+nbconvert --execute`` from the repository root, a checkpoint path relative to it)."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from Bio import SeqIO
-from nbclient import NotebookClient
 
 from genodiff import cli
 from genodiff.metrics import REPORT_FILES
@@ -33,28 +37,48 @@ def checkpoint(tmp_path_factory):
     return out / "checkpoints" / "last.ckpt"
 
 
-def test_notebook_runs_top_to_bottom(checkpoint, tmp_path, monkeypatch):
-    monkeypatch.setenv("GENODIFF_CHECKPOINT", str(checkpoint))  # read by the first code cell
+def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, tmp_path):
+    # A repository-shaped folder: the notebook under notebooks/, the checkpoint under run/.
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "run").mkdir()
+    shutil.copy(checkpoint, root / "run" / "last.ckpt")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     (parameters,) = [
         i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", [])
     ]
     # Smaller settings for CI, injected after the parameters cell (as papermill does).
-    smaller = nbformat.v4.new_code_cell("NUM_SAMPLES, LENGTH, STEPS = 8, 64, 8")
+    smaller = nbformat.v4.new_code_cell("NUM_SAMPLES, LENGTH = 8, 64\nSTEPS = LENGTH")
     notebook.cells.insert(parameters + 1, smaller)
-    client = NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
-    )
-    client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
+    nbformat.write(notebook, root / "notebooks" / "generate_dna.ipynb")
 
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    # jupyter nbconvert --to notebook --execute notebooks/generate_dna.ipynb
+    #     --output-dir outputs/notebook, from the root, with a relative GENODIFF_CHECKPOINT
+    command = [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute"]
+    command += ["notebooks/generate_dna.ipynb", "--output-dir", "outputs/notebook"]
+    env = {**os.environ, "GENODIFF_CHECKPOINT": "run/last.ckpt"}
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    out = root / "outputs" / "notebook"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "generate_dna.ipynb",
+        "sample_quality",
+        "synthetic_dna.fa",
+    ]
+    assert sorted(p.name for p in (root / "notebooks").iterdir()) == ["generate_dna.ipynb"]
+    executed = nbformat.read(out / "generate_dna.ipynb", as_version=4)
+    outputs = [o for cell in executed.cells if cell.cell_type == "code" for o in cell.outputs]
     text = "".join(o.get("text", "") for o in outputs)
-    assert "wrote 8 sequences of 64 bp to synthetic_dna.fa" in text
-    records = list(SeqIO.parse(tmp_path / "synthetic_dna.fa", "fasta"))
+    assert f"wrote 8 sequences of 64 bp to {out / 'synthetic_dna.fa'}" in text
+    records = list(SeqIO.parse(out / "synthetic_dna.fa", "fasta"))
     assert len(records) == 8 and all(len(r.seq) == 64 for r in records)
-    assert str(checkpoint) in records[0].description  # the environment variable was used
+    # the environment variable was used, resolved against the folder the command ran from
+    description = records[0].description
+    assert f"checkpoint={root / 'run' / 'last.ckpt'} " in description
+    assert "sampler=cached steps=64 " in description  # the default: one step per position
 
-    report = tmp_path / "sample_quality"
+    report = out / "sample_quality"
     assert sorted(p.name for p in report.iterdir()) == sorted(REPORT_FILES)
     metrics = json.loads((report / "metrics.json").read_text())
     assert list(metrics["kmer_js"]) == ["1", "2", "3", "4", "5", "6"]

@@ -1,6 +1,8 @@
 """One run, one folder: the lock a live run holds, refusing another run's folder, resolving
 ckpt_path=last, and writing nothing before every check has passed."""
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -43,6 +45,32 @@ def test_a_live_run_holds_its_folder_until_it_dies(tmp_path, capsys):
         holder.wait()
     with run_folder.hold(out):  # a killed holder leaves no stale lock
         assert (out / run_folder.LOCK_FILE).read_text() != "4242"
+
+
+@pytest.mark.parametrize("ending", ["returns", "raises"])
+def test_the_lock_file_goes_when_the_run_ends(tmp_path, ending):
+    lock = tmp_path / run_folder.LOCK_FILE
+    failure = pytest.raises(RuntimeError) if ending == "raises" else contextlib.nullcontext()
+    with failure, run_folder.hold(tmp_path):
+        assert lock.read_text() == str(os.getpid())
+        if ending == "raises":
+            raise RuntimeError("the run failed")
+    assert not lock.exists()
+
+
+def test_a_lock_file_removed_by_its_ending_holder_is_not_taken(tmp_path, monkeypatch):
+    # The file was opened, then its holder ended and removed it before our flock: holding
+    # that orphaned file would exclude no one, so hold refuses instead.
+    lock = tmp_path / run_folder.LOCK_FILE
+    real_flock = run_folder.fcntl.flock
+
+    def holder_ends_first(handle, operation):
+        lock.unlink()
+        real_flock(handle, operation)
+
+    monkeypatch.setattr(run_folder.fcntl, "flock", holder_ends_first)
+    with pytest.raises(ConfigError, match="ended just now; start again"), run_folder.hold(tmp_path):
+        pass
 
 
 def test_a_new_run_into_another_runs_folder_is_refused(tmp_path, capsys):

@@ -1,5 +1,7 @@
 """``genodiff sample``: every masked-diffusion sampler, constraints, nucleus, and bad input."""
 
+import re
+
 import pytest
 from Bio import SeqIO
 
@@ -39,6 +41,8 @@ def test_each_sampler_writes_traceable_fasta(checkpoint, tmp_path, options):
     assert len(found) == 2
     assert all(len(r.seq) == 24 and set(str(r.seq)) <= set("ACGTN") for r in found)
     assert f"sampler={options[1]}" in found[0].description
+    # first-hitting jumps from event to event and takes no steps: its header claims none
+    assert ("steps=6" in found[0].description) == (options[1] != "first-hitting")
     if options[1] == "semi-ar":
         assert "block=12 stride=5" in found[0].description
 
@@ -108,3 +112,18 @@ def test_bad_infill_files_exit_2_with_one_line(checkpoint, tmp_path, capsys, con
     err = capsys.readouterr().err.strip()
     assert err.startswith("genodiff sample: error:") and "\n" not in err
     assert message in err
+
+
+def test_help_gives_every_optional_setting_its_default(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["sample", "--help"])
+    assert stop.value.code == 0
+    options = capsys.readouterr().out.split("options:")[1]
+    entries = [" ".join(e.split()) for e in re.split(r"\n  (?=-)", options) if e.strip()]
+    described = {entry.split()[0]: entry for entry in entries}
+    assert "--temperature" in described and "--steps" in described  # the split found them
+    required = {"-h,", "--checkpoint", "--out"}
+    for option, entry in described.items():
+        if option not in required:
+            assert "(default: " in entry, entry
+    assert "(default: 1024)" in described["--steps"]

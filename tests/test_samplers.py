@@ -2,6 +2,7 @@
 
 import itertools
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from torch import nn
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.semi_ar import windows
 from genodiff.tokenizers import DNATokenizer
-from tests.dna_objectives import d3pm, mdlm
+from tests.dna_objectives import ar, d3pm, mdlm, plaid, sedd
 
 TOK = DNATokenizer()
 BASES = torch.tensor(TOK.base_ids)  # A C G T ids
@@ -296,3 +297,21 @@ def test_d3pm_uses_the_same_samplers(sampler):
     counts = torch.bincount(samples.flatten(), minlength=16).double()
     assert counts[7:11].sum() == samples.numel()
     assert chi_square_p(counts[7:11], torch.tensor(list(probs.values()))) > P_MIN
+
+
+@pytest.mark.parametrize(
+    ("objective", "sampler", "recorded"),
+    [
+        (mdlm, "ancestral", 5),
+        (mdlm, "cached", 5),
+        (mdlm, "semi-ar", 5),
+        (mdlm, "first-hitting", None),  # one token per network call, whatever --steps says
+        (d3pm, "first-hitting", None),
+        (sedd, "euler", 5),
+        (partial(plaid, d_model=8), "ancestral", 5),
+        (ar, "ancestral", None),  # one position per network call
+    ],
+)
+def test_provenance_records_steps_only_for_samplers_that_take_them(objective, sampler, recorded):
+    request = SampleRequest(num_samples=1, length=8, steps=5, sampler=sampler)
+    assert objective().steps_used(request) == recorded

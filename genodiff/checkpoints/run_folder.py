@@ -4,7 +4,7 @@ used, and the lock a live run holds on it.
 ``genodiff train`` first checks (``resume_checkpoint``, ``check_output_dir``; neither writes
 anything), then takes the folder with ``hold``: an exclusive ``flock`` on ``output_dir/.lock``,
 which the operating system releases when the process ends, however it ends, so a crash never
-leaves the folder stuck.
+leaves the folder stuck. A run that ends removes the file; a killed one leaves it, unlocked.
 """
 
 from __future__ import annotations
@@ -89,9 +89,11 @@ def check_output_dir(output_dir: Path, resume: Path | None) -> None:
 @contextmanager
 def hold(output_dir: Path) -> Iterator[None]:
     """Create ``output_dir`` and hold its lock for the ``with`` block; ConfigError when a live
-    process holds it. Removes the temporary files a killed checkpoint writer left."""
+    process holds it. Removes the temporary files a killed checkpoint writer left, and the lock
+    file when the block ends (only a killed run leaves it behind, unlocked)."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    with open(output_dir / LOCK_FILE, "a+") as lock:
+    path = output_dir / LOCK_FILE
+    with open(path, "a+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -101,9 +103,16 @@ def hold(output_dir: Path) -> Iterator[None]:
                 f"output_dir={output_dir} is in use by a running genodiff train (pid {owner}); "
                 "wait for it to finish or choose another output_dir"
             ) from None
+        if not path.exists() or not os.path.samestat(os.fstat(lock.fileno()), path.stat()):
+            raise ConfigError(  # its holder removed the file we opened as it ended
+                f"output_dir={output_dir}: the run that held it ended just now; start again"
+            )
         lock.seek(0)
         lock.truncate()
         lock.write(str(os.getpid()))
         lock.flush()
         remove_temporary_files(output_dir / CHECKPOINT_FOLDER)
-        yield
+        try:
+            yield
+        finally:
+            path.unlink()  # still locked: no other run can have taken the folder meanwhile

@@ -70,3 +70,21 @@ def kmer_js(
 ) -> dict[int, float]:
     """k -> JS divergence (bits) between the pooled k-mer spectra of samples and reference."""
     return {k: js_divergence(kmer_spectrum(samples, k), kmer_spectrum(reference, k)) for k in ks}
+
+
+def heldout_split(reference: Sequence[str], size: int) -> tuple[list[str], list[str]]:
+    """(``size`` reference windows spread evenly, at indices floor(i (W - 1) / (size - 1)),
+    the other W - size); ``size`` is lowered to W // 2, so the held-out part is never the
+    larger. ``kmer_js`` between the two parts, with ``size`` = the number of samples, is the
+    baseline for the samples' values: what real DNA scores against real DNA when sampling
+    alone (finite sequences) puts JS above 0, more so at larger k."""
+    size = min(size, len(reference) // 2)
+    if size < 1:
+        raise ValueError(
+            f"a held-out split needs at least 2 reference windows, got {len(reference)}"
+        )
+    held = set(np.linspace(0, len(reference) - 1, size).astype(int).tolist())
+    return (
+        [w for i, w in enumerate(reference) if i in held],
+        [w for i, w in enumerate(reference) if i not in held],
+    )

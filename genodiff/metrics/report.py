@@ -45,12 +45,17 @@ def markdown_table(metrics: dict[str, Any]) -> str:
             "",
         )
     ]
+    held, rest = m["reference"]["real_vs_real_windows"]
     rows += [
         (
             f"{k}-mer spectrum JS divergence (bits)",
             _number(js),
-            "",
-            "" if i else "0 = same k-mer frequencies, 1 = disjoint",
+            f"{_number(m['kmer_js_real_vs_real'][k])} (real vs real)",
+            ""
+            if i
+            else "0 = same k-mer frequencies, 1 = disjoint; reference column: "
+            f"{held} held-out reference windows against the other {rest}, the value "
+            "real DNA reaches with as many sequences as the samples",
         )
         for i, (k, js) in enumerate(m["kmer_js"].items())
     ]
@@ -124,12 +129,15 @@ def markdown_table(metrics: dict[str, Any]) -> str:
         "| --- | --- | --- | --- |",
     ]
     lines += [f"| {' | '.join(row)} |" for row in rows]
+    if m["warnings"]:
+        lines += ["", *(f"**Warning:** {warning}" for warning in m["warnings"])]
     return "\n".join(lines) + "\n"
 
 
 def plot_kmer_spectra(quality: SampleQuality, k: int | None = None) -> Figure:
     """Dinucleotide frequencies side by side, and every k-mer's frequency (k = ``kmax``)
-    in the samples against the reference on log axes."""
+    in the samples against the reference on log axes. k-mers absent from either side have
+    no place on log axes: they are left out and counted in the legend."""
     k = k or quality.metrics["settings"]["kmax"]
     figure = Figure(figsize=(11, 4.5), layout="constrained")
     bars, scatter = figure.subplots(1, 2)
@@ -142,10 +150,14 @@ def plot_kmer_spectra(quality: SampleQuality, k: int | None = None) -> Figure:
     bars.set_title(f"dinucleotides (JS {quality.metrics['kmer_js']['2']:.4f} bits)")
     bars.legend()
     p, q = (kmer_spectrum(seqs, k) for seqs in (quality.samples, quality.reference))
-    floor = 0.5 / max(quality.metrics["samples"]["bases"], quality.metrics["reference"]["bases"])
-    scatter.loglog(np.maximum(q, floor), np.maximum(p, floor), ".", alpha=0.4, markersize=3)
-    low, high = floor, max(p.max(), q.max()) * 1.5
+    both = (p > 0) & (q > 0)
+    scatter.loglog(q[both], p[both], ".", alpha=0.4, markersize=3, label=f"in both ({both.sum()})")
+    for absent, where in ((p == 0) & (q > 0), "samples"), ((q == 0) & (p > 0), "reference"):
+        scatter.plot([], [], " ", label=f"never in the {where} (not drawn): {absent.sum()}")
+    low = min(p[p > 0].min(), q[q > 0].min()) / 1.5
+    high = max(p.max(), q.max()) * 1.5
     scatter.plot([low, high], [low, high], "k--", linewidth=0.8)
+    scatter.legend(loc="upper left", fontsize="small")
     scatter.set_xlabel(f"reference {k}-mer frequency")
     scatter.set_ylabel(f"sample {k}-mer frequency")
     scatter.set_title(f"{4**k} {k}-mers (JS {quality.metrics['kmer_js'][str(k)]:.4f} bits)")

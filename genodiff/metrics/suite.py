@@ -30,7 +30,12 @@ from genodiff.metrics.composition import (
     low_complexity_bases,
     pooled_fraction,
 )
-from genodiff.metrics.discriminator import DISCRIMINATOR_K, FOLDS, discriminator_auroc
+from genodiff.metrics.discriminator import (
+    DISCRIMINATOR_K,
+    FOLDS,
+    MIN_SAMPLES_FOR_AUROC,
+    discriminator_auroc,
+)
 from genodiff.metrics.diversity import (
     DIVERSITY_K,
     IDENTITY_THRESHOLD,
@@ -41,7 +46,7 @@ from genodiff.metrics.diversity import (
     nearest_neighbours,
     pairwise_kmer_distance,
 )
-from genodiff.metrics.kmers import kmer_js
+from genodiff.metrics.kmers import heldout_split, kmer_js
 from genodiff.metrics.sequences import base_codes, evenly_spaced, read_sequences, tile_windows
 
 KMAX = 6
@@ -119,10 +124,16 @@ def evaluate_samples(
         raise InputValueError(f"the suite needs at least 2 samples, got {len(samples)}")
     windows = reference_windows([r.upper() for r in reference], samples, settings)
     ks = range(1, settings.kmax + 1)
+    held, rest = heldout_split(windows, len(samples))  # the JS baseline: real vs real
     metrics: dict[str, Any] = {
         "samples": _set_summary(samples),
-        "reference": {**_set_summary(windows), "records": len(reference)},
+        "reference": {
+            **_set_summary(windows),
+            "records": len(reference),
+            "real_vs_real_windows": [len(held), len(rest)],
+        },
         "kmer_js": {str(k): js for k, js in kmer_js(samples, windows, ks).items()},
+        "kmer_js_real_vs_real": {str(k): js for k, js in kmer_js(held, rest, ks).items()},
     }
     for name, statistic in (("gc_content", gc_content), ("cpg_oe", cpg_observed_expected)):
         values = [np.array([statistic(x) for x in seqs]) for seqs in (samples, windows)]
@@ -151,6 +162,13 @@ def evaluate_samples(
     )
     metrics["discriminator_auroc"] = discriminator.auroc
     metrics["discriminator"] = discriminator.to_dict()
+    metrics["warnings"] = []
+    if len(samples) < MIN_SAMPLES_FOR_AUROC:
+        metrics["warnings"].append(
+            f"only {len(samples)} samples: with fewer than {MIN_SAMPLES_FOR_AUROC} the "
+            "discriminator AUROC varies widely from fold to fold, even for real DNA; draw "
+            f"{MIN_SAMPLES_FOR_AUROC} or more before reading it"
+        )
     if ar_checkpoint is not None:
         from genodiff.metrics.likelihood import ar_perplexity
 

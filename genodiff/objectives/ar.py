@@ -88,7 +88,7 @@ class AR(Objective):
     is deterministic, so one pass over a held-out window is exact.
     """
 
-    samplers = {"ancestral": Sampler(left_to_right)}
+    samplers = {"ancestral": Sampler(left_to_right, takes_steps=False)}  # a call per position
     exact_likelihood = True
     eval_t_samples = 1  # deterministic: no noise to average over
     causal_backbone = True

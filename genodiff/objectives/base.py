@@ -114,3 +114,8 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
                 f"Choose one of: {', '.join(others)} (samples.sampler= / --sampler)"
             )
         return name
+
+    def steps_used(self, request: SampleRequest) -> int | None:
+        """``request.steps``, or None when the sampler ``request`` asks for ignores it (what
+        the samples' provenance records)."""
+        return request.steps if self.samplers[self.sampler_name(request)].takes_steps else None

@@ -19,7 +19,7 @@ from genodiff.samplers.semi_ar import semi_autoregressive
 MASKED_SAMPLERS: Mapping[str, Sampler] = {
     "ancestral": Sampler(ancestral),
     "cached": Sampler(cached, reuses_predictions=True),
-    "first-hitting": Sampler(first_hitting),
+    "first-hitting": Sampler(first_hitting, takes_steps=False),  # at most a call per position
     "semi-ar": Sampler(semi_autoregressive),
 }
 

@@ -37,10 +37,14 @@ class Sampler:
     ``reuses_predictions``: the sampler keeps a network output across time steps while the
     sequence is unchanged, so it cannot serve a time-conditioned network (whose output changes
     with t at every step); ``Objective.sampler_name`` refuses that pairing before any sampling.
+    ``takes_steps``: the sampler follows ``SampleRequest.steps`` (a time grid); False for one
+    that sets its own number of network calls (first-hitting, left-to-right AR), whose samples
+    then record no steps.
     """
 
     draw: Draw
     reuses_predictions: bool = False
+    takes_steps: bool = True
 
     def __call__(
         self,
