@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -43,7 +44,7 @@ from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.categorical import NEG_INF
-from genodiff.samplers.score_entropy import analytic, euler
+from genodiff.samplers.score_entropy import tau_leaping
 
 
 @register_objective("sedd")
@@ -51,7 +52,10 @@ class SEDD(Objective):
     """Score entropy on the masked forward process; ``mask_id``, ``pad_id`` and
     ``sample_ids`` come from the run's tokenizer."""
 
-    samplers = {"analytic": Sampler(analytic), "euler": Sampler(euler)}
+    samplers = {
+        "analytic": Sampler(partial(tau_leaping, rule="analytic")),  # Tweedie tau-leaping
+        "euler": Sampler(partial(tau_leaping, rule="euler")),  # first-order tau-leaping
+    }
     config_ranges = {"sampling_eps": "(0, 1)"}
 
     def __init__(

@@ -42,26 +42,6 @@ class ScoreModel(Protocol):
         ...
 
 
-def analytic(
-    objective: ScoreModel,
-    model: nn.Module,
-    request: SampleRequest,
-    generator: torch.Generator | None,
-) -> Tensor:
-    """Tweedie tau-leaping (see the module docstring)."""
-    return tau_leaping(objective, model, request, generator, "analytic")
-
-
-def euler(
-    objective: ScoreModel,
-    model: nn.Module,
-    request: SampleRequest,
-    generator: torch.Generator | None,
-) -> Tensor:
-    """First-order tau-leaping (see the module docstring)."""
-    return tau_leaping(objective, model, request, generator, "euler")
-
-
 def tau_leaping(
     objective: ScoreModel,
     model: nn.Module,
