@@ -87,6 +87,10 @@ class D3PM(Objective):
         self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
 
+    @property
+    def scoring(self) -> str:
+        return self.process.scoring
+
     def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
         """What the masked samplers draw from: ``x0_posterior.x0_log_probs`` (B, L, V)."""
         return x0_posterior.x0_log_probs(self.process, model, x_t, t)

@@ -134,6 +134,19 @@ class MaskedForwardProcess:
         blocked[self.mask_id] = True
         return blocked
 
+    @property
+    def scoring(self) -> str:
+        """Which tokens the NELBO scores and what it bounds, in words (``genodiff eval``)."""
+        if self.mask_padding:
+            return (
+                "NELBO over every non-[PAD] token; [PAD] is corrupted but never scored "
+                "(mask_padding: the length is charged, a bound on -log p(x))"
+            )
+        return (
+            "NELBO over every non-[PAD] token; [PAD] is never corrupted (a bound on "
+            "-log p(x | where [PAD] is): padding, hence a sentence's length, is given)"
+        )
+
     def network_sigma(self, t: Tensor) -> Tensor | None:
         """What a time-conditioned network is given for times ``t`` (B,): sigma(t) capped at
         ``MAX_CONDITIONING_SIGMA`` (B,); None without time conditioning."""

@@ -91,6 +91,10 @@ class MDLM(Objective):
         self.eval_t_samples = eval_t_samples
 
     @property
+    def scoring(self) -> str:
+        return self.process.scoring
+
+    @property
     def _removed(self) -> str | None:
         """The column the training loss removes: [MASK] with zero masking, none without."""
         return "mask" if self.zero_masking else None

@@ -90,6 +90,10 @@ class SEDD(Objective):
         self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
 
+    @property
+    def scoring(self) -> str:
+        return self.process.scoring
+
     def log_score(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
         """log s_theta(x_t, t) in float32: (B, L, V); the [MASK] column is NEG_INF."""
         sigma = self.process.schedule.sigma(t)  # (B,)
