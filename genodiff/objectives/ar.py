@@ -130,22 +130,35 @@ class AR(Objective):
         bos = input_ids.new_full((input_ids.shape[0], 1), self.bos_id)
         return torch.cat([bos, input_ids[:, :-1]], dim=1)
 
-    def inputs_and_targets(self, input_ids: Tensor) -> tuple[Tensor, Tensor]:
+    def read_as_is(self, input_ids: Tensor, as_is: Tensor | None = None) -> Tensor:
+        """(B, 1) bool: the rows read as they are (led by [BOS], or ``as_is`` (B,)); their
+        position p predicts token p + 1, the other rows' position p token p."""
+        led = input_ids[:, :1] == self.bos_id  # (B, 1)
+        return led if as_is is None else led | as_is[:, None]
+
+    def inputs_and_targets(
+        self, input_ids: Tensor, as_is: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """What the model reads (B, L) and the token each of its positions predicts (B, L;
         [PAD] where nothing is predicted), per window as the module doc says: a window that
         starts with [BOS] is read as it is and predicts x_2 ... x_L then nothing; any other is
-        read as [BOS] x_1 ... x_{L-1} and predicts x_1 ... x_L."""
-        led = input_ids[:, :1] == self.bos_id  # (B, 1)
+        read as [BOS] x_1 ... x_{L-1} and predicts x_1 ... x_L. ``as_is`` (B,) reads the
+        rows where it is True as they are whatever their first token (a window that continues
+        a longer sequence)."""
+        led = self.read_as_is(input_ids, as_is)  # (B, 1)
         padding = input_ids.new_full((input_ids.shape[0], 1), self.pad_id)
         ahead = torch.cat([input_ids[:, 1:], padding], dim=1)  # (B, L)
         inputs = torch.where(led, input_ids, self.shifted(input_ids))
         return inputs, torch.where(led, ahead, input_ids)
 
-    def token_nll(self, model: nn.Module, input_ids: Tensor) -> tuple[Tensor, Tensor]:
+    def token_nll(
+        self, model: nn.Module, input_ids: Tensor, as_is: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Per position of the model's input: the NLL in nats of the token it predicts (B, L)
-        and whether that token is scored (B, L; [PAD] and nothing are not)."""
+        and whether that token is scored (B, L; [PAD] and nothing are not); ``as_is`` as in
+        ``inputs_and_targets``."""
         check_causal(model, self.bos_id, self.sample_ids)
-        inputs, targets = self.inputs_and_targets(input_ids)
+        inputs, targets = self.inputs_and_targets(input_ids, as_is)
         log_p = model(inputs).float().log_softmax(dim=-1)  # (B, L, V)
         nll = -log_p.gather(-1, targets[..., None]).squeeze(-1)  # (B, L)
         scored = targets != self.pad_id  # (B, L)
