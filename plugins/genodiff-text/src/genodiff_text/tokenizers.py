@@ -17,8 +17,9 @@ Special ids (MDLM's conventions, kuleshov-group/mdlm ``dataloader.get_tokenizer`
 - [PAD]: the tokenizer's pad token; a tokenizer without one (gpt2) pads with the appended
   mask id. This is what MDLM does: it adds a ``[PAD]`` token (id 50,257) and then appends the
   mask at ``tokenizer.vocab_size`` = 50,257 too, so pad and mask share one id. genodiff never
-  corrupts nor scores [PAD], so with ``wrap: true`` (the OWT setting, no padding at all) this
-  changes nothing, and with ``wrap: false`` padded positions simply read as [MASK].
+  scores [PAD], so with ``wrap: true`` (the OWT setting, no padding at all) this changes
+  nothing, and with ``wrap: false`` padded positions simply read as [MASK] (and, the id being
+  undrawable, such a model's samples never end early).
 
 ``sample_ids`` are all ids but [MASK] and [PAD]. A masked objective with ``mask_padding``
 (the plugin's padded-text configs) may also draw [PAD]: a sample then ends at its first [PAD]

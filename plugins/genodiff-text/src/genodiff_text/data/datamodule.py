@@ -25,8 +25,8 @@ Windows (``max_length`` L tokens, items ``{"input_ids": LongTensor[L]}``):
   into one stream, cut into chunks of L-2 tokens, each item ``[BOS] chunk [EOS]``; the
   remainder shorter than a chunk is dropped. Named ``block K (lines A-B)``.
 
-[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]). [PAD] is neither
-corrupted nor scored by the objectives.
+[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]). [PAD] is never
+scored; the plugin's configs corrupt it (``objective.mask_padding``), as upstream MDLM.
 
 Nothing is read in ``__init__``; ``check_files()`` validates the input (missing, binary,
 invalid UTF-8, empty, too few sentences for the splits), ``training_texts()`` yields the
