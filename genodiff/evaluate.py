@@ -58,6 +58,7 @@ class EvalResult:
     checkpoint: str
     objective: str
     likelihood: str  # "exact" (AR) or "bound" (diffusion NELBO)
+    scoring: str  # which tokens are scored, how [PAD] is treated (``Objective.scoring``)
     source: str
     length: int
     windows: int
@@ -93,6 +94,7 @@ class EvalResult:
             ),
             ("windows", f"{self.windows} x {self.length} tokens from {self.source}"),
             ("tokens", f"{self.tokens} scored; windows sha256 {self.windows_sha256[:16]}"),
+            ("scored", self.scoring),
             (
                 kind,
                 f"{self.nelbo:.4f}{pm(self.nelbo_se)} nats/token, "
@@ -287,6 +289,7 @@ def evaluate_checkpoint(
         checkpoint=str(checkpoint),
         objective=model.config["objective"]["name"],
         likelihood="exact" if objective.exact_likelihood else "bound",
+        scoring=objective.scoring,
         source=windows.source,
         length=length,
         windows=len(windows.indices),

@@ -3,10 +3,14 @@
 Gen PPL (the MDLM paper's sample-quality number) scores generated samples with an
 autoregressive (exact-likelihood) checkpoint: each sample is encoded with that checkpoint's
 tokenizer as training sequences begin (``tokenizer.encode_sample``: DNA as it is; text with
-its [BOS]/[CLS] first, as the data module lays out sentences; the AR objective feeds its own
-[BOS] before that), cut into consecutive chunks of at most ``max_length`` tokens (default: the
-checkpoint's training window), and every chunk is scored by the checkpoint's own loss with
-its EMA weights, starting afresh from [BOS]. Chunks of a batch are right-padded with
+its [BOS]/[CLS] first and its sentence boundaries, as the data module lays out sentences),
+and scored by the checkpoint's own loss with its EMA weights, as the AR objective scores a
+window: a sample led by [BOS] is read as it is and [BOS] is never predicted (no second
+[BOS]), any other is read after the objective's [BOS]. A sample longer than ``max_length``
+(default: the checkpoint's training window) is scored in windows of ``max_length`` tokens
+advancing by ``stride`` (default ``max_length // 2``): each token is scored once, every window
+after the first with the ``max_length - stride`` tokens before it as context, so a long sample
+is not cut into pieces that restart without context. Windows of a batch are right-padded with
 ``tokenizer.pad_id``, never scored. Tokens the checkpoint cannot generate (ids outside
 ``tokenizer.sample_ids``, e.g. N in DNA) are read as context but not scored, as training
 windows store them ([PAD]); their number is reported.
@@ -113,6 +117,7 @@ class GenPPLResult:
     context_only_tokens: int  # read as context, not scored (ids outside sample_ids)
     chunks: int
     max_length: int
+    stride: int
     batch_size: int
     nll: float  # nats per scored token, corpus level
     nll_se: float | None
@@ -136,7 +141,8 @@ class GenPPLResult:
             ("samples", f"{self.samples} from {self.samples_file or '(in memory)'}"),
             (
                 "tokens",
-                f"{self.tokens} scored in {self.chunks} chunk(s) of <= {self.max_length}"
+                f"{self.tokens} scored in {self.chunks} window(s) of <= {self.max_length}, "
+                f"stride {self.stride}"
                 + (
                     f"; {self.context_only_tokens} context-only (not generable)"
                     if self.context_only_tokens
@@ -184,44 +190,84 @@ def encode_samples(samples: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
     return out
 
 
+@dataclass
+class Chunk:
+    """One window of a sample: ``ids`` from token ``start`` of sample ``sample``, of which the
+    tokens from index ``first_new`` of the window on are scored (those before are context
+    already scored by the previous window)."""
+
+    sample: int
+    start: int
+    ids: np.ndarray
+    first_new: int
+
+
+def sliding_chunks(sample: int, ids: np.ndarray, max_length: int, stride: int) -> list[Chunk]:
+    """Windows of at most ``max_length`` tokens advancing by ``stride``: every token is scored
+    once, the first window's from the start, each later window's after ``max_length - stride``
+    tokens of context (the previous window's last ones)."""
+    chunks, start, covered = [], 0, 0
+    while True:
+        stop = min(start + max_length, len(ids))
+        chunks.append(Chunk(sample, start, ids[start:stop], covered - start))
+        if stop == len(ids):
+            return chunks
+        covered, start = stop, start + stride
+
+
 @torch.no_grad()
 def score_chunks(
     model: Any,
     encoded: Sequence[np.ndarray],
     max_length: int,
+    stride: int,
     batch_size: int,
     device: torch.device,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Per sample: (NLL in nats (N,), scored tokens (N,)), then the number of chunks and of
-    context-only tokens; chunks of at most ``max_length`` tokens, ``batch_size`` at a time."""
+    context-only tokens; windows of at most ``max_length`` tokens advancing by ``stride``
+    (``max_length``: no overlap), ``batch_size`` at a time."""
     tokenizer = model.tokenizer
     pad_id = tokenizer.pad_id
+    if not 1 <= stride <= max_length:
+        raise InputValueError(f"--stride must be in [1, {max_length}], got {stride}")
     sample_ids = np.asarray(tokenizer.sample_ids, dtype=np.int64)
-    chunks: list[tuple[int, np.ndarray]] = []
+    chunks: list[Chunk] = []
     context_only = 0
     for i, ids in enumerate(encoded):
         unscored = ~np.isin(ids, sample_ids)
         context_only += int(unscored.sum())
-        ids = np.where(unscored, pad_id, ids)
-        chunks += [(i, ids[start : start + max_length]) for start in range(0, len(ids), max_length)]
+        # a leading [BOS] stays: the AR reads it as the start and never predicts it
+        keep = np.zeros_like(unscored)
+        keep[0] = tokenizer.bos_id is not None and ids[0] == tokenizer.bos_id
+        ids = np.where(unscored & ~keep, pad_id, ids)
+        chunks += sliding_chunks(i, ids, max_length, stride)
     objective, backbone = model.eval_objective, model.eval_backbone
     backbone.eval()
     objective.eval()
     sums = np.zeros(len(encoded), dtype=np.float64)
     counts = np.zeros(len(encoded), dtype=np.int64)
-    for start in range(0, len(chunks), batch_size):
-        batch = chunks[start : start + batch_size]
-        width = max(len(ids) for _, ids in batch)
+    for begin in range(0, len(chunks), batch_size):
+        batch = chunks[begin : begin + batch_size]
+        width = max(len(c.ids) for c in batch)
         ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        for row, (_, chunk) in enumerate(batch):
-            ids[row, : len(chunk)] = torch.from_numpy(chunk)
-        nll, scored = objective.loss(backbone, ids.to(device))  # (B,), (B,)
-        for (sample, _), s, n in zip(batch, nll.double().cpu(), scored.cpu(), strict=True):
-            sums[sample] += float(s)
-            counts[sample] += int(n)
+        for row, chunk in enumerate(batch):
+            ids[row, : len(chunk.ids)] = torch.from_numpy(chunk.ids)
+        ids = ids.to(device)
+        # a window that continues a sample is read as it is: its first tokens are context
+        as_is = torch.tensor([c.first_new > 0 for c in batch], device=device)  # (B,)
+        nll, scored = objective.token_nll(backbone, ids, as_is)  # (B, W) each
+        positions = torch.arange(ids.shape[1], device=device)[None, :]  # (1, W)
+        targets_at = positions + objective.read_as_is(ids, as_is).long()  # (B, W): token index
+        first_new = torch.tensor([c.first_new for c in batch], device=device)[:, None]
+        scored = scored & (targets_at >= first_new)  # (B, W): context is not scored again
+        nll = torch.where(scored, nll, 0.0).sum(dim=-1).double().cpu()  # (B,)
+        for chunk, s, n in zip(batch, nll, scored.sum(dim=-1).cpu(), strict=True):
+            sums[chunk.sample] += float(s)
+            counts[chunk.sample] += int(n)
         if progress is not None:
-            progress(start + len(batch), len(chunks))
+            progress(begin + len(batch), len(chunks))
     return sums, counts, len(chunks), context_only
 
 
@@ -248,11 +294,13 @@ def generative_perplexity(
     samples_file: str | None = None,
     reference_file: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    stride: int | None = None,
 ) -> GenPPLResult:
     """Score ``samples`` with ``model`` (an AR ``GenerativeModel``, e.g. from
     ``genodiff.checkpoints.load_model``) and measure their diversity (and that of
     ``reference`` when given); see the module doc. ``device`` moves the model there (default:
-    where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``."""
+    where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``, ``stride``
+    to half of it."""
     _check_exact(model, checkpoint)
     if batch_size < 1:
         raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
@@ -266,8 +314,9 @@ def generative_perplexity(
         model = model.to(device)
     torch_device = next(model.eval_backbone.parameters()).device
     encoded = encode_samples(samples, model.tokenizer)
+    stride = max(1, max_length // 2) if stride is None else stride
     sums, counts, chunks, context_only = score_chunks(
-        model, encoded, max_length, batch_size, torch_device, progress
+        model, encoded, max_length, stride, batch_size, torch_device, progress
     )
     keep = counts > 0  # a sample of context-only tokens has no perplexity
     if not keep.any():
@@ -290,6 +339,7 @@ def generative_perplexity(
         context_only_tokens=context_only,
         chunks=chunks,
         max_length=max_length,
+        stride=stride,
         batch_size=batch_size,
         nll=nll,
         nll_se=se,

@@ -79,6 +79,45 @@ def test_loss_equals_the_sum_of_recurrent_step_log_probs():
     torch.testing.assert_close(nelbo.double(), total, rtol=1e-4, atol=1e-4)
 
 
+def test_a_window_led_by_bos_is_read_as_it_is_and_scores_n_minus_1_tokens():
+    # Upstream MDLM's AR: [CLS] (the BOS) leads each text window, is never predicted, and no
+    # second BOS is prepended; other rows of the same batch (no BOS) keep theirs.
+    model = tiny("mamba")
+    x = random_dna(3, 12, seed=4)
+    x[0, 0] = x[1, 0] = TOK.bos_id
+    x[1, 9:] = TOK.pad_id  # a padded sentence: the padding is never a target
+    with torch.no_grad():
+        nll, tokens = ar().loss(model, x)
+        log_p = torch.log_softmax(model(x[:2]).double(), dim=-1)  # the windows themselves
+        shifted = torch.cat([torch.full((1, 1), TOK.bos_id), x[2:, :-1]], dim=1)
+        log_p_2 = torch.log_softmax(model(shifted).double(), dim=-1)[0]
+    assert tokens.tolist() == [11, 8, 12]  # n - 1, n - 1 - padding, n
+    for b in range(2):
+        expected = -sum(
+            log_p[b, i - 1, int(x[b, i])] for i in range(1, 12) if x[b, i] != TOK.pad_id
+        )
+        assert float(nll[b]) == pytest.approx(float(expected), rel=1e-5)
+    expected = -sum(log_p_2[i, int(x[2, i])] for i in range(12))
+    assert float(nll[2]) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_sampling_a_template_led_by_bos_reads_no_second_bos():
+    seen = []
+
+    class Recorder(FixedDistribution):
+        def forward(self, input_ids, sigma=None):
+            seen.append(input_ids[0].tolist())
+            return super().forward(input_ids, sigma)
+
+    model = Recorder({i: 0.0 for i in TOK.base_ids})
+    template = torch.tensor([TOK.bos_id, TOK.base_ids[0], TOK.mask_id, TOK.mask_id])
+    given = template != TOK.mask_id
+    request = SampleRequest(num_samples=1, length=4, template=template, given=given)
+    x = ar().sample(model, request, torch.Generator().manual_seed(0))
+    assert x[0, :2].tolist() == template[:2].tolist()
+    assert [len(s) for s in seen] == [2, 3] and seen[0] == template[:2].tolist()
+
+
 def test_uniform_model_scores_log4_per_base_and_skips_pad():
     model = FixedDistribution({i: 0.0 for i in TOK.base_ids})  # specials get -1e9
     x = random_dna(4, 20, seed=3)

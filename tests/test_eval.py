@@ -92,6 +92,9 @@ def test_every_checkpoint_is_scored_on_the_same_windows(checkpoints, capsys):
     assert mdlm["nelbo"] != mdlm_reseeded["nelbo"]  # the seed drives the noise draws
     # AR is exact and deterministic: --t-samples does not apply.
     assert (ar["objective"], ar["likelihood"], ar["t_samples"]) == ("ar", "exact", 1)
+    # DNA windows start with a base: the AR reads its own [BOS] first and scores every token;
+    # [PAD] (N) is never corrupted by MDLM
+    assert "[PAD] is never corrupted" in mdlm["scoring"] and "x[1:]" in ar["scoring"]
 
 
 @pytest.fixture

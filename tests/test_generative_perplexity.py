@@ -76,27 +76,33 @@ def random_dna(lengths, seed) -> list[str]:
 
 
 @torch.no_grad()
-def reference_nll(backbone, text: str, max_length: int) -> tuple[float, int]:
-    """(NLL in nats, scored tokens) of one sample by an explicit loop: every chunk of
-    ``max_length`` bases starts from [BOS]; the model's next-token log-softmax after the
-    chunk's prefix is read at each base. N is context ([PAD], as training stores it), never a
-    target."""
+def reference_nll(backbone, text: str, max_length: int, stride: int) -> tuple[float, int]:
+    """(NLL in nats, scored tokens) of one sample by an explicit loop over its tokens: token i
+    of the first ``max_length`` is read after [BOS] + the tokens before it; a later token i
+    after the tokens from k * stride on, k the first window (start k * stride, length
+    ``max_length``) that reaches past i, so never less than max_length - stride tokens of
+    context (with stride = max_length: after [BOS]). N is context ([PAD], as training stores
+    it), never a target."""
     ids = [TOK.pad_id if c == "N" else TOK.token_to_id[c] for c in text]
     total, count = 0.0, 0
-    for start in range(0, len(ids), max_length):
-        chunk = ids[start : start + max_length]
-        for i, target in enumerate(chunk):
-            if target == TOK.pad_id:
-                continue
-            context = torch.tensor([[TOK.bos_id, *chunk[:i]]])
-            log_p = backbone(context)[0, -1].double().log_softmax(-1)
-            total -= float(log_p[target])
-            count += 1
+    for i, target in enumerate(ids):
+        if target == TOK.pad_id:
+            continue
+        if i < max_length:
+            context = [TOK.bos_id, *ids[:i]]
+        else:
+            k = next(k for k in range(1, i + 1) if k * stride + max_length > i)
+            fresh = [TOK.bos_id] if stride == max_length else []  # no overlap: no context
+            context = [*fresh, *ids[k * stride : i]]
+        log_p = backbone(torch.tensor([context]))[0, -1].double().log_softmax(-1)
+        total -= float(log_p[target])
+        count += 1
     return total, count
 
 
-def expected_stats(backbone, samples, max_length):
-    rows = [reference_nll(backbone, s, max_length) for s in samples]
+def expected_stats(backbone, samples, max_length, stride=None):
+    stride = max_length // 2 if stride is None else stride
+    rows = [reference_nll(backbone, s, max_length, stride) for s in samples]
     sums = np.array([s for s, _ in rows])
     counts = np.array([n for _, n in rows], dtype=float)
     ratio = sums.sum() / counts.sum()
@@ -134,11 +140,11 @@ def test_distinct_n_by_hand_and_ngrams_never_span_two_sequences():
 
 def test_gen_ppl_equals_an_explicit_next_token_loop(checkpoints):
     model = load_model(checkpoints["ar"])
-    samples = random_dna([5, 20, 32, 45], seed=1)  # 45 > max_length 32: two chunks
+    samples = random_dna([5, 20, 32, 45], seed=1)  # 45 > max_length 32: two windows
     result = generative_perplexity(samples, model, batch_size=3)
     sums, counts, ratio, se = expected_stats(model.eval_backbone, samples, 32)
     assert result.max_length == 32  # the checkpoint's data.max_length
-    assert (result.samples, result.tokens, result.chunks) == (4, 102, 5)
+    assert (result.samples, result.tokens, result.chunks, result.stride) == (4, 102, 5, 16)
     assert result.nll == pytest.approx(ratio, rel=1e-5)
     assert result.gen_ppl == pytest.approx(math.exp(ratio), rel=1e-5)
     assert abs(result.nll - math.log(16)) > 0.05  # the weights are far from uniform
@@ -151,13 +157,16 @@ def test_gen_ppl_equals_an_explicit_next_token_loop(checkpoints):
     assert same.nll == pytest.approx(result.nll, rel=1e-5)  # padding in a batch changes nothing
 
 
-def test_chunks_beyond_max_length_score_every_token_once(checkpoints):
+@pytest.mark.parametrize(("stride", "windows"), [(4, 4), (5, 4), (8, 3)])
+def test_windows_beyond_max_length_score_every_token_once_in_context(checkpoints, stride, windows):
     model = load_model(checkpoints["ar"])
     samples = random_dna([19, 8, 3], seed=2)
     samples[0] = samples[0][:6] + "NN" + samples[0][8:]  # N: context only
-    result = generative_perplexity(samples, model, batch_size=2, max_length=8)
-    _, counts, ratio, _ = expected_stats(model.eval_backbone, samples, 8)
-    assert result.chunks == 3 + 1 + 1  # 19 = 8 + 8 + 3
+    result = generative_perplexity(samples, model, batch_size=2, max_length=8, stride=stride)
+    _, counts, ratio, _ = expected_stats(model.eval_backbone, samples, 8, stride)
+    # 19 tokens: starts 0, 4, 8, 12 (stride 4); 0, 5, 10, 15 (5); 0, 8, 16 (8: no overlap, a
+    # window that starts afresh is read after [BOS])
+    assert result.chunks == windows + 1 + 1
     assert result.tokens == counts.sum() == 30 - 2
     assert result.context_only_tokens == 2
     assert result.nll == pytest.approx(ratio, rel=1e-5)

@@ -267,10 +267,12 @@ def test_installed_plugin_wheel_composes_text_demo_from_another_folder(
         "cfg = load_config('text_demo')\n"
         "print(resolve_config_path('configs/text_demo.yaml'))\n"
         "print(build_datamodule(dict(cfg.data)).path)\n"
-        "print(cfg.objective.name, cfg.model.name, cfg.trainer.accelerator)\n"
+        "print(cfg.objective.name, cfg.objective.mask_padding, cfg.model.name, "
+        "cfg.trainer.accelerator)\n"
     )
     config, corpus, picked = run([python, "-c", probe], cwd=elsewhere).splitlines()
     installed = site / "genodiff_text"
     assert config == str(installed / "configs" / "text_demo.yaml")
     assert corpus == str(installed / "corpus" / "austen.txt.gz")
-    assert picked == "mdlm dit cpu"  # the core's objective/ and trainer/ groups composed in
+    # the core's objective/ and trainer/ groups composed in, with the plugin's objective/mdlm_text
+    assert picked == "mdlm True dit cpu"

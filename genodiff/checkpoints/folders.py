@@ -323,6 +323,19 @@ def _alias_groups(state: Mapping[str, torch.Tensor]) -> list[list[str]]:
 # ----------------------------------------------------------------------------- export
 
 
+def as_trained(model_config: dict[str, Any], run_config: Mapping[str, Any]) -> dict[str, Any]:
+    """``model_config`` with what the run did: a backbone that takes ``time_conditioning``
+    (the text plugin's DiT, whose constructor default is true) trained by an objective
+    without time conditioning only ever read sigma = 0, so it is exported as
+    ``time_conditioning: false``, not as its constructor default."""
+    cls = registry.get("backbone", model_config["name"])
+    takes_it = "time_conditioning" in constructor_defaults(cls.__init__)
+    conditioned = bool((run_config.get("objective") or {}).get("time_conditioning", False))
+    if takes_it and not conditioned:
+        return {**model_config, "time_conditioning": False}
+    return model_config
+
+
 def export_checkpoint(
     ckpt_path: str | Path,
     out_dir: str | Path,
@@ -343,7 +356,8 @@ def export_checkpoint(
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
     ckpt = read_checkpoint(ckpt_path)
     tokenizer = tokenizer_from_checkpoint(ckpt)
-    model_config = completed_model_config(ckpt["hyper_parameters"]["config"]["model"], tokenizer)
+    run_config = ckpt["hyper_parameters"]["config"]
+    model_config = as_trained(completed_model_config(run_config["model"], tokenizer), run_config)
     prefix = prefixes[weights]
     state = {
         k.removeprefix(prefix): t for k, t in ckpt["state_dict"].items() if k.startswith(prefix)

@@ -1,14 +1,21 @@
 """Autoregressive (AR) next-token prediction: the exact-likelihood baseline of the MDLM paper.
 
-A window x = (x_1, ..., x_L) is scored token by token under a causal backbone fed
-[BOS] x_1 ... x_{L-1}:
+A window x = (x_1, ..., x_L) is scored token by token under a causal backbone, as upstream
+MDLM scores its AR baseline:
 
-    -log p(x) = - sum_{i=1..L, x_i != [PAD]} log softmax(f([BOS] x_{<L}))_i[x_i],
+- a window that starts with [BOS] (text: [CLS] is the tokenizer's BOS) is read as it is and
+  x_2 ... x_L are predicted: L - 1 tokens, [BOS] itself is never predicted (upstream's x[1:]);
+- any other window (DNA: genome windows start with a base) is read after a [BOS] of the
+  objective's own, [BOS] x_1 ... x_{L-1}, and all L tokens are predicted: the same tokens a
+  diffusion model scores.
 
-so all L tokens are scored, the same tokens a diffusion model scores (N bases, stored as
-[PAD], are skipped as targets but still read as context). The softmax runs over the model's
-whole (padded) vocabulary, the same convention as the diffusion objectives, so the NLL is
-exact and its perplexity compares with their bounds.
+    -log p(x) = - sum over predicted i with x_i != [PAD] of log softmax(f(context))_i[x_i].
+
+N bases, stored as [PAD], are skipped as targets but still read as context. The softmax runs
+over the model's whole (padded) vocabulary, the same convention as the diffusion objectives, so
+the NLL is exact and its perplexity compares with their bounds (per token: on a [BOS]-led
+window the AR scores one token fewer than a diffusion model; ``genodiff eval`` reports the
+count and the convention).
 
 Sampling draws one token at a time, restricted to the tokenizer's ``sample_ids`` (DNA:
 A/C/G/T); see ``genodiff.samplers.autoregressive``.
@@ -112,10 +119,50 @@ class AR(Objective):
         self.pad_id = pad_id
         self.sample_ids = tuple(int(i) for i in sample_ids)
 
+    scoring = (
+        "exact next-token NLL of every non-[PAD] token; a window that starts with [BOS] is "
+        "read as it is and its first token is not predicted (x[1:], upstream MDLM's AR), any "
+        "other window is read after a [BOS] and all its tokens are predicted"
+    )
+
     def shifted(self, input_ids: Tensor) -> Tensor:
         """The model input [BOS] x_1 ... x_{L-1}: (B, L)."""
         bos = input_ids.new_full((input_ids.shape[0], 1), self.bos_id)
         return torch.cat([bos, input_ids[:, :-1]], dim=1)
+
+    def read_as_is(self, input_ids: Tensor, as_is: Tensor | None = None) -> Tensor:
+        """(B, 1) bool: the rows read as they are (led by [BOS], or ``as_is`` (B,)); their
+        position p predicts token p + 1, the other rows' position p token p."""
+        led = input_ids[:, :1] == self.bos_id  # (B, 1)
+        return led if as_is is None else led | as_is[:, None]
+
+    def inputs_and_targets(
+        self, input_ids: Tensor, as_is: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """What the model reads (B, L) and the token each of its positions predicts (B, L;
+        [PAD] where nothing is predicted), per window as the module doc says: a window that
+        starts with [BOS] is read as it is and predicts x_2 ... x_L then nothing; any other is
+        read as [BOS] x_1 ... x_{L-1} and predicts x_1 ... x_L. ``as_is`` (B,) reads the
+        rows where it is True as they are whatever their first token (a window that continues
+        a longer sequence)."""
+        led = self.read_as_is(input_ids, as_is)  # (B, 1)
+        padding = input_ids.new_full((input_ids.shape[0], 1), self.pad_id)
+        ahead = torch.cat([input_ids[:, 1:], padding], dim=1)  # (B, L)
+        inputs = torch.where(led, input_ids, self.shifted(input_ids))
+        return inputs, torch.where(led, ahead, input_ids)
+
+    def token_nll(
+        self, model: nn.Module, input_ids: Tensor, as_is: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Per position of the model's input: the NLL in nats of the token it predicts (B, L)
+        and whether that token is scored (B, L; [PAD] and nothing are not); ``as_is`` as in
+        ``inputs_and_targets``."""
+        check_causal(model, self.bos_id, self.sample_ids)
+        inputs, targets = self.inputs_and_targets(input_ids, as_is)
+        log_p = model(inputs).float().log_softmax(dim=-1)  # (B, L, V)
+        nll = -log_p.gather(-1, targets[..., None]).squeeze(-1)  # (B, L)
+        scored = targets != self.pad_id  # (B, L)
+        return torch.where(scored, nll, 0.0), scored
 
     def loss(
         self,
@@ -124,12 +171,10 @@ class AR(Objective):
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Per sequence: (NLL summed over its non-[PAD] tokens in nats (B,), their count (B,)).
+        """Per sequence: (NLL summed over its predicted non-[PAD] tokens in nats (B,), their
+        count (B,)).
 
         ``generator`` and ``shard`` are unused: the loss is deterministic.
         """
-        check_causal(model, self.bos_id, self.sample_ids)
-        log_p = model(self.shifted(input_ids)).float().log_softmax(dim=-1)  # (B, L, V)
-        nll = -log_p.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
-        scored = input_ids != self.pad_id  # (B, L)
-        return torch.where(scored, nll, 0.0).sum(dim=-1), scored.sum(dim=-1)
+        nll, scored = self.token_nll(model, input_ids)  # (B, L) each
+        return nll.sum(dim=-1), scored.sum(dim=-1)

@@ -47,6 +47,9 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
     #: (a masked position is predicted from the context on both sides), True for next-token
     #: prediction, None when either works. Checked when the model is built (``genodiff.model``).
     causal_backbone: bool | None = False
+    #: Which tokens ``loss`` scores and how [PAD] is treated, in words (``genodiff eval``
+    #: reports it beside the scored-token count).
+    scoring: str = "every non-[PAD] token; [PAD] is never corrupted"
     #: Allowed ranges of constructor arguments, checked when a config is loaded and when an
     #: objective is constructed (``genodiff.config_values``); merged with a subclass's own table.
     config_ranges: ClassVar[dict[str, str]] = {"eval_t_samples": ">=1"}

@@ -44,6 +44,8 @@ from genodiff.samplers import MASKED_SAMPLERS
 
 @register_objective("d3pm")
 class D3PM(Objective):
+    """Absorbing D3PM; ``mask_padding`` as MDLM's (``MaskedForwardProcess``)."""
+
     samplers = MASKED_SAMPLERS
     config_ranges = {
         "num_steps": ">=1; D3PM runs in discrete time",
@@ -67,6 +69,7 @@ class D3PM(Objective):
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
         sample_ids: Sequence[int] | None = None,
+        mask_padding: bool = False,
     ) -> None:
         super().__init__()
         self.process = MaskedForwardProcess(
@@ -78,10 +81,15 @@ class D3PM(Objective):
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
             sample_ids=sample_ids,
+            mask_padding=mask_padding,
         )
         self.hybrid_lambda = hybrid_lambda
         self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
+
+    @property
+    def scoring(self) -> str:
+        return self.process.scoring
 
     def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
         """What the masked samplers draw from: ``x0_posterior.x0_log_probs`` (B, L, V)."""

@@ -1,13 +1,24 @@
 """The absorbing ([MASK]) forward process that MDLM, SEDD and D3PM each hold.
 
-Each scored token is replaced by [MASK] with probability p_t = 1 - alpha(t)
-(``schedule.mask_probability``); [PAD] positions are never masked and never scored. The
-process owns what the masked objectives share and nothing of their losses:
+Each token is replaced by [MASK] with probability p_t = 1 - alpha(t)
+(``schedule.mask_probability``); [PAD] positions are never scored. What [PAD] means picks
+whether it is corrupted (``mask_padding``):
+
+- ``mask_padding=False`` (DNA: N -> [PAD] is missing data): [PAD] is never masked, so the
+  network always sees where padding is. For padded sentences this bounds -log p(x | length):
+  the length is given, not charged.
+- ``mask_padding=True`` (text with ``wrap: false``, upstream MDLM's convention): [PAD] is
+  masked like any token but still not scored, so the network must find where the sentence
+  ends ([SEP] is scored) and the bound charges the length, -log p(x); samplers may then draw
+  [PAD], and samples end where the model puts it.
+
+The process owns what the masked objectives share and nothing of their losses:
 
 - time draws (``sample_t``): low-discrepancy or iid, continuous t in [sampling_eps, 1] or,
   with ``num_steps`` T > 0, discrete t on {1/T, ..., 1};
 - noise draws for a batch (``draw_noise``), honouring a data-parallel ``BatchShard``;
-- the ids a sampler may draw (``undrawable``: never [MASK], only ``sample_ids`` when set);
+- the ids a sampler may draw (``undrawable``: never [MASK], only ``sample_ids`` when set,
+  plus [PAD] with ``mask_padding``);
 - what the network is told about t (``network_sigma``: sigma(t) capped, or None without time
   conditioning).
 """
@@ -29,7 +40,8 @@ MAX_CONDITIONING_SIGMA = 20.0
 
 class MaskedForwardProcess:
     """Masking noise under ``schedule``; ``mask_id``, ``pad_id`` and ``sample_ids`` (the ids
-    samplers may draw; None = every id but [MASK]) come from the run's tokenizer."""
+    samplers may draw; None = every id but [MASK]) come from the run's tokenizer;
+    ``mask_padding`` corrupts [PAD] like any token (see the module doc)."""
 
     def __init__(
         self,
@@ -41,6 +53,7 @@ class MaskedForwardProcess:
         low_discrepancy: bool = True,
         time_conditioning: bool = False,
         sample_ids: Sequence[int] | None = None,
+        mask_padding: bool = False,
     ) -> None:
         if sample_ids is not None and (not sample_ids or mask_id in sample_ids):
             raise InputValueError(
@@ -55,6 +68,7 @@ class MaskedForwardProcess:
         self.low_discrepancy = low_discrepancy
         self.time_conditioning = time_conditioning
         self.sample_ids = None if sample_ids is None else [int(i) for i in sample_ids]
+        self.mask_padding = mask_padding
 
     def sample_t(
         self, n: int, device: torch.device, generator: torch.Generator | None = None
@@ -80,15 +94,18 @@ class MaskedForwardProcess:
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Times t (B,) and masked positions (B, L); [PAD] positions are never masked. With a
-        ``shard``, both are drawn for the global batch and our rows kept."""
+        """Times t (B,) and masked positions (B, L); [PAD] positions are masked only with
+        ``mask_padding``. With a ``shard``, both are drawn for the global batch and our rows
+        kept."""
         batch, length = input_ids.shape
         total, rows = shard_rows(shard, batch)
         device = input_ids.device
         t = self.sample_t(total, device, generator)[rows]  # (B,)
         draw = torch.rand(total, length, device=device, generator=generator)[rows]  # (B, L)
         p_t = self.schedule.mask_probability(t.double()).to(draw.dtype)  # (B,)
-        masked = (draw < p_t[:, None]) & self.scored(input_ids)  # (B, L)
+        masked = draw < p_t[:, None]  # (B, L)
+        if not self.mask_padding:
+            masked &= self.scored(input_ids)
         return t, masked
 
     def corrupt(self, input_ids: Tensor, masked: Tensor) -> Tensor:
@@ -99,16 +116,36 @@ class MaskedForwardProcess:
         """(B, L) bool: the positions a loss scores (every one but [PAD])."""
         return input_ids != self.pad_id
 
+    def scored_masked(self, input_ids: Tensor, masked: Tensor) -> Tensor:
+        """(B, L) bool: the masked positions (B, L) that a loss scores (not [PAD])."""
+        return masked & self.scored(input_ids)
+
     def undrawable(self, vocab: int, device: torch.device) -> Tensor:
         """(V,) bool: the columns a sampler must never draw ([MASK], and every id outside
-        ``sample_ids`` when it is set)."""
+        ``sample_ids`` when it is set, except [PAD] with ``mask_padding``: the model learnt
+        where padding goes, so a sample ends where it draws it)."""
         if self.sample_ids is None:
             blocked = torch.zeros(vocab, dtype=torch.bool, device=device)
         else:
             blocked = torch.ones(vocab, dtype=torch.bool, device=device)
             blocked[self.sample_ids] = False
+            if self.mask_padding:
+                blocked[self.pad_id] = False
         blocked[self.mask_id] = True
         return blocked
+
+    @property
+    def scoring(self) -> str:
+        """Which tokens the NELBO scores and what it bounds, in words (``genodiff eval``)."""
+        if self.mask_padding:
+            return (
+                "NELBO over every non-[PAD] token; [PAD] is corrupted but never scored "
+                "(mask_padding: the length is charged, a bound on -log p(x))"
+            )
+        return (
+            "NELBO over every non-[PAD] token; [PAD] is never corrupted (a bound on "
+            "-log p(x | where [PAD] is): padding, hence a sentence's length, is given)"
+        )
 
     def network_sigma(self, t: Tensor) -> Tensor | None:
         """What a time-conditioned network is given for times ``t`` (B,): sigma(t) capped at

@@ -47,7 +47,9 @@ class MDLM(Objective):
     ``noise_eps`` parameterises the loglinear and cosine schedules, ``sigma_min`` and
     ``sigma_max`` the linear and geometric ones (None = that schedule's default).
     ``mask_id``, ``pad_id`` and ``sample_ids`` (the ids samplers may draw; None = every id
-    but [MASK]) come from the run's tokenizer.
+    but [MASK]) come from the run's tokenizer. ``mask_padding`` corrupts [PAD] like any
+    token (still unscored), so the bound charges a padded sentence's length
+    (``MaskedForwardProcess``).
     """
 
     samplers = MASKED_SAMPLERS
@@ -69,6 +71,7 @@ class MDLM(Objective):
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
         sample_ids: Sequence[int] | None = None,
+        mask_padding: bool = False,
     ) -> None:
         super().__init__()
         self.process = MaskedForwardProcess(
@@ -80,11 +83,16 @@ class MDLM(Objective):
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
             sample_ids=sample_ids,
+            mask_padding=mask_padding,
         )
         self.carry_over = carry_over
         self.zero_masking = zero_masking
         self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
+
+    @property
+    def scoring(self) -> str:
+        return self.process.scoring
 
     @property
     def _removed(self) -> str | None:
@@ -126,7 +134,8 @@ class MDLM(Objective):
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its tokens in nats (B,), scored tokens (B,)).
 
-        Positions holding [PAD] (N bases, padding) are never masked and never scored.
+        Positions holding [PAD] (N bases, padding) are never scored; they are masked only
+        with ``mask_padding`` (``MaskedForwardProcess``).
         """
         t, masked = self.process.draw_noise(input_ids, generator, shard)
         nelbo, _ = self.nelbo_terms(model, input_ids, t, masked)

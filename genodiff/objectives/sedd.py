@@ -50,7 +50,7 @@ from genodiff.samplers.score_entropy import tau_leaping
 @register_objective("sedd")
 class SEDD(Objective):
     """Score entropy on the masked forward process; ``mask_id``, ``pad_id`` and
-    ``sample_ids`` come from the run's tokenizer."""
+    ``sample_ids`` come from the run's tokenizer; ``mask_padding`` as MDLM's."""
 
     samplers = {
         "analytic": Sampler(partial(tau_leaping, rule="analytic")),  # Tweedie tau-leaping
@@ -71,6 +71,7 @@ class SEDD(Objective):
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
         sample_ids: Sequence[int] | None = None,
+        mask_padding: bool = False,
     ) -> None:
         super().__init__()
         schedule = build_schedule(noise_schedule, noise_eps, sigma_min, sigma_max)
@@ -88,9 +89,14 @@ class SEDD(Objective):
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
             sample_ids=sample_ids,
+            mask_padding=mask_padding,
         )
         self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
+
+    @property
+    def scoring(self) -> str:
+        return self.process.scoring
 
     def log_score(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
         """log s_theta(x_t, t) in float32: (B, L, V); the [MASK] column is NEG_INF."""
@@ -111,8 +117,8 @@ class SEDD(Objective):
         """Per sequence: (score-entropy NELBO summed over its tokens (B,), scored tokens (B,)).
 
         Draws t and the mask from the forward process as MDLM does, so both see identical
-        corruptions for the same generator state. [PAD] positions are never masked and never
-        scored.
+        corruptions for the same generator state. [PAD] positions are never scored (masked
+        only with ``mask_padding``).
         """
         t, masked = self.process.draw_noise(input_ids, generator, shard)  # (B,), (B, L)
         sigma = self.process.schedule.sigma(t)  # (B,)
@@ -125,5 +131,6 @@ class SEDD(Objective):
         constant = ratio * (torch.log(ratio) - 1)  # (B, 1)
         entropy = positive - negative + constant  # (B, L)
         weight = self.process.schedule.dsigma(t)[:, None]  # (B, 1)
-        nelbo = torch.where(masked, entropy * weight, 0.0).sum(dim=-1)  # (B,)
+        scored = self.process.scored_masked(input_ids, masked)  # (B, L)
+        nelbo = torch.where(scored, entropy * weight, 0.0).sum(dim=-1)  # (B,)
         return nelbo, self.process.scored(input_ids).sum(dim=-1)

@@ -94,12 +94,13 @@ def nelbo_terms(
     removed: str | None,
 ) -> tuple[Tensor, Tensor]:
     """For times ``t`` (B,) and masked positions ``masked`` (B, L): the KL terms of the NELBO
-    (B,) and the cross-entropy -log x_theta(x0) summed over masked tokens (B,), with the
+    (B,) and the cross-entropy -log x_theta(x0) summed over masked non-[PAD] tokens (B,), with the
     [MASK] column ``removed`` (``"mask"``) or kept (None)."""
     log_x = log_x_theta(process, model, process.corrupt(input_ids, masked), t, removed)
     log_x0 = log_x.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
     x_mask = log_x[..., process.mask_id].exp()  # (B, L)
     per_token = masked_token_nelbo(process, log_x0, x_mask, t)  # (B, L)
-    nelbo = torch.where(masked, per_token, 0.0).sum(dim=-1)  # (B,)
-    cross_entropy = torch.where(masked, -log_x0, 0.0).sum(dim=-1)  # (B,)
+    scored = process.scored_masked(input_ids, masked)  # (B, L): a masked [PAD] is not scored
+    nelbo = torch.where(scored, per_token, 0.0).sum(dim=-1)  # (B,)
+    cross_entropy = torch.where(scored, -log_x0, 0.0).sum(dim=-1)  # (B,)
     return nelbo, cross_entropy

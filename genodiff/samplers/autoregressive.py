@@ -45,14 +45,18 @@ def left_to_right(
     n, length = request.num_samples, request.length
     x, given = request.canvas(objective.pad_id, device)  # (n, L) each
     bos = torch.full((n, 1), objective.bos_id, dtype=torch.long, device=device)
+    # A template that starts with [BOS] (a text prefix: [CLS] ...) is read as it is, as the
+    # AR objective reads such windows; otherwise the model reads a [BOS] of its own first.
+    led = bool(given[:, 0].all() and (x[:, 0] == objective.bos_id).all())
     recurrent = capabilities_of(model).recurrent_step
     if recurrent:
         cache = model.allocate_inference_cache(n)
-        logits = model.step(bos, cache)  # (n, V): distribution of x_1
-    for i in range(length):
+        logits = model.step(x[:, :1] if led else bos, cache)  # (n, V): the next token's
+    for i in range(int(led), length):
         if not given[:, i].all():
             if not recurrent:
-                logits = model(torch.cat([bos, x[:, :i]], dim=1))[:, -1]  # (n, V)
+                context = x[:, :i] if led else torch.cat([bos, x[:, :i]], dim=1)
+                logits = model(context)[:, -1]  # (n, V)
             draw = next_token(objective.sample_ids, logits, request, generator)
             x[:, i] = torch.where(given[:, i], x[:, i], draw)
         if recurrent and i < length - 1:

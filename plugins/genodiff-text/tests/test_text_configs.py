@@ -52,6 +52,7 @@ def _load(name, overrides=None):
 PLUGIN_GROUP_FILES = {
     "model": {"dit_small", "dit_tiny", "ar_transformer_small", "ar_transformer_tiny"},
     "data": {"lm1b", "text_demo"},
+    "objective": {"mdlm_text", "sedd_text", "d3pm_text"},
 }
 
 
@@ -78,7 +79,7 @@ def test_every_config_that_uses_the_plugin_is_covered_and_shipped_by_it():
         assert {p.stem for p in (CONFIGS / group).glob("*.yaml")} == names
         for name in names:
             section = OmegaConf.load(CONFIGS / group / f"{name}.yaml")
-            assert section.get("name") in PLUGIN_NAMES[group] or "defaults" in section
+            assert section.get("name") in PLUGIN_NAMES.get(group, ()) or "defaults" in section
     assert {p.stem for p in CONFIGS.glob("*.yaml")} == set(TEXT_CONFIGS)
     assert all(_uses_plugin(CONFIGS, name) for name in TEXT_CONFIGS)
     # the core ships no text config
@@ -153,6 +154,21 @@ def test_lm1b_baselines_share_the_recipe():
     for cfg in (ar, sedd):
         assert cfg.optim == base.optim and cfg.data == base.data
         assert cfg.tokenizer == base.tokenizer and cfg.trainer == base.trainer
+
+
+@pytest.mark.parametrize("name", ["lm1b", "lm1b_sedd", "text_demo"])
+def test_padded_text_corrupts_pad_as_upstream_mdlm(name):
+    # wrap: false pads each sentence: [PAD] is corrupted (never scored), so the bound charges
+    # the length; the core's DNA objectives keep [PAD] (N) uncorrupted.
+    cfg = _load(name)
+    assert cfg.data.wrap is False and cfg.objective.mask_padding is True
+    core = {
+        name: load_config(resource("configs/demo.yaml"), [f"objective={name}"])
+        for name in ("mdlm", "sedd", "d3pm")
+    }
+    assert all(c.objective.mask_padding is False for c in core.values())
+    d3pm = _load("text_demo", ["objective=d3pm_text"])
+    assert d3pm.objective.name == "d3pm" and d3pm.objective.mask_padding is True
 
 
 def test_text_demo_is_small_and_trains_its_own_tokenizer():

@@ -90,7 +90,10 @@ def tiny_file(tmp_path):
 
 
 def test_wrap_false_items_are_cls_sentence_sep_padded_or_truncated(tiny_file):
-    dataset = _module(tiny_file, max_length=6).file_dataset(tiny_file)
+    # eval --file never truncates silently: it counts the lines and tokens cut
+    cut = r"1 of 3 lines are longer than the 6-token window .*\(2 of their tokens .*--length 8"
+    with pytest.warns(UserWarning, match=cut):
+        dataset = _module(tiny_file, max_length=6).file_dataset(tiny_file)
     assert _ids(dataset) == [
         [CLS, A, B, C, SEP, PAD],
         [CLS, D, E, SEP, PAD, PAD],
@@ -99,6 +102,11 @@ def test_wrap_false_items_are_cls_sentence_sep_padded_or_truncated(tiny_file):
     assert _names(dataset) == ["line 1", "line 3", "line 4"]  # blank line 2 skipped
     assert dataset.max_length == 6
     assert dataset[0]["input_ids"].dtype == torch.long
+
+
+def test_a_file_whose_lines_fit_is_read_without_a_warning(tiny_file, recwarn):
+    _module(tiny_file, max_length=8).file_dataset(tiny_file)
+    assert not [w for w in recwarn if "longer than" in str(w.message)]
 
 
 def test_wrap_true_blocks_follow_mdlm_group_texts(tiny_file):

@@ -145,6 +145,29 @@ def test_export_of_a_genodiff_training_checkpoint(tmp_path):
     assert same_state(load_pretrained(raw), model)
 
 
+@pytest.mark.parametrize("conditioned", [False, True])
+def test_export_says_whether_the_run_conditioned_on_time(tmp_path, conditioned):
+    # The DiT's constructor default is time_conditioning=True; a run whose objective never
+    # gave it the time (MDLM on LM1B) exports what it did, and the folder behaves the same.
+    model = randomised(DIT(**DIT_CONFIG))
+    ckpt = {
+        "state_dict": {f"ema.module.{k}": t for k, t in model.state_dict().items()},
+        "hyper_parameters": {
+            "config": {
+                "model": {"name": "dit", **DIT_CONFIG},
+                "objective": {"name": "mdlm", "time_conditioning": conditioned},
+            }
+        },
+    }
+    torch.save(ckpt, tmp_path / "last.ckpt")
+    folder = export_checkpoint(tmp_path / "last.ckpt", tmp_path / "e")
+    assert json.loads((folder / "config.json").read_text())["time_conditioning"] is conditioned
+    loaded = load_pretrained(folder)
+    with torch.no_grad():
+        sigma = SIGMA if conditioned else None
+        torch.testing.assert_close(loaded(IDS, sigma), model(IDS, sigma))
+
+
 # ----------------------------------------------------------------------------- upstream .ckpt
 
 

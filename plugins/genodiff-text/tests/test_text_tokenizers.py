@@ -264,3 +264,30 @@ def test_hf_without_transformers_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import fails
     with pytest.raises(ImportError, match=r"genodiff-text\[hub\]"):
         HFTokenizer(pretrained="bert-base-uncased")
+
+
+# ---------------------------------------------------------------------- samples
+
+
+def test_sample_ends_at_its_first_pad_and_keeps_sentence_boundaries():
+    tok = TrainedTokenizer(vocab_size=300).train(CORPUS)
+    cls, sep, pad = tok.bos_id, tok.eos_id, tok.pad_id
+    mr, bennet, replied = tok.encode("mr"), tok.encode("bennet"), tok.encode("replied")
+    # a padded sentence, as a model trained with objective.mask_padding ends it
+    ended = [cls, *mr, *bennet, sep, pad, pad, *replied]  # nothing after the first [PAD]
+    assert tok.decode_sample(ended) == "mr bennet"
+    # two sentences in one sample (wrap: true): the boundary survives a round trip
+    two = [cls, *mr, sep, cls, *bennet, *replied]
+    assert tok.decode_sample(two) == "mr [SEP] bennet replied"
+    assert tok.encode_sample("mr [SEP] bennet replied") == two
+    assert tok.encode_sample(tok.decode_sample(ended)) == [cls, *mr, *bennet]
+
+
+def test_gpt2_like_sample_boundary_is_one_end_of_text(tmp_path):
+    pytest.importorskip("transformers")
+    size, eot = _gpt2_like(tmp_path / "gpt2")
+    tok = HFTokenizer(pretrained=str(tmp_path / "gpt2"))
+    the, sat = tok.encode("the"), tok.encode("sat")
+    sample = [eot, *the, eot, *sat, tok.pad_id]
+    assert tok.decode_sample(sample) == "the <|endoftext|> sat"
+    assert tok.encode_sample("the <|endoftext|> sat") == [eot, *the, eot, *sat]

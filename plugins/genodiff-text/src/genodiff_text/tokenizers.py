@@ -17,10 +17,13 @@ Special ids (MDLM's conventions, kuleshov-group/mdlm ``dataloader.get_tokenizer`
 - [PAD]: the tokenizer's pad token; a tokenizer without one (gpt2) pads with the appended
   mask id. This is what MDLM does: it adds a ``[PAD]`` token (id 50,257) and then appends the
   mask at ``tokenizer.vocab_size`` = 50,257 too, so pad and mask share one id. genodiff never
-  corrupts nor scores [PAD], so with ``wrap: true`` (the OWT setting, no padding at all) this
-  changes nothing, and with ``wrap: false`` padded positions simply read as [MASK].
+  scores [PAD], so with ``wrap: true`` (the OWT setting, no padding at all) this changes
+  nothing, and with ``wrap: false`` padded positions simply read as [MASK] (and, the id being
+  undrawable, such a model's samples never end early).
 
-``sample_ids`` are all ids but [MASK] and [PAD].
+``sample_ids`` are all ids but [MASK] and [PAD]. A masked objective with ``mask_padding``
+(the plugin's padded-text configs) may also draw [PAD]: a sample then ends at its first [PAD]
+(``decode_sample``).
 """
 
 from __future__ import annotations
@@ -137,6 +140,38 @@ class BackendTokenizer(Tokenizer):
             gap = text and not text[-1].isspace() and not part[0].isspace()
             text += (" " if gap else "") + part
         return text
+
+    def decode_sample(self, ids: Sequence[int]) -> str:
+        """What a user reads for a generated sequence: it ends at its first [PAD] (a model that
+        learnt where padding goes, ``objective.mask_padding``, ends its sentence there); the
+        special tokens are dropped except a sentence end ([EOS]) inside the sample, written as
+        the EOS token (`` [SEP] ``) so that ``encode_sample`` restores the boundary."""
+        ids = [int(i) for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]
+        if self.pad_id in ids:
+            ids = ids[: ids.index(self.pad_id)]
+        sentences: list[list[int]] = [[]]
+        for i in ids:
+            if i == self.eos_id:
+                sentences.append([])
+            else:
+                sentences[-1].append(i)
+        texts = [self.decode(s, skip_special_tokens=True).strip() for s in sentences]
+        return f" {self.special_tokens['eos_token']} ".join(t for t in texts if t)
+
+    def encode_sample(self, text: str) -> list[int]:
+        """Ids of a sample as ``decode_sample`` wrote it, laid out as the data module lays out
+        sentences: [BOS] first, and each EOS token written in the text is a sentence boundary
+        ([EOS] [BOS], or one [EOS] when both are the same token, as gpt2's)."""
+        eos_token = self.special_tokens["eos_token"]
+        pieces = text.split(eos_token) if eos_token else [text]
+        ids = [] if self.bos_id is None else [self.bos_id]
+        for k, piece in enumerate(pieces):
+            ids += self.encode(piece.strip())
+            if k < len(pieces) - 1:
+                ids.append(self.eos_id)
+                if self.bos_id is not None and self.bos_id != self.eos_id:
+                    ids.append(self.bos_id)
+        return ids
 
     def encode_template(self, text: str) -> list[int]:
         """Ids of an infill template: each ``[MASK]`` (the mask token) written in ``text`` is one

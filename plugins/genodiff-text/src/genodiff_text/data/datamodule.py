@@ -20,12 +20,13 @@ Windows (``max_length`` L tokens, items ``{"input_ids": LongTensor[L]}``):
 - ``wrap: false`` (the paper's LM1B Table 1 setting): one item per sentence,
   ``[BOS] tokens [EOS] [PAD]...``, truncated to ``[BOS] tokens[:L-2] [EOS]`` when longer, as a
   Hugging Face tokenizer with ``truncation=True`` does. Named ``line N`` (N counts from 1).
+  ``file_dataset`` (``genodiff eval --file``) warns with the number of lines and tokens cut.
 - ``wrap: true``: MDLM's ``_group_texts``: every sentence followed by [EOS] is concatenated
   into one stream, cut into chunks of L-2 tokens, each item ``[BOS] chunk [EOS]``; the
   remainder shorter than a chunk is dropped. Named ``block K (lines A-B)``.
 
-[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]). [PAD] is neither
-corrupted nor scored by the objectives.
+[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]). [PAD] is never
+scored; the plugin's configs corrupt it (``objective.mask_padding``), as upstream MDLM.
 
 Nothing is read in ``__init__``; ``check_files()`` validates the input (missing, binary,
 invalid UTF-8, empty, too few sentences for the splits), ``training_texts()`` yields the
@@ -37,6 +38,7 @@ seeded by ``(seed, epoch)``, so a run is reproducible for any ``num_workers``.
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,6 +176,14 @@ class SentenceDataset(_TextDataset):
     def item_name(self, index: int) -> str:
         self._check(index)
         return self.lines.where(index)
+
+    def overflow(self) -> tuple[int, int, int]:
+        """(sentences longer than an item holds, their tokens cut off, the longest sentence's
+        tokens): what the truncation drops."""
+        sizes = np.diff(self.lines.offsets)  # (n,)
+        cut = sizes > self.room
+        longest = int(sizes.max()) if len(sizes) else 0
+        return int(cut.sum()), int((sizes[cut] - self.room).sum()), longest
 
 
 class BlockDataset(_TextDataset):
@@ -374,7 +384,18 @@ class TextDataModule(DataModule):
         detokenized as the configured data."""
         count_lines(path, "text file (--file)")  # missing, binary, empty: a clear error first
         rows = ((Path(path).name, n, text) for n, text in read_lines(path, "text file (--file)"))
-        return self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
+        dataset = self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
+        if isinstance(dataset, SentenceDataset):
+            lines, tokens, longest = dataset.overflow()
+            if lines:
+                extra = self.max_length - dataset.room
+                warnings.warn(
+                    f"{path}: {lines} of {len(dataset)} lines are longer than the "
+                    f"{self.max_length}-token window and are truncated to it ({tokens} of their "
+                    f"tokens are not scored); --length {longest + extra} scores every line whole",
+                    stacklevel=2,
+                )
+        return dataset
 
     def dataset_of(self, split: str) -> _TextDataset:
         if split not in self.datasets:
