@@ -49,7 +49,7 @@ def left_to_right(
     if recurrent:
         cache = model.allocate_inference_cache(n)
         logits = model.step(bos, cache)  # (n, V): distribution of x_1
-    for i in range(length):
+    for i in request.reporting(range(length), length):
         if not given[:, i].all():
             if not recurrent:
                 logits = model(torch.cat([bos, x[:, :i]], dim=1))[:, -1]  # (n, V)
