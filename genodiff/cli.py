@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from genodiff.errors import InputValueError, UserInputError
+from genodiff.progress import PROGRESS_ENV, Progress, progress_wanted
 
 if TYPE_CHECKING:
     from lightning import LightningDataModule, Trainer
@@ -58,7 +59,7 @@ def _train(args: argparse.Namespace) -> None:
         model.init_from_pretrained(cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
     try:  # writes nothing yet; a trainer setting that cannot work fails
-        trainer = build_trainer(cfg)
+        trainer = build_trainer(cfg, progress_bar=progress_wanted(args.no_progress))
     except ValueError as err:  # Lightning refuses the trainer section's settings
         raise ConfigError(str(err)) from err
     with run_folder.hold(out) if main_process else contextlib.nullcontext():
@@ -75,7 +76,8 @@ def _train(args: argparse.Namespace) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(128 + signal.SIGTERM) from None
-        _after_training(cfg, model, trainer, datamodule, request, sampler)
+        with _progress(args) as progress:
+            _after_training(cfg, model, trainer, datamodule, request, sampler, progress)
 
 
 def _after_training(
@@ -85,6 +87,7 @@ def _after_training(
     datamodule: LightningDataModule,
     request: SampleRequest,
     sampler: str,
+    progress: Progress,
 ) -> None:
     """Report the best checkpoint, score it on the test split (every process of a DDP run takes
     part) and draw the samples (rank 0 alone)."""
@@ -117,7 +120,9 @@ def _after_training(
         print(line)
     if s.num_samples > 0:
         backbone = model.eval_backbone
-        samples = draw_samples(model.eval_objective, backbone, request, s.seed, s.batch_size)
+        samples = draw_samples(
+            model.eval_objective, backbone, request, s.seed, s.batch_size, progress
+        )
         steps = model.eval_objective.steps_used(request)
         run = SamplingRun(checkpoint=weights, sampler=sampler, steps=steps, seed=s.seed)
         path = write_samples(samples, out / domain_of(tokenizer).samples_file, run, tokenizer)
@@ -127,7 +132,8 @@ def _after_training(
 def _finetune(args: argparse.Namespace) -> None:
     from genodiff.finetune import finetune, load_finetune_config
 
-    paths = finetune(load_finetune_config(args.config, args.overrides))
+    config = load_finetune_config(args.config, args.overrides)
+    paths = finetune(config, progress_bar=progress_wanted(args.no_progress))
     print(f"genodiff: wrote {', '.join(str(p) for p in paths.values())}")
 
 
@@ -183,9 +189,10 @@ def _sample(args: argparse.Namespace) -> None:
     sampler = model.eval_objective.sampler_name(request)  # its samplers differ per objective
     if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
         raise InputValueError("--block and --stride apply only to --sampler semi-ar")
-    samples = draw_samples(
-        model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size
-    )
+    with _progress(args) as progress:
+        samples = draw_samples(
+            model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size, progress
+        )
     run = SamplingRun(
         checkpoint=str(args.checkpoint),
         sampler=sampler,
@@ -207,17 +214,19 @@ def _eval(args: argparse.Namespace) -> None:
 
     from genodiff.evaluate import evaluate_checkpoint
 
-    result = evaluate_checkpoint(
-        args.checkpoint,
-        data_file=args.file,
-        length=args.length,
-        num_windows=args.num_windows,
-        t_samples=args.t_samples,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        device=args.device,
-        per_window=args.per_window,
-    )
+    with _progress(args) as progress:
+        result = evaluate_checkpoint(
+            args.checkpoint,
+            data_file=args.file,
+            length=args.length,
+            num_windows=args.num_windows,
+            t_samples=args.t_samples,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            device=args.device,
+            per_window=args.per_window,
+            progress=progress,
+        )
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
 
@@ -232,14 +241,16 @@ def _gen_ppl(args: argparse.Namespace) -> None:
         print(
             f"genodiff gen-ppl: scoring with {checkpoint} (no --checkpoint given)", file=sys.stderr
         )
-    result = score_sample_file(
-        args.samples,
-        checkpoint,
-        reference_path=args.reference,
-        batch_size=args.batch_size,
-        device=args.device,
-        max_length=args.max_length,
-    )
+    with _progress(args) as progress:
+        result = score_sample_file(
+            args.samples,
+            checkpoint,
+            reference_path=args.reference,
+            batch_size=args.batch_size,
+            device=args.device,
+            max_length=args.max_length,
+            progress=progress,
+        )
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
 
@@ -253,14 +264,16 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
         seed=args.seed,
         identity_threshold=args.identity_threshold,
     )
-    quality = evaluate_sample_files(
-        args.samples,
-        args.reference,
-        train=args.train,
-        settings=settings,
-        ar_checkpoint=args.ar_checkpoint,
-        device=args.device,
-    )
+    with _progress(args) as progress:
+        quality = evaluate_sample_files(
+            args.samples,
+            args.reference,
+            train=args.train,
+            settings=settings,
+            ar_checkpoint=args.ar_checkpoint,
+            device=args.device,
+            progress=progress,
+        )
     samples = Path(args.samples)
     out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
     paths = write_report(quality, out)
@@ -271,9 +284,14 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
 def _export(args: argparse.Namespace) -> None:
     from genodiff.checkpoints import export_checkpoint
 
-    path = export_checkpoint(
-        Path(args.checkpoint), Path(args.out), weights=args.weights, overwrite=args.overwrite
-    )
+    with _progress(args) as progress:
+        path = export_checkpoint(
+            Path(args.checkpoint),
+            Path(args.out),
+            weights=args.weights,
+            overwrite=args.overwrite,
+            progress=progress,
+        )
     print(f"genodiff: wrote a Hugging-Face-format folder ({args.weights} weights) to {path}")
 
 
@@ -300,6 +318,20 @@ def _data_hg38(args: argparse.Namespace) -> None:
     prepare_hg38(Path(args.dest), **{k: v for k, v in kwargs.items() if v})
 
 
+def _progress(args: argparse.Namespace) -> Progress:
+    """The progress line of ``genodiff COMMAND`` (see ``genodiff.progress``)."""
+    return Progress(f"genodiff {args.command}", enabled=progress_wanted(args.no_progress))
+
+
+def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="show no progress on stderr (shown by default only when stderr is a terminal; "
+        f"{PROGRESS_ENV}=1 forces it on, =0 off)",
+    )
+
+
 CHECKPOINT_HELP = (
     "a .ckpt from genodiff train, a folder from genodiff export, or a Hugging Face Hub id "
     "org/name[@revision] of either"
@@ -323,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("config", help="experiment YAML, e.g. configs/demo.yaml")
     train.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
+    _add_progress_flag(train)
     train.set_defaults(run=_train)
 
     finetune = commands.add_parser(
@@ -334,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     finetune.add_argument("config", help="fine-tuning YAML, e.g. configs/genomic_benchmarks.yaml")
     finetune.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
+    _add_progress_flag(finetune)
     finetune.set_defaults(run=_finetune)
 
     sample = commands.add_parser(
@@ -415,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--out", required=True, help="output file: .fa (DNA), .txt (one per line) or .jsonl"
     )
+    _add_progress_flag(sample)
     sample.set_defaults(run=_sample)
 
     evaluate = commands.add_parser(
@@ -451,6 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--per-window", action="store_true", help="with --json: list every window's NELBO"
     )
+    _add_progress_flag(evaluate)
     evaluate.set_defaults(run=_eval)
 
     gen_ppl = commands.add_parser(
@@ -479,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens per scored chunk (default: the checkpoint's training window)",
     )
     gen_ppl.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_progress_flag(gen_ppl)
     gen_ppl.set_defaults(run=_gen_ppl)
 
     quality = commands.add_parser(
@@ -522,6 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     quality.add_argument("--seed", type=int, default=0, help="discriminator fold shuffling")
     quality.add_argument("--device", default=None, help="for --ar-checkpoint (default: best)")
+    _add_progress_flag(quality)
     quality.set_defaults(run=_evaluate_samples)
 
     export = commands.add_parser(
@@ -536,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace config.json / model.safetensors / tokenizer.json / genodiff.json already "
         "in --out (other files there are always kept)",
     )
+    _add_progress_flag(export)
     export.set_defaults(run=_export)
 
     info = commands.add_parser(

@@ -395,7 +395,7 @@ def compose_config(
     additions = _with_additions(base, value_overrides, schema)
     cfg = _compose(config_file, group_overrides + additions)
     OmegaConf.set_struct(cfg, False)
-    defaults = OmegaConf.to_container(OmegaConf.structured(schema.top))
+    defaults = dataclasses.asdict(schema.top())  # (not OmegaConf.structured: no union types)
     cfg = OmegaConf.merge({k: v for k, v in defaults.items() if k not in GROUPS}, cfg)
     schema.validate(cfg)
     return cfg, config_file

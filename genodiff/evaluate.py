@@ -23,8 +23,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import sys
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from torch.utils.data import Dataset
 from genodiff.data.base import NamedItemDataset
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.objectives import Objective
+from genodiff.progress import Progress
 
 
 @dataclass
@@ -188,7 +187,7 @@ def score_windows(
     t_samples: int,
     seed: int,
     batch_size: int,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per window: (NELBO in nats averaged over ``t_samples`` draws (N,), scored tokens (N,)).
 
@@ -210,7 +209,7 @@ def score_windows(
         nelbo.append(sums.double().view(t_samples, len(chunk)).mean(dim=0).cpu())  # (B,)
         tokens.append(counts.view(t_samples, len(chunk))[0].cpu())  # (B,)
         if progress is not None:
-            progress(start + len(chunk))
+            progress.update(start + len(chunk), len(indices), "scored windows")
     return torch.cat(nelbo).numpy(), torch.cat(tokens).numpy()
 
 
@@ -229,18 +228,6 @@ def ratio_and_se(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float | N
     return ratio, se
 
 
-def _stderr_progress(total: int) -> Callable[[int], None]:
-    every = max(1, total // 20)
-    last = [0]
-
-    def report(done: int) -> None:
-        if done - last[0] >= every or done == total:
-            last[0] = done
-            print(f"genodiff eval: scored {done}/{total} windows", file=sys.stderr, flush=True)
-
-    return report
-
-
 def evaluate_checkpoint(
     checkpoint: str | os.PathLike,
     data_file: str | os.PathLike | None = None,
@@ -251,7 +238,7 @@ def evaluate_checkpoint(
     batch_size: int = 16,
     device: str | None = None,
     per_window: bool = False,
-    progress: bool = True,
+    progress: Progress | None = None,
 ) -> EvalResult:
     """Load a ``genodiff train`` checkpoint and score held-out windows with its EMA weights.
 
@@ -269,7 +256,6 @@ def evaluate_checkpoint(
     windows = heldout_windows(model.config["data"], model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
     coordinates = windows.coordinates()
-    report = _stderr_progress(len(windows.indices)) if progress else None
     try:
         sums, counts = score_windows(
             objective,
@@ -279,7 +265,7 @@ def evaluate_checkpoint(
             t_samples,
             seed,
             batch_size,
-            report,
+            progress,
         )
     except InputValueError as err:
         raise InputValueError(f"while scoring {length}-token windows: {err}") from None

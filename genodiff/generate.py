@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -15,6 +16,7 @@ from genodiff.backbones.capabilities import capabilities_of
 from genodiff.domains import domain_of
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.objectives import Objective
+from genodiff.progress import Progress
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
 
@@ -94,18 +96,23 @@ def draw_samples(
     request: SampleRequest,
     seed: int,
     batch_size: int,
+    progress: Progress | None = None,
 ) -> Tensor:
     """(request.num_samples, request.length) ids in batches of ``batch_size``; one seeded
     generator makes the whole run repeatable. ValueError up front for a ``batch_size`` < 1 or
-    a request that cannot fit in memory (``check_feasible``)."""
+    a request that cannot fit in memory (``check_feasible``). ``progress`` shows the sampler's
+    steps over all batches."""
     check_feasible(request, batch_size, backbone)
     device = next(backbone.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     backbone.eval()
+    if progress is not None:
+        request = replace(request, on_step=partial(progress.update, what="sampling steps"))
+    starts = range(0, request.num_samples, batch_size)
     batches = []
-    for start in range(0, request.num_samples, batch_size):
+    for index, start in enumerate(starts):
         n = min(batch_size, request.num_samples - start)
-        part = replace(request, num_samples=n)
+        part = replace(request, num_samples=n).part(index, len(starts))
         batches.append(objective.sample(backbone, part, generator=generator).cpu())
     return torch.cat(batches)
 

@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ import torch
 from genodiff import registry
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.evaluate import ratio_and_se
+from genodiff.progress import Progress
 from genodiff.sample_files import format_owner, read_samples
 
 DISTINCT_N = (1, 2, 3, 4)
@@ -223,7 +223,7 @@ def score_chunks(
     stride: int,
     batch_size: int,
     device: torch.device,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Per sample: (NLL in nats (N,), scored tokens (N,)), then the number of chunks and of
     context-only tokens; windows of at most ``max_length`` tokens advancing by ``stride``
@@ -267,7 +267,7 @@ def score_chunks(
             sums[chunk.sample] += float(s)
             counts[chunk.sample] += int(n)
         if progress is not None:
-            progress(begin + len(batch), len(chunks))
+            progress.update(begin + len(batch), len(chunks), "scored chunks")
     return sums, counts, len(chunks), context_only
 
 
@@ -293,7 +293,7 @@ def generative_perplexity(
     checkpoint: str = "(in memory)",
     samples_file: str | None = None,
     reference_file: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     stride: int | None = None,
 ) -> GenPPLResult:
     """Score ``samples`` with ``model`` (an AR ``GenerativeModel``, e.g. from
@@ -377,17 +377,6 @@ def default_ar_checkpoint(samples_path: str | os.PathLike, root: str | os.PathLi
     )
 
 
-def _stderr_progress() -> Callable[[int, int], None]:
-    last = [0]
-
-    def report(done: int, total: int) -> None:
-        if done - last[0] >= max(1, total // 20) or done == total:
-            last[0] = done
-            print(f"genodiff gen-ppl: scored {done}/{total} chunks", file=sys.stderr, flush=True)
-
-    return report
-
-
 def score_sample_file(
     samples_path: str | os.PathLike,
     checkpoint: str | os.PathLike,
@@ -395,7 +384,7 @@ def score_sample_file(
     batch_size: int = 16,
     device: str | None = None,
     max_length: int | None = None,
-    progress: bool = True,
+    progress: Progress | None = None,
 ) -> GenPPLResult:
     """``generative_perplexity`` of the samples in a file, scored by the AR checkpoint at
     ``checkpoint`` (loaded with its EMA weights), with the diversity of ``reference_path``."""
@@ -424,5 +413,5 @@ def score_sample_file(
         checkpoint=str(checkpoint),
         samples_file=str(samples_path),
         reference_file=None if reference_path is None else str(reference_path),
-        progress=_stderr_progress() if progress else None,
+        progress=progress,
     )

@@ -139,12 +139,18 @@ def test_fasta_windows_and_exact_ar_nll(checkpoints, capsys, small_fasta):
     assert ar["nelbo"] == pytest.approx(total / count, rel=1e-5)
 
 
-def test_text_report(checkpoints, capsys):
+def test_text_report(checkpoints, capsys, monkeypatch):
+    args = ["eval", "--checkpoint", str(checkpoints["ar"]), "--num-windows", "2"]
     capsys.readouterr()
-    assert cli.main(["eval", "--checkpoint", str(checkpoints["ar"]), "--num-windows", "2"]) == 0
+    assert cli.main(args) == 0
     captured = capsys.readouterr()
     assert "NLL (exact)" in captured.out and "perplexity" in captured.out
-    assert "scored 2/2 windows" in captured.err  # progress goes to stderr
+    assert "scored windows" not in captured.err  # stderr is no terminal here: no progress
+    monkeypatch.setenv("GENODIFF_PROGRESS", "1")
+    assert cli.main(args) == 0
+    assert "genodiff eval: scored windows 2/2 (100%)" in capsys.readouterr().err
+    assert cli.main([*args, "--no-progress"]) == 0
+    assert "scored windows" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from genodiff import cli
+from genodiff.config_values import ConfigError
 from genodiff.finetune import protocol
 from genodiff.finetune.module import ClassifierModule
 from genodiff.finetune.results import markdown_table, summarize
@@ -100,6 +101,40 @@ def test_demo_config_composes():
     assert Path(cfg.benchmark.root, "human_vs_phage", "train", "phage").is_dir()
     full = load_finetune_config(root / "configs" / "genomic_benchmarks.yaml", ["folds=3"])
     assert full.folds == 3 and full.benchmark.tasks is None and full.model.d_model == 118
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("folds=1", "folds: 1 is out of range; set a value at least 2"),
+        ("sweep.lr=[1e-3,0]", "sweep.lr: 0 is out of range; set a value greater than 0"),
+        ("sweep.lr=-1e-3", "sweep.lr: -0.001 is out of range; set a value greater than 0"),
+        ("sweep.batch_size=[8,0]", "sweep.batch_size: 0 is out of range; set a value at least 1"),
+        ("sweep.batch_size=eight", "sweep.batch_size: expected an integer or a list of"),
+        ("optim.warmup_fraction=1.5", "optim.warmup_fraction: 1.5 is out of range"),
+        ("early_stopping.patience=-1", "early_stopping.patience: -1 is out of range"),
+        ("benchmark.max_length=0", "benchmark.max_length: 0 is out of range"),
+        ("trainer.max_epochs=-2", "trainer.max_epochs: -2 is out of range"),
+        ("model.n_layer=0", "model.n_layer: 0 is out of range"),
+    ],
+)
+def test_finetune_config_values_are_range_checked(override, message):
+    from genodiff.finetune import load_finetune_config
+
+    root = Path(__file__).parent.parent
+    with pytest.raises(ConfigError) as err:
+        load_finetune_config(root / "configs" / "genomic_benchmarks.yaml", [override])
+    assert message in str(err.value)
+
+
+def test_a_single_sweep_value_is_a_one_point_sweep():
+    from genodiff.finetune import load_finetune_config
+
+    root = Path(__file__).parent.parent
+    cfg = load_finetune_config(
+        root / "configs" / "genomic_benchmarks.yaml", ["sweep.lr=2e-3", "sweep.batch_size=16"]
+    )
+    assert list(cfg.sweep.lr) == [2e-3] and list(cfg.sweep.batch_size) == [16]
 
 
 class StopFoldError(ValueError):

@@ -29,7 +29,7 @@ from torch import nn
 from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout, pick
-from genodiff.backbones.mamba import Block, Mamba, mix_directions, one_pass
+from genodiff.backbones.mamba import Block, Mamba, init_mamba_weights, mix_directions, one_pass
 from genodiff.backbones.rcps import (
     RCPSAddNormWrapper,
     RCPSBlock,
@@ -253,31 +253,7 @@ class Caduceus(LMBackboneBase):
         if rcps:  # the head's weight IS the embedding table
             self.lm_head = RCPSLMHead(d_model, self.vocab_size, cmap)
             self.lm_head.lm_head.weight = self.backbone.embeddings.word_embeddings.weight
-        self._init_weights(**(initializer_cfg or {}))
-
-    @torch.no_grad()
-    def _init_weights(
-        self,
-        initializer_range: float = 0.02,
-        rescale_prenorm_residual: bool = True,
-        n_residuals_per_layer: int = 1,
-    ):
-        """As Caduceus' ``_init_weights``: embedding N(0, initializer_range), Linear biases zero
-        (except dt_proj's), out_proj re-drawn (PyTorch's default) and scaled by
-        1/sqrt(n_residuals_per_layer * n_layer) (GPT-2)."""
-        for module in self.modules():
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                if not getattr(module.bias, "_no_reinit", False):
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, std=initializer_range)
-            if (
-                rescale_prenorm_residual
-                and isinstance(module, Mamba)
-                and module.out_proj is not None
-            ):
-                nn.init.kaiming_uniform_(module.out_proj.weight, a=math.sqrt(5))
-                module.out_proj.weight /= math.sqrt(n_residuals_per_layer * self.n_layer)
+        init_mamba_weights(self, n_layer, **(initializer_cfg or {}))
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head tied to the embedding (the RCPS head for PS): -> (B, L, vocab_size)."""

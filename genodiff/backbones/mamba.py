@@ -325,3 +325,26 @@ class Block(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         hidden_states, residual = self.add_norm(hidden_states, residual)
         return self.mixer(hidden_states), residual
+
+
+@torch.no_grad()
+def init_mamba_weights(
+    model: nn.Module,
+    n_layer: int,
+    initializer_range: float = 0.02,
+    rescale_prenorm_residual: bool = True,
+    n_residuals_per_layer: int = 1,
+) -> None:
+    """The initialisation of mamba_ssm's and Caduceus' ``_init_weights`` (``initializer_cfg``
+    of MambaLM and Caduceus): embeddings N(0, initializer_range), Linear biases zero (except
+    those marked ``_no_reinit``: dt_proj's), each Mamba mixer's out_proj re-drawn (PyTorch's
+    default) and scaled by 1/sqrt(n_residuals_per_layer * n_layer) (GPT-2)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            if not getattr(module.bias, "_no_reinit", False):
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=initializer_range)
+        if rescale_prenorm_residual and isinstance(module, Mamba) and module.out_proj is not None:
+            nn.init.kaiming_uniform_(module.out_proj.weight, a=math.sqrt(5))
+            module.out_proj.weight /= math.sqrt(n_residuals_per_layer * n_layer)

@@ -19,7 +19,7 @@ from torch import nn
 from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout, pick
-from genodiff.backbones.mamba import Block, Mamba
+from genodiff.backbones.mamba import Block, Mamba, init_mamba_weights
 from genodiff.config_values import Keywords
 from genodiff.errors import InputValueError
 from genodiff.ops import RMSNorm, add_norm
@@ -138,27 +138,7 @@ class MambaLM(LMBackboneBase):
             fused_add_norm,
         )
         self.lm_head = None if tie_embeddings else nn.Linear(d_model, self.vocab_size, bias=False)
-        self._init_weights(**(initializer_cfg or {}))
-
-    @torch.no_grad()
-    def _init_weights(
-        self,
-        initializer_range: float = 0.02,
-        rescale_prenorm_residual: bool = True,
-        n_residuals_per_layer: int = 1,
-    ):
-        """As mamba_ssm's ``_init_weights``: embedding N(0, initializer_range), Linear biases
-        zero (except dt_proj's), out_proj re-drawn (PyTorch's default) and scaled by
-        1/sqrt(n_residuals_per_layer * n_layer) (GPT-2)."""
-        for module in self.backbone.modules():
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                if not getattr(module.bias, "_no_reinit", False):
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, std=initializer_range)
-            if rescale_prenorm_residual and isinstance(module, Mamba):
-                nn.init.kaiming_uniform_(module.out_proj.weight, a=math.sqrt(5))
-                module.out_proj.weight /= math.sqrt(n_residuals_per_layer * self.n_layer)
+        init_mamba_weights(self, n_layer, **(initializer_cfg or {}))
 
     @property
     def lm_head_weight(self) -> torch.Tensor:

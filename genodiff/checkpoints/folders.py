@@ -45,6 +45,7 @@ from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, la
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
 from genodiff.config import completed_model_config
 from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.progress import Progress
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -341,6 +342,7 @@ def export_checkpoint(
     out_dir: str | Path,
     weights: Literal["ema", "raw"] = "ema",
     overwrite: bool = False,
+    progress: Progress | None = None,
 ) -> Path:
     """A genodiff training checkpoint (.ckpt of ``genodiff train``) -> a checkpoint folder.
 
@@ -349,11 +351,13 @@ def export_checkpoint(
     checkpoint's hyper-parameters. Besides the backbone files (``save_pretrained``; an existing
     folder keeps its other files) it writes genodiff.json: the run's full config, step and
     epoch, and which weights these are, so ``genodiff sample/eval/info`` read the folder (or
-    its Hub id once uploaded) like the checkpoint.
+    its Hub id once uploaded) like the checkpoint. ``progress`` hears of each stage.
     """
     prefixes = {"ema": "ema.module.", "raw": "backbone."}
     if weights not in prefixes:
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
+    if progress is not None:
+        progress.note(f"reading {ckpt_path}")
     ckpt = read_checkpoint(ckpt_path)
     tokenizer = tokenizer_from_checkpoint(ckpt)
     run_config = ckpt["hyper_parameters"]["config"]
@@ -381,4 +385,6 @@ def export_checkpoint(
         RUN_RECORD_FILE: _json_writer(record),
         **_folder_files(model, model_config, tokenizer),
     }
+    if progress is not None:
+        progress.note(f"writing {out_dir}")
     return _write_folder(Path(out_dir), files, overwrite)

@@ -4,15 +4,16 @@ Composed with Hydra like the training configs (``genodiff.config``): overrides s
 ``benchmark.tasks=[human_or_worm] folds=3 trainer.max_epochs=2 model=mamba`` are applied, then
 every key is checked against the dataclasses below (``model`` against the backbone class it
 names, ``trainer`` against ``lightning.Trainer``); an unknown key raises ConfigError listing
-the valid ones.
+the valid ones. Values are checked as the training config's are (``genodiff.config_values``):
+their type against the field's annotation, their range against the ``config_ranges`` of the
+dataclasses below (the backbone's and ``TRAINER_RANGES`` for ``model`` and ``trainer``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -23,8 +24,9 @@ from genodiff.config import (
     project_root,
     resolve_checkpoint_reference,
     resolve_path,
-    section_keys,
+    section_spec,
 )
+from genodiff.config_values import Spec, dataclass_spec
 
 POOLINGS = ("mean", "max", "first", "last")
 
@@ -32,6 +34,8 @@ POOLINGS = ("mean", "max", "first", "last")
 @dataclass
 class BenchmarkConfig:
     """Where the tasks are and how sequences are cut to length."""
+
+    config_ranges: ClassVar[dict[str, str]] = {"max_length": ">=1"}
 
     root: str = "data/genomic_benchmarks"  # <root>/<task>/{train,test}/<class>/*.txt
     tasks: Any = None  # a task name or list of names; null = the 8 Genomic Benchmarks
@@ -53,15 +57,26 @@ class ClassifierConfig:
 
 @dataclass
 class SweepConfig:
-    """Grid of (lr, batch_size); the best per task on mean validation accuracy is reported."""
+    """Grid of (lr, batch_size); the best per task on mean validation accuracy is reported.
+    A single value is a one-point sweep."""
 
-    lr: list[float] = field(default_factory=lambda: [1e-3])
-    batch_size: list[int] = field(default_factory=lambda: [128])
+    config_ranges: ClassVar[dict[str, str]] = {"lr": ">0", "batch_size": ">=1"}
+
+    lr: float | list[float] = field(default_factory=lambda: [1e-3])
+    batch_size: int | list[int] = field(default_factory=lambda: [128])
 
 
 @dataclass
 class FinetuneOptimConfig:
     """AdamW with linear warm-up then cosine decay to ``min_lr_ratio * lr`` over all steps."""
+
+    config_ranges: ClassVar[dict[str, str]] = {
+        "betas": "[0, 1)",
+        "eps": ">0",
+        "weight_decay": ">=0",
+        "warmup_fraction": "[0, 1); a fraction of all steps",
+        "min_lr_ratio": "[0, 1]; the final lr as a fraction of the sweep's lr",
+    }
 
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
@@ -74,6 +89,8 @@ class FinetuneOptimConfig:
 class EarlyStoppingConfig:
     """Stop a fold when validation accuracy has not improved for ``patience`` epochs."""
 
+    config_ranges: ClassVar[dict[str, str]] = {"patience": ">=0", "min_delta": ">=0"}
+
     patience: int = 3
     min_delta: float = 0.0
 
@@ -81,6 +98,11 @@ class EarlyStoppingConfig:
 @dataclass
 class FinetuneConfig:
     """Top-level keys of a fine-tuning config."""
+
+    config_ranges: ClassVar[dict[str, str]] = {
+        "seed": "[0, 4294967295]",  # seed_everything: uint32
+        "folds": ">=2; cross-validation needs at least 2 folds",
+    }
 
     name: str = "finetune"
     seed: int = 0  # fold k trains with seed + k; the fold split itself uses ``seed``
@@ -108,20 +130,16 @@ SECTIONS = {
 }
 
 
-def _fields(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
-
-
-def _section_keys(cfg: DictConfig, section: str) -> list[str] | None:
+def _section_spec(cfg: DictConfig, section: str) -> Spec | None:
     if section == "model" and cfg.get("pretrained"):
         return None  # the architecture comes from the pretrained weights
     if section in ("model", "trainer"):
-        return section_keys(cfg, section)
-    return _fields(SECTIONS[section])
+        return section_spec(cfg, section)
+    return dataclass_spec(SECTIONS[section])
 
 
 FINETUNE_SCHEMA = Schema(
-    top=FinetuneConfig, sections=(*SECTIONS, "model", "trainer"), section_keys=_section_keys
+    top=FinetuneConfig, sections=(*SECTIONS, "model", "trainer"), section_spec=_section_spec
 )
 
 
@@ -134,8 +152,6 @@ def check_values(cfg: DictConfig) -> None:
         raise ConfigError(
             f"classifier.pooling={cfg.classifier.pooling!r}: use one of {', '.join(POOLINGS)}"
         )
-    if int(cfg.folds) < 2:
-        raise ConfigError(f"folds={cfg.folds}: cross-validation needs at least 2 folds")
     for key in ("lr", "batch_size"):
         values = cfg.sweep[key]
         if not isinstance(values, ListConfig):

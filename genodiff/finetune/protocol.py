@@ -49,7 +49,11 @@ from genodiff.finetune.classifier import SequenceClassifier, load_backbone
 from genodiff.finetune.config import FinetuneOptimConfig
 from genodiff.finetune.data import GENOMIC_BENCHMARKS, TaskData, load_task
 from genodiff.finetune.module import ClassifierModule
-from genodiff.training.trainer import LatestCheckpoint, trainer_kwargs
+from genodiff.training.trainer import (
+    LatestCheckpoint,
+    silence_lightning_notices,
+    trainer_kwargs,
+)
 
 RESULT_FILE = "result.json"
 
@@ -114,6 +118,7 @@ def run_fold(
     split: tuple[np.ndarray, np.ndarray],
     pretrained: nn.Module | None,
     prefix: str = "",
+    progress_bar: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune, select on validation accuracy, score on test; returns the result record."""
     folder = run.folder(Path(cfg.output_dir))
@@ -143,7 +148,8 @@ def run_fold(
     )
     es = cfg.early_stopping
     stopper = EarlyStopping("val/acc", min_delta=es.min_delta, patience=es.patience, mode="max")
-    kwargs = trainer_kwargs(cfg)
+    silence_lightning_notices()
+    kwargs = trainer_kwargs(cfg, progress_bar)
     callbacks = [checkpoint, stopper]
     if kwargs.get("enable_progress_bar", True):
         callbacks.append(FoldProgressBar(prefix))
@@ -216,7 +222,7 @@ def _check_resume(cfg: DictConfig, output_dir: Path) -> None:
         )
 
 
-def run_benchmark(cfg: DictConfig) -> dict[str, Any]:
+def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any]:
     """Every (task, sweep point, fold) run not finished yet; returns per-task results:
     ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}``."""
     output_dir = Path(cfg.output_dir)
@@ -239,7 +245,7 @@ def run_benchmark(cfg: DictConfig) -> dict[str, Any]:
                 record = json.loads(done.read_text())
                 print(f"genodiff finetune: {where}: done before, skipped")
             else:
-                record = run_fold(cfg, task, run, split, pretrained, where)
+                record = run_fold(cfg, task, run, split, pretrained, where, progress_bar)
                 print(
                     f"genodiff finetune: {where}: val acc {record['val_acc']:.4f}, "
                     f"test acc {record['test_acc']:.4f} ({record['epochs']} epochs, "

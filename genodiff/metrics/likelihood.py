@@ -16,6 +16,7 @@ from typing import Any
 from genodiff.domains import DNADomain
 from genodiff.errors import InputValueError
 from genodiff.generative_perplexity import GenPPLResult, generative_perplexity
+from genodiff.progress import Progress
 
 REPORTED = ("gen_ppl", "gen_ppl_se", "nll", "nll_se", "per_sample_ppl_mean", "tokens", "samples")
 
@@ -30,6 +31,7 @@ def ar_perplexity(
     checkpoint: str | os.PathLike,
     device: str | None = None,
     batch_size: int = 16,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Gen PPL of ``samples`` and of ``reference`` under the AR checkpoint ``checkpoint``:
     ``{"checkpoint", "samples": {...}, "reference": {...}}`` (gen_ppl with its SE, NLL in nats
@@ -44,7 +46,11 @@ def ar_perplexity(
             "checkpoint (e.g. from `genodiff train configs/hg38_ar_mamba.yaml`)"
         )
     scored = {
-        name: _summary(generative_perplexity(seqs, model, batch_size, checkpoint=str(checkpoint)))
+        name: _summary(
+            generative_perplexity(
+                seqs, model, batch_size, checkpoint=str(checkpoint), progress=progress
+            )
+        )
         for name, seqs in (("samples", samples), ("reference", reference))
     }
     return {"checkpoint": str(checkpoint), **scored}

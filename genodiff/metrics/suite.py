@@ -48,6 +48,7 @@ from genodiff.metrics.diversity import (
 )
 from genodiff.metrics.kmers import heldout_split, kmer_js
 from genodiff.metrics.sequences import base_codes, evenly_spaced, read_sequences, tile_windows
+from genodiff.progress import Progress
 
 KMAX = 6
 
@@ -114,16 +115,19 @@ def evaluate_samples(
     settings: QualitySettings | None = None,
     ar_checkpoint: str | os.PathLike | None = None,
     device: str | None = None,
+    progress: Progress | None = None,
 ) -> SampleQuality:
     """Every metric of the suite for ``samples`` against ``reference`` (sequences); the
     memorisation test when ``train`` (training records) is given, generative perplexity when
-    ``ar_checkpoint`` is."""
+    ``ar_checkpoint`` is. ``progress`` hears of each stage as it starts."""
+    stage = progress.note if progress is not None else _silent
     settings = settings or QualitySettings()
     samples = [s.upper() for s in samples]
     if len(samples) < 2:
         raise InputValueError(f"the suite needs at least 2 samples, got {len(samples)}")
     windows = reference_windows([r.upper() for r in reference], samples, settings)
     ks = range(1, settings.kmax + 1)
+    stage(f"k-mer spectra of {len(samples)} samples and {len(windows)} reference windows")
     held, rest = heldout_split(windows, len(samples))  # the JS baseline: real vs real
     metrics: dict[str, Any] = {
         "samples": _set_summary(samples),
@@ -135,6 +139,7 @@ def evaluate_samples(
         "kmer_js": {str(k): js for k, js in kmer_js(samples, windows, ks).items()},
         "kmer_js_real_vs_real": {str(k): js for k, js in kmer_js(held, rest, ks).items()},
     }
+    stage("composition, low complexity and diversity")
     for name, statistic in (("gc_content", gc_content), ("cpg_oe", cpg_observed_expected)):
         values = [np.array([statistic(x) for x in seqs]) for seqs in (samples, windows)]
         metrics[name] = DistributionComparison.of(*values).to_dict()
@@ -153,10 +158,12 @@ def evaluate_samples(
         samples, windows, partial(pairwise_kmer_distance, k=settings.diversity_k)
     )
     if train is not None:
+        stage(f"nearest training stretches (an index of {len(train)} training records)")
         index = TrainingIndex([t.upper() for t in train], seed_k=settings.seed_k)
         neighbours = nearest_neighbours(samples, index)
         metrics["train"] = {**_set_summary(train), "records": len(train)}
         metrics["memorisation"] = Memorisation.of(neighbours, settings.identity_threshold).to_dict()
+    stage(f"discriminator AUROC ({settings.folds} folds)")
     discriminator = discriminator_auroc(
         samples, windows, settings.discriminator_k, settings.folds, settings.seed
     )
@@ -172,9 +179,16 @@ def evaluate_samples(
     if ar_checkpoint is not None:
         from genodiff.metrics.likelihood import ar_perplexity
 
-        metrics["generative_perplexity"] = ar_perplexity(samples, windows, ar_checkpoint, device)
+        stage(f"generative perplexity under {ar_checkpoint}")
+        metrics["generative_perplexity"] = ar_perplexity(
+            samples, windows, ar_checkpoint, device, progress=progress
+        )
     metrics["settings"] = asdict(settings)
     return SampleQuality(metrics, samples, windows)
+
+
+def _silent(text: str) -> None:
+    """A stage note nobody hears."""
 
 
 def evaluate_sample_files(
@@ -184,6 +198,7 @@ def evaluate_sample_files(
     settings: QualitySettings | None = None,
     ar_checkpoint: str | os.PathLike | None = None,
     device: str | None = None,
+    progress: Progress | None = None,
 ) -> SampleQuality:
     """``evaluate_samples`` on FASTA files (see ``genodiff.metrics.sequences.read_sequences``)."""
     if ar_checkpoint is not None:  # a bad --device fails now, not after the other metrics
@@ -197,6 +212,7 @@ def evaluate_sample_files(
         settings,
         ar_checkpoint,
         device,
+        progress,
     )
     for key, path in (("samples", samples), ("reference", reference), ("train", train)):
         if path is not None:

@@ -27,6 +27,7 @@ constants passed in as an array (see ``_decay``).
 from __future__ import annotations
 
 import math
+import sys
 
 import numba
 import numpy as np
@@ -533,3 +534,26 @@ def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
     args = (u, x_dbl, dt_weight_t, At2, D_skip, xz, bias)
     _mixer_scan_kernel(*map(_np, args), decay, _n_chunks(Bsz, D), _np(y))
     return y
+
+
+class _FirstCompileNotice(numba.core.event.Listener):
+    """Says once per process, on stderr, that the kernels are being compiled. numba fires
+    "numba:compile" only when its on-disk cache (``cache=True``) has no usable entry: once per
+    install (and after an upgrade); later processes load the cached machine code."""
+
+    def __init__(self, kernels: tuple[object, ...]) -> None:
+        self.kernels = kernels
+        self.said = False
+
+    def on_start(self, event: numba.core.event.Event) -> None:
+        if not self.said and event.data["dispatcher"] in self.kernels:
+            self.said = True
+            print(COMPILE_NOTICE, file=sys.stderr, flush=True)
+
+    def on_end(self, event: numba.core.event.Event) -> None:
+        pass
+
+
+COMPILE_NOTICE = "genodiff: compiling the CPU kernels (once per install, ~20 s)"
+KERNELS = (_forward_kernel, _backward_kernel, _mixer_conv_kernel, _mixer_scan_kernel)
+numba.core.event.register("numba:compile", _FirstCompileNotice(KERNELS))

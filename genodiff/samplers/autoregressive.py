@@ -52,7 +52,7 @@ def left_to_right(
     if recurrent:
         cache = model.allocate_inference_cache(n)
         logits = model.step(x[:, :1] if led else bos, cache)  # (n, V): the next token's
-    for i in range(int(led), length):
+    for i in request.reporting(range(int(led), length), length - int(led)):
         if not given[:, i].all():
             if not recurrent:
                 context = x[:, :i] if led else torch.cat([bos, x[:, :i]], dim=1)

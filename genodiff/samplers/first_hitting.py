@@ -60,6 +60,7 @@ def hit(
     stop = torch.tensor(objective.process.sampling_eps, dtype=torch.float64)
     p_stop = schedule.mask_probability(stop)
     running = torch.ones(n, dtype=torch.bool, device=x.device)
+    events = int(((x == objective.process.mask_id) & ~given).sum(dim=-1).max())  # at most
     while True:
         masked = (x == objective.process.mask_id) & ~given  # (n, L)
         k = masked.sum(dim=-1)  # (n,)
@@ -67,6 +68,7 @@ def hit(
         rows = running.nonzero().squeeze(-1)
         if not rows.numel():
             break
+        request.report_step(events - int(k[rows].max()), events)
         u = torch.rand(rows.numel(), dtype=torch.float64, device=x.device, generator=generator)
         p_next = p_t[rows] * u ** (1.0 / k[rows])  # (r,)
         running[rows[p_next < p_stop]] = False  # the next event would fall below sampling_eps

@@ -41,7 +41,7 @@ def ancestral(
         return torch.where(given[..., None], objective.noised(e_given, gamma, randn()), z)
 
     z, x_self = randn(), torch.zeros(n, length, dim, device=device)
-    for t, s in time_grid(1.0, 0.0, request.steps, device):
+    for t, s in request.reporting(time_grid(1.0, 0.0, request.steps, device), request.steps):
         gamma_t, gamma_s = schedule(t.expand(n)).gamma, schedule(s.expand(n)).gamma
         z = hold(z, gamma_t)
         _, x_hat = objective.predict(model, z, gamma_t, x_self)  # (n, L, D)

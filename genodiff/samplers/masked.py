@@ -88,7 +88,8 @@ def unmask(
     schedule = objective.process.schedule
     log_p = None  # (n, L, V): x_theta of each row's latest network call
     stale = torch.ones(n, dtype=torch.bool, device=x.device)  # rows needing a network call
-    for t, s in time_grid(1.0, objective.process.sampling_eps, request.steps):
+    grid = time_grid(1.0, objective.process.sampling_eps, request.steps)
+    for t, s in request.reporting(grid, request.steps):
         masked = (x == objective.process.mask_id) & ~given  # (n, L)
         if not masked.any():
             break

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
 from genodiff.errors import InputValueError
+
+Step = TypeVar("Step")
+# (steps done, steps in all): told as a sampler advances, for a progress display only.
+StepReport = Callable[[int, int], None]
 
 
 @dataclass
@@ -19,6 +26,8 @@ class SampleRequest:
     the known bases of an infilling task): where ``given`` is True the output holds
     ``template``, and no sampler may change it. ``block``/``stride`` drive the
     semi-autoregressive sampler (windows of ``block`` tokens, advancing by ``stride``).
+    ``on_step`` hears (steps done, steps in all) as the sampler advances; it shows progress and
+    changes nothing drawn.
     """
 
     num_samples: int
@@ -31,6 +40,7 @@ class SampleRequest:
     given: Tensor | None = None
     block: int | None = None
     stride: int | None = None
+    on_step: StepReport | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # The messages name the fields and the `genodiff sample` options that set them.
@@ -65,3 +75,25 @@ class SampleRequest:
         given = self.given.to(device).expand(n, length)
         x = torch.where(given, self.template.to(device).expand(n, length), x)
         return x, given.clone()
+
+    def report_step(self, done: int, total: int) -> None:
+        """Tell ``on_step`` that ``done`` of the sampler's ``total`` steps are finished."""
+        if self.on_step is not None:
+            self.on_step(done, total)
+
+    def reporting(self, steps: Iterable[Step], total: int) -> Iterator[Step]:
+        """``steps`` one by one, reporting each finished one (of ``total``) to ``on_step``."""
+        for done, step in enumerate(steps, 1):
+            yield step
+            self.report_step(done, total)
+
+    def part(self, index: int, parts: int) -> SampleRequest:
+        """This request with its steps reported as part ``index`` (from 0) of ``parts`` equal
+        parts of a larger run (a batch of a run, a window of a sequence)."""
+        if self.on_step is None:
+            return self
+        return replace(self, on_step=partial(_report_part, self.on_step, index, parts))
+
+
+def _report_part(report: StepReport, index: int, parts: int, done: int, total: int) -> None:
+    report(index * total + done, parts * total)

@@ -55,7 +55,8 @@ def tau_leaping(
     device = next(model.parameters()).device
     n = request.num_samples
     x, given = request.canvas(process.mask_id, device)  # (n, L), (n, L)
-    for t, s in time_grid(1.0, process.sampling_eps, request.steps):
+    grid = time_grid(1.0, process.sampling_eps, request.steps)
+    for t, s in request.reporting(grid, request.steps):
         masked = (x == process.mask_id) & ~given  # (n, L)
         if not masked.any():
             break

@@ -50,11 +50,12 @@ def semi_autoregressive(
     x, given = request.canvas(objective.process.mask_id, next(model.parameters()).device)  # (n, L)
     reuse = not objective.process.time_conditioning
     done = 0  # tokens [0, done) are generated
-    for start, end in spans:
+    for index, (start, end) in enumerate(spans):
         window_given = given[:, start:end].clone()  # (n, W)
         window_given[:, : done - start] = True  # the kept tail of the previous window
+        window = request.part(index, len(spans))
         x[:, start:end] = unmask(
-            objective, model, x[:, start:end], window_given, request, generator, reuse=reuse
+            objective, model, x[:, start:end], window_given, window, generator, reuse=reuse
         )
         done = end
     return x

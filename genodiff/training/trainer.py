@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,9 @@ from genodiff.checkpoints.io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 
+# The logger Lightning's rank_zero_info writes to.
+LIGHTNING_INFO_LOGGER = "lightning.pytorch.utilities.rank_zero"
+
 
 def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
     """The run's tokenizer: the one saved in ``output_dir`` when resuming (``ckpt_path``),
@@ -31,9 +36,12 @@ def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
     return build_tokenizer(section, corpus=datamodule.training_texts)
 
 
-def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
-    """The ``trainer`` section with precision resolved: ``null`` = bf16 on GPU, fp32 on CPU."""
+def trainer_kwargs(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any]:
+    """The ``trainer`` section with precision resolved (``null`` = bf16 on GPU, fp32 on CPU)
+    and the progress bar turned off unless ``progress_bar``."""
     kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
+    if not progress_bar:
+        kwargs["enable_progress_bar"] = False
     # genodiff.data.base.DataModule builds every loader and places each process's rows in the
     # global batch itself; Lightning's DistributedSampler would split them again.
     kwargs["use_distributed_sampler"] = False
@@ -42,6 +50,24 @@ def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
         on_gpu = on_gpu and torch.cuda.is_available()
         kwargs["precision"] = "bf16-mixed" if on_gpu else "32-true"
     return kwargs
+
+
+class _DropAdverts(logging.Filter):
+    """Drops Lightning's advertisement ("💡 Tip: ... try installing litlogger ...")."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("💡 Tip:")
+
+
+def silence_lightning_notices() -> None:
+    """Keep two lines that tell a genodiff user nothing out of a run's output: Lightning's
+    advertisement for its cloud logger, and the deprecation warning torch raises inside
+    Lightning's own code (``isinstance(treespec, LeafSpec)`` in ``_pytree.py``)."""
+    logger = logging.getLogger(LIGHTNING_INFO_LOGGER)
+    if not any(isinstance(f, _DropAdverts) for f in logger.filters):
+        logger.addFilter(_DropAdverts())
+    leafspec = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+    warnings.filterwarnings("ignore", message=leafspec, category=FutureWarning)
 
 
 class LatestCheckpoint(ModelCheckpoint):
@@ -99,9 +125,11 @@ class LatestCheckpoint(ModelCheckpoint):
         self._latest_step = trainer.global_step
 
 
-def build_trainer(cfg: DictConfig) -> L.Trainer:
+def build_trainer(cfg: DictConfig, progress_bar: bool = True) -> L.Trainer:
     """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically), CSV and
-    TensorBoard logs under ``output_dir``."""
+    TensorBoard logs under ``output_dir``; no progress bar when ``progress_bar`` is False
+    (else as ``trainer.enable_progress_bar`` says)."""
+    silence_lightning_notices()
     out = Path(cfg.output_dir)
     # One version_<n> folder per run, so a resumed run never overwrites earlier logs.
     loggers = [
@@ -116,5 +144,5 @@ def build_trainer(cfg: DictConfig) -> L.Trainer:
             LearningRateMonitor(logging_interval="step"),
         ],
         plugins=[AtomicCheckpointIO()],
-        **trainer_kwargs(cfg),
+        **trainer_kwargs(cfg, progress_bar),
     )

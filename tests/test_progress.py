@@ -1,0 +1,175 @@
+"""Progress on stderr (genodiff.progress), the sampler steps it counts, the CLI's
+--no-progress flag, a light `import genodiff.cli`, and a quiet `genodiff train`."""
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from genodiff import cli
+from genodiff.backbones.capabilities import Capabilities
+from genodiff.generate import draw_samples
+from genodiff.progress import Progress, progress_wanted
+from genodiff.samplers.request import SampleRequest
+from tests.dna_objectives import DNA, mdlm
+
+ROOT = Path(__file__).resolve().parents[1]
+LONG_COMMANDS = ("train", "finetune", "sample", "eval", "gen-ppl", "evaluate-samples", "export")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_lines_count_and_finish():
+    stream = io.StringIO()
+    progress = Progress("genodiff x", stream=stream, interval=3600)
+    for done in range(1, 5):
+        progress.update(done, 4, "things")
+    lines = stream.getvalue().splitlines()
+    # The first update and the last are drawn; the ones in between fall inside the interval.
+    assert [line.split(",")[0] for line in lines] == [
+        "genodiff x: things 1/4 (25%)",
+        "genodiff x: things 4/4 (100%)",
+    ]
+    assert "ETA" in lines[0] and "ETA" not in lines[1]
+    progress.note("writing out/")
+    assert stream.getvalue().splitlines()[-1] == "genodiff x: writing out/"
+
+
+def test_progress_on_a_terminal_rewrites_one_line():
+    stream = Terminal()
+    with Progress("genodiff x", stream=stream, interval=0) as progress:
+        progress.update(1, 2, "steps")
+        assert stream.getvalue().startswith("\r") and not stream.getvalue().endswith("\n")
+    assert stream.getvalue().endswith("\n")  # closed: the line is ended
+
+
+def test_disabled_progress_writes_nothing():
+    stream = Terminal()
+    with Progress("genodiff x", enabled=False, stream=stream) as progress:
+        progress.update(1, 2, "steps")
+        progress.note("stage")
+    assert stream.getvalue() == ""
+
+
+def test_progress_wanted(monkeypatch):
+    monkeypatch.delenv("GENODIFF_PROGRESS", raising=False)
+    assert progress_wanted(stream=Terminal())
+    assert not progress_wanted(stream=io.StringIO())  # not a terminal
+    assert not progress_wanted(no_progress=True, stream=Terminal())
+    monkeypatch.setenv("GENODIFF_PROGRESS", "1")
+    assert progress_wanted(stream=io.StringIO())
+    assert not progress_wanted(no_progress=True, stream=io.StringIO())
+    monkeypatch.setenv("GENODIFF_PROGRESS", "0")
+    assert not progress_wanted(stream=Terminal())
+
+
+def test_request_reports_its_steps_as_a_part_of_the_whole():
+    reports = []
+    request = SampleRequest(1, 4, steps=3, on_step=lambda *report: reports.append(report))
+    assert list(request.part(1, 2).reporting("abc", 3)) == ["a", "b", "c"]
+    assert reports == [(4, 6), (5, 6), (6, 6)]  # the second of two parts of 3 steps each
+    assert SampleRequest(1, 4).part(1, 2).on_step is None
+
+
+class Bigram(nn.Module):
+    """A network whose logits depend on the token at each position only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(DNA.vocab_size, DNA.vocab_size)
+        self.capabilities = Capabilities(vocab_size=DNA.vocab_size)
+
+    def forward(self, ids: torch.Tensor, sigma: torch.Tensor | None = None) -> torch.Tensor:
+        return self.table(ids)  # (B, L, V)
+
+
+@pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting", "semi-ar"])
+def test_sampling_progress_counts_steps_and_changes_no_sample(sampler):
+    torch.manual_seed(0)
+    model, objective = Bigram(), mdlm()
+    semi_ar = {"block": 6, "stride": 3} if sampler == "semi-ar" else {}
+    request = SampleRequest(5, 12, steps=7, sampler=sampler, **semi_ar)
+    stream = io.StringIO()
+    progress = Progress("genodiff sample", stream=stream, interval=0)
+    shown = draw_samples(objective, model, request, seed=3, batch_size=2, progress=progress)
+    plain = draw_samples(objective, model, request, seed=3, batch_size=2)
+    assert torch.equal(shown, plain)
+    counts = [line.split()[4].split("/") for line in stream.getvalue().splitlines()]
+    done = [int(d) for d, _ in counts]
+    (total,) = {int(t) for _, t in counts}
+    per_batch = {"first-hitting": 12, "semi-ar": 3 * 7}.get(sampler, 7)  # 3 windows of 7 steps
+    assert total == 3 * per_batch  # 3 batches (2 + 2 + 1 samples)
+    assert done == sorted(done) and done[-1] > 2 * per_batch  # into the last batch
+
+
+def test_long_commands_take_no_progress():
+    subcommands = cli.build_parser()._subparsers._group_actions[0].choices
+    for command in LONG_COMMANDS:
+        options = {o for a in subcommands[command]._actions for o in a.option_strings}
+        assert "--no-progress" in options, command
+
+
+def test_import_of_the_cli_is_light():
+    code = (
+        "import sys, genodiff.cli; genodiff.cli.build_parser(); "
+        "print(sorted(m for m in ('torch', 'lightning', 'hydra', 'numpy', 'omegaconf') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_train_shows_no_lightning_advert_or_leafspec_warning(tmp_path):
+    args = [
+        "configs/demo.yaml",
+        "model=caduceus_tiny",
+        "data.max_length=64",
+        "data.batch_size=4",
+        "trainer.max_steps=1",
+        "trainer.val_check_interval=1",
+        "trainer.limit_val_batches=1",
+        "trainer.limit_test_batches=1",
+        "samples.num_samples=0",
+        f"output_dir={tmp_path / 'run'}",
+    ]
+    env = {**os.environ, "GENODIFF_PROGRESS": "0"}
+    run = subprocess.run(
+        [sys.executable, "-m", "genodiff.cli", "train", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    output = run.stdout + run.stderr
+    assert "genodiff: test NELBO" in output  # it trained, validated and tested
+    assert "Tip:" not in output and "litlogger" not in output
+    assert "LeafSpec" not in output
+
+
+def test_kernel_compilation_is_announced_once_per_cache(tmp_path):
+    """A cold numba cache compiles (and says so, once); a warm one loads without a word."""
+    code = (
+        "import torch; from genodiff.ops import _scan_cpu; "
+        "S, D, K = 1, 4, 3; xz = torch.randn(1, 5, 1, 2 * D); "
+        "_scan_cpu.mixer_conv(xz, torch.randn(S, D, K), torch.randn(S, D)); "
+        "f = torch.float64; _scan_cpu.mixer_conv("
+        "xz.to(f), torch.randn(S, D, K, dtype=f), torch.randn(S, D, dtype=f))"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert [run.returncode for run in runs] == [0, 0], runs[0].stderr
+    notice = "genodiff: compiling the CPU kernels (once per install, ~20 s)"
+    assert runs[0].stderr.count(notice) == 1  # two signatures compiled, one notice
+    assert notice not in runs[1].stderr
