@@ -327,8 +327,8 @@ def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress",
         action="store_true",
-        help="show no progress on stderr (shown by default only when stderr is a terminal; "
-        f"{PROGRESS_ENV}=1 forces it on, =0 off)",
+        help="show no progress on stderr (default: progress is shown when stderr is a "
+        f"terminal; {PROGRESS_ENV}=1 forces it on, =0 off)",
     )
 
 
