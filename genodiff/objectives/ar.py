@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.batch_shard import BatchShard
+from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
 from genodiff.registry import register_objective
@@ -123,13 +124,15 @@ class AR(Objective):
         input_ids: Tensor,
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NLL summed over its non-[PAD] tokens in nats (B,), their count (B,)).
 
         ``generator`` and ``shard`` are unused: the loss is deterministic.
         """
         check_causal(model, self.bos_id, self.sample_ids)
-        log_p = model(self.shifted(input_ids)).float().log_softmax(dim=-1)  # (B, L, V)
+        logits = model(self.shifted(input_ids), **network_kwargs(labels)).float()  # (B, L, V)
+        log_p = logits.log_softmax(dim=-1)
         nll = -log_p.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
         scored = input_ids != self.pad_id  # (B, L)
         return torch.where(scored, nll, 0.0).sum(dim=-1), scored.sum(dim=-1)
