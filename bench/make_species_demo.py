@@ -65,9 +65,7 @@ def main() -> None:
     write_bgzf_fasta(out / "phage_lambda.fa.gz", f"phage_lambda {header}", phage)
     header, ecoli = read_single_record(Path(args.ecoli))
     cut = ecoli[: args.ecoli_bases]
-    write_bgzf_fasta(
-        out / "e_coli_536.fa.gz", f"e_coli_536 {header} bases 1-{len(cut)}", cut
-    )
+    write_bgzf_fasta(out / "e_coli_536.fa.gz", f"e_coli_536 {header} bases 1-{len(cut)}", cut)
     print(f"wrote {out}/phage_lambda.fa.gz ({len(phage):,} bp), e_coli_536.fa.gz ({len(cut):,} bp)")
 
 

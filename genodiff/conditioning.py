@@ -88,8 +88,8 @@ def null_labels(batch: int, num_classes: int, device: torch.device) -> Tensor:
 class LabelEmbedding(nn.Module):
     """labels (B,) in [0, C] (C = the null label) -> vectors (B, dim); None -> the null label's.
 
-    Stored as ``embedding.weight`` (C + 1, dim); initialised N(0, 0.02) like token embeddings
-    (the backbones' weight initialisation does it)."""
+    Stored as ``embedding.weight`` (C + 1, dim); the DNA backbones' weight initialisation
+    draws it N(0, 0.02) like their token embeddings (the DiT keeps PyTorch's N(0, 1))."""
 
     def __init__(self, num_classes: int, dim: int) -> None:
         super().__init__()

@@ -123,15 +123,15 @@ class EvalResult:
             ),
             ("perplexity", f"{self.perplexity:.4f}{pm(self.perplexity_se)} ({self.likelihood})"),
         ]
-        if self.classes is not None:
-            rows[4] = (f"{kind} given y", rows[4][1])
+        if self.classes is not None:  # the NELBO given the true label, then the null label's
+            rows[4] = ("NELBO p(x|y)", f"{rows[4][1]} ({kind}, true label)")
             rows += [
                 ("classes", ", ".join(self.classes)),
                 (
-                    f"{kind} null y",
+                    "NELBO p(x)",
                     f"{self.nelbo_unconditional:.4f}{pm(self.nelbo_unconditional_se)} "
-                    f"nats/token (p(x): compare with unconditional models), perplexity "
-                    f"{self.perplexity_unconditional:.4f}",
+                    f"nats/token (null label: compare with unconditional models), "
+                    f"perplexity {self.perplexity_unconditional:.4f}",
                 ),
             ]
         return "\n".join(f"{label:<14}{value}" for label, value in rows)

@@ -12,6 +12,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torchmetrics import SumMetric
 
+from genodiff.batch_shard import BatchShard
 from genodiff.checkpoints.io import RUN_STATE_KEY
 from genodiff.conditioning import ConditioningConfig, drop_labels, null_labels
 from genodiff.config import OptimConfig
@@ -125,10 +126,7 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         ids = batch["input_ids"]  # (B, L)
         shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
-        labels = self._batch_labels(batch)
-        if labels is not None:  # the null label's share of the batch trains p(x)
-            num_classes = len(self.class_names)
-            labels = drop_labels(labels, self.cond_dropout, num_classes, self.training_noise, shard)
+        labels = self.training_labels(batch, shard)
         nelbo, tokens = self.objective.loss(self.backbone, ids, self.training_noise, shard, labels)
         # NELBO and scored tokens of the global batch (summed over the processes). The loss is
         # this process's part of the global mean, so DDP's gradient average equals the gradient
@@ -165,6 +163,18 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
                 "carry no labels; use a labelled data module (data.name=labelled)"
             )
         return batch["labels"]
+
+    def training_labels(
+        self, batch: dict[str, Tensor], shard: BatchShard | None = None
+    ) -> Tensor | None:
+        """The labels (B,) a training batch is scored with: each replaced by the null label
+        with probability ``conditioning.cond_dropout``, the coins drawn from the training noise
+        (so the null label's share of every batch trains p(x)); None when unconditional."""
+        labels = self._batch_labels(batch)
+        if labels is None:
+            return None
+        num_classes = len(self.class_names)
+        return drop_labels(labels, self.cond_dropout, num_classes, self.training_noise, shard)
 
     def _heldout_step(self, batch: dict[str, Tensor]) -> None:
         """Accumulate the NELBO of ``eval_t_samples`` noise draws per window (EMA weights);
