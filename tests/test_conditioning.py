@@ -185,7 +185,8 @@ def test_a_label_on_a_backbone_without_the_capability_is_a_config_error(monkeypa
 
 def test_the_genomic_benchmarks_module_reads_the_bundled_task_with_the_right_counts():
     classes = sorted(p.name for p in (TASK / "train").iterdir())
-    files = {s: {c: sorted((TASK / s / c).glob("*.txt")) for c in classes} for s in ("train", "test")}
+    splits = ("train", "test")
+    files = {s: {c: sorted((TASK / s / c).glob("*.txt")) for c in classes} for s in splits}
     module = LabelledDataModule(root=str(TASK.parent), task=TASK.name, valid_fraction=0.1)
     module.check_files()
     assert module.class_names() == classes == ["human", "phage"]
