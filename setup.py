@@ -18,6 +18,7 @@ from setuptools import find_packages, setup
 BUNDLE = {
     "configs": ["*.yaml"],
     "data": ["README.md", "chr22_20-21Mb.fa.gz"],
+    "data/species": ["*.fa.gz"],
     "tests/data/genomic_benchmarks": ["*.txt"],
 }
 

@@ -29,8 +29,10 @@ def _train(args: argparse.Namespace) -> None:
     from omegaconf import OmegaConf
 
     from genodiff.checkpoints import run_folder
+    from genodiff.conditioning import record_class_names
     from genodiff.config import ConfigError, load_config
     from genodiff.data.build import build_datamodule
+    from genodiff.data.labelled import class_count_lines
     from genodiff.samplers.request import SampleRequest
     from genodiff.training.module import GenerativeTrainingModule
     from genodiff.training.trainer import build_trainer, prepare_tokenizer
@@ -39,6 +41,9 @@ def _train(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, args.overrides)
     datamodule = build_datamodule(cfg.data)
     datamodule.check_files()  # missing data fails here, before any model setup
+    classes = datamodule.class_names()
+    if classes is not None:  # labelled data: a class-conditional model (genodiff.conditioning)
+        record_class_names(cfg, classes)
     out = Path(cfg.output_dir)
     resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)
     # Rank 0 owns output_dir; the other processes of a DDP run (started once rank 0 has taken
@@ -67,6 +72,9 @@ def _train(args: argparse.Namespace) -> None:
             OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
             tokenizer.save(out)
             print(f"genodiff: training {cfg.name}; outputs in {out}")
+            if classes is not None:
+                for line in class_count_lines(datamodule):
+                    print(line)
         try:
             trainer.fit(model, datamodule=datamodule, ckpt_path=resume)
         except SIGTERMException:
@@ -113,6 +121,11 @@ def _after_training(
         report.append(
             f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity {kind} "
             f"{result['test/ppl']:.4f}"
+            + (
+                f" (true label); {result['test/nelbo_unconditional']:.4f} with the null label"
+                if "test/nelbo_unconditional" in result
+                else ""
+            )
         )
     if not trainer.is_global_zero:
         return

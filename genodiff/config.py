@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from genodiff import registry
+from genodiff.conditioning import ConditioningConfig
 from genodiff.config_values import ConfigError, Key, Spec, callable_spec, class_spec, dataclass_spec
 from genodiff.hub import parse_hub_id
 from genodiff.resources import resource
@@ -134,6 +135,8 @@ class RunConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     ema: EMAConfig = field(default_factory=EMAConfig)
     samples: SamplesConfig = field(default_factory=SamplesConfig)
+    # Class labels (a labelled data module fills conditioning.labels; see genodiff.conditioning).
+    conditioning: ConditioningConfig = field(default_factory=ConditioningConfig)
 
 
 def _signature_keys(fn: Any, drop: tuple[str, ...] = ()) -> list[str]:
@@ -149,7 +152,12 @@ def _dataclass_keys(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-SECTION_DATACLASSES = {"optim": OptimConfig, "ema": EMAConfig, "samples": SamplesConfig}
+SECTION_DATACLASSES = {
+    "optim": OptimConfig,
+    "ema": EMAConfig,
+    "samples": SamplesConfig,
+    "conditioning": ConditioningConfig,
+}
 
 
 def section_spec(cfg: DictConfig, section: str) -> Spec:
@@ -272,7 +280,17 @@ class Schema:
 
 TRAINING_SCHEMA = Schema(
     top=RunConfig,
-    sections=("model", "objective", "data", "tokenizer", "trainer", "optim", "ema", "samples"),
+    sections=(
+        "model",
+        "objective",
+        "data",
+        "tokenizer",
+        "trainer",
+        "optim",
+        "ema",
+        "samples",
+        "conditioning",
+    ),
     section_spec=section_spec,
 )
 
@@ -406,8 +424,12 @@ def load_config(config: str | Path, overrides: list[str] | None = None) -> DictC
     cfg, config_file = compose_config(config, overrides, TRAINING_SCHEMA)
     root = project_root(config_file)
     for key in registry.get("data", cfg.data.name).path_keys:
-        if cfg.data.get(key):
-            cfg.data[key] = resolve_path(cfg.data[key], root)
+        value = cfg.data.get(key)
+        if isinstance(value, DictConfig):  # a mapping of paths (data.fasta_by_label)
+            for name in value:
+                value[name] = resolve_path(value[name], root)
+        elif value:
+            cfg.data[key] = resolve_path(value, root)
     if cfg.get("init_from"):
         cfg.init_from = resolve_checkpoint_reference(cfg.init_from, root)
     OmegaConf.resolve(cfg)

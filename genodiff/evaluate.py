@@ -16,6 +16,11 @@ The K draws of a window ride in one batch: the batch of B windows is repeated K 
 objective with low-discrepancy times (MDLM) gives each window K stratified times
 (u + j/(BK) + k/K). Draws come from one generator seeded with ``seed``, consumed batch by
 batch: the numbers are repeatable for a given (seed, batch_size, t_samples).
+
+A class-conditional checkpoint is scored twice on the same draws: ``nelbo`` with each window's
+true label, a bound on -log p(x | y), and ``nelbo_unconditional`` with the null label, a bound
+on -log p(x) that compares with an unconditional model's ``nelbo``. Windows without a label
+(``--file``) are scored with the null label in both.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.utils.data import Dataset
 
+from genodiff.conditioning import null_labels
 from genodiff.data.base import NamedItemDataset
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.objectives import Objective
@@ -48,6 +54,15 @@ class HeldoutWindows:
 
     def coordinates(self) -> list[str]:
         return [self.dataset.item_name(i) for i in self.indices]
+
+
+# The keys only a class-conditional checkpoint's result holds.
+CONDITIONAL_KEYS = (
+    "classes",
+    "nelbo_unconditional",
+    "nelbo_unconditional_se",
+    "perplexity_unconditional",
+)
 
 
 @dataclass
@@ -73,11 +88,19 @@ class EvalResult:
     perplexity_se: float | None
     windows_sha256: str
     per_window: list[dict[str, Any]] | None = field(default=None)
+    # Class-conditional checkpoints only (see the module docstring).
+    classes: list[str] | None = None
+    nelbo_unconditional: float | None = None
+    nelbo_unconditional_se: float | None = None
+    perplexity_unconditional: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if out["per_window"] is None:
             del out["per_window"]
+        if self.classes is None:  # an unconditional model: no conditional keys at all
+            for key in CONDITIONAL_KEYS:
+                del out[key]
         return out
 
     def describe(self) -> str:
@@ -101,6 +124,17 @@ class EvalResult:
             ),
             ("perplexity", f"{self.perplexity:.4f}{pm(self.perplexity_se)} ({self.likelihood})"),
         ]
+        if self.classes is not None:  # the NELBO given the true label, then the null label's
+            rows[4] = ("NELBO p(x|y)", f"{rows[4][1]} ({kind}, true label)")
+            rows += [
+                ("classes", ", ".join(self.classes)),
+                (
+                    "NELBO p(x)",
+                    f"{self.nelbo_unconditional:.4f}{pm(self.nelbo_unconditional_se)} "
+                    f"nats/token (null label: compare with unconditional models), "
+                    f"perplexity {self.perplexity_unconditional:.4f}",
+                ),
+            ]
         return "\n".join(f"{label:<14}{value}" for label, value in rows)
 
 
@@ -188,10 +222,15 @@ def score_windows(
     seed: int,
     batch_size: int,
     progress: Progress | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per window: (NELBO in nats averaged over ``t_samples`` draws (N,), scored tokens (N,)).
+    num_classes: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Per window: (NELBO in nats averaged over ``t_samples`` draws (N,), scored tokens (N,),
+    and for a model with ``num_classes`` classes the NELBO with the null label on the same
+    draws (N,), else None).
 
     Batches of ``batch_size`` windows, each repeated ``t_samples`` times (see module doc).
+    A conditional model scores ``nelbo`` with each item's ``labels`` (the null label when the
+    dataset's items carry none).
     """
     if t_samples < 1 or batch_size < 1:
         raise InputValueError(
@@ -201,16 +240,35 @@ def score_windows(
     generator = torch.Generator(device=device).manual_seed(seed)
     backbone.eval()
     objective.eval()  # training-only terms (D3PM's auxiliary CE) stay out of the score
-    nelbo, tokens = [], []
+    nelbo, tokens, unconditional = [], [], []
+
+    def per_window(sums: Tensor) -> Tensor:  # (K B,) -> (B,): the mean over the K draws
+        return sums.double().view(t_samples, -1).mean(dim=0).cpu()
+
     for start in range(0, len(indices), batch_size):
         chunk = indices[start : start + batch_size]
-        ids = torch.stack([dataset[i]["input_ids"] for i in chunk]).to(device)  # (B, L)
-        sums, counts = objective.loss(backbone, ids.repeat(t_samples, 1), generator)  # (K B,)
-        nelbo.append(sums.double().view(t_samples, len(chunk)).mean(dim=0).cpu())  # (B,)
+        items = [dataset[i] for i in chunk]
+        ids = torch.stack([item["input_ids"] for item in items]).to(device)  # (B, L)
+        ids = ids.repeat(t_samples, 1)  # (K B, L)
+        if num_classes is None:
+            sums, counts = objective.loss(backbone, ids, generator)  # (K B,) each
+        else:
+            null = null_labels(ids.shape[0], num_classes, device)  # (K B,)
+            labels = null
+            if all("labels" in item for item in items):
+                labels = torch.stack([item["labels"] for item in items]).to(device)
+                labels = labels.repeat(t_samples)  # (K B,)
+            draws = generator.get_state()
+            sums, counts = objective.loss(backbone, ids, generator, labels=labels)
+            generator.set_state(draws)  # the same draws for p(x)
+            sums_null, _ = objective.loss(backbone, ids, generator, labels=null)
+            unconditional.append(per_window(sums_null))
+        nelbo.append(per_window(sums))
         tokens.append(counts.view(t_samples, len(chunk))[0].cpu())  # (B,)
         if progress is not None:
             progress.update(start + len(chunk), len(indices), "scored windows")
-    return torch.cat(nelbo).numpy(), torch.cat(tokens).numpy()
+    null_nelbo = torch.cat(unconditional).numpy() if unconditional else None
+    return torch.cat(nelbo).numpy(), torch.cat(tokens).numpy(), null_nelbo
 
 
 def ratio_and_se(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float | None]:
@@ -256,8 +314,9 @@ def evaluate_checkpoint(
     windows = heldout_windows(model.config["data"], model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
     coordinates = windows.coordinates()
+    classes = model.class_names
     try:
-        sums, counts = score_windows(
+        sums, counts, sums_null = score_windows(
             objective,
             backbone,
             windows.dataset,
@@ -266,10 +325,12 @@ def evaluate_checkpoint(
             seed,
             batch_size,
             progress,
+            None if classes is None else len(classes),
         )
     except InputValueError as err:
         raise InputValueError(f"while scoring {length}-token windows: {err}") from None
     nelbo, se = ratio_and_se(sums, counts)
+    null_nelbo, null_se = ratio_and_se(sums_null, counts) if sums_null is not None else (None, None)
     ln2 = math.log(2)
     return EvalResult(
         checkpoint=str(checkpoint),
@@ -291,9 +352,18 @@ def evaluate_checkpoint(
         perplexity_se=None if se is None else math.exp(nelbo) * se,
         windows_sha256=window_digest(windows.dataset, windows.indices, coordinates),
         per_window=[
-            {"window": where, "nelbo": float(s), "tokens": int(n)}
-            for where, s, n in zip(coordinates, sums, counts, strict=True)
+            {
+                "window": where,
+                "nelbo": float(s),
+                "tokens": int(n),
+                **({} if sums_null is None else {"nelbo_unconditional": float(sums_null[i])}),
+            }
+            for i, (where, s, n) in enumerate(zip(coordinates, sums, counts, strict=True))
         ]
         if per_window
         else None,
+        classes=classes,
+        nelbo_unconditional=null_nelbo,
+        nelbo_unconditional_se=null_se,
+        perplexity_unconditional=None if null_nelbo is None else math.exp(null_nelbo),
     )

@@ -18,6 +18,8 @@ from torch.optim.swa_utils import AveragedModel
 
 from genodiff import backbones, registry
 from genodiff.backbones.capabilities import capabilities_of
+from genodiff.backbones.layout import constructor_defaults
+from genodiff.conditioning import class_names
 from genodiff.config import ConfigError, EMAConfig, with_tokenizer_fields
 from genodiff.errors import InputValueError
 from genodiff.objectives import Objective
@@ -26,13 +28,48 @@ from genodiff.tokenizers import Tokenizer, build_tokenizer
 
 def complete_config(config: dict[str, Any], tokenizer: Tokenizer) -> dict[str, Any]:
     """``config`` with the ids and sizes of the ``model`` and ``objective`` sections taken from
-    ``tokenizer`` (``vocab_size``, ``mask_id``, ``pad_id``, ``bos_id``, ``sample_ids``)."""
+    ``tokenizer`` (``vocab_size``, ``mask_id``, ``pad_id``, ``bos_id``, ``sample_ids``), and
+    ``model.num_classes`` from the class names of a labelled run (``conditioning.labels``)."""
     out = dict(config)
     for section, kind in (("model", "backbone"), ("objective", "objective")):
         kwargs = dict(config[section])
         cls = registry.get(kind, kwargs["name"])
         out[section] = with_tokenizer_fields(section, cls, kwargs, tokenizer)
+    names = class_names(config)
+    if names is not None:
+        out["model"] = with_num_classes(out["model"], len(names))
     return out
+
+
+def with_num_classes(model_cfg: dict[str, Any], num_classes: int) -> dict[str, Any]:
+    """The ``model`` section of a run with ``num_classes`` labelled classes; ConfigError when
+    that backbone cannot be conditioned on a label (its constructor takes no ``num_classes``,
+    see ``Capabilities.class_conditioning``) or the section says another number."""
+    name = model_cfg["name"]
+    if "num_classes" not in constructor_defaults(registry.get("backbone", name).__init__):
+        raise ConfigError(
+            f"model.name={name} cannot be conditioned on class labels (it does not declare "
+            "capabilities.class_conditioning), and this run's data is labelled "
+            "(conditioning.labels). Use a backbone that can: caduceus (Ph or PS), mamba, "
+            "hyena, or the text plugin's dit"
+        )
+    given = model_cfg.get("num_classes")
+    if given not in (None, 0, num_classes):
+        raise ConfigError(
+            f"model.num_classes={given}, but the data has {num_classes} classes; remove "
+            "model.num_classes: it comes from the labelled data"
+        )
+    return {**model_cfg, "num_classes": num_classes}
+
+
+def check_class_conditioning(backbone: nn.Module, config: dict[str, Any]) -> None:
+    """ConfigError when a labelled run's backbone does not declare
+    ``capabilities.class_conditioning`` once built."""
+    if class_names(config) is not None and not capabilities_of(backbone).class_conditioning:
+        raise ConfigError(
+            f"model.name={config['model']['name']} was built with num_classes but does not "
+            "declare capabilities.class_conditioning: it cannot take the run's class labels"
+        )
 
 
 def build_objective(objective_cfg: dict[str, Any]) -> Objective:
@@ -142,6 +179,10 @@ class GenerativeModel(nn.Module):
         self.objective = build_objective(config["objective"])
         check_time_conditioning(self.objective, self.backbone)
         check_causality(self.objective, self.backbone, config)
+        check_class_conditioning(self.backbone, config)
+        #: The run's class names in label-id order (None: unconditional); the null label is
+        #: ``genodiff.conditioning.null_label(len(class_names))``.
+        self.class_names = class_names(config)
         ema_cfg = EMAConfig(**config.get("ema", {}))
         use_ema = ema_cfg.decay > 0
         self.ema = EMA(self.backbone, ema_cfg.decay, ema_cfg.warmup) if use_ema else None

@@ -9,6 +9,7 @@ from torch import nn
 
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.backbones.layout import CheckpointLayout
+from genodiff.conditioning import network_kwargs
 from genodiff.ops.inference import cpu_chunk_rows
 
 
@@ -31,6 +32,7 @@ class LMBackboneBase(nn.Module, ABC):
         "n_layer": ">=1",
         "vocab_size": ">=1",
         "pad_vocab_size_multiple": ">=1",
+        "num_classes": ">=0; 0 = unconditional (genodiff train sets it from the labelled data)",
     }
 
     @abstractmethod
@@ -38,23 +40,35 @@ class LMBackboneBase(nn.Module, ABC):
         """(B, L, d) final hidden states -> (B, L, V) logits."""
 
     def hidden_states(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d).
+        ``labels`` (B,): class labels of a backbone built with ``num_classes`` (None: the null
+        label; see ``capabilities.class_conditioning``).
 
         On the CPU inference path a large batch runs in chunks of rows that keep the
         activations in cache (``genodiff.ops.inference.cpu_chunk_rows``)."""
         x = input_ids if inputs_embeds is None else inputs_embeds
         rows = cpu_chunk_rows(x, self.capabilities.hidden_size, self)
         if rows >= x.shape[0]:
-            return self.backbone(input_ids, inputs_embeds)
+            return self.backbone(input_ids, inputs_embeds, **network_kwargs(labels))
 
         def rows_from(t: torch.Tensor | None, start: int) -> torch.Tensor | None:
             return None if t is None else t[start : start + rows]
 
         starts = range(0, x.shape[0], rows)
         return torch.cat(
-            [self.backbone(rows_from(input_ids, i), rows_from(inputs_embeds, i)) for i in starts]
+            [
+                self.backbone(
+                    rows_from(input_ids, i),
+                    rows_from(inputs_embeds, i),
+                    **network_kwargs(rows_from(labels, i)),
+                )
+                for i in starts
+            ]
         )
 
     def forward(
@@ -62,8 +76,10 @@ class LMBackboneBase(nn.Module, ABC):
         input_ids: torch.Tensor | None,
         sigma: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits (B, L, V) in float32 over the padded vocabulary. ``sigma`` (B,) is accepted
         for the objective contract and ignored: genodiff's DNA models are not time-conditioned
-        (as in the MDLM paper) and declare ``capabilities.time_conditioning = False``."""
-        return self.head(self.hidden_states(input_ids, inputs_embeds)).float()
+        (as in the MDLM paper) and declare ``capabilities.time_conditioning = False``.
+        ``labels`` (B,) as in ``hidden_states``."""
+        return self.head(self.hidden_states(input_ids, inputs_embeds, labels)).float()

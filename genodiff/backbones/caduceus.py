@@ -28,7 +28,12 @@ from torch import nn
 
 from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
-from genodiff.backbones.layout import CheckpointLayout, pick
+from genodiff.backbones.layout import (
+    CONDITIONING_FIELDS,
+    CheckpointLayout,
+    conditioning_fields,
+    pick,
+)
 from genodiff.backbones.mamba import Block, Mamba, init_mamba_weights, mix_directions, one_pass
 from genodiff.backbones.rcps import (
     RCPSAddNormWrapper,
@@ -38,6 +43,7 @@ from genodiff.backbones.rcps import (
     rc_ids,
     rcps_add_norm,
 )
+from genodiff.conditioning import add_label, label_embedding_for
 from genodiff.config_values import Keywords
 from genodiff.errors import InputValueError
 from genodiff.ops import RMSNorm, add_norm
@@ -129,12 +135,14 @@ class CaduceusMixerModel(nn.Module):
         bidirectional_weight_tie: bool,
         fused_add_norm: bool = True,
         rcps_complement_map: torch.Tensor | None = None,
+        num_classes: int = 0,
     ):
         super().__init__()
         self.residual_in_fp32 = residual_in_fp32
         self.rcps = rcps_complement_map is not None
         self.fused_add_norm = fused_add_norm
         self.embeddings = Embeddings(vocab_size, d_model, rcps_complement_map)
+        self.label_embedding = label_embedding_for(num_classes, d_model)
 
         norm_cls = RMSNorm if rms_norm else nn.LayerNorm
         layers = []
@@ -157,8 +165,15 @@ class CaduceusMixerModel(nn.Module):
         if self.rcps and not fused_add_norm:
             self.norm_f = RCPSAddNormWrapper(self.norm_f)
 
-    def forward(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None):
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ):
         hidden = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        # The label vector joins every position (both strands' channels for PS).
+        hidden = add_label(hidden, self.label_embedding, labels, rc_symmetric=self.rcps)
         residual = None
         for layer in self.layers:
             hidden, residual = layer(hidden, residual)
@@ -211,6 +226,7 @@ class Caduceus(LMBackboneBase):
         bidirectional_weight_tie: bool = True,
         rcps: bool = False,
         complement_map: Mapping[int, int] | Sequence[int] | None = None,
+        num_classes: int = 0,
     ):
         super().__init__()
         self.d_model, self.n_layer, self.rcps = d_model, n_layer, rcps
@@ -219,6 +235,7 @@ class Caduceus(LMBackboneBase):
             vocab_size=self.vocab_size,
             hidden_size=2 * d_model if rcps else d_model,
             rc_equivariant=rcps,
+            class_conditioning=num_classes > 0,
         )
         if rcps and complement_map is None:
             raise InputValueError(
@@ -249,6 +266,7 @@ class Caduceus(LMBackboneBase):
             bidirectional_weight_tie,
             fused_add_norm,
             cmap,
+            num_classes,
         )
         if rcps:  # the head's weight IS the embedding table
             self.lm_head = RCPSLMHead(d_model, self.vocab_size, cmap)
@@ -309,6 +327,7 @@ def _write_caduceus_config(model: Caduceus, cfg: dict) -> dict:
     fields["ssm_cfg"] = dict(cfg["ssm_cfg"] or {})
     cmap = model.complement_map
     fields["complement_map"] = None if cmap is None else {str(k): v for k, v in cmap.items()}
+    fields.update(conditioning_fields(cfg))
     return {"model_type": "caduceus", "architectures": ["CaduceusForMaskedLM"], **fields}
 
 
@@ -320,7 +339,7 @@ Caduceus.checkpoint_layouts = (
     CheckpointLayout(
         name="caduceus",
         matches=lambda c: c.get("model_type") == "caduceus",
-        read_config=lambda c: pick(c, CADUCEUS_FIELDS),
+        read_config=lambda c: pick(c, CADUCEUS_FIELDS + CONDITIONING_FIELDS),
         write_config=_write_caduceus_config,
         to_genodiff=lambda name: name.removeprefix("caduceus."),
         to_reference=_caduceus_reference_name,

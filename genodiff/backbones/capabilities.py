@@ -27,6 +27,11 @@ class Capabilities:
       required: memory guards and samplers size their work by it.
     - ``hidden_size``: width of ``hidden_states`` (Caduceus-PS: 2 * d_model); None when
       not declared.
+    - ``class_conditioning``: ``forward(ids, sigma, inputs_embeds, labels=...)`` takes class
+      labels (B,) in [0, C], C being the null label (``genodiff.conditioning``), and None
+      there means the null label. A backbone that can be conditioned takes ``num_classes`` in
+      its constructor and declares this when built with ``num_classes`` = C > 0; a labelled
+      run on any other backbone is refused (``genodiff.model``).
     """
 
     vocab_size: int
@@ -35,6 +40,7 @@ class Capabilities:
     rc_equivariant: bool = False
     causal: bool = False
     recurrent_step: bool = False
+    class_conditioning: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int):

@@ -22,7 +22,14 @@ from torch import nn
 
 from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
-from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, pick
+from genodiff.backbones.layout import (
+    CONDITIONING_FIELDS,
+    CheckpointLayout,
+    conditioning_fields,
+    constructor_defaults,
+    pick,
+)
+from genodiff.conditioning import add_label, label_embedding_for
 from genodiff.config_values import Keywords
 from genodiff.errors import InputValueError
 from genodiff.registry import register_backbone
@@ -287,9 +294,11 @@ class LMBackbone(nn.Module):
         embed_dropout: float,
         layer_norm_epsilon: float,
         residual_in_fp32: bool,
+        num_classes: int = 0,
     ):
         super().__init__()
         self.embeddings = Embeddings(vocab_size, d_model)
+        self.label_embedding = label_embedding_for(num_classes, d_model)
         self.layers = nn.ModuleList(
             Block(
                 d_model,
@@ -306,9 +315,13 @@ class LMBackbone(nn.Module):
         self.ln_f = nn.LayerNorm(d_model, eps=layer_norm_epsilon)
 
     def forward(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
     ) -> torch.Tensor:
         hidden = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        hidden = add_label(hidden, self.label_embedding, labels)  # at every position
         residual = None
         for layer in self.layers:
             hidden, residual = layer(hidden, residual)
@@ -355,12 +368,16 @@ class HyenaDNA(LMBackboneBase):
         residual_in_fp32: bool = False,
         pad_vocab_size_multiple: int = 8,
         initializer_cfg: dict | None = None,
+        num_classes: int = 0,
     ):
         super().__init__()
         self.d_model, self.n_layer = d_model, n_layer
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
         self.capabilities = Capabilities(
-            vocab_size=self.vocab_size, hidden_size=d_model, causal=True
+            vocab_size=self.vocab_size,
+            hidden_size=d_model,
+            causal=True,
+            class_conditioning=num_classes > 0,
         )
         layer = dict(layer or {})
         layer.pop("_name_", None)
@@ -377,6 +394,7 @@ class HyenaDNA(LMBackboneBase):
             embed_dropout,
             layer_norm_epsilon,
             residual_in_fp32,
+            num_classes,
         )
         self._init_weights(**(initializer_cfg or {}))
 
@@ -430,6 +448,7 @@ def _write_hyena_config(model: HyenaDNA, cfg: dict) -> dict:
         layer["short_filter_order"] = layer.pop("local_order")
     layer_defaults = constructor_defaults(HyenaOperator.__init__)
     fields["layer"] = {"_name_": "hyena", **layer_defaults, **layer}
+    fields.update(conditioning_fields(cfg))
     return fields
 
 
@@ -437,7 +456,7 @@ HyenaDNA.checkpoint_layouts = (
     CheckpointLayout(
         name="hyena",
         matches=lambda c: isinstance(c.get("layer"), dict) and "d_inner" in c,
-        read_config=lambda c: pick(c, HYENA_FIELDS),
+        read_config=lambda c: pick(c, HYENA_FIELDS + CONDITIONING_FIELDS),
         write_config=_write_hyena_config,
         to_genodiff=lambda name: name.removeprefix("hyena."),
     ),

@@ -41,6 +41,17 @@ class CheckpointLayout:
     to_reference: Callable[[str], str] = field(default=_same)
 
 
+# genodiff's own config.json field (no upstream project has it): the number of classes of a
+# class-conditional backbone (``genodiff.conditioning``), written only when there are some, so
+# an unconditional model's folder is exactly the upstream layout.
+CONDITIONING_FIELDS = ("num_classes",)
+
+
+def conditioning_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"num_classes": C}`` for a backbone config with C > 0 classes, else {}."""
+    return {"num_classes": config["num_classes"]} if config.get("num_classes") else {}
+
+
 def pick(config: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     """The entries of ``config`` named in ``fields`` (those present)."""
     return {k: config[k] for k in fields if k in config}

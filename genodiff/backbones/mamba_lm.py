@@ -18,8 +18,14 @@ from torch import nn
 
 from genodiff.backbones.base import LMBackboneBase
 from genodiff.backbones.capabilities import Capabilities
-from genodiff.backbones.layout import CheckpointLayout, pick
+from genodiff.backbones.layout import (
+    CONDITIONING_FIELDS,
+    CheckpointLayout,
+    conditioning_fields,
+    pick,
+)
 from genodiff.backbones.mamba import Block, Mamba, init_mamba_weights
+from genodiff.conditioning import add_label, label_embedding_for
 from genodiff.config_values import Keywords
 from genodiff.errors import InputValueError
 from genodiff.ops import RMSNorm, add_norm
@@ -42,10 +48,12 @@ class MixerModel(nn.Module):
         residual_in_fp32: bool,
         norm_epsilon: float,
         fused_add_norm: bool = False,
+        num_classes: int = 0,
     ):
         super().__init__()
         self.residual_in_fp32, self.fused_add_norm = residual_in_fp32, fused_add_norm
         self.embedding = nn.Embedding(vocab_size, d_model)
+        self.label_embedding = label_embedding_for(num_classes, d_model)
         norm_cls = RMSNorm if rms_norm else nn.LayerNorm
         self.layers = nn.ModuleList(
             Block(
@@ -59,9 +67,13 @@ class MixerModel(nn.Module):
         self.norm_f = norm_cls(d_model, eps=norm_epsilon)
 
     def forward(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
     ) -> torch.Tensor:
         hidden = self.embedding(input_ids) if inputs_embeds is None else inputs_embeds
+        hidden = add_label(hidden, self.label_embedding, labels)  # at every position
         residual = None
         for layer in self.layers:
             hidden, residual = layer(hidden, residual)
@@ -73,9 +85,12 @@ class MixerModel(nn.Module):
         normed, _ = add_norm(hidden, residual, self.norm_f, fp32, fused)
         return normed
 
-    def step(self, input_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor:
+    def step(
+        self, input_ids: torch.Tensor, cache: InferenceCache, labels: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """ids (B, 1) -> final normed hidden state (B, 1, d); advances ``cache`` in place."""
-        hidden, residual = self.embedding(input_ids), None
+        hidden = add_label(self.embedding(input_ids), self.label_embedding, labels)
+        residual = None
         for layer, (conv_state, ssm_state) in zip(self.layers, cache, strict=True):
             hidden, residual = layer.add_norm(hidden, residual)
             hidden, _, _ = layer.mixer.step(hidden, conv_state, ssm_state)
@@ -115,6 +130,7 @@ class MambaLM(LMBackboneBase):
         d_intermediate: int = 0,
         attn_layer_idx: list[int] | None = None,
         attn_cfg: dict | None = None,
+        num_classes: int = 0,
     ):
         super().__init__()
         ssm_cfg = dict(ssm_cfg or {})
@@ -125,7 +141,11 @@ class MambaLM(LMBackboneBase):
         self.d_model, self.n_layer = d_model, n_layer
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
         self.capabilities = Capabilities(
-            vocab_size=self.vocab_size, hidden_size=d_model, causal=True, recurrent_step=True
+            vocab_size=self.vocab_size,
+            hidden_size=d_model,
+            causal=True,
+            recurrent_step=True,
+            class_conditioning=num_classes > 0,
         )
         self.backbone = MixerModel(
             d_model,
@@ -136,6 +156,7 @@ class MambaLM(LMBackboneBase):
             residual_in_fp32,
             norm_epsilon,
             fused_add_norm,
+            num_classes,
         )
         self.lm_head = None if tie_embeddings else nn.Linear(d_model, self.vocab_size, bias=False)
         init_mamba_weights(self, n_layer, **(initializer_cfg or {}))
@@ -159,10 +180,13 @@ class MambaLM(LMBackboneBase):
             for layer in self.backbone.layers
         ]
 
-    def step(self, input_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor:
+    def step(
+        self, input_ids: torch.Tensor, cache: InferenceCache, labels: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Feed one token per sequence, ids (B,) or (B, 1): float32 logits (B, vocab_size) for
-        the next token. ``cache`` advances in place by one position."""
-        hidden = self.backbone.step(input_ids.reshape(-1, 1), cache)  # (B, 1, d)
+        the next token. ``cache`` advances in place by one position. ``labels`` (B,) as in
+        ``forward`` (the same at every step of a sequence)."""
+        hidden = self.backbone.step(input_ids.reshape(-1, 1), cache, labels)  # (B, 1, d)
         return self.head(hidden.squeeze(1)).float()
 
 
@@ -208,6 +232,7 @@ def _write_mamba_config(model: MambaLM, cfg: dict) -> dict:
     fields["ssm_cfg"] = dict(cfg["ssm_cfg"] or {})
     fields["attn_layer_idx"] = list(cfg["attn_layer_idx"] or [])
     fields["attn_cfg"] = dict(cfg["attn_cfg"] or {})
+    fields.update(conditioning_fields(cfg))
     return fields
 
 
@@ -237,7 +262,7 @@ MambaLM.checkpoint_layouts = (
     CheckpointLayout(
         name="mamba_ssm",
         matches=_is_mamba_ssm_config,
-        read_config=lambda c: pick(c, MAMBA_FIELDS),
+        read_config=lambda c: pick(c, MAMBA_FIELDS + CONDITIONING_FIELDS),
         write_config=_write_mamba_config,
     ),
     CheckpointLayout(

@@ -21,6 +21,7 @@ from genodiff.backbones import build
 from genodiff.checkpoints.folders import CONFIG_FILE, RUN_RECORD_FILE, detect_layout
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
 from genodiff.checkpoints.load import RUN_FILES, checkpoint_file
+from genodiff.conditioning import class_names
 from genodiff.config import completed_model_config
 from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
 
@@ -47,6 +48,8 @@ class CheckpointInfo:
     tokens_seen_counted: bool = False
     data: str | None = None
     data_digest: str | None = None
+    # A class-conditional run's class names in label-id order (genodiff.conditioning).
+    classes: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +74,11 @@ class CheckpointInfo:
             ("tokens seen", tokens),
             ("data", shown(self.data)),
             ("data digest", digest),
+            *(
+                [("classes", f"{', '.join(self.classes)} (+ the null label: p(x))")]
+                if self.classes
+                else []
+            ),
             ("tokenizer", self.tokenizer or "none stored (DNA by default)"),
         ]
         lines = [f"{name + ':':<13}{value}" for name, value in rows]
@@ -142,6 +150,7 @@ def _run_facts(
     data = config.get("data", {})
     files = [f"{key}={data[key]}" for key in _data_file_keys(data.get("name")) if data.get(key)]
     facts: dict[str, Any] = {
+        "classes": class_names(config),
         "objective": config.get("objective", {}).get("name"),
         "step": step,
         "epoch": epoch,

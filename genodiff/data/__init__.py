@@ -1,12 +1,13 @@
 """Genome data: FASTA access, windowed datasets, Lightning DataModules, the hg38 downloader.
 
-Importing this package registers the data modules ``fasta`` and ``hg38``.
+Importing this package registers the data modules ``fasta``, ``hg38`` and ``labelled``.
 """
 
 from genodiff.data.datamodule import DEMO_FASTA, FastaDataModule, Hg38DataModule
 from genodiff.data.download import HG38_BED_URL, HG38_FASTA_URL, prepare_hg38
 from genodiff.data.genome import Genome, bgzip_fasta
 from genodiff.data.hg38 import Hg38Dataset, hg38_windows, read_bed
+from genodiff.data.labelled import LabelledDataModule
 from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset, fasta_split_windows
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "GenomeWindowDataset",
     "Hg38DataModule",
     "Hg38Dataset",
+    "LabelledDataModule",
     "bgzip_fasta",
     "fasta_split_windows",
     "hg38_windows",

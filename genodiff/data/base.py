@@ -14,7 +14,8 @@ validation and test loaders (``genodiff.data.loaders``), shuffled per epoch from
 every data module trains correctly on several processes. A subclass that defines a loader of
 its own is refused when it is defined.
 
-Datasets yield ``{"input_ids": LongTensor[L]}`` items ([PAD] is never corrupted nor scored)
+Datasets yield ``{"input_ids": LongTensor[L]}`` items ([PAD] is never corrupted nor scored),
+with ``"labels"`` (a class id, LongTensor[]) in a labelled module's (``class_names()``),
 and name each item with ``item_name(index)`` (a genome window ``chr:start-end``, a text block
 ``line 12``), which the evaluation digest hashes together with the ids.
 """
@@ -122,6 +123,16 @@ class DataModule(L.LightningDataModule, ABC):
         """The files the training data is read from, hashed into every checkpoint
         (``genodiff info`` shows the digest); [] when the data is not a set of local files."""
         return []
+
+    def class_names(self) -> list[str] | None:
+        """The classes a labelled module's items are labelled with (item ``"labels"`` ids
+        index this list; ``genodiff train`` then trains a class-conditional model, see
+        ``genodiff.conditioning``); None for unlabelled data."""
+        return None
+
+    def class_counts(self, split: str) -> list[int]:
+        """A labelled module's number of items of each class in ``split``."""
+        raise InputValueError(f"{type(self).__name__} holds unlabelled data: no class counts")
 
     def training_texts(self) -> Iterable[str]:
         """The training split's raw texts, for a tokenizer trained on the data."""

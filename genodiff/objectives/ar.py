@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.batch_shard import BatchShard
+from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
 from genodiff.registry import register_objective
@@ -152,14 +153,18 @@ class AR(Objective):
         return inputs, torch.where(led, ahead, input_ids)
 
     def token_nll(
-        self, model: nn.Module, input_ids: Tensor, as_is: Tensor | None = None
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        as_is: Tensor | None = None,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per position of the model's input: the NLL in nats of the token it predicts (B, L)
         and whether that token is scored (B, L; [PAD] and nothing are not); ``as_is`` as in
-        ``inputs_and_targets``."""
+        ``inputs_and_targets``; ``labels`` (B,) for a class-conditional model."""
         check_causal(model, self.bos_id, self.sample_ids)
         inputs, targets = self.inputs_and_targets(input_ids, as_is)
-        log_p = model(inputs).float().log_softmax(dim=-1)  # (B, L, V)
+        log_p = model(inputs, **network_kwargs(labels)).float().log_softmax(dim=-1)  # (B, L, V)
         nll = -log_p.gather(-1, targets[..., None]).squeeze(-1)  # (B, L)
         scored = targets != self.pad_id  # (B, L)
         return torch.where(scored, nll, 0.0), scored
@@ -170,11 +175,12 @@ class AR(Objective):
         input_ids: Tensor,
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NLL summed over its predicted non-[PAD] tokens in nats (B,), their
         count (B,)).
 
         ``generator`` and ``shard`` are unused: the loss is deterministic.
         """
-        nll, scored = self.token_nll(model, input_ids)  # (B, L) each
+        nll, scored = self.token_nll(model, input_ids, labels=labels)  # (B, L) each
         return nll.sum(dim=-1), scored.sum(dim=-1)

@@ -82,11 +82,15 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         input_ids: Tensor,
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its scored tokens in nats (B,), scored tokens (B,)).
 
         ``input_ids`` is (B, L); [PAD] positions are neither corrupted nor scored. ``shard``
-        places the batch in a data-parallel global batch (see ``BatchShard``).
+        places the batch in a data-parallel global batch (see ``BatchShard``). ``labels`` (B,)
+        are the sequences' class labels for a class-conditional backbone (the null label
+        stands for p(x)); every network call of the loss passes them on
+        (``genodiff.conditioning.network_kwargs``), None keeps the unconditional call.
         """
 
     @torch.no_grad()

@@ -91,16 +91,23 @@ class D3PM(Objective):
     def scoring(self) -> str:
         return self.process.scoring
 
-    def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
+    def x0_log_probs(
+        self, model: nn.Module, x_t: Tensor, t: Tensor, labels: Tensor | None = None
+    ) -> Tensor:
         """What the masked samplers draw from: ``x0_posterior.x0_log_probs`` (B, L, V)."""
-        return x0_posterior.x0_log_probs(self.process, model, x_t, t)
+        return x0_posterior.x0_log_probs(self.process, model, x_t, t, labels)
 
     def nelbo_terms(
-        self, model: nn.Module, input_ids: Tensor, t: Tensor, masked: Tensor
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        t: Tensor,
+        masked: Tensor,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """For given times ``t`` (B,) and masked positions ``masked`` (B, L): the NELBO
         estimate (B,) and the cross-entropy -log x_theta(x0) of the masked tokens (B,)."""
-        return x0_posterior.nelbo_terms(self.process, model, input_ids, t, masked, removed=None)
+        return x0_posterior.nelbo_terms(self.process, model, input_ids, t, masked, None, labels)
 
     def loss(
         self,
@@ -108,10 +115,11 @@ class D3PM(Objective):
         input_ids: Tensor,
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(NELBO (B,) [+ hybrid_lambda * CE (B,) in training mode], scored tokens (B,))."""
         t, masked = self.process.draw_noise(input_ids, generator, shard)
-        nelbo, cross_entropy = self.nelbo_terms(model, input_ids, t, masked)  # (B,), (B,)
+        nelbo, cross_entropy = self.nelbo_terms(model, input_ids, t, masked, labels)  # (B,) x 2
         if self.training and self.hybrid_lambda > 0:
             nelbo = nelbo + self.hybrid_lambda * cross_entropy
         return nelbo, self.process.scored(input_ids).sum(dim=-1)

@@ -99,19 +99,28 @@ class MDLM(Objective):
         """The column the training loss removes: [MASK] with zero masking, none without."""
         return "mask" if self.zero_masking else None
 
-    def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
+    def x0_log_probs(
+        self, model: nn.Module, x_t: Tensor, t: Tensor, labels: Tensor | None = None
+    ) -> Tensor:
         """What the masked samplers draw from: ``x0_posterior.x0_log_probs`` (B, L, V)."""
-        return x0_posterior.x0_log_probs(self.process, model, x_t, t)
+        return x0_posterior.x0_log_probs(self.process, model, x_t, t, labels)
 
-    def _reconstruction(self, model: nn.Module, input_ids: Tensor) -> Tensor:
+    def _reconstruction(
+        self, model: nn.Module, input_ids: Tensor, labels: Tensor | None = None
+    ) -> Tensor:
         """-log x_theta(x0 | x0) at t = 0 summed over the scored tokens: (B,)."""
         t0 = torch.zeros(input_ids.shape[0], device=input_ids.device)
-        log_x = x0_posterior.log_x_theta(self.process, model, input_ids, t0, self._removed)
+        log_x = x0_posterior.log_x_theta(self.process, model, input_ids, t0, self._removed, labels)
         nll = -log_x.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
         return torch.where(self.process.scored(input_ids), nll, 0.0).sum(dim=-1)
 
     def nelbo_terms(
-        self, model: nn.Module, input_ids: Tensor, t: Tensor, masked: Tensor
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        t: Tensor,
+        masked: Tensor,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """For given times ``t`` (B,) and masked positions ``masked`` (B, L): the NELBO
         estimate (B,) and the cross-entropy -log x_theta(x0) summed over masked tokens (B,).
@@ -119,10 +128,10 @@ class MDLM(Objective):
         ``loss`` draws t and ``masked``; this lets tests and evaluations enumerate them.
         """
         nelbo, cross_entropy = x0_posterior.nelbo_terms(
-            self.process, model, input_ids, t, masked, self._removed
+            self.process, model, input_ids, t, masked, self._removed, labels
         )
         if not self.carry_over:
-            nelbo = nelbo + self._reconstruction(model, input_ids)
+            nelbo = nelbo + self._reconstruction(model, input_ids, labels)
         return nelbo, cross_entropy
 
     def loss(
@@ -131,6 +140,7 @@ class MDLM(Objective):
         input_ids: Tensor,
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its tokens in nats (B,), scored tokens (B,)).
 
@@ -138,5 +148,5 @@ class MDLM(Objective):
         with ``mask_padding`` (``MaskedForwardProcess``).
         """
         t, masked = self.process.draw_noise(input_ids, generator, shard)
-        nelbo, _ = self.nelbo_terms(model, input_ids, t, masked)
+        nelbo, _ = self.nelbo_terms(model, input_ids, t, masked, labels)
         return nelbo, self.process.scored(input_ids).sum(dim=-1)

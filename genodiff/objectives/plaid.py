@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.batch_shard import BatchShard, shard_rows
+from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
@@ -141,7 +142,12 @@ class Plaid(Objective):
         return alpha.float()[:, None, None] * e + sigma2.sqrt().float()[:, None, None] * noise
 
     def predict(
-        self, model: nn.Module, z: Tensor, gamma: Tensor, x_self: Tensor
+        self,
+        model: nn.Module,
+        z: Tensor,
+        gamma: Tensor,
+        x_self: Tensor,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Logits of p(x0 | z) over ``token_ids`` (N, L, K) and x_hat = softmax E (N, L, D)."""
         E = self.embeddings()  # (K, D)
@@ -152,14 +158,20 @@ class Plaid(Objective):
         phases = gamma[:, None] * frequencies.to(gamma.device)  # (N, F)
         time = self.time_embed(torch.cat([phases.sin(), phases.cos()], dim=-1).float())
         h = h + time[:, None, :]  # (N, L, d_model)
-        out = model(None, None, inputs_embeds=h).float()[..., self.token_list]  # (N, L, K)
+        out = model(None, None, inputs_embeds=h, **network_kwargs(labels)).float()
+        out = out[..., self.token_list]  # (N, L, K)
         with torch.autocast(z.device.type, enabled=False):  # the exact posterior in float32
             posterior = (alpha / sigma2).float()[:, None, None] * (z.float() @ E.float().T)
             logits = out + posterior  # (N, L, K)
             return logits, logits.softmax(dim=-1) @ E.float()
 
     def denoise(
-        self, model: nn.Module, z: Tensor, gamma: Tensor, self_cond: Tensor
+        self,
+        model: nn.Module,
+        z: Tensor,
+        gamma: Tensor,
+        self_cond: Tensor,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """``predict`` with self-conditioning on the rows where ``self_cond`` (N,) is True:
         a first no-grad pass from x_self = 0 gives the x_hat fed to the second."""
@@ -167,8 +179,10 @@ class Plaid(Objective):
         if self.self_condition and self_cond.any():
             rows = self_cond.nonzero()[:, 0]
             with torch.no_grad():
-                x_self[rows] = self.predict(model, z[rows], gamma[rows], x_self[rows])[1]
-        return self.predict(model, z, gamma, x_self)
+                row_labels = None if labels is None else labels[rows]
+                first = self.predict(model, z[rows], gamma[rows], x_self[rows], row_labels)
+                x_self[rows] = first[1]
+        return self.predict(model, z, gamma, x_self, labels)
 
     def loss(
         self,
@@ -176,6 +190,7 @@ class Plaid(Objective):
         input_ids: Tensor,
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its scored tokens in nats (B,), scored tokens (B,))."""
         self.check_backbone(model)
@@ -196,7 +211,8 @@ class Plaid(Objective):
             self_cond = draw < 0.5
         else:
             self_cond = torch.ones(2 * batch, dtype=torch.bool, device=device)
-        logits, x_hat = self.denoise(model, z, gamma, self_cond)  # (2B, L, K), (2B, L, D)
+        both = None if labels is None else torch.cat([labels, labels])  # (2B,): t, then t = 0
+        logits, x_hat = self.denoise(model, z, gamma, self_cond, both)  # (2B, L, K), (2B, L, D)
 
         error = (e - x_hat[:batch]).double().square().sum(-1)  # (B, L)
         weight = 0.5 * at.dgamma * torch.exp(-at.gamma)  # (B,) = -SNR'(t) / 2

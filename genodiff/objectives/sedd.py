@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.batch_shard import BatchShard
+from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
 from genodiff.objectives.masked_process import MaskedForwardProcess
@@ -98,10 +99,13 @@ class SEDD(Objective):
     def scoring(self) -> str:
         return self.process.scoring
 
-    def log_score(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
-        """log s_theta(x_t, t) in float32: (B, L, V); the [MASK] column is NEG_INF."""
+    def log_score(
+        self, model: nn.Module, x_t: Tensor, t: Tensor, labels: Tensor | None = None
+    ) -> Tensor:
+        """log s_theta(x_t, t[, labels]) in float32: (B, L, V); the [MASK] column is NEG_INF."""
         sigma = self.process.schedule.sigma(t)  # (B,)
-        out = model(x_t, self.process.network_sigma(t)).float()  # (B, L, V)
+        network_sigma = self.process.network_sigma(t)
+        out = model(x_t, network_sigma, **network_kwargs(labels)).float()  # (B, L, V)
         offset = torch.log(torch.expm1(sigma)) + math.log(out.shape[-1] - 1)  # (B,)
         log_score = (out - offset[:, None, None]).scatter(-1, x_t[..., None], 0.0)
         mask_column = torch.tensor([self.process.mask_id], device=out.device)
@@ -113,6 +117,7 @@ class SEDD(Objective):
         input_ids: Tensor,
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
+        labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (score-entropy NELBO summed over its tokens (B,), scored tokens (B,)).
 
@@ -122,7 +127,8 @@ class SEDD(Objective):
         """
         t, masked = self.process.draw_noise(input_ids, generator, shard)  # (B,), (B, L)
         sigma = self.process.schedule.sigma(t)  # (B,)
-        log_score = self.log_score(model, self.process.corrupt(input_ids, masked), t)  # (B, L, V)
+        x_t = self.process.corrupt(input_ids, masked)
+        log_score = self.log_score(model, x_t, t, labels)  # (B, L, V)
         ratio = (1.0 / torch.expm1(sigma))[:, None]  # (B, 1): r, the true total score
         # (B, L); exp(NEG_INF) drops [MASK]; unmasked rows are blanked before exp so that
         # their unused scores cannot overflow into a NaN gradient

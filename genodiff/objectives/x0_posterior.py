@@ -27,16 +27,23 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from genodiff.conditioning import network_kwargs
 from genodiff.objectives.masked_process import MaskedForwardProcess
 from genodiff.samplers.categorical import NEG_INF
 
 
 def log_x_theta(
-    process: MaskedForwardProcess, model: nn.Module, x_t: Tensor, t: Tensor, removed: str | None
+    process: MaskedForwardProcess,
+    model: nn.Module,
+    x_t: Tensor,
+    t: Tensor,
+    removed: str | None,
+    labels: Tensor | None = None,
 ) -> Tensor:
-    """The network's log x_theta(x_t, t) in float32: (B, L, V), with the [MASK] column
-    (``removed="mask"``) or every undrawable column (``removed="undrawable"``) removed."""
-    logits = model(x_t, process.network_sigma(t)).float()  # (B, L, V)
+    """The network's log x_theta(x_t, t[, labels]) in float32: (B, L, V), with the [MASK]
+    column (``removed="mask"``) or every undrawable column (``removed="undrawable"``) removed."""
+    sigma = process.network_sigma(t)
+    logits = model(x_t, sigma, **network_kwargs(labels)).float()  # (B, L, V)
     if removed == "mask":
         mask_column = torch.tensor([process.mask_id], device=logits.device)
         logits = logits.index_fill(-1, mask_column, NEG_INF)
@@ -45,7 +52,13 @@ def log_x_theta(
     return logits.log_softmax(dim=-1)
 
 
-def x0_log_probs(process: MaskedForwardProcess, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
+def x0_log_probs(
+    process: MaskedForwardProcess,
+    model: nn.Module,
+    x_t: Tensor,
+    t: Tensor,
+    labels: Tensor | None = None,
+) -> Tensor:
     """log p_theta(x0 | x_t) in float32 renormalised over the drawable ids: (B, L, V).
 
     A data token is never [MASK], so samplers always get the prediction without it (whatever
@@ -54,7 +67,7 @@ def x0_log_probs(process: MaskedForwardProcess, model: nn.Module, x_t: Tensor, t
     the sampler itself), so no carry-over one-hot is built here: it would cost a (B, L, V)
     pass per network call on the sampling hot path.
     """
-    return log_x_theta(process, model, x_t, t, removed="undrawable")
+    return log_x_theta(process, model, x_t, t, "undrawable", labels)
 
 
 def masked_token_nelbo(
@@ -92,11 +105,13 @@ def nelbo_terms(
     t: Tensor,
     masked: Tensor,
     removed: str | None,
+    labels: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """For times ``t`` (B,) and masked positions ``masked`` (B, L): the KL terms of the NELBO
     (B,) and the cross-entropy -log x_theta(x0) summed over masked non-[PAD] tokens (B,), with the
     [MASK] column ``removed`` (``"mask"``) or kept (None)."""
-    log_x = log_x_theta(process, model, process.corrupt(input_ids, masked), t, removed)
+    x_t = process.corrupt(input_ids, masked)
+    log_x = log_x_theta(process, model, x_t, t, removed, labels)
     log_x0 = log_x.gather(-1, input_ids[..., None]).squeeze(-1)  # (B, L)
     x_mask = log_x[..., process.mask_id].exp()  # (B, L)
     per_token = masked_token_nelbo(process, log_x0, x_mask, t)  # (B, L)

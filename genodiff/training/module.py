@@ -12,11 +12,13 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torchmetrics import SumMetric
 
+from genodiff.batch_shard import BatchShard
 from genodiff.checkpoints.io import RUN_STATE_KEY
+from genodiff.conditioning import ConditioningConfig, drop_labels, null_labels
 from genodiff.config import OptimConfig
 from genodiff.data.base import DataModule, files_digest
 from genodiff.data.loaders import batch_shard
-from genodiff.errors import TrainingDivergedError
+from genodiff.errors import InputValueError, TrainingDivergedError
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import CHECKPOINT_KEY, Tokenizer, tokenizer_record
 from genodiff.training.optim import adamw_with_cosine
@@ -33,7 +35,11 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
 
     Logged metrics: ``train/nelbo``, ``val/nelbo`` and ``test/nelbo`` (nats per token), and
     ``val/ppl``, ``test/ppl`` (perplexity bound = exp of the NELBO summed over all held-out
-    tokens divided by their number).
+    tokens divided by their number). A class-conditional run (``conditioning.labels``) trains
+    with label dropout (``conditioning.cond_dropout``, coins from the training noise) and
+    scores held-out data twice on the same noise draws: ``val/nelbo`` with each sequence's
+    true label (p(x | y)) and ``val/nelbo_unconditional`` with the null label (p(x), the
+    number to compare with an unconditional model); likewise ``test/``.
     """
 
     def __init__(self, config: dict[str, Any], tokenizer: Tokenizer | None = None) -> None:
@@ -43,6 +49,8 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         # nan_strategy="disable": a NaN must reach _log_heldout, not be dropped as a warning.
         self.heldout_nelbo = SumMetric(nan_strategy="disable")
         self.heldout_tokens = SumMetric(nan_strategy="disable")
+        self.heldout_nelbo_unconditional = SumMetric(nan_strategy="disable")
+        self.cond_dropout = ConditioningConfig(**self.config.get("conditioning", {})).cond_dropout
         self._seed = int(config.get("seed", 0))
         self.training_noise: torch.Generator | None = None  # set in on_train_start
         self._noise_to_restore: Tensor | None = None
@@ -118,7 +126,8 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         ids = batch["input_ids"]  # (B, L)
         shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
-        nelbo, tokens = self.objective.loss(self.backbone, ids, self.training_noise, shard)
+        labels = self.training_labels(batch, shard)
+        nelbo, tokens = self.objective.loss(self.backbone, ids, self.training_noise, shard, labels)
         # NELBO and scored tokens of the global batch (summed over the processes). The loss is
         # this process's part of the global mean, so DDP's gradient average equals the gradient
         # of one process on the whole global batch.
@@ -143,14 +152,50 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         if self.objective_ema is not None:
             self.objective_ema.update_parameters(self.objective)
 
+    def _batch_labels(self, batch: dict[str, Tensor]) -> Tensor | None:
+        """The batch's class labels (B,) for a conditional run; None for an unconditional one
+        (whose data may still carry labels: they are not used)."""
+        if self.class_names is None:
+            return None
+        if "labels" not in batch:
+            raise InputValueError(
+                "this run is class-conditional (conditioning.labels), but its data items "
+                "carry no labels; use a labelled data module (data.name=labelled)"
+            )
+        return batch["labels"]
+
+    def training_labels(
+        self, batch: dict[str, Tensor], shard: BatchShard | None = None
+    ) -> Tensor | None:
+        """The labels (B,) a training batch is scored with: each replaced by the null label
+        with probability ``conditioning.cond_dropout``, the coins drawn from the training noise
+        (so the null label's share of every batch trains p(x)); None when unconditional."""
+        labels = self._batch_labels(batch)
+        if labels is None:
+            return None
+        num_classes = len(self.class_names)
+        return drop_labels(labels, self.cond_dropout, num_classes, self.training_noise, shard)
+
     def _heldout_step(self, batch: dict[str, Tensor]) -> None:
-        """Accumulate the NELBO of ``eval_t_samples`` noise draws per window (EMA weights)."""
+        """Accumulate the NELBO of ``eval_t_samples`` noise draws per window (EMA weights);
+        for a conditional run also with the null label, on the same draws."""
         objective, ids = self.eval_objective, batch["input_ids"]  # (B, L)
         shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
+        labels = self._batch_labels(batch)
         for _ in range(objective.eval_t_samples):
-            nelbo, tokens = objective.loss(self.eval_backbone, ids, self.heldout_noise, shard)
+            draws = self.heldout_noise.get_state()
+            nelbo, tokens = objective.loss(
+                self.eval_backbone, ids, self.heldout_noise, shard, labels
+            )
             self.heldout_nelbo.update(nelbo.sum())
             self.heldout_tokens.update(tokens.sum())
+            if labels is not None:
+                self.heldout_noise.set_state(draws)  # common random numbers for p(x)
+                null = null_labels(ids.shape[0], len(self.class_names), ids.device)
+                nelbo_null, _ = objective.loss(
+                    self.eval_backbone, ids, self.heldout_noise, shard, null
+                )
+                self.heldout_nelbo_unconditional.update(nelbo_null.sum())
 
     def _log_heldout(self, stage: str) -> None:
         nelbo = self.heldout_nelbo.compute() / self.heldout_tokens.compute().clamp_min(1)
@@ -163,8 +208,13 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         # Already the total over every process (SumMetric syncs): sync_dist averages equal values.
         self.log(f"{stage}/nelbo", nelbo, prog_bar=True, sync_dist=True)
         self.log(f"{stage}/ppl", torch.exp(nelbo), prog_bar=True, sync_dist=True)
+        if self.class_names is not None:
+            tokens = self.heldout_tokens.compute().clamp_min(1)
+            unconditional = self.heldout_nelbo_unconditional.compute() / tokens
+            self.log(f"{stage}/nelbo_unconditional", unconditional, sync_dist=True)
         self.heldout_nelbo.reset()
         self.heldout_tokens.reset()
+        self.heldout_nelbo_unconditional.reset()
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._heldout_step(batch)

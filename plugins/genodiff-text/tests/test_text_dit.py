@@ -104,9 +104,11 @@ def reference_logits(
     n_heads: int,
     sigma: torch.Tensor | None = None,
     causal: bool = False,
+    labels: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Logits (B, L, V) in float64 from the model's weights. With ``sigma`` (B,): the DiT
-    (adaLN conditioning on c = SiLU(mlp(features(sigma)))); without: no adaLN at all (AR)."""
+    (adaLN conditioning on c = SiLU(mlp(features(sigma)))); without: no adaLN at all (AR).
+    With ``labels`` (B,) too: c += SiLU(label embedding row), as Schiff et al.'s DiT."""
     W = {k: v.detach().double() for k, v in model.state_dict().items()}
     D = W["vocab_embed.embedding"].shape[1]
     x = W["vocab_embed.embedding"][ids]  # (B, L, D)
@@ -114,6 +116,8 @@ def reference_logits(
     if sigma is not None:
         t = linear(W, "sigma_map.mlp.2", silu(linear(W, "sigma_map.mlp.0", sinusoidal(sigma))))
         c = silu(t)  # (B, cond)
+        if labels is not None:
+            c = c + silu(W["label_embedding.embedding.weight"][labels])
     n_blocks = len({k.split(".")[1] for k in W if k.startswith("blocks.")})
     for i in range(n_blocks):
         p = f"blocks.{i}."
@@ -162,6 +166,17 @@ def tiny_dit(**kwargs) -> DIT:
 
 IDS = torch.tensor([[1, 5, 3, 10, 0, 7, 2], [4, 4, 9, 1, 6, 8, 10]])
 SIGMA = torch.tensor([0.37, 2.5], dtype=F64)
+
+
+def test_a_class_conditional_dit_adds_the_label_to_the_adaln_conditioning():
+    model = tiny_dit(num_classes=3)
+    assert model.capabilities.class_conditioning and not tiny_dit().capabilities.class_conditioning
+    labels = torch.tensor([0, 3])  # a class and the null label
+    logits = model(IDS, SIGMA, labels=labels)
+    reference = reference_logits(model, IDS, HEADS, SIGMA, labels=labels)
+    torch.testing.assert_close(logits, reference, **TOL)
+    torch.testing.assert_close(model(IDS, SIGMA), model(IDS, SIGMA, labels=torch.tensor([3, 3])))
+    assert (logits - model(IDS, SIGMA, labels=torch.tensor([2, 1]))).abs().max() > 1e-3
 
 
 def test_logits_match_the_float64_reference_with_sigma():

@@ -16,7 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from genodiff.backbones.layout import CheckpointLayout, pick
+from genodiff.backbones.layout import (
+    CONDITIONING_FIELDS,
+    CheckpointLayout,
+    conditioning_fields,
+    pick,
+)
 
 PREFIX = "backbone."
 
@@ -42,7 +47,8 @@ MDLM_AR_FIELDS = (
 
 
 def _write_mdlm_config(model: Any, config: dict[str, Any]) -> dict[str, Any]:
-    return {"model_type": "mdlm", **{k: config[k] for k in MDLM_FIELDS}}
+    fields = {k: config[k] for k in MDLM_FIELDS}
+    return {"model_type": "mdlm", **fields, **conditioning_fields(config)}
 
 
 def _write_mdlm_ar_config(model: Any, config: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +67,7 @@ def _strip_prefix(name: str) -> str:
 MDLM_LAYOUT = CheckpointLayout(
     name="mdlm",
     matches=lambda c: c.get("model_type") == "mdlm",
-    read_config=lambda c: pick(c, MDLM_FIELDS),
+    read_config=lambda c: pick(c, MDLM_FIELDS + CONDITIONING_FIELDS),
     write_config=_write_mdlm_config,
     to_genodiff=_strip_prefix,
     to_reference=_add_prefix,
