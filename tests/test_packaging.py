@@ -165,7 +165,10 @@ def test_plugin_wheel_holds_its_configs_corpus_and_entry_points(plugin_wheel, so
         names = set(archive.namelist())
         data = [n for n in sources if n.startswith(package) and not n.endswith(".py")]
         assert {package + "genodiff_text/corpus/austen.txt.gz"} < set(data)
-        assert len([n for n in data if n.endswith(".yaml")]) == 11
+        configs = ROOT / package / "genodiff_text" / "configs"
+        on_disk = sorted(str(p.relative_to(ROOT)) for p in configs.rglob("*.yaml"))
+        assert sorted(n for n in data if n.endswith(".yaml")) == on_disk  # all tracked, all shipped
+        assert len(on_disk) >= 11  # the experiments and the model/, data/, objective/ groups
         for name in data:  # the same bytes as the repository's
             assert archive.read(name.removeprefix(package)) == (ROOT / name).read_bytes(), name
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
