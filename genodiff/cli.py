@@ -136,6 +136,7 @@ def _sample(args: argparse.Namespace) -> None:
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
     from genodiff.domains import domain_of
+    from genodiff.errors import NonFiniteOutputError
     from genodiff.generate import Constraint, SamplingRun, check_feasible, draw_samples
     from genodiff.sample_files import check_output, write_samples
     from genodiff.samplers.request import SampleRequest
@@ -182,9 +183,12 @@ def _sample(args: argparse.Namespace) -> None:
     sampler = model.eval_objective.sampler_name(request)  # its samplers differ per objective
     if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
         raise InputValueError("--block and --stride apply only to --sampler semi-ar")
-    samples = draw_samples(
-        model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size
-    )
+    try:
+        samples = draw_samples(
+            model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size
+        )
+    except NonFiniteOutputError as err:
+        raise NonFiniteOutputError(f"{args.checkpoint}: {err}") from None
     run = SamplingRun(
         checkpoint=str(args.checkpoint),
         sampler=sampler,

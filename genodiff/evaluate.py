@@ -35,7 +35,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from genodiff.data.base import NamedItemDataset
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputFileNotFoundError, InputValueError, NonFiniteOutputError
 from genodiff.objectives import Objective
 
 
@@ -181,7 +181,7 @@ def window_digest(dataset: Dataset, indices: list[int], coordinates: list[str]) 
 def score_windows(
     objective: Objective,
     backbone: nn.Module,
-    dataset: Dataset,
+    dataset: NamedItemDataset,
     indices: list[int],
     t_samples: int,
     seed: int,
@@ -191,6 +191,8 @@ def score_windows(
     """Per window: (NELBO in nats averaged over ``t_samples`` draws (N,), scored tokens (N,)).
 
     Batches of ``batch_size`` windows, each repeated ``t_samples`` times (see module doc).
+    A window whose NELBO is NaN or infinite stops the scoring (``NonFiniteOutputError``): the
+    model's outputs are not finite, and no average over windows could mean anything.
     """
     if t_samples < 1 or batch_size < 1:
         raise InputValueError(
@@ -205,6 +207,14 @@ def score_windows(
         chunk = indices[start : start + batch_size]
         ids = torch.stack([dataset[i]["input_ids"] for i in chunk]).to(device)  # (B, L)
         sums, counts = objective.loss(backbone, ids.repeat(t_samples, 1), generator)  # (K B,)
+        finite = torch.isfinite(sums.view(t_samples, len(chunk))).all(dim=0).cpu()  # (B,)
+        if not finite.all():
+            window = dataset.item_name(chunk[int((~finite).nonzero()[0])])
+            raise NonFiniteOutputError(
+                f"the NELBO of window {window} is not finite (NaN or inf): the network's "
+                "output overflowed, or the run diverged or its weights are damaged; use "
+                "another checkpoint, e.g. the previous one"
+            )
         nelbo.append(sums.double().view(t_samples, len(chunk)).mean(dim=0).cpu())  # (B,)
         tokens.append(counts.view(t_samples, len(chunk))[0].cpu())  # (B,)
         if progress is not None:
@@ -281,6 +291,8 @@ def evaluate_checkpoint(
         )
     except InputValueError as err:
         raise InputValueError(f"while scoring {length}-token windows: {err}") from None
+    except NonFiniteOutputError as err:
+        raise NonFiniteOutputError(f"{checkpoint}: {err}") from None
     nelbo, se = ratio_and_se(sums, counts)
     ln2 = math.log(2)
     return EvalResult(
