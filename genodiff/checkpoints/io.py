@@ -87,8 +87,9 @@ def verify_archive(path: Path) -> None:
 
 
 def is_loadable(path: Path) -> bool:
-    """Whether ``path`` is a complete training checkpoint: an intact torch file (every member's
-    CRC checked, ``verify_archive``) that unpickles to a dict with ``state_dict`` and ``global_step``."""
+    """Whether ``path`` is a complete training checkpoint: an intact torch file (every
+    member's CRC checked, ``verify_archive``) that unpickles to a dict with ``state_dict`` and
+    ``global_step``."""
     try:
         verify_archive(path)
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
