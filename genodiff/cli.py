@@ -36,6 +36,7 @@ def _train(args: argparse.Namespace) -> None:
 
     # Every check comes before the first write into output_dir.
     cfg = load_config(args.config, args.overrides)
+    run_folder.check_steps(cfg.trainer)  # a run that would train nothing
     datamodule = build_datamodule(cfg.data)
     datamodule.check_files()  # missing data fails here, before any model setup
     out = Path(cfg.output_dir)
@@ -49,6 +50,8 @@ def _train(args: argparse.Namespace) -> None:
     datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)
     model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
+    # Another model, window or tokenizer than the checkpoint's, or no step left: refused.
+    changes = run_folder.check_resume(model.config, resume) if resume else []
     if main_process:  # hashing the data files once is enough: only rank 0 writes checkpoints
         model.record_data(datamodule)
     s = cfg.samples
@@ -61,8 +64,12 @@ def _train(args: argparse.Namespace) -> None:
         trainer = build_trainer(cfg)
     except ValueError as err:  # Lightning refuses the trainer section's settings
         raise ConfigError(str(err)) from err
+    for split in ("train", "valid"):  # windows that cannot be cut (length, split) fail here
+        datamodule.dataset_of(split)
     with run_folder.hold(out) if main_process else contextlib.nullcontext():
         if main_process:
+            if changes:
+                print(f"genodiff: resuming {resume} with: {', '.join(changes)}", file=sys.stderr)
             OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
             tokenizer.save(out)
             print(f"genodiff: training {cfg.name}; outputs in {out}")

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from genodiff.checkpoints.run_folder import check_steps
 from genodiff.config import (
     ConfigError,
     Schema,
@@ -24,6 +25,7 @@ from genodiff.config import (
     resolve_checkpoint_reference,
     resolve_path,
     section_keys,
+    section_spec,
 )
 
 POOLINGS = ("mean", "max", "first", "last")
@@ -136,6 +138,11 @@ def check_values(cfg: DictConfig) -> None:
         )
     if int(cfg.folds) < 2:
         raise ConfigError(f"folds={cfg.folds}: cross-validation needs at least 2 folds")
+    # The value ranges the schema (keys only) leaves out: the backbone's and the trainer's.
+    for section in ("trainer",) if cfg.get("pretrained") else ("model", "trainer"):
+        values = OmegaConf.to_container(cfg[section], resolve=True)
+        section_spec(cfg, section).check(section, values)
+    check_steps(cfg.trainer)
     for key in ("lr", "batch_size"):
         values = cfg.sweep[key]
         if not isinstance(values, ListConfig):
