@@ -143,3 +143,30 @@ def test_a_finetune_folder_without_results_takes_another_config(tmp_path):
     (out / "config.yaml").write_text("folds: 3\n")  # a run that failed before its first fold
     assert cli.main(["finetune", GB_DEMO, *FINETUNE_QUICK, f"output_dir={out}"]) == 0
     assert (out / "results.json").is_file()
+
+
+def test_check_resume_names_a_changed_tokenizer_and_keeps_old_keys_out(tmp_path):
+    import torch
+
+    from genodiff.checkpoints import run_folder
+
+    recorded = {
+        "tokenizer": {"name": "trained", "vocab_size": 200},
+        "model": {"name": "dit", "hidden_dim": 32, "retired_option": 1},
+        "trainer": {"max_steps": 3},
+        "optim": {"lr": 0.001},
+    }
+    checkpoint = tmp_path / "last.ckpt"
+    torch.save({"hyper_parameters": {"config": recorded}, "global_step": 3}, checkpoint)
+    current = {
+        "tokenizer": {"name": "trained", "vocab_size": 300},
+        "model": {"name": "dit", "hidden_dim": 32, "new_option": 2},  # keys of one side only
+        "trainer": {"max_steps": 6},
+        "optim": {"lr": 0.001},
+    }
+    with pytest.raises(ValueError, match=r"\(tokenizer.vocab_size: 200 -> 300\)"):
+        run_folder.check_resume(current, checkpoint)
+    current["tokenizer"]["vocab_size"] = 200
+    assert run_folder.check_resume(current, checkpoint) == ["trainer.max_steps: 3 -> 6"]
+    current["trainer"]["max_steps"] = -1  # no limit
+    assert run_folder.check_resume(current, checkpoint) == ["trainer.max_steps: 3 -> -1"]
