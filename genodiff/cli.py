@@ -39,6 +39,7 @@ def _train(args: argparse.Namespace) -> None:
 
     # Every check comes before the first write into output_dir.
     cfg = load_config(args.config, args.overrides)
+    run_folder.check_steps(cfg.trainer)  # a run that would train nothing
     datamodule = build_datamodule(cfg.data)
     datamodule.check_files()  # missing data fails here, before any model setup
     classes = datamodule.class_names()
@@ -55,6 +56,8 @@ def _train(args: argparse.Namespace) -> None:
     datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)
     model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
+    # Another model, window or tokenizer than the checkpoint's, or no step left: refused.
+    changes = run_folder.check_resume(model.config, resume) if resume else []
     if main_process:  # hashing the data files once is enough: only rank 0 writes checkpoints
         model.record_data(datamodule)
     s = cfg.samples
@@ -67,8 +70,12 @@ def _train(args: argparse.Namespace) -> None:
         trainer = build_trainer(cfg, progress_bar=progress_wanted(args.no_progress))
     except ValueError as err:  # Lightning refuses the trainer section's settings
         raise ConfigError(str(err)) from err
+    for split in ("train", "valid"):  # windows that cannot be cut (length, split) fail here
+        datamodule.dataset_of(split)
     with run_folder.hold(out) if main_process else contextlib.nullcontext():
         if main_process:
+            if changes:
+                print(f"genodiff: resuming {resume} with: {', '.join(changes)}", file=sys.stderr)
             OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
             tokenizer.save(out)
             print(f"genodiff: training {cfg.name}; outputs in {out}")
@@ -156,6 +163,7 @@ def _sample(args: argparse.Namespace) -> None:
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
     from genodiff.domains import domain_of
+    from genodiff.errors import NonFiniteOutputError
     from genodiff.generate import Constraint, SamplingRun, check_feasible, draw_samples
     from genodiff.sample_files import check_output, write_samples
     from genodiff.samplers.request import SampleRequest
@@ -203,9 +211,17 @@ def _sample(args: argparse.Namespace) -> None:
     if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
         raise InputValueError("--block and --stride apply only to --sampler semi-ar")
     with _progress(args) as progress:
-        samples = draw_samples(
-            model.eval_objective, model.eval_backbone, request, args.seed, args.batch_size, progress
-        )
+        try:
+            samples = draw_samples(
+                model.eval_objective,
+                model.eval_backbone,
+                request,
+                args.seed,
+                args.batch_size,
+                progress,
+            )
+        except NonFiniteOutputError as err:
+            raise NonFiniteOutputError(f"{args.checkpoint}: {err}") from None
     run = SamplingRun(
         checkpoint=str(args.checkpoint),
         sampler=sampler,

@@ -34,3 +34,8 @@ class InputImportError(UserInputError, ImportError):
 
 class TrainingDivergedError(UserInputError, FloatingPointError):
     """A loss or metric that became NaN or infinite; the message names the settings to change."""
+
+
+class NonFiniteOutputError(UserInputError, FloatingPointError):
+    """A network output (probabilities to draw from, a held-out NELBO) that is NaN or
+    infinite: the weights it ran with cannot be trusted, so nothing is drawn or scored."""

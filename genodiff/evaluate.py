@@ -39,7 +39,7 @@ from torch.utils.data import Dataset
 
 from genodiff.conditioning import null_labels
 from genodiff.data.base import NamedItemDataset
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputFileNotFoundError, InputValueError, NonFiniteOutputError
 from genodiff.objectives import Objective
 from genodiff.progress import Progress
 
@@ -216,7 +216,7 @@ def window_digest(dataset: Dataset, indices: list[int], coordinates: list[str]) 
 def score_windows(
     objective: Objective,
     backbone: nn.Module,
-    dataset: Dataset,
+    dataset: NamedItemDataset,
     indices: list[int],
     t_samples: int,
     seed: int,
@@ -231,6 +231,8 @@ def score_windows(
     Batches of ``batch_size`` windows, each repeated ``t_samples`` times (see module doc).
     A conditional model scores ``nelbo`` with each item's ``labels`` (the null label when the
     dataset's items carry none).
+    A window whose NELBO is NaN or infinite stops the scoring (``NonFiniteOutputError``): the
+    model's outputs are not finite, and no average over windows could mean anything.
     """
     if t_samples < 1 or batch_size < 1:
         raise InputValueError(
@@ -244,6 +246,16 @@ def score_windows(
 
     def per_window(sums: Tensor) -> Tensor:  # (K B,) -> (B,): the mean over the K draws
         return sums.double().view(t_samples, -1).mean(dim=0).cpu()
+
+    def check_finite(sums: Tensor, chunk: list[int]) -> None:  # sums (K B,)
+        finite = torch.isfinite(sums.view(t_samples, len(chunk))).all(dim=0).cpu()  # (B,)
+        if not finite.all():
+            window = dataset.item_name(chunk[int((~finite).nonzero()[0])])
+            raise NonFiniteOutputError(
+                f"the NELBO of window {window} is not finite (NaN or inf): the network's "
+                "output overflowed, or the run diverged or its weights are damaged; use "
+                "another checkpoint, e.g. the previous one"
+            )
 
     for start in range(0, len(indices), batch_size):
         chunk = indices[start : start + batch_size]
@@ -262,7 +274,9 @@ def score_windows(
             sums, counts = objective.loss(backbone, ids, generator, labels=labels)
             generator.set_state(draws)  # the same draws for p(x)
             sums_null, _ = objective.loss(backbone, ids, generator, labels=null)
+            check_finite(sums_null, chunk)
             unconditional.append(per_window(sums_null))
+        check_finite(sums, chunk)
         nelbo.append(per_window(sums))
         tokens.append(counts.view(t_samples, len(chunk))[0].cpu())  # (B,)
         if progress is not None:
@@ -329,6 +343,8 @@ def evaluate_checkpoint(
         )
     except InputValueError as err:
         raise InputValueError(f"while scoring {length}-token windows: {err}") from None
+    except NonFiniteOutputError as err:
+        raise NonFiniteOutputError(f"{checkpoint}: {err}") from None
     nelbo, se = ratio_and_se(sums, counts)
     null_nelbo, null_se = ratio_and_se(sums_null, counts) if sums_null is not None else (None, None)
     ln2 = math.log(2)

@@ -64,7 +64,8 @@ def test_empty_class_folder(tmp_path):
 
 
 def test_bad_character_names_file_and_position(tmp_path):
-    write_task(tmp_path, "t", {"train": {"a": ["ACGT", "ACXGT"]}, "test": {"a": ["ACGT"]}})
+    splits = {"train": {"a": ["ACGT", "ACXGT"], "b": ["GG"]}, "test": {"a": ["AC"], "b": ["GG"]}}
+    write_task(tmp_path, "t", splits)
     with pytest.raises(ValueError, match=r"train/a/001\.txt: .*'X' at position 2"):
         load_task(tmp_path, "t", download=False)
 

@@ -66,6 +66,10 @@ def test_config_errors_are_clear(toy, capsys):
     assert "model.d_modle" in capsys.readouterr().err
     assert cli.main(["finetune", str(config), "benchmark.tasks=[nope]"]) == 2
     assert "task 'nope' not found" in capsys.readouterr().err
+    assert not out.exists()  # every refusal came before the first write
+    fold = out / "runs" / "toy" / "lr0.001_bs8" / "fold0"
+    fold.mkdir(parents=True)
+    (fold / "result.json").write_text("{}")
     (out / "config.yaml").write_text("name: toy\nfolds: 3\n")  # results of another config
     assert cli.main(["finetune", str(config)]) == 2
     assert "holds results of a different config (differs in: " in capsys.readouterr().err

@@ -75,12 +75,14 @@ def test_a_lock_file_removed_by_its_ending_holder_is_not_taken(tmp_path, monkeyp
 
 def test_a_new_run_into_another_runs_folder_is_refused(tmp_path, capsys):
     (tmp_path / "config.yaml").write_text("the other run's config\n")
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "best-step2.ckpt").write_bytes(b"the other run's weights")
     code = cli.main(["train", DEMO, *TINY, f"output_dir={tmp_path}"])
     err = capsys.readouterr().err
     assert code == 2
-    assert "already holds a run (config.yaml)" in err and "ckpt_path=last" in err
+    assert "already holds a run (checkpoints/best-step2.ckpt)" in err and "ckpt_path=last" in err
     assert (tmp_path / "config.yaml").read_text() == "the other run's config\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "config.yaml"]
 
 
 @pytest.mark.parametrize("ckpt_path", ["last", "{out}/checkpoints/missing.ckpt"])

@@ -78,6 +78,9 @@ def test_top_p_and_temperature_are_recorded(checkpoint, tmp_path, option):
     ("options", "message"),
     [
         (["--prefix", "ACGXT"], "'X' at position 4"),
+        (["--prefix", "ACG T"], "' ' at position 4"),  # no character is dropped silently
+        (["--prefix", "ACGNT"], "'N' at position 4"),
+        (["--prefix", "ACGÄT"], "'Ä' at position 4"),
         (["--length", "4", "--prefix", "ACGTA"], "longer than --length 4"),
         (["--sampler", "euler"], "has no sampler 'euler'"),
         (["--block", "16", "--stride", "8"], "apply only to --sampler semi-ar"),

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -42,7 +43,12 @@ from genodiff import hub, registry
 from genodiff.atomic_files import fsync_path, temporary_path
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
-from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
+from genodiff.checkpoints.io import (
+    RUN_STATE_KEY,
+    DamagedFileError,
+    read_checkpoint,
+    verify_archive,
+)
 from genodiff.config import completed_model_config
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.progress import Progress
@@ -62,6 +68,10 @@ FOLDER_FILES = (CONFIG_FILE, TOKENIZER_FILE, *WEIGHT_FILES)
 # Written by ``export_checkpoint`` beside the backbone files: the training run's config, step
 # and which weights were exported, so the folder can be sampled and evaluated like the .ckpt.
 RUN_RECORD_FILE = "genodiff.json"
+
+# model.safetensors metadata key: the checksum of the tensors written (``tensors_digest``),
+# compared when the folder is read, so weights changed after writing are found.
+DIGEST_KEY = "genodiff_crc32"
 
 # Writes one file at the path it is given.
 FileWriter = Callable[[Path], None]
@@ -107,7 +117,8 @@ def _folder_files(
     tensors = {layout.to_reference(name): t for name, t in _unique_tensors(model).items()}
 
     def write_weights(path: Path) -> None:
-        safetensors.torch.save_file(tensors, str(path), metadata={"format": "pt"})
+        metadata = {"format": "pt", DIGEST_KEY: tensors_digest(tensors)}
+        safetensors.torch.save_file(tensors, str(path), metadata=metadata)
 
     files = {WEIGHTS_FILE: write_weights}
     if tokenizer is not None:
@@ -264,9 +275,45 @@ def _weights_file(directory: Path) -> Path:
     raise InputFileNotFoundError(f"{directory} holds no weights: none of {', '.join(WEIGHT_FILES)}")
 
 
+def tensors_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """CRC-32 (as 8 hex digits) over every tensor's name, dtype, shape and bytes, in name
+    order: the check a zip archive (a .ckpt) keeps per member, for the damage of bytes on a
+    disk or in a copy, at about a gigabyte a second."""
+    crc = 0
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        crc = zlib.crc32(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode(), crc)
+        crc = zlib.crc32(tensor.reshape(-1).view(torch.uint8).numpy(), crc)
+    return f"{crc:08x}"
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of ``path``; DamagedFileError when the file cannot be parsed or its tensors
+    differ from the digest recorded when it was written (folders written before genodiff
+    recorded one, or by other tools, are read unchecked)."""
+    damaged = (
+        f"{path} is damaged: its bytes changed after it was written ({{}}); use another "
+        "checkpoint, e.g. the previous one, or export or download it again"
+    )
+    try:
+        with safetensors.safe_open(str(path), framework="pt") as handle:
+            recorded = (handle.metadata() or {}).get(DIGEST_KEY)
+        tensors = safetensors.torch.load_file(str(path))
+    except safetensors.SafetensorError as err:
+        raise DamagedFileError(damaged.format(_first_line(err))) from None
+    if recorded is not None and tensors_digest(tensors) != recorded:
+        raise DamagedFileError(damaged.format("the weights differ from their recorded digest"))
+    return tensors
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).splitlines() or [type(err).__name__])[0][:160]
+
+
 def _read_weights(path: Path) -> dict[str, torch.Tensor]:
     if path.suffix == ".safetensors":
-        return safetensors.torch.load_file(str(path))
+        return _read_safetensors(path)
+    verify_archive(path)  # torch's zip format: its CRCs
     if path.suffix == ".bin":
         return torch.load(path, map_location="cpu", weights_only=True)
     # HyenaDNA's original Lightning checkpoint: the model's keys under "model.".

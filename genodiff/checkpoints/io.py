@@ -11,6 +11,7 @@ previous file or the new one, never a truncated one.
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,14 @@ NOT_A_TRAINING_CHECKPOINT = (
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """What a ``genodiff train`` checkpoint holds, read with ``weights_only`` (tensors and plain
     containers, never code: files may come from the Hub). Every command reads .ckpt files
-    through here, so a file that is empty, truncated, corrupt, not a torch file, or a torch
-    file without a genodiff run's config gives one ValueError naming it."""
+    through here, so a file that is empty, truncated, corrupt, damaged after it was written
+    (``verify_archive``), not a torch file, or a torch file without a genodiff run's config
+    gives one ValueError naming it."""
     path = Path(path)
     try:
+        verify_archive(path)
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError):
+    except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError, DamagedFileError):
         raise
     except Exception as err:  # noqa: BLE001 (torch raises many kinds for a damaged file)
         if isinstance(err, torch.OutOfMemoryError):
@@ -61,13 +64,34 @@ def _first_sentence(err: Exception) -> str:
     return text.split(". ")[0][:160]
 
 
-def is_loadable(path: Path) -> bool:
-    """Whether ``path`` is a complete training checkpoint: an intact torch zip (every member's
-    CRC checked) that unpickles to a dict with ``state_dict`` and ``global_step``."""
+class DamagedFileError(InputValueError):
+    """A file whose bytes changed after it was written (a checksum it holds does not match)."""
+
+
+def verify_archive(path: Path) -> None:
+    """DamagedFileError when ``path`` is a zip archive (torch's format) whose bytes changed
+    after it was written: the CRC-32 of a member does not match. torch.load does not check
+    them, so a flipped byte inside a tensor would otherwise load as a slightly different
+    model. A file that is not a zip archive is left to torch.load to judge."""
     try:
         with zipfile.ZipFile(path) as archive:
-            if archive.testzip() is not None:
-                return False
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError):
+        return  # not a zip archive (or torch's legacy format): torch.load says what is wrong
+    if damaged is not None:
+        raise DamagedFileError(
+            f"{path} is damaged: its bytes changed after it was written (the checksum of "
+            f"{damaged} does not match); use another checkpoint, e.g. the previous one, or "
+            "copy it again"
+        )
+
+
+def is_loadable(path: Path) -> bool:
+    """Whether ``path`` is a complete training checkpoint: an intact torch file (every
+    member's CRC checked, ``verify_archive``) that unpickles to a dict with ``state_dict`` and
+    ``global_step``."""
+    try:
+        verify_archive(path)
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # any failure to read it means it cannot be resumed from
         return False

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from genodiff import hub
 from genodiff.checkpoints.folders import FOLDER_FILES, RUN_RECORD_FILE, load_pretrained
@@ -38,8 +39,21 @@ def load_model(reference: str | Path, map_location: str | torch.device = "cpu") 
     if source.is_dir() and (source / RUN_RECORD_FILE).is_file():
         model = _load_exported_run(source)
     else:
-        model = _load_training_checkpoint(checkpoint_file(source), map_location)
+        source = checkpoint_file(source)
+        model = _load_training_checkpoint(source, map_location)
+    check_finite_weights(model, source)
     return model.to(map_location).eval()
+
+
+def check_finite_weights(model: nn.Module, source: Path) -> None:
+    """InputValueError naming ``source`` and the first tensor of ``model`` that holds a NaN or
+    an infinity: such weights give NaN scores and meaningless samples."""
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise InputValueError(
+                f"{source}: the weights are not finite ({name} holds NaN or inf): the run "
+                "diverged or the file is damaged; use another checkpoint, e.g. the previous one"
+            )
 
 
 def checkpoint_file(source: Path) -> Path:

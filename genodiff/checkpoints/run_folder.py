@@ -1,10 +1,11 @@
 """One run, one folder: which checkpoint a run resumes from, whether ``output_dir`` may be
 used, and the lock a live run holds on it.
 
-``genodiff train`` first checks (``resume_checkpoint``, ``check_output_dir``; neither writes
-anything), then takes the folder with ``hold``: an exclusive ``flock`` on ``output_dir/.lock``,
-which the operating system releases when the process ends, however it ends, so a crash never
-leaves the folder stuck. A run that ends removes the file; a killed one leaves it, unlocked.
+``genodiff train`` first checks (``check_steps``, ``resume_checkpoint``, ``check_resume``,
+``check_output_dir``; none writes anything), then takes the folder with ``hold``: an exclusive
+``flock`` on ``output_dir/.lock``, which the operating system releases when the process ends,
+however it ends, so a crash never leaves the folder stuck. A run that ends removes the file; a
+killed one leaves it, unlocked.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from genodiff.atomic_files import remove_temporary_files
 from genodiff.checkpoints.io import is_loadable
@@ -23,8 +27,13 @@ from genodiff.config import ConfigError
 LOCK_FILE = ".lock"
 CHECKPOINT_FOLDER = "checkpoints"
 LAST = "last.ckpt"
-# What a training run writes into its output_dir: a folder holding any of these has a run.
-RUN_OUTPUTS = ("config.yaml", CHECKPOINT_FOLDER, "logs", "tensorboard", "samples.fa", "samples.txt")
+# What a run that trained leaves in its output_dir: a folder holding any of these has a run.
+# (Its config.yaml, tokenizer.json and empty log folders alone are what a run stopped before
+# its first step wrote: nothing to lose.)
+RUN_RESULTS = (f"{CHECKPOINT_FOLDER}/*.ckpt", "logs/*/metrics.csv", "samples.*")
+# What a resumed run must share with its checkpoint: the weights' shapes and meaning. Other
+# settings (optim, trainer, ...) may change; the change is said and recorded.
+KEPT_ON_RESUME = ("model", "tokenizer", "objective.name", "data.max_length")
 
 
 def is_main_process() -> bool:
@@ -72,17 +81,69 @@ def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> Path | None:
     )
 
 
+def check_steps(trainer: Mapping[str, Any], done: int = 0) -> None:
+    """ConfigError when the ``trainer`` section leaves nothing to train: ``max_steps`` or
+    ``max_epochs`` 0, or a ``max_steps`` at or below ``done``, the step a resumed checkpoint
+    reached (-1 means no limit)."""
+    for key in ("max_steps", "max_epochs"):
+        if trainer.get(key) == 0:
+            raise ConfigError(f"trainer.{key}=0 trains nothing: give at least 1 (-1: no limit)")
+    max_steps = trainer.get("max_steps", -1)
+    if done and max_steps is not None and 0 <= max_steps <= done:
+        raise ConfigError(
+            f"trainer.max_steps={max_steps}: the checkpoint is already trained to step {done}; "
+            f"raise trainer.max_steps above {done} to continue"
+        )
+
+
+def check_resume(config: Mapping[str, Any], checkpoint: Path) -> list[str]:
+    """The settings ``config`` (the resumed run's) changes from those ``checkpoint`` was
+    trained with, as ``key: old -> new``. ConfigError, naming them, when a setting of
+    ``KEPT_ON_RESUME`` differs (the weights would not fit, or would mean something else) or
+    when ``trainer.max_steps`` leaves nothing to train (``check_steps``)."""
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    recorded = _flat(saved["hyper_parameters"]["config"])
+    current = _flat(config)
+    changed = {
+        key: f"{key}: {recorded[key]} -> {current[key]}"
+        for key in sorted(recorded.keys() & current.keys())
+        if recorded[key] != current[key] and key != "ckpt_path"
+    }
+    kept = [line for key, line in changed.items() if key.startswith(KEPT_ON_RESUME)]
+    if kept:
+        raise ConfigError(
+            f"{checkpoint} was trained with other settings than this run's ({'; '.join(kept)}); "
+            "a resumed run keeps its model, objective, tokenizer and data.max_length: leave "
+            "these overrides out, or start a new run in another output_dir"
+        )
+    check_steps(config["trainer"], int(saved["global_step"]))
+    return list(changed.values())
+
+
+def _flat(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay values)."""
+    out = {}
+    for key, value in mapping.items():
+        if isinstance(value, Mapping):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def check_output_dir(output_dir: Path, resume: Path | None) -> None:
     """ConfigError unless ``output_dir`` may take this run: it is a folder (or absent) and
-    holds no other run's results (a run resuming a checkpoint of its own may use it)."""
+    holds no other run's results (``RUN_RESULTS``; a run resuming a checkpoint of its own may
+    use it)."""
     if output_dir.exists() and not output_dir.is_dir():
         raise ConfigError(f"output_dir={output_dir} is a file; choose a folder")
-    held = [name for name in RUN_OUTPUTS if (output_dir / name).exists()]
+    held = sorted({str(p.relative_to(output_dir)) for g in RUN_RESULTS for p in output_dir.glob(g)})
     if not held or (resume is not None and resume.is_relative_to(output_dir.resolve())):
         return
     raise ConfigError(
-        f"output_dir={output_dir} already holds a run ({', '.join(held)}). Resume it with "
-        "ckpt_path=last, or choose another output_dir"
+        f"output_dir={output_dir} already holds a run ({', '.join(held[:3])}"
+        f"{', ...' if len(held) > 3 else ''}). Resume it with ckpt_path=last, or choose another "
+        "output_dir"
     )
 
 

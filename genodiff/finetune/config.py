@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from genodiff.checkpoints.run_folder import check_steps
 from genodiff.config import (
     ConfigError,
     Schema,
@@ -152,6 +153,7 @@ def check_values(cfg: DictConfig) -> None:
         raise ConfigError(
             f"classifier.pooling={cfg.classifier.pooling!r}: use one of {', '.join(POOLINGS)}"
         )
+    check_steps(cfg.trainer)  # a run that trains nothing is refused before any write
     for key in ("lr", "batch_size"):
         values = cfg.sweep[key]
         if not isinstance(values, ListConfig):

@@ -102,14 +102,40 @@ def _class_dirs(split_dir: Path) -> dict[str, Path]:
     return dirs
 
 
+def task_layout(root: str | Path, task: str, download: bool) -> tuple[Path, list[str]]:
+    """The folder of ``task`` and its classes (sorted folder names), checked without reading a
+    sequence: train/ and test/ hold the same class folders, at least two."""
+    folder = task_dir(root, task, download)
+    train_classes, test_classes = (list(_class_dirs(folder / s)) for s in SPLITS)
+    if train_classes != test_classes:
+        raise InputValueError(
+            f"task {task!r}: train classes {train_classes} differ from test classes "
+            f"{test_classes}; both splits need the same class folders"
+        )
+    if len(train_classes) < 2:
+        raise InputValueError(
+            f"task {task!r} has {len(train_classes)} class ({', '.join(train_classes)}): a "
+            f"classification task needs at least two classes, one sub-folder of .txt files "
+            f"each under {folder / 'train'} and {folder / 'test'}"
+        )
+    return folder, train_classes
+
+
+def class_files(split_dir: Path, classes: list[str]) -> list[list[Path]]:
+    """The sequence files of each class in ``split_dir``, in order; ValueError for a class
+    without any."""
+    files = [sorted((split_dir / name).glob("*.txt")) for name in classes]
+    for name, paths in zip(classes, files, strict=True):
+        if not paths:
+            raise InputValueError(f"class folder {split_dir / name} has no .txt files")
+    return files
+
+
 def _read_split(
     split_dir: Path, classes: list[str], max_length: int | None, tokenizer: DNATokenizer
 ) -> tuple[list[np.ndarray], list[int], list[str]]:
     seqs, labels, files = [], [], []
-    for label, name in enumerate(classes):
-        paths = sorted((split_dir / name).glob("*.txt"))
-        if not paths:
-            raise InputValueError(f"class folder {split_dir / name} has no .txt files")
+    for label, paths in enumerate(class_files(split_dir, classes)):
         for path in paths:
             try:
                 text = path.read_bytes().decode("ascii").strip()
@@ -145,22 +171,10 @@ def load_task(
 ) -> TaskData:
     """Read, tokenize and left-pad both splits of ``task``. ``max_length`` None: the task's
     length in TASK_MAX_LENGTH, else the longest sequence in the task."""
-    folder = task_dir(root, task, download)
+    folder, train_classes = task_layout(root, task, download)
     tokenizer = DNATokenizer()
-    train_classes, test_classes = (list(_class_dirs(folder / s)) for s in SPLITS)
-    if train_classes != test_classes:
-        raise InputValueError(
-            f"task {task!r}: train classes {train_classes} differ from test classes "
-            f"{test_classes}; both splits need the same class folders"
-        )
     length = max_length or TASK_MAX_LENGTH.get(task)
     read = {s: _read_split(folder / s, train_classes, length, tokenizer) for s in SPLITS}
-    if len(train_classes) < 2:
-        raise InputValueError(
-            f"task {task!r} has {len(train_classes)} class ({', '.join(train_classes)}): a "
-            f"classification task needs at least two classes, one sub-folder of .txt files "
-            f"each under {folder / 'train'} and {folder / 'test'}"
-        )
     if length is None:
         length = max(len(ids) for seqs, _, _ in read.values() for ids in seqs)
     splits = {

@@ -47,7 +47,13 @@ from genodiff.data.loaders import EpochShuffleSampler
 from genodiff.errors import InputValueError
 from genodiff.finetune.classifier import SequenceClassifier, load_backbone
 from genodiff.finetune.config import FinetuneOptimConfig
-from genodiff.finetune.data import GENOMIC_BENCHMARKS, TaskData, load_task
+from genodiff.finetune.data import (
+    GENOMIC_BENCHMARKS,
+    TaskData,
+    class_files,
+    load_task,
+    task_layout,
+)
 from genodiff.finetune.module import ClassifierModule
 from genodiff.training.trainer import (
     LatestCheckpoint,
@@ -58,14 +64,19 @@ from genodiff.training.trainer import (
 RESULT_FILE = "result.json"
 
 
-def fold_splits(labels: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train indices, validation indices) into the train split for each of ``folds`` folds."""
-    counts = np.bincount(labels)
+def check_fold_counts(counts: np.ndarray, folds: int) -> None:
+    """ValueError when a class (``counts``: training sequences per class) has fewer
+    sequences than ``folds``: some fold's validation part would lack it."""
     if counts.min() < folds:
         raise InputValueError(
             f"a class has only {counts.min()} training sequences, fewer than folds={folds}; "
             "lower folds or add sequences"
         )
+
+
+def fold_splits(labels: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train indices, validation indices) into the train split for each of ``folds`` folds."""
+    check_fold_counts(np.bincount(labels), folds)
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     return list(splitter.split(np.zeros(len(labels)), labels))
 
@@ -204,10 +215,22 @@ def select(records: list[dict[str, Any]]) -> tuple[float, int]:
     return max(points, key=lambda p: np.mean(points[p]))
 
 
+def check_tasks(cfg: DictConfig, tasks: list[str]) -> None:
+    """Every task's folder layout and its classes' sizes against ``folds``, checked (without
+    reading the sequences) before anything is written."""
+    for name in tasks:
+        folder, classes = task_layout(cfg.benchmark.root, name, cfg.benchmark.download)
+        counts = np.array([len(files) for files in class_files(folder / "train", classes)])
+        check_fold_counts(counts, int(cfg.folds))
+
+
 def _check_resume(cfg: DictConfig, output_dir: Path) -> None:
-    """Refuse to mix fold results made with a different config in one output_dir."""
+    """Refuse to mix fold results made with a different config in one output_dir (a folder
+    without any fold's result or checkpoint, left by a run that failed first, holds none)."""
     saved_file = output_dir / "config.yaml"
-    if not saved_file.is_file():
+    runs = output_dir / "runs"
+    done = any(runs.glob(f"**/{RESULT_FILE}")) or any(runs.glob("**/*.ckpt"))
+    if not saved_file.is_file() or not done:
         return
     saved = OmegaConf.to_container(OmegaConf.load(saved_file), resolve=True)
     current = OmegaConf.to_container(cfg, resolve=True)
@@ -226,11 +249,13 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any]:
     """Every (task, sweep point, fold) run not finished yet; returns per-task results:
     ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}``."""
     output_dir = Path(cfg.output_dir)
+    tasks = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
+    # Every check comes before the first write into output_dir.
     _check_resume(cfg, output_dir)
-    pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None  # fails before writes
+    pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
+    check_tasks(cfg, tasks)
     output_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, output_dir / "config.yaml")
-    tasks = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
     results = {}
     for t, name in enumerate(tasks, 1):
         task = load_task(cfg.benchmark.root, name, cfg.benchmark.max_length, cfg.benchmark.download)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from genodiff.errors import NonFiniteOutputError
+
 # Finite stand-in for -inf in logits: a category removed with it gets probability 0, and
 # log_softmax and its gradient stay free of NaN in fp32/bf16.
 NEG_INF = -1e6
@@ -38,11 +40,19 @@ def sharpen(log_probs: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> 
     Temperature divides the log-probabilities; nucleus (top-p) keeps the smallest set of
     most likely categories whose mass reaches ``top_p`` (always at least the top one) and
     renormalises. ``temperature=1, top_p=1`` returns the distribution unchanged.
+    Every sampler draws from what this returns, so a network output that is NaN or +inf (or a
+    row without any possible category) stops sampling here (``NonFiniteOutputError``).
     """
     log_probs = log_probs.to(torch.float64)
     if temperature != 1.0:
         log_probs = log_probs / temperature
     probs = log_probs.softmax(dim=-1)  # (..., V)
+    if probs.isnan().any():
+        raise NonFiniteOutputError(
+            "the network's output is not finite (NaN or inf), so there is no distribution to "
+            "draw from: the run diverged or its weights are damaged; use another checkpoint, "
+            "e.g. the previous one"
+        )
     if top_p < 1.0:
         sorted_probs, order = probs.sort(dim=-1, descending=True)
         mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (..., V)

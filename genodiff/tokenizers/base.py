@@ -71,10 +71,17 @@ class Tokenizer(ABC):
         ([BOS] first when the vocabulary has one), so a model scores it in context."""
         return ([self.bos_id] if self.bos_id is not None else []) + self.encode(text)
 
+    def encode_given(self, text: str) -> list[int]:
+        """Ids of text a user fixes in a sample (a prefix, an infill template): ``encode``, for
+        a vocabulary that represents every text. A tokenizer with an unknown token overrides
+        this to refuse, naming them, the words it would turn into that token, so no word a user
+        gave vanishes from a sample."""
+        return self.encode(text)
+
     def encode_prefix(self, text: str) -> list[int]:
         """The ids a sample that starts with ``text`` begins with ([BOS] first when there is
         one, as the training sequences begin)."""
-        ids = self.encode(text)
+        ids = self.encode_given(text)
         if not ids:
             raise InputValueError("the prefix is empty: give some text, e.g. --prefix 'The'")
         return ([self.bos_id] if self.bos_id is not None else []) + ids

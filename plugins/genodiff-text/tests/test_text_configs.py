@@ -231,3 +231,11 @@ def test_text_demo_trains_end_to_end_and_eval_matches_the_baselines(tmp_path, ca
     assert report["windows_sha256"] == result["windows_sha256"]  # the very same tokens
     assert report["tokens"] == result["tokens"]
     assert report["bigram_add_one"]["perplexity"] < report["unigram_add_one"]["perplexity"]
+
+    # A prefix word the tokenizer maps to [UNK] is named, never dropped from the samples.
+    sample = ["sample", "--checkpoint", str(checkpoint), "--num-samples", "1", "--steps", "4"]
+    written = tmp_path / "prefixed.txt"
+    capsys.readouterr()
+    assert main([*sample, "--prefix", "zxqvbnm qwxyz", "--out", str(written)]) == 2
+    err = capsys.readouterr().err
+    assert "does not know 'zxqvbnm'" in err and not written.exists()

@@ -291,3 +291,32 @@ def test_gpt2_like_sample_boundary_is_one_end_of_text(tmp_path):
     sample = [eot, *the, eot, *sat, tok.pad_id]
     assert tok.decode_sample(sample) == "the <|endoftext|> sat"
     assert tok.encode_sample("the <|endoftext|> sat") == [eot, *the, eot, *sat]
+
+
+# ---------------------------------------------------------------------- words a user fixes
+
+
+def test_unknown_prefix_words_are_named_not_dropped():
+    tok = _trained("wordpiece")  # its alphabet has no z, x, q
+    assert tok.decode([tok.unk_id]) == "[UNK]"
+    with pytest.raises(ValueError, match="does not know 'zxqvbnm', 'qwxyz'"):
+        tok.encode_prefix("zxqvbnm qwxyz")
+    with pytest.raises(ValueError, match="does not know 'zxqvbnm'"):
+        tok.encode_prefix("the man zxqvbnm")
+    with pytest.raises(ValueError, match="does not know 'zxqvbnm'"):
+        tok.encode_template("the [MASK] zxqvbnm")
+    assert tok.encode_prefix("the man") == [tok.bos_id, *tok.encode("the man")]
+    assert tok.encode_prefix("the [UNK] man").count(tok.unk_id) == 1  # written as such: kept
+
+
+def test_unknown_words_of_a_hugging_face_vocabulary_are_named(tmp_path):
+    pytest.importorskip("transformers")
+    _bert_like(tmp_path / "bert")
+    tok = HFTokenizer(pretrained=str(tmp_path / "bert"))
+    with pytest.raises(ValueError, match="does not know 'Zebra'"):
+        tok.encode_prefix("The Zebra sat.")
+    size, _ = _gpt2_like(tmp_path / "gpt2")
+    byte_level = HFTokenizer(pretrained=str(tmp_path / "gpt2"))
+    assert byte_level.unk_id is None  # every text has bytes: nothing is unknown
+    ids = byte_level.encode_template("zxqvbnm [MASK] sat")
+    assert byte_level.decode(ids[1:]) == "zxqvbnm [MASK] sat"

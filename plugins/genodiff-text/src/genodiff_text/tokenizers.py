@@ -92,6 +92,9 @@ class BackendTokenizer(Tokenizer):
             "bos_token": bos_token,
             "eos_token": eos_token,
         }
+        # The id of words the vocabulary lacks (WordPiece's [UNK]); byte-level BPE has none.
+        self.unk_token: str | None = getattr(backend.model, "unk_token", None)
+        self.unk_id = backend.token_to_id(self.unk_token) if self.unk_token else None
         excluded = {self.mask_id, self.pad_id}
         self.sample_ids = tuple(i for i in range(self.vocab_size) if i not in excluded)
 
@@ -104,6 +107,22 @@ class BackendTokenizer(Tokenizer):
         """Ids of ``text`` without special tokens added (a special token written in the text,
         e.g. ``[MASK]``, is still recognised)."""
         return self.backend.encode(text, add_special_tokens=False).ids
+
+    def encode_given(self, text: str) -> list[int]:
+        """``encode``, refusing text the vocabulary maps to its unknown token (a user's prefix
+        or template would otherwise lose those words from the sample), naming each such word;
+        the unknown token written as such is kept."""
+        encoding = self.backend.encode(text, add_special_tokens=False)
+        spans = zip(encoding.ids, encoding.offsets, strict=True)
+        unknown = [text[a:b] for i, (a, b) in spans if i == self.unk_id]
+        unknown = [word for word in dict.fromkeys(unknown) if word != self.unk_token]
+        if unknown:
+            raise InputValueError(
+                f"the tokenizer does not know {', '.join(repr(w) for w in unknown)}: "
+                f"{'it' if len(unknown) == 1 else 'they'} would be {self.unk_token} and vanish "
+                "from the sample; use words of its vocabulary"
+            )
+        return encoding.ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """``[encode(t) for t in texts]``, in parallel in the backend."""
@@ -186,7 +205,7 @@ class BackendTokenizer(Tokenizer):
         ids = [self.bos_id] if self.bos_id is not None else []
         for k, piece in enumerate(pieces):
             last = k == len(pieces) - 1
-            ids += self.encode(piece if last else piece.rstrip(" "))
+            ids += self.encode_given(piece if last else piece.rstrip(" "))
             if not last:
                 ids.append(self.mask_id)
         return ids

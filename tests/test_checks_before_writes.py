@@ -1,0 +1,172 @@
+"""Every check of ``genodiff train`` and ``genodiff finetune`` comes before the first write: a
+refused run leaves no folder behind and the corrected retry runs; a resume that would train
+nothing, or train another model than its checkpoint's, is refused and the run's record
+(config.yaml, checkpoints) is left as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from genodiff import cli
+from tests.test_bad_input_cli import GB_DEMO, files_in, one_line_error
+from tests.test_cli import DEMO, TINY
+
+QUICK = [*TINY, "samples.num_samples=0", "evaluate_test=false"]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run") / "run"
+    assert cli.main(["train", DEMO, *QUICK, f"output_dir={out}"]) == 0  # 4 steps
+    return out
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.max_length=10000000"], "has no windows"),
+        (["data.split_fractions=[0.5,0.6,0.1]"], "split_fractions"),
+        (["trainer.max_steps=0"], "trainer.max_steps=0 trains nothing"),
+        (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
+    ],
+)
+def test_a_refused_run_writes_nothing(tmp_path, capsys, overrides, message):
+    out = tmp_path / "run"
+    assert cli.main(["train", DEMO, *QUICK, *overrides, f"output_dir={out}"]) == 2
+    assert message in one_line_error(capsys, "train")
+    assert not out.exists()
+
+
+def test_the_corrected_retry_of_a_refused_run_trains(tmp_path, capsys):
+    out = tmp_path / "run"
+    bad = ["data.split_fractions=[0.5,0.6,0.1]", f"output_dir={out}"]
+    assert cli.main(["train", DEMO, *QUICK, *bad]) == 2
+    assert cli.main(["train", DEMO, *QUICK, f"output_dir={out}"]) == 0
+    assert (out / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_a_folder_from_a_run_that_never_trained_holds_no_run(tmp_path):
+    # What a run stopped before its first step leaves: its config, tokenizer and empty logs.
+    out = tmp_path / "run"
+    (out / "logs" / "version_0").mkdir(parents=True)
+    (out / "logs" / "version_0" / "hparams.yaml").write_text("{}\n")
+    (out / "config.yaml").write_text("name: demo\n")
+    (out / "tokenizer.json").write_text("{}\n")
+    (out / "checkpoints").mkdir()
+    from genodiff.checkpoints import run_folder
+
+    run_folder.check_output_dir(out, None)  # no error: nothing to lose
+    (out / "logs" / "version_0" / "metrics.csv").write_text("step,train/loss\n0,2.5\n")
+    with pytest.raises(ValueError, match="already holds a run"):
+        run_folder.check_output_dir(out, None)
+
+
+# ------------------------------------------------------------- resume
+
+
+def resume(out: Path, *overrides: str) -> int:
+    return cli.main(["train", DEMO, *QUICK, f"output_dir={out}", "ckpt_path=last", *overrides])
+
+
+@pytest.mark.parametrize("max_steps", [4, 2])
+def test_a_resume_past_max_steps_is_refused(trained_run, capsys, max_steps):
+    before = files_in(trained_run)
+    assert resume(trained_run, f"trainer.max_steps={max_steps}") == 2
+    err = one_line_error(capsys, "train")
+    assert "already trained to step 4" in err and "raise trainer.max_steps" in err
+    assert files_in(trained_run) == before
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (["model.d_model=32"], ["model.d_model: 64 -> 32"]),  # was a size-mismatch traceback
+        (["data.max_length=64"], ["data.max_length: 128 -> 64"]),
+        (["model.n_layer=3", "data.max_length=256"], ["model.n_layer: 2 -> 3", "256"]),
+        (["objective=sedd"], ["objective.name: mdlm -> sedd"]),
+    ],
+)
+def test_a_resume_of_another_model_or_window_is_refused(trained_run, capsys, overrides, named):
+    before = files_in(trained_run)
+    assert resume(trained_run, "trainer.max_steps=6", *overrides) == 2
+    err = one_line_error(capsys, "train")
+    assert all(text in err for text in named), err
+    assert files_in(trained_run) == before
+
+
+def test_a_resume_records_what_it_changed(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli.main(["train", DEMO, *QUICK, "trainer.max_steps=2", f"output_dir={out}"]) == 0
+    capsys.readouterr()
+    assert resume(out, "trainer.max_steps=4", "optim.lr=0.001") == 0
+    err = capsys.readouterr().err
+    assert "trainer.max_steps: 2 -> 4" in err and "optim.lr: 0.003 -> 0.001" in err
+    config = (out / "config.yaml").read_text()
+    assert "max_steps: 4" in config and "lr: 0.001" in config
+
+
+# ------------------------------------------------------------- finetune
+
+
+FINETUNE_QUICK = [
+    "folds=2",
+    "trainer.max_epochs=1",
+    "sweep.batch_size=[32]",
+    "trainer.enable_progress_bar=false",
+    "model.d_model=16",
+    "model.n_layer=1",
+    "keep_checkpoints=false",
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["folds=400"], "fewer than folds=400"),
+        (["benchmark.tasks=[no_such_task]"], "task 'no_such_task' not found"),
+        (["model.d_model=0"], "model.d_model"),
+        (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
+    ],
+)
+def test_a_refused_finetune_writes_nothing(tmp_path, capsys, overrides, message):
+    out = tmp_path / "gb"
+    assert cli.main(["finetune", GB_DEMO, *FINETUNE_QUICK, *overrides, f"output_dir={out}"]) == 2
+    assert message in one_line_error(capsys, "finetune")
+    assert not out.exists()
+
+
+def test_a_finetune_folder_without_results_takes_another_config(tmp_path):
+    out = tmp_path / "gb"
+    out.mkdir()
+    (out / "config.yaml").write_text("folds: 3\n")  # a run that failed before its first fold
+    assert cli.main(["finetune", GB_DEMO, *FINETUNE_QUICK, f"output_dir={out}"]) == 0
+    assert (out / "results.json").is_file()
+
+
+def test_check_resume_names_a_changed_tokenizer_and_keeps_old_keys_out(tmp_path):
+    import torch
+
+    from genodiff.checkpoints import run_folder
+
+    recorded = {
+        "tokenizer": {"name": "trained", "vocab_size": 200},
+        "model": {"name": "dit", "hidden_dim": 32, "retired_option": 1},
+        "trainer": {"max_steps": 3},
+        "optim": {"lr": 0.001},
+    }
+    checkpoint = tmp_path / "last.ckpt"
+    torch.save({"hyper_parameters": {"config": recorded}, "global_step": 3}, checkpoint)
+    current = {
+        "tokenizer": {"name": "trained", "vocab_size": 300},
+        "model": {"name": "dit", "hidden_dim": 32, "new_option": 2},  # keys of one side only
+        "trainer": {"max_steps": 6},
+        "optim": {"lr": 0.001},
+    }
+    with pytest.raises(ValueError, match=r"\(tokenizer.vocab_size: 200 -> 300\)"):
+        run_folder.check_resume(current, checkpoint)
+    current["tokenizer"]["vocab_size"] = 200
+    assert run_folder.check_resume(current, checkpoint) == ["trainer.max_steps: 3 -> 6"]
+    current["trainer"]["max_steps"] = -1  # no limit
+    assert run_folder.check_resume(current, checkpoint) == ["trainer.max_steps: 3 -> -1"]
