@@ -243,8 +243,16 @@ def _gen_ppl(args: argparse.Namespace) -> None:
 
 
 def _evaluate_samples(args: argparse.Namespace) -> None:
-    from genodiff.metrics import QualitySettings, evaluate_sample_files, write_report
+    from genodiff.metrics import (
+        QualitySettings,
+        check_report_folder,
+        evaluate_sample_files,
+        write_report,
+    )
 
+    samples = Path(args.samples)
+    out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
+    check_report_folder(out)  # before the metrics are computed
     settings = QualitySettings(
         window=args.window,
         max_reference=args.max_reference,
@@ -260,8 +268,6 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
         ar_checkpoint=args.ar_checkpoint,
         device=args.device,
     )
-    samples = Path(args.samples)
-    out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
     paths = write_report(quality, out)
     print((out / "metrics.md").read_text())
     print(f"genodiff: wrote {', '.join(str(p) for p in paths)}")

@@ -35,7 +35,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from genodiff.data.base import NamedItemDataset
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
 from genodiff.objectives import Objective
 
 
@@ -134,8 +134,7 @@ def heldout_windows(
     datamodule.attach_tokenizer(tokenizer)
     readable = f"--file FILE ({domain_of(tokenizer).eval_file})"
     if data_file is not None:
-        if not Path(data_file).is_file():
-            raise InputFileNotFoundError(f"--file {data_file} not found")
+        require_regular_file(data_file, "--file")
         dataset = datamodule.file_dataset(data_file)
         source = str(Path(data_file).resolve())
         where = str(data_file)

@@ -254,12 +254,9 @@ def generative_perplexity(
     ``reference`` when given); see the module doc. ``device`` moves the model there (default:
     where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``."""
     _check_exact(model, checkpoint)
-    if batch_size < 1:
-        raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
+    check_scoring_options(batch_size, max_length)
     if max_length is None:
         max_length = int(model.config.get("data", {}).get("max_length", 1024))
-    if max_length < 1:
-        raise InputValueError(f"--max-length must be >= 1, got {max_length}")
     if not samples:
         raise InputValueError("no sample to score")
     if device is not None:
@@ -338,6 +335,14 @@ def _stderr_progress() -> Callable[[int, int], None]:
     return report
 
 
+def check_scoring_options(batch_size: int, max_length: int | None) -> None:
+    """ValueError for a ``--batch-size`` or ``--max-length`` below 1."""
+    if batch_size < 1:
+        raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
+    if max_length is not None and max_length < 1:
+        raise InputValueError(f"--max-length must be >= 1, got {max_length}")
+
+
 def score_sample_file(
     samples_path: str | os.PathLike,
     checkpoint: str | os.PathLike,
@@ -352,6 +357,7 @@ def score_sample_file(
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
+    check_scoring_options(batch_size, max_length)  # before anything is loaded
     torch_device = resolve_device(device)
     samples = read_samples(samples_path)
     reference = read_samples(reference_path) if reference_path is not None else None

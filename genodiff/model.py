@@ -11,15 +11,17 @@ module that trains it (``genodiff.training.module``). Its state dict (``backbone
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel
 
 from genodiff import backbones, registry
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.config import ConfigError, EMAConfig, with_tokenizer_fields
+from genodiff.config import TOKENIZER_FIELDS, ConfigError, EMAConfig, with_tokenizer_fields
 from genodiff.errors import InputValueError
+from genodiff.memory import memory_limit, size_text
 from genodiff.objectives import Objective
 from genodiff.tokenizers import Tokenizer, build_tokenizer
 
@@ -105,6 +107,33 @@ def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
     backbone.load_state_dict(source)
 
 
+def check_backbone_fits(model_config: dict[str, Any], copies: int) -> None:
+    """ConfigError, before any weight is allocated, when ``copies`` float tensors the size of
+    the backbone ``model_config`` describes (its weights, their average, ...) need more memory
+    than any one place on this machine has (``genodiff.memory.memory_limit``). The backbone is
+    built on the meta device, which allocates nothing, to count its parameters and buffers."""
+    with torch.device("meta"):
+        meta = backbones.build(**model_config)
+    tensors = [*meta.parameters(), *meta.buffers()]  # a tied tensor once
+    parameters = sum(p.numel() for p in meta.parameters())
+    weights = sum(t.numel() * t.element_size() for t in tensors)
+    needed, limit = copies * weights, memory_limit()
+    if needed <= limit:
+        return
+    sizes = [
+        key
+        for key, value in model_config.items()
+        if type(value) is int and value > 1 and key not in TOKENIZER_FIELDS
+    ]
+    settings = ", ".join(f"model.{key}={model_config[key]}" for key in sizes)
+    raise ConfigError(
+        f"model: the {model_config['name']} backbone of {settings} has {parameters:,} "
+        f"parameters; with {copies} copies of its {weights:,} bytes of weights it needs "
+        f"{needed:,} bytes ({size_text(needed)}), more than the {size_text(limit)} of memory "
+        f"this machine has in one place; lower {' or '.join(f'model.{k}' for k in sizes[:2])}"
+    )
+
+
 class EMA(AveragedModel):
     """torch's AveragedModel with a constant decay, or min(decay, (1+k)/(10+k)) with warm-up."""
 
@@ -131,6 +160,10 @@ class GenerativeModel(nn.Module):
     that train it.
     """
 
+    #: Tensors the size of the weights kept beside them and their average (none to sample
+    #: and score; training adds the gradient and AdamW's two moments).
+    state_copies: ClassVar[int] = 0
+
     def __init__(self, config: dict[str, Any], tokenizer: Tokenizer | None = None) -> None:
         super().__init__()
         self.tokenizer = (
@@ -138,12 +171,13 @@ class GenerativeModel(nn.Module):
         )
         config = complete_config(config, self.tokenizer)
         self.config = config
+        ema_cfg = EMAConfig(**config.get("ema", {}))
+        use_ema = ema_cfg.decay > 0
+        check_backbone_fits(config["model"], copies=1 + use_ema + self.state_copies)
         self.backbone = backbones.build(**config["model"])
         self.objective = build_objective(config["objective"])
         check_time_conditioning(self.objective, self.backbone)
         check_causality(self.objective, self.backbone, config)
-        ema_cfg = EMAConfig(**config.get("ema", {}))
-        use_ema = ema_cfg.decay > 0
         self.ema = EMA(self.backbone, ema_cfg.decay, ema_cfg.warmup) if use_ema else None
         # Objectives with parameters of their own (Plaid) get their own average.
         has_params = any(True for _ in self.objective.parameters())

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import safetensors.torch
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from genodiff import hub, registry
@@ -43,7 +44,7 @@ from genodiff.atomic_files import fsync_path, temporary_path
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
-from genodiff.config import completed_model_config
+from genodiff.config import ConfigError, completed_model_config, section_spec
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
@@ -226,7 +227,50 @@ def _read_config(directory: Path) -> dict[str, Any]:
     path = directory / CONFIG_FILE
     if not path.is_file():
         raise InputFileNotFoundError(f"{directory} is not a checkpoint folder: no {CONFIG_FILE}")
-    return json.loads(path.read_text())
+    return read_json_object(path)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object ``path`` holds (a folder's config.json, genodiff.json); an input error
+    naming the file when it is not JSON or not an object."""
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputValueError(
+            f"{path} is not valid JSON ({err}); restore the file, or export the folder again"
+        ) from None
+    if not isinstance(content, dict):
+        raise InputValueError(
+            f"{path} holds a JSON {type(content).__name__}, not the object (mapping) expected"
+        )
+    return content
+
+
+def read_run_record(folder: Path) -> dict[str, Any]:
+    """The genodiff.json of an exported folder: the run's config, step and weights. An input
+    error naming the file when it is malformed, or when the model and objective its config
+    records are not what the classes they name take (edited, or written for another
+    objective): loading it would build something else."""
+    path = folder / RUN_RECORD_FILE
+    record = read_json_object(path)
+    config = record.get("config")
+    sections = ("model", "objective")
+    if not isinstance(config, dict) or not all(isinstance(config.get(s), dict) for s in sections):
+        raise InputValueError(
+            f"{path} is inconsistent: it records no run config with model and objective "
+            "sections; export the folder again from the run's .ckpt"
+        )
+    cfg = OmegaConf.create({s: config[s] for s in sections})
+    for section in sections:
+        try:
+            section_spec(cfg, section).check(section, config[section])
+        except ConfigError as err:
+            name = config[section].get("name")
+            raise InputValueError(
+                f"{path} is inconsistent (config.{section}.name is {name!r}): {err}; export "
+                "the folder again from the run's .ckpt"
+            ) from None
+    return record
 
 
 def registered_layouts() -> list[tuple[str, CheckpointLayout]]:
@@ -341,6 +385,7 @@ def export_checkpoint(
     prefixes = {"ema": "ema.module.", "raw": "backbone."}
     if weights not in prefixes:
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
+    _check_export_paths(Path(ckpt_path), Path(out_dir))
     ckpt = read_checkpoint(ckpt_path)
     tokenizer = tokenizer_from_checkpoint(ckpt)
     model_config = completed_model_config(ckpt["hyper_parameters"]["config"]["model"], tokenizer)
@@ -368,3 +413,24 @@ def export_checkpoint(
         **_folder_files(model, model_config, tokenizer),
     }
     return _write_folder(Path(out_dir), files, overwrite)
+
+
+def _check_export_paths(ckpt_path: Path, out_dir: Path) -> None:
+    """Input errors, before anything is read, for a checkpoint that is a folder (an exported
+    one needs no export) and an output folder that is a file."""
+    if ckpt_path.is_dir():
+        if (ckpt_path / RUN_RECORD_FILE).is_file():
+            raise InputValueError(
+                f"--checkpoint {ckpt_path} is already a folder that genodiff export wrote (it "
+                f"holds {RUN_RECORD_FILE}); sample, evaluate or upload it as it is, or export "
+                "the run's .ckpt"
+            )
+        raise InputValueError(
+            f"--checkpoint {ckpt_path} is a folder; export takes a training checkpoint file, "
+            f"e.g. {ckpt_path / 'checkpoints' / 'last.ckpt'}"
+        )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputValueError(
+            f"--out {out_dir} is a file; export writes a folder ({CONFIG_FILE}, {WEIGHTS_FILE}, "
+            f"{TOKENIZER_FILE}, {RUN_RECORD_FILE}): name a new folder, or one to add them to"
+        )
