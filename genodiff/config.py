@@ -486,11 +486,8 @@ def check_devices(trainer: Any) -> None:
     if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
         devices = int(devices)
     listed = isinstance(devices, list | tuple | ListConfig)
-    if listed:
-        none = len(devices) == 0
-    else:
-        none = type(devices) is int and devices < 1 and devices != -1
-    if none:
+    counted = type(devices) is int
+    if (listed and len(devices) == 0) or (counted and devices < 1 and devices != -1):
         raise ConfigError(
             f"trainer.devices={'[]' if listed else devices} names no device to train on; set "
             "trainer.devices=1 (or N devices, -1 for all of them, a list of device indices, "

@@ -20,7 +20,7 @@ from torch.optim.swa_utils import AveragedModel
 from genodiff import backbones, registry
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.config import TOKENIZER_FIELDS, ConfigError, EMAConfig, with_tokenizer_fields
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, listing
 from genodiff.memory import memory_limit, size_text
 from genodiff.objectives import Objective
 from genodiff.tokenizers import Tokenizer, build_tokenizer
@@ -92,7 +92,7 @@ def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
     mismatched = sorted(k for k in set(source) & set(target) if source[k].shape != target[k].shape)
     if missing or unexpected or mismatched:
         details = "; ".join(
-            f"{label}: {', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''}"
+            f"{label}: {listing(keys)}"
             for label, keys in (
                 ("missing", missing),
                 ("unexpected", unexpected),

@@ -304,3 +304,11 @@ def test_shape_mismatches_are_one_short_line(exported, capsys):
     assert cli.main(["sample", "--checkpoint", str(exported), *SAMPLE, "--out", str(out)]) == 2
     err = one_line_error(capsys, "sample")  # was torch's message, one line per tensor
     assert "shape" in err and "more" in err and len(err) < 1500
+
+
+def test_a_plus_on_a_key_the_config_sets_is_explained(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli.main(["train", DEMO, *TINY, "+model.d_model=32", f"output_dir={out}"]) == 2
+    err = one_line_error(capsys, "train")  # was Hydra's "Either remove + prefix ... Or add ++"
+    assert "model.d_model=VALUE without a leading +" in err and "++" not in err
+    assert not out.exists()

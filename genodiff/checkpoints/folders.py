@@ -45,7 +45,7 @@ from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
 from genodiff.config import ConfigError, completed_model_config, section_spec
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputFileNotFoundError, InputValueError, listing
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -330,16 +330,26 @@ def _load_strictly(model: nn.Module, state: dict[str, torch.Tensor], source: str
                 state[name] = state[stored[0]]
     missing = sorted(expected.keys() - state.keys())
     unexpected = sorted(state.keys() - expected.keys())
-    if missing or unexpected:
+    reshaped = [
+        f"{name} {tuple(state[name].shape)} where the model has {tuple(tensor.shape)}"
+        for name, tensor in expected.items()
+        if name in state and state[name].shape != tensor.shape
+    ]
+    problems = [
+        f"{label} ({len(names)}): {listing(names)}"
+        for label, names in (
+            ("missing keys", missing),
+            ("unexpected keys", unexpected),
+            ("tensors of another shape", reshaped),
+        )
+        if names
+    ]
+    if problems:
         raise CheckpointError(
             f"{source}: weights do not match the {type(model).__name__} its config describes; "
-            f"missing keys ({len(missing)}): {missing[:10]}; "
-            f"unexpected keys ({len(unexpected)}): {unexpected[:10]}"
+            + "; ".join(problems)
         )
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as err:  # shape mismatches
-        raise CheckpointError(f"{source}: {err}") from err
+    model.load_state_dict(state, strict=True)
 
 
 def _drop_tied_head_copies(
