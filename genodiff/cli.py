@@ -70,8 +70,9 @@ def _train(args: argparse.Namespace) -> None:
         trainer = build_trainer(cfg, progress_bar=progress_wanted(args.no_progress))
     except ValueError as err:  # Lightning refuses the trainer section's settings
         raise ConfigError(str(err)) from err
-    for split in ("train", "valid"):  # windows that cannot be cut (length, split) fail here
-        datamodule.dataset_of(split)
+    # Windows that cannot be cut (length, split) and a batch above the train split fail here.
+    datamodule.dataset_of("valid")
+    datamodule.check_batch_size(trainer.world_size)
     with run_folder.hold(out) if main_process else contextlib.nullcontext():
         if main_process:
             if changes:
@@ -284,8 +285,16 @@ def _gen_ppl(args: argparse.Namespace) -> None:
 
 
 def _evaluate_samples(args: argparse.Namespace) -> None:
-    from genodiff.metrics import QualitySettings, evaluate_sample_files, write_report
+    from genodiff.metrics import (
+        QualitySettings,
+        check_report_folder,
+        evaluate_sample_files,
+        write_report,
+    )
 
+    samples = Path(args.samples)
+    out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
+    check_report_folder(out)  # before the metrics are computed
     settings = QualitySettings(
         window=args.window,
         max_reference=args.max_reference,

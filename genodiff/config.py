@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import lightning
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from genodiff import registry
@@ -336,7 +336,39 @@ def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
             return compose(config_name=config_file.stem, overrides=[search_path, *overrides])
         except HydraException as err:
             message = str(err).split("\nConfig search path:")[0].strip()
-            raise ConfigError(f"{config_file}: {message}") from None
+            raise ConfigError(_hydra_message(config_file, message)) from None
+
+
+_OVERRIDE_KEY = re.compile(r"^[+~]*(?P<key>[^=]*)")
+
+
+def _refuse_hydra_keys(overrides: list[str]) -> None:
+    """ConfigError for an override of a ``hydra.*`` key: genodiff composes its configs with
+    Hydra's compose API and runs nothing under Hydra's ``hydra.run.dir`` or job settings, so
+    such a key would be ignored (or refused in Hydra's words)."""
+    for override in overrides:
+        key = _OVERRIDE_KEY.match(override)["key"].strip()
+        if key == "hydra" or key.startswith("hydra."):
+            raise ConfigError(
+                f"{override}: {key} is not part of a genodiff config (genodiff has no hydra.* "
+                "keys: it composes configs with Hydra but does not run jobs through it); set "
+                "where a run writes with output_dir=DIR, its name with name=NAME"
+            )
+
+
+_APPEND_EXISTING = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
+
+
+def _hydra_message(config_file: Path, message: str) -> str:
+    """Hydra's error in genodiff's words where it has a clearer one."""
+    existing = _APPEND_EXISTING.search(message)
+    if existing:
+        key = existing[1]
+        return (
+            f"{key} is already set by {config_file.name} (or its defaults); write {key}=VALUE "
+            "without a leading +"
+        )
+    return f"{config_file}: {message}"
 
 
 def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> list[str]:
@@ -408,6 +440,7 @@ def compose_config(
     """Compose ``config`` with Hydra-style ``overrides``, add the schema's defaults for the
     non-group keys and validate; returns the config and the resolved YAML path."""
     config_file = resolve_config_path(config)
+    _refuse_hydra_keys(list(overrides or []))
     group_overrides, value_overrides = _split_overrides(list(overrides or []))
     base = _compose(config_file, group_overrides)
     additions = _with_additions(base, value_overrides, schema)
@@ -442,8 +475,9 @@ GPU_ACCELERATORS = ("gpu", "cuda")
 
 def check_training_config(cfg: DictConfig) -> None:
     """The checks that involve several keys or this machine (each key's own type and range
-    are the schema's): a GPU accelerator where none is visible, and ``init_from`` with a
-    ``ckpt_path`` that starts a new ``output_dir`` from another run."""
+    are the schema's): a GPU accelerator where none is visible, ``trainer.devices`` naming no
+    device, and ``init_from`` with a ``ckpt_path`` that starts a new ``output_dir`` from
+    another run."""
     accelerator = (cfg.get("trainer") or {}).get("accelerator")
     if isinstance(accelerator, str) and accelerator.lower() in GPU_ACCELERATORS:
         import torch
@@ -455,6 +489,7 @@ def check_training_config(cfg: DictConfig) -> None:
                 f"(torch.cuda.is_available() is false{build}); use trainer.accelerator=cpu, "
                 "or trainer.accelerator=auto to take a GPU when there is one"
             )
+    check_devices(cfg.get("trainer") or {})
     if cfg.get("init_from") and cfg.get("ckpt_path") not in (None, "last"):
         checkpoint = Path(cfg.ckpt_path).expanduser().resolve()
         if not checkpoint.is_relative_to(Path(cfg.output_dir).expanduser().resolve()):
@@ -464,6 +499,22 @@ def check_training_config(cfg: DictConfig) -> None:
                 "optimizer, step) give this run its starting weights; keep one of the two "
                 "(resuming a run in its own output_dir with ckpt_path=last may keep init_from)"
             )
+
+
+def check_devices(trainer: Any) -> None:
+    """ConfigError for a ``trainer.devices`` that names no device: 0, an empty list, or a
+    number below -1 (-1 means every device)."""
+    devices = trainer.get("devices")
+    if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
+        devices = int(devices)
+    listed = isinstance(devices, list | tuple | ListConfig)
+    counted = type(devices) is int
+    if (listed and len(devices) == 0) or (counted and devices < 1 and devices != -1):
+        raise ConfigError(
+            f"trainer.devices={'[]' if listed else devices} names no device to train on; set "
+            "trainer.devices=1 (or N devices, -1 for all of them, a list of device indices, "
+            "or auto)"
+        )
 
 
 # Constructor arguments that the tokenizer provides: argument -> tokenizer attribute. Plaid

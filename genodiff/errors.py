@@ -8,6 +8,10 @@ catches an ``InputValueError``.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
 
 class UserInputError(Exception):
     """Something the user can fix, which the message names (and how)."""
@@ -39,3 +43,37 @@ class TrainingDivergedError(UserInputError, FloatingPointError):
 class NonFiniteOutputError(UserInputError, FloatingPointError):
     """A network output (probabilities to draw from, a held-out NELBO) that is NaN or
     infinite: the weights it ran with cannot be trusted, so nothing is drawn or scored."""
+
+
+class DiskFullError(UserInputError, OSError):
+    """A write that found no space left on the device (or the user's disk quota spent); the
+    message names the file, the space it needed when known, and what was kept."""
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno 28] ..."
+        return str(self.strerror)
+
+
+def listing(names: Sequence[str], shown: int = 5) -> str:
+    """``a, b, c, d, e and 12 more``: the first ``shown`` of ``names`` for a one-line error
+    (every name with ``GENODIFF_DEBUG=1``)."""
+    names = list(names)
+    if len(names) <= shown or os.environ.get("GENODIFF_DEBUG"):
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more (GENODIFF_DEBUG=1 lists all)"
+
+
+def require_regular_file(path: str | os.PathLike, what: str) -> Path:
+    """``path`` when it is a regular file (or a link to one); an input error saying it does
+    not exist, is a folder, or is something else (a FIFO, a device), with ``what`` naming the
+    option or file."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.exists():
+        raise InputFileNotFoundError(f"{what} {path} not found")
+    if path.is_dir():
+        raise InputValueError(f"{what} {path} is a folder; name a file")
+    raise InputValueError(
+        f"{what} {path} is not a regular file (a FIFO, socket or device); genodiff reads it "
+        "more than once, so save it to a file first"
+    )

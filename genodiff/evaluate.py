@@ -39,7 +39,12 @@ from torch.utils.data import Dataset
 
 from genodiff.conditioning import null_labels
 from genodiff.data.base import NamedItemDataset
-from genodiff.errors import InputFileNotFoundError, InputValueError, NonFiniteOutputError
+from genodiff.errors import (
+    InputFileNotFoundError,
+    InputValueError,
+    NonFiniteOutputError,
+    require_regular_file,
+)
 from genodiff.objectives import Objective
 from genodiff.progress import Progress
 
@@ -169,8 +174,7 @@ def heldout_windows(
     datamodule.attach_tokenizer(tokenizer)
     readable = f"--file FILE ({domain_of(tokenizer).eval_file})"
     if data_file is not None:
-        if not Path(data_file).is_file():
-            raise InputFileNotFoundError(f"--file {data_file} not found")
+        require_regular_file(data_file, "--file")
         dataset = datamodule.file_dataset(data_file)
         source = str(Path(data_file).resolve())
         where = str(data_file)

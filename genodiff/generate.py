@@ -4,7 +4,6 @@ written by ``genodiff.sample_files``."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -15,6 +14,7 @@ from torch import Tensor
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.domains import domain_of
 from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.memory import memory_available, size_text
 from genodiff.objectives import Objective
 from genodiff.progress import Progress
 from genodiff.samplers.request import SampleRequest
@@ -126,14 +126,6 @@ def memory_needed(request: SampleRequest, batch_size: int, vocab_size: int) -> t
     return batch * request.length * (4 * vocab_size + 8), request.num_samples * request.length * 8
 
 
-def memory_available(device: torch.device) -> tuple[int, int]:
-    """(the device's total memory, the host's physical memory) in bytes."""
-    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory, host
-    return host, host
-
-
 def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.Module) -> None:
     """ValueError for a ``batch_size`` < 1, or, saying how much memory it would take, for a
     request that cannot fit (``memory_needed`` with the backbone's declared ``vocab_size``, above
@@ -146,16 +138,7 @@ def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.M
         if need > have:
             raise InputValueError(
                 f"sampling {request.num_samples} x {request.length} tokens (batches of "
-                f"{min(batch_size, request.num_samples)}) needs at least {_size(need)} of "
-                f"{where} memory, and this machine has {_size(have)}; lower --length, "
+                f"{min(batch_size, request.num_samples)}) needs at least {size_text(need)} of "
+                f"{where} memory, and this machine has {size_text(have)}; lower --length, "
                 "--batch-size or --num-samples"
             )
-
-
-def _size(n: float) -> str:
-    """``512 bytes``, ``1.5 KiB`` ... ``3.0 PiB`` (larger sizes stay in PiB)."""
-    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
-    power = 0
-    while n >= 1024 and power < len(units) - 1:
-        n, power = n / 1024, power + 1
-    return f"{n:.0f} bytes" if power == 0 else f"{n:.1f} {units[power]}"

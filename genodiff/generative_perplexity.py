@@ -302,12 +302,9 @@ def generative_perplexity(
     where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``, ``stride``
     to half of it."""
     _check_exact(model, checkpoint)
-    if batch_size < 1:
-        raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
+    check_scoring_options(batch_size, max_length)
     if max_length is None:
         max_length = int(model.config.get("data", {}).get("max_length", 1024))
-    if max_length < 1:
-        raise InputValueError(f"--max-length must be >= 1, got {max_length}")
     if not samples:
         raise InputValueError("no sample to score")
     if device is not None:
@@ -377,6 +374,14 @@ def default_ar_checkpoint(samples_path: str | os.PathLike, root: str | os.PathLi
     )
 
 
+def check_scoring_options(batch_size: int, max_length: int | None) -> None:
+    """ValueError for a ``--batch-size`` or ``--max-length`` below 1."""
+    if batch_size < 1:
+        raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
+    if max_length is not None and max_length < 1:
+        raise InputValueError(f"--max-length must be >= 1, got {max_length}")
+
+
 def score_sample_file(
     samples_path: str | os.PathLike,
     checkpoint: str | os.PathLike,
@@ -391,6 +396,7 @@ def score_sample_file(
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
+    check_scoring_options(batch_size, max_length)  # before anything is loaded
     torch_device = resolve_device(device)
     samples = read_samples(samples_path)
     reference = read_samples(reference_path) if reference_path is not None else None

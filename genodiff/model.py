@@ -11,8 +11,9 @@ module that trains it (``genodiff.training.module``). Its state dict (``backbone
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel
 
@@ -20,8 +21,9 @@ from genodiff import backbones, registry
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.backbones.layout import constructor_defaults
 from genodiff.conditioning import class_names
-from genodiff.config import ConfigError, EMAConfig, with_tokenizer_fields
-from genodiff.errors import InputValueError
+from genodiff.config import TOKENIZER_FIELDS, ConfigError, EMAConfig, with_tokenizer_fields
+from genodiff.errors import InputValueError, listing
+from genodiff.memory import memory_limit, size_text
 from genodiff.objectives import Objective
 from genodiff.tokenizers import Tokenizer, build_tokenizer
 
@@ -127,7 +129,7 @@ def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
     mismatched = sorted(k for k in set(source) & set(target) if source[k].shape != target[k].shape)
     if missing or unexpected or mismatched:
         details = "; ".join(
-            f"{label}: {', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''}"
+            f"{label}: {listing(keys)}"
             for label, keys in (
                 ("missing", missing),
                 ("unexpected", unexpected),
@@ -140,6 +142,33 @@ def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
             "Pick the model config that matches the folder's config.json."
         )
     backbone.load_state_dict(source)
+
+
+def check_backbone_fits(model_config: dict[str, Any], copies: int) -> None:
+    """ConfigError, before any weight is allocated, when ``copies`` float tensors the size of
+    the backbone ``model_config`` describes (its weights, their average, ...) need more memory
+    than any one place on this machine has (``genodiff.memory.memory_limit``). The backbone is
+    built on the meta device, which allocates nothing, to count its parameters and buffers."""
+    with torch.device("meta"):
+        meta = backbones.build(**model_config)
+    tensors = [*meta.parameters(), *meta.buffers()]  # a tied tensor once
+    parameters = sum(p.numel() for p in meta.parameters())
+    weights = sum(t.numel() * t.element_size() for t in tensors)
+    needed, limit = copies * weights, memory_limit()
+    if needed <= limit:
+        return
+    sizes = [
+        key
+        for key, value in model_config.items()
+        if type(value) is int and value > 1 and key not in TOKENIZER_FIELDS
+    ]
+    settings = ", ".join(f"model.{key}={model_config[key]}" for key in sizes)
+    raise ConfigError(
+        f"model: the {model_config['name']} backbone of {settings} has {parameters:,} "
+        f"parameters; with {copies} copies of its {weights:,} bytes of weights it needs "
+        f"{needed:,} bytes ({size_text(needed)}), more than the {size_text(limit)} of memory "
+        f"this machine has in one place; lower {' or '.join(f'model.{k}' for k in sizes[:2])}"
+    )
 
 
 class EMA(AveragedModel):
@@ -168,6 +197,10 @@ class GenerativeModel(nn.Module):
     that train it.
     """
 
+    #: Tensors the size of the weights kept beside them and their average (none to sample
+    #: and score; training adds the gradient and AdamW's two moments).
+    state_copies: ClassVar[int] = 0
+
     def __init__(self, config: dict[str, Any], tokenizer: Tokenizer | None = None) -> None:
         super().__init__()
         self.tokenizer = (
@@ -175,6 +208,9 @@ class GenerativeModel(nn.Module):
         )
         config = complete_config(config, self.tokenizer)
         self.config = config
+        ema_cfg = EMAConfig(**config.get("ema", {}))
+        use_ema = ema_cfg.decay > 0
+        check_backbone_fits(config["model"], copies=1 + use_ema + self.state_copies)
         self.backbone = backbones.build(**config["model"])
         self.objective = build_objective(config["objective"])
         check_time_conditioning(self.objective, self.backbone)
@@ -183,8 +219,6 @@ class GenerativeModel(nn.Module):
         #: The run's class names in label-id order (None: unconditional); the null label is
         #: ``genodiff.conditioning.null_label(len(class_names))``.
         self.class_names = class_names(config)
-        ema_cfg = EMAConfig(**config.get("ema", {}))
-        use_ema = ema_cfg.decay > 0
         self.ema = EMA(self.backbone, ema_cfg.decay, ema_cfg.warmup) if use_ema else None
         # Objectives with parameters of their own (Plaid) get their own average.
         has_params = any(True for _ in self.objective.parameters())

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import safetensors.torch
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from genodiff import hub, registry
@@ -49,8 +50,8 @@ from genodiff.checkpoints.io import (
     read_checkpoint,
     verify_archive,
 )
-from genodiff.config import completed_model_config
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.config import ConfigError, completed_model_config, section_spec
+from genodiff.errors import InputFileNotFoundError, InputValueError, listing
 from genodiff.progress import Progress
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
@@ -238,7 +239,50 @@ def _read_config(directory: Path) -> dict[str, Any]:
     path = directory / CONFIG_FILE
     if not path.is_file():
         raise InputFileNotFoundError(f"{directory} is not a checkpoint folder: no {CONFIG_FILE}")
-    return json.loads(path.read_text())
+    return read_json_object(path)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object ``path`` holds (a folder's config.json, genodiff.json); an input error
+    naming the file when it is not JSON or not an object."""
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputValueError(
+            f"{path} is not valid JSON ({err}); restore the file, or export the folder again"
+        ) from None
+    if not isinstance(content, dict):
+        raise InputValueError(
+            f"{path} holds a JSON {type(content).__name__}, not the object (mapping) expected"
+        )
+    return content
+
+
+def read_run_record(folder: Path) -> dict[str, Any]:
+    """The genodiff.json of an exported folder: the run's config, step and weights. An input
+    error naming the file when it is malformed, or when the model and objective its config
+    records are not what the classes they name take (edited, or written for another
+    objective): loading it would build something else."""
+    path = folder / RUN_RECORD_FILE
+    record = read_json_object(path)
+    config = record.get("config")
+    sections = ("model", "objective")
+    if not isinstance(config, dict) or not all(isinstance(config.get(s), dict) for s in sections):
+        raise InputValueError(
+            f"{path} is inconsistent: it records no run config with model and objective "
+            "sections; export the folder again from the run's .ckpt"
+        )
+    cfg = OmegaConf.create({s: config[s] for s in sections})
+    for section in sections:
+        try:
+            section_spec(cfg, section).check(section, config[section])
+        except ConfigError as err:
+            name = config[section].get("name")
+            raise InputValueError(
+                f"{path} is inconsistent (config.{section}.name is {name!r}): {err}; export "
+                "the folder again from the run's .ckpt"
+            ) from None
+    return record
 
 
 def registered_layouts() -> list[tuple[str, CheckpointLayout]]:
@@ -334,16 +378,26 @@ def _load_strictly(model: nn.Module, state: dict[str, torch.Tensor], source: str
                 state[name] = state[stored[0]]
     missing = sorted(expected.keys() - state.keys())
     unexpected = sorted(state.keys() - expected.keys())
-    if missing or unexpected:
+    reshaped = [
+        f"{name} {tuple(state[name].shape)} where the model has {tuple(tensor.shape)}"
+        for name, tensor in expected.items()
+        if name in state and state[name].shape != tensor.shape
+    ]
+    problems = [
+        f"{label} ({len(names)}): {listing(names)}"
+        for label, names in (
+            ("missing keys", missing),
+            ("unexpected keys", unexpected),
+            ("tensors of another shape", reshaped),
+        )
+        if names
+    ]
+    if problems:
         raise CheckpointError(
             f"{source}: weights do not match the {type(model).__name__} its config describes; "
-            f"missing keys ({len(missing)}): {missing[:10]}; "
-            f"unexpected keys ({len(unexpected)}): {unexpected[:10]}"
+            + "; ".join(problems)
         )
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as err:  # shape mismatches
-        raise CheckpointError(f"{source}: {err}") from err
+    model.load_state_dict(state, strict=True)
 
 
 def _drop_tied_head_copies(
@@ -403,6 +457,7 @@ def export_checkpoint(
     prefixes = {"ema": "ema.module.", "raw": "backbone."}
     if weights not in prefixes:
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
+    _check_export_paths(Path(ckpt_path), Path(out_dir))
     if progress is not None:
         progress.note(f"reading {ckpt_path}")
     ckpt = read_checkpoint(ckpt_path)
@@ -435,3 +490,24 @@ def export_checkpoint(
     if progress is not None:
         progress.note(f"writing {out_dir}")
     return _write_folder(Path(out_dir), files, overwrite)
+
+
+def _check_export_paths(ckpt_path: Path, out_dir: Path) -> None:
+    """Input errors, before anything is read, for a checkpoint that is a folder (an exported
+    one needs no export) and an output folder that is a file."""
+    if ckpt_path.is_dir():
+        if (ckpt_path / RUN_RECORD_FILE).is_file():
+            raise InputValueError(
+                f"--checkpoint {ckpt_path} is already a folder that genodiff export wrote (it "
+                f"holds {RUN_RECORD_FILE}); sample, evaluate or upload it as it is, or export "
+                "the run's .ckpt"
+            )
+        raise InputValueError(
+            f"--checkpoint {ckpt_path} is a folder; export takes a training checkpoint file, "
+            f"e.g. {ckpt_path / 'checkpoints' / 'last.ckpt'}"
+        )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputValueError(
+            f"--out {out_dir} is a file; export writes a folder ({CONFIG_FILE}, {WEIGHTS_FILE}, "
+            f"{TOKENIZER_FILE}, {RUN_RECORD_FILE}): name a new folder, or one to add them to"
+        )

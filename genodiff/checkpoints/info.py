@@ -8,7 +8,6 @@ Hub id ``org/name[@revision]`` of one of these.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,13 @@ from omegaconf import OmegaConf
 
 from genodiff import hub, registry
 from genodiff.backbones import build
-from genodiff.checkpoints.folders import CONFIG_FILE, RUN_RECORD_FILE, detect_layout
+from genodiff.checkpoints.folders import (
+    CONFIG_FILE,
+    RUN_RECORD_FILE,
+    detect_layout,
+    read_json_object,
+    read_run_record,
+)
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
 from genodiff.checkpoints.load import RUN_FILES, checkpoint_file
 from genodiff.conditioning import class_names
@@ -117,7 +122,7 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
 
 
 def _folder_info(source: str, path: Path) -> CheckpointInfo:
-    reference_config = json.loads((path / CONFIG_FILE).read_text())
+    reference_config = read_json_object(path / CONFIG_FILE)
     name, layout = detect_layout(reference_config, path)
     model_config = layout.read_config(reference_config)
     facts: dict[str, Any] = dict(
@@ -131,7 +136,7 @@ def _folder_info(source: str, path: Path) -> CheckpointInfo:
     )
     record_path = path / RUN_RECORD_FILE
     if record_path.is_file():  # exported by genodiff: the run is recorded too
-        record = json.loads(record_path.read_text())
+        record = read_run_record(path)
         facts.update(
             holds=f"checkpoint folder ({layout.name} layout) exported from "
             f"{record['exported_from']}, {record['weights']} weights",

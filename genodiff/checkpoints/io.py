@@ -5,7 +5,8 @@ Every checkpoint ``genodiff train`` and ``genodiff finetune`` write goes through
 ``AtomicCheckpointIO`` (a Lightning ``CheckpointIO`` plugin): the file is written beside its
 target under a hidden temporary name, flushed to disk, then renamed over the target
 (``genodiff.atomic_files``), so a ``kill -9`` at any moment leaves either the
-previous file or the new one, never a truncated one.
+previous file or the new one, never a truncated one; a full disk is one clear error and
+keeps the previous file too.
 """
 
 from __future__ import annotations
@@ -106,5 +107,18 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     ) -> None:
         if storage_options is not None:
             raise TypeError("AtomicCheckpointIO takes no storage_options")
-        with atomic_write(path, "wb") as handle:
+        # On a full disk: a DiskFullError naming the file; the previous one is kept.
+        with atomic_write(path, "wb", expected_bytes=tensor_bytes(checkpoint)) as handle:
             torch.save(checkpoint, handle)
+
+
+def tensor_bytes(value: Any) -> int:
+    """The bytes of the tensors in ``value`` (nested dicts, lists and tuples): about the size
+    of its torch file."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(tensor_bytes(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(tensor_bytes(v) for v in value)
+    return 0

@@ -7,14 +7,18 @@ no Lightning module is built.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from genodiff import hub
-from genodiff.checkpoints.folders import FOLDER_FILES, RUN_RECORD_FILE, load_pretrained
+from genodiff.checkpoints.folders import (
+    FOLDER_FILES,
+    RUN_RECORD_FILE,
+    load_pretrained,
+    read_run_record,
+)
 from genodiff.checkpoints.io import read_checkpoint
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.model import GenerativeModel
@@ -84,7 +88,7 @@ def _load_training_checkpoint(path: Path, map_location: str | torch.device) -> G
 def _load_exported_run(folder: Path) -> GenerativeModel:
     """The run a ``genodiff export`` folder holds: its config from genodiff.json, the exported
     backbone as both the trained and the averaged weights."""
-    record = json.loads((folder / RUN_RECORD_FILE).read_text())
+    record = read_run_record(folder)  # one clear error for a malformed or edited record
     model = GenerativeModel(record["config"], load_tokenizer(folder))
     if any(True for _ in model.objective.parameters()):
         raise InputValueError(

@@ -174,15 +174,25 @@ class DataModule(L.LightningDataModule, ABC):
         several processes), checkpointed so that a resumed run goes on mid-epoch."""
         dataset = self.dataset_of("train")
         rank, world = process_share(self.trainer)
+        self.check_batch_size(world)
         sampler = EpochShuffleSampler(dataset, self.seed, self.batch_size, rank, world)
-        if len(sampler) == 0:
-            raise InputValueError(
-                f"the train split has {len(dataset)} windows, fewer than one global batch of "
-                f"{world} processes x data.batch_size={self.batch_size}; lower data.batch_size"
-            )
         position = partial(self._train_position, sampler)
         return self._loader(
             dataset, self.batch_size, ResumableLoader, sampler=sampler, position=position
+        )
+
+    def check_batch_size(self, world_size: int = 1) -> None:
+        """ValueError when the train split holds fewer items than one global batch
+        (``world_size`` processes x ``batch_size``): every step would see the whole split, or
+        a data-parallel run none. Builds the train dataset (a tokenizer must be attached)."""
+        items = len(self.dataset_of("train"))
+        if items >= world_size * self.batch_size:
+            return
+        processes = f"{world_size} processes x " if world_size > 1 else ""
+        raise InputValueError(
+            f"the train split has {items} windows, fewer than one batch of {processes}"
+            f"data.batch_size={self.batch_size}; set data.batch_size to at most "
+            f"{max(items // world_size, 1)}"
         )
 
     def _train_position(self, sampler: EpochShuffleSampler) -> dict[str, int]:

@@ -117,7 +117,8 @@ def fasta_errors(path: str | os.PathLike) -> Iterator[None]:
 
 def check_fasta_start(path: str | os.PathLike, head: bytes) -> None:
     """ValueError unless ``head``, the first bytes of ``path`` (decompressed), can begin a FASTA
-    file: text whose first line that is neither blank nor a ';' comment is a '>' header."""
+    file: text whose first line that is neither blank nor a ';' comment is a '>' header, with
+    line feeds (LF or CRLF) ending its lines."""
     try:  # incremental: a character cut at the end of ``head`` is not an error
         text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError as err:
@@ -129,6 +130,12 @@ def check_fasta_start(path: str | os.PathLike, head: bytes) -> None:
         raise InputValueError(
             f"{path} is not a FASTA file: it holds binary data ({bad}); give a text FASTA file "
             "('>name' header lines, then bases), plain or compressed with bgzip"
+        )
+    if "\r" in text and "\n" not in text:  # the index reader sees one line: no record at all
+        raise InputValueError(
+            f"{path} uses CR line endings (a carriage return, no line feed, ends each line), "
+            f"which FASTA indexing cannot read; convert them: tr '\\r' '\\n' < {path} > "
+            "converted.fa"
         )
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.startswith(";"):

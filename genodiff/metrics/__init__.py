@@ -35,6 +35,7 @@ from genodiff.metrics.diversity import (
 from genodiff.metrics.kmers import js_divergence, kmer_js, kmer_profiles, kmer_spectrum
 from genodiff.metrics.report import (
     REPORT_FILES,
+    check_report_folder,
     markdown_table,
     plot_gc_histograms,
     plot_kmer_spectra,
@@ -51,6 +52,7 @@ from genodiff.metrics.suite import (
 __all__ = [
     "REPORT_FILES",
     "DiscriminatorResult",
+    "check_report_folder",
     "DistributionComparison",
     "Memorisation",
     "NearestNeighbour",

@@ -17,6 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from genodiff.atomic_files import atomic_write
+from genodiff.errors import InputValueError
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
 from genodiff.metrics.kmers import kmer_spectrum
 from genodiff.metrics.sequences import BASES
@@ -186,10 +187,21 @@ def plot_gc_histograms(quality: SampleQuality) -> Figure:
     return figure
 
 
+def check_report_folder(out: str | os.PathLike) -> Path:
+    """``out`` as a folder ``write_report`` may write into; ValueError when it is a file."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputValueError(
+            f"--out {out} is a file; the report is a folder ({', '.join(REPORT_FILES)}): "
+            "name a new folder, or one to add them to"
+        )
+    return out
+
+
 def write_report(quality: SampleQuality, out: str | os.PathLike) -> list[Path]:
     """Write ``REPORT_FILES`` into ``out`` (created if needed; other files there are left
     alone) and return their paths."""
-    out = Path(out)
+    out = check_report_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in REPORT_FILES]
     json_path, md_path, spectra_path, gc_path = paths

@@ -70,6 +70,27 @@ class QualitySettings:
     seed_k: int = SEED_K
     identity_threshold: float = IDENTITY_THRESHOLD
 
+    def __post_init__(self) -> None:
+        """ValueError naming the ``genodiff evaluate-samples`` option of a value that cannot
+        be used."""
+        if self.window is not None and self.window < 1:
+            raise InputValueError(f"--window must be >= 1 bp (or left out), got {self.window}")
+        if self.max_reference < 2:
+            raise InputValueError(
+                f"--max-reference must be >= 2 (the suite compares distributions over at least "
+                f"2 reference windows), got {self.max_reference}"
+            )
+        if self.folds < 2:
+            raise InputValueError(
+                f"--folds must be >= 2 (cross-validation trains on some folds and scores the "
+                f"others), got {self.folds}"
+            )
+        if not 0 < self.identity_threshold <= 1:
+            raise InputValueError(
+                "--identity-threshold must be in (0, 1] (the fraction of identical bases, at "
+                f"most 1), got {self.identity_threshold}"
+            )
+
 
 @dataclass
 class SampleQuality:

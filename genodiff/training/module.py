@@ -42,6 +42,8 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
     number to compare with an unconditional model); likewise ``test/``.
     """
 
+    state_copies = 3  # each parameter's gradient and AdamW's two moments
+
     def __init__(self, config: dict[str, Any], tokenizer: Tokenizer | None = None) -> None:
         super().__init__(config, tokenizer)
         self.save_hyperparameters({"config": self.config})
