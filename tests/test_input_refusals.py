@@ -76,7 +76,9 @@ def test_a_full_disk_at_checkpoint_write_keeps_the_previous_checkpoint(
     monkeypatch.setattr(atomic_files, "open", open_on_a_full_disk, raising=False)
     resume = [*QUICK, "trainer.max_steps=6", "samples.num_samples=0", "evaluate_test=false"]
     assert cli.main(["train", DEMO, *resume, f"output_dir={run}", "ckpt_path=last"]) == 2
-    err = one_line_error(capsys, "train")
+    *announced, err = capsys.readouterr().err.strip().splitlines()
+    assert [line.startswith("genodiff: resuming ") for line in announced] == [True]
+    assert err.startswith("genodiff train: error:")  # the error itself: one line, last
     assert "no space left on device" in err and "checkpoints" in err
     assert "needed" in err and "free" in err
     assert last.read_bytes() == before
