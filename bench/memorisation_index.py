@@ -8,6 +8,7 @@ copies of training stretches inside repeats, 50 random) with how many were flagg
 
 from __future__ import annotations
 
+import argparse
 import time
 import tracemalloc
 
@@ -26,8 +27,13 @@ def training_set(bases: int, rng: np.random.Generator) -> tuple[str, list[int]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--megabases", type=int, nargs="+", default=[3, 30], help="training set sizes (Mb)"
+    )
+    args = parser.parse_args()
     rng = np.random.default_rng(0)
-    for megabases in (3, 30):
+    for megabases in args.megabases:
         genome, repeats = training_set(megabases * 1_000_000, rng)
         tracemalloc.start()
         began = time.perf_counter()
