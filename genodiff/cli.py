@@ -280,6 +280,7 @@ def _gen_ppl(args: argparse.Namespace) -> None:
             device=args.device,
             max_length=args.max_length,
             progress=progress,
+            stride=args.stride,
         )
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
@@ -551,6 +552,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="tokens per scored chunk (default: the checkpoint's training window)",
+    )
+    gen_ppl.add_argument(
+        "--stride",
+        type=int,
+        default=None,
+        help="tokens a sample longer than the window advances by from one chunk to the next; "
+        "each later chunk reads the window minus stride tokens before it as context, scored "
+        "once (1 to the window; default: half the window)",
     )
     gen_ppl.add_argument("--json", action="store_true", help="print one JSON object")
     _add_progress_flag(gen_ppl)

@@ -302,7 +302,7 @@ def generative_perplexity(
     where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``, ``stride``
     to half of it."""
     _check_exact(model, checkpoint)
-    check_scoring_options(batch_size, max_length)
+    check_scoring_options(batch_size, max_length, stride)
     if max_length is None:
         max_length = int(model.config.get("data", {}).get("max_length", 1024))
     if not samples:
@@ -374,12 +374,21 @@ def default_ar_checkpoint(samples_path: str | os.PathLike, root: str | os.PathLi
     )
 
 
-def check_scoring_options(batch_size: int, max_length: int | None) -> None:
-    """ValueError for a ``--batch-size`` or ``--max-length`` below 1."""
+def check_scoring_options(
+    batch_size: int, max_length: int | None, stride: int | None = None
+) -> None:
+    """ValueError for a ``--batch-size``, ``--max-length`` or ``--stride`` below 1, or a
+    ``--stride`` above ``--max-length`` (the window, when given)."""
     if batch_size < 1:
         raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
     if max_length is not None and max_length < 1:
         raise InputValueError(f"--max-length must be >= 1, got {max_length}")
+    if stride is not None and stride < 1:
+        raise InputValueError(f"--stride must be >= 1, got {stride}")
+    if stride is not None and max_length is not None and stride > max_length:
+        raise InputValueError(
+            f"--stride must be at most the window (--max-length {max_length}), got {stride}"
+        )
 
 
 def score_sample_file(
@@ -390,13 +399,15 @@ def score_sample_file(
     device: str | None = None,
     max_length: int | None = None,
     progress: Progress | None = None,
+    stride: int | None = None,
 ) -> GenPPLResult:
     """``generative_perplexity`` of the samples in a file, scored by the AR checkpoint at
-    ``checkpoint`` (loaded with its EMA weights), with the diversity of ``reference_path``."""
+    ``checkpoint`` (loaded with its EMA weights), with the diversity of ``reference_path``;
+    windows of ``max_length`` tokens advance by ``stride`` (default: half the window)."""
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
-    check_scoring_options(batch_size, max_length)  # before anything is loaded
+    check_scoring_options(batch_size, max_length, stride)  # before anything is loaded
     torch_device = resolve_device(device)
     samples = read_samples(samples_path)
     reference = read_samples(reference_path) if reference_path is not None else None
@@ -420,4 +431,5 @@ def score_sample_file(
         samples_file=str(samples_path),
         reference_file=None if reference_path is None else str(reference_path),
         progress=progress,
+        stride=stride,
     )

@@ -270,6 +270,32 @@ def test_cli_end_to_end(checkpoints, tmp_path, capsys):
         assert field in text
 
 
+def test_cli_stride_sets_the_overlap_and_is_checked(checkpoints, tmp_path, capsys):
+    samples = random_dna([40, 19], seed=5)
+    (tmp_path / "s.fa").write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(samples)))
+    base = ["gen-ppl", str(tmp_path / "s.fa"), "--checkpoint", checkpoints["ar"], "--json"]
+    backbone = load_model(checkpoints["ar"]).eval_backbone
+    capsys.readouterr()
+    # window starts 0, s, 2s, ... until one reaches the end: 40 and 19 tokens
+    for stride, chunks in ((3, 12 + 5), (8, 5 + 3), (None, 9 + 4)):  # default: 8 // 2 = 4
+        extra = [] if stride is None else ["--stride", str(stride)]
+        assert cli.main([*base, "--max-length", "8", *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        _, _, ratio, _ = expected_stats(backbone, samples, 8, stride)
+        assert (out["stride"], out["chunks"]) == (stride or 4, chunks)
+        assert out["nll"] == pytest.approx(ratio, rel=1e-5)
+    for bad, message in (
+        (["--stride", "0"], "--stride must be >= 1, got 0"),
+        (["--max-length", "8", "--stride", "9"], "at most the window (--max-length 8), got 9"),
+        (["--stride", "33"], "--stride must be in [1, 32], got 33"),  # the checkpoint's window
+    ):
+        assert cli.main([*base, *bad]) == 2
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["gen-ppl", "--help"])
+    assert "default: half the window" in " ".join(capsys.readouterr().out.split())
+
+
 def test_cli_default_checkpoint_and_errors(checkpoints, tmp_path, capsys, monkeypatch):
     (tmp_path / "s.fa").write_text(">a\nACGTACGTAC\n")
     monkeypatch.chdir(tmp_path)

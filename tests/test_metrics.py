@@ -230,6 +230,75 @@ def test_copies_of_real_training_windows_are_flagged_and_shuffles_are_not(demo_s
     assert all(n.identity is None or n.identity < 0.5 for n in summary.neighbours[len(copies) :])
 
 
+def repetitive_genome(seed: int) -> tuple[list[str], list[tuple[int, int, int]]]:
+    """Two 1.5-Mb records of random bases, each holding tandem repeats (a 40-bp unit 600
+    times: every 12-mer of the unit occurs 600 times) and record 1 a second copy of record 0's
+    first repeat; returns the records and the (record, start, end) of every repeat."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("ACGT"))
+    records, repeats = [], []
+    units = ["".join(rng.choice(letters, 40)) for _ in range(3)]
+    for record, placed in enumerate(([0, 1], [2, 0])):
+        pieces, position = [], 0
+        for unit in placed:
+            flank = "".join(rng.choice(letters, 500_000))
+            pieces += [flank, units[unit] * 600]
+            repeats.append((record, position + len(flank), position + len(flank) + 24_000))
+            position += len(flank) + 24_000
+        pieces.append("".join(rng.choice(letters, 1_500_000 - position)))
+        records.append("".join(pieces))
+    return records, repeats
+
+
+def test_copies_from_repeats_of_a_multi_megabase_training_set_are_all_flagged():
+    train, repeats = repetitive_genome(seed=3)
+    assert sum(map(len, train)) == 3_000_000
+    rng = np.random.default_rng(4)
+    planted = []
+    for record, start, end in repeats:
+        for first in (start - 300, start + 5_000, end - 700):  # across an edge, inside, across
+            copy = list(train[record][first : first + 1000])
+            planted.append("".join(copy))
+            for i in rng.choice(1000, 15, replace=False):  # 15 substitutions: identity 0.985
+                copy[i] = "ACGT"[("ACGT".index(copy[i]) + 1) % 4]
+            planted.append("".join(copy)[::-1].translate(COMPLEMENT))  # and the other strand
+    novel = random_dna(6, 1000, seed=9)
+    summary = Memorisation.of(nearest_neighbours(planted + novel, TrainingIndex(train)))
+    assert summary.flagged_samples() == list(range(len(planted)))
+    identities = [n.identity for n in summary.neighbours]
+    assert identities[: len(planted) : 2] == [1.0] * (len(planted) // 2)
+    assert identities[1 : len(planted) : 2] == [pytest.approx(0.985)] * (len(planted) // 2)
+    assert all(i is None or i < 0.5 for i in identities[len(planted) :])
+    assert summary.capped == 0
+    edge = summary.neighbours[0]  # 300 unique bases then the repeat: one place only
+    assert (edge.record, edge.start, edge.strand) == (0, repeats[0][1] - 300, "+")
+
+
+def test_the_seed_hits_of_a_sample_are_capped_rarest_first_and_the_cap_is_reported():
+    train, repeats = repetitive_genome(seed=3)
+    record, start, _ = repeats[0]
+    samples = [train[record][start - 300 : start + 700], *random_dna(1, 1000, seed=9)]
+    capped = Memorisation.of(nearest_neighbours(samples, TrainingIndex(train, max_seed_hits=500)))
+    edge = capped.neighbours[0]
+    assert edge.seed_hits_dropped > 0 and capped.capped == 1
+    # the unique flank's seeds are kept: the copy is still found, in its place
+    assert (edge.identity, edge.record, edge.start) == (1.0, record, start - 300)
+    assert capped.neighbours[1].seed_hits_dropped == 0
+
+
+def test_a_sparser_index_keeps_every_stride_th_seed_and_still_finds_exact_copies():
+    train = random_dna(1, 20_000, seed=11)
+    for stride in (1, 6, 17):
+        index = TrainingIndex(train, seed_stride=stride)
+        assert len(index.seeds) == (20_000 - 12) // stride + 1
+        positions = index.seeds & np.uint64((1 << index.position_bits) - 1)
+        assert sorted(positions.tolist()) == list(range(0, 20_000 - 11, stride))
+        run = stride + 12 - 1  # the shortest exact copy sure to hold a sampled seed
+        copy = train[0][7_001 : 7_001 + run]
+        hit = index.nearest(0, copy)
+        assert (hit.identity, hit.start) == (1.0, 7_001)
+
+
 # --------------------------------------------------------------------------- discriminator
 
 

@@ -97,7 +97,7 @@ def markdown_table(metrics: dict[str, Any]) -> str:
                 f"{_number(mem['median_identity'], 3)} / {_number(mem['max_identity'], 3)}",
                 "",
                 f"{mem['flagged']} of {m['samples']['sequences']} samples at >= "
-                f"{mem['threshold']} (copies of the training set)",
+                f"{mem['threshold']} (copies of the training set)" + _capped_note(mem["capped"]),
             )
         )
     d = m["discriminator"]
@@ -212,3 +212,13 @@ def write_report(quality: SampleQuality, out: str | os.PathLike) -> list[Path]:
     plot_kmer_spectra(quality).savefig(spectra_path, dpi=120)
     plot_gc_histograms(quality).savefig(gc_path, dpi=120)
     return paths
+
+
+def _capped_note(capped: int) -> str:
+    """What the memorisation row says when repeated seeds' hits were left out."""
+    if not capped:
+        return ""
+    return (
+        f"; {capped} sample(s) hit so many repeat copies that some seed hits were left out: "
+        "their identity is a lower bound"
+    )

@@ -40,6 +40,7 @@ from genodiff.metrics.diversity import (
     DIVERSITY_K,
     IDENTITY_THRESHOLD,
     SEED_K,
+    SEED_STRIDE,
     Memorisation,
     TrainingIndex,
     duplicate_rate,
@@ -68,6 +69,7 @@ class QualitySettings:
     folds: int = FOLDS
     seed: int = 0
     seed_k: int = SEED_K
+    seed_stride: int = SEED_STRIDE  # the memorisation index keeps every seed_stride-th k-mer
     identity_threshold: float = IDENTITY_THRESHOLD
 
     def __post_init__(self) -> None:
@@ -180,7 +182,9 @@ def evaluate_samples(
     )
     if train is not None:
         stage(f"nearest training stretches (an index of {len(train)} training records)")
-        index = TrainingIndex([t.upper() for t in train], seed_k=settings.seed_k)
+        index = TrainingIndex(
+            [t.upper() for t in train], seed_k=settings.seed_k, seed_stride=settings.seed_stride
+        )
         neighbours = nearest_neighbours(samples, index)
         metrics["train"] = {**_set_summary(train), "records": len(train)}
         metrics["memorisation"] = Memorisation.of(neighbours, settings.identity_threshold).to_dict()
