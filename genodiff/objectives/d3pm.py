@@ -36,14 +36,14 @@ from torch import Tensor, nn
 from genodiff.batch_shard import BatchShard
 from genodiff.objectives import x0_posterior
 from genodiff.objectives.base import Objective
-from genodiff.objectives.masked_process import MaskedForwardProcess
+from genodiff.objectives.masked_process import HoldsMaskedProcess, MaskedForwardProcess
 from genodiff.objectives.schedules import LogLinearSchedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
 
 
 @register_objective("d3pm")
-class D3PM(Objective):
+class D3PM(HoldsMaskedProcess, Objective):
     """Absorbing D3PM; ``mask_padding`` as MDLM's (``MaskedForwardProcess``)."""
 
     samplers = MASKED_SAMPLERS
@@ -84,12 +84,7 @@ class D3PM(Objective):
             mask_padding=mask_padding,
         )
         self.hybrid_lambda = hybrid_lambda
-        self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
-
-    @property
-    def scoring(self) -> str:
-        return self.process.scoring
 
     def x0_log_probs(
         self, model: nn.Module, x_t: Tensor, t: Tensor, labels: Tensor | None = None

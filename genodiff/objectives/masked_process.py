@@ -153,3 +153,19 @@ class MaskedForwardProcess:
         if not self.time_conditioning:
             return None
         return self.schedule.sigma(t).clamp_max(MAX_CONDITIONING_SIGMA)
+
+
+class HoldsMaskedProcess:
+    """For an objective that holds a ``MaskedForwardProcess`` as ``process`` (MDLM, SEDD,
+    D3PM): what it declares about time conditioning and scoring is the process's, read from
+    it rather than kept twice."""
+
+    process: MaskedForwardProcess
+
+    @property
+    def time_conditioning(self) -> bool:
+        return self.process.time_conditioning
+
+    @property
+    def scoring(self) -> str:
+        return self.process.scoring

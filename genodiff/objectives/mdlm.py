@@ -34,14 +34,14 @@ from torch import Tensor, nn
 from genodiff.batch_shard import BatchShard
 from genodiff.objectives import x0_posterior
 from genodiff.objectives.base import Objective
-from genodiff.objectives.masked_process import MaskedForwardProcess
+from genodiff.objectives.masked_process import HoldsMaskedProcess, MaskedForwardProcess
 from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
 
 
 @register_objective("mdlm")
-class MDLM(Objective):
+class MDLM(HoldsMaskedProcess, Objective):
     """Masked diffusion; see the module docstring for the maths of every flag.
 
     ``noise_eps`` parameterises the loglinear and cosine schedules, ``sigma_min`` and
@@ -87,12 +87,7 @@ class MDLM(Objective):
         )
         self.carry_over = carry_over
         self.zero_masking = zero_masking
-        self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
-
-    @property
-    def scoring(self) -> str:
-        return self.process.scoring
 
     @property
     def _removed(self) -> str | None:

@@ -40,7 +40,7 @@ from genodiff.batch_shard import BatchShard
 from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
-from genodiff.objectives.masked_process import MaskedForwardProcess
+from genodiff.objectives.masked_process import HoldsMaskedProcess, MaskedForwardProcess
 from genodiff.objectives.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
@@ -49,7 +49,7 @@ from genodiff.samplers.score_entropy import tau_leaping
 
 
 @register_objective("sedd")
-class SEDD(Objective):
+class SEDD(HoldsMaskedProcess, Objective):
     """Score entropy on the masked forward process; ``mask_id``, ``pad_id`` and
     ``sample_ids`` come from the run's tokenizer; ``mask_padding`` as MDLM's."""
 
@@ -92,12 +92,7 @@ class SEDD(Objective):
             sample_ids=sample_ids,
             mask_padding=mask_padding,
         )
-        self.time_conditioning = time_conditioning
         self.eval_t_samples = eval_t_samples
-
-    @property
-    def scoring(self) -> str:
-        return self.process.scoring
 
     def log_score(
         self, model: nn.Module, x_t: Tensor, t: Tensor, labels: Tensor | None = None
