@@ -266,7 +266,7 @@ def _gen_ppl(args: argparse.Namespace) -> None:
     from genodiff.generative_perplexity import default_ar_checkpoint, score_sample_file
 
     checkpoint = args.checkpoint
-    if checkpoint is None:
+    if checkpoint is None and args.hf_model is None:
         checkpoint = default_ar_checkpoint(args.samples)
         print(
             f"genodiff gen-ppl: scoring with {checkpoint} (no --checkpoint given)", file=sys.stderr
@@ -281,6 +281,7 @@ def _gen_ppl(args: argparse.Namespace) -> None:
             max_length=args.max_length,
             progress=progress,
             stride=args.stride,
+            hf_model=args.hf_model,
         )
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
@@ -375,6 +376,8 @@ CHECKPOINT_HELP = (
     "a .ckpt from genodiff train, a folder from genodiff export, or a Hugging Face Hub id "
     "org/name[@revision] of either"
 )
+# `genodiff gen-ppl --hf-model` without a name: the MDLM paper's Gen PPL scorer.
+HF_DEFAULT_MODEL = "gpt2-large"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -536,11 +539,24 @@ def build_parser() -> argparse.ArgumentParser:
         "per-sample mean, and the samples' diversity (mean unigram entropy, distinct-1..4) "
         "beside a --reference set of real data. Without --checkpoint, the first existing of "
         "the conventional AR runs that the domains name for the samples' format (DNA: "
-        "outputs/hg38_ar_mamba/checkpoints/last.ckpt) is used.",
+        "outputs/hg38_ar_mamba/checkpoints/last.ckpt) is used. --hf-model scores text "
+        "samples with a Hugging Face causal LM instead (the MDLM paper's GPT-2; needs "
+        "pip install 'genodiff-text[hub]').",
     )
     gen_ppl.add_argument("samples", help="sample file from genodiff sample (.fa, .txt, .jsonl)")
-    gen_ppl.add_argument(
+    scorer = gen_ppl.add_mutually_exclusive_group()
+    scorer.add_argument(
         "--checkpoint", default=None, help="AR .ckpt (default: a conventional AR run's last.ckpt)"
+    )
+    scorer.add_argument(
+        "--hf-model",
+        nargs="?",
+        const=HF_DEFAULT_MODEL,
+        default=None,
+        metavar="NAME",
+        help="score text samples with a Hugging Face causal LM: a Hub id or a local folder "
+        f"(given without NAME: {HF_DEFAULT_MODEL}, the paper's Gen PPL scorer); the decoded "
+        "text is retokenised by the model's tokenizer",
     )
     gen_ppl.add_argument(
         "--reference", default=None, help="real data in the same formats, for diversity"

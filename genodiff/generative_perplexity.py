@@ -1,19 +1,23 @@
 """Generative perplexity of samples, reported with their diversity (``genodiff gen-ppl``).
 
 Gen PPL (the MDLM paper's sample-quality number) scores generated samples with an
-autoregressive (exact-likelihood) checkpoint: each sample is encoded with that checkpoint's
-tokenizer as training sequences begin (``tokenizer.encode_sample``: DNA as it is; text with
-its [BOS]/[CLS] first and its sentence boundaries, as the data module lays out sentences),
-and scored by the checkpoint's own loss with its EMA weights, as the AR objective scores a
-window: a sample led by [BOS] is read as it is and [BOS] is never predicted (no second
-[BOS]), any other is read after the objective's [BOS]. A sample longer than ``max_length``
-(default: the checkpoint's training window) is scored in windows of ``max_length`` tokens
-advancing by ``stride`` (default ``max_length // 2``): each token is scored once, every window
-after the first with the ``max_length - stride`` tokens before it as context, so a long sample
-is not cut into pieces that restart without context. Windows of a batch are right-padded with
-``tokenizer.pad_id``, never scored. Tokens the checkpoint cannot generate (ids outside
+autoregressive (exact-likelihood) model, a ``SampleScorer`` (``genodiff.scorers``): by default
+an AR checkpoint of genodiff's, or a plugin's scorer (``--hf-model``: a Hugging Face causal LM
+such as the paper's GPT-2, from the text plugin). With a checkpoint, each sample is encoded
+with its tokenizer as training sequences begin (``tokenizer.encode_sample``: DNA as it is;
+text with its [BOS]/[CLS] first and its sentence boundaries, as the data module lays out
+sentences), and scored by the checkpoint's own loss with its EMA weights, as the AR objective
+scores a window: a sample led by [BOS] is read as it is and [BOS] is never predicted (no
+second [BOS]), any other is read after the objective's [BOS]. A sample longer than
+``max_length`` (default: the scorer's window, a checkpoint's training window) is scored in
+windows of ``max_length`` tokens advancing by ``stride`` (default ``max_length // 2``): each
+token is scored once, every window after the first with the ``max_length - stride`` tokens
+before it as context, so a long sample is not cut into pieces that restart without context.
+Windows of a batch are right-padded with the scorer's ``pad_id``, never scored; each sample's
+NLL is summed in float64. Tokens a checkpoint cannot generate (ids outside
 ``tokenizer.sample_ids``, e.g. N in DNA) are read as context but not scored, as training
-windows store them ([PAD]); their number is reported.
+windows store them ([PAD]); their number is reported. The result names the scorer and its
+convention (``scoring``).
 
 Estimator. Sample i has NLL S_i (nats, summed over its chunks) and n_i scored tokens.
 Gen PPL = exp(R) with R = sum S_i / sum n_i (the corpus-level definition), its standard
@@ -21,7 +25,7 @@ error by the delta method over samples (``genodiff.evaluate.ratio_and_se``); the
 samples of the per-sample perplexity exp(S_i / n_i) is reported beside it.
 
 A low Gen PPL from repetitive samples is no win, so the samples' diversity comes with it,
-computed on their token ids under the same tokenizer (and on a reference set of real data
+computed on their token ids under the scorer's tokenizer (and on a reference set of real data
 when one is given, for comparison): the mean over samples of the unigram token entropy in
 nats (the MDLM paper's entropy), and corpus-level distinct-n for n = 1..4 (unique n-grams
 over all n-grams; an n-gram never spans two samples).
@@ -40,10 +44,16 @@ import numpy as np
 import torch
 
 from genodiff import registry
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import (
+    InputFileNotFoundError,
+    InputImportError,
+    InputKeyError,
+    InputValueError,
+)
 from genodiff.evaluate import ratio_and_se
 from genodiff.progress import Progress
 from genodiff.sample_files import format_owner, read_samples
+from genodiff.scorers import CheckpointScorer, SampleScorer
 
 DISTINCT_N = (1, 2, 3, 4)
 
@@ -109,8 +119,9 @@ class Diversity:
 class GenPPLResult:
     """What ``genodiff gen-ppl`` reports (``to_dict`` is its JSON object)."""
 
-    checkpoint: str
+    checkpoint: str  # the scorer: an AR checkpoint's path, a Hugging Face model's id or folder
     objective: str
+    scoring: str  # which tokens are scored and how (the convention)
     samples_file: str | None
     samples: int
     tokens: int  # scored
@@ -138,6 +149,7 @@ class GenPPLResult:
 
         rows = [
             ("checkpoint", f"{self.checkpoint} (objective {self.objective})"),
+            ("scoring", self.scoring),
             ("samples", f"{self.samples} from {self.samples_file or '(in memory)'}"),
             (
                 "tokens",
@@ -175,13 +187,13 @@ class GenPPLResult:
         return "\n".join(lines)
 
 
-def encode_samples(samples: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
-    """Ids of every sample (``tokenizer.encode_sample``); ValueError naming a sample that fails
-    or encodes to nothing."""
+def encode_samples(samples: Sequence[str], scorer: SampleScorer) -> list[np.ndarray]:
+    """Ids of every sample (``scorer.encode``); ValueError naming a sample that fails or
+    encodes to nothing."""
     out = []
     for i, text in enumerate(samples):
         try:
-            ids = np.asarray(tokenizer.encode_sample(text), dtype=np.int64)
+            ids = np.asarray(scorer.encode(text), dtype=np.int64)
         except InputValueError as err:
             raise InputValueError(f"sample {i}: {err}") from None
         if ids.size == 0:
@@ -217,70 +229,47 @@ def sliding_chunks(sample: int, ids: np.ndarray, max_length: int, stride: int) -
 
 @torch.no_grad()
 def score_chunks(
-    model: Any,
+    scorer: SampleScorer,
     encoded: Sequence[np.ndarray],
     max_length: int,
     stride: int,
     batch_size: int,
-    device: torch.device,
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Per sample: (NLL in nats (N,), scored tokens (N,)), then the number of chunks and of
     context-only tokens; windows of at most ``max_length`` tokens advancing by ``stride``
-    (``max_length``: no overlap), ``batch_size`` at a time."""
-    tokenizer = model.tokenizer
-    pad_id = tokenizer.pad_id
+    (``max_length``: no overlap), ``batch_size`` at a time, each sample's NLL summed in
+    float64."""
     if not 1 <= stride <= max_length:
         raise InputValueError(f"--stride must be in [1, {max_length}], got {stride}")
-    sample_ids = np.asarray(tokenizer.sample_ids, dtype=np.int64)
     chunks: list[Chunk] = []
     context_only = 0
     for i, ids in enumerate(encoded):
-        unscored = ~np.isin(ids, sample_ids)
-        context_only += int(unscored.sum())
-        # a leading [BOS] stays: the AR reads it as the start and never predicts it
-        keep = np.zeros_like(unscored)
-        keep[0] = tokenizer.bos_id is not None and ids[0] == tokenizer.bos_id
-        ids = np.where(unscored & ~keep, pad_id, ids)
+        ids, unscored = scorer.mark_context_only(ids)
+        context_only += unscored
         chunks += sliding_chunks(i, ids, max_length, stride)
-    objective, backbone = model.eval_objective, model.eval_backbone
-    backbone.eval()
-    objective.eval()
+    device = scorer.device
     sums = np.zeros(len(encoded), dtype=np.float64)
     counts = np.zeros(len(encoded), dtype=np.int64)
     for begin in range(0, len(chunks), batch_size):
         batch = chunks[begin : begin + batch_size]
         width = max(len(c.ids) for c in batch)
-        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        ids = torch.full((len(batch), width), scorer.pad_id, dtype=torch.long)
         for row, chunk in enumerate(batch):
             ids[row, : len(chunk.ids)] = torch.from_numpy(chunk.ids)
-        ids = ids.to(device)
+        lengths = torch.tensor([len(c.ids) for c in batch], device=device)  # (B,)
         # a window that continues a sample is read as it is: its first tokens are context
-        as_is = torch.tensor([c.first_new > 0 for c in batch], device=device)  # (B,)
-        nll, scored = objective.token_nll(backbone, ids, as_is)  # (B, W) each
-        positions = torch.arange(ids.shape[1], device=device)[None, :]  # (1, W)
-        targets_at = positions + objective.read_as_is(ids, as_is).long()  # (B, W): token index
+        continues = torch.tensor([c.first_new > 0 for c in batch], device=device)  # (B,)
+        nll, scored, targets_at = scorer.window_nll(ids.to(device), lengths, continues)
         first_new = torch.tensor([c.first_new for c in batch], device=device)[:, None]
         scored = scored & (targets_at >= first_new)  # (B, W): context is not scored again
-        nll = torch.where(scored, nll, 0.0).sum(dim=-1).double().cpu()  # (B,)
+        nll = torch.where(scored, nll.double(), 0.0).sum(dim=-1).cpu()  # (B,)
         for chunk, s, n in zip(batch, nll, scored.sum(dim=-1).cpu(), strict=True):
             sums[chunk.sample] += float(s)
             counts[chunk.sample] += int(n)
         if progress is not None:
             progress.update(begin + len(batch), len(chunks), "scored chunks")
     return sums, counts, len(chunks), context_only
-
-
-def _check_exact(model: Any, checkpoint: str) -> None:
-    objective = model.eval_objective
-    if not objective.exact_likelihood:
-        name = model.config.get("objective", {}).get("name", type(objective).__name__)
-        raise InputValueError(
-            f"generative perplexity needs an autoregressive (exact-likelihood) checkpoint, but "
-            f"{checkpoint} was trained with objective {name!r}, whose likelihood is only a "
-            "bound; pass an AR checkpoint (objective=ar), e.g. from "
-            "`genodiff train configs/hg38_ar_mamba.yaml`"
-        )
 
 
 def generative_perplexity(
@@ -301,19 +290,44 @@ def generative_perplexity(
     ``reference`` when given); see the module doc. ``device`` moves the model there (default:
     where it is); ``max_length`` defaults to the checkpoint's ``data.max_length``, ``stride``
     to half of it."""
-    _check_exact(model, checkpoint)
-    check_scoring_options(batch_size, max_length, stride)
-    if max_length is None:
-        max_length = int(model.config.get("data", {}).get("max_length", 1024))
-    if not samples:
-        raise InputValueError("no sample to score")
     if device is not None:
         model = model.to(device)
-    torch_device = next(model.eval_backbone.parameters()).device
-    encoded = encode_samples(samples, model.tokenizer)
+    return score_samples(
+        samples,
+        CheckpointScorer(model, checkpoint),
+        batch_size=batch_size,
+        max_length=max_length,
+        reference=reference,
+        samples_file=samples_file,
+        reference_file=reference_file,
+        progress=progress,
+        stride=stride,
+    )
+
+
+def score_samples(
+    samples: Sequence[str],
+    scorer: SampleScorer,
+    batch_size: int = 16,
+    max_length: int | None = None,
+    reference: Sequence[str] | None = None,
+    samples_file: str | None = None,
+    reference_file: str | None = None,
+    progress: Progress | None = None,
+    stride: int | None = None,
+) -> GenPPLResult:
+    """Gen PPL of ``samples`` under ``scorer`` (``genodiff.scorers``) and their diversity (and
+    that of ``reference`` when given), on the scorer's ids; ``max_length`` defaults to the
+    scorer's window, ``stride`` to half of ``max_length``."""
+    check_scoring_options(batch_size, max_length, stride)
+    if max_length is None:
+        max_length = scorer.default_max_length
+    if not samples:
+        raise InputValueError("no sample to score")
+    encoded = encode_samples(samples, scorer)
     stride = max(1, max_length // 2) if stride is None else stride
     sums, counts, chunks, context_only = score_chunks(
-        model, encoded, max_length, stride, batch_size, torch_device, progress
+        scorer, encoded, max_length, stride, batch_size, progress
     )
     keep = counts > 0  # a sample of context-only tokens has no perplexity
     if not keep.any():
@@ -326,10 +340,11 @@ def generative_perplexity(
     n = int(keep.sum())
     ref_diversity = None
     if reference is not None:
-        ref_diversity = Diversity.of(encode_samples(reference, model.tokenizer))
+        ref_diversity = Diversity.of(encode_samples(reference, scorer))
     return GenPPLResult(
-        checkpoint=checkpoint,
-        objective=str(model.config.get("objective", {}).get("name", "?")),
+        checkpoint=scorer.name,
+        objective=scorer.objective,
+        scoring=scorer.scoring,
         samples_file=samples_file,
         samples=len(samples),
         tokens=int(counts.sum()),
@@ -391,43 +406,76 @@ def check_scoring_options(
         )
 
 
+HF_SCORER = "hf"  # the plugin scorer that ``--hf-model`` builds (``genodiff.scorers``)
+
+
+def hf_scorer_class() -> type[SampleScorer]:
+    """The scorer a plugin registers as ``hf``: a Hugging Face causal LM (the text plugin's,
+    with ``transformers``)."""
+    try:
+        return registry.get("scorer", HF_SCORER)
+    except InputKeyError:
+        raise InputImportError(
+            "--hf-model scores text samples with a Hugging Face causal LM, which the text "
+            "plugin provides: pip install 'genodiff-text[hub]' (from a checkout: "
+            "pip install -e 'plugins/genodiff-text[hub]')"
+        ) from None
+
+
+def _refuse_other_domains(
+    paths: Sequence[str | os.PathLike | None], domain: str | None, scorer: str
+) -> None:
+    """InputValueError for a file in the own format of a domain other than ``domain`` (None:
+    any domain)."""
+    for path in paths:
+        owner = None if path is None else format_owner(path)
+        if domain is not None and owner not in (None, domain):
+            raise InputValueError(
+                f"{path} is in a {owner} sample format, but {scorer} scores {domain} samples; "
+                f"score {owner} samples with a {owner} AR checkpoint (--checkpoint)"
+            )
+
+
 def score_sample_file(
     samples_path: str | os.PathLike,
-    checkpoint: str | os.PathLike,
+    checkpoint: str | os.PathLike | None = None,
     reference_path: str | os.PathLike | None = None,
     batch_size: int = 16,
     device: str | None = None,
     max_length: int | None = None,
     progress: Progress | None = None,
     stride: int | None = None,
+    hf_model: str | None = None,
 ) -> GenPPLResult:
-    """``generative_perplexity`` of the samples in a file, scored by the AR checkpoint at
-    ``checkpoint`` (loaded with its EMA weights), with the diversity of ``reference_path``;
-    windows of ``max_length`` tokens advance by ``stride`` (default: half the window)."""
+    """Gen PPL of the samples in a file, scored by the AR checkpoint at ``checkpoint``
+    (loaded with its EMA weights) or, given ``hf_model`` instead, by that Hugging Face causal
+    LM (a Hub id or a local folder; ``hf_scorer_class``), with the diversity of
+    ``reference_path``; windows of ``max_length`` tokens (default: the scorer's) advance by
+    ``stride`` (default: half the window)."""
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
+    if (checkpoint is None) == (hf_model is None):
+        raise InputValueError("score with one of --checkpoint and --hf-model")
     check_scoring_options(batch_size, max_length, stride)  # before anything is loaded
     torch_device = resolve_device(device)
     samples = read_samples(samples_path)
     reference = read_samples(reference_path) if reference_path is not None else None
-    model = load_model(checkpoint, torch_device)
-    _check_exact(model, str(checkpoint))
-    domain = model.tokenizer.domain
-    for path in (samples_path, reference_path):
-        owner = None if path is None else format_owner(path)
-        if owner not in (None, domain):
-            raise InputValueError(
-                f"{path} is in a {owner} sample format, but {checkpoint} is a {domain} "
-                f"checkpoint; score {owner} samples with a {owner} AR checkpoint"
-            )
-    return generative_perplexity(
+    paths = (samples_path, reference_path)
+    scorer: SampleScorer
+    if hf_model is not None:
+        scorer_class = hf_scorer_class()
+        _refuse_other_domains(paths, scorer_class.domain, hf_model)  # before any download
+        scorer = scorer_class(hf_model, torch_device)
+    else:
+        scorer = CheckpointScorer(load_model(checkpoint, torch_device), str(checkpoint))
+        _refuse_other_domains(paths, scorer.domain, f"the checkpoint {checkpoint}")
+    return score_samples(
         samples,
-        model,
+        scorer,
         batch_size=batch_size,
         max_length=max_length,
         reference=reference,
-        checkpoint=str(checkpoint),
         samples_file=str(samples_path),
         reference_file=None if reference_path is None else str(reference_path),
         progress=progress,

@@ -2,7 +2,8 @@
 
 Built-in classes register themselves with the decorators below when their module is imported.
 Third-party packages add their own through entry-point groups (``genodiff.backbones``,
-``genodiff.objectives``, ``genodiff.data``, ``genodiff.tokenizers``, ``genodiff.domains``)::
+``genodiff.objectives``, ``genodiff.data``, ``genodiff.tokenizers``, ``genodiff.domains``,
+``genodiff.scorers``)::
 
     [project.entry-points."genodiff.backbones"]
     my_transformer = "my_pkg.model:MyTransformer"
@@ -38,6 +39,7 @@ _BUILTIN_MODULES = {
     "data": "genodiff.data",
     "tokenizer": "genodiff.tokenizers",
     "domain": "genodiff.domains",
+    "scorer": "genodiff.scorers",  # none built in: plugins' ``genodiff gen-ppl`` scorers
 }
 _REGISTRIES: dict[str, dict[str, type]] = {kind: {} for kind in _BUILTIN_MODULES}
 # Each kind's entry-point group is named like its built-in module.
@@ -90,7 +92,8 @@ def _entry_points(kind: str) -> list[EntryPoint]:
 
 
 def available(kind: str) -> dict[str, type]:
-    """All classes of ``kind`` ("backbone", "objective", "data", "tokenizer", "domain"),
+    """All classes of ``kind`` ("backbone", "objective", "data", "tokenizer", "domain",
+    "scorer"),
     built-ins and plugins (every plugin of that kind is imported)."""
     importlib.import_module(_BUILTIN_MODULES[kind])
     registry = _REGISTRIES[kind]
