@@ -242,6 +242,11 @@ def score_chunks(
     float64."""
     if not 1 <= stride <= max_length:
         raise InputValueError(f"--stride must be in [1, {max_length}], got {stride}")
+    if stride == max_length and not scorer.scores_windows_afresh:
+        raise InputValueError(
+            f"--stride must be below the window ({max_length}) for {scorer.name}, which "
+            f"reads every window after the first with context; got {stride}"
+        )
     chunks: list[Chunk] = []
     context_only = 0
     for i, ids in enumerate(encoded):

@@ -14,7 +14,7 @@ text with a Hugging Face causal LM (the MDLM paper's GPT-2), which is what
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -41,6 +41,11 @@ class SampleScorer(ABC):
     #: The window when none is given (tokens).
     default_max_length: int
     device: torch.device
+    #: Whether a window that does not overlap the one before it (``stride`` = the window) can
+    #: be scored from its first token: the AR objective reads it after its [BOS]. A scorer
+    #: that cannot needs a stride below the window, so that every window after the first
+    #: starts with context.
+    scores_windows_afresh: ClassVar[bool] = True
 
     @abstractmethod
     def encode(self, text: str) -> list[int]:

@@ -10,10 +10,10 @@ tokens added), consecutive sentences are joined by the model's EOS token (GPT-2:
 when it has none; GPT-2's are both ``<|endoftext|>``) leads the sample, once. Every token
 after it is scored, the sentence boundaries included: its NLL given all the tokens before it
 in the sample, in windows of the model's context (``max_position_embeddings``, GPT-2's
-``n_positions`` = 1024) that slide as ``genodiff.generative_perplexity`` slides them, so a
-long sample never restarts without context. The model runs in float32, the softmax over its
-whole vocabulary; the core sums each sample's NLL in float64 and reports
-Gen PPL = exp(sum NLL / scored tokens).
+``n_positions`` = 1024) that slide as ``genodiff.generative_perplexity`` slides them (the
+stride below the window), so a long sample never restarts without context. The model runs in
+float32, the softmax over its whole vocabulary; the core sums each sample's NLL in float64 and
+reports Gen PPL = exp(sum NLL / scored tokens).
 
 ``transformers`` is imported only when a scorer is built (``pip install 'genodiff-text[hub]'``);
 registered in the entry-point group ``genodiff.scorers`` as ``hf`` (``genodiff.scorers``).
@@ -41,6 +41,7 @@ class HFCausalLMScorer(SampleScorer):
     local folder, scoring decoded text samples (see the module doc)."""
 
     domain = "text"
+    scores_windows_afresh = False  # its BOS leads only the first window
 
     def __init__(self, model_name: str, device: torch.device) -> None:
         try:
