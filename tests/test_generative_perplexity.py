@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from genodiff import cli
+from genodiff import cli, registry
 from genodiff.checkpoints import load_model
 from genodiff.generate import SamplingRun
 from genodiff.generative_perplexity import (
@@ -21,6 +21,7 @@ from genodiff.generative_perplexity import (
     unigram_entropy,
 )
 from genodiff.model import GenerativeModel
+from genodiff.objectives import AR
 from genodiff.sample_files import read_samples, write_samples
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 
@@ -261,6 +262,7 @@ def test_cli_end_to_end(checkpoints, tmp_path, capsys):
     _, _, ratio, _ = expected_stats(model.eval_backbone, samples, 32)
     assert out["gen_ppl"] == pytest.approx(math.exp(ratio), rel=1e-5)
     assert (out["samples"], out["tokens"], out["chunks"], out["objective"]) == (3, 120, 6, "ar")
+    assert out["scoring"] == AR.scoring  # the convention the tokens were scored under
     assert set(out["diversity"]) >= {"entropy", "distinct_1", "distinct_4"}
     assert out["reference_diversity"]["distinct_2"] == pytest.approx(4 / 7)
 
@@ -318,3 +320,24 @@ def test_cli_default_checkpoint_and_errors(checkpoints, tmp_path, capsys, monkey
     assert "missing.fa not found" in capsys.readouterr().err
     assert cli.main(["gen-ppl", "s.fa", "--checkpoint", checkpoints["mdlm"]]) == 2
     assert "exact-likelihood" in capsys.readouterr().err
+
+
+def test_hf_model_names_gpt2_large_by_default_and_excludes_a_checkpoint(capsys):
+    parse = cli.build_parser().parse_args
+    assert parse(["gen-ppl", "s.txt", "--hf-model"]).hf_model == "gpt2-large"
+    assert parse(["gen-ppl", "s.txt", "--hf-model", "gpt2"]).hf_model == "gpt2"
+    assert parse(["gen-ppl", "s.txt"]).hf_model is None
+    with pytest.raises(SystemExit):
+        parse(["gen-ppl", "s.txt", "--hf-model", "gpt2", "--checkpoint", "ar.ckpt"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_hf_model_without_a_plugin_that_scores_with_it_says_what_to_install(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setitem(registry._REGISTRIES, "scorer", {})
+    monkeypatch.setattr(registry, "_entry_points", lambda kind: [])  # no plugin installed
+    (tmp_path / "s.txt").write_text("the cat sat\n")
+    assert cli.main(["gen-ppl", str(tmp_path / "s.txt"), "--hf-model"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pip install 'genodiff-text[hub]'" in err and len(err.splitlines()) == 1

@@ -202,10 +202,17 @@ def test_dna_sample_files_are_refused_before_the_model_loads(tmp_path, capsys, m
     assert len(err.splitlines()) == 1
 
 
-def test_without_transformers_the_hf_model_says_what_to_install(tiny_gpt2, monkeypatch):
+def test_without_transformers_the_hf_model_says_what_to_install(
+    tiny_gpt2, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setitem(registry._REGISTRIES["scorer"], "hf", HFCausalLMScorer)
     monkeypatch.setitem(sys.modules, "transformers", None)  # import fails
-    with pytest.raises(ImportError, match=r"pip install 'genodiff-text\[hub\]'"):
-        HFCausalLMScorer(tiny_gpt2, CPU)
+    samples = tmp_path / "samples.txt"
+    samples.write_text("the cat sat\n")
+    assert cli.main(["gen-ppl", str(samples), "--hf-model", tiny_gpt2]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "needs transformers: pip install 'genodiff-text[hub]'" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_a_folder_without_a_model_is_a_one_line_error(tmp_path, capsys, monkeypatch):

@@ -97,7 +97,10 @@ class HFCausalLMScorer(SampleScorer):
         for k, sentence in enumerate(_SENTENCE_END.split(text)):
             if k:
                 ids.append(self.eos_id)
-            ids += self.hf_tokenizer.encode(sentence.strip(), add_special_tokens=False)
+            # no warning for a sample longer than the model's context: it is windowed
+            ids += self.hf_tokenizer.encode(
+                sentence.strip(), add_special_tokens=False, verbose=False
+            )
         return ids
 
     def window_nll(
