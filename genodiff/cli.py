@@ -567,7 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-length",
         type=int,
         default=None,
-        help="tokens per scored chunk (default: the checkpoint's training window)",
+        help="tokens per scored chunk (default: the checkpoint's training window; with "
+        "--hf-model the model's context)",
     )
     gen_ppl.add_argument(
         "--stride",
@@ -575,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="tokens a sample longer than the window advances by from one chunk to the next; "
         "each later chunk reads the window minus stride tokens before it as context, scored "
-        "once (1 to the window; default: half the window)",
+        "once (1 to the window, below it with --hf-model; default: half the window)",
     )
     gen_ppl.add_argument("--json", action="store_true", help="print one JSON object")
     _add_progress_flag(gen_ppl)
