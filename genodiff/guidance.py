@@ -224,10 +224,41 @@ def _widen(tilt: Tensor, vocab_size: int) -> Tensor:
     return nn.functional.pad(tilt, (0, vocab_size - tilt.shape[-1]))
 
 
-def refuse_guidance(request: SampleRequest, sampler: str) -> None:
-    """InputValueError when ``request`` asks ``sampler`` (which has no guidance) for a class."""
-    if request.label is not None:
+def label_id(name: str, class_names: list[str] | None, checkpoint: str) -> int:
+    """The class id of ``name`` among ``class_names`` (a checkpoint's ``conditioning.labels``,
+    or a classifier's); InputValueError listing the valid names, or saying that the model has
+    no classes."""
+    if class_names is None:
         raise InputValueError(
-            f"{sampler} has no guided sampling (--label, --guidance, --classifier): use an "
-            "MDLM, D3PM, SEDD or AR model"
+            f"--label {name}: {checkpoint} is an unconditional model (it has no classes); "
+            "train a class-conditional one (data.name=labelled) or guide this one with a "
+            "classifier (--classifier CKPT)"
+        )
+    if name not in class_names:
+        raise InputValueError(
+            f"--label {name!r} is not a class of {checkpoint}; its classes are: "
+            f"{', '.join(class_names)}"
+        )
+    return class_names.index(name)
+
+
+def check_classifier(
+    classifier: NoisyClassifierGuide,
+    path: str,
+    class_names: list[str] | None,
+    tokenizer_name: str,
+) -> None:
+    """InputValueError when the classifier at ``path`` was trained for other classes than the
+    generator's ``class_names`` (None: an unconditional generator, which takes the
+    classifier's) or on another tokenizer than ``tokenizer_name``."""
+    if classifier.tokenizer_name != tokenizer_name:
+        raise InputValueError(
+            f"--classifier {path} reads the tokenizer {classifier.tokenizer_name!r}, the "
+            f"generator's is {tokenizer_name!r}; train the classifier on the generator's data"
+        )
+    if class_names is not None and list(classifier.class_names) != list(class_names):
+        raise InputValueError(
+            f"--classifier {path} was trained for the classes "
+            f"{', '.join(classifier.class_names)}; the generator's are {', '.join(class_names)} "
+            "(same names, same order)"
         )
