@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from genodiff.guidance import refuse_guidance
 from genodiff.samplers.categorical import sample_categorical, sharpen
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
@@ -27,9 +26,7 @@ def ancestral(
     mean = (alpha_s / alpha_t)(1 - c) z_t + alpha_s c x_hat,  var = sigma_s^2 c;
     then x0 ~ p(x0 | z_0) (temperature/top-p apply). Given positions hold the forward-noised
     embedding of their template token at every step and keep the template in the output.
-    Guidance is not offered (a request with a label is refused).
     """
-    refuse_guidance(request, "Plaid")
     objective.check_backbone(model)
     schedule = objective.schedule
     device = objective.embedding.device
