@@ -91,7 +91,7 @@ def check_guidance(
         raise InputValueError(
             f"guidance gamma must be a number in [0, {MAX_GUIDANCE:g}] (--guidance; 0 = "
             "unconditional, 1 = the conditional model, > 1 extrapolates, useful values are "
-            f"about 1-5), got {guidance}"
+            f"about 1-5; above {MAX_GUIDANCE:g} is absurd, a point mass), got {guidance}"
         )
     if schedule not in GUIDANCE_SCHEDULES:
         raise InputValueError(
