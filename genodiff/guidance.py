@@ -182,6 +182,8 @@ class Guide:
             with torch.enable_grad():  # the first-order form differentiates the classifier
                 tilt = self.classifier.tilt(x, self.label, where, self.exact)  # (B, L, V')
             outputs.append(_widen(tilt.to(outputs[0]), outputs[0].shape[-1]))
+        if len(outputs) == 1:  # unguided or one label: a view, no copy on the hot path
+            return outputs[0].unsqueeze(-2)
         return torch.stack(outputs, dim=-2)
 
     def gamma(self, progress: Tensor) -> Tensor:

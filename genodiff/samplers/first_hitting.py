@@ -82,7 +82,8 @@ def hit(
         s = schedule.time_of_mask_probability(p_next)  # (r,)
         position = sample_categorical(masked[rows].double(), generator)  # (r,) uniform
         index = torch.arange(rows.numel(), device=x.device)
-        revealed = torch.zeros_like(masked[rows]).index_put_((index, position), torch.tensor(True))
+        revealed = torch.zeros_like(masked[rows])  # (r, L): where a classifier tilts
+        revealed[index, position] = True
         parts = guide.parts(x[rows], s, revealed)  # (r, L, K, V)
         log_x0 = guide.combine(parts[index, position], 1 - s)  # (r, V)
         value = sample_categorical(sharpen(log_x0, request.temperature, request.top_p), generator)
