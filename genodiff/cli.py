@@ -106,7 +106,11 @@ def _after_training(
     progress: Progress,
 ) -> None:
     """Report the best checkpoint, score it on the test split (every process of a DDP run takes
-    part) and draw the samples (rank 0 alone)."""
+    part) and draw the samples (rank 0 alone): of each class for a class-conditional run
+    (``samples_<class>.fa``, label in the headers), else one file (``samples.fa``)."""
+    import re
+    from dataclasses import replace
+
     from genodiff.domains import domain_of
     from genodiff.generate import SamplingRun, draw_samples
     from genodiff.sample_files import write_samples
@@ -139,14 +143,26 @@ def _after_training(
         return
     for line in report:
         print(line)
-    if s.num_samples > 0:
-        backbone = model.eval_backbone
+    if s.num_samples <= 0:
+        return
+    steps = model.eval_objective.steps_used(request)
+    unlabelled = SamplingRun(checkpoint=weights, sampler=sampler, steps=steps, seed=s.seed)
+    file = Path(domain_of(tokenizer).samples_file)
+    jobs = [(request, unlabelled, file)]  # (request, provenance, file name)
+    if model.class_names is not None and model.eval_objective.samplers[sampler].guided:
+        jobs = [  # a conditional run: samples of each class, p(x | class), one file each
+            (
+                replace(request, label=index),
+                replace(unlabelled, label=name, guidance=1.0, guidance_schedule="constant"),
+                file.with_stem(f"{file.stem}_{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}"),
+            )
+            for index, name in enumerate(model.class_names)
+        ]
+    for job_request, run, name in jobs:
         samples = draw_samples(
-            model.eval_objective, backbone, request, s.seed, s.batch_size, progress
+            model.eval_objective, model.eval_backbone, job_request, s.seed, s.batch_size, progress
         )
-        steps = model.eval_objective.steps_used(request)
-        run = SamplingRun(checkpoint=weights, sampler=sampler, steps=steps, seed=s.seed)
-        path = write_samples(samples, out / domain_of(tokenizer).samples_file, run, tokenizer)
+        path = write_samples(samples, out / name, run, tokenizer)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")
 
 
@@ -162,10 +178,12 @@ def _sample(args: argparse.Namespace) -> None:
     from dataclasses import replace
 
     from genodiff.checkpoints import load_model
+    from genodiff.conditioning import class_names
     from genodiff.devices import resolve_device
     from genodiff.domains import domain_of
     from genodiff.errors import NonFiniteOutputError
     from genodiff.generate import Constraint, SamplingRun, check_feasible, draw_samples
+    from genodiff.guidance import check_classifier, label_id
     from genodiff.sample_files import check_output, write_samples
     from genodiff.samplers.request import SampleRequest
 
@@ -177,7 +195,17 @@ def _sample(args: argparse.Namespace) -> None:
     inputs = [("checkpoint", args.checkpoint)]
     if args.infill is not None:
         inputs.append(("--infill template", args.infill))
+    if args.classifier is not None:
+        inputs.append(("--classifier checkpoint", args.classifier))
     check_output(args.out, domain_of(tokenizer), inputs)  # before any sampling
+    classes, classifier = class_names(model.config), None
+    if args.classifier is not None:
+        from genodiff.classifiers import load_classifier
+
+        classifier = load_classifier(args.classifier, device)
+        check_classifier(classifier, args.classifier, classes, tokenizer.name)
+        classes = classes or list(classifier.class_names)
+    label = None if args.label is None else label_id(args.label, classes, args.checkpoint)
     constraint = None
     if args.infill is not None:
         constraint = Constraint.from_file(args.infill, tokenizer)
@@ -203,6 +231,11 @@ def _sample(args: argparse.Namespace) -> None:
         given=constraint.given if constraint else None,
         block=args.block,
         stride=args.stride,
+        label=label,
+        guidance=args.guidance,
+        guidance_schedule=args.guidance_schedule,
+        classifier=classifier,
+        classifier_form=args.classifier_form,
     )
     check_feasible(request, args.batch_size, model.eval_backbone)  # before a prefix's (length,)
     if args.prefix is not None:
@@ -233,10 +266,26 @@ def _sample(args: argparse.Namespace) -> None:
         block=args.block,
         stride=args.stride,
         constraint=constraint.description if constraint else None,
+        **_guidance_provenance(args),
     )
     path = write_samples(samples, args.out, run, tokenizer, inputs)
     unit = tokenizer.unit
     print(f"genodiff: wrote {args.num_samples} samples of {length} {unit} ({sampler}) to {path}")
+
+
+def _guidance_provenance(args: argparse.Namespace) -> dict[str, str | float | None]:
+    """The guidance fields of a ``SamplingRun`` for `genodiff sample`'s options (none when no
+    class was asked for)."""
+    if args.label is None:
+        return {}
+    fields = {
+        "label": args.label,
+        "guidance": args.guidance,
+        "guidance_schedule": args.guidance_schedule,
+    }
+    if args.classifier is not None:
+        fields.update(classifier=str(args.classifier), classifier_form=args.classifier_form)
+    return fields
 
 
 def _eval(args: argparse.Namespace) -> None:
@@ -472,6 +521,40 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="new tokens per window, < --block; semi-ar only, and required there (default: none)",
+    )
+    sample.add_argument(
+        "--label",
+        default=None,
+        help="draw sequences of this class (a class name of the checkpoint's labelled data, "
+        "or of --classifier's for an unconditional model) (default: none, p(x))",
+    )
+    sample.add_argument(
+        "--guidance",
+        type=float,
+        default=1.0,
+        help="guidance strength gamma with --label, in [0, 100]: 0 = unconditional p(x), 1 = "
+        "the conditional model p(x | label), > 1 extrapolates towards the class (stronger, "
+        "less diverse; about 1-5 is useful) (default: %(default)s)",
+    )
+    sample.add_argument(
+        "--guidance-schedule",
+        default="constant",
+        help="gamma over sampling: constant, or ramp (rising from 0 to gamma as tokens are "
+        "revealed: weak guidance on mostly masked input, full at the end) (default: "
+        "%(default)s)",
+    )
+    sample.add_argument(
+        "--classifier",
+        default=None,
+        help="classifier-guided sampling with this noisy classifier checkpoint (genodiff "
+        "classifier): D-CBG for MDLM/D3PM, FUDGE for AR; needs --label (default: none, "
+        "classifier-free guidance by the model's own null label)",
+    )
+    sample.add_argument(
+        "--classifier-form",
+        default="first-order",
+        help="D-CBG: first-order (one forward + backward pass per step) or exact (one "
+        "classifier call per position and base: short sequences only) (default: %(default)s)",
     )
     sample.add_argument(
         "--seed",

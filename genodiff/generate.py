@@ -4,7 +4,7 @@ written by ``genodiff.sample_files``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -34,6 +34,22 @@ class SamplingRun:
     block: int | None = None
     stride: int | None = None
     constraint: str | None = None  # Constraint.description
+    # Guided runs only (``genodiff.guidance``): the class name, gamma, its schedule, and the
+    # classifier checkpoint and form when one guided.
+    label: str | None = None
+    guidance: float | None = None
+    guidance_schedule: str | None = None
+    classifier: str | None = None
+    classifier_form: str | None = None
+
+    def provenance(self) -> dict[str, object]:
+        """The fields a ``.jsonl`` sample carries: all of them, the guidance ones only when set
+        (an unguided run's records are as before guidance existed)."""
+        fields = asdict(self)
+        for key in ("label", "guidance", "guidance_schedule", "classifier", "classifier_form"):
+            if fields[key] is None:
+                del fields[key]
+        return fields
 
     def describe(self) -> str:
         parts = [f"checkpoint={self.checkpoint}", f"sampler={self.sampler}"]
@@ -44,6 +60,14 @@ class SamplingRun:
             parts += [f"block={self.block}", f"stride={self.stride}"]
         if self.constraint:
             parts.append(self.constraint)
+        if self.label is not None:
+            parts += [
+                f"label={self.label}",
+                f"guidance={self.guidance:g}",
+                f"guidance_schedule={self.guidance_schedule}",
+            ]
+        if self.classifier is not None:
+            parts += [f"classifier={self.classifier}", f"classifier_form={self.classifier_form}"]
         return " ".join(parts)
 
 

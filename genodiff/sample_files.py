@@ -17,7 +17,7 @@ import io
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -63,7 +63,7 @@ def _read_lines(handle: IO[str], path: Path) -> list[str]:
 
 
 def _write_jsonl(handle: IO[str], names: Sequence[str], texts: Sequence[str], run) -> None:
-    provenance = asdict(run)
+    provenance = run.provenance()
     handle.writelines(
         json.dumps({"id": name, "text": text, **provenance}) + "\n"
         for name, text in zip(names, texts, strict=True)

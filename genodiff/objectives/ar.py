@@ -96,7 +96,8 @@ class AR(Objective):
     is deterministic, so one pass over a held-out window is exact.
     """
 
-    samplers = {"ancestral": Sampler(left_to_right, takes_steps=False)}  # a call per position
+    # a network call per position
+    samplers = {"ancestral": Sampler(left_to_right, takes_steps=False, guided=True)}
     exact_likelihood = True
     eval_t_samples = 1  # deterministic: no noise to average over
     causal_backbone = True

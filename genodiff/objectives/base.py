@@ -103,8 +103,9 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         return self.samplers[self.sampler_name(request)](self, model, request, generator)
 
     def sampler_name(self, request: SampleRequest) -> str:
-        """The sampler ``request`` asks for (the default when None); ValueError if unknown, or
-        if it reuses predictions across time steps and this objective conditions on time."""
+        """The sampler ``request`` asks for (the default when None); ValueError if unknown, if
+        it reuses predictions across time steps and this objective conditions on time, or if
+        ``request`` asks for a class and the sampler has no guidance."""
         name = request.sampler or next(iter(self.samplers))
         sampler = self.samplers.get(name)
         if sampler is None:
@@ -119,6 +120,11 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
                 "network's prediction while a sequence is unchanged, and with "
                 "objective.time_conditioning=true the prediction changes with t at every step. "
                 f"Choose one of: {', '.join(others)} (samples.sampler= / --sampler)"
+            )
+        if request.label is not None and not sampler.guided:
+            raise InputValueError(
+                f"{type(self).__name__}'s sampler {name!r} has no guided sampling (--label, "
+                "--guidance, --classifier); MDLM, D3PM, SEDD and AR models have"
             )
         return name
 

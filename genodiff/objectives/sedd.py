@@ -54,8 +54,9 @@ class SEDD(HoldsMaskedProcess, Objective):
     ``sample_ids`` come from the run's tokenizer; ``mask_padding`` as MDLM's."""
 
     samplers = {
-        "analytic": Sampler(partial(tau_leaping, rule="analytic")),  # Tweedie tau-leaping
-        "euler": Sampler(partial(tau_leaping, rule="euler")),  # first-order tau-leaping
+        # Tweedie tau-leaping; first-order tau-leaping
+        "analytic": Sampler(partial(tau_leaping, rule="analytic"), guided=True),
+        "euler": Sampler(partial(tau_leaping, rule="euler"), guided=True),
     }
     config_ranges = {"sampling_eps": "(0, 1)"}
 

@@ -17,10 +17,11 @@ from genodiff.samplers.masked import ancestral, cached
 from genodiff.samplers.semi_ar import semi_autoregressive
 
 MASKED_SAMPLERS: Mapping[str, Sampler] = {
-    "ancestral": Sampler(ancestral),
-    "cached": Sampler(cached, reuses_predictions=True),
-    "first-hitting": Sampler(first_hitting, takes_steps=False),  # at most a call per position
-    "semi-ar": Sampler(semi_autoregressive),
+    "ancestral": Sampler(ancestral, guided=True),
+    "cached": Sampler(cached, reuses_predictions=True, guided=True),
+    # at most a call per position
+    "first-hitting": Sampler(first_hitting, takes_steps=False, guided=True),
+    "semi-ar": Sampler(semi_autoregressive, guided=True),
 }
 
 __all__ = ["MASKED_SAMPLERS"]

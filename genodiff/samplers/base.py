@@ -40,11 +40,14 @@ class Sampler:
     ``takes_steps``: the sampler follows ``SampleRequest.steps`` (a time grid); False for one
     that sets its own number of network calls (first-hitting, left-to-right AR), whose samples
     then record no steps.
+    ``guided``: the sampler draws a chosen class (``SampleRequest.label``, guidance,
+    classifier; ``genodiff.guidance``); a request with a label is refused by any other.
     """
 
     draw: Draw
     reuses_predictions: bool = False
     takes_steps: bool = True
+    guided: bool = False
 
     def __call__(
         self,

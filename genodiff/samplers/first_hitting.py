@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.samplers.categorical import sample_categorical, sharpen
-from genodiff.samplers.masked import MaskedDiffusion, denoise_remaining
+from genodiff.samplers.masked import MaskedDiffusion, denoise_remaining, masked_guide
 from genodiff.samplers.request import SampleRequest
 
 
@@ -52,9 +52,12 @@ def hit(
 
     Each row keeps its own time t (rows reach their events at different times); every
     iteration calls the network once on the rows still running, at their own event times.
+    Guided (``request.label``), the value is drawn from the guided x0 prediction at the event
+    time, with a classifier's tilt computed at the revealed position only.
     """
     n = x.shape[0]
     x = x.clone()
+    guide = masked_guide(objective, model, request)
     schedule = objective.process.schedule
     p_t = schedule.mask_probability(torch.ones(n, dtype=torch.float64, device=x.device))  # (n,)
     stop = torch.tensor(objective.process.sampling_eps, dtype=torch.float64)
@@ -78,11 +81,12 @@ def hit(
             continue
         s = schedule.time_of_mask_probability(p_next)  # (r,)
         position = sample_categorical(masked[rows].double(), generator)  # (r,) uniform
-        log_p = objective.x0_log_probs(model, x[rows], s)  # (r, L, V)
-        at_position = log_p[torch.arange(rows.numel(), device=x.device), position]  # (r, V)
-        value = sample_categorical(
-            sharpen(at_position, request.temperature, request.top_p), generator
-        )
+        index = torch.arange(rows.numel(), device=x.device)
+        revealed = torch.zeros_like(masked[rows])  # (r, L): where a classifier tilts
+        revealed[index, position] = True
+        parts = guide.parts(x[rows], s, revealed)  # (r, L, K, V)
+        log_x0 = guide.combine(parts[index, position], 1 - s)  # (r, V)
+        value = sample_categorical(sharpen(log_x0, request.temperature, request.top_p), generator)
         x[rows, position] = value
         p_t[rows] = p_next
-    return denoise_remaining(objective, model, x, given)
+    return denoise_remaining(objective, x, given, guide)

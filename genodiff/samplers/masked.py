@@ -3,16 +3,21 @@
 The samplers need from the objective only what ``MaskedDiffusion`` lists (MDLM and D3PM offer
 it: their ``MaskedForwardProcess`` and their prediction of x0). Every category is
 drawn in float64 (``sample_categorical``) from x_theta sharpened by temperature / nucleus
-(``sharpen``); positions where ``given`` is True are never changed.
+(``sharpen``); positions where ``given`` is True are never changed. A request for a class draws
+from the guided prediction x~ instead of x_theta (``genodiff.guidance.Guide``: the network side
+is what the cached sampler keeps, gamma(t) is applied at every step), so the unmasking rate and
+the carried-over tokens are those of the unguided sampler.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import Tensor, nn
 
+from genodiff.guidance import Guide
 from genodiff.samplers.categorical import sample_categorical, sharpen
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
@@ -26,9 +31,16 @@ class MaskedDiffusion(Protocol):
 
     process: MaskedForwardProcess  # mask_id, sampling_eps, time_conditioning, schedule
 
-    def x0_log_probs(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
-        """(B, L, V) log p_theta(x0 | x_t) at times t (B,)."""
+    def x0_log_probs(
+        self, model: nn.Module, x_t: Tensor, t: Tensor, labels: Tensor | None = None
+    ) -> Tensor:
+        """(B, L, V) log p_theta(x0 | x_t[, labels]) at times t (B,)."""
         ...
+
+
+def masked_guide(objective: MaskedDiffusion, model: nn.Module, request: SampleRequest) -> Guide:
+    """The guidance of ``request`` for a masked-diffusion sampler (D-CFG and D-CBG)."""
+    return Guide(request, model, partial(objective.x0_log_probs, model), "masked diffusion")
 
 
 def ancestral(
@@ -82,11 +94,15 @@ def unmask(
     that only unmasking tokens pay for the draw over the vocabulary). Then the final
     noise-removal step (``denoise_remaining``). With ``reuse`` the network runs only on the
     rows that changed since their last call; the random draws do not depend on ``reuse``.
+    Guided (``request.label``): the network side of each row's latest call is kept (K parts:
+    both network outputs for D-CFG, the classifier's tilt for D-CBG) and weighed by gamma(t)
+    at every step.
     """
     n = x.shape[0]
     x = x.clone()
     schedule = objective.process.schedule
-    log_p = None  # (n, L, V): x_theta of each row's latest network call
+    guide = masked_guide(objective, model, request)
+    parts = None  # (n, L, K, V): the network side of each row's latest call
     stale = torch.ones(n, dtype=torch.bool, device=x.device)  # rows needing a network call
     grid = time_grid(1.0, objective.process.sampling_eps, request.steps)
     for t, s in request.reporting(grid, request.steps):
@@ -95,29 +111,30 @@ def unmask(
             break
         rows = stale.nonzero().squeeze(-1) if reuse else torch.arange(n, device=x.device)
         if rows.numel():
-            fresh = objective.x0_log_probs(model, x[rows], t.expand(rows.numel()).to(x.device))
-            log_p = fresh if log_p is None or not reuse else log_p.index_copy_(0, rows, fresh)
+            t_rows = t.expand(rows.numel()).to(x.device)
+            fresh = guide.parts(x[rows], t_rows, masked[rows])  # (r, L, K, V)
+            parts = fresh if parts is None or not reuse else parts.index_copy_(0, rows, fresh)
         p_t, p_s = schedule.mask_probability(t), schedule.mask_probability(s)
         stay_or_go = torch.stack((p_s, p_t - p_s)).to(x.device)  # (2,), sums to p_t
         candidates = masked.nonzero()  # (M, 2): (row, position) of every masked token
         go = sample_categorical(stay_or_go.expand(len(candidates), 2), generator) == 1  # (M,)
         row, position = candidates[go].unbind(-1)  # the tokens that unmask in this step
-        p_x0 = sharpen(log_p[row, position], request.temperature, request.top_p)  # (U, V)
+        log_x0 = guide.combine(parts[row, position], 1 - t)  # (U, V)
+        p_x0 = sharpen(log_x0, request.temperature, request.top_p)  # (U, V)
         x[row, position] = sample_categorical(p_x0, generator)
         stale = torch.zeros_like(stale).index_fill_(0, row, True)
-    return denoise_remaining(objective, model, x, given)
+    return denoise_remaining(objective, x, given, guide)
 
 
-def denoise_remaining(
-    objective: MaskedDiffusion, model: nn.Module, x: Tensor, given: Tensor
-) -> Tensor:
-    """Final noise-removal step: tokens still masked take the argmax of x_theta at
-    t = sampling_eps. Only the rows that hold a mask go through the network."""
+def denoise_remaining(objective: MaskedDiffusion, x: Tensor, given: Tensor, guide: Guide) -> Tensor:
+    """Final noise-removal step: tokens still masked take the argmax of the (guided) x0
+    prediction at t = sampling_eps. Only the rows that hold a mask go through the network."""
     masked = (x == objective.process.mask_id) & ~given  # (n, L)
     rows = masked.any(dim=-1).nonzero().squeeze(-1)
     if rows.numel():
         t_final = torch.full((rows.numel(),), objective.process.sampling_eps, device=x.device)
-        best = objective.x0_log_probs(model, x[rows], t_final).argmax(-1)  # (rows, L)
+        parts = guide.parts(x[rows], t_final, masked[rows])  # (rows, L, K, V)
+        best = guide.combine(parts, 1 - t_final[:, None]).argmax(-1)  # (rows, L)
         x = x.index_copy(0, rows, torch.where(masked[rows], best, x[rows]))
     return x
 

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from genodiff.errors import InputValueError
+from genodiff.guidance import NoisyClassifierGuide, check_guidance
 
 Step = TypeVar("Step")
 # (steps done, steps in all): told as a sampler advances, for a progress display only.
@@ -28,6 +29,13 @@ class SampleRequest:
     semi-autoregressive sampler (windows of ``block`` tokens, advancing by ``stride``).
     ``on_step`` hears (steps done, steps in all) as the sampler advances; it shows progress and
     changes nothing drawn.
+
+    Guidance (``genodiff.guidance``): ``label`` is a class id of the model's classes (None: no
+    class, p(x)); ``guidance`` is gamma in the paper's convention (0 = unconditional, 1 = the
+    conditional model, > 1 extrapolation), ``guidance_schedule`` "constant" or "ramp" (gamma
+    rising from 0 as sampling proceeds); ``classifier`` guides through a noisy classifier
+    (D-CBG, FUDGE for AR) instead of the model's own null label (D-CFG), in
+    ``classifier_form`` "first-order" or "exact".
     """
 
     num_samples: int
@@ -40,6 +48,11 @@ class SampleRequest:
     given: Tensor | None = None
     block: int | None = None
     stride: int | None = None
+    label: int | None = None
+    guidance: float = 1.0
+    guidance_schedule: str = "constant"
+    classifier: NoisyClassifierGuide | None = field(default=None, compare=False, repr=False)
+    classifier_form: str = "first-order"
     on_step: StepReport | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -64,6 +77,13 @@ class SampleRequest:
                 f"template and given must have shape ({self.length},), got "
                 f"{tuple(self.template.shape)} and {tuple(self.given.shape)}"
             )
+        check_guidance(
+            self.label,
+            self.guidance,
+            self.guidance_schedule,
+            self.classifier,
+            self.classifier_form,
+        )
 
     def canvas(self, fill_id: int, device: torch.device) -> tuple[Tensor, Tensor]:
         """The starting sequences (n, L): ``fill_id`` everywhere except the given positions,

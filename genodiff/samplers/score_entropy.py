@@ -13,15 +13,28 @@ distribution at t = sampling_eps:
 Temperature, top-p and ``sample_ids`` reshape which token a jump lands on (the score
 distribution), not the jump mass; when a jump mass exceeds 1 (possible for unnormalised
 scores) the token always jumps. Only the masked positions' scores go to float64.
+
+Classifier-free guidance (``request.label``, ``Guide.combine_scores``): for an absorbing
+process the concrete score of a masked position is s_v = p(x0_l = v | z_t) / expm1(sigma(t)),
+its total the data-independent rate 1 / expm1(sigma(t)) times the normalised score
+distribution p(x0_l | z_t). Tempering the scores of the class and of the null label,
+log s~ = gamma log s(., y) + (1 - gamma) log s(., null), and renormalising the distribution
+while keeping the (geometric mean) total is therefore MDLM's D-CFG exactly: the landing
+distribution is the tempered x0 prediction and the jump rate is unchanged. Tempering alone,
+without renormalising, would change the jump rate with gamma (by Hoelder's inequality the
+total of a geometric mean of two score vectors is below the true rate for gamma in (0, 1)).
+Classifier guidance (D-CBG) is refused here: it is offered for MDLM and D3PM.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import torch
 from torch import Tensor, nn
 
+from genodiff.guidance import Guide
 from genodiff.samplers.categorical import NEG_INF, sample_categorical, sharpen
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
@@ -37,8 +50,10 @@ class ScoreModel(Protocol):
 
     process: MaskedForwardProcess
 
-    def log_score(self, model: nn.Module, x_t: Tensor, t: Tensor) -> Tensor:
-        """(B, L, V) log-scores at times t (B,); the [MASK] column NEG_INF."""
+    def log_score(
+        self, model: nn.Module, x_t: Tensor, t: Tensor, labels: Tensor | None = None
+    ) -> Tensor:
+        """(B, L, V) log-scores at times t (B,)[, labels (B,)]; the [MASK] column NEG_INF."""
         ...
 
 
@@ -55,18 +70,22 @@ def tau_leaping(
     device = next(model.parameters()).device
     n = request.num_samples
     x, given = request.canvas(process.mask_id, device)  # (n, L), (n, L)
+    network = partial(objective.log_score, model)
+    guide = Guide(request, model, network, "SEDD", allow_classifier=False)
     grid = time_grid(1.0, process.sampling_eps, request.steps)
     for t, s in request.reporting(grid, request.steps):
         masked = (x == process.mask_id) & ~given  # (n, L)
         if not masked.any():
             break
-        log_score = objective.log_score(model, x, t.expand(n).float().to(device))  # (n, L, V)
-        probs = transition_probs(process, log_score[masked], t, s, rule, request)  # (M, V)
+        parts = guide.parts(x, t.expand(n).float().to(device), masked)  # (n, L, K, V)
+        log_score = guide.combine_scores(parts[masked], 1 - t)  # (M, V)
+        probs = transition_probs(process, log_score, t, s, rule, request)  # (M, V)
         x = _draw_masked(x, masked, probs, generator)
     masked = (x == process.mask_id) & ~given
     if masked.any():
         t_final = torch.full((n,), process.sampling_eps, device=device)
-        log_score = objective.log_score(model, x, t_final)[masked]  # (M, V)
+        parts = guide.parts(x, t_final, masked)[masked]  # (M, K, V)
+        log_score = guide.combine_scores(parts, 1 - t_final[0])  # (M, V)
         probs = sharpen(landing(process, log_score), request.temperature, request.top_p)
         x = _draw_masked(x, masked, probs, generator)
     return x

@@ -5,7 +5,8 @@ all-[MASK]; each next window keeps the last ``block - stride`` generated tokens 
 prefix and samples the ``stride`` tokens after them (the last window may be shorter), until
 ``length`` tokens exist. Inside a window the cached ancestral sampler runs (``request.steps``
 steps per window; the plain ancestral one for a time-conditioned network). Positions the
-user fixed (prefix, infilling) are honoured in every window.
+user fixed (prefix, infilling) are honoured in every window. A guided request guides every
+window (a classifier, like the network, sees the window).
 """
 
 from __future__ import annotations

@@ -1,0 +1,266 @@
+"""Guided sampling: drawing DNA of a chosen class (Schiff et al. 2025, docs/architecture.md §3.6).
+
+A request with a ``label`` (``SampleRequest.label``, a class id of a class-conditional model)
+is guided in one of two ways, both expressed as a *guided prediction*: a log-linear
+combination of K network-side parts, renormalised,
+
+    log x~ = log_softmax(sum_k w_k(gamma) * part_k),
+
+which every sampler draws from in place of the network's own prediction:
+
+- D-CFG (classifier-free): parts (log x_theta(z_t, y), log x_theta(z_t, null)), weights
+  (gamma, 1 - gamma). gamma = 0 is p(x), 1 the conditional model p(x | y), > 1 extrapolation.
+  A constant gamma of 0 or 1 needs one network call (K = 1), anything else two.
+- D-CBG (classifier-based): parts (log x_theta(z_t, null), tilt), weights (1, gamma), the tilt
+  (n, L, V) being log p(y | z_t with position l set to v) - log p(y | z_t) from a classifier on
+  noisy inputs (``NoisyClassifierGuide.tilt``). With the exact classifier p(y | z_t) and the
+  exact denoiser p(x0_l | z_t) this is p(x0_l | z_t, y): the masking of a masked process does
+  not depend on the data, so the conditional reverse process unmasks at the same rate and
+  draws values from p(x0_l | z_t, y) (the paper's transition-level form differs by O(dt)).
+
+The split matters: ``Guide.parts`` is the network side (what a cached sampler may keep while a
+sequence is unchanged: the classifier has no time input either), ``Guide.combine`` the per-step
+side (gamma(t) changes with the time under a ramp schedule), so the cached sampler stays
+exact. Temperature and top-p then reshape the guided prediction as they reshape an unguided
+one. Autoregressive models use the same combine on next-token distributions (CFG; FUDGE with
+``NoisyClassifierGuide.next_token_scores`` as the second part).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor, nn
+
+from genodiff.backbones.capabilities import capabilities_of
+from genodiff.errors import InputValueError
+
+if TYPE_CHECKING:
+    from genodiff.samplers.request import SampleRequest
+
+#: The schedules of gamma: "constant", or "ramp" (weak while the sequence is mostly masked,
+#: full strength at the end; Rojas et al. 2025 find early guidance hurts and late guidance helps).
+GUIDANCE_SCHEDULES = ("constant", "ramp")
+#: The two forms of D-CBG: one classifier call per (position, value), or one forward and one
+#: backward pass on the one-hot input (the first-order Taylor form).
+CLASSIFIER_FORMS = ("first-order", "exact")
+#: gamma above this is refused: the guided distribution is then a point mass in all but name.
+MAX_GUIDANCE = 100.0
+
+# (x (B, L) ids, t (B,) times, labels (B,) or None = the null label) -> (B, L, V) log-probs
+Network = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]
+
+
+@runtime_checkable
+class NoisyClassifierGuide(Protocol):
+    """A classifier that guides sampling towards a class (D-CBG for masked diffusion, FUDGE
+    for AR). ``genodiff.classifiers.load_classifier`` returns one."""
+
+    class_names: list[str]
+    tokenizer_name: str  # checked against the generator's tokenizer
+
+    def tilt(self, x: Tensor, label: int, where: Tensor, exact: bool) -> Tensor:
+        """x (n, L) ids (masked-diffusion state z_t, [MASK] at unrevealed positions), where
+        (n, L) bool: the positions to tilt (masked, not user-given). Returns (n, L, V) float32:
+        log p(y=label | x with position l set to v) - log p(y=label | x) at the ``where``
+        positions, 0 elsewhere. exact=True: one classifier call per (l, v) (batched);
+        exact=False: the first-order form, g[l, v] - g[l, x_l], g = d log p(y|x) / d onehot(x)
+        from one forward + one backward pass."""
+        ...
+
+    def next_token_scores(self, prefix: Tensor, candidates: Tensor, label: int) -> Tensor:
+        """FUDGE for AR: prefix (n, i) ids (what the AR model has read, BOS excluded),
+        candidates (K,) ids -> (n, K) float32 log p(y=label | prefix + candidate)."""
+        ...
+
+
+def check_guidance(
+    label: int | None,
+    guidance: float,
+    schedule: str,
+    classifier: NoisyClassifierGuide | None,
+    form: str,
+) -> None:
+    """InputValueError (naming the `genodiff sample` option) for guidance settings that make
+    no sense whatever the model: gamma not finite, negative or absurd, an unknown schedule or
+    form, guidance or a classifier without a label."""
+    if not math.isfinite(guidance) or not 0.0 <= guidance <= MAX_GUIDANCE:
+        raise InputValueError(
+            f"guidance gamma must be a number in [0, {MAX_GUIDANCE:g}] (--guidance; 0 = "
+            "unconditional, 1 = the conditional model, > 1 extrapolates, useful values are "
+            f"about 1-5; above {MAX_GUIDANCE:g} is absurd, a point mass), got {guidance}"
+        )
+    if schedule not in GUIDANCE_SCHEDULES:
+        raise InputValueError(
+            f"unknown guidance schedule {schedule!r} (--guidance-schedule); choose one of: "
+            f"{', '.join(GUIDANCE_SCHEDULES)}"
+        )
+    if form not in CLASSIFIER_FORMS:
+        raise InputValueError(
+            f"unknown classifier form {form!r} (--classifier-form); choose one of: "
+            f"{', '.join(CLASSIFIER_FORMS)}"
+        )
+    if label is None and (guidance != 1.0 or schedule != "constant" or classifier is not None):
+        raise InputValueError(
+            "guidance needs a class to guide towards: give --label NAME with --guidance, "
+            "--guidance-schedule or --classifier"
+        )
+    if label is not None and label < 0:
+        raise InputValueError(f"label must be a class id >= 0 (--label), got {label}")
+
+
+def gamma_at(guidance: float, schedule: str, progress: Tensor) -> Tensor:
+    """gamma at ``progress`` in [0, 1] (any shape, float64): how far sampling has come
+    (masked diffusion: 1 - t; AR: (i + 1) / L). "constant": gamma; "ramp": gamma * progress."""
+    if schedule == "ramp":
+        return guidance * progress
+    return torch.full_like(progress, guidance)
+
+
+class Guide:
+    """How one request's guided prediction is made from a network (and a classifier).
+
+    ``parts`` calls ``network`` (once or twice, with the labels of ``calls``) and the
+    classifier: (B, L, K, V); ``combine`` weighs the K parts with gamma and renormalises. A
+    sampler that calls its network in its own way (AR: a recurrent cache per call) passes no
+    ``network`` and makes the parts itself from ``calls``. The constructor refuses a label for
+    a model without ``class_conditioning`` and, with ``allow_classifier=False``, a classifier
+    (a sampler that offers D-CFG only); ``sampler`` names it in that message."""
+
+    def __init__(
+        self,
+        request: SampleRequest,
+        model: nn.Module,
+        network: Network | None,
+        sampler: str,
+        allow_classifier: bool = True,
+    ) -> None:
+        self.network = network
+        self.label: int | None = request.label
+        self.guidance = float(request.guidance)
+        self.schedule: str = request.guidance_schedule
+        self.classifier: NoisyClassifierGuide | None = request.classifier
+        self.exact = request.classifier_form == "exact"
+        if self.label is None:
+            self.kind = "none"
+            return
+        if self.classifier is not None:
+            if not allow_classifier:
+                raise InputValueError(
+                    f"{sampler} offers classifier-free guidance only (--label with "
+                    "--guidance); classifier guidance (--classifier) is for MDLM/D3PM "
+                    "(D-CBG) and AR models (FUDGE)"
+                )
+            self.kind = "classifier"
+            return
+        if not capabilities_of(model).class_conditioning:
+            raise InputValueError(
+                "--label needs a class-conditional model (trained on labelled data, "
+                "data.name=labelled); this one is unconditional. Guide it with a classifier "
+                "instead (--classifier CKPT --label NAME)"
+            )
+        constant = self.schedule == "constant"
+        self.kind = {1.0: "conditional", 0.0: "null"}.get(self.guidance) if constant else None
+        self.kind = self.kind or "free"
+
+    def calls(self, batch: int, device: torch.device) -> list[Tensor | None]:
+        """The labels (batch,) of the network calls the guided prediction needs, in the order
+        of its parts (None: the null label, or the plain call of an unconditional model)."""
+        if self.kind in ("conditional", "free"):
+            labels = torch.full((batch,), self.label, dtype=torch.long, device=device)
+            return [labels, None] if self.kind == "free" else [labels]
+        return [None]  # p(x); a classifier, if any, brings the class
+
+    def parts(self, x: Tensor, t: Tensor, where: Tensor) -> Tensor:
+        """The network side of the guided prediction at ``x`` (B, L), times ``t`` (B,):
+        (B, L, K, V). ``where`` (B, L) bool: the positions a classifier tilts."""
+        outputs = [self.network(x, t, labels) for labels in self.calls(len(x), x.device)]
+        if self.classifier is not None:
+            with torch.enable_grad():  # the first-order form differentiates the classifier
+                tilt = self.classifier.tilt(x, self.label, where, self.exact)  # (B, L, V')
+            outputs.append(_widen(tilt.to(outputs[0]), outputs[0].shape[-1]))
+        if len(outputs) == 1:  # unguided or one label: a view, no copy on the hot path
+            return outputs[0].unsqueeze(-2)
+        return torch.stack(outputs, dim=-2)
+
+    def gamma(self, progress: Tensor) -> Tensor:
+        """gamma(t) at ``progress`` (any shape; see ``gamma_at``)."""
+        return gamma_at(self.guidance, self.schedule, progress.double())
+
+    def weights(self, gamma: Tensor) -> Tensor:
+        """(..., K) weights of the parts for gamma (...)."""
+        if self.kind == "free":
+            return torch.stack((gamma, 1.0 - gamma), dim=-1)
+        return torch.stack((torch.ones_like(gamma), gamma), dim=-1)
+
+    def combine(self, parts: Tensor, progress: Tensor) -> Tensor:
+        """The guided log-probabilities (..., V) from ``parts`` (..., K, V) at ``progress``
+        (broadcastable to ``parts.shape[:-2]``: 1 - t, or (i + 1) / L for AR). One part is
+        returned as it is (an unguided sample is drawn exactly as before guidance existed)."""
+        if parts.shape[-2] == 1:
+            return parts[..., 0, :]
+        gamma = self.gamma(progress).expand(parts.shape[:-2])
+        weights = self.weights(gamma).to(parts)  # (..., K)
+        return (weights[..., None] * parts).sum(dim=-2).log_softmax(dim=-1)
+
+    def combine_scores(self, parts: Tensor, progress: Tensor) -> Tensor:
+        """D-CFG on concrete scores (SEDD): guided log-scores (..., V) from ``parts`` (..., K,
+        V) of log-scores. The score distribution is tempered as ``combine`` tempers x0 (for an
+        absorbing process the normalised scores of a masked position are p(x0_l | z_t)), and
+        its total, the jump rate, is the weighted geometric mean of the parts' totals: the
+        weights sum to 1, so for exact models, whose totals all equal the true rate
+        1 / expm1(sigma(t)), the unmasking rate is unchanged."""
+        if parts.shape[-2] == 1:
+            return parts[..., 0, :]
+        gamma = self.gamma(progress).expand(parts.shape[:-2])
+        totals = (self.weights(gamma).to(parts) * parts.logsumexp(dim=-1)).sum(dim=-1)  # (...,)
+        return self.combine(parts, progress) + totals[..., None]
+
+
+def _widen(tilt: Tensor, vocab_size: int) -> Tensor:
+    """``tilt`` (B, L, V') as (B, L, vocab_size): a classifier's vocabulary may stop short of
+    the network's padded one, whose extra ids are never drawn (tilt 0 there)."""
+    return nn.functional.pad(tilt, (0, vocab_size - tilt.shape[-1]))
+
+
+def label_id(name: str, class_names: list[str] | None, checkpoint: str) -> int:
+    """The class id of ``name`` among ``class_names`` (a checkpoint's ``conditioning.labels``,
+    or a classifier's); InputValueError listing the valid names, or saying that the model has
+    no classes."""
+    if class_names is None:
+        raise InputValueError(
+            f"--label {name}: {checkpoint} is an unconditional model (it has no classes); "
+            "train a class-conditional one (data.name=labelled) or guide this one with a "
+            "classifier (--classifier CKPT)"
+        )
+    if name not in class_names:
+        raise InputValueError(
+            f"--label {name!r} is not a class of {checkpoint}; its classes are: "
+            f"{', '.join(class_names)}"
+        )
+    return class_names.index(name)
+
+
+def check_classifier(
+    classifier: NoisyClassifierGuide,
+    path: str,
+    class_names: list[str] | None,
+    tokenizer_name: str,
+) -> None:
+    """InputValueError when the classifier at ``path`` was trained for other classes than the
+    generator's ``class_names`` (None: an unconditional generator, which takes the
+    classifier's) or on another tokenizer than ``tokenizer_name``."""
+    if classifier.tokenizer_name != tokenizer_name:
+        raise InputValueError(
+            f"--classifier {path} reads the tokenizer {classifier.tokenizer_name!r}, the "
+            f"generator's is {tokenizer_name!r}; train the classifier on the generator's data"
+        )
+    if class_names is not None and list(classifier.class_names) != list(class_names):
+        raise InputValueError(
+            f"--classifier {path} was trained for the classes "
+            f"{', '.join(classifier.class_names)}; the generator's are {', '.join(class_names)} "
+            "(same names, same order)"
+        )

@@ -1,0 +1,151 @@
+"""`genodiff sample --label/--guidance/--classifier` on a tiny class-conditional run: what the
+files record, and bad input refused in one line with nothing written."""
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from Bio import SeqIO
+
+from genodiff import cli
+from tests import test_sample_cli
+from tests.test_bad_input_cli import one_line_error
+from tests.test_conditioning import ROOT, TINY_RUN
+
+unconditional = test_sample_cli.checkpoint  # the tiny unconditional run of the sample tests
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conditional")
+    config = str(ROOT / "configs" / "conditional_demo.yaml")
+    assert cli.main(["train", config, *TINY_RUN, "evaluate_test=false", f"output_dir={out}"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def conditional(run):
+    return str(run / "checkpoints" / "last.ckpt")
+
+
+def sample(checkpoint, out, *options):
+    base = ["sample", "--checkpoint", checkpoint, "--num-samples", "2", "--length", "12"]
+    return cli.main([*base, "--steps", "4", *options, "--out", str(out)])
+
+
+def test_a_conditional_run_ends_with_samples_of_each_class(run):
+    assert not (run / "samples.fa").exists()
+    for name in ("human", "phage"):
+        (record,) = SeqIO.parse(run / f"samples_{name}.fa", "fasta")
+        assert f"label={name} guidance=1 guidance_schedule=constant" in record.description
+
+
+@pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting", "semi-ar"])
+def test_guided_samples_record_label_gamma_and_schedule(conditional, tmp_path, sampler):
+    options = ["--label", "phage", "--guidance", "2.5", "--guidance-schedule", "ramp"]
+    options += ["--sampler", sampler] + (["--block", "6", "--stride", "3"] * (sampler == "semi-ar"))
+    assert sample(conditional, tmp_path / "g.fa", *options) == 0
+    records = list(SeqIO.parse(tmp_path / "g.fa", "fasta"))
+    assert len(records) == 2 and all(set(str(r.seq)) <= set("ACGT") for r in records)
+    assert "label=phage guidance=2.5 guidance_schedule=ramp" in records[0].description
+    assert sample(conditional, tmp_path / "g.jsonl", *options) == 0
+    row = json.loads((tmp_path / "g.jsonl").read_text().splitlines()[0])
+    assert (row["label"], row["guidance"], row["guidance_schedule"]) == ("phage", 2.5, "ramp")
+
+
+def test_unguided_samples_record_no_guidance(conditional, tmp_path):
+    assert sample(conditional, tmp_path / "u.fa") == 0
+    assert "label=" not in next(SeqIO.parse(tmp_path / "u.fa", "fasta")).description
+    assert sample(conditional, tmp_path / "u.jsonl") == 0
+    row = json.loads((tmp_path / "u.jsonl").read_text().splitlines()[0])
+    assert not {"label", "guidance", "guidance_schedule", "classifier"} & set(row)
+
+
+class FakeClassifier:
+    """A test double of a noisy classifier checkpoint: no tilt at all."""
+
+    def __init__(self, class_names, tokenizer_name="dna"):
+        self.class_names = class_names
+        self.tokenizer_name = tokenizer_name
+        self.tilts = 0
+
+    def tilt(self, x, label, where, exact):
+        self.tilts += 1
+        assert exact and not where[~(x == 3)].any()  # only masked positions are tilted
+        return torch.zeros(*x.shape, 12)
+
+    def next_token_scores(self, prefix, candidates, label):
+        return torch.zeros(len(prefix), len(candidates))
+
+
+@pytest.fixture
+def classifier_loader(monkeypatch):
+    """Installs a stand-in ``genodiff.classifiers`` whose loader returns the given double."""
+
+    def install(double):
+        module = types.ModuleType("genodiff.classifiers")
+        module.load_classifier = lambda path, device: double
+        monkeypatch.setitem(sys.modules, "genodiff.classifiers", module)
+        return double
+
+    return install
+
+
+def test_classifier_guidance_is_recorded(conditional, tmp_path, classifier_loader):
+    double = classifier_loader(FakeClassifier(["human", "phage"]))
+    options = ["--classifier", "noisy.ckpt", "--classifier-form", "exact", "--label", "human"]
+    assert sample(conditional, tmp_path / "c.fa", *options) == 0
+    assert double.tilts > 0
+    description = next(SeqIO.parse(tmp_path / "c.fa", "fasta")).description
+    assert "label=human guidance=1 guidance_schedule=constant" in description
+    assert "classifier=noisy.ckpt classifier_form=exact" in description
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--label", "mouse"], "is not a class of .*; its classes are: human, phage"),
+        (["--label", "human", "--guidance", "nan"], "--guidance"),
+        (["--label", "human", "--guidance", "-1"], "--guidance"),
+        (["--label", "human", "--guidance", "1e9"], "absurd.*got 1000000000"),
+        (["--guidance", "2"], "--label"),
+        (["--label", "human", "--guidance-schedule", "cosine"], "--guidance-schedule"),
+        (["--label", "human", "--classifier-form", "second"], "--classifier-form"),
+    ],
+)
+def test_bad_guidance_is_one_line_and_writes_nothing(
+    conditional, tmp_path, capsys, options, message
+):
+    capsys.readouterr()
+    assert sample(conditional, tmp_path / "s.fa", *options) == 2
+    assert re.search(message, one_line_error(capsys, "sample"))
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_label_on_an_unconditional_checkpoint(unconditional, tmp_path, capsys):
+    capsys.readouterr()
+    assert sample(unconditional, tmp_path / "s.fa", "--label", "human") == 2
+    assert "unconditional model" in one_line_error(capsys, "sample")
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("double", "message"),
+    [
+        (FakeClassifier(["phage", "human"]), "trained for the classes phage, human"),
+        (FakeClassifier(["human", "phage"], "bpe"), "reads the tokenizer 'bpe'"),
+    ],
+)
+def test_a_classifier_for_other_classes_or_tokens_is_refused(
+    conditional, tmp_path, capsys, classifier_loader, double, message
+):
+    classifier_loader(double)
+    capsys.readouterr()
+    options = ["--classifier", "other.ckpt", "--label", "human"]
+    assert sample(conditional, tmp_path / "s.fa", *options) == 2
+    assert message in one_line_error(capsys, "sample")
+    assert not any(Path(tmp_path).iterdir())
