@@ -286,12 +286,7 @@ def _gen_ppl(args: argparse.Namespace) -> None:
 
 
 def _evaluate_samples(args: argparse.Namespace) -> None:
-    from genodiff.metrics import (
-        QualitySettings,
-        check_report_folder,
-        evaluate_sample_files,
-        write_report,
-    )
+    from genodiff.metrics import QualitySettings, check_report_folder
 
     samples = Path(args.samples)
     out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
@@ -304,20 +299,53 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
         identity_threshold=args.identity_threshold,
     )
     with _progress(args) as progress:
-        quality = evaluate_sample_files(
-            args.samples,
-            args.reference,
-            train=args.train,
-            settings=settings,
-            ar_checkpoint=args.ar_checkpoint,
-            device=args.device,
-            progress=progress,
-        )
-    samples = Path(args.samples)
-    out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
-    paths = write_report(quality, out)
+        if args.oracle is not None:
+            from genodiff.metrics import evaluate_files_with_oracle, write_oracle_report
+
+            quality = evaluate_files_with_oracle(
+                args.samples,
+                args.reference,
+                args.oracle,
+                label=args.label,
+                settings=settings,
+                train=args.train,
+                ar_checkpoint=args.ar_checkpoint,
+                device=args.device,
+                progress=progress,
+            )
+            paths = write_oracle_report(quality, out)
+        else:
+            from genodiff.metrics import evaluate_sample_files, write_report
+
+            _check_plain_reference(args.reference, args.label)
+            quality = evaluate_sample_files(
+                args.samples,
+                args.reference[0],
+                train=args.train,
+                settings=settings,
+                ar_checkpoint=args.ar_checkpoint,
+                device=args.device,
+                progress=progress,
+            )
+            paths = write_report(quality, out)
     print((out / "metrics.md").read_text())
     print(f"genodiff: wrote {', '.join(str(p) for p in paths)}")
+
+
+def _check_plain_reference(references: list[str], label: str | None) -> None:
+    """Without --oracle: one plain --reference FASTA and no --label."""
+    if label is not None:
+        raise InputValueError("--label names the samples' class for --oracle CKPT; give --oracle")
+    if len(references) != 1:
+        raise InputValueError(
+            "--reference is given more than once: references per class (NAME=FASTA) are for "
+            "--oracle CKPT; give one reference FASTA, or --oracle"
+        )
+    if "=" in references[0] and not Path(references[0]).exists():
+        raise InputValueError(
+            f"--reference {references[0]}: a reference per class (NAME=FASTA) is for "
+            "--oracle CKPT; give one reference FASTA, or --oracle"
+        )
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -576,10 +604,33 @@ def build_parser() -> argparse.ArgumentParser:
         "6-mer distance, a cross-validated discriminator AUROC (0.5 = indistinguishable); with "
         "--train, each sample's identity to its nearest training stretch (copies flagged); "
         "with --ar-checkpoint, generative perplexity of samples and reference. Writes "
-        "metrics.json, metrics.md, kmer_spectra.png and gc_histogram.png to --out.",
+        "metrics.json, metrics.md, kmer_spectra.png and gc_histogram.png to --out. With "
+        "--oracle CKPT (a genodiff finetune classifier): the oracle's accuracy, macro-F1 and "
+        "confusion counts on the samples (each drawn for the class its FASTA header names, "
+        "label=NAME, else --label's), and the metrics per class against --reference "
+        "NAME=FASTA; metrics.json and metrics.md by class, each class's full report in "
+        "--out/NAME/.",
     )
     quality.add_argument("samples", help="generated sequences (FASTA, e.g. from genodiff sample)")
-    quality.add_argument("--reference", required=True, help="real DNA to compare with (FASTA)")
+    quality.add_argument(
+        "--reference",
+        required=True,
+        action="append",
+        help="real DNA to compare with (FASTA); with --oracle, NAME=FASTA gives class NAME's "
+        "real DNA (repeat it for each class) and a plain FASTA is the --label class's",
+    )
+    quality.add_argument(
+        "--oracle",
+        default=None,
+        help="a classifier checkpoint from genodiff finetune (trained on data the generator "
+        "never saw, e.g. from genodiff data labelled-split): reports its accuracy and macro-F1 "
+        "on the samples, confusion counts, and every metric per class",
+    )
+    quality.add_argument(
+        "--label",
+        default=None,
+        help="with --oracle: the class of samples whose FASTA header names none (label=NAME)",
+    )
     quality.add_argument(
         "--train", default=None, help="the training DNA (FASTA), to flag copied samples"
     )
@@ -605,7 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="flag samples at least this identical to a training stretch",
     )
     quality.add_argument("--seed", type=int, default=0, help="discriminator fold shuffling")
-    quality.add_argument("--device", default=None, help="for --ar-checkpoint (default: best)")
+    quality.add_argument(
+        "--device", default=None, help="for --oracle and --ar-checkpoint (default: best)"
+    )
     _add_progress_flag(quality)
     quality.set_defaults(run=_evaluate_samples)
 

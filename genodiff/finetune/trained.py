@@ -75,7 +75,8 @@ class FinetunedClassifier:
         predicted = []
         with torch.no_grad():
             for start in range(0, len(ids), batch_size):
-                logits = self.classifier(ids[start : start + batch_size].long().to(device))  # (b, C)
+                batch = ids[start : start + batch_size].long().to(device)  # (b, max_length)
+                logits = self.classifier(batch)  # (b, C)
                 predicted.append(logits.argmax(-1).cpu())
         return torch.cat(predicted).numpy() if predicted else np.empty(0, dtype=np.int64)
 
