@@ -385,6 +385,43 @@ def _data_hg38(args: argparse.Namespace) -> None:
     prepare_hg38(Path(args.dest), **{k: v for k, v in kwargs.items() if v})
 
 
+def _data_labelled_split(args: argparse.Namespace) -> None:
+    from genodiff.config import load_config
+    from genodiff.data.build import build_datamodule
+    from genodiff.data.labelled import LabelledDataModule
+    from genodiff.data.labelled_split import REFERENCE_FOLDER, write_labelled_split
+
+    cfg = load_config(args.config, args.overrides)
+    datamodule = build_datamodule(cfg.data)
+    if not isinstance(datamodule, LabelledDataModule):
+        raise InputValueError(
+            f"{args.config} reads data.name={cfg.data.name}; labelled-split needs a labelled "
+            "config (data.name=labelled with data.fasta_by_label, e.g. "
+            "configs/conditional_species.yaml)"
+        )
+    datamodule.check_files()
+    task = args.task or cfg.name
+    counts = write_labelled_split(
+        datamodule,
+        args.split,
+        args.dest,
+        task,
+        args.oracle_test_fraction,
+        args.overwrite,
+        source=" ".join([str(args.config), *args.overrides]),
+    )
+    dest = Path(args.dest)
+    for name, c in counts.items():
+        print(
+            f"genodiff: class {name}: {c['windows']} {args.split} windows, oracle train "
+            f"{c['oracle_train']} / test {c['oracle_test']}"
+        )
+    print(
+        f"genodiff: wrote {dest / task} (genodiff finetune benchmark.root={dest} "
+        f"benchmark.tasks=[{task}]) and {dest / REFERENCE_FOLDER}/<class>.fa"
+    )
+
+
 def _progress(args: argparse.Namespace) -> Progress:
     """The progress line of ``genodiff COMMAND`` (see ``genodiff.progress``)."""
     return Progress(f"genodiff {args.command}", enabled=progress_wanted(args.no_progress))
@@ -694,6 +731,40 @@ def build_parser() -> argparse.ArgumentParser:
     hg38.add_argument("--fasta-url", default=None, help="override the hg38.ml.fa.gz URL")
     hg38.add_argument("--bed-url", default=None, help="override the sequences_human.bed URL")
     hg38.set_defaults(run=_data_hg38)
+    split = datasets.add_parser(
+        "labelled-split",
+        help="write a split of a labelled run's windows for an oracle: a Genomic Benchmarks "
+        "folder for genodiff finetune and one reference FASTA per class",
+        description="Write the windows of --split of CONFIG (a labelled-FASTA run config, "
+        "data.fasta_by_label, e.g. configs/conditional_species.yaml) to --dest: "
+        "DEST/TASK/{train,test}/CLASS/*.txt (the split divided again by position per class: "
+        "the last --oracle-test-fraction of each class's windows are the oracle's test set), "
+        "DEST/reference/CLASS.fa (every window of the class in the split) and "
+        "DEST/manifest.json. Train an oracle with genodiff finetune benchmark.root=DEST "
+        "benchmark.tasks=[TASK]; use it with genodiff evaluate-samples --oracle.",
+    )
+    split.add_argument("config", help="labelled run config, e.g. configs/conditional_species.yaml")
+    split.add_argument("overrides", nargs="*", help="key=value overrides, as for genodiff train")
+    split.add_argument(
+        "--split",
+        choices=("train", "valid", "test"),
+        default="test",
+        help="the split to write; the generator never trains on valid or test "
+        "(default: %(default)s)",
+    )
+    split.add_argument("--dest", required=True, help="folder to write (new or empty)")
+    split.add_argument("--task", default=None, help="task folder name (default: the config's name)")
+    split.add_argument(
+        "--oracle-test-fraction",
+        type=float,
+        default=0.2,
+        help="share of each class's windows (the last ones) in the oracle's test set "
+        "(default: %(default)s)",
+    )
+    split.add_argument(
+        "--overwrite", action="store_true", help="replace a non-empty --dest, all of it"
+    )
+    split.set_defaults(run=_data_labelled_split)
     return parser
 
 
