@@ -274,6 +274,15 @@ def test_header_labels_route_samples_and_label_fills_the_rest(tmp_path):
         sample_classes(["xx"], None, ["at", "gc"], "s.fa")
 
 
+def test_jsonl_samples_carry_their_label_field(tmp_path):
+    path = tmp_path / "s.jsonl"
+    rows = [{"id": "a", "text": "ACGT", "label": "gc"}, {"id": "b", "text": "ACGT"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert read_sample_labels(path) == ["gc", None]
+    (tmp_path / "s.txt").write_text("ACGT\nACGA\n")
+    assert read_sample_labels(tmp_path / "s.txt") == [None, None]
+
+
 def test_references_name_their_class_or_belong_to_label(tmp_path):
     plain = tmp_path / "a=b.fa"  # an existing file whose name holds '=' is a plain FASTA
     plain.write_text(">r\nACGT\n")
