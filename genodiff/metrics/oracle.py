@@ -134,6 +134,8 @@ def evaluate_with_oracle(
     ``oracle.classes``), and the suite for each class's samples against ``references[class]``
     (sequences). Every class asked for needs a reference; references of classes no sample was
     drawn for are left out, with a warning."""
+    if settings is not None and settings.kmax < int(ORACLE_KS[-1]):
+        raise InputValueError(f"the oracle report needs kmax >= 6, got {settings.kmax}")
     classes = oracle.classes
     drawn = [classes[i] for i in sorted(set(asked.tolist()))]
     missing = [name for name in drawn if name not in references]
