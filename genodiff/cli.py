@@ -336,12 +336,7 @@ def _gen_ppl(args: argparse.Namespace) -> None:
 
 
 def _evaluate_samples(args: argparse.Namespace) -> None:
-    from genodiff.metrics import (
-        QualitySettings,
-        check_report_folder,
-        evaluate_sample_files,
-        write_report,
-    )
+    from genodiff.metrics import QualitySettings, check_report_folder
 
     samples = Path(args.samples)
     out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
@@ -354,20 +349,53 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
         identity_threshold=args.identity_threshold,
     )
     with _progress(args) as progress:
-        quality = evaluate_sample_files(
-            args.samples,
-            args.reference,
-            train=args.train,
-            settings=settings,
-            ar_checkpoint=args.ar_checkpoint,
-            device=args.device,
-            progress=progress,
-        )
-    samples = Path(args.samples)
-    out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
-    paths = write_report(quality, out)
+        if args.oracle is not None:
+            from genodiff.metrics import evaluate_files_with_oracle, write_oracle_report
+
+            quality = evaluate_files_with_oracle(
+                args.samples,
+                args.reference,
+                args.oracle,
+                label=args.label,
+                settings=settings,
+                train=args.train,
+                ar_checkpoint=args.ar_checkpoint,
+                device=args.device,
+                progress=progress,
+            )
+            paths = write_oracle_report(quality, out)
+        else:
+            from genodiff.metrics import evaluate_sample_files, write_report
+
+            _check_plain_reference(args.reference, args.label)
+            quality = evaluate_sample_files(
+                args.samples,
+                args.reference[0],
+                train=args.train,
+                settings=settings,
+                ar_checkpoint=args.ar_checkpoint,
+                device=args.device,
+                progress=progress,
+            )
+            paths = write_report(quality, out)
     print((out / "metrics.md").read_text())
     print(f"genodiff: wrote {', '.join(str(p) for p in paths)}")
+
+
+def _check_plain_reference(references: list[str], label: str | None) -> None:
+    """Without --oracle: one plain --reference FASTA and no --label."""
+    if label is not None:
+        raise InputValueError("--label names the samples' class for --oracle CKPT; give --oracle")
+    if len(references) != 1:
+        raise InputValueError(
+            "--reference is given more than once: references per class (NAME=FASTA) are for "
+            "--oracle CKPT; give one reference FASTA, or --oracle"
+        )
+    if "=" in references[0] and not Path(references[0]).exists():
+        raise InputValueError(
+            f"--reference {references[0]}: a reference per class (NAME=FASTA) is for "
+            "--oracle CKPT; give one reference FASTA, or --oracle"
+        )
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -405,6 +433,43 @@ def _data_hg38(args: argparse.Namespace) -> None:
 
     kwargs = {"fasta_url": args.fasta_url, "bed_url": args.bed_url}
     prepare_hg38(Path(args.dest), **{k: v for k, v in kwargs.items() if v})
+
+
+def _data_labelled_split(args: argparse.Namespace) -> None:
+    from genodiff.config import load_config
+    from genodiff.data.build import build_datamodule
+    from genodiff.data.labelled import LabelledDataModule
+    from genodiff.data.labelled_split import REFERENCE_FOLDER, write_labelled_split
+
+    cfg = load_config(args.config, args.overrides)
+    datamodule = build_datamodule(cfg.data)
+    if not isinstance(datamodule, LabelledDataModule):
+        raise InputValueError(
+            f"{args.config} reads data.name={cfg.data.name}; labelled-split needs a labelled "
+            "config (data.name=labelled with data.fasta_by_label, e.g. "
+            "configs/conditional_species.yaml)"
+        )
+    datamodule.check_files()
+    task = args.task or cfg.name
+    counts = write_labelled_split(
+        datamodule,
+        args.split,
+        args.dest,
+        task,
+        args.oracle_test_fraction,
+        args.overwrite,
+        source=" ".join([str(args.config), *args.overrides]),
+    )
+    dest = Path(args.dest)
+    for name, c in counts.items():
+        print(
+            f"genodiff: class {name}: {c['windows']} {args.split} windows, oracle train "
+            f"{c['oracle_train']} / test {c['oracle_test']}"
+        )
+    print(
+        f"genodiff: wrote {dest / task} (genodiff finetune benchmark.root={dest} "
+        f"benchmark.tasks=[{task}]) and {dest / REFERENCE_FOLDER}/<class>.fa"
+    )
 
 
 def _progress(args: argparse.Namespace) -> Progress:
@@ -676,10 +741,33 @@ def build_parser() -> argparse.ArgumentParser:
         "6-mer distance, a cross-validated discriminator AUROC (0.5 = indistinguishable); with "
         "--train, each sample's identity to its nearest training stretch (copies flagged); "
         "with --ar-checkpoint, generative perplexity of samples and reference. Writes "
-        "metrics.json, metrics.md, kmer_spectra.png and gc_histogram.png to --out.",
+        "metrics.json, metrics.md, kmer_spectra.png and gc_histogram.png to --out. With "
+        "--oracle CKPT (a genodiff finetune classifier): the oracle's accuracy, macro-F1 and "
+        "confusion counts on the samples (each drawn for the class its FASTA header names, "
+        "label=NAME, else --label's), and the metrics per class against --reference "
+        "NAME=FASTA; metrics.json and metrics.md by class, each class's full report in "
+        "--out/NAME/.",
     )
     quality.add_argument("samples", help="generated sequences (FASTA, e.g. from genodiff sample)")
-    quality.add_argument("--reference", required=True, help="real DNA to compare with (FASTA)")
+    quality.add_argument(
+        "--reference",
+        required=True,
+        action="append",
+        help="real DNA to compare with (FASTA); with --oracle, NAME=FASTA gives class NAME's "
+        "real DNA (repeat it for each class) and a plain FASTA is the --label class's",
+    )
+    quality.add_argument(
+        "--oracle",
+        default=None,
+        help="a classifier checkpoint from genodiff finetune (trained on data the generator "
+        "never saw, e.g. from genodiff data labelled-split): reports its accuracy and macro-F1 "
+        "on the samples, confusion counts, and every metric per class",
+    )
+    quality.add_argument(
+        "--label",
+        default=None,
+        help="with --oracle: the class of samples whose FASTA header names none (label=NAME)",
+    )
     quality.add_argument(
         "--train", default=None, help="the training DNA (FASTA), to flag copied samples"
     )
@@ -705,7 +793,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="flag samples at least this identical to a training stretch",
     )
     quality.add_argument("--seed", type=int, default=0, help="discriminator fold shuffling")
-    quality.add_argument("--device", default=None, help="for --ar-checkpoint (default: best)")
+    quality.add_argument(
+        "--device", default=None, help="for --oracle and --ar-checkpoint (default: best)"
+    )
     _add_progress_flag(quality)
     quality.set_defaults(run=_evaluate_samples)
 
@@ -741,6 +831,40 @@ def build_parser() -> argparse.ArgumentParser:
     hg38.add_argument("--fasta-url", default=None, help="override the hg38.ml.fa.gz URL")
     hg38.add_argument("--bed-url", default=None, help="override the sequences_human.bed URL")
     hg38.set_defaults(run=_data_hg38)
+    split = datasets.add_parser(
+        "labelled-split",
+        help="write a split of a labelled run's windows for an oracle: a Genomic Benchmarks "
+        "folder for genodiff finetune and one reference FASTA per class",
+        description="Write the windows of --split of CONFIG (a labelled-FASTA run config, "
+        "data.fasta_by_label, e.g. configs/conditional_species.yaml) to --dest: "
+        "DEST/TASK/{train,test}/CLASS/*.txt (the split divided again by position per class: "
+        "the last --oracle-test-fraction of each class's windows are the oracle's test set), "
+        "DEST/reference/CLASS.fa (every window of the class in the split) and "
+        "DEST/manifest.json. Train an oracle with genodiff finetune benchmark.root=DEST "
+        "benchmark.tasks=[TASK]; use it with genodiff evaluate-samples --oracle.",
+    )
+    split.add_argument("config", help="labelled run config, e.g. configs/conditional_species.yaml")
+    split.add_argument("overrides", nargs="*", help="key=value overrides, as for genodiff train")
+    split.add_argument(
+        "--split",
+        choices=("train", "valid", "test"),
+        default="test",
+        help="the split to write; the generator never trains on valid or test "
+        "(default: %(default)s)",
+    )
+    split.add_argument("--dest", required=True, help="folder to write (new or empty)")
+    split.add_argument("--task", default=None, help="task folder name (default: the config's name)")
+    split.add_argument(
+        "--oracle-test-fraction",
+        type=float,
+        default=0.2,
+        help="share of each class's windows (the last ones) in the oracle's test set "
+        "(default: %(default)s)",
+    )
+    split.add_argument(
+        "--overwrite", action="store_true", help="replace a non-empty --dest, all of it"
+    )
+    split.set_defaults(run=_data_labelled_split)
     return parser
 
 

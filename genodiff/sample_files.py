@@ -267,6 +267,32 @@ def read_samples(path: str | os.PathLike) -> list[str]:
     return samples
 
 
+LABEL_WORD = "label="  # a FASTA header's word naming the class a sample was drawn for
+LABEL_FIELD = "label"  # the same in a .jsonl line
+
+
+def read_sample_labels(path: str | os.PathLike) -> list[str | None]:
+    """The class each sample of ``path`` was drawn for, in file order: the ``label=NAME`` word
+    of a FASTA record's header, the ``"label"`` field of a ``.jsonl`` line; None for a sample
+    that names none (a ``.txt`` file never does). Read ``path`` with ``read_samples`` first:
+    it checks the file, and the two lists line up."""
+    path = Path(path)
+    fmt, _, gzipped = _format_of(path)
+    with _open_text(path, gzipped) as handle:
+        if fmt is FASTA:
+            return [_header_label(line) for line in handle if line.startswith(">")]
+        if fmt is JSONL:
+            labels = [json.loads(line).get(LABEL_FIELD) for line in handle if line.strip()]
+            return [None if label is None else str(label) for label in labels]
+        return [None] * len(fmt.read(handle, path))
+
+
+def _header_label(header: str) -> str | None:
+    """NAME of the first ``label=NAME`` word after a FASTA record's id; None without one."""
+    words = header[1:].split()[1:]
+    return next((w[len(LABEL_WORD) :] for w in words if w.startswith(LABEL_WORD)), None)
+
+
 def fasta_template(path: Path) -> str:
     """The sequence of the first record of a FASTA file (plain, gzip or BGZF)."""
     from Bio.SeqIO import parse as parse_records

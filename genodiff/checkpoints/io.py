@@ -37,6 +37,16 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     through here, so a file that is empty, truncated, corrupt, damaged after it was written
     (``verify_archive``), not a torch file, or a torch file without a genodiff run's config
     gives one ValueError naming it."""
+    checkpoint = read_checkpoint_file(path, map_location)
+    hyper = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hyper, dict) or "config" not in hyper or "state_dict" not in checkpoint:
+        raise InputValueError(f"{path} {NOT_A_TRAINING_CHECKPOINT}")
+    return checkpoint
+
+
+def read_checkpoint_file(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
+    """The object a torch checkpoint file holds, read with ``weights_only``; one ValueError
+    naming the file when it is empty, truncated, corrupt, damaged or not a torch file."""
     path = Path(path)
     try:
         verify_archive(path)
@@ -52,9 +62,6 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"{path} is not a loadable genodiff checkpoint (truncated or corrupt? {detail}); "
             "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
         ) from None
-    hyper = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-    if not isinstance(hyper, dict) or "config" not in hyper or "state_dict" not in checkpoint:
-        raise InputValueError(f"{path} {NOT_A_TRAINING_CHECKPOINT}")
     return checkpoint
 
 

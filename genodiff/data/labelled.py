@@ -102,6 +102,13 @@ class LabelledWindows(LabelledDataset):
         label, local = self._locate(index)
         return (self.class_names[label], *self.windows[label].window(local))
 
+    def bases(self, index: int) -> str:
+        """The bases of item ``index`` as its class's FASTA holds them (forward strand, case
+        as stored, N kept)."""
+        label, local = self._locate(index)
+        windows = self.windows[label]
+        return windows.genome.fetch(*windows.window(local))
+
     def set_epoch(self, epoch: int) -> None:
         """New reverse-complement coins for ``epoch`` in every class."""
         for windows in self.windows:

@@ -11,6 +11,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from genodiff.finetune.classifier import SequenceClassifier
 from genodiff.finetune.config import FinetuneOptimConfig
+from genodiff.finetune.trained import RECORD_KEY
 from genodiff.training.optim import adamw_with_cosine
 from genodiff.training.random_state import RandomStateInCheckpoints
 
@@ -23,12 +24,22 @@ class ClassifierModule(RandomStateInCheckpoints):
     resumed fold draws what an uninterrupted one would). Test predictions are kept in
     ``test_predictions`` (N,) and ``test_labels`` (N,) for scikit-learn metrics, and the mean
     test cross-entropy in ``test_loss``.
+
+    ``record`` (``genodiff.finetune.trained.classifier_record``: class names, task, sequence
+    length, backbone config, pooling) is saved in every checkpoint's hyperparameters, so a
+    checkpoint can be loaded back as a classifier on its own (``load_finetuned_classifier``).
     """
 
     def __init__(
-        self, classifier: SequenceClassifier, lr: float, optim: FinetuneOptimConfig, rc_aug: bool
+        self,
+        classifier: SequenceClassifier,
+        lr: float,
+        optim: FinetuneOptimConfig,
+        rc_aug: bool,
+        record: dict[str, Any],
     ) -> None:
         super().__init__()
+        self.save_hyperparameters({RECORD_KEY: record}, logger=False)
         self.classifier = classifier
         self.lr, self.optim_cfg, self.rc_aug = lr, optim, rc_aug
         num_classes = classifier.score.out_features

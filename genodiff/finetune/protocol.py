@@ -55,6 +55,7 @@ from genodiff.finetune.data import (
     task_layout,
 )
 from genodiff.finetune.module import ClassifierModule
+from genodiff.finetune.trained import classifier_record
 from genodiff.training.trainer import (
     LatestCheckpoint,
     silence_lightning_notices,
@@ -151,7 +152,8 @@ def run_fold(
         backbone, len(task.classes), c.pooling, c.conjoin_train, c.conjoin_eval
     )
     optim = FinetuneOptimConfig(**OmegaConf.to_container(cfg.optim, resolve=True))
-    module = ClassifierModule(classifier, run.lr, optim, c.rc_aug)
+    record = classifier_record(classifier, task.classes, task.max_length, task.name)
+    module = ClassifierModule(classifier, run.lr, optim, c.rc_aug, record)
 
     train_idx, val_idx = split
     checkpoint = LatestCheckpoint(

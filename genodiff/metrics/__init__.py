@@ -9,10 +9,13 @@ One module per family of metrics, each usable on its own:
   training set (memorisation);
 - ``discriminator``: cross-validated AUROC of a k-mer classifier, generated vs real;
 - ``likelihood``: generative perplexity under an autoregressive DNA checkpoint;
-- ``suite`` runs them all, ``report`` writes ``metrics.json``, ``metrics.md`` and PNG plots.
+- ``suite`` runs them all, ``report`` writes ``metrics.json``, ``metrics.md`` and PNG plots;
+- ``oracle``: samples drawn for classes, judged by a ``genodiff finetune`` classifier, and the
+  suite class by class against real sequences of each class.
 
 From the command line: ``genodiff evaluate-samples GEN.fa --reference REAL.fa
-[--train TRAIN.fa] [--ar-checkpoint AR.ckpt] [--out DIR]``.
+[--train TRAIN.fa] [--ar-checkpoint AR.ckpt] [--out DIR]``; with an oracle,
+``genodiff evaluate-samples GEN.fa --oracle CLF.ckpt --reference NAME=REAL.fa ... [--label NAME]``.
 """
 
 from genodiff.metrics.composition import (
@@ -33,12 +36,20 @@ from genodiff.metrics.diversity import (
     pairwise_kmer_distance,
 )
 from genodiff.metrics.kmers import js_divergence, kmer_js, kmer_profiles, kmer_spectrum
+from genodiff.metrics.oracle import (
+    OracleQuality,
+    evaluate_files_with_oracle,
+    evaluate_with_oracle,
+    oracle_scores,
+)
 from genodiff.metrics.report import (
     REPORT_FILES,
     check_report_folder,
     markdown_table,
+    oracle_markdown,
     plot_gc_histograms,
     plot_kmer_spectra,
+    write_oracle_report,
     write_report,
 )
 from genodiff.metrics.sequences import read_sequences, split_windows, tile_windows
@@ -56,6 +67,7 @@ __all__ = [
     "DistributionComparison",
     "Memorisation",
     "NearestNeighbour",
+    "OracleQuality",
     "QualitySettings",
     "SampleQuality",
     "TrainingIndex",
@@ -63,8 +75,10 @@ __all__ = [
     "discriminator_auroc",
     "duplicate_rate",
     "dust_scores",
+    "evaluate_files_with_oracle",
     "evaluate_sample_files",
     "evaluate_samples",
+    "evaluate_with_oracle",
     "gc_content",
     "homopolymer_bases",
     "js_divergence",
@@ -74,11 +88,14 @@ __all__ = [
     "low_complexity_bases",
     "markdown_table",
     "nearest_neighbours",
+    "oracle_markdown",
+    "oracle_scores",
     "pairwise_kmer_distance",
     "plot_gc_histograms",
     "plot_kmer_spectra",
     "read_sequences",
     "split_windows",
     "tile_windows",
+    "write_oracle_report",
     "write_report",
 ]

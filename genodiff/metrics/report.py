@@ -1,4 +1,5 @@
-"""Writing a sample-quality report: ``metrics.json``, ``metrics.md`` and PNG plots.
+"""Writing a sample-quality report: ``metrics.json``, ``metrics.md`` and PNG plots; with an
+oracle (``genodiff.metrics.oracle``), a top-level report by class and one suite report per class.
 
 Plots are drawn on ``matplotlib.figure.Figure`` objects (no pyplot, so no backend or global
 state is touched) and saved as PNG: ``kmer_spectra.png`` (dinucleotide frequencies, and every
@@ -20,6 +21,7 @@ from genodiff.atomic_files import atomic_write
 from genodiff.errors import InputValueError
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
 from genodiff.metrics.kmers import kmer_spectrum
+from genodiff.metrics.oracle import OracleQuality
 from genodiff.metrics.sequences import BASES
 from genodiff.metrics.suite import SampleQuality
 
@@ -222,3 +224,69 @@ def _capped_note(capped: int) -> str:
         f"; {capped} sample(s) hit so many repeat copies that some seed hits were left out: "
         "their identity is a lower bound"
     )
+
+
+def oracle_markdown(metrics: dict[str, Any]) -> str:
+    """The oracle report's Markdown: the oracle's verdict, one row per class, the confusion
+    counts."""
+    m = metrics
+    oracle, asked = m["oracle"], m["samples"]["per_class"]
+    classes = m["oracle_confusion"]["classes"]
+    lines = [
+        "# Sample quality by class, with an oracle",
+        "",
+        f"Samples: {m['samples'].get('file', '(in memory)')}; oracle: "
+        f"{oracle.get('checkpoint', '(in memory)')} (classes {', '.join(classes)})",
+        "",
+        f"**Oracle accuracy {m['oracle_accuracy']:.3f}, macro-F1 {m['oracle_macro_f1']:.3f}** "
+        f"on {m['samples']['sequences']} samples (macro-F1 over the {len(asked)} class(es) "
+        "samples were drawn for).",
+        "",
+        "| class | samples | oracle agrees | 3-mer JS (real vs real) | 6-mer JS (real vs real) "
+        "| discriminator AUROC | duplicates (reference) | pairwise 6-mer distance (reference) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, counts in asked.items():
+        js, baseline = m["kmer_js"][name], m["kmer_js_real_vs_real"][name]
+        dup, dist = m["duplicate_rate"][name], m["pairwise_kmer_distance"][name]
+        cells = [
+            name,
+            str(counts["sequences"]),
+            _number(counts["oracle_accuracy"], 3),
+            *(f"{_number(js[k])} ({_number(baseline[k])})" for k in ("3", "6")),
+            _number(m["discriminator_auroc"][name], 3),
+            f"{_number(dup['samples'], 3)} ({_number(dup['reference'], 3)})",
+            f"{_number(dist['samples'], 3)} ({_number(dist['reference'], 3)})",
+        ]
+        lines.append(f"| {' | '.join(cells)} |")
+    lines += [
+        "",
+        "Confusion counts (rows: the class a sample was drawn for; columns: the oracle's call):",
+        "",
+        f"| drawn for \\ oracle | {' | '.join(classes)} |",
+        f"| --- |{' --- |' * len(classes)}",
+    ]
+    counts = m["oracle_confusion"]["counts"]
+    lines += [
+        f"| {name} | {' | '.join(str(c) for c in counts[classes.index(name)])} |" for name in asked
+    ]
+    lines += ["", "Each class's full report: " + ", ".join(f"{n}/metrics.md" for n in asked)]
+    if m["warnings"]:
+        lines += ["", *(f"**Warning:** {warning}" for warning in m["warnings"])]
+    return "\n".join(lines) + "\n"
+
+
+def write_oracle_report(quality: OracleQuality, out: str | os.PathLike) -> list[Path]:
+    """``metrics.json`` and ``metrics.md`` (``oracle_markdown``) in ``out``, and every class's
+    suite report (``write_report``) in ``out/<class>/``; returns the paths written."""
+    out = check_report_folder(out)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out / "metrics.json", out / "metrics.md"
+    with atomic_write(json_path) as handle:
+        handle.write(json.dumps(quality.metrics, indent=2) + "\n")
+    with atomic_write(md_path) as handle:
+        handle.write(oracle_markdown(quality.metrics))
+    paths = [json_path, md_path]
+    for name, class_quality in quality.per_class.items():
+        paths += write_report(class_quality, out / name)
+    return paths

@@ -1,0 +1,169 @@
+"""One split of a labelled run's windows, written out to train and use an oracle on.
+
+``genodiff data labelled-split CONFIG --split test --dest DIR`` takes the windows of ``split`` of
+a labelled-FASTA run config (``data.fasta_by_label``, ``genodiff.data.labelled``: exactly the
+windows the data module cuts, forward strand, upper-cased) and writes
+
+- ``DIR/<task>/{train,test}/<class>/<i>.txt``: a Genomic Benchmarks folder that
+  ``genodiff finetune`` reads (``benchmark.root=DIR benchmark.tasks=[<task>]``). The split is
+  divided again by position, per class: its windows in file order (records in order, positions
+  ascending), the last ``round(test_fraction * n)`` of a class's ``n`` (at least one) are the
+  oracle's test set and the others its training set, so the oracle's test windows lie after
+  its training windows in the genome;
+- ``DIR/reference/<class>.fa``: every window of the class in the split (both parts), one record
+  each named ``class|chrom:start-end``, the real sequences of that class for
+  ``genodiff evaluate-samples --reference <class>=DIR/reference/<class>.fa``;
+- ``DIR/manifest.json``: the config, split, fraction, counts per class and the window of every
+  ``.txt`` file.
+
+The folder is built beside ``DIR`` under a hidden name and renamed into place at the end, so
+``DIR`` holds a whole export or what it held before; a non-empty ``DIR`` is replaced only with
+``overwrite``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from genodiff.atomic_files import TEMPORARY_SUFFIX, atomic_write
+from genodiff.data.labelled import LabelledDataModule, LabelledWindows
+from genodiff.errors import InputValueError
+
+ORACLE_TEST_FRACTION = 0.2
+REFERENCE_FOLDER = "reference"
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class ClassWindows:
+    """One class's windows of the split, in file order: ``names`` (``class|chrom:start-end``)
+    and ``bases``."""
+
+    names: list[str]
+    bases: list[str]
+
+
+def split_windows_by_class(datamodule: LabelledDataModule, split: str) -> dict[str, ClassWindows]:
+    """The windows of ``split`` of a labelled-FASTA data module, by class (see the module
+    doc); ValueError for a Genomic Benchmarks source, whose splits are files already."""
+    if datamodule.fasta_by_label is None:
+        raise InputValueError(
+            "labelled-split writes the windows of a labelled-FASTA config (data.fasta_by_label); "
+            f"this one reads the Genomic Benchmarks folder {datamodule.root}/{datamodule.task}, "
+            "whose test/ split is such a folder already"
+        )
+    dataset = datamodule.heldout_dataset(split)
+    assert isinstance(dataset, LabelledWindows)
+    by_class = {name: ClassWindows([], []) for name in datamodule.class_names()}
+    for index in range(len(dataset)):
+        name = dataset.window(index)[0]
+        by_class[name].names.append(dataset.item_name(index))
+        by_class[name].bases.append(dataset.bases(index).upper())
+    return by_class
+
+
+def oracle_test_count(windows: int, fraction: float) -> int:
+    """How many of a class's ``windows`` go to the oracle's test set: ``round(fraction *
+    windows)``, at least one and leaving at least one for training."""
+    return min(max(round(fraction * windows), 1), windows - 1)
+
+
+def check_dest(dest: Path, overwrite: bool) -> None:
+    """ValueError when ``dest`` is a file, or a non-empty folder without ``overwrite``."""
+    if dest.exists() and not dest.is_dir():
+        raise InputValueError(f"--dest {dest} is a file; name a folder")
+    if dest.is_dir() and any(dest.iterdir()) and not overwrite:
+        raise InputValueError(
+            f"--dest {dest} is not empty; name a new folder, or give --overwrite to replace it "
+            "(everything in it)"
+        )
+
+
+def write_labelled_split(
+    datamodule: LabelledDataModule,
+    split: str,
+    dest: str | os.PathLike,
+    task: str,
+    test_fraction: float = ORACLE_TEST_FRACTION,
+    overwrite: bool = False,
+    source: str = "",
+) -> dict[str, dict[str, int]]:
+    """Write ``split`` of ``datamodule`` into ``dest`` (see the module doc); returns per
+    class {"windows", "oracle_train", "oracle_test"}. ``source`` (the config) goes into the
+    manifest. Every check comes before the first write."""
+    dest = Path(dest)
+    if not 0 < test_fraction < 1:
+        raise InputValueError(f"--oracle-test-fraction must be in (0, 1), got {test_fraction}")
+    if not task or "/" in task or task.startswith("."):
+        raise InputValueError(f"--task {task!r} must be a plain folder name")
+    check_dest(dest, overwrite)
+    by_class = split_windows_by_class(datamodule, split)
+    short = [name for name, windows in by_class.items() if len(windows.names) < 2]
+    if short:
+        raise InputValueError(
+            f"class(es) {', '.join(short)} have fewer than 2 windows in the {split} split, too "
+            "few for the oracle's own train and test sets; use a smaller data.max_length or "
+            "another --split"
+        )
+    staging = dest.with_name(f".{dest.name}.{os.getpid()}{TEMPORARY_SUFFIX}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        counts = _write_folder(staging, by_class, split, task, test_fraction, source)
+        _replace(dest, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return counts
+
+
+def _write_folder(
+    folder: Path,
+    by_class: dict[str, ClassWindows],
+    split: str,
+    task: str,
+    test_fraction: float,
+    source: str,
+) -> dict[str, dict[str, int]]:
+    files: dict[str, str] = {}
+    counts = {}
+    for name, windows in by_class.items():
+        n = len(windows.names)
+        train = n - oracle_test_count(n, test_fraction)
+        for i, (window, bases) in enumerate(zip(windows.names, windows.bases, strict=True)):
+            part = "train" if i < train else "test"
+            relative = f"{task}/{part}/{name}/{i:05d}.txt"
+            with atomic_write(folder / relative) as handle:
+                handle.write(bases + "\n")
+            files[relative] = window
+        with atomic_write(folder / REFERENCE_FOLDER / f"{name}.fa") as handle:
+            handle.writelines(
+                f">{w}\n{b}\n" for w, b in zip(windows.names, windows.bases, strict=True)
+            )
+        counts[name] = {"windows": n, "oracle_train": train, "oracle_test": n - train}
+    manifest = {
+        "config": source,
+        "split": split,
+        "task": task,
+        "oracle_test_fraction": test_fraction,
+        "division": "per class, windows in file order: the last round(fraction * n) (at "
+        "least 1) are the oracle's test set, the others its training set",
+        "classes": counts,
+        "files": files,
+    }
+    with atomic_write(folder / MANIFEST) as handle:
+        handle.write(json.dumps(manifest, indent=2) + "\n")
+    return counts
+
+
+def _replace(dest: Path, staging: Path) -> None:
+    """Put the finished ``staging`` folder at ``dest``, the old ``dest`` (if any) removed."""
+    if not dest.exists():
+        os.replace(staging, dest)
+        return
+    old = dest.with_name(f".{dest.name}.{os.getpid()}.old")
+    os.replace(dest, old)
+    os.replace(staging, dest)
+    shutil.rmtree(old)

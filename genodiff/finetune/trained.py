@@ -1,0 +1,133 @@
+"""A fine-tuned classifier as its checkpoint stores it, loaded back to classify sequences.
+
+Every checkpoint ``genodiff finetune`` writes (``<output_dir>/runs/<task>/<sweep>/fold<k>/
+checkpoints/best-epoch<E>.ckpt``, kept when ``keep_checkpoints`` is true, the default) holds,
+in its hyperparameters under ``finetuned_classifier``, what it takes to rebuild the classifier
+without the run's config: the class names in label-id order, the task, the sequence length it
+reads (``max_length``), the backbone's config and the head's pooling and reverse-complement
+settings. ``load_finetuned_classifier`` reads it back (``genodiff evaluate-samples --oracle``).
+Checkpoints written before the record existed are refused with a message saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from genodiff import backbones
+from genodiff.backbones.build import CONFIG_ATTR
+from genodiff.checkpoints.io import read_checkpoint_file
+from genodiff.errors import InputValueError
+from genodiff.finetune.classifier import SequenceClassifier
+from genodiff.finetune.data import left_pad
+from genodiff.tokenizers import DNATokenizer
+
+RECORD_KEY = "finetuned_classifier"
+MODULE_PREFIX = "classifier."  # ClassifierModule's attribute holding the SequenceClassifier
+PREDICT_BATCH = 64
+
+
+def classifier_record(
+    classifier: SequenceClassifier, classes: Sequence[str], max_length: int, task: str
+) -> dict[str, Any]:
+    """What a checkpoint stores to rebuild ``classifier`` (see the module doc); plain
+    containers only, so checkpoints load with ``weights_only``."""
+    return {
+        "classes": list(classes),
+        "task": task,
+        "max_length": int(max_length),
+        "backbone": json.loads(json.dumps(getattr(classifier.backbone, CONFIG_ATTR))),
+        "pooling": classifier.pooling,
+        "conjoin_train": classifier.conjoin_train,
+        "conjoin_eval": classifier.conjoin_eval,
+    }
+
+
+@dataclass
+class FinetunedClassifier:
+    """A ``SequenceClassifier`` in eval mode with the class names and length it was trained
+    with."""
+
+    classifier: SequenceClassifier
+    classes: list[str]
+    max_length: int
+    task: str
+    source: str
+
+    def predict(self, sequences: Sequence[str], batch_size: int = PREDICT_BATCH) -> np.ndarray:
+        """Class ids (N,) of ``sequences``, read as ``genodiff finetune`` reads a task: the
+        first ``max_length`` bases, left-padded with [PAD]; batches of ``batch_size``."""
+        tokenizer = DNATokenizer()
+        ids = left_pad(
+            [tokenizer.encode_array(s)[: self.max_length] for s in sequences],
+            self.max_length,
+            tokenizer.pad_id,
+            tokenizer.vocab_size,
+        )  # (N, max_length)
+        device = next(self.classifier.parameters()).device
+        predicted = []
+        with torch.no_grad():
+            for start in range(0, len(ids), batch_size):
+                batch = ids[start : start + batch_size].long().to(device)  # (b, max_length)
+                logits = self.classifier(batch)  # (b, C)
+                predicted.append(logits.argmax(-1).cpu())
+        return torch.cat(predicted).numpy() if predicted else np.empty(0, dtype=np.int64)
+
+
+def load_finetuned_classifier(
+    path: str | os.PathLike, device: str | torch.device = "cpu"
+) -> FinetunedClassifier:
+    """The classifier a ``genodiff finetune`` checkpoint holds, on ``device``, in eval mode.
+    One ValueError naming ``path`` for any other file (a training checkpoint, a checkpoint
+    from before the record was stored, a file that is not a checkpoint)."""
+    checkpoint = read_checkpoint_file(path, map_location="cpu")
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
+        raise InputValueError(f"{path} is not a genodiff finetune checkpoint (no state_dict)")
+    hyper = checkpoint.get("hyper_parameters") or {}
+    record = hyper.get(RECORD_KEY) if isinstance(hyper, dict) else None
+    state = checkpoint["state_dict"]
+    if record is None:
+        raise InputValueError(f"{path} {_not_a_classifier(hyper, state)}")
+    classifier = SequenceClassifier(
+        backbones.build(**record["backbone"]),
+        len(record["classes"]),
+        record["pooling"],
+        record["conjoin_train"],
+        record["conjoin_eval"],
+    )
+    weights = {
+        key[len(MODULE_PREFIX) :]: tensor
+        for key, tensor in state.items()
+        if key.startswith(MODULE_PREFIX)
+    }
+    classifier.load_state_dict(weights)
+    return FinetunedClassifier(
+        classifier.to(device).eval(),
+        list(record["classes"]),
+        int(record["max_length"]),
+        str(record["task"]),
+        str(Path(path)),
+    )
+
+
+def _not_a_classifier(hyper: Any, state: dict[str, Any]) -> str:
+    """Why a checkpoint without the record cannot be used as a classifier."""
+    if isinstance(hyper, dict) and "config" in hyper:
+        return (
+            "is a genodiff train checkpoint (a generative model), not a classifier from "
+            "genodiff finetune"
+        )
+    if any(key.startswith(f"{MODULE_PREFIX}score.") for key in state):
+        return (
+            "is a genodiff finetune checkpoint written before checkpoints stored their class "
+            "names and architecture; run genodiff finetune again (keep_checkpoints=true) to "
+            "get one that can be loaded on its own"
+        )
+    return "is not a genodiff finetune checkpoint (no finetuned_classifier record)"
