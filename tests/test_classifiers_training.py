@@ -200,6 +200,15 @@ def test_the_loader_refuses_missing_damaged_generator_and_wrong_kind_checkpoints
         load_classifier(good, kind="causal")
 
 
+def test_a_classifier_is_not_taken_for_a_generator(noisy_run, tmp_path, capsys):
+    out, _ = noisy_run
+    samples = tmp_path / "samples.fa"
+    args = ["sample", "--checkpoint", str(out / "checkpoints" / "last.ckpt"), "--out", str(samples)]
+    assert cli.main(args) == 2
+    assert "is a guidance classifier" in capsys.readouterr().err
+    assert not samples.exists()
+
+
 def run_refused(capsys, config: Path, *overrides: str) -> str:
     capsys.readouterr()
     assert cli.main(["classifier", str(config), *overrides, "--no-progress"]) == 2

@@ -2,11 +2,11 @@
 ``load_classifier``.
 
 A classifier checkpoint is a Lightning .ckpt (written atomically, ``genodiff.checkpoints.io``)
-whose ``genodiff_classifier`` entry (``RECORD_KEY``) holds the ``kind`` (noisy | causal), the
-``class_names`` in label-id order, the completed ``model`` section of its backbone, its
-``pooling``, and the ``generator`` it was trained for: its reference and its objective
-section (whose forward process drew the noisy inputs). The tokenizer is stored as in every
-training checkpoint (``genodiff.tokenizers.CHECKPOINT_KEY``); the weights are the
+whose ``genodiff_classifier`` entry (``CLASSIFIER_RECORD_KEY``) holds the ``kind`` (noisy |
+causal), the ``class_names`` in label-id order, the completed ``model`` section of its
+backbone, its ``pooling``, and the ``generator`` it was trained for: its reference and its
+objective section (whose forward process drew the noisy inputs). The tokenizer is stored as in
+every training checkpoint (``genodiff.tokenizers.CHECKPOINT_KEY``); the weights are the
 ``classifier.*`` entries of the state dict.
 """
 
@@ -17,14 +17,13 @@ from typing import Any
 
 import torch
 
-from genodiff.checkpoints.io import read_checkpoint
+from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, read_checkpoint
 from genodiff.checkpoints.load import check_finite_weights, checkpoint_file
 from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.classifiers.model import KINDS, build_classifier
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import tokenizer_from_checkpoint
 
-RECORD_KEY = "genodiff_classifier"
 #: The state-dict prefix of the classifier's weights (the training module's attribute).
 WEIGHTS_PREFIX = "classifier."
 
@@ -37,7 +36,7 @@ def classifier_record(
     generator: str | None,
     generator_objective: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """What a classifier checkpoint stores under ``RECORD_KEY`` (module doc)."""
+    """What a classifier checkpoint stores under ``CLASSIFIER_RECORD_KEY`` (module doc)."""
     return {
         "kind": kind,
         "class_names": list(class_names),
@@ -62,7 +61,7 @@ def load_classifier(
         source = source / "checkpoints"
     source = checkpoint_file(source)
     checkpoint = read_checkpoint(source)  # one clear error for a damaged file
-    record = checkpoint.get(RECORD_KEY)
+    record = checkpoint.get(CLASSIFIER_RECORD_KEY)
     if not isinstance(record, dict):
         raise InputValueError(
             f"{source} is not a guidance classifier (a genodiff train checkpoint?); train "

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
 
-from genodiff.classifiers.checkpoint import RECORD_KEY
+from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY
 from genodiff.classifiers.model import GuidanceClassifier
 from genodiff.classifiers.noise import inputs_at_time, noisy_inputs
 from genodiff.config import OptimConfig
@@ -72,7 +72,7 @@ class ClassifierTrainingModule(RandomStateInCheckpoints):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_save_checkpoint(checkpoint)
-        checkpoint[RECORD_KEY] = self.record
+        checkpoint[CLASSIFIER_RECORD_KEY] = self.record
         checkpoint[CHECKPOINT_KEY] = tokenizer_record(self.tokenizer)
 
     def on_train_start(self) -> None:
