@@ -9,14 +9,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from genodiff.batch_shard import BatchShard
 from genodiff.objectives.masked_process import MaskedForwardProcess
 
 
 def noisy_inputs(
-    process: MaskedForwardProcess, input_ids: Tensor, generator: torch.Generator | None
+    process: MaskedForwardProcess,
+    input_ids: Tensor,
+    generator: torch.Generator | None,
+    shard: BatchShard | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Times t (B,) drawn by the process and z_t (B, L): ``input_ids`` masked at them."""
-    t, masked = process.draw_noise(input_ids, generator)
+    """Times t (B,) drawn by the process and z_t (B, L): ``input_ids`` masked at them. With a
+    ``shard``, the draws are the global batch's (data-parallel runs), our rows kept."""
+    t, masked = process.draw_noise(input_ids, generator, shard)
     return t, process.corrupt(input_ids, masked)
 
 

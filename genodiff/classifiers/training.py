@@ -24,6 +24,7 @@ from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY
 from genodiff.classifiers.model import GuidanceClassifier
 from genodiff.classifiers.noise import inputs_at_time, noisy_inputs
 from genodiff.config import OptimConfig
+from genodiff.data.loaders import batch_shard
 from genodiff.objectives.masked_process import MaskedForwardProcess
 from genodiff.tokenizers import CHECKPOINT_KEY, Tokenizer, tokenizer_record
 from genodiff.training.optim import adamw_with_cosine
@@ -86,7 +87,8 @@ class ClassifierTrainingModule(RandomStateInCheckpoints):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         ids, labels = batch["input_ids"], batch["labels"]  # (B, L), (B,)
         if self.process is not None:
-            _, noisy = noisy_inputs(self.process, ids, self.training_noise)
+            shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
+            _, noisy = noisy_inputs(self.process, ids, self.training_noise, shard)
             loss = F.nll_loss(self.classifier(noisy), labels)
         else:
             log_p = self.classifier(ids)  # (B, L, C)
