@@ -456,6 +456,18 @@ def load_config(config: str | Path, overrides: list[str] | None = None) -> DictC
     """Compose a training config with ``overrides``, validate it, resolve data paths."""
     cfg, config_file = compose_config(config, overrides, TRAINING_SCHEMA)
     root = project_root(config_file)
+    resolve_data_paths(cfg, root)
+    if cfg.get("init_from"):
+        cfg.init_from = resolve_checkpoint_reference(cfg.init_from, root)
+    OmegaConf.resolve(cfg)
+    check_training_config(cfg)
+    return cfg
+
+
+def resolve_data_paths(cfg: DictConfig, root: Path) -> None:
+    """Resolve, in place, the ``data`` keys that the data module declares paths
+    (``path_keys``; a mapping of paths such as ``data.fasta_by_label`` entry by entry), as
+    ``resolve_path`` does."""
     for key in registry.get("data", cfg.data.name).path_keys:
         value = cfg.data.get(key)
         if isinstance(value, DictConfig):  # a mapping of paths (data.fasta_by_label)
@@ -463,11 +475,6 @@ def load_config(config: str | Path, overrides: list[str] | None = None) -> DictC
                 value[name] = resolve_path(value[name], root)
         elif value:
             cfg.data[key] = resolve_path(value, root)
-    if cfg.get("init_from"):
-        cfg.init_from = resolve_checkpoint_reference(cfg.init_from, root)
-    OmegaConf.resolve(cfg)
-    check_training_config(cfg)
-    return cfg
 
 
 GPU_ACCELERATORS = ("gpu", "cuda")

@@ -24,6 +24,9 @@ from genodiff.errors import InputValueError
 
 # Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
 RUN_STATE_KEY = "genodiff_run"
+# What a guidance classifier's checkpoint (``genodiff classifier``) holds besides its weights
+# (``genodiff.classifiers.checkpoint``); a generator's checkpoint has no such entry.
+CLASSIFIER_RECORD_KEY = "genodiff_classifier"
 
 NOT_A_TRAINING_CHECKPOINT = (
     "is not a genodiff training checkpoint (no hyper_parameters.config); a backbone checkpoint "

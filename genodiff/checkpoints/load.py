@@ -19,7 +19,7 @@ from genodiff.checkpoints.folders import (
     load_pretrained,
     read_run_record,
 )
-from genodiff.checkpoints.io import read_checkpoint
+from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, read_checkpoint
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import load_tokenizer, tokenizer_from_checkpoint
@@ -78,6 +78,11 @@ def checkpoint_file(source: Path) -> Path:
 
 def _load_training_checkpoint(path: Path, map_location: str | torch.device) -> GenerativeModel:
     checkpoint = read_checkpoint(path, map_location)  # one clear error for a damaged file
+    if CLASSIFIER_RECORD_KEY in checkpoint:
+        raise InputValueError(
+            f"{path} is a guidance classifier (genodiff classifier), not a generative model; "
+            "give it to genodiff sample as --classifier"
+        )
     model = GenerativeModel(
         checkpoint["hyper_parameters"]["config"], tokenizer_from_checkpoint(checkpoint)
     )

@@ -138,7 +138,11 @@ class SequenceClassifier(nn.Module):
     def _logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """(B, L) ids -> (B, C) logits, no conjoining."""
         hidden = self.backbone.hidden_states(input_ids)  # (B, L, d) or (B, L, 2d) for PS
-        real = input_ids != self.pad_id  # (B, L)
+        return self.pooled_logits(hidden, input_ids != self.pad_id)
+
+    def pooled_logits(self, hidden: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """(B, L, d) hidden states ((B, L, 2d) for PS), (B, L) bool mask of real tokens ->
+        (B, C) logits of the pooled states (both strands' for PS, averaged)."""
         if not self.rcps:
             return self.score(pool(hidden, real, self.pooling))
         d = self.d_model

@@ -102,11 +102,16 @@ class MaskedForwardProcess:
         device = input_ids.device
         t = self.sample_t(total, device, generator)[rows]  # (B,)
         draw = torch.rand(total, length, device=device, generator=generator)[rows]  # (B, L)
+        return t, self.masked_by(input_ids, t, draw)
+
+    def masked_by(self, input_ids: Tensor, t: Tensor, draw: Tensor) -> Tensor:
+        """(B, L) bool: the positions that uniform ``draw`` (B, L) masks at times ``t`` (B,),
+        each with the schedule's mask probability; [PAD] only with ``mask_padding``."""
         p_t = self.schedule.mask_probability(t.double()).to(draw.dtype)  # (B,)
         masked = draw < p_t[:, None]  # (B, L)
         if not self.mask_padding:
             masked &= self.scored(input_ids)
-        return t, masked
+        return masked
 
     def corrupt(self, input_ids: Tensor, masked: Tensor) -> Tensor:
         """x_t (B, L): ``input_ids`` with the ``masked`` positions (B, L) set to [MASK]."""

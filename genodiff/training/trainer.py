@@ -125,10 +125,13 @@ class LatestCheckpoint(ModelCheckpoint):
         self._latest_step = trainer.global_step
 
 
-def build_trainer(cfg: DictConfig, progress_bar: bool = True) -> L.Trainer:
-    """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically), CSV and
-    TensorBoard logs under ``output_dir``; no progress bar when ``progress_bar`` is False
-    (else as ``trainer.enable_progress_bar`` says)."""
+def build_trainer(
+    cfg: DictConfig, progress_bar: bool = True, monitor: str = "val/nelbo", mode: str = "min"
+) -> L.Trainer:
+    """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically; the best by
+    ``monitor``, lowest or highest as ``mode`` says), CSV and TensorBoard logs under
+    ``output_dir``; no progress bar when ``progress_bar`` is False (else as
+    ``trainer.enable_progress_bar`` says)."""
     silence_lightning_notices()
     out = Path(cfg.output_dir)
     # One version_<n> folder per run, so a resumed run never overwrites earlier logs.
@@ -140,7 +143,7 @@ def build_trainer(cfg: DictConfig, progress_bar: bool = True) -> L.Trainer:
         default_root_dir=out,
         logger=loggers,
         callbacks=[
-            LatestCheckpoint(out / CHECKPOINT_FOLDER),
+            LatestCheckpoint(out / CHECKPOINT_FOLDER, monitor, mode),
             LearningRateMonitor(logging_interval="step"),
         ],
         plugins=[AtomicCheckpointIO()],

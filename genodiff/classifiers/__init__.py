@@ -1,0 +1,16 @@
+"""Classifiers for classifier-based guidance (Schiff et al. 2025; docs/architecture.md §3.6):
+
+- ``model``: ``GuidanceClassifier``, a backbone with a pooling + linear head, of kind noisy
+  (reads masked-diffusion states z_t; D-CBG) or causal (log p(y | x_<=i) per position; FUDGE);
+- ``one_hot``: backbone inputs from one-hot rows, for the gradient of the first-order form;
+- ``guide``: ``ClassifierGuide``, the object samplers use (``tilt``, ``next_token_scores``);
+- ``noise``: the noisy inputs, drawn by the generator's masked forward process;
+- ``config``, ``training``, ``run``: ``genodiff classifier CONFIG``, which trains one;
+- ``checkpoint``: what a classifier checkpoint stores, and ``load_classifier``.
+"""
+
+from genodiff.classifiers.checkpoint import load_classifier
+from genodiff.classifiers.guide import ClassifierGuide
+from genodiff.classifiers.model import GuidanceClassifier
+
+__all__ = ["ClassifierGuide", "GuidanceClassifier", "load_classifier"]

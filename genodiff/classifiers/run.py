@@ -1,0 +1,114 @@
+"""``genodiff classifier CONFIG``: train a guidance classifier and save it (every check before
+the first write into ``output_dir``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from omegaconf import DictConfig, OmegaConf
+
+from genodiff import registry
+from genodiff.checkpoints import load_model, run_folder
+from genodiff.classifiers.checkpoint import classifier_record
+from genodiff.classifiers.model import build_classifier
+from genodiff.classifiers.training import ClassifierTrainingModule
+from genodiff.config import ConfigError, with_tokenizer_fields
+from genodiff.data.build import build_datamodule
+from genodiff.data.labelled import class_count_lines
+from genodiff.model import GenerativeModel
+from genodiff.objectives.masked_process import HoldsMaskedProcess
+from genodiff.tokenizers import Tokenizer, build_tokenizer
+from genodiff.training.trainer import build_trainer
+
+
+def train_classifier(cfg: DictConfig, progress_bar: bool = True) -> Path:
+    """Train the classifier ``cfg`` describes (``genodiff.classifiers.config``); returns the
+    path of its last checkpoint."""
+    datamodule = build_datamodule(cfg.data)
+    datamodule.check_files()  # missing data fails here
+    classes = datamodule.class_names()
+    generator = load_model(cfg.generator) if cfg.generator else None
+    tokenizer = generator.tokenizer if generator else build_tokenizer(cfg.tokenizer)
+    if generator is not None:
+        check_generator(generator, cfg, classes)
+    process = generator.objective.process if cfg.kind == "noisy" else None
+    datamodule.attach_tokenizer(tokenizer)
+    model_cfg = classifier_model_config(cfg, tokenizer)
+    L.seed_everything(cfg.seed, workers=True)
+    classifier = build_classifier(model_cfg, len(classes), cfg.kind, tokenizer.pad_id, cfg.pooling)
+    record = classifier_record(
+        cfg.kind,
+        classes,
+        model_cfg,
+        cfg.pooling,
+        cfg.generator,
+        generator.config["objective"] if generator else None,
+    )
+    config = OmegaConf.to_container(cfg, resolve=True)
+    module = ClassifierTrainingModule(classifier, tokenizer, record, config, process)
+    try:
+        trainer = build_trainer(cfg, progress_bar, monitor="val/acc", mode="max")
+    except ValueError as err:  # Lightning refuses the trainer section's settings
+        raise ConfigError(str(err)) from err
+    datamodule.dataset_of("valid")  # windows that cannot be cut fail here
+    datamodule.check_batch_size(trainer.world_size)
+    out = Path(cfg.output_dir)
+    run_folder.check_output_dir(out, None)
+    with run_folder.hold(out):
+        OmegaConf.save(OmegaConf.create(config), out / "config.yaml")
+        print(f"genodiff: training a {cfg.kind} classifier {cfg.name}; outputs in {out}")
+        for line in class_count_lines(datamodule):
+            print(line)
+        trainer.fit(module, datamodule=datamodule)
+    last = Path(trainer.checkpoint_callback.last_model_path)
+    print(accuracy_line(trainer.callback_metrics))
+    print(f"genodiff: wrote {last}")
+    return last
+
+
+def check_generator(generator: GenerativeModel, cfg: DictConfig, classes: list[str]) -> None:
+    """ConfigError when ``generator`` cannot go with this classifier: a noisy classifier
+    needs a masked-diffusion generator; a conditional generator's classes must be the data's
+    (the classifier's label ids are the generator's)."""
+    objective = generator.config["objective"]["name"]
+    if cfg.kind == "noisy" and not isinstance(generator.objective, HoldsMaskedProcess):
+        raise ConfigError(
+            f"generator={cfg.generator} is a {objective} model; a noisy classifier learns from "
+            "the masked forward process of a masked-diffusion generator (mdlm, sedd, d3pm)"
+        )
+    if generator.class_names is not None and generator.class_names != classes:
+        raise ConfigError(
+            f"generator={cfg.generator} was trained on the classes {generator.class_names}, "
+            f"and the data's are {classes}; use the generator's data (same classes, same order)"
+        )
+    if generator.tokenizer.domain != registry.get("data", cfg.data.name).domain:
+        raise ConfigError(
+            f"generator={cfg.generator} models {generator.tokenizer.domain} "
+            f"({generator.tokenizer.name} tokenizer), and data.name={cfg.data.name} is "
+            f"{registry.get('data', cfg.data.name).domain}"
+        )
+
+
+def classifier_model_config(cfg: DictConfig, tokenizer: Tokenizer) -> dict[str, Any]:
+    """The ``model`` section with the tokenizer's ids and sizes; a classifier's backbone
+    takes no class label (its head predicts it)."""
+    section = OmegaConf.to_container(cfg.model, resolve=True)
+    if section.get("num_classes"):
+        raise ConfigError(
+            "model.num_classes: a classifier's backbone is not class-conditioned (its head "
+            "predicts the class); remove model.num_classes"
+        )
+    cls = registry.get("backbone", section["name"])
+    return with_tokenizer_fields("model", cls, section, tokenizer)
+
+
+def accuracy_line(metrics: dict[str, Any]) -> str:
+    """The final validation accuracies, one line."""
+    parts = [
+        f"{name.removeprefix('val/')} {float(value):.3f}"
+        for name, value in sorted(metrics.items())
+        if name.startswith("val/acc")
+    ]
+    return "genodiff: validation accuracy: " + (", ".join(parts) or "none (no validation ran)")
