@@ -83,7 +83,8 @@ def build_objective(objective_cfg: dict[str, Any]) -> Objective:
 def check_time_conditioning(objective: Objective, backbone: nn.Module) -> None:
     """ConfigError when the objective would condition on time a backbone that ignores it."""
     if objective.time_conditioning and not capabilities_of(backbone).time_conditioning:
-        optional = "time_conditioning" in constructor_defaults(type(objective).__init__)
+        # an objective whose default is off may go without (MDLM, SEDD, D3PM); UDLM may not
+        optional = constructor_defaults(type(objective).__init__).get("time_conditioning") is False
         raise ConfigError(
             f"objective.time_conditioning=true, but the {type(backbone).__name__} backbone "
             "is not time-conditioned (it would ignore sigma). Build it with "
