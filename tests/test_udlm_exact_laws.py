@@ -366,3 +366,26 @@ def test_udlm_needs_a_time_conditioned_model():
     model = GenerativeModel(config)
     assert model.objective.process.alphabet == LETTERS
     assert list(model.objective.samplers) == ["ancestral"]
+
+
+def test_labels_reach_every_network_call_of_the_loss_and_sigma_is_minus_log_alpha():
+    law = toy_law(0)
+    calls = []
+
+    class Recording(ExactDenoiser):
+        def forward(self, z_ids, sigma, **kwargs):
+            calls.append((sigma.clone(), kwargs))
+            return super().forward(z_ids, sigma)
+
+    x = IDS[:8]
+    labels = torch.arange(8) % 3
+    objective = udlm()
+    g = torch.Generator().manual_seed(0)
+    objective.loss(Recording(law), x, g, labels=labels)
+    objective.loss(Recording(law), x, g)
+    (sigma, with_labels), (_, without) = calls
+    assert torch.equal(with_labels["labels"], labels) and without == {}
+    t = objective.process.sample_t(8, torch.device("cpu"), torch.Generator().manual_seed(0))
+    torch.testing.assert_close(
+        sigma.double(), -torch.log(1 - (1 - EPS) * t.double()), atol=1e-6, rtol=0
+    )
