@@ -55,8 +55,6 @@ class LMBackboneBase(nn.Module, ABC):
         On the CPU inference path a large batch runs in chunks of rows that keep the
         activations in cache (``genodiff.ops.inference.cpu_chunk_rows``)."""
         x = input_ids if inputs_embeds is None else inputs_embeds
-        if not self.capabilities.time_conditioning:
-            sigma = None
         rows = cpu_chunk_rows(x, self.capabilities.hidden_size, self)
         if rows >= x.shape[0]:
             return self.backbone(input_ids, inputs_embeds, **self._conditions(labels, sigma))
