@@ -569,14 +569,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps",
         type=int,
         default=1024,
-        help="steps T of ancestral and cached, per window of semi-ar, of SEDD's and Plaid's "
-        "samplers; first-hitting and AR models take none (default: %(default)s)",
+        help="steps T of ancestral and cached, per window of semi-ar, of SEDD's, UDLM's and "
+        "Plaid's samplers; first-hitting and AR models take none (default: %(default)s)",
     )
     sample.add_argument(
         "--sampler",
         default=None,
         help="MDLM/D3PM: ancestral, cached, first-hitting, semi-ar; SEDD: analytic, euler; "
-        "Plaid, AR: ancestral (default: the first named for the checkpoint's objective)",
+        "UDLM, Plaid, AR: ancestral (default: the first named for the checkpoint's objective)",
     )
     sample.add_argument(
         "--temperature",

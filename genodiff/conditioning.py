@@ -143,7 +143,14 @@ def add_label(
                 "declare capabilities.class_conditioning"
             )
         return hidden
-    vector = embedding(labels, hidden.shape[0])  # (B, d)
+    return add_at_every_position(hidden, embedding(labels, hidden.shape[0]), rc_symmetric)
+
+
+def add_at_every_position(hidden: Tensor, vector: Tensor, rc_symmetric: bool = False) -> Tensor:
+    """``hidden`` (B, L, C) plus one vector (B, d) per row at every position: how a DNA
+    backbone takes what conditions a whole sequence (a class label here, the noise level in
+    ``genodiff.backbones.time_embedding``). With ``rc_symmetric`` (C = 2 d, Caduceus-PS) the
+    vector enters as cat[v, flip(v)] so the states stay reverse-complement equivariant."""
     if rc_symmetric:
         vector = torch.cat([vector, vector.flip(-1)], dim=-1)  # (B, 2d)
     return hidden + vector[:, None, :].to(hidden.dtype)

@@ -83,11 +83,15 @@ def build_objective(objective_cfg: dict[str, Any]) -> Objective:
 def check_time_conditioning(objective: Objective, backbone: nn.Module) -> None:
     """ConfigError when the objective would condition on time a backbone that ignores it."""
     if objective.time_conditioning and not capabilities_of(backbone).time_conditioning:
+        # an objective whose default is off may go without (MDLM, SEDD, D3PM); UDLM may not
+        optional = constructor_defaults(type(objective).__init__).get("time_conditioning") is False
         raise ConfigError(
             f"objective.time_conditioning=true, but the {type(backbone).__name__} backbone "
-            "is not time-conditioned (it would ignore sigma). Set "
-            "objective.time_conditioning=false, or use a backbone that declares "
-            "capabilities.time_conditioning (e.g. the text plugin's DiT)."
+            "is not time-conditioned (it would ignore sigma). Build it with "
+            "model.time_conditioning=true (Caduceus Ph or PS)"
+            + (", set objective.time_conditioning=false" if optional else "")
+            + ", or use a backbone that declares capabilities.time_conditioning (e.g. the "
+            "text plugin's DiT)."
         )
 
 

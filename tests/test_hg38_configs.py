@@ -33,7 +33,7 @@ TINY_RUN = [
 
 def test_the_hg38_configs_are_found():
     names = {path.stem for path in HG38_CONFIGS}
-    assert {"hg38", "hg38_ar_mamba", "hg38_ar_hyena"} <= names
+    assert {"hg38", "hg38_ar_mamba", "hg38_ar_hyena", "hg38_udlm"} <= names
 
 
 @pytest.mark.parametrize("config", HG38_CONFIGS, ids=[path.stem for path in HG38_CONFIGS])

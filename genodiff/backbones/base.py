@@ -44,20 +44,23 @@ class LMBackboneBase(nn.Module, ABC):
         input_ids: torch.Tensor | None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        sigma: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(B, L) ids, or (B, L, d) embeddings -> final normed hidden states (B, L, d).
         ``labels`` (B,): class labels of a backbone built with ``num_classes`` (None: the null
-        label; see ``capabilities.class_conditioning``).
+        label; see ``capabilities.class_conditioning``). ``sigma`` (B,): the noise level, read
+        only by a backbone that declares ``capabilities.time_conditioning`` (None: sigma = 0);
+        the others ignore it.
 
         On the CPU inference path a large batch runs in chunks of rows that keep the
         activations in cache (``genodiff.ops.inference.cpu_chunk_rows``)."""
         x = input_ids if inputs_embeds is None else inputs_embeds
         rows = cpu_chunk_rows(x, self.capabilities.hidden_size, self)
         if rows >= x.shape[0]:
-            return self.backbone(input_ids, inputs_embeds, **network_kwargs(labels))
+            return self.backbone(input_ids, inputs_embeds, **self._conditions(labels, sigma))
 
         def rows_from(t: torch.Tensor | None, start: int) -> torch.Tensor | None:
-            return None if t is None else t[start : start + rows]
+            return t if t is None or t.dim() == 0 else t[start : start + rows]
 
         starts = range(0, x.shape[0], rows)
         return torch.cat(
@@ -65,11 +68,21 @@ class LMBackboneBase(nn.Module, ABC):
                 self.backbone(
                     rows_from(input_ids, i),
                     rows_from(inputs_embeds, i),
-                    **network_kwargs(rows_from(labels, i)),
+                    **self._conditions(rows_from(labels, i), rows_from(sigma, i)),
                 )
                 for i in starts
             ]
         )
+
+    def _conditions(
+        self, labels: torch.Tensor | None, sigma: torch.Tensor | None
+    ) -> dict[str, torch.Tensor]:
+        """The keyword arguments of ``self.backbone``: labels when given, sigma when this
+        backbone is time-conditioned (the others keep their old call)."""
+        kwargs = network_kwargs(labels)
+        if self.capabilities.time_conditioning:
+            kwargs["sigma"] = sigma
+        return kwargs
 
     def forward(
         self,
@@ -78,8 +91,9 @@ class LMBackboneBase(nn.Module, ABC):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits (B, L, V) in float32 over the padded vocabulary. ``sigma`` (B,) is accepted
-        for the objective contract and ignored: genodiff's DNA models are not time-conditioned
-        (as in the MDLM paper) and declare ``capabilities.time_conditioning = False``.
-        ``labels`` (B,) as in ``hidden_states``."""
-        return self.head(self.hidden_states(input_ids, inputs_embeds, labels)).float()
+        """Logits (B, L, V) in float32 over the padded vocabulary. ``sigma`` (B,) is the noise
+        level the objective gives; a backbone built without time conditioning (the default,
+        as in the MDLM paper's DNA runs) ignores it, one built with it (Caduceus
+        ``time_conditioning=True``: ``genodiff.backbones.time_embedding``) declares
+        ``capabilities.time_conditioning``. ``labels`` (B,) as in ``hidden_states``."""
+        return self.head(self.hidden_states(input_ids, inputs_embeds, labels, sigma)).float()

@@ -43,6 +43,7 @@ from genodiff.backbones.rcps import (
     rc_ids,
     rcps_add_norm,
 )
+from genodiff.backbones.time_embedding import add_sigma, sigma_embedding_for
 from genodiff.conditioning import add_label, label_embedding_for
 from genodiff.config_values import Keywords
 from genodiff.errors import InputValueError
@@ -136,6 +137,7 @@ class CaduceusMixerModel(nn.Module):
         fused_add_norm: bool = True,
         rcps_complement_map: torch.Tensor | None = None,
         num_classes: int = 0,
+        time_conditioning: bool = False,
     ):
         super().__init__()
         self.residual_in_fp32 = residual_in_fp32
@@ -143,6 +145,7 @@ class CaduceusMixerModel(nn.Module):
         self.fused_add_norm = fused_add_norm
         self.embeddings = Embeddings(vocab_size, d_model, rcps_complement_map)
         self.label_embedding = label_embedding_for(num_classes, d_model)
+        self.sigma_embedding = sigma_embedding_for(time_conditioning, d_model)
 
         norm_cls = RMSNorm if rms_norm else nn.LayerNorm
         layers = []
@@ -170,10 +173,13 @@ class CaduceusMixerModel(nn.Module):
         input_ids: torch.Tensor | None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        sigma: torch.Tensor | None = None,
     ):
         hidden = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
-        # The label vector joins every position (both strands' channels for PS).
+        # The label and noise-level vectors join every position (both strands' channels for
+        # PS, so the model stays RC-equivariant); sigma is ignored without time conditioning.
         hidden = add_label(hidden, self.label_embedding, labels, rc_symmetric=self.rcps)
+        hidden = add_sigma(hidden, self.sigma_embedding, sigma, rc_symmetric=self.rcps)
         residual = None
         for layer in self.layers:
             hidden, residual = layer(hidden, residual)
@@ -202,6 +208,13 @@ class Caduceus(LMBackboneBase):
     ``inputs_embeds``) have 2 d_model channels, cat[fwd, rc stream], and are RC-equivariant:
     the states of rc(ids) are those of ids flipped over sequence and channels
     (``rcps.rc_states``).
+
+    ``time_conditioning=True`` adds the noise level: e(sigma) joins every position of the
+    BiMamba stack's input (both strands' channels for PS, which stays RC-equivariant), see
+    ``genodiff.backbones.time_embedding``; the module declares
+    ``capabilities.time_conditioning`` and diffusion objectives then give it sigma
+    (``objective.time_conditioning=true``; UDLM always does). Default off: the state dict and
+    the function are those of a model without it.
     """
 
     # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
@@ -227,6 +240,7 @@ class Caduceus(LMBackboneBase):
         rcps: bool = False,
         complement_map: Mapping[int, int] | Sequence[int] | None = None,
         num_classes: int = 0,
+        time_conditioning: bool = False,
     ):
         super().__init__()
         self.d_model, self.n_layer, self.rcps = d_model, n_layer, rcps
@@ -236,6 +250,7 @@ class Caduceus(LMBackboneBase):
             hidden_size=2 * d_model if rcps else d_model,
             rc_equivariant=rcps,
             class_conditioning=num_classes > 0,
+            time_conditioning=time_conditioning,
         )
         if rcps and complement_map is None:
             raise InputValueError(
@@ -267,6 +282,7 @@ class Caduceus(LMBackboneBase):
             fused_add_norm,
             cmap,
             num_classes,
+            time_conditioning,
         )
         if rcps:  # the head's weight IS the embedding table
             self.lm_head = RCPSLMHead(d_model, self.vocab_size, cmap)
@@ -321,6 +337,10 @@ CADUCEUS_FIELDS = (
 )
 
 
+# genodiff's own field for a time-conditioned Caduceus (``time_embedding``).
+TIME_FIELDS = ("time_conditioning",)
+
+
 def _write_caduceus_config(model: Caduceus, cfg: dict) -> dict:
     fields = {k: cfg[k] for k in CADUCEUS_FIELDS}
     fields["vocab_size"] = model.vocab_size
@@ -328,6 +348,8 @@ def _write_caduceus_config(model: Caduceus, cfg: dict) -> dict:
     cmap = model.complement_map
     fields["complement_map"] = None if cmap is None else {str(k): v for k, v in cmap.items()}
     fields.update(conditioning_fields(cfg))
+    if cfg.get("time_conditioning"):  # genodiff's own field, only when set (upstream has none)
+        fields["time_conditioning"] = True
     return {"model_type": "caduceus", "architectures": ["CaduceusForMaskedLM"], **fields}
 
 
@@ -339,7 +361,7 @@ Caduceus.checkpoint_layouts = (
     CheckpointLayout(
         name="caduceus",
         matches=lambda c: c.get("model_type") == "caduceus",
-        read_config=lambda c: pick(c, CADUCEUS_FIELDS + CONDITIONING_FIELDS),
+        read_config=lambda c: pick(c, CADUCEUS_FIELDS + CONDITIONING_FIELDS + TIME_FIELDS),
         write_config=_write_caduceus_config,
         to_genodiff=lambda name: name.removeprefix("caduceus."),
         to_reference=_caduceus_reference_name,

@@ -426,14 +426,15 @@ def _alias_groups(state: Mapping[str, torch.Tensor]) -> list[list[str]]:
 
 
 def as_trained(model_config: dict[str, Any], run_config: Mapping[str, Any]) -> dict[str, Any]:
-    """``model_config`` with what the run did: a backbone that takes ``time_conditioning``
-    (the text plugin's DiT, whose constructor default is true) trained by an objective
-    without time conditioning only ever read sigma = 0, so it is exported as
-    ``time_conditioning: false``, not as its constructor default."""
+    """``model_config`` with what the run did: a backbone whose ``time_conditioning``
+    defaults to true (the text plugin's DiT) trained by an objective without time
+    conditioning only ever read sigma = 0, so it is exported as ``time_conditioning: false``,
+    not as its constructor default. A backbone whose default is false (Caduceus) keeps what
+    its config says: its time embedding exists only when asked for, and the weights must fit."""
     cls = registry.get("backbone", model_config["name"])
-    takes_it = "time_conditioning" in constructor_defaults(cls.__init__)
+    defaults_on = constructor_defaults(cls.__init__).get("time_conditioning") is True
     conditioned = bool((run_config.get("objective") or {}).get("time_conditioning", False))
-    if takes_it and not conditioned:
+    if defaults_on and not conditioned:
         return {**model_config, "time_conditioning": False}
     return model_config
 

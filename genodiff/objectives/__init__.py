@@ -6,5 +6,6 @@ from genodiff.objectives.d3pm import D3PM
 from genodiff.objectives.mdlm import MDLM
 from genodiff.objectives.plaid import Plaid
 from genodiff.objectives.sedd import SEDD
+from genodiff.objectives.udlm import UDLM
 
-__all__ = ["AR", "D3PM", "MDLM", "Objective", "Plaid", "SEDD"]
+__all__ = ["AR", "D3PM", "MDLM", "Objective", "Plaid", "SEDD", "UDLM"]

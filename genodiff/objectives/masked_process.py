@@ -33,6 +33,7 @@ from torch import Tensor
 from genodiff.batch_shard import BatchShard, shard_rows
 from genodiff.errors import InputValueError
 from genodiff.objectives.schedules import NoiseSchedule
+from genodiff.objectives.time_draws import sample_times
 
 # Time conditioning sees sigma(t) capped here (sigma(1) is infinite when alpha(1) = 0).
 MAX_CONDITIONING_SIGMA = 20.0
@@ -73,20 +74,11 @@ class MaskedForwardProcess:
     def sample_t(
         self, n: int, device: torch.device, generator: torch.Generator | None = None
     ) -> Tensor:
-        """(n,) times. Low-discrepancy: u_i = (U + i / n) mod 1 (one U per batch), else iid.
-
-        Continuous time: t = (1 - sampling_eps) u + sampling_eps in [sampling_eps, 1].
-        Discrete time: t = (floor(u T) + 1) / T on {1/T, ..., 1}.
-        """
-        if self.low_discrepancy:
-            u0 = torch.rand(1, device=device, generator=generator)
-            u = (u0 + torch.arange(n, device=device) / n) % 1.0  # (n,)
-        else:
-            u = torch.rand(n, device=device, generator=generator)
-        if self.num_steps:
-            steps = torch.floor(u * self.num_steps).clamp_max(self.num_steps - 1)
-            return (steps + 1) / self.num_steps
-        return (1 - self.sampling_eps) * u + self.sampling_eps
+        """(n,) times (``time_draws.sample_times``): continuous in [sampling_eps, 1], or on
+        {1/T, ..., 1} with ``num_steps`` T > 0."""
+        return sample_times(
+            n, device, generator, self.low_discrepancy, self.num_steps, self.sampling_eps
+        )
 
     def draw_noise(
         self,

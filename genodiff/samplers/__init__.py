@@ -4,6 +4,7 @@ float64 categorical draws). An objective lists its samplers in one table
 
 - masked diffusion (MDLM, D3PM): ``MASKED_SAMPLERS`` below (``masked``, ``first_hitting``,
   ``semi_ar``);
+- uniform-noise diffusion (UDLM): ``UNIFORM_SAMPLERS`` (``ancestral``);
 - SEDD: ``score_entropy``;  Plaid: ``gaussian``;  AR: ``autoregressive``.
 """
 
@@ -15,6 +16,7 @@ from genodiff.samplers.base import Sampler
 from genodiff.samplers.first_hitting import first_hitting
 from genodiff.samplers.masked import ancestral, cached
 from genodiff.samplers.semi_ar import semi_autoregressive
+from genodiff.samplers.uniform import ancestral as uniform_ancestral
 
 MASKED_SAMPLERS: Mapping[str, Sampler] = {
     "ancestral": Sampler(ancestral, guided=True),
@@ -24,4 +26,7 @@ MASKED_SAMPLERS: Mapping[str, Sampler] = {
     "semi-ar": Sampler(semi_autoregressive, guided=True),
 }
 
-__all__ = ["MASKED_SAMPLERS"]
+# Every position may change at every step, and the network is time-conditioned: no caching.
+UNIFORM_SAMPLERS: Mapping[str, Sampler] = {"ancestral": Sampler(uniform_ancestral)}
+
+__all__ = ["MASKED_SAMPLERS", "UNIFORM_SAMPLERS"]

@@ -1,0 +1,70 @@
+"""The UDLM sampler: ancestral steps of the exact reverse posterior of uniform-noise diffusion.
+
+From z_1 drawn uniform over the alphabet (the prior), each step t -> s of the uniform grid
+1 = t_0 > ... > t_T = 0 draws every free position from q(z_s | z_t, x_theta)
+(``UniformForwardProcess.posterior``, with the clean letter replaced by x_theta(z_t, t), the
+objective's ``x0_log_probs``: one network call per step, which a guidance layer may replace).
+Temperature and nucleus reshape x_theta (``sharpen``) before it enters the posterior. Every
+position can change at every step, so there is nothing to cache: the network, time-conditioned,
+is called on all rows at every step.
+
+The last step goes to s = 0, where alpha_0 = 1 and the posterior is that of the clean letter,
+x_theta(v) (N alpha_t [v = z_t] + 1 - alpha_t) up to normalisation: the final step **draws**
+the output from it (no argmax), so with the exact x_theta the output follows the data law.
+Positions the request gives (prefix, infill) hold their template letter at every step and in
+the output. This conditioning is approximate: the network reads a given letter as it reads any
+letter of z_t, which may be noise, so the free letters follow a law between p(x_free) and
+p(x_free | x_given), nearer the latter as t falls (tests/test_udlm_exact_laws.py measures it
+with the exact network). Draws are in float64.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+from torch import Tensor, nn
+
+from genodiff.samplers.categorical import sample_categorical, sharpen
+from genodiff.samplers.request import SampleRequest
+from genodiff.samplers.time_grid import time_grid
+
+if TYPE_CHECKING:
+    from genodiff.objectives.uniform_process import UniformForwardProcess
+
+
+class UniformDiffusion(Protocol):
+    """What a uniform-noise objective (UDLM) offers its sampler."""
+
+    process: UniformForwardProcess  # alphabet, to_alphabet, posterior
+
+    def x0_log_probs(
+        self, model: nn.Module, z_t: Tensor, t: Tensor, labels: Tensor | None = None
+    ) -> Tensor:
+        """(B, L, N) log x_theta over the letters at times t (B,)."""
+        ...
+
+
+def ancestral(
+    objective: UniformDiffusion,
+    model: nn.Module,
+    request: SampleRequest,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """``request.steps`` steps of the exact reverse posterior from t = 1 to t = 0 (the module
+    docstring); (n, L) token ids."""
+    process = objective.process
+    device = next(model.parameters()).device
+    letters = process.alphabet_ids(device)  # (N,)
+    n, length = request.num_samples, request.length
+    template, given = request.canvas(process.alphabet[0], device)  # (n, L) each
+    prior = torch.ones(n, length, process.size, dtype=torch.float64, device=device)
+    z = sample_categorical(prior, generator)  # (n, L) letter indices, uniform
+    z_ids = torch.where(given, template, letters[z])
+    for t, s in request.reporting(time_grid(1.0, 0.0, request.steps, device), request.steps):
+        z = process.to_alphabet(z_ids).clamp_min(0)  # given non-letters: overwritten below
+        log_x = objective.x0_log_probs(model, z_ids, t.expand(n))  # (n, L, N)
+        x_theta = sharpen(log_x, request.temperature, request.top_p)  # (n, L, N) float64
+        step = process.posterior(x_theta, z, t, s)  # (n, L, N)
+        z_ids = torch.where(given, template, letters[sample_categorical(step, generator)])
+    return z_ids
