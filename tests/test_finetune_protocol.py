@@ -6,12 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from genodiff import cli
 from genodiff.config_values import ConfigError
-from genodiff.finetune import protocol
+from genodiff.finetune import load_finetune_config, protocol
+from genodiff.finetune.classifier import SequenceClassifier, load_backbone
+from genodiff.finetune.config import FinetuneOptimConfig
 from genodiff.finetune.module import ClassifierModule
 from genodiff.finetune.results import markdown_table, summarize
+from genodiff.tokenizers import DNATokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeypatch, capsys):
@@ -177,3 +183,32 @@ def test_an_interrupted_fold_resumes_from_its_last_epoch_and_ends_the_same(
         assert {k: v for k, v in a.items() if k not in varying} == {
             k: v for k, v in b.items() if k not in varying
         }
+
+
+def test_balanced_class_weights_are_n_over_classes_times_count():
+    # 6 training labels: class 0 four times, class 1 once, class 2 once -> 6 / (3 * n_c)
+    weights = protocol.class_weights("balanced", torch.tensor([0, 0, 1, 0, 2, 0]), 3)
+    assert weights.tolist() == pytest.approx([6 / 12, 6 / 3, 6 / 3])
+    assert protocol.class_weights("none", torch.tensor([0, 1]), 2) is None
+
+
+def test_class_weights_weight_the_training_cross_entropy_only():
+    backbone = load_backbone(None, {"name": "caduceus", "d_model": 16, "n_layer": 1})
+    classifier = SequenceClassifier(backbone, 2)
+    weights = torch.tensor([0.25, 4.0])
+    module = ClassifierModule(classifier, 1e-3, FinetuneOptimConfig(), False, {}, weights)
+    ids = torch.tensor(
+        [DNATokenizer().encode(seq) for seq in ("ACGTAC", "GGCATT", "TTTACG", "CAGATT")]
+    )
+    labels = torch.tensor([0, 1, 1, 0])
+    log_p = classifier(ids).log_softmax(-1)  # (4, 2)
+    picked = -log_p[torch.arange(4), labels]  # (4,)
+    by_hand = (weights[labels] * picked).sum() / weights[labels].sum()
+    assert module.training_step((ids, labels), 0).item() == pytest.approx(by_hand.item(), rel=1e-5)
+
+
+def test_unknown_class_weights_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="classifier.class_weights='inverse'"):
+        load_finetune_config(
+            ROOT / "configs" / "genomic_benchmarks_demo.yaml", ["classifier.class_weights=inverse"]
+        )

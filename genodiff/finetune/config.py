@@ -30,6 +30,7 @@ from genodiff.config import (
 from genodiff.config_values import Spec, dataclass_spec
 
 POOLINGS = ("mean", "max", "first", "last")
+CLASS_WEIGHTS = ("none", "balanced")
 
 
 @dataclass
@@ -54,6 +55,9 @@ class ClassifierConfig:
     rc_aug: bool = False  # train on rc(x) instead of x with probability 1/2
     conjoin_train: bool = False  # logits = (f(x) + f(rc(x))) / 2 while training
     conjoin_eval: bool = False  # the same at validation / test time (post-hoc conjoining)
+    # none | balanced: cross-entropy weights n / (C * n_c) from the fold's training labels, so
+    # a rare class counts as much as a common one (scikit-learn's "balanced" class weights)
+    class_weights: str = "none"
 
 
 @dataclass
@@ -152,6 +156,11 @@ def check_values(cfg: DictConfig) -> None:
     if cfg.classifier.pooling not in POOLINGS:
         raise ConfigError(
             f"classifier.pooling={cfg.classifier.pooling!r}: use one of {', '.join(POOLINGS)}"
+        )
+    if cfg.classifier.class_weights not in CLASS_WEIGHTS:
+        raise ConfigError(
+            f"classifier.class_weights={cfg.classifier.class_weights!r}: use one of "
+            f"{', '.join(CLASS_WEIGHTS)}"
         )
     check_steps(cfg.trainer)  # a run that trains nothing is refused before any write
     for key in ("lr", "batch_size"):

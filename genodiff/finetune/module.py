@@ -25,6 +25,9 @@ class ClassifierModule(RandomStateInCheckpoints):
     ``test_predictions`` (N,) and ``test_labels`` (N,) for scikit-learn metrics, and the mean
     test cross-entropy in ``test_loss``.
 
+    ``class_weights`` (C,) weight each class's cross-entropy in training (None: equal weights);
+    validation and test losses are unweighted.
+
     ``record`` (``genodiff.finetune.trained.classifier_record``: class names, task, sequence
     length, backbone config, pooling) is saved in every checkpoint's hyperparameters, so a
     checkpoint can be loaded back as a classifier on its own (``load_finetuned_classifier``).
@@ -37,11 +40,13 @@ class ClassifierModule(RandomStateInCheckpoints):
         optim: FinetuneOptimConfig,
         rc_aug: bool,
         record: dict[str, Any],
+        class_weights: Tensor | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters({RECORD_KEY: record}, logger=False)
         self.classifier = classifier
         self.lr, self.optim_cfg, self.rc_aug = lr, optim, rc_aug
+        self.register_buffer("class_weights", class_weights, persistent=False)
         num_classes = classifier.score.out_features
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
@@ -56,7 +61,7 @@ class ClassifierModule(RandomStateInCheckpoints):
         if self.rc_aug:
             flip = torch.rand(ids.shape[0], device=ids.device) < 0.5  # (B,)
             ids = torch.where(flip[:, None], self.classifier.rc(ids), ids)
-        loss = F.cross_entropy(self.classifier(ids), labels)
+        loss = F.cross_entropy(self.classifier(ids), labels, weight=self.class_weights)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
         return loss
 

@@ -31,12 +31,14 @@ from typing import Any
 
 import lightning as L
 import numpy as np
+import torch
 from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from sklearn.model_selection import StratifiedKFold
-from torch import nn
+from sklearn.utils.class_weight import compute_class_weight
+from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from genodiff.atomic_files import atomic_write
@@ -123,6 +125,17 @@ def _loader(task: TaskData, split: str, index: np.ndarray | None, batch: int, se
     return DataLoader(dataset, batch_size=batch, sampler=sampler)
 
 
+def class_weights(how: str, labels: Tensor, num_classes: int) -> Tensor | None:
+    """Cross-entropy weights (C,) for ``classifier.class_weights``: None for "none"; for
+    "balanced", n / (C * n_c) over the training ``labels`` (N,) (scikit-learn's balanced
+    weights), so each class contributes equally to the loss."""
+    if how == "none":
+        return None
+    labels = np.asarray(labels)
+    weights = compute_class_weight("balanced", classes=np.arange(num_classes), y=labels)
+    return torch.tensor(weights, dtype=torch.float32)
+
+
 def run_fold(
     cfg: DictConfig,
     task: TaskData,
@@ -153,9 +166,9 @@ def run_fold(
     )
     optim = FinetuneOptimConfig(**OmegaConf.to_container(cfg.optim, resolve=True))
     record = classifier_record(classifier, task.classes, task.max_length, task.name)
-    module = ClassifierModule(classifier, run.lr, optim, c.rc_aug, record)
-
     train_idx, val_idx = split
+    weights = class_weights(c.class_weights, task.train.labels[train_idx], len(task.classes))
+    module = ClassifierModule(classifier, run.lr, optim, c.rc_aug, record, weights)
     checkpoint = LatestCheckpoint(
         folder / CHECKPOINT_FOLDER, monitor="val/acc", mode="max", filename="best-epoch{epoch}"
     )
