@@ -14,8 +14,23 @@ import pytest
 from Bio import SeqIO
 
 from genodiff import cli
+from genodiff.finetune.trained import load_finetuned_classifier
 from genodiff.metrics import REPORT_FILES
 from tests.test_cli import DEMO, TINY
+from tests.test_conditioning import ROOT, TINY_RUN
+
+TASK = ROOT / "tests" / "data" / "genomic_benchmarks" / "human_vs_phage"
+# A tiny oracle of the bundled task's classes (human, phage): the classes of conditional_demo.
+ORACLE_CONFIG = """
+name: oracle
+output_dir: {out}
+folds: 2
+keep_checkpoints: true
+model: {{name: caduceus, d_model: 16, n_layer: 1, vocab_size: 12, pad_vocab_size_multiple: 8}}
+benchmark: {{root: {root}, tasks: [human_vs_phage], download: false}}
+sweep: {{lr: [1.0e-2], batch_size: [32]}}
+trainer: {{accelerator: cpu, max_epochs: 1, enable_progress_bar: false, num_sanity_val_steps: 0}}
+"""
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "generate_dna.ipynb"
 
@@ -37,12 +52,34 @@ def checkpoint(tmp_path_factory):
     return out / "checkpoints" / "last.ckpt"
 
 
-def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, tmp_path):
+@pytest.fixture(scope="module")
+def conditional(tmp_path_factory):
+    """A tiny class-conditional run of configs/conditional_demo.yaml, a tiny oracle of its
+    classes (genodiff finetune on the bundled task) and one reference FASTA per class."""
+    out = tmp_path_factory.mktemp("conditional")
+    config = str(ROOT / "configs" / "conditional_demo.yaml")
+    run = ["train", config, *TINY_RUN, "evaluate_test=false", "samples.num_samples=0"]
+    assert cli.main([*run, f"output_dir={out / 'run'}"]) == 0
+    oracle_config = out / "oracle.yaml"
+    oracle_config.write_text(ORACLE_CONFIG.format(out=out / "oracle", root=TASK.parent))
+    assert cli.main(["finetune", str(oracle_config)]) == 0
+    (oracle,) = (out / "oracle" / "runs" / "human_vs_phage").glob("*/fold0/checkpoints/best-*.ckpt")
+    (out / "reference").mkdir()
+    for folder in sorted((TASK / "test").iterdir()):
+        records = [f">{f.stem}\n{f.read_text().strip()}\n" for f in sorted(folder.glob("*.txt"))]
+        (out / "reference" / f"{folder.name}.fa").write_text("".join(records))
+    return {"checkpoint": out / "run" / "checkpoints" / "last.ckpt", "oracle": oracle, "out": out}
+
+
+def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, conditional, tmp_path):
     # A repository-shaped folder: the notebook under notebooks/, the checkpoint under run/.
     root = tmp_path / "repo"
     (root / "notebooks").mkdir(parents=True)
     (root / "run").mkdir()
     shutil.copy(checkpoint, root / "run" / "last.ckpt")
+    shutil.copy(conditional["checkpoint"], root / "run" / "conditional.ckpt")
+    shutil.copy(conditional["oracle"], root / "run" / "oracle.ckpt")
+    shutil.copytree(conditional["out"] / "reference", root / "run" / "reference")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     (parameters,) = [
         i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", [])
@@ -56,13 +93,21 @@ def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, tmp_path):
     #     --output-dir outputs/notebook, from the root, with a relative GENODIFF_CHECKPOINT
     command = [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute"]
     command += ["notebooks/generate_dna.ipynb", "--output-dir", "outputs/notebook"]
-    env = {**os.environ, "GENODIFF_CHECKPOINT": "run/last.ckpt"}
+    env = {
+        **os.environ,
+        "GENODIFF_CHECKPOINT": "run/last.ckpt",
+        "GENODIFF_CONDITIONAL_CHECKPOINT": "run/conditional.ckpt",
+        "GENODIFF_ORACLE": "run/oracle.ckpt",
+        "GENODIFF_CLASS_REFERENCE": "run/reference",
+    }
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
 
     out = root / "outputs" / "notebook"
     assert sorted(p.name for p in out.iterdir()) == [
         "generate_dna.ipynb",
+        "guided_human.fa",
+        "guided_quality",
         "sample_quality",
         "synthetic_dna.fa",
     ]
@@ -88,3 +133,16 @@ def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, tmp_path):
     shown = [o for o in outputs if o.output_type == "display_data"]
     assert sum("image/png" in o.data for o in shown) == 2  # the two plots
     assert any("discriminator AUROC" in o.data.get("text/markdown", "") for o in shown)
+
+    # "Generate DNA of a chosen class": the first class, gamma 3, judged by the oracle
+    assert "wrote 8 sequences of class human (gamma 3) to" in text
+    guided = list(SeqIO.parse(out / "guided_human.fa", "fasta"))
+    assert len(guided) == 8 and all(len(r.seq) == 200 for r in guided)
+    assert all(set(str(r.seq)) <= set("ACGT") for r in guided)  # no mask left
+    assert "label=human guidance=3 guidance_schedule=constant" in guided[0].description
+    metrics = json.loads((out / "guided_quality" / "metrics.json").read_text())
+    oracle = load_finetuned_classifier(conditional["oracle"])  # its calls, made here
+    calls = oracle.predict([str(r.seq) for r in guided])
+    human = oracle.classes.index("human")
+    assert metrics["oracle_accuracy"] == pytest.approx(sum(c == human for c in calls) / 8)
+    assert set(metrics["kmer_js"]) == {"human"} and metrics["samples"]["sequences"] == 8
