@@ -1,0 +1,225 @@
+"""Guided generation on the three-species demo: how strongly guidance steers, and what it costs.
+
+Generators (class-conditional, trained on configs/conditional_species.yaml: human chr22, E. coli
+536, phage lambda; 256-bp windows split by position): MDLM on Caduceus-Ph and an AR Mamba of the
+same size. Guidance, gamma in {0, 1, 2, 3, 5} (0 = p(x), 1 = the conditional model):
+
+- ``MDLM D-CFG``: classifier-free guidance of the x0 prediction (cached sampler);
+- ``MDLM D-CBG``: the unconditional prediction (null label) tilted by a noisy classifier
+  (first-order form; ``genodiff classifier configs/classifier_species.yaml``);
+- ``AR CFG``: tempered next-token distributions;
+- ``AR FUDGE``: next tokens rescored by a causal classifier.
+
+Every cell draws ``--num-samples`` sequences per class and is judged by
+``genodiff evaluate-samples --oracle``: an oracle classifier (``genodiff finetune``) trained on
+the run's *test* split, which no generator or guidance classifier saw; the real sequences of
+each class for k-mer JS and the discriminator are the *validation* split (also unseen). Rows:
+oracle accuracy and macro-F1, 3-/6-mer JS and discriminator AUROC averaged over the classes,
+mean pairwise 6-mer distance (diversity) and duplicates. Writes ``guidance.md`` (the table)
+and ``guidance.png`` (oracle accuracy against 6-mer JS: the trade-off curve) to ``--workdir``.
+
+Every artefact (generators, classifiers, oracle, samples, reports) is kept in ``--workdir`` and
+reused when present, so an interrupted run resumes.
+
+    python bench/guidance.py --workdir outputs/guidance_bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = "configs/conditional_species.yaml"
+CLASSES = ("human", "e_coli", "phage_lambda")
+# slug -> (name in the table, generator, classifier kind or None, extra `genodiff sample` options)
+METHODS = {
+    "mdlm-cfg": ("MDLM D-CFG", "mdlm", None, ["--sampler", "cached"]),
+    "mdlm-cbg": ("MDLM D-CBG", "mdlm", "noisy", ["--sampler", "cached"]),
+    "ar-cfg": ("AR CFG", "ar", None, []),
+    "ar-fudge": ("AR FUDGE", "ar", "causal", []),
+}
+MAMBA = [
+    "model=mamba",
+    "model.d_model=64",
+    "model.n_layer=2",
+]  # the AR model and FUDGE's classifier
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", type=Path, default=ROOT / "outputs" / "guidance_bench")
+    parser.add_argument("--gammas", type=float, nargs="+", default=[0, 1, 2, 3, 5])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--num-samples", type=int, default=32, help="per class and cell")
+    parser.add_argument("--steps", type=int, default=64, help="MDLM sampling steps")
+    parser.add_argument("--batch-size", type=int, default=32, help="sequences per network call")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def genodiff(*args: str) -> None:
+    """Run one `genodiff` command from the repository root; stop the benchmark if it fails."""
+    command = [sys.executable, "-m", "genodiff.cli", *args]
+    print("$ genodiff " + " ".join(args), flush=True)
+    quiet = {**os.environ, "GENODIFF_PROGRESS": "0"}  # no progress display in the log
+    subprocess.run(command, cwd=ROOT, check=True, env=quiet)
+
+
+def last_checkpoint(run: Path) -> Path:
+    return run / "checkpoints" / "last.ckpt"
+
+
+# what trains each model: (run folder name, `genodiff` arguments before output_dir=)
+TRAINING = {
+    "mdlm": ("mdlm", ["train", CONFIG]),
+    "ar": ("ar", ["train", CONFIG, *MAMBA, "objective=ar", "name=conditional_species_ar"]),
+    "noisy": ("classifier_noisy", ["classifier", "configs/classifier_species.yaml"]),
+    "causal": (
+        "classifier_causal",
+        ["classifier", "configs/classifier_species.yaml", "kind=causal", *MAMBA],
+    ),
+}
+
+
+def prepare(work: Path, methods: list[str]) -> dict[str, Path]:
+    """Train (or find) the generators and guidance classifiers ``methods`` need, and the
+    oracle."""
+    needed = ["mdlm"]  # the noisy classifier draws its noise with the MDLM generator's process
+    for method in methods:
+        needed += [m for m in METHODS[method][1:3] if m is not None]
+    paths = {}
+    for model in dict.fromkeys(needed):
+        folder, command = TRAINING[model]
+        paths[model] = last_checkpoint(work / folder)
+        if not paths[model].exists():
+            extra = [f"generator={paths['mdlm']}"] if model == "noisy" else []
+            genodiff(*command, *extra, f"output_dir={work / folder}")
+    oracle_data, reference = work / "oracle_data", work / "reference"
+    if not (oracle_data / "manifest.json").exists():
+        genodiff("data", "labelled-split", CONFIG, "--split", "test", "--dest", str(oracle_data))
+    if not (reference / "manifest.json").exists():
+        genodiff("data", "labelled-split", CONFIG, "--split", "valid", "--dest", str(reference))
+    oracle = work / "oracle"
+    found = sorted(oracle.glob("runs/*/*/fold0/checkpoints/best-*.ckpt"))
+    if not found:
+        genodiff(
+            "finetune",
+            "configs/oracle_species.yaml",
+            f"benchmark.root={oracle_data}",
+            f"output_dir={oracle}",
+        )
+        found = sorted(oracle.glob("runs/*/*/fold0/checkpoints/best-*.ckpt"))
+    paths["oracle"] = found[0]
+    paths["reference"] = reference / "reference"
+    return paths
+
+
+def cell(work: Path, paths: dict[str, Path], method: str, gamma: float, args) -> dict:
+    """Samples of every class for one (method, gamma), and their oracle report."""
+    _, generator, kind, options = METHODS[method]
+    name = f"{method}_g{gamma:g}"
+    report = work / "reports" / name
+    if not (report / "metrics.json").exists():
+        files = []
+        for label in CLASSES:
+            out = work / "samples" / f"{name}_{label}.fa"
+            if not out.exists():
+                sample = ["sample", "--checkpoint", str(paths[generator]), "--label", label]
+                sample += ["--guidance", f"{gamma:g}", "--num-samples", str(args.num_samples)]
+                sample += ["--length", "256", "--steps", str(args.steps), "--seed", str(args.seed)]
+                sample += ["--batch-size", str(args.batch_size)]
+                if kind is not None:
+                    sample += ["--classifier", str(paths[kind])]
+                genodiff(*sample, *options, "--out", str(out))
+            files.append(out)
+        merged = work / "samples" / f"{name}.fa"
+        merged.write_text("".join(f.read_text() for f in files))
+        references = [f"--reference={c}={paths['reference'] / (c + '.fa')}" for c in CLASSES]
+        genodiff(
+            "evaluate-samples", str(merged), *references, "--oracle", str(paths["oracle"]),
+            "--out", str(report),
+        )  # fmt: skip
+    return json.loads((report / "metrics.json").read_text())
+
+
+def summary(metrics: dict) -> dict[str, float]:
+    """The row of one cell: oracle scores, class-averaged JS / AUROC, diversity."""
+    per_class = metrics["kmer_js"]
+    auroc = metrics["discriminator_auroc"]
+    mean = lambda values: sum(values) / len(values)  # noqa: E731
+    return {
+        "oracle_accuracy": metrics["oracle_accuracy"],
+        "oracle_macro_f1": metrics["oracle_macro_f1"],
+        "by_class": [metrics["samples"]["per_class"][c]["oracle_accuracy"] for c in CLASSES],
+        "js3": mean([per_class[c]["3"] for c in CLASSES]),
+        "js6": mean([per_class[c]["6"] for c in CLASSES]),
+        "auroc": mean([auroc[c] for c in CLASSES]),
+        "distance": mean([metrics["pairwise_kmer_distance"][c]["samples"] for c in CLASSES]),
+        "duplicates": mean([metrics["duplicate_rate"][c]["samples"] for c in CLASSES]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = args.workdir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    paths = prepare(work, args.methods)
+    rows = []
+    for method in args.methods:
+        for gamma in args.gammas:
+            metrics = cell(work, paths, method, gamma, args)
+            rows.append((METHODS[method][0], gamma, summary(metrics)))
+    lines = [
+        "| method | gamma | oracle acc | oracle macro-F1 | acc human / e_coli / lambda "
+        "| 3-mer JS | 6-mer JS | AUROC | pairwise 6-mer distance | duplicates |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for method, gamma, r in rows:
+        lines.append(
+            f"| {method} | {gamma:g} | {r['oracle_accuracy']:.3f} | {r['oracle_macro_f1']:.3f} "
+            f"| {' / '.join(f'{a:.2f}' for a in r['by_class'])} "
+            f"| {r['js3']:.4f} | {r['js6']:.4f} | {r['auroc']:.3f} | {r['distance']:.3f} "
+            f"| {r['duplicates']:.3f} |"
+        )
+    table = "\n".join(lines)
+    (work / "guidance.md").write_text(table + "\n")
+    (work / "guidance.json").write_text(json.dumps([[m, g, r] for m, g, r in rows], indent=1))
+    plot(rows, work / "guidance.png")
+    print(table)
+    print(f"total {time.perf_counter() - started:.0f} s; wrote {work / 'guidance.md'}")
+    return 0
+
+
+def plot(rows, path: Path) -> None:
+    """Oracle accuracy (x) against class-averaged 6-mer JS (y), one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for method in dict.fromkeys(m for m, _, _ in rows):
+        points = [(g, r) for m, g, r in rows if m == method]
+        x = [r["oracle_accuracy"] for _, r in points]
+        y = [r["js6"] for _, r in points]
+        axes.plot(x, y, marker="o", label=method)
+        for (g, _), xi, yi in zip(points, x, y, strict=True):
+            axes.annotate(f"{g:g}", (xi, yi), textcoords="offset points", xytext=(3, 3))
+    axes.set_xlabel("oracle accuracy on the samples")
+    axes.set_ylabel("6-mer JS to real sequences of the class (bits)")
+    axes.set_title("Guidance trade-off (labels: gamma)")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
