@@ -79,7 +79,7 @@ class ExactDenoiser(torch.nn.Module):
         per_position = torch.where(is_letter, kernel(z, x, alpha), (z == x).double())  # (B,K,L)
         logits = torch.full((*z_ids.shape, VOCAB), -1e6, dtype=torch.float64)
         for position in range(z_ids.shape[1]):
-            keep = position + (1 if self.own_letter else 0)  # drop z^l's own kernel or not
+            keep = position + (0 if self.own_letter else 1)  # keep z^l's own kernel or drop it
             others = torch.cat([per_position[..., :position], per_position[..., keep:]], -1)
             joint = self.law[None, :] * others.prod(-1)  # (B, K)
             post = joint / joint.sum(-1, keepdim=True)  # (B, K): p(x | z^{-l})
