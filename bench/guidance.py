@@ -98,7 +98,10 @@ def prepare(work: Path, methods: list[str]) -> dict[str, Path]:
         folder, command = TRAINING[model]
         paths[model] = last_checkpoint(work / folder)
         if not paths[model].exists():
-            extra = [f"generator={paths['mdlm']}"] if model == "noisy" else []
+            # noisy: the generator whose forward process draws the noise; causal: the AR model
+            # FUDGE guides (its tokenizer and classes are checked)
+            generator = {"noisy": "mdlm", "causal": "ar"}.get(model)
+            extra = [f"generator={paths[generator]}"] if generator else []
             genodiff(*command, *extra, f"output_dir={work / folder}")
     oracle_data, reference = work / "oracle_data", work / "reference"
     if not (oracle_data / "manifest.json").exists():
