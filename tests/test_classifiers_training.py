@@ -146,6 +146,13 @@ def test_a_classifier_checkpoint_holds_its_classes_tokenizer_kind_and_generator(
     assert guide.tilt(x, 1, where, exact=True)[..., c].gt(0).all()
 
 
+def test_info_says_a_classifier_checkpoint_is_a_guidance_classifier(noisy_run, capsys):
+    out, _ = noisy_run
+    assert cli.main(["info", str(out / "checkpoints" / "last.ckpt")]) == 0
+    holds = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("holds"))
+    assert "noisy guidance classifier of poly_a, poly_c (genodiff classifier)" in holds
+
+
 def test_a_causal_classifier_trains_on_prefixes_without_a_generator(toy, tmp_path):
     config, _ = toy
     out = tmp_path / "causal"

@@ -24,7 +24,7 @@ from genodiff.checkpoints.folders import (
     read_json_object,
     read_run_record,
 )
-from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
+from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, RUN_STATE_KEY, read_checkpoint
 from genodiff.checkpoints.load import RUN_FILES, checkpoint_file
 from genodiff.conditioning import class_names
 from genodiff.config import completed_model_config
@@ -104,10 +104,17 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
     config = checkpoint["hyper_parameters"]["config"]
     model_config = dict(config["model"])
     tokenizer = tokenizer_from_checkpoint(checkpoint)
+    classifier = checkpoint.get(CLASSIFIER_RECORD_KEY)
+    holds = (
+        f"{classifier['kind']} guidance classifier of {', '.join(classifier['class_names'])} "
+        "(genodiff classifier)"
+        if isinstance(classifier, dict)
+        else "training checkpoint (genodiff train)"
+    )
     return CheckpointInfo(
         source=source,
         path=str(path),
-        holds="training checkpoint (genodiff train)",
+        holds=holds,
         backbone=_describe_backbone(model_config.pop("name"), model_config),
         parameters=_parameters(build(**completed_model_config(config["model"], tokenizer))),
         tokenizer=_describe_tokenizer(tokenizer),
