@@ -1,12 +1,16 @@
 """Guided generation on the three-species demo: how strongly guidance steers, and what it costs.
 
 Generators (class-conditional, trained on configs/conditional_species.yaml: human chr22, E. coli
-536, phage lambda; 256-bp windows split by position): MDLM on Caduceus-Ph and an AR Mamba of the
-same size. Guidance, gamma in {0, 1, 2, 3, 5} (0 = p(x), 1 = the conditional model):
+536, S. aureus N315; 256-bp windows split by position): MDLM and UDLM on Caduceus-Ph (UDLM's
+time-conditioned) and an AR Mamba of the same size. Guidance, gamma in {0, 1, 2, 3, 5} (0 =
+p(x), 1 = the conditional model):
 
 - ``MDLM D-CFG``: classifier-free guidance of the x0 prediction (cached sampler);
 - ``MDLM D-CBG``: the unconditional prediction (null label) tilted by a noisy classifier
   (first-order form; ``genodiff classifier configs/classifier_species.yaml``);
+- ``UDLM D-CFG``: classifier-free guidance of the reverse transitions (ancestral sampler);
+- ``UDLM D-CBG``: the unconditional transitions tilted by a noisy classifier trained on the
+  UDLM generator's uniform noise (first-order form);
 - ``AR CFG``: tempered next-token distributions;
 - ``AR FUDGE``: next tokens rescored by a causal classifier.
 
@@ -36,11 +40,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/conditional_species.yaml"
-CLASSES = ("human", "e_coli", "phage_lambda")
-# slug -> (name in the table, generator, classifier kind or None, extra `genodiff sample` options)
+CLASSES = ("human", "e_coli", "s_aureus")
+# slug -> (name in the table, generator, guidance classifier or None, extra `genodiff sample`
+# options)
 METHODS = {
     "mdlm-cfg": ("MDLM D-CFG", "mdlm", None, ["--sampler", "cached"]),
     "mdlm-cbg": ("MDLM D-CBG", "mdlm", "noisy", ["--sampler", "cached"]),
+    "udlm-cfg": ("UDLM D-CFG", "udlm", None, []),
+    "udlm-cbg": ("UDLM D-CBG", "udlm", "noisy_udlm", []),
     "ar-cfg": ("AR CFG", "ar", None, []),
     "ar-fudge": ("AR FUDGE", "ar", "causal", []),
 }
@@ -79,7 +86,18 @@ def last_checkpoint(run: Path) -> Path:
 TRAINING = {
     "mdlm": ("mdlm", ["train", CONFIG]),
     "ar": ("ar", ["train", CONFIG, *MAMBA, "objective=ar", "name=conditional_species_ar"]),
+    "udlm": (
+        "udlm",
+        [
+            "train",
+            CONFIG,
+            "objective=udlm",
+            "model.time_conditioning=true",
+            "name=conditional_species_udlm",
+        ],
+    ),
     "noisy": ("classifier_noisy", ["classifier", "configs/classifier_species.yaml"]),
+    "noisy_udlm": ("classifier_noisy_udlm", ["classifier", "configs/classifier_species.yaml"]),
     "causal": (
         "classifier_causal",
         ["classifier", "configs/classifier_species.yaml", "kind=causal", *MAMBA],
@@ -87,20 +105,24 @@ TRAINING = {
 }
 
 
+# classifier -> the generator it is trained for: a noisy classifier learns from that generator's
+# forward process (masked or uniform noise); a causal one from the AR model FUDGE guides (its
+# tokenizer and classes are checked)
+CLASSIFIER_GENERATOR = {"noisy": "mdlm", "noisy_udlm": "udlm", "causal": "ar"}
+
+
 def prepare(work: Path, methods: list[str]) -> dict[str, Path]:
     """Train (or find) the generators and guidance classifiers ``methods`` need, and the
     oracle."""
-    needed = ["mdlm"]  # the noisy classifier draws its noise with the MDLM generator's process
+    needed = []
     for method in methods:
         needed += [m for m in METHODS[method][1:3] if m is not None]
     paths = {}
-    for model in dict.fromkeys(needed):
+    for model in dict.fromkeys(needed):  # each generator before its classifiers
         folder, command = TRAINING[model]
         paths[model] = last_checkpoint(work / folder)
         if not paths[model].exists():
-            # noisy: the generator whose forward process draws the noise; causal: the AR model
-            # FUDGE guides (its tokenizer and classes are checked)
-            generator = {"noisy": "mdlm", "causal": "ar"}.get(model)
+            generator = CLASSIFIER_GENERATOR.get(model)
             extra = [f"generator={paths[generator]}"] if generator else []
             genodiff(*command, *extra, f"output_dir={work / folder}")
     oracle_data, reference = work / "oracle_data", work / "reference"
@@ -180,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             metrics = cell(work, paths, method, gamma, args)
             rows.append((METHODS[method][0], gamma, summary(metrics)))
     lines = [
-        "| method | gamma | oracle acc | oracle macro-F1 | acc human / e_coli / lambda "
+        f"| method | gamma | oracle acc | oracle macro-F1 | acc {' / '.join(CLASSES)} "
         "| 3-mer JS | 6-mer JS | AUROC | pairwise 6-mer distance | duplicates |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]

@@ -1,18 +1,19 @@
 """Build the bundled three-species demo of class-conditional training (data/species/).
 
-    apt-get download bowtie2-examples bowtie-examples
-    dpkg -x bowtie2-examples_*_all.deb bowtie2 && dpkg -x bowtie-examples_*_all.deb bowtie
+    apt-get download bowtie-examples ragout-examples
+    dpkg -x bowtie-examples_*_all.deb bowtie && dpkg -x ragout-examples_*_all.deb ragout
     python bench/make_species_demo.py \
-        --phage bowtie2/usr/share/doc/bowtie2/examples/reference/lambda_virus.fa.gz \
         --ecoli bowtie/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz \
-        [--out data/species] [--ecoli-bases 300000]
+        --saureus ragout/usr/share/doc/ragout/examples/S.Aureus/references/N315.fasta.gz \
+        [--out data/species] [--ecoli-bases 300000] [--saureus-bases 120000]
 
 Writes, as BGZF (random access without decompressing, as the ``fasta`` data module reads):
 
-- ``phage_lambda.fa.gz``: the whole Enterobacteria phage lambda genome (NC_001416.1, 48,502
-  bp), the bowtie2 example reference;
 - ``e_coli_536.fa.gz``: the first ``--ecoli-bases`` bases of Escherichia coli 536
-  (NC_008253.1, 4,938,920 bp), the bowtie example genome.
+  (NC_008253.1, 4,938,920 bp), the bowtie example genome;
+- ``s_aureus_n315.fa.gz``: the first ``--saureus-bases`` bases of Staphylococcus aureus N315
+  (NC_002745.2, 2,814,816 bp), a ragout example reference. Fewer bases than E. coli on
+  purpose: it is the demo's rare class.
 
 The third class, human, is the demo genome already bundled (``data/chr22_20-21Mb.fa.gz``).
 Provenance (package versions, paths, SHA-256) is in data/README.md. The output is the same
@@ -53,20 +54,23 @@ def write_bgzf_fasta(path: Path, header: str, sequence: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--phage", required=True, help="lambda_virus.fa.gz (bowtie2-examples)")
     parser.add_argument("--ecoli", required=True, help="NC_008253.fna.gz (bowtie-examples)")
+    parser.add_argument("--saureus", required=True, help="N315.fasta.gz (ragout-examples)")
     parser.add_argument("--out", default="data/species")
     parser.add_argument("--ecoli-bases", type=int, default=300_000)
+    parser.add_argument("--saureus-bases", type=int, default=120_000)
     args = parser.parse_args()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    header, phage = read_single_record(Path(args.phage))
-    write_bgzf_fasta(out / "phage_lambda.fa.gz", f"phage_lambda {header}", phage)
-    header, ecoli = read_single_record(Path(args.ecoli))
-    cut = ecoli[: args.ecoli_bases]
-    write_bgzf_fasta(out / "e_coli_536.fa.gz", f"e_coli_536 {header} bases 1-{len(cut)}", cut)
-    print(f"wrote {out}/phage_lambda.fa.gz ({len(phage):,} bp), e_coli_536.fa.gz ({len(cut):,} bp)")
+    for name, source, bases in (
+        ("e_coli_536", args.ecoli, args.ecoli_bases),
+        ("s_aureus_n315", args.saureus, args.saureus_bases),
+    ):
+        header, sequence = read_single_record(Path(source))
+        cut = sequence[:bases]
+        write_bgzf_fasta(out / f"{name}.fa.gz", f"{name} {header} bases 1-{len(cut)}", cut)
+        print(f"wrote {out}/{name}.fa.gz ({len(cut):,} bp)")
 
 
 if __name__ == "__main__":

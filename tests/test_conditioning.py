@@ -348,7 +348,7 @@ def test_the_species_bundle_is_what_data_readme_records():
     import hashlib
 
     readme = (ROOT / "data" / "README.md").read_text()
-    for name in ("e_coli_536.fa.gz", "phage_lambda.fa.gz"):
+    for name in ("e_coli_536.fa.gz", "s_aureus_n315.fa.gz"):
         path = ROOT / "data" / "species" / name
         assert hashlib.sha256(path.read_bytes()).hexdigest() in readme
         with gzip.open(path, "rt") as stream:
