@@ -210,7 +210,8 @@ def _sample(args: argparse.Namespace) -> None:
     if args.classifier is not None:
         from genodiff.classifiers import load_classifier
 
-        classifier = load_classifier(args.classifier, device)
+        objective = model.config["objective"]["name"]
+        classifier = load_classifier(args.classifier, device, generator_objective=objective)
         check_classifier(classifier, args.classifier, classes, tokenizer.name)
         classes = classes or list(classifier.class_names)
     label = None if args.label is None else label_id(args.label, classes, args.checkpoint)
@@ -637,7 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--classifier",
         default=None,
         help="classifier-guided sampling with this noisy classifier checkpoint (genodiff "
-        "classifier): D-CBG for MDLM/D3PM, FUDGE for AR; needs --label (default: none, "
+        "classifier): D-CBG for MDLM/D3PM/UDLM, FUDGE for AR; needs --label (default: none, "
         "classifier-free guidance by the model's own null label)",
     )
     sample.add_argument(
