@@ -254,11 +254,38 @@ def test_given_positions_hold_under_guidance():
     assert not where[:, 0].any() and where[:, 1].all()  # given positions are not tilted
 
 
-def test_top_p_with_cfg_never_draws_what_a_part_excludes():
-    """At s = 0 a letter outside a part's nucleus has posterior 0; gamma > 1 must not revive
-    it through the negative weight of the other part (and nothing turns NaN)."""
-    samples = run(ConditionalDenoiser(), 4, 400, label=0, guidance=3.0, top_p=0.5)
+def nucleus(x: torch.Tensor, top_p: float) -> torch.Tensor:
+    """(N,) bool: the smallest set of most likely letters of x (N,) whose mass reaches top_p."""
+    keep, mass = torch.zeros(N, dtype=torch.bool), 0.0
+    for v in x.argsort(descending=True).tolist():
+        if mass >= top_p:
+            break
+        keep[v], mass = True, mass + float(x[v])
+    return keep
+
+
+def test_top_p_with_cfg_is_the_limit_of_the_tempered_law(recorded_steps):
+    """At s = 0 a letter outside a part's nucleus has posterior 0. With gamma = 3 the tempered
+    law q_c^3 q_null^-2 never draws a letter the conditional part excludes, and puts all its
+    mass on the letters only the null part excludes when there are any; nothing turns NaN."""
+    model, steps = ConditionalDenoiser(), 4
+    samples = run(model, steps, 200, label=0, guidance=3.0, top_p=0.5)
     assert torch.isin(samples, torch.tensor(LETTERS)).all()
+    probs = recorded_steps[-1][0]  # (n, L, N): the last step, into s = 0
+    ids = torch.tensor(LETTERS)[recorded_steps[-2][1]]  # z_t of that step
+    t = 1 / steps
+    cond, null = x_theta(model, ids, t, label=0), x_theta(model, ids, t)
+    assert probs.isfinite().all()
+    seen = set()
+    for row in range(len(ids)):
+        for position in range(LENGTH):
+            in_cond, in_null = nucleus(cond[row, position], 0.5), nucleus(null[row, position], 0.5)
+            favoured = in_cond & ~in_null
+            support = favoured if favoured.any() else in_cond
+            got = probs[row, position] / probs[row, position].sum()
+            assert got[~support].max() < 1e-12 and got[support].min() > 0
+            seen.add((bool(favoured.any()), bool((~in_cond).any())))
+    assert seen == {(True, True), (False, True)}  # both cases met, and cond exclusions
 
 
 # ------------------------------------------------------------------ refusals

@@ -37,9 +37,9 @@ class ClassifierRunConfig:
     ``kind``: noisy (D-CBG: bidirectional backbone, inputs z_t from ``generator``'s forward
     process, masked or uniform) or causal (FUDGE: causal backbone, clean prefixes, the label
     at every position). ``generator``: the diffusion checkpoint (MDLM, SEDD, D3PM: masked
-    states; UDLM: uniform) a noisy classifier is trained for (required for noisy); its tokenizer and class names must match
-    the data's. ``val_times``: the noise levels t at which validation accuracy is reported
-    (besides clean inputs, t = 0)."""
+    states; UDLM: uniform) a noisy classifier is trained for (required for noisy); its
+    tokenizer and class names must match the data's. ``val_times``: the noise levels t at
+    which validation accuracy is reported (besides clean inputs, t = 0)."""
 
     config_ranges: ClassVar[dict[str, str]] = {
         "seed": "[0, 4294967295]",

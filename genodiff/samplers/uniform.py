@@ -91,9 +91,10 @@ def log_transitions(
     """log q(z_s | z_t, x_theta) (n, L, K, N) in float64 for the K network parts log x_theta
     ``log_x`` (n, L, K, N) at the letters ``z`` (n, L) of z_t, each x_theta reshaped by the
     request's temperature and top-p first. A letter that a part gives probability 0 (top-p
-    removed it from x_theta, at s = 0) gets NEG_INF in every part: it is never drawn, and a
-    weighting with a negative weight (gamma > 1) cannot revive it through another part."""
+    removed it from x_theta; only at s = 0) gets the finite log NEG_INF, so a weighting never
+    meets inf - inf and is the limit of the tempered law: a letter the conditional part (or
+    the unguided one) excludes is never drawn, and one that only the null part excludes is,
+    under gamma > 1, preferred to every other (gamma log q_c + (1 - gamma) log 0)."""
     x_theta = sharpen(log_x, request.temperature, request.top_p)  # (n, L, K, N)
     step = process.posterior(x_theta, z[..., None].expand(log_x.shape[:-1]), t, s)
-    excluded = (step == 0).any(dim=-2, keepdim=True)  # (n, L, 1, N)
-    return torch.where(excluded, NEG_INF, step.log())
+    return step.log().clamp_min(NEG_INF)
