@@ -617,7 +617,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--label",
         default=None,
         help="draw sequences of this class (a class name of the checkpoint's labelled data, "
-        "or of --classifier's for an unconditional model) (default: none, p(x))",
+        "or of --classifier's for an unconditional model). Guidance per objective: MDLM and "
+        "D3PM (every sampler), UDLM (ancestral, at the transition level): classifier-free "
+        "(--guidance) and classifier (--classifier); SEDD: classifier-free only; AR: "
+        "classifier-free and FUDGE (--classifier); Plaid: none (default: none, p(x))",
     )
     sample.add_argument(
         "--guidance",
@@ -630,9 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--guidance-schedule",
         default="constant",
-        help="gamma over sampling: constant, or ramp (rising from 0 to gamma as tokens are "
-        "revealed: weak guidance on mostly masked input, full at the end) (default: "
-        "%(default)s)",
+        help="gamma over sampling: constant, or ramp (rising from 0 to gamma as sampling "
+        "proceeds, gamma (1 - t) for diffusion: weak guidance on mostly noise, full at the "
+        "end) (default: %(default)s)",
     )
     sample.add_argument(
         "--classifier",
