@@ -92,9 +92,9 @@ def log_transitions(
     ``log_x`` (n, L, K, N) at the letters ``z`` (n, L) of z_t, each x_theta reshaped by the
     request's temperature and top-p first. A letter that a part gives probability 0 (top-p
     removed it from x_theta; only at s = 0) gets the finite log NEG_INF, so a weighting never
-    meets inf - inf and is the limit of the tempered law: a letter the conditional part (or
-    the unguided one) excludes is never drawn, and one that only the null part excludes is,
-    under gamma > 1, preferred to every other (gamma log q_c + (1 - gamma) log 0)."""
+    meets inf - inf and is the limit of the tempered law: a letter that a part of positive
+    weight excludes is never drawn, and one that only a part of negative weight excludes (the
+    null label's, gamma > 1) is preferred to every other (gamma log q_c + (1 - gamma) log 0)."""
     x_theta = sharpen(log_x, request.temperature, request.top_p)  # (n, L, K, N)
     step = process.posterior(x_theta, z[..., None].expand(log_x.shape[:-1]), t, s)
     return step.log().clamp_min(NEG_INF)
