@@ -22,6 +22,7 @@ from genodiff.classifiers import load_classifier
 from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.classifiers.noise import inputs_at_time
 from genodiff.errors import InputValueError
+from genodiff.objectives.uniform_process import UniformForwardProcess
 from genodiff.samplers import uniform
 from genodiff.samplers.request import SampleRequest
 from tests.test_bad_input_cli import one_line_error
@@ -322,10 +323,24 @@ def train(config, generator, out) -> str:
 
 @pytest.fixture(scope="module")
 def classifiers(toy, generators, tmp_path_factory):  # noqa: F811
-    """Noisy classifiers trained for the UDLM and for the MDLM generator."""
+    """Noisy classifiers trained for the UDLM and for the MDLM generator, and the states the
+    uniform process drew while they trained: [(clean, noisy)]."""
     config, _ = toy
     folder = tmp_path_factory.mktemp("noisy")
-    return tuple(train(config, g, folder / name) for g, name in zip(generators, "um", strict=True))
+    drawn = []
+    real = UniformForwardProcess.draw_states
+
+    def draw_states(process, input_ids, generator=None, shard=None):
+        t, noisy = real(process, input_ids, generator, shard)
+        drawn.append((input_ids.clone(), noisy.clone()))
+        return t, noisy
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(UniformForwardProcess, "draw_states", draw_states)
+        paths = tuple(
+            train(config, g, folder / name) for g, name in zip(generators, "um", strict=True)
+        )
+    return (*paths, drawn)
 
 
 def test_uniform_states_for_a_udlm_generator():
@@ -342,9 +357,16 @@ def test_a_noisy_classifier_trains_on_a_udlm_generator_and_guides_it(
     generators, classifiers, tmp_path
 ):
     udlm_ckpt, _ = generators
-    udlm_classifier, _ = classifiers
+    udlm_classifier, _, drawn = classifiers
     guide = load_classifier(udlm_classifier, generator_objective="udlm")
     assert guide.generator_objective["name"] == "udlm" and guide.kind == "noisy"
+    # its training read the UDLM generator's uniform states: letters, some replaced
+    assert len(drawn) == 4  # one draw per training step, none for the MDLM generator's
+    clean, noisy = map(torch.cat, zip(*drawn, strict=True))
+    assert torch.isin(noisy, torch.tensor(LETTERS)).all()
+    # t about uniform in [1e-3, 1], a letter replaced by another with (1 - alpha_t) (N - 1) / N
+    expected = 0.5 * (1 - 1e-3) * (N - 1) / N
+    assert abs(float((noisy != clean).double().mean()) - expected) < 0.08
     options = ["--classifier", udlm_classifier, "--label", "poly_c", "--guidance", "2"]
     assert sample(str(udlm_ckpt), tmp_path / "c.fa", *options) == 0
     text = (tmp_path / "c.fa").read_text()
