@@ -28,6 +28,7 @@ from genodiff.samplers.request import SampleRequest
 from tests.test_bad_input_cli import one_line_error
 from tests.test_classifiers import LinearInOneHot
 from tests.test_classifiers_training import toy, write_generator  # noqa: F401 (a fixture)
+from tests.test_conditioning import ROOT, TINY_RUN
 from tests.test_guidance import P_Y
 from tests.test_guidance_cli import sample
 from tests.test_udlm_exact_laws import (
@@ -374,16 +375,31 @@ def test_a_noisy_classifier_trains_on_a_udlm_generator_and_guides_it(
     assert f"classifier={udlm_classifier} classifier_form=first-order" in text
 
 
-def test_cfg_on_a_udlm_checkpoint(generators, tmp_path):
-    udlm_ckpt, _ = generators
-    options = ["--label", "poly_a", "--guidance", "2", "--guidance-schedule", "ramp"]
-    assert sample(str(udlm_ckpt), tmp_path / "g.fa", *options) == 0
+@pytest.fixture(scope="module")
+def conditional_udlm_run(tmp_path_factory):
+    """A tiny class-conditional UDLM run on the bundled human_vs_phage task (a few steps of a
+    time-conditioned Caduceus)."""
+    out = tmp_path_factory.mktemp("conditional_udlm")
+    config = str(ROOT / "configs" / "conditional_demo.yaml")
+    options = ["objective=udlm", "model.time_conditioning=true", "evaluate_test=false"]
+    assert cli.main(["train", config, *TINY_RUN, *options, f"output_dir={out}"]) == 0
+    return out
+
+
+def test_cfg_on_a_trained_conditional_udlm_checkpoint(conditional_udlm_run, tmp_path):
+    for name in ("human", "phage"):  # the run ends with samples of each class
+        header = (conditional_udlm_run / f"samples_{name}.fa").read_text().splitlines()[0]
+        assert f"label={name} guidance=1 guidance_schedule=constant" in header
+    checkpoint = str(conditional_udlm_run / "checkpoints" / "last.ckpt")
+    options = ["--label", "phage", "--guidance", "2", "--guidance-schedule", "ramp"]
+    assert sample(checkpoint, tmp_path / "g.fa", *options) == 0
     records = (tmp_path / "g.fa").read_text().split(">")[1:]
     assert len(records) == 2
     for record in records:
         header, *lines = record.splitlines()
-        assert "label=poly_a guidance=2 guidance_schedule=ramp" in header
-        assert set("".join(lines)) <= set("ACGT")
+        assert "sampler=ancestral steps=4" in header
+        assert "label=phage guidance=2 guidance_schedule=ramp" in header
+        assert set("".join(lines)) <= set("ACGT") and len("".join(lines)) == 12
 
 
 def test_a_classifier_for_the_other_noise_is_refused(generators, classifiers, tmp_path, capsys):
