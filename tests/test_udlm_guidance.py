@@ -32,6 +32,7 @@ from tests.test_conditioning import ROOT, TINY_RUN
 from tests.test_guidance import P_Y
 from tests.test_guidance_cli import sample
 from tests.test_udlm_exact_laws import (
+    EPS,
     IDS,
     LENGTH,
     LETTERS,
@@ -204,7 +205,7 @@ class ExactTimeClassifier:
 
     def log_p(self, ids: torch.Tensor, t: torch.Tensor, label: int) -> torch.Tensor:
         z = torch.stack([(ids == letter).long() * v for v, letter in enumerate(LETTERS)]).sum(0)
-        alpha = (1 - (1 - 0.2) * t.double())[:, None, None]  # (n, 1, 1), noise_eps 0.2
+        alpha = (1 - (1 - EPS) * t.double())[:, None, None]  # (n, 1, 1)
         likelihood = kernel(z[:, None, :], SEQS[None], alpha).prod(-1)  # (n, K)
         joint = likelihood @ CONDITIONALS.T * P_Y  # (n, 2)
         return (joint[:, label] / joint.sum(-1)).log()
