@@ -210,7 +210,8 @@ def _sample(args: argparse.Namespace) -> None:
     if args.classifier is not None:
         from genodiff.classifiers import load_classifier
 
-        classifier = load_classifier(args.classifier, device)
+        objective = model.config["objective"]["name"]
+        classifier = load_classifier(args.classifier, device, generator_objective=objective)
         check_classifier(classifier, args.classifier, classes, tokenizer.name)
         classes = classes or list(classifier.class_names)
     label = None if args.label is None else label_id(args.label, classes, args.checkpoint)
@@ -616,7 +617,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--label",
         default=None,
         help="draw sequences of this class (a class name of the checkpoint's labelled data, "
-        "or of --classifier's for an unconditional model) (default: none, p(x))",
+        "or of --classifier's for an unconditional model). Guidance per objective: MDLM and "
+        "D3PM (every sampler), UDLM (ancestral, at the transition level): classifier-free "
+        "(--guidance) and classifier (--classifier); SEDD: classifier-free only; AR: "
+        "classifier-free and FUDGE (--classifier); Plaid: none (default: none, p(x))",
     )
     sample.add_argument(
         "--guidance",
@@ -629,15 +633,15 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--guidance-schedule",
         default="constant",
-        help="gamma over sampling: constant, or ramp (rising from 0 to gamma as tokens are "
-        "revealed: weak guidance on mostly masked input, full at the end) (default: "
-        "%(default)s)",
+        help="gamma over sampling: constant, or ramp (rising from 0 to gamma as sampling "
+        "proceeds, gamma (1 - t) for diffusion: weak guidance on mostly noise, full at the "
+        "end) (default: %(default)s)",
     )
     sample.add_argument(
         "--classifier",
         default=None,
         help="classifier-guided sampling with this noisy classifier checkpoint (genodiff "
-        "classifier): D-CBG for MDLM/D3PM, FUDGE for AR; needs --label (default: none, "
+        "classifier): D-CBG for MDLM/D3PM/UDLM, FUDGE for AR; needs --label (default: none, "
         "classifier-free guidance by the model's own null label)",
     )
     sample.add_argument(

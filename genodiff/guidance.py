@@ -18,12 +18,29 @@ which every sampler draws from in place of the network's own prediction:
   not depend on the data, so the conditional reverse process unmasks at the same rate and
   draws values from p(x0_l | z_t, y) (the paper's transition-level form differs by O(dt)).
 
+**Transition level (UDLM).** Under uniform noise every letter may change at every step, and
+the reverse step is not "draw from x0": the same combine then weighs the *transitions*
+instead. The sampler passes ``Guide.parts`` a ``transform`` that turns each network part
+log x_theta into log q(z_s | z_t, x_theta) (the exact posterior), so that D-CFG is
+log q~ = gamma log q(z_s | z_t, x_theta(y)) + (1 - gamma) log q(z_s | z_t, x_theta(null)) and
+D-CBG log q(z_s | z_t, x_theta) + gamma * tilt, each renormalised per position (the paper's
+forms). The tilt over vocabulary ids is read at the network's ``columns`` (the alphabet).
+
+**Time and the classifier.** ``tilt`` is given the time t (n,) of z_t. genodiff's noisy
+classifiers have no time input (as the reference's) and do not read it: under masking the
+exact p(y | z_t) does not depend on t (the mask says which letters are unknown, whatever the
+time), so nothing is lost, and the cached masked sampler may keep a tilt across steps. Under
+uniform noise the exact p(y | z_t, t) does depend on t (how far a letter is to be trusted);
+a time-free classifier learns its average over the training times, an approximation. A
+classifier that reads t (the tests' enumerated p(y | z_t, t)) makes D-CBG exact as dt -> 0.
+
 The split matters: ``Guide.parts`` is the network side (what a cached sampler may keep while a
 sequence is unchanged: the classifier has no time input either), ``Guide.combine`` the per-step
 side (gamma(t) changes with the time under a ramp schedule), so the cached sampler stays
 exact. Temperature and top-p then reshape the guided prediction as they reshape an unguided
-one. Autoregressive models use the same combine on next-token distributions (CFG; FUDGE with
-``NoisyClassifierGuide.next_token_scores`` as the second part).
+one (UDLM: each x_theta, before its posterior). Autoregressive models use the same combine on
+next-token distributions (CFG; FUDGE with ``NoisyClassifierGuide.next_token_scores`` as the
+second part).
 """
 
 from __future__ import annotations
@@ -62,9 +79,13 @@ class NoisyClassifierGuide(Protocol):
     class_names: list[str]
     tokenizer_name: str  # checked against the generator's tokenizer
 
-    def tilt(self, x: Tensor, label: int, where: Tensor, exact: bool) -> Tensor:
-        """x (n, L) ids (masked-diffusion state z_t, [MASK] at unrevealed positions), where
-        (n, L) bool: the positions to tilt (masked, not user-given). Returns (n, L, V) float32:
+    def tilt(
+        self, x: Tensor, label: int, where: Tensor, exact: bool, t: Tensor | None = None
+    ) -> Tensor:
+        """x (n, L) ids (the state z_t: masked diffusion, [MASK] at unrevealed positions; UDLM,
+        letters), where (n, L) bool: the positions to tilt (masked, not user-given; UDLM: every
+        free position), t (n,) the time of z_t (None: not known; module doc, "Time and the
+        classifier"). Returns (n, L, V) float32:
         log p(y=label | x with position l set to v) - log p(y=label | x) at the ``where``
         positions, 0 elsewhere. exact=True: one classifier call per (l, v) (batched);
         exact=False: the first-order form, g[l, v] - g[l, x_l], g = d log p(y|x) / d onehot(x)
@@ -137,8 +158,10 @@ class Guide:
         network: Network | None,
         sampler: str,
         allow_classifier: bool = True,
+        columns: Tensor | None = None,
     ) -> None:
         self.network = network
+        self.columns = columns
         self.label: int | None = request.label
         self.guidance = float(request.guidance)
         self.schedule: str = request.guidance_schedule
@@ -151,7 +174,7 @@ class Guide:
             if not allow_classifier:
                 raise InputValueError(
                     f"{sampler} offers classifier-free guidance only (--label with "
-                    "--guidance); classifier guidance (--classifier) is for MDLM/D3PM "
+                    "--guidance); classifier guidance (--classifier) is for MDLM/D3PM/UDLM "
                     "(D-CBG) and AR models (FUDGE)"
                 )
             self.kind = "classifier"
@@ -174,17 +197,31 @@ class Guide:
             return [labels, None] if self.kind == "free" else [labels]
         return [None]  # p(x); a classifier, if any, brings the class
 
-    def parts(self, x: Tensor, t: Tensor, where: Tensor) -> Tensor:
+    def parts(
+        self,
+        x: Tensor,
+        t: Tensor,
+        where: Tensor,
+        transform: Callable[[Tensor], Tensor] | None = None,
+    ) -> Tensor:
         """The network side of the guided prediction at ``x`` (B, L), times ``t`` (B,):
-        (B, L, K, V). ``where`` (B, L) bool: the positions a classifier tilts."""
+        (B, L, K, V). ``where`` (B, L) bool: the positions a classifier tilts. ``transform``
+        maps the network parts (B, L, K', V) before the tilt joins them (UDLM: log x_theta to
+        log q(z_s | z_t, x_theta), the module doc's transition level)."""
         outputs = [self.network(x, t, labels) for labels in self.calls(len(x), x.device)]
-        if self.classifier is not None:
-            with torch.enable_grad():  # the first-order form differentiates the classifier
-                tilt = self.classifier.tilt(x, self.label, where, self.exact)  # (B, L, V')
-            outputs.append(_widen(tilt.to(outputs[0]), outputs[0].shape[-1]))
-        if len(outputs) == 1:  # unguided or one label: a view, no copy on the hot path
-            return outputs[0].unsqueeze(-2)
-        return torch.stack(outputs, dim=-2)
+        # one part (unguided or one label): a view, no copy on the hot path
+        parts = outputs[0].unsqueeze(-2) if len(outputs) == 1 else torch.stack(outputs, dim=-2)
+        if transform is not None:
+            parts = transform(parts)
+        if self.classifier is None:
+            return parts
+        with torch.enable_grad():  # the first-order form differentiates the classifier
+            tilt = self.classifier.tilt(x, self.label, where, self.exact, t)  # (B, L, V')
+        if self.columns is not None:
+            tilt = tilt[..., self.columns.to(tilt.device)]  # (B, L, N)
+        else:
+            tilt = _widen(tilt, parts.shape[-1])
+        return torch.cat([parts, tilt.to(parts)[..., None, :]], dim=-2)
 
     def gamma(self, progress: Tensor) -> Tensor:
         """gamma(t) at ``progress`` (any shape; see ``gamma_at``)."""

@@ -12,7 +12,7 @@ from torch import nn
 from genodiff import backbones
 from genodiff.classifiers.guide import EXACT_MAX_LENGTH, ClassifierGuide
 from genodiff.classifiers.model import GuidanceClassifier
-from genodiff.classifiers.noise import inputs_at_time, noisy_inputs
+from genodiff.classifiers.noise import inputs_at_time
 from genodiff.classifiers.one_hot import embed_one_hot
 from genodiff.config import ConfigError, with_tokenizer_fields
 from genodiff.errors import InputValueError
@@ -243,7 +243,7 @@ def test_noisy_inputs_are_masked_with_the_schedules_probability_at_their_time(sc
     batch, length = 64, 3000
     ids = BASES[torch.randint(0, 4, (batch, length), generator=gen(7))]
     ids[:, :100] = TOK.pad_id  # padding: never masked
-    t, noisy = noisy_inputs(process, ids, gen(8))
+    t, noisy = process.draw_states(ids, gen(8))
     # times: low-discrepancy over the batch, in [1e-3, 1]
     spacing = torch.diff(t.sort().values)
     assert torch.allclose(spacing, torch.full_like(spacing, (1 - 1e-3) / batch), atol=1e-5)

@@ -230,7 +230,7 @@ class ExactNoisyClassifier:
         state = (digit * 5 ** torch.arange(SEQ_LEN - 1, -1, -1)).sum(-1)
         return self.log_posterior[state, label]
 
-    def tilt(self, x, label, where, exact):
+    def tilt(self, x, label, where, exact, t=None):
         self.calls += 1
         out = torch.zeros(*x.shape, 16)
         for position in range(SEQ_LEN):

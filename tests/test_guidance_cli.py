@@ -73,7 +73,7 @@ class FakeClassifier:
         self.tokenizer_name = tokenizer_name
         self.tilts = 0
 
-    def tilt(self, x, label, where, exact):
+    def tilt(self, x, label, where, exact, t=None):
         self.tilts += 1
         assert exact and not where[~(x == 3)].any()  # only masked positions are tilted
         return torch.zeros(*x.shape, 12)
@@ -88,7 +88,7 @@ def classifier_loader(monkeypatch):
 
     def install(double):
         module = types.ModuleType("genodiff.classifiers")
-        module.load_classifier = lambda path, device: double
+        module.load_classifier = lambda path, device, generator_objective: double
         monkeypatch.setitem(sys.modules, "genodiff.classifiers", module)
         return double
 

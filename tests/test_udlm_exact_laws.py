@@ -239,7 +239,7 @@ def test_corruption_marginals_are_alpha_x_plus_uniform():
     g = torch.Generator().manual_seed(0)
     x = torch.tensor([[LETTERS[0], TOK.pad_id, LETTERS[2], LETTERS[3]]]).repeat(20000, 1)
     for t in (0.25, 0.9):
-        z = process.corrupt(x, torch.full((len(x),), t), g)
+        z = process.states_at(x, torch.full((len(x),), t), g)
         assert (z[:, 1] == TOK.pad_id).all()  # [PAD] is never corrupted
         alpha = alpha_of(t)
         for position in (0, 2, 3):

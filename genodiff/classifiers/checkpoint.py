@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from genodiff import registry
 from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, read_checkpoint
 from genodiff.checkpoints.load import check_finite_weights, checkpoint_file
 from genodiff.classifiers.guide import ClassifierGuide
@@ -48,12 +49,18 @@ def classifier_record(
 
 
 def load_classifier(
-    path: str | Path, device: str | torch.device = "cpu", kind: str | None = None
+    path: str | Path,
+    device: str | torch.device = "cpu",
+    kind: str | None = None,
+    generator_objective: str | None = None,
 ) -> ClassifierGuide:
     """The guidance classifier a ``genodiff classifier`` checkpoint (a .ckpt, or a run's
     output folder / its checkpoints folder: ``last.ckpt``) holds, frozen, on ``device``.
-    ``kind`` (noisy | causal), when given, is required of it. One-line InputValueError /
-    InputFileNotFoundError for a missing, damaged or other kind of checkpoint."""
+    ``kind`` (noisy | causal), when given, is required of it. ``generator_objective``: the
+    objective name of the generator it is to guide; a noisy classifier trained on another
+    kind of noisy states (``Objective.noisy_states``: masked, uniform) is refused. One-line
+    InputValueError / InputFileNotFoundError for a missing, damaged or other kind of
+    checkpoint."""
     source = Path(path)
     if not source.exists():
         raise InputFileNotFoundError(f"classifier checkpoint not found: {source}")
@@ -73,6 +80,8 @@ def load_classifier(
             f"{source} is a {record['kind']} classifier; {wanted} is needed here (train one "
             f"with genodiff classifier CONFIG kind={kind or 'noisy'})"
         )
+    if record["kind"] == "noisy" and generator_objective is not None:
+        check_noisy_states(record["generator_objective"]["name"], generator_objective, source)
     tokenizer = tokenizer_from_checkpoint(checkpoint)
     classifier = build_classifier(
         record["model"],
@@ -100,3 +109,17 @@ def load_classifier(
         record["generator_objective"],
         source=str(source),
     )
+
+
+def check_noisy_states(trained_for: str, generator_objective: str, source: Path) -> None:
+    """InputValueError when a noisy classifier trained for a ``trained_for`` generator reads
+    other noisy states than a ``generator_objective`` generator makes (masked vs uniform). A
+    generator without noisy states (AR) is left to the guide, which names the kind it needs."""
+    trained_states = registry.get("objective", trained_for).noisy_states
+    states = registry.get("objective", generator_objective).noisy_states
+    if states is not None and states != trained_states:
+        raise InputValueError(
+            f"{source} learnt p(y | z_t) on the {trained_states} states of a {trained_for} "
+            f"generator, and this {generator_objective} generator's are {states}; train one "
+            "for it (genodiff classifier CONFIG generator=CKPT)"
+        )

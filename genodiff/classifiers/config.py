@@ -34,12 +34,12 @@ from genodiff.finetune.config import POOLINGS
 class ClassifierRunConfig:
     """Top-level keys of a classifier run.
 
-    ``kind``: noisy (D-CBG: bidirectional backbone, inputs z_t from ``generator``'s masked
-    forward process) or causal (FUDGE: causal backbone, clean prefixes, the label at every
-    position). ``generator``: the masked-diffusion checkpoint (MDLM, SEDD or D3PM) a noisy
-    classifier is trained for (required for noisy); its tokenizer and class names must match
-    the data's. ``val_times``: the noise levels t at which validation accuracy is reported
-    (besides clean inputs, t = 0)."""
+    ``kind``: noisy (D-CBG: bidirectional backbone, inputs z_t from ``generator``'s forward
+    process, masked or uniform) or causal (FUDGE: causal backbone, clean prefixes, the label
+    at every position). ``generator``: the diffusion checkpoint (MDLM, SEDD, D3PM: masked
+    states; UDLM: uniform) a noisy classifier is trained for (required for noisy); its
+    tokenizer and class names must match the data's. ``val_times``: the noise levels t at
+    which validation accuracy is reported (besides clean inputs, t = 0)."""
 
     config_ranges: ClassVar[dict[str, str]] = {
         "seed": "[0, 4294967295]",
@@ -80,8 +80,8 @@ def load_classifier_config(config: str | Path, overrides: list[str] | None = Non
         )
     if cfg.kind == "noisy" and not cfg.generator:
         raise ConfigError(
-            "kind=noisy needs generator=PATH: the masked-diffusion checkpoint (mdlm, sedd, "
-            "d3pm) whose forward process draws the noisy inputs the classifier learns from"
+            "kind=noisy needs generator=PATH: the diffusion checkpoint (mdlm, sedd, d3pm, "
+            "udlm) whose forward process draws the noisy inputs the classifier learns from"
         )
     check_steps(cfg.trainer)  # a run that would train nothing
     root = project_root(config_file)

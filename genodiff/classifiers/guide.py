@@ -6,6 +6,7 @@
   batched (short sequences only: ``EXACT_MAX_LENGTH``). First-order form (Schiff et al.): one
   forward and one backward pass on the one-hot input, g = d log p(y | z_t) / d onehot(z_t), and
   the tilt g[l, v] - g[l, z_t^l], exact for a classifier linear in the one-hot input.
+  The state z_t is the generator's: [MASK] tokens (masked diffusion) or letters (UDLM).
 - ``next_token_scores`` (FUDGE, a causal classifier): log p(y | prefix + candidate) for every
   candidate next token.
 
@@ -59,11 +60,16 @@ class ClassifierGuide:
 
     # ------------------------------------------------------------------ D-CBG
 
-    def tilt(self, x: Tensor, label: int, where: Tensor, exact: bool) -> Tensor:
+    def tilt(
+        self, x: Tensor, label: int, where: Tensor, exact: bool, t: Tensor | None = None
+    ) -> Tensor:
         """x (n, L) ids of z_t, ``where`` (n, L) bool: the positions to tilt -> (n, L, V)
         float32: log p(y=label | x with l set to v) - log p(y=label | x) at the ``where``
-        positions and drawable v, 0 elsewhere (exactly, or to first order; module doc)."""
-        self._require("noisy", "masked-diffusion sampling (D-CBG)")
+        positions and drawable v, 0 elsewhere (exactly, or to first order; module doc).
+        The time ``t`` of z_t is not read: the classifier has no time input (it learnt
+        p(y | z_t) over the training times; ``genodiff.guidance``, "Time and the
+        classifier")."""
+        self._require("noisy", "diffusion sampling (D-CBG)")
         self._check_label(label)
         if exact:
             return self._exact_tilt(x, label, where)

@@ -18,7 +18,6 @@ from genodiff.config import ConfigError, with_tokenizer_fields
 from genodiff.data.build import build_datamodule
 from genodiff.data.labelled import class_count_lines
 from genodiff.model import GenerativeModel
-from genodiff.objectives.masked_process import HoldsMaskedProcess
 from genodiff.tokenizers import Tokenizer, build_tokenizer
 from genodiff.training.trainer import build_trainer
 
@@ -70,13 +69,14 @@ def train_classifier(cfg: DictConfig, progress_bar: bool = True) -> Path:
 
 def check_generator(generator: GenerativeModel, cfg: DictConfig, classes: list[str]) -> None:
     """ConfigError when ``generator`` cannot go with this classifier: a noisy classifier
-    needs a masked-diffusion generator; a conditional generator's classes must be the data's
-    (the classifier's label ids are the generator's)."""
+    needs a generator with noisy states (masked or uniform diffusion); a conditional
+    generator's classes must be the data's (the classifier's label ids are the generator's)."""
     objective = generator.config["objective"]["name"]
-    if cfg.kind == "noisy" and not isinstance(generator.objective, HoldsMaskedProcess):
+    if cfg.kind == "noisy" and generator.objective.noisy_states is None:
         raise ConfigError(
             f"generator={cfg.generator} is a {objective} model; a noisy classifier learns from "
-            "the masked forward process of a masked-diffusion generator (mdlm, sedd, d3pm)"
+            "the noisy states of a discrete diffusion generator's forward process (masked: "
+            "mdlm, sedd, d3pm; uniform: udlm)"
         )
     if generator.class_names is not None and generator.class_names != classes:
         raise ConfigError(

@@ -1,9 +1,9 @@
 """The Lightning module that trains a guidance classifier (``genodiff classifier``).
 
-Noisy kind: cross-entropy of log p(y | z_t) on z_t drawn from the generator's forward process
-(``noise.noisy_inputs``; the training noise has a generator of its own, seeded from the run's
-seed). Causal kind: cross-entropy of log p(y | x_<=i) at every non-[PAD] position i of clean
-sequences, averaged. Validation logs accuracy:
+Noisy kind: cross-entropy of log p(y | z_t) on z_t drawn from the generator's forward process,
+masked or uniform (``genodiff.classifiers.noise``; the training noise has a generator of its
+own, seeded from the run's seed). Causal kind: cross-entropy of log p(y | x_<=i) at every
+non-[PAD] position i of clean sequences, averaged. Validation logs accuracy:
 
 - noisy: ``val/acc_clean`` (t = 0) and ``val/acc_t<t>`` at each of ``val_times`` (the same
   noise draws at every validation), and ``val/acc``, their mean (the checkpoint monitor);
@@ -22,10 +22,9 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY
 from genodiff.classifiers.model import GuidanceClassifier
-from genodiff.classifiers.noise import inputs_at_time, noisy_inputs
+from genodiff.classifiers.noise import NoisyStates, inputs_at_time
 from genodiff.config import OptimConfig
 from genodiff.data.loaders import batch_shard
-from genodiff.objectives.masked_process import MaskedForwardProcess
 from genodiff.tokenizers import CHECKPOINT_KEY, Tokenizer, tokenizer_record
 from genodiff.training.optim import adamw_with_cosine
 from genodiff.training.random_state import RandomStateInCheckpoints, seeded_generator
@@ -37,8 +36,8 @@ def time_tag(t: float) -> str:
 
 
 class ClassifierTrainingModule(RandomStateInCheckpoints):
-    """Trains ``classifier`` (see the module doc); ``process`` is the generator's masked
-    forward process (None for the causal kind). Checkpoints carry ``record``
+    """Trains ``classifier`` (see the module doc); ``process`` is the generator's forward
+    process (masked or uniform; None for the causal kind). Checkpoints carry ``record``
     (``checkpoint.classifier_record``) and the tokenizer."""
 
     def __init__(
@@ -47,7 +46,7 @@ class ClassifierTrainingModule(RandomStateInCheckpoints):
         tokenizer: Tokenizer,
         record: dict[str, Any],
         config: dict[str, Any],
-        process: MaskedForwardProcess | None,
+        process: NoisyStates | None,
     ) -> None:
         super().__init__()
         self.classifier = classifier
@@ -88,7 +87,7 @@ class ClassifierTrainingModule(RandomStateInCheckpoints):
         ids, labels = batch["input_ids"], batch["labels"]  # (B, L), (B,)
         if self.process is not None:
             shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
-            _, noisy = noisy_inputs(self.process, ids, self.training_noise, shard)
+            _, noisy = self.process.draw_states(ids, self.training_noise, shard)
             loss = F.nll_loss(self.classifier(noisy), labels)
         else:
             log_p = self.classifier(ids)  # (B, L, C)

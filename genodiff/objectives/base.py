@@ -41,6 +41,10 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
     #: True when the network is given the time (``forward(ids, sigma)``); the backbone must
     #: then declare ``capabilities.time_conditioning`` (checked before training).
     time_conditioning: bool = False
+    #: The noisy states z_t of the forward process, as a noisy guidance classifier reads them
+    #: (``genodiff.classifiers.noise``): "masked" ([MASK] tokens: MDLM, SEDD, D3PM), "uniform"
+    #: (letters replaced by random letters: UDLM), None (no such states: AR, Plaid).
+    noisy_states: ClassVar[str | None] = None
     #: Noise draws per held-out sequence when evaluating (set by configs that have it).
     eval_t_samples: int = 1
     #: What the objective needs of the backbone's ``capabilities.causal``: False for diffusion
@@ -124,7 +128,7 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         if request.label is not None and not sampler.guided:
             raise InputValueError(
                 f"{type(self).__name__}'s sampler {name!r} has no guided sampling (--label, "
-                "--guidance, --classifier); MDLM, D3PM, SEDD and AR models have"
+                "--guidance, --classifier); MDLM, D3PM, SEDD, UDLM and AR models have"
             )
         return name
 

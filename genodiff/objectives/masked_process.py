@@ -17,6 +17,8 @@ The process owns what the masked objectives share and nothing of their losses:
 - time draws (``sample_t``): low-discrepancy or iid, continuous t in [sampling_eps, 1] or,
   with ``num_steps`` T > 0, discrete t on {1/T, ..., 1};
 - noise draws for a batch (``draw_noise``), honouring a data-parallel ``BatchShard``;
+- noisy states z_t as a noisy guidance classifier reads them (``draw_states``, ``states_at``:
+  the names ``UniformForwardProcess`` offers too, ``genodiff.classifiers.noise``);
 - the ids a sampler may draw (``undrawable``: never [MASK], only ``sample_ids`` when set,
   plus [PAD] with ``mask_padding``);
 - what the network is told about t (``network_sigma``: sigma(t) capped, or None without time
@@ -109,6 +111,23 @@ class MaskedForwardProcess:
         """x_t (B, L): ``input_ids`` with the ``masked`` positions (B, L) set to [MASK]."""
         return input_ids.masked_fill(masked, self.mask_id)
 
+    def draw_states(
+        self,
+        input_ids: Tensor,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Times t (B,) and the states x_t (B, L) at them, drawn as ``draw_noise`` draws."""
+        t, masked = self.draw_noise(input_ids, generator, shard)
+        return t, self.corrupt(input_ids, masked)
+
+    def states_at(
+        self, input_ids: Tensor, t: Tensor, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """x_t (B, L) at the given times ``t`` (B,)."""
+        draw = torch.rand(input_ids.shape, device=input_ids.device, generator=generator)
+        return self.corrupt(input_ids, self.masked_by(input_ids, t, draw))
+
     def scored(self, input_ids: Tensor) -> Tensor:
         """(B, L) bool: the positions a loss scores (every one but [PAD])."""
         return input_ids != self.pad_id
@@ -158,6 +177,7 @@ class HoldsMaskedProcess:
     it rather than kept twice."""
 
     process: MaskedForwardProcess
+    noisy_states = "masked"
 
     @property
     def time_conditioning(self) -> bool:

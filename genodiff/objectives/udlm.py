@@ -44,6 +44,7 @@ class UDLM(Objective):
 
     samplers = UNIFORM_SAMPLERS
     time_conditioning = True
+    noisy_states = "uniform"
     config_ranges = {
         "noise_eps": "[0, 1); alpha at t = 1",
         "num_steps": ">=0; 0 = continuous time",
@@ -116,6 +117,6 @@ class UDLM(Objective):
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its letters in nats (B,), letters (B,))."""
-        t, z_t = self.process.draw_noise(input_ids, generator, shard)
+        t, z_t = self.process.draw_states(input_ids, generator, shard)
         nelbo = self.nelbo_terms(model, input_ids, t, z_t, labels)
         return nelbo, self.process.scored(input_ids).sum(dim=-1)

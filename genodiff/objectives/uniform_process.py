@@ -15,6 +15,9 @@ the network's input as it is. **This differs from the reference code**, whose pr
 are uniform over every tokenizer id (for DNA: the specials, N and [MASK] too), so its network
 must learn to undo noise into ids that never occur in data and its bound charges them.
 
+``draw_states`` and ``states_at`` bear the names ``MaskedForwardProcess`` gives its own: a noisy
+guidance classifier learns from the states of either (``genodiff.classifiers.noise``).
+
 Categories are handled as alphabet indices 0..N-1 (``to_alphabet``) wherever the maths needs
 them; the network reads and writes token ids.
 """
@@ -104,7 +107,7 @@ class UniformForwardProcess:
             n, device, generator, self.low_discrepancy, self.num_steps, self.sampling_eps
         )
 
-    def corrupt(
+    def states_at(
         self,
         input_ids: Tensor,
         t: Tensor,
@@ -124,7 +127,7 @@ class UniformForwardProcess:
         noisy &= self.scored(input_ids)
         return torch.where(noisy, self.alphabet_ids(device)[letter], input_ids)
 
-    def draw_noise(
+    def draw_states(
         self,
         input_ids: Tensor,
         generator: torch.Generator | None = None,
@@ -133,7 +136,7 @@ class UniformForwardProcess:
         """Times t (B,) and z_t (B, L) for a batch (of the global batch with a ``shard``)."""
         total, rows = shard_rows(shard, input_ids.shape[0])
         t = self.sample_t(total, input_ids.device, generator)[rows]  # (B,)
-        return t, self.corrupt(input_ids, t, generator, shard)
+        return t, self.states_at(input_ids, t, generator, shard)
 
     @property
     def scoring(self) -> str:

@@ -4,7 +4,8 @@ float64 categorical draws). An objective lists its samplers in one table
 
 - masked diffusion (MDLM, D3PM): ``MASKED_SAMPLERS`` below (``masked``, ``first_hitting``,
   ``semi_ar``);
-- uniform-noise diffusion (UDLM): ``UNIFORM_SAMPLERS`` (``ancestral``);
+- uniform-noise diffusion (UDLM): ``UNIFORM_SAMPLERS`` (``ancestral``, guided at the
+  transition level);
 - SEDD: ``score_entropy``;  Plaid: ``gaussian``;  AR: ``autoregressive``.
 """
 
@@ -27,6 +28,6 @@ MASKED_SAMPLERS: Mapping[str, Sampler] = {
 }
 
 # Every position may change at every step, and the network is time-conditioned: no caching.
-UNIFORM_SAMPLERS: Mapping[str, Sampler] = {"ancestral": Sampler(uniform_ancestral)}
+UNIFORM_SAMPLERS: Mapping[str, Sampler] = {"ancestral": Sampler(uniform_ancestral, guided=True)}
 
 __all__ = ["MASKED_SAMPLERS", "UNIFORM_SAMPLERS"]

@@ -16,16 +16,24 @@ the output. This conditioning is approximate: the network reads a given letter a
 letter of z_t, which may be noise, so the free letters follow a law between p(x_free) and
 p(x_free | x_given), nearer the latter as t falls (tests/test_udlm_exact_laws.py measures it
 with the exact network). Draws are in float64.
+
+A request for a class is guided at the transition level (``genodiff.guidance``): each network
+part x_theta (the label's and the null label's for D-CFG) is sharpened and turned into its
+posterior log q(z_s | z_t, x_theta) (``log_transitions``), and ``Guide.combine`` weighs them
+with gamma(1 - t) and renormalises per position; D-CBG adds gamma(1 - t) times the classifier's
+tilt at every free position (every letter may change). gamma 0 or 1 takes one network call.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import Tensor, nn
 
-from genodiff.samplers.categorical import sample_categorical, sharpen
+from genodiff.guidance import Guide
+from genodiff.samplers.categorical import NEG_INF, sample_categorical, sharpen
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
@@ -56,6 +64,8 @@ def ancestral(
     process = objective.process
     device = next(model.parameters()).device
     letters = process.alphabet_ids(device)  # (N,)
+    network = partial(objective.x0_log_probs, model)
+    guide = Guide(request, model, network, "UDLM", columns=letters)
     n, length = request.num_samples, request.length
     template, given = request.canvas(process.alphabet[0], device)  # (n, L) each
     prior = torch.ones(n, length, process.size, dtype=torch.float64, device=device)
@@ -63,8 +73,28 @@ def ancestral(
     z_ids = torch.where(given, template, letters[z])
     for t, s in request.reporting(time_grid(1.0, 0.0, request.steps, device), request.steps):
         z = process.to_alphabet(z_ids).clamp_min(0)  # given non-letters: overwritten below
-        log_x = objective.x0_log_probs(model, z_ids, t.expand(n))  # (n, L, N)
-        x_theta = sharpen(log_x, request.temperature, request.top_p)  # (n, L, N) float64
-        step = process.posterior(x_theta, z, t, s)  # (n, L, N)
+        transitions = partial(log_transitions, process, request, z, t, s)
+        parts = guide.parts(z_ids, t.expand(n), ~given, transitions)  # (n, L, K, N)
+        step = guide.combine(parts, 1 - t).exp()  # (n, L, N)
         z_ids = torch.where(given, template, letters[sample_categorical(step, generator)])
     return z_ids
+
+
+def log_transitions(
+    process: UniformForwardProcess,
+    request: SampleRequest,
+    z: Tensor,
+    t: Tensor,
+    s: Tensor,
+    log_x: Tensor,
+) -> Tensor:
+    """log q(z_s | z_t, x_theta) (n, L, K, N) in float64 for the K network parts log x_theta
+    ``log_x`` (n, L, K, N) at the letters ``z`` (n, L) of z_t, each x_theta reshaped by the
+    request's temperature and top-p first. A letter that a part gives probability 0 (top-p
+    removed it from x_theta; only at s = 0) gets the finite log NEG_INF, so a weighting never
+    meets inf - inf and is the limit of the tempered law: a letter that a part of positive
+    weight excludes is never drawn, and one that only a part of negative weight excludes (the
+    null label's, gamma > 1) is preferred to every other (gamma log q_c + (1 - gamma) log 0)."""
+    x_theta = sharpen(log_x, request.temperature, request.top_p)  # (n, L, K, N)
+    step = process.posterior(x_theta, z[..., None].expand(log_x.shape[:-1]), t, s)
+    return step.log().clamp_min(NEG_INF)
