@@ -29,8 +29,9 @@ def randn(*shape, seed=0, dtype=torch.float32) -> torch.Tensor:
 
 
 def scan_inputs(Bsz=2, D=8, L=12, N=4, groups=None, seed=0) -> dict[str, torch.Tensor]:
-    """Inputs in the dtypes the kernel wants (fp32 here); B, C (Bsz, N, L) or grouped."""
-    bc = (Bsz, N, L) if groups is None else (Bsz, groups, N, L)
+    """Inputs in the dtypes the kernel wants (fp32 here); B, C (Bsz, N, L), grouped, or
+    constant (D, N) with ``groups="constant"``."""
+    bc = {None: (Bsz, N, L), "constant": (D, N)}.get(groups, (Bsz, groups, N, L))
     return {
         "u": randn(Bsz, D, L, seed=seed),
         "delta": randn(Bsz, D, L, seed=seed + 1) * 0.5,
@@ -55,7 +56,7 @@ def grads_of(fn, inputs: dict[str, torch.Tensor], dout: torch.Tensor):
 # each fake computes the upstream result (compared with genodiff's exact ops) ---------------------
 
 
-@pytest.mark.parametrize("groups", [None, 2])
+@pytest.mark.parametrize("groups", [None, 2, "constant"])
 def test_fake_selective_scan_matches_the_exact_scan(groups):
     inputs = scan_inputs(groups=groups)
     dout = randn(2, 8, 12, seed=9)
@@ -69,7 +70,35 @@ def test_fake_selective_scan_matches_the_exact_scan(groups):
     out, last = selective_scan_fn(**inputs, return_last_state=True)
     ref, ref_last = ops.selective_scan(**inputs, return_last_state=True)
     assert last.shape == (2, 8, 4) and last.dtype == torch.float32 and not last.requires_grad
+    if groups == "constant":  # the real kernel's state leaves a constant B out: h_L / B
+        ref_last = ref_last / inputs["B"]
     torch.testing.assert_close((out, last), (ref, ref_last), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("groups", [None, "constant"])
+def test_the_kernels_last_state_is_corrected_for_a_constant_b(upstream_fakes, groups):
+    """Through the kernel (the fake, which leaves a constant B out of its state as the real
+    one does) genodiff returns the true h_L: the exact path's."""
+    inputs = scan_inputs(groups=groups)
+    expected = ops.selective_scan(**inputs, delta_softplus=True, return_last_state=True)
+    with upstream_kernels_on_cpu():
+        got = ops.selective_scan(**inputs, delta_softplus=True, return_last_state=True)
+    assert upstream_fakes["selective_scan_fn"] >= 1
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_kernel_that_keeps_b_in_its_state_is_not_corrected(upstream_fakes, monkeypatch):
+    """A release that fixes the kernel is detected by the probe and not corrected twice."""
+    from tests.fakes.mamba_ssm.ops import selective_scan_interface as fake
+
+    def fixed(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False, *rest):
+        return fake._scan(u, delta, A, B, C, D, z, delta_bias, delta_softplus)  # true h_L
+
+    monkeypatch.setattr(fake, "selective_scan_fn", fixed)
+    inputs = scan_inputs(groups="constant")
+    expected = ops.selective_scan(**inputs, return_last_state=True)
+    with upstream_kernels_on_cpu():
+        torch.testing.assert_close(ops.selective_scan(**inputs, return_last_state=True), expected)
 
 
 def test_fake_causal_conv1d_matches_the_exact_conv_and_its_update():

@@ -125,6 +125,22 @@ class _SelectiveScan(torch.autograd.Function):
         )
 
 
+@functools.cache
+def _drops_constant_b_from_state(kernel, device: torch.device) -> bool:
+    """Whether ``kernel``'s last state lacks the factor B when B is constant (D, N).
+
+    mamba_ssm's CUDA scan keeps a constant B out of its running state (it multiplies B into C
+    for the output, which stays right), so the last state it returns is h_L / B: seen on an
+    H200 with mamba-ssm 2.3.2.post1 (BENCHMARKS.md, "The CUDA kernels against the CPU path";
+    upstream's open pull request 371 fixes it). One probe per kernel and device, rather than a
+    version check, so that a fixed release is not corrected twice: one step with B = 2, u =
+    delta = 1, where h_1 = 2 (or 1 without B)."""
+    one = torch.ones(1, 1, 1, device=device)  # (batch, D, L)
+    weight = torch.ones(1, 1, device=device)  # (D, N)
+    _, last = kernel(one, one, -weight, 2 * weight, weight, None, None, None, False, True)
+    return abs(float(last) - 1.0) < 0.5
+
+
 def selective_scan(
     u: torch.Tensor,
     delta: torch.Tensor,
@@ -149,7 +165,11 @@ def selective_scan(
     if A.is_complex():
         raise ValueError("selective_scan supports real A only")
     if (kernel := upstream(SELECTIVE_SCAN, u)) is not None:
-        return kernel(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
+        result = kernel(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
+        if return_last_state and B.dim() == 2 and _drops_constant_b_from_state(kernel, u.device):
+            out, last = result
+            return out, last * B.float()  # (batch, D, N) * (D, N)
+        return result
     args = (u, delta, A, B, C, D, z, delta_bias, delta_softplus)
     out, last = _forward(*args) if inference_path(*args[:-1]) else _SelectiveScan.apply(*args)
     return (out, last) if return_last_state else out

@@ -93,8 +93,13 @@ def selective_scan_fn(
     u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
     return_last_state=False,
 ):  # fmt: skip
-    """As upstream: out (batch, dim, seqlen), or (out, last_state) with return_last_state."""
+    """As upstream: out (batch, dim, seqlen), or (out, last_state) with return_last_state.
+
+    As the real kernel, a constant B (dim, dstate) is kept out of the running state, so the
+    last state returned is h_L / B (seen on an H200 with mamba-ssm 2.3.2.post1; the output is
+    unaffected)."""
     calls["selective_scan_fn"] += 1
+    constant_b = B.dim() == 2
 
     def last_dim_contiguous(t):
         return t.contiguous() if t is not None and t.stride(-1) != 1 else t
@@ -104,6 +109,8 @@ def selective_scan_fn(
     B = B.unsqueeze(1) if B.dim() == 3 else B
     C = C.unsqueeze(1) if C.dim() == 3 else C
     out, last_state = _scan(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
+    if return_last_state and constant_b:  # the state the kernel keeps: the scan with B = 1
+        _, last_state = _scan(u, delta, A, torch.ones_like(B), C, D, z, delta_bias, delta_softplus)
     return (out, last_state) if return_last_state else out
 
 
