@@ -43,17 +43,18 @@ SENTENCES = [
 ]
 
 
-def readme_source(marker: str) -> str:
-    """The code block of the README that starts with ``marker``, as printed there."""
-    text = (ROOT / "README.md").read_text()
+def plugins_doc_source(marker: str) -> str:
+    """The code block of docs/plugins.md (the README's page on plugins) that starts with
+    ``marker``, as printed there."""
+    text = (ROOT / "docs" / "plugins.md").read_text()
     start = text.index(marker)
     return text[start : text.index("```", start)]
 
 
-# The README's domain example (tokenizer, data module, sample format), loaded as the plugin
-# module ``my_domain.chars`` that its entry points name.
+# The domain example of docs/plugins.md (tokenizer, data module, sample format), loaded as the
+# plugin module ``my_domain.chars`` that its entry points name.
 chars = types.ModuleType("my_domain.chars")
-exec(readme_source("# my_domain/chars.py"), chars.__dict__)
+exec(plugins_doc_source("# my_domain/chars.py"), chars.__dict__)
 ALPHABET, CharTokenizer = chars.ALPHABET, chars.CharTokenizer
 
 PLUGIN = {
@@ -372,11 +373,11 @@ def test_plugin_backbones_bring_their_own_checkpoint_layout(monkeypatch, tmp_pat
         detect_layout({"model_type": "unknown"})
 
 
-def test_the_readme_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
-    module = types.ModuleType("readme_plugin")
-    exec(readme_source("# my_plugin/model.py"), module.__dict__)
-    monkeypatch.setitem(sys.modules, "readme_plugin", module)
-    entry = EntryPoint("bigru", "readme_plugin:BiGRU", "genodiff.backbones")
+def test_the_documented_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
+    module = types.ModuleType("docs_plugin")
+    exec(plugins_doc_source("# my_plugin/model.py"), module.__dict__)
+    monkeypatch.setitem(sys.modules, "docs_plugin", module)
+    entry = EntryPoint("bigru", "docs_plugin:BiGRU", "genodiff.backbones")
     monkeypatch.setattr(
         registry, "entry_points", lambda group: [entry] if group == "genodiff.backbones" else []
     )
