@@ -1,0 +1,123 @@
+"""The documentation holds together: every relative link in README.md, BENCHMARKS.md, docs/*.md
+and the text plugin's README.md names a file of this repository and, with a ``#anchor``, a
+heading of that file (GitHub's anchor rule), and README.md stays a short entry page."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted(
+    [
+        ROOT / "README.md",
+        ROOT / "BENCHMARKS.md",
+        *(ROOT / "docs").glob("*.md"),
+        ROOT / "plugins" / "genodiff-text" / "README.md",
+    ]
+)
+README_MAX_LINES = 300
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def prose_lines(text: str) -> list[str]:
+    """The lines of a Markdown file outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append(line)
+    return lines
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: its text (links and code spans as their text), lower-case,
+    every character that is not a letter, digit, space, '-' or '_' dropped, spaces to '-'."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # [text](url) -> text
+    text = _CODE_SPAN.sub(lambda m: m.group(2), text)
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every heading anchor of a Markdown file, repeats numbered as GitHub numbers them."""
+    seen: dict[str, int] = {}
+    found = set()
+    for line in prose_lines(path.read_text(encoding="utf-8")):
+        match = _HEADING.match(line)
+        if not match:
+            continue
+        anchor = github_anchor(match.group(2))
+        count = seen.get(anchor, 0)
+        seen[anchor] = count + 1
+        found.add(anchor if count == 0 else f"{anchor}-{count}")
+    return found
+
+
+def relative_links(path: Path) -> list[str]:
+    """The link targets of a Markdown file that are neither URLs nor e-mail addresses."""
+    targets = []
+    for line in prose_lines(path.read_text(encoding="utf-8")):
+        line = _CODE_SPAN.sub("", line)
+        for target in _LINK.findall(line):
+            if not re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):  # http:, mailto:
+                targets.append(target)
+    return targets
+
+
+def test_the_anchor_rule_is_githubs():
+    assert github_anchor("Quick start (two commands)") == "quick-start-two-commands"
+    assert github_anchor("Did it work? An oracle") == "did-it-work-an-oracle"
+    assert github_anchor("Evaluating: `genodiff eval`") == "evaluating-genodiff-eval"
+    assert github_anchor("MDLM + tiny DiT") == "mdlm--tiny-dit"
+    assert github_anchor("`init_from=DIR` or a Hub id") == "init_fromdir-or-a-hub-id"
+    assert github_anchor("6. Backbone facts") == "6-backbone-facts"
+
+
+def test_the_documents_exist():
+    missing = [str(p.relative_to(ROOT)) for p in DOCS if not p.is_file()]
+    assert not missing, missing
+    assert len(DOCS) >= 8  # README, BENCHMARKS, the plugin's README and the docs/ pages
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(doc):
+    broken = []
+    for target in relative_links(doc):
+        file_part, _, anchor = target.partition("#")
+        linked = (doc.parent / file_part).resolve() if file_part else doc
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+            continue
+        try:
+            linked.relative_to(ROOT)
+        except ValueError:
+            broken.append(f"{target}: outside the repository")
+            continue
+        if anchor:
+            if linked.suffix != ".md":
+                broken.append(f"{target}: an anchor into a file that is not Markdown")
+            elif anchor not in anchors(linked):
+                broken.append(f"{target}: no heading with that anchor")
+    assert not broken, f"{doc.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_doc_names_a_path_outside_the_repository(doc):
+    text = doc.read_text(encoding="utf-8")
+    outside = re.findall(r"(?<![\w.])/(?:work|home|Users|shared|mnt|scratch)/[^\s`)]*", text)
+    assert not outside, f"{doc.relative_to(ROOT)}: {outside}"
+
+
+def test_the_readme_is_a_short_entry_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < README_MAX_LINES, f"README.md has {len(lines)} lines"
+    # ... and it maps the docs: every page under docs/ is linked from it.
+    linked = {(ROOT / t.partition("#")[0]).resolve() for t in relative_links(ROOT / "README.md")}
+    unmapped = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
+    assert not unmapped, f"docs/ pages missing from README.md's map: {unmapped}"
