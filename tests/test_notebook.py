@@ -1,5 +1,5 @@
 """notebooks/generate_dna.ipynb: stored without outputs, and executed top to bottom on a tiny
-checkpoint trained here, by the command the README and the notebook give (``jupyter
+checkpoint trained here, by the command docs/generating.md and the notebook give (``jupyter
 nbconvert --execute`` from the repository root, a checkpoint path relative to it)."""
 
 import json
