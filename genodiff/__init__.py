@@ -1,3 +1,69 @@
-"""genodiff: masked diffusion language models for DNA on Caduceus / Mamba backbones."""
+"""genodiff: masked diffusion language models for DNA on Caduceus / Mamba backbones.
 
-__version__ = "0.1.0"
+The public API, imported on first use (``import genodiff`` itself loads no torch, so
+``genodiff --version`` stays fast)::
+
+    model = genodiff.load("outputs/demo")      # a run folder, .ckpt, export folder or Hub id
+    samples = model.generate(8, steps=128)     # list[str]; samples.save("samples.fa")
+    model.score(samples)                       # nats per token
+    model.save_pretrained("exported/demo")
+
+    genodiff.train("configs/demo.yaml", ["trainer.max_steps=20"], output_dir="outputs/try")
+    genodiff.finetune("genomic_benchmarks_demo")
+    genodiff.train_classifier("classifier_demo", ["generator=outputs/conditional_demo"])
+    genodiff.evaluate_samples("samples.fa", "real.fa")
+
+docs/python_api.md walks through them.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from genodiff.version import __version__
+
+if TYPE_CHECKING:
+    from genodiff.classifiers import load_classifier
+    from genodiff.classifiers.run import train_classifier
+    from genodiff.finetuning import FinetuneResults, finetune
+    from genodiff.pipeline import Model, Samples, evaluate_samples, load
+    from genodiff.training.run import train
+
+# name -> the module that defines it
+_API = {
+    "load": "genodiff.pipeline",
+    "Model": "genodiff.pipeline",
+    "Samples": "genodiff.pipeline",
+    "evaluate_samples": "genodiff.pipeline",
+    "train": "genodiff.training.run",
+    "finetune": "genodiff.finetuning",
+    "FinetuneResults": "genodiff.finetuning",
+    "train_classifier": "genodiff.classifiers.run",
+    "load_classifier": "genodiff.classifiers",
+}
+
+__all__ = [
+    "FinetuneResults",
+    "Model",
+    "Samples",
+    "__version__",
+    "evaluate_samples",
+    "finetune",
+    "load",
+    "load_classifier",
+    "train",
+    "train_classifier",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _API:
+        raise AttributeError(f"module 'genodiff' has no attribute {name!r}")
+    value = getattr(import_module(_API[name]), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

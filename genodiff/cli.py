@@ -1,300 +1,84 @@
-"""The ``genodiff`` command: train | eval | sample | export | info | data."""
+"""The ``genodiff`` command: argparse and thin handlers over the library.
+
+Every command is one call into the library (``genodiff.pipeline``, ``genodiff.training.run``,
+``genodiff.finetuning``, ...), so the CLI and a Python session with the same settings give the
+same results. A user error is one line on stderr, with the option at fault named
+(``main``); ``genodiff --version`` imports nothing heavy.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
-import math
 import os
-import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from genodiff.errors import InputValueError, UserInputError
 from genodiff.progress import PROGRESS_ENV, Progress, progress_wanted
 
-if TYPE_CHECKING:
-    from lightning import LightningDataModule, Trainer
-    from omegaconf import DictConfig
 
-    from genodiff.samplers.request import SampleRequest
-    from genodiff.training.module import GenerativeTrainingModule
+def _progress_setting(args: argparse.Namespace) -> bool | None:
+    """``progress`` for the library: off with --no-progress, else as the terminal says."""
+    return False if args.no_progress else None
 
 
 def _train(args: argparse.Namespace) -> None:
-    import lightning as L
-    from lightning.pytorch.utilities.exceptions import SIGTERMException
-    from omegaconf import OmegaConf
+    from genodiff.training.run import train
 
-    from genodiff.checkpoints import run_folder
-    from genodiff.conditioning import record_class_names
-    from genodiff.config import ConfigError, load_config
-    from genodiff.data.build import build_datamodule
-    from genodiff.data.labelled import class_count_lines
-    from genodiff.samplers.request import SampleRequest
-    from genodiff.training.module import GenerativeTrainingModule
-    from genodiff.training.trainer import build_trainer, prepare_tokenizer
-
-    # Every check comes before the first write into output_dir.
-    cfg = load_config(args.config, args.overrides)
-    run_folder.check_steps(cfg.trainer)  # a run that would train nothing
-    datamodule = build_datamodule(cfg.data)
-    datamodule.check_files()  # missing data fails here, before any model setup
-    classes = datamodule.class_names()
-    if classes is not None:  # labelled data: a class-conditional model (genodiff.conditioning)
-        record_class_names(cfg, classes)
-    out = Path(cfg.output_dir)
-    resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)
-    # Rank 0 owns output_dir; the other processes of a DDP run (started once rank 0 has taken
-    # it, or together with it under SLURM/torchrun) neither check nor write it.
-    main_process = run_folder.is_main_process()
-    if main_process:
-        run_folder.check_output_dir(out, resume)
-    tokenizer = prepare_tokenizer(cfg, datamodule)
-    datamodule.attach_tokenizer(tokenizer)
-    L.seed_everything(cfg.seed, workers=True)
-    model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
-    # Another model, window or tokenizer than the checkpoint's, or no step left: refused.
-    changes = run_folder.check_resume(model.config, resume) if resume else []
-    if main_process:  # hashing the data files once is enough: only rank 0 writes checkpoints
-        model.record_data(datamodule)
-    s = cfg.samples
-    request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
-    sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
-    if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
-        model.init_from_pretrained(cfg.init_from)
-        print(f"genodiff: backbone initialised from {cfg.init_from}")
-    try:  # writes nothing yet; a trainer setting that cannot work fails
-        trainer = build_trainer(cfg, progress_bar=progress_wanted(args.no_progress))
-    except ValueError as err:  # Lightning refuses the trainer section's settings
-        raise ConfigError(str(err)) from err
-    # Windows that cannot be cut (length, split) and a batch above the train split fail here.
-    datamodule.dataset_of("valid")
-    datamodule.check_batch_size(trainer.world_size)
-    with run_folder.hold(out) if main_process else contextlib.nullcontext():
-        if main_process:
-            if changes:
-                print(f"genodiff: resuming {resume} with: {', '.join(changes)}", file=sys.stderr)
-            OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
-            tokenizer.save(out)
-            print(f"genodiff: training {cfg.name}; outputs in {out}")
-            if classes is not None:
-                for line in class_count_lines(datamodule):
-                    print(line)
-        try:
-            trainer.fit(model, datamodule=datamodule, ckpt_path=resume)
-        except SIGTERMException:
-            print(
-                f"genodiff train: stopped by SIGTERM at step {trainer.global_step}; saved "
-                f"{trainer.checkpoint_callback.last_model_path}. Resume with ckpt_path=last",
-                file=sys.stderr,
-            )
-            raise SystemExit(128 + signal.SIGTERM) from None
-        with _progress(args) as progress:
-            _after_training(cfg, model, trainer, datamodule, request, sampler, progress)
-
-
-def _after_training(
-    cfg: DictConfig,
-    model: GenerativeTrainingModule,
-    trainer: Trainer,
-    datamodule: LightningDataModule,
-    request: SampleRequest,
-    sampler: str,
-    progress: Progress,
-) -> None:
-    """Report the best checkpoint, score it on the test split (every process of a DDP run takes
-    part) and draw the samples (rank 0 alone): of each class for a class-conditional run
-    (``samples_<class>.fa``, label in the headers), else one file (``samples.fa``)."""
-    import re
-    from dataclasses import replace
-
-    from genodiff.domains import domain_of
-    from genodiff.generate import SamplingRun, draw_samples
-    from genodiff.sample_files import write_samples
-
-    out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
-    checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
-    kind = "exact" if model.objective.exact_likelihood else "bound"
-    report = []
-    if best:
-        score = float(checkpoint.best_model_score)
-        report.append(
-            f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity {kind} "
-            f"{math.exp(score):.4f}) at {best}"
-        )
-    weights = checkpoint.last_model_path or "in-memory"  # the weights `model` holds now
-    if cfg.evaluate_test and best:
-        (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
-        weights = best  # trainer.test loaded them into `model`
-        report.append(
-            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity {kind} "
-            f"{result['test/ppl']:.4f}"
-            + (
-                f" (true label); {result['test/nelbo_unconditional']:.4f} with the null label"
-                if "test/nelbo_unconditional" in result
-                else ""
-            )
-        )
-    if not trainer.is_global_zero:
-        return
-    for line in report:
-        print(line)
-    if s.num_samples <= 0:
-        return
-    steps = model.eval_objective.steps_used(request)
-    unlabelled = SamplingRun(checkpoint=weights, sampler=sampler, steps=steps, seed=s.seed)
-    file = Path(domain_of(tokenizer).samples_file)
-    jobs = [(request, unlabelled, file)]  # (request, provenance, file name)
-    if model.class_names is not None and model.eval_objective.samplers[sampler].guided:
-        jobs = [  # a conditional run: samples of each class, p(x | class), one file each
-            (
-                replace(request, label=index),
-                replace(unlabelled, label=name, guidance=1.0, guidance_schedule="constant"),
-                file.with_stem(f"{file.stem}_{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}"),
-            )
-            for index, name in enumerate(model.class_names)
-        ]
-    for job_request, run, name in jobs:
-        samples = draw_samples(
-            model.eval_objective, model.eval_backbone, job_request, s.seed, s.batch_size, progress
-        )
-        path = write_samples(samples, out / name, run, tokenizer)
-        print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")
+    train(args.config, args.overrides, progress=_progress_setting(args))
 
 
 def _finetune(args: argparse.Namespace) -> None:
-    from genodiff.finetune import finetune, load_finetune_config
+    from genodiff.finetuning import finetune
 
-    config = load_finetune_config(args.config, args.overrides)
-    paths = finetune(config, progress_bar=progress_wanted(args.no_progress))
-    print(f"genodiff: wrote {', '.join(str(p) for p in paths.values())}")
+    results = finetune(args.config, args.overrides, progress=_progress_setting(args))
+    if results is not None:  # the main process of a multi-process run
+        print(results.table)
+        print(f"genodiff: wrote {', '.join(str(p) for p in results.files.values())}")
 
 
 def _classifier(args: argparse.Namespace) -> None:
-    from genodiff.classifiers.config import load_classifier_config
     from genodiff.classifiers.run import train_classifier
 
-    config = load_classifier_config(args.config, args.overrides)
-    train_classifier(config, progress_bar=progress_wanted(args.no_progress))
+    train_classifier(args.config, args.overrides, progress=_progress_setting(args))
 
 
 def _sample(args: argparse.Namespace) -> None:
-    from dataclasses import replace
+    from genodiff.pipeline import check_samples_output, load
 
-    from genodiff.checkpoints import load_model
-    from genodiff.conditioning import class_names
-    from genodiff.devices import resolve_device
-    from genodiff.domains import domain_of
-    from genodiff.errors import NonFiniteOutputError
-    from genodiff.generate import Constraint, SamplingRun, check_feasible, draw_samples
-    from genodiff.guidance import check_classifier, label_id
-    from genodiff.sample_files import check_output, write_samples
-    from genodiff.samplers.request import SampleRequest
-
-    if args.prefix is not None and args.infill is not None:
-        raise InputValueError("--prefix and --infill exclude each other; give one")
-    device = resolve_device(args.device)
-    model = load_model(args.checkpoint, device)
-    tokenizer = model.tokenizer
+    model = load(args.checkpoint, args.device)
     inputs = [("checkpoint", args.checkpoint)]
-    if args.infill is not None:
-        inputs.append(("--infill template", args.infill))
-    if args.classifier is not None:
-        inputs.append(("--classifier checkpoint", args.classifier))
-    check_output(args.out, domain_of(tokenizer), inputs)  # before any sampling
-    classes, classifier = class_names(model.config), None
-    if args.classifier is not None:
-        from genodiff.classifiers import load_classifier
-
-        objective = model.config["objective"]["name"]
-        classifier = load_classifier(args.classifier, device, generator_objective=objective)
-        check_classifier(classifier, args.classifier, classes, tokenizer.name)
-        classes = classes or list(classifier.class_names)
-    label = None if args.label is None else label_id(args.label, classes, args.checkpoint)
-    constraint = None
-    if args.infill is not None:
-        constraint = Constraint.from_file(args.infill, tokenizer)
-        if args.length not in (None, constraint.length):
-            raise InputValueError(
-                f"--length {args.length} differs from the --infill template's "
-                f"{constraint.length} {tokenizer.unit}; leave --length out"
-            )
-    if constraint is not None:
-        length = constraint.length
-    elif args.length is not None:
-        length = args.length  # SampleRequest refuses < 1
-    else:
-        length = model.config["data"].get("max_length", 1024)
-    request = SampleRequest(
-        num_samples=args.num_samples,
-        length=length,
-        steps=args.steps,
-        sampler=args.sampler,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        template=constraint.template if constraint else None,
-        given=constraint.given if constraint else None,
-        block=args.block,
-        stride=args.stride,
-        label=label,
-        guidance=args.guidance,
-        guidance_schedule=args.guidance_schedule,
-        classifier=classifier,
-        classifier_form=args.classifier_form,
-    )
-    check_feasible(request, args.batch_size, model.eval_backbone)  # before a prefix's (length,)
-    if args.prefix is not None:
-        constraint = Constraint.from_prefix(args.prefix, length, tokenizer)
-        request = replace(request, template=constraint.template, given=constraint.given)
-    sampler = model.eval_objective.sampler_name(request)  # its samplers differ per objective
-    if sampler != "semi-ar" and (args.block is not None or args.stride is not None):
-        raise InputValueError("--block and --stride apply only to --sampler semi-ar")
+    inputs += [(what, path) for what, path in (("infill template", args.infill),
+               ("classifier checkpoint", args.classifier)) if path is not None]  # fmt: skip
+    check_samples_output(model, args.out, inputs)  # before any sampling
     with _progress(args) as progress:
-        try:
-            samples = draw_samples(
-                model.eval_objective,
-                model.eval_backbone,
-                request,
-                args.seed,
-                args.batch_size,
-                progress,
-            )
-        except NonFiniteOutputError as err:
-            raise NonFiniteOutputError(f"{args.checkpoint}: {err}") from None
-    run = SamplingRun(
-        checkpoint=str(args.checkpoint),
-        sampler=sampler,
-        steps=model.eval_objective.steps_used(request),
-        seed=args.seed,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        block=args.block,
-        stride=args.stride,
-        constraint=constraint.description if constraint else None,
-        **_guidance_provenance(args),
+        samples = model.generate(
+            args.num_samples,
+            args.length,
+            label=args.label,
+            guidance=args.guidance,
+            guidance_schedule=args.guidance_schedule,
+            classifier=args.classifier,
+            classifier_form=args.classifier_form,
+            sampler=args.sampler,
+            steps=args.steps,
+            prefix=args.prefix,
+            infill=args.infill,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            block=args.block,
+            stride=args.stride,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            progress=progress,
+        )
+    path = samples.save(args.out, inputs)
+    length, unit = samples.ids.shape[1], model.tokenizer.unit
+    print(
+        f"genodiff: wrote {len(samples)} samples of {length} {unit} ({samples.run.sampler}) "
+        f"to {path}"
     )
-    path = write_samples(samples, args.out, run, tokenizer, inputs)
-    unit = tokenizer.unit
-    print(f"genodiff: wrote {args.num_samples} samples of {length} {unit} ({sampler}) to {path}")
-
-
-def _guidance_provenance(args: argparse.Namespace) -> dict[str, str | float | None]:
-    """The guidance fields of a ``SamplingRun`` for `genodiff sample`'s options (none when no
-    class was asked for)."""
-    if args.label is None:
-        return {}
-    fields = {
-        "label": args.label,
-        "guidance": args.guidance,
-        "guidance_schedule": args.guidance_schedule,
-    }
-    if args.classifier is not None:
-        fields.update(classifier=str(args.classifier), classifier_form=args.classifier_form)
-    return fields
 
 
 def _eval(args: argparse.Namespace) -> None:
@@ -345,11 +129,11 @@ def _gen_ppl(args: argparse.Namespace) -> None:
 
 
 def _evaluate_samples(args: argparse.Namespace) -> None:
-    from genodiff.metrics import QualitySettings, check_report_folder
+    from genodiff.metrics import QualitySettings
+    from genodiff.pipeline import evaluate_samples, report_folder
 
     samples = Path(args.samples)
-    out = Path(args.out) if args.out else samples.with_name(samples.name.split(".")[0] + "_quality")
-    check_report_folder(out)  # before the metrics are computed
+    out = Path(args.out) if args.out else report_folder(samples)
     settings = QualitySettings(
         window=args.window,
         max_reference=args.max_reference,
@@ -357,54 +141,26 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
         seed=args.seed,
         identity_threshold=args.identity_threshold,
     )
-    with _progress(args) as progress:
-        if args.oracle is not None:
-            from genodiff.metrics import evaluate_files_with_oracle, write_oracle_report
-
-            quality = evaluate_files_with_oracle(
-                args.samples,
-                args.reference,
-                args.oracle,
-                label=args.label,
-                settings=settings,
-                train=args.train,
-                ar_checkpoint=args.ar_checkpoint,
-                device=args.device,
-                progress=progress,
-            )
-            paths = write_oracle_report(quality, out)
-        else:
-            from genodiff.metrics import evaluate_sample_files, write_report
-
-            _check_plain_reference(args.reference, args.label)
-            quality = evaluate_sample_files(
-                args.samples,
-                args.reference[0],
-                train=args.train,
-                settings=settings,
-                ar_checkpoint=args.ar_checkpoint,
-                device=args.device,
-                progress=progress,
-            )
-            paths = write_report(quality, out)
-    print((out / "metrics.md").read_text())
-    print(f"genodiff: wrote {', '.join(str(p) for p in paths)}")
-
-
-def _check_plain_reference(references: list[str], label: str | None) -> None:
-    """Without --oracle: one plain --reference FASTA and no --label."""
-    if label is not None:
-        raise InputValueError("--label names the samples' class for --oracle CKPT; give --oracle")
-    if len(references) != 1:
-        raise InputValueError(
+    if args.oracle is None and len(args.reference) > 1:
+        raise UserInputError(
             "--reference is given more than once: references per class (NAME=FASTA) are for "
             "--oracle CKPT; give one reference FASTA, or --oracle"
         )
-    if "=" in references[0] and not Path(references[0]).exists():
-        raise InputValueError(
-            f"--reference {references[0]}: a reference per class (NAME=FASTA) is for "
-            "--oracle CKPT; give one reference FASTA, or --oracle"
+    with _progress(args) as progress:
+        evaluate_samples(
+            samples,
+            args.reference if args.oracle else args.reference[0],
+            out=out,
+            oracle=args.oracle,
+            label=args.label,
+            train=args.train,
+            ar_checkpoint=args.ar_checkpoint,
+            settings=settings,
+            device=args.device,
+            progress=progress,
         )
+    print((out / "metrics.md").read_text())
+    print(f"genodiff: wrote the report to {out} (metrics.md, metrics.json and plots)")
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -431,7 +187,7 @@ def _info(args: argparse.Namespace) -> None:
 
 
 def _version() -> str:
-    from genodiff import __version__
+    from genodiff.version import __version__
 
     where = Path(__file__).resolve().parent
     return f"genodiff {__version__} from {where} (python {sys.version.split()[0]})"
@@ -569,9 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--steps",
         type=int,
-        default=1024,
+        default=None,
         help="steps T of ancestral and cached, per window of semi-ar, of SEDD's, UDLM's and "
-        "Plaid's samplers; first-hitting and AR models take none (default: %(default)s)",
+        "Plaid's samplers; first-hitting and AR models take none (default: 1024)",
     )
     sample.add_argument(
         "--sampler",
@@ -625,17 +381,17 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--guidance",
         type=float,
-        default=1.0,
+        default=None,
         help="guidance strength gamma with --label, in [0, 100]: 0 = unconditional p(x), 1 = "
         "the conditional model p(x | label), > 1 extrapolates towards the class (stronger, "
-        "less diverse; about 1-5 is useful) (default: %(default)s)",
+        "less diverse; about 1-5 is useful) (default: 1)",
     )
     sample.add_argument(
         "--guidance-schedule",
-        default="constant",
+        default=None,
         help="gamma over sampling: constant, or ramp (rising from 0 to gamma as sampling "
         "proceeds, gamma (1 - t) for diffusion: weak guidance on mostly noise, full at the "
-        "end) (default: %(default)s)",
+        "end) (default: constant)",
     )
     sample.add_argument(
         "--classifier",
@@ -646,9 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sample.add_argument(
         "--classifier-form",
-        default="first-order",
+        default=None,
         help="D-CBG: first-order (one forward + backward pass per step) or exact (one "
-        "classifier call per position and base: short sequences only) (default: %(default)s)",
+        "classifier call per position and base: short sequences only) (default: first-order)",
     )
     sample.add_argument(
         "--seed",
@@ -657,10 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the same seed draws the same samples (default: %(default)s)",
     )
     sample.add_argument(
-        "--batch-size",
-        type=int,
-        default=16,
-        help="sequences per network call (default: %(default)s)",
+        "--batch-size", type=int, default=None, help="sequences per network call (default: 16)"
     )
     sample.add_argument(
         "--device", default=None, help="cpu, cuda, cuda:1 (default: the best available)"
@@ -916,16 +669,43 @@ def is_user_error(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno in DISK_ERRNOS
 
 
+def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The option that sets each argument of ``parser`` and of its subcommands, by the
+    argument's name (``batch_size`` -> ``--batch-size``): how the CLI names a library
+    parameter at fault."""
+    names: dict[str, str] = {}
+    for action in parser._actions:  # argparse lists its actions nowhere public
+        if isinstance(action.choices, dict):  # subcommands
+            for sub in action.choices.values():
+                names |= option_names(sub)
+        elif action.option_strings:
+            names.setdefault(action.dest, max(action.option_strings, key=len))
+    return names
+
+
+def error_line(err: BaseException, command: str, options: dict[str, str]) -> str:
+    """``genodiff COMMAND: error: MESSAGE``, with the options of the parameters at fault (a
+    ``UserInputError``'s ``parameter``) added that the message does not name already."""
+    message = str(err)
+    parameter = getattr(err, "parameter", None) or ()
+    names = (parameter,) if isinstance(parameter, str) else parameter
+    flags = [options[n] for n in names if n in options and options[n] not in message]
+    if flags:
+        message += f" ({', '.join(flags)})"
+    return f"genodiff {command}: error: {message}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error is one line on stderr (exit status 2), any other error
     raises with its traceback (``GENODIFF_DEBUG=1``: every error does)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         args.run(args)
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise
-        print(f"genodiff {args.command}: error: {err}", file=sys.stderr)
+        print(error_line(err, args.command, option_names(parser)), file=sys.stderr)
         return 2
     return 0
 

@@ -14,7 +14,15 @@ from pathlib import Path
 
 
 class UserInputError(Exception):
-    """Something the user can fix, which the message names (and how)."""
+    """Something the user can fix, which the message names (and how), in the library's terms.
+
+    ``parameter``, when given, is the name of the argument or field at fault (``num_samples``,
+    ``label``), or a tuple of the names that could fix it; a front end adds its own spelling
+    (the CLI: the option ``--num-samples``, ``genodiff.cli.main``)."""
+
+    def __init__(self, *args: object, parameter: str | tuple[str, ...] | None = None) -> None:
+        super().__init__(*args)
+        self.parameter = parameter
 
 
 class InputValueError(UserInputError, ValueError):

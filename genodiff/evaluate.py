@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from genodiff.errors import (
     NonFiniteOutputError,
     require_regular_file,
 )
+from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.progress import Progress
 
@@ -302,6 +304,48 @@ def ratio_and_se(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float | N
     residual = sums - ratio * counts
     se = math.sqrt(float((residual**2).sum()) / (n * (n - 1))) / float(counts.mean())
     return ratio, se
+
+
+def score_sequences(
+    model: GenerativeModel,
+    sequences: Sequence[str],
+    t_samples: int | None = None,
+    seed: int = 0,
+    batch_size: int = 16,
+) -> list[float]:
+    """Each of ``sequences``' per-token NELBO (AR: NLL) in nats under ``model``'s averaged
+    weights: each sequence is one window, read by the run's data module as it reads a window
+    of a file (``DataModule.sequences_dataset``) and scored as ``genodiff eval --file`` scores
+    one (``score_windows``; a class-conditional model with the null label, p(x)). Sequences
+    of one length are batched together in their order, so equal-length sequences get exactly
+    the numbers of ``eval --file --per-window`` on a file holding them. ``t_samples``: noise
+    draws per sequence (default: the objective's)."""
+    from genodiff.data.build import build_datamodule
+
+    if not sequences:
+        return []
+    objective, backbone = model.eval_objective, model.eval_backbone
+    if objective.exact_likelihood or t_samples is None:
+        t_samples = objective.eval_t_samples
+    datamodule = build_datamodule(model.config["data"])
+    datamodule.attach_tokenizer(model.tokenizer)
+    dataset = datamodule.sequences_dataset(sequences)
+    groups: dict[int, list[int]] = {}  # item length -> indices, in order
+    for index in range(len(dataset)):
+        groups.setdefault(len(dataset[index]["input_ids"]), []).append(index)
+    scores = [math.nan] * len(dataset)
+    for indices in groups.values():
+        sums, counts, _ = score_windows(
+            objective, backbone, dataset, indices, t_samples, seed, batch_size
+        )
+        for index, total, count in zip(indices, sums, counts, strict=True):
+            if count == 0:
+                raise InputValueError(
+                    f"sequence {index} has no token to score (all N, or empty)",
+                    parameter="sequences",
+                )
+            scores[index] = float(total / count)
+    return scores
 
 
 def evaluate_checkpoint(

@@ -1,10 +1,12 @@
-"""Draw sequences from a trained checkpoint: the constraints a user fixes (a prefix, an
-infilling template), batched seeded drawing, and the memory check before it. The samples are
-written by ``genodiff.sample_files``."""
+"""Draw sequences from a trained model: what a user asks for turned into a sampling request
+and its provenance (``plan``), the constraints a user fixes (a prefix, an infilling template),
+batched seeded drawing, and the memory check before it. The samples are written by
+``genodiff.sample_files``; ``genodiff.pipeline.Model.generate`` and ``genodiff sample`` are
+the front ends."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -14,61 +16,24 @@ from torch import Tensor
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.domains import domain_of
 from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.guidance import (
+    CLASSIFIER_FORMS,
+    GUIDANCE_SCHEDULES,
+    Guidance,
+    NoisyClassifierGuide,
+    check_classifier,
+    label_id,
+)
 from genodiff.memory import memory_available, size_text
+from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.progress import Progress
+from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
 
-
-@dataclass
-class SamplingRun:
-    """What produced a batch of samples: the provenance a sample file records."""
-
-    checkpoint: str
-    sampler: str
-    steps: int | None  # None for a sampler that takes no steps (``Objective.steps_used``)
-    seed: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    block: int | None = None
-    stride: int | None = None
-    constraint: str | None = None  # Constraint.description
-    # Guided runs only (``genodiff.guidance``): the class name, gamma, its schedule, and the
-    # classifier checkpoint and form when one guided.
-    label: str | None = None
-    guidance: float | None = None
-    guidance_schedule: str | None = None
-    classifier: str | None = None
-    classifier_form: str | None = None
-
-    def provenance(self) -> dict[str, object]:
-        """The fields a ``.jsonl`` sample carries: all of them, the guidance ones only when set
-        (an unguided run's records are as before guidance existed)."""
-        fields = asdict(self)
-        for key in ("label", "guidance", "guidance_schedule", "classifier", "classifier_form"):
-            if fields[key] is None:
-                del fields[key]
-        return fields
-
-    def describe(self) -> str:
-        parts = [f"checkpoint={self.checkpoint}", f"sampler={self.sampler}"]
-        if self.steps is not None:
-            parts.append(f"steps={self.steps}")
-        parts += [f"seed={self.seed}", f"temperature={self.temperature:g}", f"top_p={self.top_p:g}"]
-        if self.block is not None:
-            parts += [f"block={self.block}", f"stride={self.stride}"]
-        if self.constraint:
-            parts.append(self.constraint)
-        if self.label is not None:
-            parts += [
-                f"label={self.label}",
-                f"guidance={self.guidance:g}",
-                f"guidance_schedule={self.guidance_schedule}",
-            ]
-        if self.classifier is not None:
-            parts += [f"classifier={self.classifier}", f"classifier_form={self.classifier_form}"]
-        return " ".join(parts)
+#: Sequences per network call unless the caller says (``genodiff sample --batch-size``).
+DEFAULT_BATCH_SIZE = 16
 
 
 @dataclass
@@ -90,8 +55,9 @@ class Constraint:
         ids = tokenizer.encode_prefix(prefix)
         if len(ids) > length:
             raise InputValueError(
-                f"the prefix ({len(ids)} {tokenizer.unit}) is longer than --length {length}; "
-                "raise --length or shorten the prefix"
+                f"the prefix ({len(ids)} {tokenizer.unit}) is longer than the length {length}; "
+                "raise the length or shorten the prefix",
+                parameter="prefix",
             )
         template = torch.full((length,), tokenizer.mask_id, dtype=torch.long)
         template[: len(ids)] = torch.tensor(ids)
@@ -106,12 +72,126 @@ class Constraint:
         its length is the sample length."""
         path = Path(path)
         if not path.is_file():
-            raise InputFileNotFoundError(f"infill file {path} not found")
+            raise InputFileNotFoundError(f"infill file {path} not found", parameter="infill")
         text = domain_of(tokenizer).read_template(path)
         ids = torch.tensor(tokenizer.encode_template(text), dtype=torch.long)
         given = ids != tokenizer.mask_id
         generated = int((~given).sum())
         return cls(ids, given, f"infill={path.name}:{generated}{tokenizer.unit}_generated")
+
+
+@dataclass
+class SamplingPlan:
+    """A sampling job ready to draw: the ``request`` the samplers read, the provenance
+    ``run`` its sample file records, the ``batch_size`` and ``seed`` it is drawn with."""
+
+    request: SampleRequest
+    run: SamplingRun
+    batch_size: int
+    seed: int
+
+
+def plan(
+    model: GenerativeModel,
+    source: str,
+    num_samples: int,
+    length: int | None = None,
+    *,
+    label: str | None = None,
+    guidance: float | None = None,
+    guidance_schedule: str | None = None,
+    classifier: NoisyClassifierGuide | None = None,
+    classifier_form: str | None = None,
+    sampler: str | None = None,
+    steps: int | None = None,
+    prefix: str | None = None,
+    infill: str | Path | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    block: int | None = None,
+    stride: int | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+) -> SamplingPlan:
+    """What drawing ``num_samples`` sequences from ``model`` (loaded from ``source``, which the
+    provenance names) with these settings takes, every setting checked before anything is
+    drawn (InputValueError naming the parameter at fault). ``length``: tokens (default: the
+    infill template's, else the training window); ``label``: a class name of the model (or of
+    ``classifier``'s classes for an unconditional model), guided by ``guidance`` (gamma,
+    default 1), ``guidance_schedule`` (default constant) and an optional loaded ``classifier``
+    in ``classifier_form`` (default first-order); ``prefix`` (the start, as text) or
+    ``infill`` (a template file); ``block``/``stride`` for the semi-autoregressive sampler."""
+    tokenizer = model.tokenizer
+    if prefix is not None and infill is not None:
+        raise InputValueError("a prefix and an infill template exclude each other; give one",
+                              parameter="infill")  # fmt: skip
+    steering = (guidance, guidance_schedule, classifier, classifier_form)
+    if label is None and any(value is not None for value in steering):
+        raise InputValueError(
+            "guidance needs a class to guide towards: give a label with the guidance strength, "
+            "its schedule or a classifier",
+            parameter="label",
+        )
+    steer = None
+    if label is not None:
+        classes = model.class_names
+        if classifier is not None:
+            check_classifier(classifier, classes, tokenizer.name)
+            classes = classes or list(classifier.class_names)
+        steer = Guidance(
+            label_id(label, classes, source),
+            1.0 if guidance is None else float(guidance),
+            guidance_schedule or GUIDANCE_SCHEDULES[0],
+            classifier,
+            classifier_form or CLASSIFIER_FORMS[0],
+            label_name=label,
+        )
+    constraint = Constraint.from_file(infill, tokenizer) if infill is not None else None
+    if constraint is not None and length not in (None, constraint.length):
+        raise InputValueError(
+            f"length {length} differs from the infill template's {constraint.length} "
+            f"{tokenizer.unit}; leave the length out",
+            parameter="length",
+        )
+    if length is None:
+        length = constraint.length if constraint else model.config["data"].get("max_length", 1024)
+    options = {} if steps is None else {"steps": steps}
+    request = SampleRequest(
+        num_samples=num_samples,
+        length=length,
+        sampler=sampler,
+        temperature=temperature,
+        top_p=top_p,
+        template=constraint.template if constraint else None,
+        given=constraint.given if constraint else None,
+        block=block,
+        stride=stride,
+        guidance=steer,
+        **options,
+    )
+    batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+    check_feasible(request, batch_size, model.eval_backbone)  # before a prefix's (length,)
+    if prefix is not None:
+        constraint = Constraint.from_prefix(prefix, length, tokenizer)
+        request = replace(request, template=constraint.template, given=constraint.given)
+    name = model.eval_objective.sampler_name(request)  # its samplers differ per objective
+    if name != "semi-ar" and (block is not None or stride is not None):
+        raise InputValueError(
+            "block and stride apply only to the semi-ar sampler", parameter="block"
+        )
+    run = SamplingRun(
+        checkpoint=source,
+        sampler=name,
+        steps=model.eval_objective.steps_used(request),
+        seed=seed,
+        temperature=temperature,
+        top_p=top_p,
+        block=block,
+        stride=stride,
+        constraint=constraint.description if constraint else None,
+        guidance=steer,
+    )
+    return SamplingPlan(request, run, batch_size, seed)
 
 
 def draw_samples(
@@ -155,7 +235,7 @@ def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.M
     request that cannot fit (``memory_needed`` with the backbone's declared ``vocab_size``, above
     the machine's memory) rather than an allocator error or the out-of-memory killer later."""
     if batch_size < 1:
-        raise InputValueError(f"batch_size must be >= 1 (--batch-size), got {batch_size}")
+        raise InputValueError(f"batch_size must be >= 1, got {batch_size}", parameter="batch_size")
     device = next(backbone.parameters()).device
     needed = memory_needed(request, batch_size, capabilities_of(backbone).vocab_size)
     for need, have, where in zip(needed, memory_available(device), (device, "host"), strict=True):
@@ -163,6 +243,7 @@ def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.M
             raise InputValueError(
                 f"sampling {request.num_samples} x {request.length} tokens (batches of "
                 f"{min(batch_size, request.num_samples)}) needs at least {size_text(need)} of "
-                f"{where} memory, and this machine has {size_text(have)}; lower --length, "
-                "--batch-size or --num-samples"
+                f"{where} memory, and this machine has {size_text(have)}; lower the length, "
+                "the batch size or the number of samples",
+                parameter=("length", "batch_size", "num_samples"),
             )

@@ -1,7 +1,8 @@
 """Guided sampling: drawing DNA of a chosen class (Schiff et al. 2025, docs/architecture.md §3.6).
 
-A request with a ``label`` (``SampleRequest.label``, a class id of a class-conditional model)
-is guided in one of two ways, both expressed as a *guided prediction*: a log-linear
+A request with a ``guidance`` (``SampleRequest.guidance``, a ``Guidance``: the class id of a
+class-conditional model's class, gamma, its schedule and an optional classifier) is guided in
+one of two ways, both expressed as a *guided prediction*: a log-linear
 combination of K network-side parts, renormalised,
 
     log x~ = log_softmax(sum_k w_k(gamma) * part_k),
@@ -47,16 +48,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
 
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.errors import InputValueError
-
-if TYPE_CHECKING:
-    from genodiff.samplers.request import SampleRequest
 
 #: The schedules of gamma: "constant", or "ramp" (weak while the sequence is mostly masked,
 #: full strength at the end; Rojas et al. 2025 find early guidance hurts and late guidance helps).
@@ -78,6 +77,7 @@ class NoisyClassifierGuide(Protocol):
 
     class_names: list[str]
     tokenizer_name: str  # checked against the generator's tokenizer
+    source: str  # where it was loaded from (its checkpoint), for the samples' provenance
 
     def tilt(
         self, x: Tensor, label: int, where: Tensor, exact: bool, t: Tensor | None = None
@@ -98,39 +98,64 @@ class NoisyClassifierGuide(Protocol):
         ...
 
 
-def check_guidance(
-    label: int | None,
-    guidance: float,
-    schedule: str,
-    classifier: NoisyClassifierGuide | None,
-    form: str,
-) -> None:
-    """InputValueError (naming the `genodiff sample` option) for guidance settings that make
-    no sense whatever the model: gamma not finite, negative or absurd, an unknown schedule or
-    form, guidance or a classifier without a label."""
-    if not math.isfinite(guidance) or not 0.0 <= guidance <= MAX_GUIDANCE:
-        raise InputValueError(
-            f"guidance gamma must be a number in [0, {MAX_GUIDANCE:g}] (--guidance; 0 = "
-            "unconditional, 1 = the conditional model, > 1 extrapolates, useful values are "
-            f"about 1-5; above {MAX_GUIDANCE:g} is absurd, a point mass), got {guidance}"
-        )
-    if schedule not in GUIDANCE_SCHEDULES:
-        raise InputValueError(
-            f"unknown guidance schedule {schedule!r} (--guidance-schedule); choose one of: "
-            f"{', '.join(GUIDANCE_SCHEDULES)}"
-        )
-    if form not in CLASSIFIER_FORMS:
-        raise InputValueError(
-            f"unknown classifier form {form!r} (--classifier-form); choose one of: "
-            f"{', '.join(CLASSIFIER_FORMS)}"
-        )
-    if label is None and (guidance != 1.0 or schedule != "constant" or classifier is not None):
-        raise InputValueError(
-            "guidance needs a class to guide towards: give --label NAME with --guidance, "
-            "--guidance-schedule or --classifier"
-        )
-    if label is not None and label < 0:
-        raise InputValueError(f"label must be a class id >= 0 (--label), got {label}")
+@dataclass(frozen=True)
+class Guidance:
+    """Guided sampling towards one class: the value a ``SampleRequest`` carries and a sample
+    file's provenance records (``SamplingRun.guidance``).
+
+    ``label`` is a class id of the model's classes (or of the classifier's, for an
+    unconditional model), ``label_name`` its name (provenance; default: the id). ``gamma`` is
+    the strength in the paper's convention (0 = unconditional, 1 = the conditional model, > 1
+    extrapolation), ``schedule`` "constant" or "ramp" (gamma rising from 0 as sampling
+    proceeds). ``classifier`` guides through a noisy classifier (D-CBG; FUDGE for AR) instead of
+    the model's own null label (D-CFG), in ``classifier_form`` "first-order" or "exact".
+    InputValueError (naming the field) for settings that make no sense whatever the model.
+    """
+
+    label: int
+    gamma: float = 1.0
+    schedule: str = "constant"
+    classifier: NoisyClassifierGuide | None = field(default=None, compare=False, repr=False)
+    classifier_form: str = "first-order"
+    label_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.label, bool) or not isinstance(self.label, int) or self.label < 0:
+            raise InputValueError(f"label must be a class id >= 0, got {self.label!r}")
+        if not math.isfinite(self.gamma) or not 0.0 <= self.gamma <= MAX_GUIDANCE:
+            raise InputValueError(
+                f"guidance gamma must be a number in [0, {MAX_GUIDANCE:g}] (0 = unconditional, "
+                "1 = the conditional model, > 1 extrapolates, useful values are about 1-5; "
+                f"above {MAX_GUIDANCE:g} is absurd, a point mass), got {self.gamma}"
+            )
+        if self.schedule not in GUIDANCE_SCHEDULES:
+            raise InputValueError(
+                f"unknown guidance schedule {self.schedule!r}; choose one of: "
+                f"{', '.join(GUIDANCE_SCHEDULES)}"
+            )
+        if self.classifier_form not in CLASSIFIER_FORMS:
+            raise InputValueError(
+                f"unknown classifier form {self.classifier_form!r}; choose one of: "
+                f"{', '.join(CLASSIFIER_FORMS)}"
+            )
+
+    @property
+    def name(self) -> str:
+        """The class name the provenance records."""
+        return self.label_name if self.label_name is not None else str(self.label)
+
+    def provenance(self) -> dict[str, str | float]:
+        """The fields a sample file records: label, guidance (gamma), guidance_schedule, and
+        with a classifier its checkpoint and form."""
+        fields: dict[str, str | float] = {
+            "label": self.name,
+            "guidance": self.gamma,
+            "guidance_schedule": self.schedule,
+        }
+        if self.classifier is not None:
+            fields["classifier"] = str(getattr(self.classifier, "source", "(in memory)"))
+            fields["classifier_form"] = self.classifier_form
+        return fields
 
 
 def gamma_at(guidance: float, schedule: str, progress: Tensor) -> Tensor:
@@ -153,7 +178,7 @@ class Guide:
 
     def __init__(
         self,
-        request: SampleRequest,
+        guidance: Guidance | None,
         model: nn.Module,
         network: Network | None,
         sampler: str,
@@ -162,28 +187,30 @@ class Guide:
     ) -> None:
         self.network = network
         self.columns = columns
-        self.label: int | None = request.label
-        self.guidance = float(request.guidance)
-        self.schedule: str = request.guidance_schedule
-        self.classifier: NoisyClassifierGuide | None = request.classifier
-        self.exact = request.classifier_form == "exact"
-        if self.label is None:
+        self.classifier: NoisyClassifierGuide | None = None
+        if guidance is None:
             self.kind = "none"
             return
+        self.label = guidance.label
+        self.guidance = float(guidance.gamma)
+        self.schedule = guidance.schedule
+        self.classifier = guidance.classifier
+        self.exact = guidance.classifier_form == "exact"
         if self.classifier is not None:
             if not allow_classifier:
                 raise InputValueError(
-                    f"{sampler} offers classifier-free guidance only (--label with "
-                    "--guidance); classifier guidance (--classifier) is for MDLM/D3PM/UDLM "
-                    "(D-CBG) and AR models (FUDGE)"
+                    f"{sampler} offers classifier-free guidance only (a label with a gamma); "
+                    "classifier guidance is for MDLM/D3PM/UDLM (D-CBG) and AR models (FUDGE)",
+                    parameter="classifier",
                 )
             self.kind = "classifier"
             return
         if not capabilities_of(model).class_conditioning:
             raise InputValueError(
-                "--label needs a class-conditional model (trained on labelled data, "
+                "a label needs a class-conditional model (trained on labelled data, "
                 "data.name=labelled); this one is unconditional. Guide it with a classifier "
-                "instead (--classifier CKPT --label NAME)"
+                "instead (a classifier checkpoint and a label)",
+                parameter="label",
             )
         constant = self.schedule == "constant"
         self.kind = {1.0: "conditional", 0.0: "null"}.get(self.guidance) if constant else None
@@ -263,41 +290,41 @@ def _widen(tilt: Tensor, vocab_size: int) -> Tensor:
     return nn.functional.pad(tilt, (0, vocab_size - tilt.shape[-1]))
 
 
-def label_id(name: str, class_names: list[str] | None, checkpoint: str) -> int:
+def label_id(name: str, class_names: list[str] | None, model: str) -> int:
     """The class id of ``name`` among ``class_names`` (a checkpoint's ``conditioning.labels``,
-    or a classifier's); InputValueError listing the valid names, or saying that the model has
-    no classes."""
+    or a classifier's); InputValueError (parameter ``label``) listing the valid names, or
+    saying that ``model`` has no classes."""
     if class_names is None:
         raise InputValueError(
-            f"--label {name}: {checkpoint} is an unconditional model (it has no classes); "
-            "train a class-conditional one (data.name=labelled) or guide this one with a "
-            "classifier (--classifier CKPT)"
+            f"label {name!r}: {model} is an unconditional model (it has no classes); train a "
+            "class-conditional one (data.name=labelled) or guide this one with a classifier",
+            parameter="label",
         )
     if name not in class_names:
         raise InputValueError(
-            f"--label {name!r} is not a class of {checkpoint}; its classes are: "
-            f"{', '.join(class_names)}"
+            f"label {name!r} is not a class of {model}; its classes are: {', '.join(class_names)}",
+            parameter="label",
         )
     return class_names.index(name)
 
 
 def check_classifier(
-    classifier: NoisyClassifierGuide,
-    path: str,
-    class_names: list[str] | None,
-    tokenizer_name: str,
+    classifier: NoisyClassifierGuide, class_names: list[str] | None, tokenizer_name: str
 ) -> None:
-    """InputValueError when the classifier at ``path`` was trained for other classes than the
-    generator's ``class_names`` (None: an unconditional generator, which takes the
-    classifier's) or on another tokenizer than ``tokenizer_name``."""
+    """InputValueError (parameter ``classifier``) when ``classifier`` was trained for other
+    classes than the generator's ``class_names`` (None: an unconditional generator, which takes
+    the classifier's) or on another tokenizer than ``tokenizer_name``."""
+    source = getattr(classifier, "source", "the classifier")
     if classifier.tokenizer_name != tokenizer_name:
         raise InputValueError(
-            f"--classifier {path} reads the tokenizer {classifier.tokenizer_name!r}, the "
-            f"generator's is {tokenizer_name!r}; train the classifier on the generator's data"
+            f"the classifier {source} reads the tokenizer {classifier.tokenizer_name!r}, the "
+            f"generator's is {tokenizer_name!r}; train the classifier on the generator's data",
+            parameter="classifier",
         )
     if class_names is not None and list(classifier.class_names) != list(class_names):
         raise InputValueError(
-            f"--classifier {path} was trained for the classes "
+            f"the classifier {source} was trained for the classes "
             f"{', '.join(classifier.class_names)}; the generator's are {', '.join(class_names)} "
-            "(same names, same order)"
+            "(same names, same order)",
+            parameter="classifier",
         )

@@ -16,8 +16,8 @@ from genodiff.classifiers.noise import inputs_at_time
 from genodiff.classifiers.one_hot import embed_one_hot
 from genodiff.config import ConfigError, with_tokenizer_fields
 from genodiff.errors import InputValueError
-from genodiff.objectives.masked_process import MaskedForwardProcess
-from genodiff.objectives.schedules import CosineSchedule, LogLinearSchedule
+from genodiff.processes.masked import MaskedForwardProcess
+from genodiff.processes.schedules import CosineSchedule, LogLinearSchedule
 from genodiff.registry import get
 from genodiff.tokenizers import DNATokenizer
 

@@ -15,8 +15,8 @@ from genodiff.classifiers import load_classifier
 from genodiff.classifiers.noise import inputs_at_time
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.model import GenerativeModel
-from genodiff.objectives.masked_process import MaskedForwardProcess
-from genodiff.objectives.schedules import LogLinearSchedule
+from genodiff.processes.masked import MaskedForwardProcess
+from genodiff.processes.schedules import LogLinearSchedule
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,8 +78,12 @@ def write_generator(path: Path, classes=None, objective="mdlm", model=None) -> P
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    """The toy config (and its FASTA files) and a conditional MDLM generator for its classes."""
-    folder = tmp_path_factory.mktemp("toy")
+    return write_toy(tmp_path_factory.mktemp("toy"))
+
+
+def write_toy(folder: Path) -> tuple[Path, Path]:
+    """The toy config (and its FASTA files) and a conditional MDLM generator for its classes,
+    written into ``folder``."""
     for name, base in (("poly_a", "A"), ("poly_c", "C")):
         (folder / f"{name}.fa").write_text(f">{name}\n{base * 4000}\n")
     generator = write_generator(folder / "generator.ckpt", ["poly_a", "poly_c"])

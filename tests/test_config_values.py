@@ -29,7 +29,7 @@ from genodiff.config import (
 )
 from genodiff.config_values import Key, Range, class_spec, dataclass_spec, describe, fits
 from genodiff.data import genome
-from genodiff.finetune.data import load_task
+from genodiff.data.benchmarks import load_task
 from genodiff.model import GenerativeModel
 from genodiff.objectives.d3pm import D3PM
 from genodiff.objectives.mdlm import MDLM

@@ -21,7 +21,8 @@ from genodiff.config import ConfigError, load_config
 from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule
 from genodiff.data.loaders import EpochShuffleSampler, HeldoutShard
-from genodiff.finetune.classifier import load_backbone
+from genodiff.finetuning.classifier import load_backbone
+from tests.test_classifiers_training import write_toy
 from tests.test_cli import DEMO, ROOT, read_metrics
 
 RUN = [
@@ -338,3 +339,84 @@ def test_a_data_plugin_that_is_not_a_genodiff_data_module_is_refused(monkeypatch
     monkeypatch.setitem(registry._REGISTRIES["data"], "plain", PlainLightning)
     with pytest.raises(ConfigError, match="data.name='plain' is .*PlainLightning.*DataModule"):
         build_datamodule({"name": "plain"})
+
+
+# ------------------------------------------------------------------ classifier and finetune
+
+
+def command(*args: str) -> str:
+    """``genodiff ARGS`` in a process of its own; its stdout + stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "genodiff.cli", *args, "--no-progress"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+CLASSIFIER_RUN = [
+    "trainer.max_steps=6",
+    "trainer.val_check_interval=3",
+    "trainer.log_every_n_steps=1",
+]
+
+
+@pytest.mark.process_level
+def test_a_classifier_trains_on_two_processes_like_one_with_twice_the_batch(tmp_path):
+    config, _ = write_toy(tmp_path)
+    one, two = tmp_path / "one", tmp_path / "two"
+    command("classifier", str(config), *CLASSIFIER_RUN, "data.batch_size=16", f"output_dir={one}")
+    output = command(
+        "classifier", str(config), *CLASSIFIER_RUN, "data.batch_size=8", *TWO_PROCESSES[2:],
+        f"output_dir={two}",
+    )  # fmt: skip
+    assert output.count("genodiff: training a noisy classifier") == 1  # rank 0 alone
+    assert output.count("genodiff: wrote") == 1
+    assert not (two / ".lock").exists() and (two / "config.yaml").is_file()
+    expected, got = read_metrics(one), read_metrics(two)
+    for key in ("train/loss", "val/acc"):
+        assert by_step(expected, key), key
+        assert by_step(got, key) == pytest.approx(by_step(expected, key), rel=1e-4, abs=1e-6), key
+    a, b = load(one / "checkpoints" / "last.ckpt"), load(two / "checkpoints" / "last.ckpt")
+    for name, value in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][name], value, rtol=1e-4, atol=1e-5)
+
+
+FINETUNE_CONFIG = """
+name: folds
+output_dir: {out}
+folds: 4
+keep_checkpoints: false
+model: {{name: caduceus, d_model: 16, n_layer: 1, vocab_size: 12, pad_vocab_size_multiple: 8}}
+benchmark: {{root: {root}, tasks: [human_vs_phage], download: false}}
+sweep: {{lr: [1.0e-2], batch_size: [32]}}
+trainer: {{accelerator: cpu, max_epochs: 1, enable_progress_bar: false, num_sanity_val_steps: 0}}
+"""
+
+
+@pytest.mark.process_level
+def test_finetune_spreads_its_folds_over_two_processes_with_the_results_of_one(tmp_path):
+    task_root = ROOT / "tests" / "data" / "genomic_benchmarks"
+    results = {}
+    for name, devices in (("one", 1), ("two", 2)):
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(FINETUNE_CONFIG.format(out=tmp_path / name, root=task_root))
+        output = command("finetune", str(config), f"trainer.devices={devices}")
+        assert output.count("| human_vs_phage") == 1  # the table, printed by rank 0 alone
+        for fold in range(1, 5):
+            assert output.count(f"fold {fold}/4: val acc") == 1  # each fold ran once
+        runs = sorted((tmp_path / name / "runs").glob("*/*/fold*/result.json"))
+        results[name] = [json.loads(path.read_text()) for path in runs]
+        assert not (tmp_path / name / ".lock").exists()
+    one, two = results["one"], results["two"]
+    assert [r["rank"] for r in one] == [0, 0, 0, 0]
+    assert [r["rank"] for r in two] == [0, 1, 0, 1]  # fold k on process k mod 2
+    for a, b in zip(one, two, strict=True):
+        for key in ("fold", "seed", "val_acc", "test_acc", "test_mcc", "epochs", "n_train"):
+            assert a[key] == b[key], key
+        assert a["test_loss"] == pytest.approx(b["test_loss"], rel=1e-5)
+    summary = [json.loads((tmp_path / n / "results.json").read_text())["summary"] for n in results]
+    assert summary[0] == pytest.approx(summary[1])

@@ -20,9 +20,9 @@ from genodiff.checkpoints import load_pretrained, save_pretrained
 from genodiff.checkpoints.folders import CheckpointError, detect_layout
 from genodiff.config import ConfigError, load_config, with_tokenizer_fields
 from genodiff.evaluate import window_digest
-from genodiff.generate import SamplingRun
 from genodiff.objectives import AR, MDLM, SEDD
 from genodiff.sample_files import read_samples, write_samples
+from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import (
     DNATokenizer,

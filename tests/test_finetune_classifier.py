@@ -8,7 +8,7 @@ import torch
 
 from genodiff import backbones
 from genodiff.checkpoints import save_pretrained
-from genodiff.finetune.classifier import SequenceClassifier, load_backbone, pool, rc_left_padded
+from genodiff.finetuning.classifier import SequenceClassifier, load_backbone, pool, rc_left_padded
 from genodiff.tokenizers import DNATokenizer
 
 TOK = DNATokenizer()

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from genodiff.finetune.data import load_task
-from genodiff.finetune.protocol import fold_splits
+from genodiff.data.benchmarks import load_task
+from genodiff.finetuning.protocol import fold_splits
 from genodiff.tokenizers import DNATokenizer
 
 DEMO_ROOT = Path(__file__).parent / "data" / "genomic_benchmarks"

@@ -10,11 +10,11 @@ import torch
 
 from genodiff import cli
 from genodiff.config_values import ConfigError
-from genodiff.finetune import load_finetune_config, protocol
-from genodiff.finetune.classifier import SequenceClassifier, load_backbone
-from genodiff.finetune.config import FinetuneOptimConfig
-from genodiff.finetune.module import ClassifierModule
-from genodiff.finetune.results import markdown_table, summarize
+from genodiff.finetuning import load_finetune_config, protocol
+from genodiff.finetuning.classifier import SequenceClassifier, load_backbone
+from genodiff.finetuning.config import FinetuneOptimConfig
+from genodiff.finetuning.module import ClassifierModule
+from genodiff.finetuning.results import markdown_table, summarize
 from genodiff.tokenizers import DNATokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def test_selection_and_table_from_hand_made_records():
 
 
 def test_demo_config_composes():
-    from genodiff.finetune import load_finetune_config
+    from genodiff.finetuning import load_finetune_config
 
     root = Path(__file__).parent.parent
     cfg = load_finetune_config(root / "configs" / "genomic_benchmarks_demo.yaml")
@@ -129,7 +129,7 @@ def test_demo_config_composes():
     ],
 )
 def test_finetune_config_values_are_range_checked(override, message):
-    from genodiff.finetune import load_finetune_config
+    from genodiff.finetuning import load_finetune_config
 
     root = Path(__file__).parent.parent
     with pytest.raises(ConfigError) as err:
@@ -138,7 +138,7 @@ def test_finetune_config_values_are_range_checked(override, message):
 
 
 def test_a_single_sweep_value_is_a_one_point_sweep():
-    from genodiff.finetune import load_finetune_config
+    from genodiff.finetuning import load_finetune_config
 
     root = Path(__file__).parent.parent
     cfg = load_finetune_config(

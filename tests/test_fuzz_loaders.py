@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from genodiff.data.benchmarks import load_task
 from genodiff.data.genome import Genome, bgzip_fasta
 from genodiff.data.hg38 import SPLITS, read_bed
-from genodiff.finetune.data import load_task
 from genodiff.tokenizers import DNATokenizer
 
 FUZZ = settings(

@@ -12,7 +12,6 @@ import torch
 
 from genodiff import cli, registry
 from genodiff.checkpoints import load_model
-from genodiff.generate import SamplingRun
 from genodiff.generative_perplexity import (
     Diversity,
     default_ar_checkpoints,
@@ -23,6 +22,7 @@ from genodiff.generative_perplexity import (
 from genodiff.model import GenerativeModel
 from genodiff.objectives import AR
 from genodiff.sample_files import read_samples, write_samples
+from genodiff.sample_formats import SamplingRun
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 
 TOK = DNATokenizer()

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from genodiff.backbones.capabilities import Capabilities
-from genodiff.samplers.request import SampleRequest
+from genodiff.guidance import Guidance
+from tests import guided
 from tests.dna_objectives import ar, d3pm, mdlm, plaid, sedd
 from tests.test_samplers import (
     BASES,
@@ -76,7 +77,7 @@ def pooled_chi_square_p(counts: torch.Tensor, probs: torch.Tensor) -> float:
 
 def draw(model, sampler, objective=None, n=NUM, seed=0, length=SEQ_LEN, **options):
     objective = objective or mdlm(sampling_eps=1e-4)
-    request = SampleRequest(num_samples=n, length=length, sampler=sampler, **options)
+    request = guided.request(n, length, sampler=sampler, **options)
     return objective.sample(model, request, generator=torch.Generator().manual_seed(seed))
 
 
@@ -365,8 +366,7 @@ def test_prefix_is_kept_under_guidance():
 def test_sedd_cfg_tempers_the_landing_distribution_and_keeps_the_jump_rate():
     from genodiff.guidance import Guide
 
-    request = SampleRequest(num_samples=1, length=1, label=0, guidance=2.5)
-    guide = Guide(request, ConditionalOracle(CONDITIONALS, MARGINAL), None, "SEDD")
+    guide = Guide(Guidance(0, 2.5), ConditionalOracle(CONDITIONALS, MARGINAL), None, "SEDD")
     rate = 1 / math.expm1(0.7)
     g = torch.Generator().manual_seed(0)
     cond, null = torch.rand(2, 5, 16, generator=g, dtype=torch.float64).softmax(-1)  # (5, 16)
@@ -404,11 +404,12 @@ def test_refusals():
     with pytest.raises(ValueError, match="no guided sampling"):
         draw(model, None, plaid(d_model=8), n=2, steps=2, label=0)
     for bad in (float("nan"), -1.0, 1e9, float("inf")):
-        with pytest.raises(ValueError, match="--guidance"):
-            SampleRequest(2, 3, label=0, guidance=bad)
-    with pytest.raises(ValueError, match="--label"):
-        SampleRequest(2, 3, guidance=2.0)
-    with pytest.raises(ValueError, match="--guidance-schedule"):
-        SampleRequest(2, 3, label=0, guidance_schedule="cosine")
-    with pytest.raises(ValueError, match="--classifier-form"):
-        SampleRequest(2, 3, label=0, classifier_form="second-order")
+        with pytest.raises(ValueError, match="guidance gamma"):
+            Guidance(0, gamma=bad)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="class id"):
+            Guidance(bad)
+    with pytest.raises(ValueError, match="guidance schedule"):
+        Guidance(0, schedule="cosine")
+    with pytest.raises(ValueError, match="classifier form"):
+        Guidance(0, classifier_form="second-order")

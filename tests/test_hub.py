@@ -20,7 +20,7 @@ from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import export_checkpoint, load_model, load_pretrained, save_pretrained
 from genodiff.config import load_config
-from genodiff.finetune.classifier import load_backbone
+from genodiff.finetuning.classifier import load_backbone
 from genodiff.hub import HubError, parse_hub_id
 from genodiff.model import GenerativeModel, init_backbone
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record

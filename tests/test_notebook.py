@@ -14,7 +14,7 @@ import pytest
 from Bio import SeqIO
 
 from genodiff import cli
-from genodiff.finetune.trained import load_finetuned_classifier
+from genodiff.finetuning.trained import load_finetuned_classifier
 from genodiff.metrics import REPORT_FILES
 from tests.test_cli import DEMO, TINY
 from tests.test_conditioning import ROOT, TINY_RUN

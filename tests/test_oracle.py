@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from genodiff import cli
+from genodiff.data.benchmarks import load_task
 from genodiff.errors import InputValueError
-from genodiff.finetune.data import load_task
-from genodiff.finetune.trained import RECORD_KEY, load_finetuned_classifier
+from genodiff.finetuning.trained import RECORD_KEY, load_finetuned_classifier
 from genodiff.metrics.oracle import (
     evaluate_with_oracle,
     oracle_scores,

@@ -29,8 +29,8 @@ from packaging.version import Version
 import genodiff
 from genodiff import cli, resources
 from genodiff.config import load_config, resolve_config_path
-from genodiff.finetune import load_finetune_config
-from genodiff.finetune.data import load_task
+from genodiff.data.benchmarks import load_task
+from genodiff.finetuning import load_finetune_config
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -38,7 +38,7 @@ def test_a_live_run_holds_its_folder_until_it_dies(tmp_path, capsys):
         code = cli.main(["train", DEMO, *TINY, f"output_dir={out}"])
         err = capsys.readouterr().err
         assert code == 2
-        assert "in use by a running genodiff train (pid 4242)" in err
+        assert "in use by a running genodiff run (pid 4242)" in err
         assert sorted(p.name for p in out.iterdir()) == [run_folder.LOCK_FILE]  # nothing written
     finally:
         holder.send_signal(signal.SIGKILL)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from genodiff.objectives.schedules import SCHEDULES, build_schedule
+from genodiff.processes.schedules import SCHEDULES, build_schedule
 
 ALL = [
     build_schedule("loglinear", eps=1e-3),

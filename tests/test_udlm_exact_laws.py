@@ -27,8 +27,8 @@ from scipy.stats import chi2
 from genodiff.config import ConfigError
 from genodiff.model import GenerativeModel
 from genodiff.objectives.udlm import UDLM
-from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
+from tests import guided
 
 TOK = DNATokenizer()
 LETTERS = list(TOK.sample_ids)  # A C G T ids
@@ -292,7 +292,7 @@ def sample_counts(network, steps: int, n: int, seed: int, **request) -> torch.Te
     objective = udlm()
     draws = objective.sample(
         network,
-        SampleRequest(n, LENGTH, steps=steps, **request),
+        guided.request(n, LENGTH, steps=steps, **request),
         torch.Generator().manual_seed(seed),
     )
     index = torch.stack([(draws == letter).long() * v for v, letter in enumerate(LETTERS)]).sum(0)

@@ -22,9 +22,9 @@ from genodiff.classifiers import load_classifier
 from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.classifiers.noise import inputs_at_time
 from genodiff.errors import InputValueError
-from genodiff.objectives.uniform_process import UniformForwardProcess
+from genodiff.processes.uniform import UniformForwardProcess
 from genodiff.samplers import uniform
-from genodiff.samplers.request import SampleRequest
+from tests import guided
 from tests.test_bad_input_cli import one_line_error
 from tests.test_classifiers import LinearInOneHot
 from tests.test_classifiers_training import toy, write_generator  # noqa: F401 (a fixture)
@@ -112,7 +112,7 @@ def recorded_steps(monkeypatch):
 
 
 def run(network, steps: int, n: int, seed: int = 0, **options) -> torch.Tensor:
-    request = SampleRequest(n, LENGTH, steps=steps, **options)
+    request = guided.request(n, LENGTH, steps=steps, **options)
     return udlm().sample(network, request, torch.Generator().manual_seed(seed))
 
 

@@ -131,19 +131,23 @@ def _flat(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def check_output_dir(output_dir: Path, resume: Path | None) -> None:
+def check_output_dir(
+    output_dir: Path, resume: Path | None, resume_hint: str | None = "Resume it with ckpt_path=last"
+) -> None:
     """ConfigError unless ``output_dir`` may take this run: it is a folder (or absent) and
     holds no other run's results (``RUN_RESULTS``; a run resuming a checkpoint of its own may
-    use it)."""
+    use it). ``resume_hint`` says how to continue the run found there (None: it cannot be)."""
     if output_dir.exists() and not output_dir.is_dir():
         raise ConfigError(f"output_dir={output_dir} is a file; choose a folder")
     held = sorted({str(p.relative_to(output_dir)) for g in RUN_RESULTS for p in output_dir.glob(g)})
     if not held or (resume is not None and resume.is_relative_to(output_dir.resolve())):
         return
+    what = "Remove it or choose another output_dir"
+    if resume_hint:
+        what = f"{resume_hint}, or choose another output_dir"
     raise ConfigError(
         f"output_dir={output_dir} already holds a run ({', '.join(held[:3])}"
-        f"{', ...' if len(held) > 3 else ''}). Resume it with ckpt_path=last, or choose another "
-        "output_dir"
+        f"{', ...' if len(held) > 3 else ''}). {what}"
     )
 
 
@@ -161,7 +165,7 @@ def hold(output_dir: Path) -> Iterator[None]:
             lock.seek(0)
             owner = lock.read().strip() or "another process"
             raise ConfigError(
-                f"output_dir={output_dir} is in use by a running genodiff train (pid {owner}); "
+                f"output_dir={output_dir} is in use by a running genodiff run (pid {owner}); "
                 "wait for it to finish or choose another output_dir"
             ) from None
         if not path.exists() or not os.path.samestat(os.fstat(lock.fileno()), path.stat()):

@@ -27,7 +27,7 @@ from genodiff.config import (
     resolve_data_paths,
     section_spec,
 )
-from genodiff.finetune.config import POOLINGS
+from genodiff.finetuning.config import POOLINGS
 
 
 @dataclass

@@ -3,7 +3,7 @@ classes, of one of two kinds (``KINDS``):
 
 - ``noisy`` (D-CBG, masked diffusion): a bidirectional backbone reads a masked-diffusion state
   z_t ([MASK] at the unrevealed positions) and gives log p(y | z_t) (B, C) from its pooled
-  states (pooling as ``genodiff.finetune.classifier.SequenceClassifier``, whose head and PS
+  states (pooling as ``genodiff.finetuning.classifier.SequenceClassifier``, whose head and PS
   handling it reuses). It has no time input (as Schiff et al.'s): the masks say how noisy z_t
   is.
 - ``causal`` (FUDGE, autoregressive): a causal backbone gives, at every position i, log
@@ -25,7 +25,7 @@ from genodiff import backbones
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.classifiers.one_hot import embed_one_hot
 from genodiff.config import ConfigError
-from genodiff.finetune.classifier import SequenceClassifier
+from genodiff.finetuning.classifier import SequenceClassifier
 
 KINDS = ("noisy", "causal")
 

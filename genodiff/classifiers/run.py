@@ -1,8 +1,10 @@
-"""``genodiff classifier CONFIG``: train a guidance classifier and save it (every check before
-the first write into ``output_dir``)."""
+"""``genodiff.train_classifier`` (and ``genodiff classifier CONFIG``): train a guidance
+classifier and save it. Every check comes before the first write into ``output_dir``, which
+the main process alone takes (``genodiff.training.session``), as ``genodiff train`` does."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,21 +12,40 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from genodiff import registry
-from genodiff.checkpoints import load_model, run_folder
+from genodiff.checkpoints import load_model
 from genodiff.classifiers.checkpoint import classifier_record
+from genodiff.classifiers.config import load_classifier_config
 from genodiff.classifiers.model import build_classifier
 from genodiff.classifiers.training import ClassifierTrainingModule
 from genodiff.config import ConfigError, with_tokenizer_fields
 from genodiff.data.build import build_datamodule
 from genodiff.data.labelled import class_count_lines
 from genodiff.model import GenerativeModel
+from genodiff.progress import progress_wanted
 from genodiff.tokenizers import Tokenizer, build_tokenizer
+from genodiff.training.session import check_output, fit, hold_output
 from genodiff.training.trainer import build_trainer
 
+# A classifier run is not resumed: a stopped one is trained again from the start.
+RESUME_HINT = "Run the same command again with another output_dir (a classifier run restarts)"
 
-def train_classifier(cfg: DictConfig, progress_bar: bool = True) -> Path:
-    """Train the classifier ``cfg`` describes (``genodiff.classifiers.config``); returns the
-    path of its last checkpoint."""
+
+def train_classifier(
+    config: str | Path,
+    overrides: Sequence[str] = (),
+    output_dir: str | Path | None = None,
+    *,
+    progress: bool | None = None,
+) -> Path:
+    """Train the classifier the config ``config`` describes (``genodiff.classifiers.config``:
+    a YAML path or a config name such as ``classifier_demo``) with Hydra ``overrides``
+    (``["generator=outputs/conditional_demo", "kind=causal"]``) into ``output_dir`` (default:
+    the config's); returns the path of its last checkpoint, which ``genodiff sample
+    --classifier`` and ``Model.generate(classifier=...)`` take. The same run as
+    ``genodiff classifier CONFIG OVERRIDES...``."""
+    overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
+    cfg = load_classifier_config(config, overrides)
+    progress_bar = progress_wanted() if progress is None else progress
     datamodule = build_datamodule(cfg.data)
     datamodule.check_files()  # missing data fails here
     classes = datamodule.class_names()
@@ -54,16 +75,17 @@ def train_classifier(cfg: DictConfig, progress_bar: bool = True) -> Path:
     datamodule.dataset_of("valid")  # windows that cannot be cut fail here
     datamodule.check_batch_size(trainer.world_size)
     out = Path(cfg.output_dir)
-    run_folder.check_output_dir(out, None)
-    with run_folder.hold(out):
-        OmegaConf.save(OmegaConf.create(config), out / "config.yaml")
-        print(f"genodiff: training a {cfg.kind} classifier {cfg.name}; outputs in {out}")
-        for line in class_count_lines(datamodule):
-            print(line)
-        trainer.fit(module, datamodule=datamodule)
+    check_output(out, None, None)
+    with hold_output(out, config) as main_process:
+        if main_process:
+            print(f"genodiff: training a {cfg.kind} classifier {cfg.name}; outputs in {out}")
+            for line in class_count_lines(datamodule):
+                print(line)
+        fit(trainer, module, "classifier", RESUME_HINT, datamodule=datamodule)
     last = Path(trainer.checkpoint_callback.last_model_path)
-    print(accuracy_line(trainer.callback_metrics))
-    print(f"genodiff: wrote {last}")
+    if trainer.is_global_zero:
+        print(accuracy_line(trainer.callback_metrics))
+        print(f"genodiff: wrote {last}")
     return last
 
 

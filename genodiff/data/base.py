@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -152,6 +152,15 @@ class DataModule(L.LightningDataModule, ABC):
     def file_dataset(self, path: str | Path) -> NamedItemDataset:
         """Every window of the file ``path`` (``genodiff eval --file FILE``), with the
         configured window length."""
+
+    def sequences_dataset(self, sequences: Sequence[str]) -> NamedItemDataset:
+        """One item per sequence given in memory, read as ``file_dataset`` reads one window
+        of a file (``genodiff.Model.score``). A data module that cannot (the default) refuses
+        with an InputValueError; the built-in ones and the text plugin's can."""
+        raise InputValueError(
+            f"{type(self).__name__} cannot read sequences given in memory; write them to a file "
+            "and score it with genodiff eval --file FILE"
+        )
 
     # ------------------------------------------------------------------ loaders
 

@@ -18,8 +18,7 @@ from pathlib import Path
 from genodiff.data.base import DataModule
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
-from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset
-from genodiff.domains import DNADomain
+from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset, SequenceDataset
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.registry import register_data
 from genodiff.resources import resource
@@ -44,7 +43,7 @@ class _GenomeDataModule(DataModule, ABC):
     ``max_length`` and ``add_eos``. Datasets code bases with the attached tokenizer (the DNA
     tokenizer until one is attached)."""
 
-    domain = DNADomain.name
+    domain = DNATokenizer.domain
     max_length: int
     add_eos: bool
 
@@ -82,6 +81,10 @@ class _GenomeDataModule(DataModule, ABC):
             add_eos=self.add_eos,
             tokenizer=self.tokenizer,
         )
+
+    def sequences_dataset(self, sequences: Sequence[str]) -> SequenceDataset:
+        """Each sequence whole, as one window of a file (N as [PAD], [SEP] with add_eos)."""
+        return SequenceDataset(sequences, self.tokenizer, self.add_eos)
 
     def dataset_of(self, split: str) -> GenomeWindowDataset:
         if split not in self.datasets:

@@ -6,7 +6,7 @@ Items are ``{"input_ids": (L,), "labels": ()}``; ``labels`` is the class id, an 
 
 - **A Genomic Benchmarks folder** (``root``, ``task``): ``<root>/<task>/{train,test}/<class>/
   *.txt``, one sequence per file, read by the fine-tuning reader
-  (``genodiff.finetune.data.load_task``: classes in sorted folder order, sequences cut to
+  (``genodiff.data.benchmarks.load_task``: classes in sorted folder order, sequences cut to
   ``max_length`` and left-padded with [PAD], which is never corrupted nor scored). The
   validation split is carved from train: ``valid_fraction`` of each class, drawn with ``seed``
   (at least one sequence of every class that has two), so every class is in every split.
@@ -32,8 +32,7 @@ from torch.utils.data import Dataset
 
 from genodiff.data.base import DataModule
 from genodiff.data.datamodule import FILE_MAX_N_FRACTION, open_genome
-from genodiff.data.windows import SPLITS, FastaWindowDataset
-from genodiff.domains import DNADomain
+from genodiff.data.windows import SPLITS, FastaWindowDataset, SequenceDataset
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.registry import register_data
 from genodiff.tokenizers import DNATokenizer
@@ -133,13 +132,13 @@ class LabelledDataModule(DataModule):
     per class (``fasta_by_label``); see the module docstring.
 
     ``max_length``: the sequence length (Genomic Benchmarks: None takes the task's length, see
-    ``genodiff.finetune.data.load_task``; FASTA: the window length, required).
+    ``genodiff.data.benchmarks.load_task``; FASTA: the window length, required).
     ``valid_fraction`` (benchmarks) and ``split_fractions`` (FASTA) make the validation
     split; ``rc_aug`` flips a coin per training window (FASTA; benchmark files are used as
     they are).
     """
 
-    domain = DNADomain.name
+    domain = DNATokenizer.domain
     data_file_keys = ("root", "fasta_by_label")
     path_keys = ("root", "fasta_by_label", "cache_dir")
     config_ranges = {"valid_fraction": "[0, 1)"}
@@ -193,7 +192,7 @@ class LabelledDataModule(DataModule):
         self.cache_dir = cache_dir
         self.tokenizer = DNATokenizer()
         self.datasets: dict[str, LabelledDataset] = {}
-        self._task: Any = None  # the benchmark task once read (genodiff.finetune.data.TaskData)
+        self._task: Any = None  # the benchmark task once read (genodiff.data.benchmarks.TaskData)
 
     # ------------------------------------------------------------------ the contract
 
@@ -246,6 +245,10 @@ class LabelledDataModule(DataModule):
             tokenizer=self.tokenizer,
         )
 
+    def sequences_dataset(self, sequences: Sequence[str]) -> SequenceDataset:
+        """Each sequence whole, unlabelled, as the ``fasta`` module reads it."""
+        return SequenceDataset(sequences, self.tokenizer, add_eos=False)
+
     # ------------------------------------------------------------------ the splits
 
     def _split(self, split: str) -> LabelledDataset:
@@ -263,7 +266,7 @@ class LabelledDataModule(DataModule):
         """The benchmark task (``TaskData``), read once."""
         # Imported here: the fine-tuning package imports the training stack, which imports
         # this package's data modules.
-        from genodiff.finetune.data import load_task
+        from genodiff.data.benchmarks import load_task
 
         if self._task is None:
             self._task = load_task(self.root, self.task, self.max_length, self.download)

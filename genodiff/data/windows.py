@@ -180,3 +180,27 @@ class FastaWindowDataset(GenomeWindowDataset):
     def window(self, index: int) -> Window:
         start = int(self._starts[index])
         return self._chroms[self._chrom_idx[index]], start, start + self.max_length
+
+
+class SequenceDataset(Dataset):
+    """Sequences given in memory, one item each, coded as a genome window is (N as [PAD], a
+    final [SEP] with ``add_eos``); items are named ``sequence_<i>``."""
+
+    def __init__(self, sequences: Sequence[str], tokenizer: DNATokenizer, add_eos: bool) -> None:
+        self.sequences = list(sequences)
+        self.tokenizer = tokenizer
+        self.add_eos = add_eos
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def item_name(self, index: int) -> str:
+        return f"sequence_{index}"
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        tok = self.tokenizer
+        ids = tok.encode_array(self.sequences[index])
+        ids[ids == tok.n_id] = tok.pad_id
+        if self.add_eos:
+            ids = np.append(ids, tok.eos_id)
+        return {"input_ids": torch.from_numpy(np.ascontiguousarray(ids))}

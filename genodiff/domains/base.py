@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from genodiff.sample_files import NEUTRAL_FORMATS, SampleFormat, line_template
+from genodiff.sample_formats import NEUTRAL_FORMATS, SampleFormat, line_template
 
 
 class Domain:

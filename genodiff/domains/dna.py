@@ -6,7 +6,7 @@ from pathlib import Path
 
 from genodiff.domains.base import Domain
 from genodiff.registry import register_domain
-from genodiff.sample_files import FASTA, NEUTRAL_FORMATS, fasta_template
+from genodiff.sample_formats import FASTA, NEUTRAL_FORMATS, fasta_template
 
 
 @register_domain("dna")

@@ -1,7 +1,7 @@
 """Did class-guided generation work? An oracle's verdict beside the suite, class by class.
 
 An oracle is a classifier that never saw the generator's training data: any checkpoint of
-``genodiff finetune`` (``genodiff.finetune.trained``), trained for example on the test split of
+``genodiff finetune`` (``genodiff.finetuning.trained``), trained for example on the test split of
 the generator's labelled data (``genodiff data labelled-split``). Every sample was drawn for a
 class (the ``label=NAME`` word of its FASTA header, or one ``--label`` for all); the oracle
 classifies every sample (in batches), and
@@ -206,7 +206,7 @@ def evaluate_files_with_oracle(
     sample's class), ``references`` (``--reference`` values, see ``parse_references``) and a
     ``genodiff finetune`` checkpoint ``oracle``. Every input is checked before any metric."""
     from genodiff.devices import resolve_device
-    from genodiff.finetune.trained import load_finetuned_classifier
+    from genodiff.finetuning.trained import load_finetuned_classifier
     from genodiff.sample_files import read_sample_labels
 
     reference_files = parse_references(references, label)

@@ -115,7 +115,8 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         if sampler is None:
             raise InputValueError(
                 f"{type(self).__name__} has no sampler {name!r}; "
-                f"choose one of: {', '.join(self.samplers)}"
+                f"choose one of: {', '.join(self.samplers)}",
+                parameter="sampler",
             )
         if sampler.reuses_predictions and self.time_conditioning:
             others = [n for n, s in self.samplers.items() if not s.reuses_predictions]
@@ -123,12 +124,14 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
                 f"sampler {name!r} needs a model without time conditioning: it reuses the "
                 "network's prediction while a sequence is unchanged, and with "
                 "objective.time_conditioning=true the prediction changes with t at every step. "
-                f"Choose one of: {', '.join(others)} (samples.sampler= / --sampler)"
+                f"Choose one of: {', '.join(others)}",
+                parameter="sampler",
             )
-        if request.label is not None and not sampler.guided:
+        if request.guidance is not None and not sampler.guided:
             raise InputValueError(
-                f"{type(self).__name__}'s sampler {name!r} has no guided sampling (--label, "
-                "--guidance, --classifier); MDLM, D3PM, SEDD, UDLM and AR models have"
+                f"{type(self).__name__}'s sampler {name!r} has no guided sampling (a label, "
+                "gamma or classifier); MDLM, D3PM, SEDD, UDLM and AR models have",
+                parameter="label",
             )
         return name
 

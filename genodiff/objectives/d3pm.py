@@ -36,8 +36,8 @@ from torch import Tensor, nn
 from genodiff.batch_shard import BatchShard
 from genodiff.objectives import x0_posterior
 from genodiff.objectives.base import Objective
-from genodiff.objectives.masked_process import HoldsMaskedProcess, MaskedForwardProcess
-from genodiff.objectives.schedules import LogLinearSchedule
+from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess
+from genodiff.processes.schedules import LogLinearSchedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
 

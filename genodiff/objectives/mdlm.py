@@ -1,9 +1,9 @@
 """MDLM (Sahoo et al., 2024): masked diffusion with the SUBS parameterisation.
 
-The forward process (``masked_process.MaskedForwardProcess``) replaces each scored token by
-[MASK] with probability p_t = 1 - alpha(t); the reverse process is x0-parameterised, and the
-NELBO terms of a masked token (discrete time with ``num_steps`` T > 0, continuous time with
-T = 0) are derived in ``x0_posterior``. SUBS adds two flags:
+The forward process (``genodiff.processes.masked.MaskedForwardProcess``) replaces each scored
+token by [MASK] with probability p_t = 1 - alpha(t); the reverse process is x0-parameterised,
+and the NELBO terms of a masked token (discrete time with ``num_steps`` T > 0, continuous time
+with T = 0) are derived in ``x0_posterior``. SUBS adds two flags:
 
 - Zero masking (``zero_masking=True``): the [MASK] logit is removed, x_theta([MASK]) = 0, and
   the KL of a masked token is (alpha_s - alpha_t) / (1 - alpha_t) * -log x_theta(x0): the
@@ -34,8 +34,8 @@ from torch import Tensor, nn
 from genodiff.batch_shard import BatchShard
 from genodiff.objectives import x0_posterior
 from genodiff.objectives.base import Objective
-from genodiff.objectives.masked_process import HoldsMaskedProcess, MaskedForwardProcess
-from genodiff.objectives.schedules import build_schedule
+from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess
+from genodiff.processes.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
 

@@ -40,8 +40,8 @@ from genodiff.batch_shard import BatchShard
 from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
-from genodiff.objectives.masked_process import HoldsMaskedProcess, MaskedForwardProcess
-from genodiff.objectives.schedules import build_schedule
+from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess
+from genodiff.processes.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.categorical import NEG_INF

@@ -4,7 +4,8 @@ Every token may be replaced by a random letter and edited again later, so the ne
 told the noise level: a UDLM model is always time-conditioned (sigma(t) = -log alpha_t goes to
 the backbone, which must declare ``capabilities.time_conditioning``: Caduceus with
 ``model.time_conditioning=true``). The forward process and its alphabet are
-``uniform_process``; the exact posterior and the bound are ``uniform_posterior``.
+``genodiff.processes.uniform``; the exact posterior and the bound are
+``genodiff.processes.uniform_posterior``.
 
 x_theta is a plain softmax of the network's logits over the letters (other ids get
 probability 0); there is no zero masking and no carry-over (a letter of z_t may be noise).
@@ -31,8 +32,8 @@ from genodiff.batch_shard import BatchShard
 from genodiff.conditioning import network_kwargs
 from genodiff.config_values import ConfigError
 from genodiff.objectives.base import Objective
-from genodiff.objectives.uniform_posterior import continuous_nelbo_rate, prior_kl, step_kl
-from genodiff.objectives.uniform_process import UniformForwardProcess
+from genodiff.processes.uniform import UniformForwardProcess
+from genodiff.processes.uniform_posterior import continuous_nelbo_rate, prior_kl, step_kl
 from genodiff.registry import register_objective
 from genodiff.samplers import UNIFORM_SAMPLERS
 

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.conditioning import network_kwargs
-from genodiff.objectives.masked_process import MaskedForwardProcess
+from genodiff.processes.masked import MaskedForwardProcess
 from genodiff.samplers.categorical import NEG_INF
 
 

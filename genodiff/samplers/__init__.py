@@ -6,7 +6,8 @@ float64 categorical draws). An objective lists its samplers in one table
   ``semi_ar``);
 - uniform-noise diffusion (UDLM): ``UNIFORM_SAMPLERS`` (``ancestral``, guided at the
   transition level);
-- SEDD: ``score_entropy``;  Plaid: ``gaussian``;  AR: ``autoregressive``.
+- SEDD: ``score_entropy``;  AR: ``autoregressive``; Plaid's Gaussian sampler lives with it
+  (``genodiff.objectives.plaid``).
 """
 
 from __future__ import annotations

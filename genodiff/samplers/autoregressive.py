@@ -7,7 +7,7 @@ never produced. A backbone that declares a recurrent step (Mamba: ``allocate_inf
 at a time; any other (HyenaDNA) recomputes the full forward pass on the prefix for every new
 token.
 
-Guided (``request.label``, ``genodiff.guidance.Guide``): CFG draws from
+Guided (``request.guidance``, ``genodiff.guidance.Guide``): CFG draws from
 log_softmax(gamma log p(. | prefix, y) + (1 - gamma) log p(. | prefix, null)) over
 ``sample_ids``, FUDGE from log_softmax(log p(. | prefix) + gamma log p_phi(y | prefix +
 candidate)) with every drawable id a candidate (``NoisyClassifierGuide.next_token_scores``),
@@ -57,7 +57,7 @@ def left_to_right(
     # A template that starts with [BOS] (a text prefix: [CLS] ...) is read as it is, as the
     # AR objective reads such windows; otherwise the model reads a [BOS] of its own first.
     led = bool(given[:, 0].all() and (x[:, 0] == objective.bos_id).all())
-    guide = Guide(request, model, None, "the AR sampler")
+    guide = Guide(request.guidance, model, None, "the AR sampler")
     calls = [network_kwargs(labels) for labels in guide.calls(n, device)]  # one per part
     recurrent = capabilities_of(model).recurrent_step
     if recurrent:

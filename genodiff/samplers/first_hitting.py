@@ -52,7 +52,7 @@ def hit(
 
     Each row keeps its own time t (rows reach their events at different times); every
     iteration calls the network once on the rows still running, at their own event times.
-    Guided (``request.label``), the value is drawn from the guided x0 prediction at the event
+    Guided (``request.guidance``), the value is drawn from the guided x0 prediction at the event
     time, with a classifier's tilt computed at the revealed position only.
     """
     n = x.shape[0]

@@ -23,7 +23,7 @@ from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
 if TYPE_CHECKING:
-    from genodiff.objectives.masked_process import MaskedForwardProcess
+    from genodiff.processes.masked import MaskedForwardProcess
 
 
 class MaskedDiffusion(Protocol):
@@ -40,7 +40,9 @@ class MaskedDiffusion(Protocol):
 
 def masked_guide(objective: MaskedDiffusion, model: nn.Module, request: SampleRequest) -> Guide:
     """The guidance of ``request`` for a masked-diffusion sampler (D-CFG and D-CBG)."""
-    return Guide(request, model, partial(objective.x0_log_probs, model), "masked diffusion")
+    return Guide(
+        request.guidance, model, partial(objective.x0_log_probs, model), "masked diffusion"
+    )
 
 
 def ancestral(
@@ -94,7 +96,7 @@ def unmask(
     that only unmasking tokens pay for the draw over the vocabulary). Then the final
     noise-removal step (``denoise_remaining``). With ``reuse`` the network runs only on the
     rows that changed since their last call; the random draws do not depend on ``reuse``.
-    Guided (``request.label``): the network side of each row's latest call is kept (K parts:
+    Guided (``request.guidance``): the network side of each row's latest call is kept (K parts:
     both network outputs for D-CFG, the classifier's tilt for D-CBG) and weighed by gamma(t)
     at every step.
     """

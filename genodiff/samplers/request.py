@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from genodiff.errors import InputValueError
-from genodiff.guidance import NoisyClassifierGuide, check_guidance
+from genodiff.guidance import Guidance
 
 Step = TypeVar("Step")
 # (steps done, steps in all): told as a sampler advances, for a progress display only.
@@ -30,12 +30,8 @@ class SampleRequest:
     ``on_step`` hears (steps done, steps in all) as the sampler advances; it shows progress and
     changes nothing drawn.
 
-    Guidance (``genodiff.guidance``): ``label`` is a class id of the model's classes (None: no
-    class, p(x)); ``guidance`` is gamma in the paper's convention (0 = unconditional, 1 = the
-    conditional model, > 1 extrapolation), ``guidance_schedule`` "constant" or "ramp" (gamma
-    rising from 0 as sampling proceeds); ``classifier`` guides through a noisy classifier
-    (D-CBG, FUDGE for AR) instead of the model's own null label (D-CFG), in
-    ``classifier_form`` "first-order" or "exact".
+    ``guidance`` (``genodiff.guidance.Guidance``: a class id, gamma, its schedule, an optional
+    classifier) draws sequences of one class; None draws from p(x).
     """
 
     num_samples: int
@@ -48,26 +44,24 @@ class SampleRequest:
     given: Tensor | None = None
     block: int | None = None
     stride: int | None = None
-    label: int | None = None
-    guidance: float = 1.0
-    guidance_schedule: str = "constant"
-    classifier: NoisyClassifierGuide | None = field(default=None, compare=False, repr=False)
-    classifier_form: str = "first-order"
+    guidance: Guidance | None = None
     on_step: StepReport | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        # The messages name the fields and the `genodiff sample` options that set them.
-        for name, option in (("num_samples", "--num-samples"), ("length", "--length")):
+        for name in ("num_samples", "length", "steps"):
             if getattr(self, name) < 1:
-                raise InputValueError(f"{name} must be >= 1 ({option}), got {getattr(self, name)}")
-        if self.steps < 1:
-            raise InputValueError(f"steps must be >= 1 (--steps), got {self.steps}")
+                raise InputValueError(
+                    f"{name} must be >= 1, got {getattr(self, name)}", parameter=name
+                )
         if not (math.isfinite(self.temperature) and self.temperature > 0):
             raise InputValueError(
-                f"temperature must be > 0 and finite (--temperature), got {self.temperature}"
+                f"temperature must be > 0 and finite, got {self.temperature}",
+                parameter="temperature",
             )
         if not 0.0 < self.top_p <= 1.0:
-            raise InputValueError(f"top_p (nucleus) must be in (0, 1], got {self.top_p}")
+            raise InputValueError(
+                f"top_p (nucleus) must be in (0, 1], got {self.top_p}", parameter="top_p"
+            )
         if (self.template is None) != (self.given is None):
             raise InputValueError("template and given come together (both or neither)")
         if self.template is not None and (
@@ -77,13 +71,6 @@ class SampleRequest:
                 f"template and given must have shape ({self.length},), got "
                 f"{tuple(self.template.shape)} and {tuple(self.given.shape)}"
             )
-        check_guidance(
-            self.label,
-            self.guidance,
-            self.guidance_schedule,
-            self.classifier,
-            self.classifier_form,
-        )
 
     def canvas(self, fill_id: int, device: torch.device) -> tuple[Tensor, Tensor]:
         """The starting sequences (n, L): ``fill_id`` everywhere except the given positions,

@@ -14,7 +14,7 @@ Temperature, top-p and ``sample_ids`` reshape which token a jump lands on (the s
 distribution), not the jump mass; when a jump mass exceeds 1 (possible for unnormalised
 scores) the token always jumps. Only the masked positions' scores go to float64.
 
-Classifier-free guidance (``request.label``, ``Guide.combine_scores``): for an absorbing
+Classifier-free guidance (``request.guidance``, ``Guide.combine_scores``): for an absorbing
 process the concrete score of a masked position is s_v = p(x0_l = v | z_t) / expm1(sigma(t)),
 its total the data-independent rate 1 / expm1(sigma(t)) times the normalised score
 distribution p(x0_l | z_t). Tempering the scores of the class and of the null label,
@@ -40,7 +40,7 @@ from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
 if TYPE_CHECKING:
-    from genodiff.objectives.masked_process import MaskedForwardProcess
+    from genodiff.processes.masked import MaskedForwardProcess
 
 Rule = Literal["analytic", "euler"]
 
@@ -71,7 +71,7 @@ def tau_leaping(
     n = request.num_samples
     x, given = request.canvas(process.mask_id, device)  # (n, L), (n, L)
     network = partial(objective.log_score, model)
-    guide = Guide(request, model, network, "SEDD", allow_classifier=False)
+    guide = Guide(request.guidance, model, network, "SEDD", allow_classifier=False)
     grid = time_grid(1.0, process.sampling_eps, request.steps)
     for t, s in request.reporting(grid, request.steps):
         masked = (x == process.mask_id) & ~given  # (n, L)

@@ -38,7 +38,7 @@ from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
 if TYPE_CHECKING:
-    from genodiff.objectives.uniform_process import UniformForwardProcess
+    from genodiff.processes.uniform import UniformForwardProcess
 
 
 class UniformDiffusion(Protocol):
@@ -65,7 +65,7 @@ def ancestral(
     device = next(model.parameters()).device
     letters = process.alphabet_ids(device)  # (N,)
     network = partial(objective.x0_log_probs, model)
-    guide = Guide(request, model, network, "UDLM", columns=letters)
+    guide = Guide(request.guidance, model, network, "UDLM", columns=letters)
     n, length = request.num_samples, request.length
     template, given = request.canvas(process.alphabet[0], device)  # (n, L) each
     prior = torch.ones(n, length, process.size, dtype=torch.float64, device=device)

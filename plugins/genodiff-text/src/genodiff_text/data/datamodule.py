@@ -397,6 +397,12 @@ class TextDataModule(DataModule):
                 )
         return dataset
 
+    def sequences_dataset(self, sequences: Sequence[str]) -> _TextDataset:
+        """Each text one line of a file, windowed and detokenized as ``file_dataset`` reads
+        it (``genodiff.Model.score``)."""
+        rows = (("(in memory)", number, text) for number, text in enumerate(sequences, 1))
+        return self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
+
     def dataset_of(self, split: str) -> _TextDataset:
         if split not in self.datasets:
             self.setup()

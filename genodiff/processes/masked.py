@@ -34,8 +34,8 @@ from torch import Tensor
 
 from genodiff.batch_shard import BatchShard, shard_rows
 from genodiff.errors import InputValueError
-from genodiff.objectives.schedules import NoiseSchedule
-from genodiff.objectives.time_draws import sample_times
+from genodiff.processes.schedules import NoiseSchedule
+from genodiff.processes.time_draws import sample_times
 
 # Time conditioning sees sigma(t) capped here (sigma(1) is infinite when alpha(1) = 0).
 MAX_CONDITIONING_SIGMA = 20.0

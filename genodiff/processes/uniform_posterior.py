@@ -1,8 +1,8 @@
 """Exact laws of uniform-noise diffusion (UDLM): the reverse posterior and the NELBO terms.
 
 Notation per token: N letters, alpha_t the probability that a token is kept
-(``uniform_process``), i = the letter z_t holds, x the clean letter (one-hot) or a distribution
-over letters (x_theta, the network's prediction). Everything is in float64.
+(``genodiff.processes.uniform``), i = the letter z_t holds, x the clean letter (one-hot) or a
+distribution over letters (x_theta, the network's prediction). Everything is in float64.
 
 **Posterior** (Bayes with q(z_t | z_s) = Cat(alpha_{t|s} z_s + (1 - alpha_{t|s}) / N),
 alpha_{t|s} = alpha_t / alpha_s):

@@ -45,19 +45,21 @@ from genodiff.atomic_files import atomic_write
 from genodiff.checkpoints.io import AtomicCheckpointIO, is_loadable
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
-from genodiff.data.loaders import EpochShuffleSampler
-from genodiff.errors import InputValueError
-from genodiff.finetune.classifier import SequenceClassifier, load_backbone
-from genodiff.finetune.config import FinetuneOptimConfig
-from genodiff.finetune.data import (
+from genodiff.data.benchmarks import (
     GENOMIC_BENCHMARKS,
     TaskData,
     class_files,
     load_task,
     task_layout,
 )
-from genodiff.finetune.module import ClassifierModule
-from genodiff.finetune.trained import classifier_record
+from genodiff.data.loaders import EpochShuffleSampler
+from genodiff.errors import InputValueError
+from genodiff.finetuning.classifier import SequenceClassifier, load_backbone
+from genodiff.finetuning.config import FinetuneOptimConfig
+from genodiff.finetuning.module import ClassifierModule
+from genodiff.finetuning.trained import classifier_record
+from genodiff.finetuning.workers import Workers, launch_workers
+from genodiff.training.session import fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
     silence_lightning_notices,
@@ -65,6 +67,9 @@ from genodiff.training.trainer import (
 )
 
 RESULT_FILE = "result.json"
+# A stopped fine-tuning goes on where it stopped: finished runs are skipped, an unfinished one
+# resumes from its last.ckpt.
+RESUME_HINT = "Run the same command again to resume (finished runs are skipped)"
 
 
 def check_fold_counts(counts: np.ndarray, folds: int) -> None:
@@ -144,8 +149,10 @@ def run_fold(
     pretrained: nn.Module | None,
     prefix: str = "",
     progress_bar: bool = True,
+    workers: Workers | None = None,
 ) -> dict[str, Any]:
-    """Fine-tune, select on validation accuracy, score on test; returns the result record."""
+    """Fine-tune, select on validation accuracy, score on test; returns the result record.
+    ``workers``: the processes the runs are spread over (default: this one alone)."""
     folder = run.folder(Path(cfg.output_dir))
     resume = folder / CHECKPOINT_FOLDER / LAST
     if is_loadable(resume):
@@ -175,7 +182,8 @@ def run_fold(
     es = cfg.early_stopping
     stopper = EarlyStopping("val/acc", min_delta=es.min_delta, patience=es.patience, mode="max")
     silence_lightning_notices()
-    kwargs = trainer_kwargs(cfg, progress_bar)
+    workers = workers or Workers()
+    kwargs = workers.run_trainer_kwargs(trainer_kwargs(cfg, progress_bar))
     callbacks = [checkpoint, stopper]
     if kwargs.get("enable_progress_bar", True):
         callbacks.append(FoldProgressBar(prefix))
@@ -187,8 +195,11 @@ def run_fold(
         enable_model_summary=False,
         **kwargs,
     )
-    trainer.fit(
+    fit(
+        trainer,
         module,
+        "finetune",
+        RESUME_HINT,
         train_dataloaders=_loader(task, "train", train_idx, run.batch_size, seed),
         val_dataloaders=_loader(task, "train", val_idx, run.batch_size, None),
         ckpt_path=resume,
@@ -216,6 +227,7 @@ def run_fold(
         "n_test": len(task.test),
         "wall_s": round(time.perf_counter() - start_wall, 2),
         "cpu_s": round(time.process_time() - start_cpu, 2),
+        "rank": workers.rank,  # the process that ran it (genodiff.finetuning.workers)
     }
     with atomic_write(folder / RESULT_FILE) as handle:  # a result.json is always complete
         handle.write(json.dumps(record, indent=2))
@@ -260,43 +272,63 @@ def _check_resume(cfg: DictConfig, output_dir: Path) -> None:
         )
 
 
-def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any]:
-    """Every (task, sweep point, fold) run not finished yet; returns per-task results:
-    ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}``."""
+def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] | None:
+    """Every (task, sweep point, fold) run not finished yet, spread over the processes the
+    ``trainer`` section asks for (``genodiff.finetuning.workers``); returns per-task results:
+    ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}`` in
+    the main process, None in the others."""
     output_dir = Path(cfg.output_dir)
-    tasks = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
+    names = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
     # Every check comes before the first write into output_dir.
     _check_resume(cfg, output_dir)
     pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
-    check_tasks(cfg, tasks)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, output_dir / "config.yaml")
-    results = {}
-    for t, name in enumerate(tasks, 1):
-        task = load_task(cfg.benchmark.root, name, cfg.benchmark.max_length, cfg.benchmark.download)
-        splits = fold_splits(task.train.labels.numpy(), int(cfg.folds), int(cfg.seed))
-        records = []
-        grid = itertools.product(cfg.sweep.lr, cfg.sweep.batch_size, enumerate(splits))
-        for lr, batch_size, (fold, split) in grid:
-            run = Run(name, float(lr), int(batch_size), fold)
-            done = run.folder(output_dir) / RESULT_FILE
-            where = f"[{name} {t}/{len(tasks)}] {run.sweep_tag} fold {fold + 1}/{len(splits)}"
-            if done.is_file():
-                record = json.loads(done.read_text())
-                print(f"genodiff finetune: {where}: done before, skipped")
-            else:
-                record = run_fold(cfg, task, run, split, pretrained, where, progress_bar)
-                print(
-                    f"genodiff finetune: {where}: val acc {record['val_acc']:.4f}, "
-                    f"test acc {record['test_acc']:.4f} ({record['epochs']} epochs, "
-                    f"{record['wall_s']:.0f} s)"
-                )
-            records.append(record)
-        lr, batch_size = select(records)
-        results[name] = {
-            "classes": task.classes,
-            "max_length": task.max_length,
-            "selected": {"lr": lr, "batch_size": batch_size},
-            "runs": records,
+    check_tasks(cfg, names)
+    with hold_output(output_dir, OmegaConf.to_container(cfg, resolve=True)):
+        workers = launch_workers(cfg.trainer)
+        b = cfg.benchmark
+        tasks = [load_task(b.root, name, b.max_length, b.download) for name in names]
+        splits = {
+            t.name: fold_splits(t.train.labels.numpy(), int(cfg.folds), int(cfg.seed))
+            for t in tasks
         }
+        grid = [  # every run, in one fixed order: the same in every process
+            (number, task, Run(task.name, float(lr), int(batch_size), fold))
+            for number, task in enumerate(tasks, 1)
+            for lr, batch_size, fold in itertools.product(
+                cfg.sweep.lr, cfg.sweep.batch_size, range(int(cfg.folds))
+            )
+        ]
+        for index, (number, task, run) in enumerate(grid):
+            if not workers.takes(index):
+                continue
+            where = (
+                f"[{task.name} {number}/{len(tasks)}] {run.sweep_tag} "
+                f"fold {run.fold + 1}/{cfg.folds}"
+            )
+            if (run.folder(output_dir) / RESULT_FILE).is_file():
+                print(f"genodiff finetune: {where}: done before, skipped")
+                continue
+            split = splits[task.name][run.fold]
+            record = run_fold(cfg, task, run, split, pretrained, where, progress_bar, workers)
+            print(
+                f"genodiff finetune: {where}: val acc {record['val_acc']:.4f}, test acc "
+                f"{record['test_acc']:.4f} ({record['epochs']} epochs, {record['wall_s']:.0f} s)"
+            )
+        workers.wait_for_all()
+        if workers.rank != 0:
+            return None
+        results = {}
+        for task in tasks:
+            records = [
+                json.loads((run.folder(output_dir) / RESULT_FILE).read_text())
+                for _, t, run in grid
+                if t is task
+            ]
+            lr, batch_size = select(records)
+            results[task.name] = {
+                "classes": task.classes,
+                "max_length": task.max_length,
+                "selected": {"lr": lr, "batch_size": batch_size},
+                "runs": records,
+            }
     return results

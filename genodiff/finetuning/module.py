@@ -9,9 +9,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
 
-from genodiff.finetune.classifier import SequenceClassifier
-from genodiff.finetune.config import FinetuneOptimConfig
-from genodiff.finetune.trained import RECORD_KEY
+from genodiff.finetuning.classifier import SequenceClassifier
+from genodiff.finetuning.config import FinetuneOptimConfig
+from genodiff.finetuning.trained import RECORD_KEY
 from genodiff.training.optim import adamw_with_cosine
 from genodiff.training.random_state import RandomStateInCheckpoints
 
@@ -28,7 +28,7 @@ class ClassifierModule(RandomStateInCheckpoints):
     ``class_weights`` (C,) weight each class's cross-entropy in training (None: equal weights);
     validation and test losses are unweighted.
 
-    ``record`` (``genodiff.finetune.trained.classifier_record``: class names, task, sequence
+    ``record`` (``genodiff.finetuning.trained.classifier_record``: class names, task, sequence
     length, backbone config, pooling) is saved in every checkpoint's hyperparameters, so a
     checkpoint can be loaded back as a classifier on its own (``load_finetuned_classifier``).
     """

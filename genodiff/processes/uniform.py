@@ -31,9 +31,9 @@ from torch import Tensor
 
 from genodiff.batch_shard import BatchShard, shard_rows
 from genodiff.errors import InputValueError
-from genodiff.objectives.schedules import LogLinearSchedule
-from genodiff.objectives.time_draws import sample_times
-from genodiff.objectives.uniform_posterior import posterior
+from genodiff.processes.schedules import LogLinearSchedule
+from genodiff.processes.time_draws import sample_times
+from genodiff.processes.uniform_posterior import posterior
 
 
 class UniformForwardProcess:

@@ -43,7 +43,7 @@ class BenchmarkConfig:
     tasks: Any = None  # a task name or list of names; null = the 8 Genomic Benchmarks
     download: bool = True  # fetch a missing task with the genomic-benchmarks package
     # Left-pad / truncate to this many bases; null = the task's length from
-    # genodiff.finetune.data.TASK_MAX_LENGTH, else the longest sequence of the task.
+    # genodiff.data.benchmarks.TASK_MAX_LENGTH, else the longest sequence of the task.
     max_length: int | None = None
 
 

@@ -24,9 +24,9 @@ import torch
 from genodiff import backbones
 from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.checkpoints.io import read_checkpoint_file
+from genodiff.data.benchmarks import left_pad
 from genodiff.errors import InputValueError
-from genodiff.finetune.classifier import SequenceClassifier
-from genodiff.finetune.data import left_pad
+from genodiff.finetuning.classifier import SequenceClassifier
 from genodiff.tokenizers import DNATokenizer
 
 RECORD_KEY = "finetuned_classifier"

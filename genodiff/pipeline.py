@@ -1,0 +1,322 @@
+"""genodiff's Python front door: load a trained model, generate, score, save.
+
+::
+
+    import genodiff
+
+    model = genodiff.load("outputs/demo")          # a run folder, .ckpt, export folder or Hub id
+    samples = model.generate(8, length=1024, steps=128, seed=0)   # list[str]
+    samples.save("samples.fa")                     # what `genodiff sample` writes
+    nelbo = model.score(samples)                   # nats per token, as `genodiff eval --file`
+    model.save_pretrained("exported/demo")         # what `genodiff export` writes
+
+Every command of the CLI that uses a trained model is a thin shell over these calls
+(``genodiff.cli``), so a Python session and a shell with the same settings and seed give the
+same sequences, scores and files. ``genodiff.train``, ``genodiff.finetuning``,
+``genodiff.train_classifier`` and ``evaluate_samples`` (below) are the other commands'.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from genodiff.checkpoints import load_model
+from genodiff.classifiers import load_classifier
+from genodiff.devices import resolve_device
+from genodiff.domains import domain_of
+from genodiff.errors import InputValueError, NonFiniteOutputError
+from genodiff.evaluate import score_sequences
+from genodiff.generate import draw_samples, plan
+from genodiff.guidance import NoisyClassifierGuide
+from genodiff.metrics import (
+    OracleQuality,
+    QualitySettings,
+    SampleQuality,
+    check_report_folder,
+    evaluate_files_with_oracle,
+    write_oracle_report,
+    write_report,
+)
+from genodiff.model import GenerativeModel
+from genodiff.progress import Progress
+from genodiff.sample_files import check_output, write_samples
+from genodiff.sample_formats import SamplingRun
+from genodiff.tokenizers import Tokenizer
+
+PathLike = str | os.PathLike
+
+
+class Samples(list):
+    """Generated sequences: a ``list[str]`` of the decoded samples, with the token ``ids``
+    they were decoded from ((n, L) LongTensor), their provenance ``run`` and the model's
+    ``tokenizer``. ``save`` writes them as ``genodiff sample`` does."""
+
+    def __init__(self, ids: Tensor, run: SamplingRun, tokenizer: Tokenizer) -> None:
+        super().__init__(tokenizer.decode_sample(row.tolist()) for row in ids)
+        self.ids, self.run, self.tokenizer = ids, run, tokenizer
+
+    def save(self, path: PathLike, inputs: Sequence[tuple[str, PathLike]] = ()) -> Path:
+        """Write the samples to ``path`` in the format its suffix names (DNA: .fa FASTA with
+        the provenance in each header; any domain: .txt, .jsonl), atomically; never over one
+        of ``inputs`` ((what, path) pairs). Returns the path."""
+        return write_samples(self.ids, path, self.run, self.tokenizer, inputs)
+
+
+class Model:
+    """A trained generative model (``genodiff train``), ready to generate and score with its
+    averaged (EMA) weights. ``load`` makes one; ``network`` is the underlying
+    ``genodiff.model.GenerativeModel`` (backbone, objective, EMA copies) for lower-level use."""
+
+    def __init__(self, network: GenerativeModel, source: str) -> None:
+        self.network = network.eval()
+        self.source = source
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.network.tokenizer
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's completed config (model, objective, data, ... sections)."""
+        return self.network.config
+
+    @property
+    def classes(self) -> list[str] | None:
+        """The class names of a class-conditional model, in label-id order; None otherwise."""
+        return self.network.class_names
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.network.parameters()).device
+
+    def __repr__(self) -> str:
+        objective, backbone = self.config["objective"]["name"], self.config["model"]["name"]
+        classes = f", classes={self.classes}" if self.classes else ""
+        return f"Model({self.source!r}, {objective} on {backbone}{classes}, {self.device})"
+
+    def generate(
+        self,
+        num_samples: int,
+        length: int | None = None,
+        *,
+        label: str | None = None,
+        guidance: float | None = None,
+        guidance_schedule: str | None = None,
+        classifier: PathLike | NoisyClassifierGuide | None = None,
+        classifier_form: str | None = None,
+        sampler: str | None = None,
+        steps: int | None = None,
+        prefix: str | None = None,
+        infill: PathLike | None = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        block: int | None = None,
+        stride: int | None = None,
+        seed: int = 0,
+        batch_size: int | None = None,
+        progress: bool | Progress = False,
+    ) -> Samples:
+        """``num_samples`` sequences of ``length`` tokens (bp for DNA; default: the training
+        window, or the ``infill`` template's), the same as ``genodiff sample`` draws with the
+        same settings and seed.
+
+        - ``sampler``/``steps``: the objective's sampler (default its first: MDLM cached;
+          ``genodiff sample --help`` lists them) and its steps (default 1024; first-hitting
+          and AR take none). ``temperature`` and ``top_p`` reshape every draw.
+        - ``label``: a class of a class-conditional model (``classes``), drawn with
+          classifier-free guidance of strength ``guidance`` (gamma: 0 = p(x), 1 = the
+          conditional model, the default, > 1 towards the class) under ``guidance_schedule``
+          ("constant" or "ramp"); or with a noisy ``classifier`` (a checkpoint of
+          ``genodiff.train_classifier``, or one loaded) in ``classifier_form``
+          ("first-order" or "exact").
+        - ``prefix`` (text of the domain: bases for DNA) or ``infill`` (a template file: for
+          DNA a FASTA whose upper-case ACGT are kept) fix positions; ``block``/``stride``
+          drive the semi-autoregressive sampler.
+        - ``batch_size`` sequences per network call (default 16); ``progress`` shows the steps.
+        """
+        if classifier is not None and not isinstance(classifier, NoisyClassifierGuide):
+            objective = self.config["objective"]["name"]
+            classifier = load_classifier(classifier, self.device, generator_objective=objective)
+        job = plan(
+            self.network,
+            self.source,
+            num_samples,
+            length,
+            label=label,
+            guidance=guidance,
+            guidance_schedule=guidance_schedule,
+            classifier=classifier,
+            classifier_form=classifier_form,
+            sampler=sampler,
+            steps=steps,
+            prefix=prefix,
+            infill=infill,
+            temperature=temperature,
+            top_p=top_p,
+            block=block,
+            stride=stride,
+            seed=seed,
+            batch_size=batch_size,
+        )
+        bar = Progress("genodiff", enabled=True) if progress is True else progress or None
+        network = self.network
+        try:
+            ids = draw_samples(
+                network.eval_objective,
+                network.eval_backbone,
+                job.request,
+                seed,
+                job.batch_size,
+                bar,
+            )
+        except NonFiniteOutputError as err:
+            raise NonFiniteOutputError(f"{self.source}: {err}") from None
+        finally:
+            if bar is not None and progress is True:
+                bar.close()
+        return Samples(ids, job.run, self.tokenizer)
+
+    def score(
+        self,
+        sequences: Iterable[str],
+        *,
+        t_samples: int | None = None,
+        seed: int = 0,
+        batch_size: int = 16,
+    ) -> list[float]:
+        """Each sequence's NELBO (diffusion: a bound; AR: the exact NLL) in nats per scored
+        token, read and scored as ``genodiff eval --file`` reads and scores one window of a
+        file (DNA: N is missing data, never scored), with ``t_samples`` noise draws per
+        sequence (default: the objective's) from ``seed``. A class-conditional model scores
+        p(x) (the null label)."""
+        return score_sequences(self.network, list(sequences), t_samples, seed, batch_size)
+
+    def windows(self, split: str = "test") -> list[str]:
+        """Real sequences to compare samples with: every window of ``split`` ("train",
+        "valid" or "test") of the data the run was trained on, cut as training cuts them
+        (genome data: the bases, upper case, no reverse complement)."""
+        from genodiff.data.build import build_datamodule
+        from genodiff.metrics import split_windows
+
+        datamodule = build_datamodule(self.config["data"])
+        datamodule.attach_tokenizer(self.tokenizer)
+        return split_windows(datamodule, split)
+
+    def save_pretrained(
+        self, folder: PathLike, *, weights: str = "ema", overwrite: bool = False
+    ) -> Path:
+        """Write the model as ``genodiff export`` does (config.json, model.safetensors,
+        tokenizer.json and genodiff.json: the run's config and record), which ``load``, every
+        command and the Hub read back; ``weights`` "ema" (the averaged weights, what sampling
+        uses) or "raw" (the trained ones, from a .ckpt only). Files already in ``folder`` are
+        refused unless ``overwrite``; others there are kept."""
+        from genodiff.checkpoints import export_model
+
+        return export_model(self.network, folder, weights=weights, overwrite=overwrite)
+
+
+def load(reference: PathLike, device: str | torch.device | None = None) -> Model:
+    """The trained model ``reference`` names: a run's output folder (its
+    ``checkpoints/last.ckpt``), a .ckpt, a folder from ``genodiff export`` /
+    ``Model.save_pretrained``, or a Hugging Face Hub id ``org/name[@revision]`` of either; on
+    ``device`` (default: CUDA when available, else the CPU). Nothing is unpickled beyond
+    tensors and plain containers: a checkpoint cannot run code (``genodiff.checkpoints``)."""
+    network = load_model(reference, resolve_device(device, "device"))
+    return Model(network, str(reference))
+
+
+def evaluate_samples(
+    samples: PathLike | Sequence[str],
+    reference: PathLike | Sequence[str] | Mapping[str, PathLike],
+    *,
+    out: PathLike | None = None,
+    oracle: PathLike | None = None,
+    label: str | None = None,
+    train: PathLike | Sequence[str] | None = None,
+    ar_checkpoint: PathLike | None = None,
+    settings: QualitySettings | None = None,
+    device: str | None = None,
+    progress: Progress | None = None,
+) -> SampleQuality | OracleQuality:
+    """Are generated DNA sequences any good? What ``genodiff evaluate-samples`` reports
+    (metrics.json, metrics.md and plots, written to ``out``), returned as its quality object.
+
+    Without ``oracle``: every metric of ``samples`` (a FASTA, or the sequences: ``Samples``
+    or any list of strings) against ``reference`` (real DNA: a FASTA or sequences), the
+    memorisation test against ``train`` (likewise), generative perplexity under
+    ``ar_checkpoint``; ``out`` defaults to ``<samples>_quality/`` beside a samples file. With
+    ``oracle`` (a ``genodiff finetune`` checkpoint) and ``samples`` a FASTA: the oracle's
+    verdict (each sample of the class its header names, else ``label``) and the metrics per
+    class against ``reference``, a mapping {class: FASTA} (or ``NAME=FASTA`` strings)."""
+    from genodiff.metrics import evaluate_samples as evaluate_sequences
+    from genodiff.metrics import read_sequences
+
+    on_disk = isinstance(samples, str | os.PathLike)
+    if out is None and not on_disk:
+        raise InputValueError("give out (a report folder) for samples held in memory",
+                              parameter="out")  # fmt: skip
+    folder = Path(out) if out is not None else report_folder(Path(samples))
+    check_report_folder(folder)  # before the metrics are computed
+    options = {"ar_checkpoint": ar_checkpoint, "device": device, "settings": settings}
+    options["progress"] = progress
+    if oracle is not None:
+        if not on_disk:
+            raise InputValueError(
+                "an oracle reads each sample's class from its FASTA header: save the samples "
+                "(Samples.save) and give the file",
+                parameter="samples",
+            )
+        references = reference
+        if isinstance(reference, Mapping):
+            references = [f"{name}={path}" for name, path in reference.items()]
+        elif isinstance(reference, str | os.PathLike):
+            references = [str(reference)]
+        quality = evaluate_files_with_oracle(
+            samples, list(references), oracle, label, train=train, **options
+        )
+        write_oracle_report(quality, folder)
+        return quality
+    if label is not None:
+        raise InputValueError(
+            "label names the samples' class for an oracle; give the oracle", parameter="label"
+        )
+    if isinstance(reference, Mapping) or (
+        isinstance(reference, str | os.PathLike)
+        and "=" in str(reference)
+        and not Path(reference).exists()
+    ):
+        raise InputValueError(
+            f"reference {reference}: references per class (NAME=FASTA) are for an oracle; "
+            "give one reference FASTA (or sequences), or the oracle",
+            parameter="reference",
+        )
+    if ar_checkpoint is not None:  # a bad device fails now, not after the other metrics
+        resolve_device(device, "device")
+
+    def sequences(value: PathLike | Sequence[str]) -> list[str]:
+        return read_sequences(value) if isinstance(value, str | os.PathLike) else list(value)
+
+    quality = evaluate_sequences(
+        sequences(samples), sequences(reference), sequences(train) if train else None, **options
+    )
+    write_report(quality, folder)
+    return quality
+
+
+def report_folder(samples: Path) -> Path:
+    """``<name>_quality/`` beside the samples file ``<name>.fa``."""
+    return samples.with_name(samples.name.split(".")[0] + "_quality")
+
+
+def check_samples_output(
+    model: Model, path: PathLike, inputs: Sequence[tuple[str, PathLike]]
+) -> Path:
+    """``path`` as a place ``Samples.save`` may write ``model``'s samples to (a format of its
+    domain, not a folder, not one of ``inputs``), checked before anything is drawn."""
+    return check_output(path, domain_of(model.tokenizer), inputs)

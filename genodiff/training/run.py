@@ -1,0 +1,167 @@
+"""``genodiff.train`` (and ``genodiff train``): a config in, a finished run folder out.
+
+Every check comes before the first write into ``output_dir`` (``genodiff.training.session``);
+then the run trains, reports its best checkpoint and its test score, and draws samples with
+the settings of its ``samples:`` section: of each class for a class-conditional run
+(``samples_<class>.<ext>``, the label in the headers), else one file (``samples.<ext>``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import lightning as L
+from omegaconf import DictConfig, OmegaConf
+
+from genodiff.checkpoints import run_folder
+from genodiff.conditioning import record_class_names
+from genodiff.config import ConfigError, load_config
+from genodiff.data.base import DataModule
+from genodiff.data.build import build_datamodule
+from genodiff.data.labelled import class_count_lines
+from genodiff.domains import domain_of
+from genodiff.generate import draw_samples
+from genodiff.guidance import Guidance
+from genodiff.model import init_backbone  # moves to genodiff.checkpoints.folders
+from genodiff.progress import Progress, progress_wanted
+from genodiff.sample_files import write_samples
+from genodiff.sample_formats import SamplingRun
+from genodiff.samplers.request import SampleRequest
+from genodiff.training.module import GenerativeTrainingModule
+from genodiff.training.session import check_output, fit, hold_output
+from genodiff.training.trainer import build_trainer, prepare_tokenizer
+
+RESUME_HINT = "Resume it with ckpt_path=last"
+
+
+def train(
+    config: str | Path,
+    overrides: Sequence[str] = (),
+    output_dir: str | Path | None = None,
+    *,
+    progress: bool | None = None,
+) -> Path:
+    """Train the run ``config`` (a YAML path or a config name such as ``demo``) with Hydra
+    ``overrides`` (``["trainer.max_steps=20", "model=caduceus_tiny"]``) into ``output_dir``
+    (default: the config's); returns the run folder. The same run as
+    ``genodiff train CONFIG OVERRIDES... output_dir=DIR``. ``progress``: Lightning's bar and the
+    sampling line on (True), off (False), or as ``genodiff.progress.progress_wanted`` says."""
+    overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
+    cfg = load_config(config, overrides)
+    show = progress_wanted() if progress is None else progress
+    # Every check comes before the first write into output_dir.
+    run_folder.check_steps(cfg.trainer)  # a run that would train nothing
+    datamodule = build_datamodule(cfg.data)
+    datamodule.check_files()  # missing data fails here, before any model setup
+    classes = datamodule.class_names()
+    if classes is not None:  # labelled data: a class-conditional model (genodiff.conditioning)
+        record_class_names(cfg, classes)
+    out = Path(cfg.output_dir)
+    resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)
+    check_output(out, resume, RESUME_HINT)
+    tokenizer = prepare_tokenizer(cfg, datamodule)
+    datamodule.attach_tokenizer(tokenizer)
+    L.seed_everything(cfg.seed, workers=True)
+    model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
+    # Another model, window or tokenizer than the checkpoint's, or no step left: refused.
+    changes = run_folder.check_resume(model.config, resume) if resume else []
+    if run_folder.is_main_process():  # only rank 0 writes checkpoints: hashing once is enough
+        model.record_data(datamodule)
+    s = cfg.samples
+    request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
+    sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
+    if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
+        for backbone in (model.backbone, *([model.ema.module] if model.ema else [])):
+            init_backbone(backbone, cfg.init_from)
+        print(f"genodiff: backbone initialised from {cfg.init_from}")
+    try:  # writes nothing yet; a trainer setting that cannot work fails
+        trainer = build_trainer(cfg, progress_bar=show)
+    except ValueError as err:  # Lightning refuses the trainer section's settings
+        raise ConfigError(str(err)) from err
+    # Windows that cannot be cut (length, split) and a batch above the train split fail here.
+    datamodule.dataset_of("valid")
+    datamodule.check_batch_size(trainer.world_size)
+    with hold_output(out, model.config) as main_process:
+        if main_process:
+            if changes:
+                print(f"genodiff: resuming {resume} with: {', '.join(changes)}", file=sys.stderr)
+            tokenizer.save(out)
+            print(f"genodiff: training {cfg.name}; outputs in {out}")
+            if classes is not None:
+                for line in class_count_lines(datamodule):
+                    print(line)
+        fit(trainer, model, "train", RESUME_HINT, datamodule=datamodule, ckpt_path=resume)
+        with Progress("genodiff train", enabled=show) as bar:
+            finish(cfg, model, trainer, datamodule, request, sampler, bar)
+    return out
+
+
+def finish(
+    cfg: DictConfig,
+    model: GenerativeTrainingModule,
+    trainer: L.Trainer,
+    datamodule: DataModule,
+    request: SampleRequest,
+    sampler: str,
+    progress: Progress,
+) -> None:
+    """Report the best checkpoint, score it on the test split (every process of a DDP run takes
+    part) and draw the samples (rank 0 alone): of each class for a class-conditional run
+    (``samples_<class>.fa``, label in the headers), else one file (``samples.fa``)."""
+    out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
+    checkpoint = trainer.checkpoint_callback
+    best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
+    kind = "exact" if model.objective.exact_likelihood else "bound"
+    report = []
+    if best:
+        score = float(checkpoint.best_model_score)
+        report.append(
+            f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity {kind} "
+            f"{math.exp(score):.4f}) at {best}"
+        )
+    weights = checkpoint.last_model_path or "in-memory"  # the weights `model` holds now
+    if cfg.evaluate_test and best:
+        (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
+        weights = best  # trainer.test loaded them into `model`
+        report.append(
+            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity {kind} "
+            f"{result['test/ppl']:.4f}"
+            + (
+                f" (true label); {result['test/nelbo_unconditional']:.4f} with the null label"
+                if "test/nelbo_unconditional" in result
+                else ""
+            )
+        )
+    if not trainer.is_global_zero:
+        return
+    for line in report:
+        print(line)
+    if s.num_samples <= 0:
+        return
+    steps = model.eval_objective.steps_used(request)
+    unlabelled = SamplingRun(checkpoint=weights, sampler=sampler, steps=steps, seed=s.seed)
+    file = Path(domain_of(tokenizer).samples_file)
+    jobs = [(request, unlabelled, file)]  # (request, provenance, file name)
+    if model.class_names is not None and model.eval_objective.samplers[sampler].guided:
+        jobs = []
+        for index, name in enumerate(model.class_names):  # p(x | class), one file each
+            guidance = Guidance(index, label_name=name)
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+            jobs.append(
+                (
+                    replace(request, guidance=guidance),
+                    replace(unlabelled, guidance=guidance),
+                    file.with_stem(f"{file.stem}_{safe}"),
+                )
+            )
+    for job_request, run, name in jobs:
+        samples = draw_samples(
+            model.eval_objective, model.eval_backbone, job_request, s.seed, s.batch_size, progress
+        )
+        path = write_samples(samples, out / name, run, tokenizer)
+        print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")

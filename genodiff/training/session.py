@@ -1,0 +1,78 @@
+"""The one way a run that trains takes its output folder and fits: ``genodiff train``,
+``genodiff classifier`` and ``genodiff finetune`` all go "checks -> hold the folder -> fit".
+
+1. Checks (each command's own, then ``check_output``): nothing is written yet; a wrong config,
+   missing data or a folder that holds another run fails here.
+2. ``hold_output``: the main process (``run_folder.is_main_process``: global rank 0 of a
+   multi-process run) creates the folder, takes its lock (``run_folder.hold``) and writes the
+   run's ``config.yaml`` atomically; the other processes of a DDP run write nothing there.
+3. ``fit``: Lightning's ``Trainer.fit``; a SIGTERM (a scheduler's pre-emption) leaves the
+   latest checkpoint (``LatestCheckpoint``) and ends the process with status 143 and a line
+   saying how to resume.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import OmegaConf
+
+from genodiff.atomic_files import atomic_write
+from genodiff.checkpoints import run_folder
+
+CONFIG_FILE = "config.yaml"
+
+
+def check_output(output_dir: Path, resume: Path | None, resume_hint: str | None) -> None:
+    """In the main process only: ConfigError unless ``output_dir`` may take this run (it
+    holds no other run's results, ``run_folder.check_output_dir``); ``resume_hint`` says how
+    to continue the run that is there (None: the command cannot resume)."""
+    if run_folder.is_main_process():
+        run_folder.check_output_dir(output_dir, resume, resume_hint)
+
+
+def write_config(config: Mapping[str, Any], path: Path) -> None:
+    """``config`` as YAML at ``path``, atomically."""
+    text = OmegaConf.to_yaml(OmegaConf.create(dict(config)))
+    with atomic_write(path) as handle:
+        handle.write(text)
+
+
+@contextmanager
+def hold_output(output_dir: Path, config: Mapping[str, Any]) -> Iterator[bool]:
+    """For the ``with`` block: in the main process, ``output_dir`` held (its lock) with the
+    run's ``config.yaml`` written; in the others, nothing. Yields whether this is the main
+    process (the one that may write into ``output_dir``)."""
+    if not run_folder.is_main_process():
+        yield False
+        return
+    with run_folder.hold(output_dir):
+        write_config(config, output_dir / CONFIG_FILE)
+        yield True
+
+
+def fit(
+    trainer: L.Trainer, module: L.LightningModule, command: str, resume_hint: str, **kwargs: Any
+) -> None:
+    """``trainer.fit(module, **kwargs)``; on SIGTERM, a line naming the step reached, the
+    checkpoint kept and ``resume_hint``, then exit status 128 + 15 (what a scheduler expects
+    of a process it terminated)."""
+    try:
+        trainer.fit(module, **kwargs)
+    except SIGTERMException:
+        callback = trainer.checkpoint_callback
+        saved = callback.last_model_path if callback is not None else ""
+        print(
+            f"genodiff {command}: stopped by SIGTERM at step {trainer.global_step}"
+            + (f"; saved {saved}" if saved else "")
+            + f". {resume_hint}",
+            file=sys.stderr,
+        )
+        raise SystemExit(128 + signal.SIGTERM) from None

@@ -1,0 +1,204 @@
+"""The Python front door (``genodiff.load``, ``Model.generate / score / save_pretrained``,
+``genodiff.train``): it gives what the commands give, and needs nothing of the internals.
+
+The sequences ``generate`` returns are compared with the FASTA ``genodiff sample`` writes for
+the same options and seed; ``score`` with ``genodiff eval --file --per-window`` on a file of
+the same sequences, and on an autoregressive model with the exact NLL computed here by a loop
+over the network's next-token log-probabilities.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from Bio import SeqIO
+
+import genodiff
+from genodiff import cli
+from genodiff.errors import InputValueError
+from genodiff.model import GenerativeModel
+from genodiff.pipeline import Model
+from genodiff.tokenizers import DNATokenizer
+from tests.test_cli import DEMO, ROOT, TINY
+from tests.test_conditioning import TINY_RUN
+
+CONDITIONAL = str(ROOT / "configs" / "conditional_demo.yaml")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny MDLM run trained through the API."""
+    folder = tmp_path_factory.mktemp("api") / "run"
+    assert genodiff.train(DEMO, TINY, output_dir=folder) == folder
+    return folder
+
+
+@pytest.fixture(scope="module")
+def conditional_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("api_conditional") / "run"
+    genodiff.train(CONDITIONAL, TINY_RUN, output_dir=folder, progress=False)
+    return folder
+
+
+def sample_cli(checkpoint, out, *options) -> list[str]:
+    argv = ["sample", "--checkpoint", str(checkpoint), "--out", str(out), "--no-progress"]
+    assert cli.main([*argv, *options]) == 0
+    return [str(record.seq) for record in SeqIO.parse(out, "fasta")]
+
+
+def test_import_genodiff_and_version_load_no_torch():
+    """``import genodiff`` and ``genodiff --version`` stay light: the API is imported lazily."""
+    code = (
+        "import sys, contextlib, io\n"
+        "import genodiff\n"
+        "from genodiff import cli\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main(['--version'])\n"
+        "print(sorted(m for m in ('torch', 'lightning', 'genodiff.pipeline') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert set(genodiff.__all__) >= {"load", "train", "finetune", "train_classifier"}
+    assert callable(genodiff.finetune) and callable(genodiff.evaluate_samples)
+
+
+def test_generate_is_what_genodiff_sample_writes(run, tmp_path):
+    model = genodiff.load(run, device="cpu")
+    options = {"length": 40, "steps": 6, "seed": 3, "batch_size": 2}
+    samples = model.generate(3, **options)
+    assert isinstance(samples, list) and all(isinstance(s, str) for s in samples)
+    assert [len(s) for s in samples] == [40, 40, 40]
+    flags = ["--num-samples", "3", "--length", "40", "--steps", "6", "--seed", "3"]
+    written = sample_cli(run, tmp_path / "cli.fa", *flags, "--batch-size", "2")
+    assert samples == written
+    # and saved, the file is the command's, byte for byte
+    assert samples.save(tmp_path / "api.fa").read_bytes() == (tmp_path / "cli.fa").read_bytes()
+    # another seed draws other sequences; the same seed the same ones
+    assert model.generate(3, **{**options, "seed": 4}) != samples
+    assert model.generate(3, **options) == samples
+
+
+def test_generate_with_a_prefix_keeps_it(run):
+    model = genodiff.load(run / "checkpoints" / "last.ckpt")
+    for sequence in model.generate(2, length=24, steps=4, prefix="ACGTTG"):
+        assert sequence.startswith("ACGTTG") and len(sequence) == 24
+
+
+def write_fasta(path, sequences):
+    path.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(sequences)))
+    return path
+
+
+def test_score_is_eval_per_window_of_the_same_sequences(run, tmp_path, capsys):
+    model = genodiff.load(run, device="cpu")
+    sequences = model.generate(5, length=32, steps=4, seed=1)
+    scores = model.score(sequences, seed=2, batch_size=2)
+    assert len(scores) == 5 and all(s > 0 for s in scores)
+    fasta = write_fasta(tmp_path / "s.fa", sequences)
+    argv = ["eval", "--checkpoint", str(run), "--file", str(fasta), "--length", "32"]
+    argv += ["--seed", "2", "--batch-size", "2", "--json", "--per-window", "--no-progress"]
+    assert cli.main(argv) == 0
+    windows = json.loads(capsys.readouterr().out)["per_window"]
+    expected = [w["nelbo"] / w["tokens"] for w in windows]
+    assert scores == pytest.approx(expected, rel=1e-12, abs=0)
+
+
+def test_score_groups_lengths_and_refuses_a_sequence_without_bases(run):
+    model = genodiff.load(run, device="cpu")
+    mixed = ["ACGT" * 8, "ACGTACGTAC", "TTGCA" * 8]
+    scores = model.score(mixed, seed=5)
+    alone = [model.score([s], seed=5)[0] for s in mixed]  # each its own batch from seed 5
+    assert scores[0] == pytest.approx(alone[0]) and scores[1] == pytest.approx(alone[1])
+    assert scores[2] == pytest.approx(alone[2])
+    with pytest.raises(InputValueError, match="sequence 1 has no token to score"):
+        model.score(["ACGT", "NNNN"])
+
+
+def test_score_of_an_ar_model_is_its_exact_nll():
+    """An AR model's score is -1/L sum_i log p(x_i | [BOS] x_<i): computed here token by
+    token from the network's logits."""
+    tokenizer = DNATokenizer()
+    config = {
+        "model": {"name": "mamba", "d_model": 16, "n_layer": 2},
+        "objective": {"name": "ar"},
+        "data": {"name": "fasta", "max_length": 16},
+        "ema": {"decay": 0},
+    }
+    torch.manual_seed(0)
+    model = Model(GenerativeModel(config, tokenizer), "in memory")
+    sequences = ["ACGTTGCAAGT", "GGGCCCATATC"]
+    got = model.score(sequences)
+    network = model.network.eval_backbone.eval()
+    for sequence, score in zip(sequences, got, strict=True):
+        ids = [tokenizer.bos_id, *tokenizer.encode(sequence)]
+        total = 0.0
+        for i in range(1, len(ids)):
+            with torch.no_grad():
+                logits = network(torch.tensor([ids[:i]]))[0, -1].double()
+            allowed = torch.tensor(tokenizer.sample_ids)
+            log_p = logits[allowed].log_softmax(-1)
+            total -= float(log_p[tokenizer.sample_ids.index(ids[i])])
+        assert score == pytest.approx(total / len(sequence), rel=1e-5)
+
+
+def test_save_pretrained_then_load_draws_the_same_sequences(run, tmp_path):
+    model = genodiff.load(run, device="cpu")
+    folder = model.save_pretrained(tmp_path / "exported")
+    assert {p.name for p in folder.iterdir()} >= {"config.json", "model.safetensors"}
+    again = genodiff.load(folder, device="cpu")
+    assert again.config["model"] == model.config["model"]
+    options = {"length": 32, "steps": 4, "seed": 9}
+    assert again.generate(2, **options) == model.generate(2, **options)
+    assert again.score(["ACGT" * 8], seed=1) == pytest.approx(model.score(["ACGT" * 8], seed=1))
+    # the folder is what `genodiff export` writes from the checkpoint
+    ckpt = run / "checkpoints" / "last.ckpt"
+    assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "cli")]) == 0
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        assert (tmp_path / "cli" / name).read_bytes() == (folder / name).read_bytes()
+
+
+def test_a_conditional_run_generates_each_class_with_guidance(conditional_run, tmp_path):
+    model = genodiff.load(conditional_run, device="cpu")
+    assert model.classes and len(model.classes) >= 2
+    label = model.classes[1]
+    samples = model.generate(2, length=24, steps=4, label=label, guidance=2.0, seed=0)
+    assert samples.run.guidance.name == label and samples.run.guidance.gamma == 2.0
+    written = sample_cli(
+        conditional_run, tmp_path / "g.fa", "--num-samples", "2", "--length", "24",
+        "--steps", "4", "--label", label, "--guidance", "2", "--seed", "0",
+    )  # fmt: skip
+    assert samples == written
+    header = (tmp_path / "g.fa").read_text().splitlines()[0]
+    assert f"label={label} guidance=2 guidance_schedule=constant" in header
+    with pytest.raises(InputValueError, match="not a class") as caught:
+        model.generate(1, label="no_such_class")
+    assert caught.value.parameter == "label"
+
+
+def test_guidance_without_a_label_is_refused_and_the_cli_names_the_option(run, tmp_path, capsys):
+    model = genodiff.load(run, device="cpu")
+    with pytest.raises(InputValueError, match="needs a class") as caught:
+        model.generate(1, guidance=2.0)
+    assert caught.value.parameter == "label"
+    out = tmp_path / "x.fa"
+    argv = ["sample", "--checkpoint", str(run), "--out", str(out), "--guidance", "2"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("(--label)") and "\n" not in err
+    assert not out.exists()
+
+
+def test_the_cli_names_every_option_of_a_tuple_of_parameters():
+    options = cli.option_names(cli.build_parser())
+    assert options["batch_size"] == "--batch-size" and options["num_samples"] == "--num-samples"
+    err = InputValueError("too big; lower them", parameter=("length", "batch_size"))
+    assert cli.error_line(err, "sample", options) == (
+        "genodiff sample: error: too big; lower them (--length, --batch-size)"
+    )
+    named = InputValueError("--length is too big", parameter="length")
+    assert cli.error_line(named, "sample", options).endswith("--length is too big")
