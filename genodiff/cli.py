@@ -28,6 +28,7 @@ def _train(args: argparse.Namespace) -> None:
     from lightning.pytorch.utilities.exceptions import SIGTERMException
     from omegaconf import OmegaConf
 
+    from genodiff.atomic_files import write_text
     from genodiff.checkpoints import run_folder
     from genodiff.conditioning import record_class_names
     from genodiff.config import ConfigError, load_config
@@ -77,7 +78,7 @@ def _train(args: argparse.Namespace) -> None:
         if main_process:
             if changes:
                 print(f"genodiff: resuming {resume} with: {', '.join(changes)}", file=sys.stderr)
-            OmegaConf.save(OmegaConf.create(model.config), out / "config.yaml")
+            write_text(out / "config.yaml", OmegaConf.to_yaml(model.config))
             tokenizer.save(out)
             print(f"genodiff: training {cfg.name}; outputs in {out}")
             if classes is not None:

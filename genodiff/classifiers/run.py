@@ -10,6 +10,7 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from genodiff import registry
+from genodiff.atomic_files import write_text
 from genodiff.checkpoints import load_model, run_folder
 from genodiff.classifiers.checkpoint import classifier_record
 from genodiff.classifiers.model import build_classifier
@@ -56,7 +57,7 @@ def train_classifier(cfg: DictConfig, progress_bar: bool = True) -> Path:
     out = Path(cfg.output_dir)
     run_folder.check_output_dir(out, None)
     with run_folder.hold(out):
-        OmegaConf.save(OmegaConf.create(config), out / "config.yaml")
+        write_text(out / "config.yaml", OmegaConf.to_yaml(config))
         print(f"genodiff: training a {cfg.kind} classifier {cfg.name}; outputs in {out}")
         for line in class_count_lines(datamodule):
             print(line)

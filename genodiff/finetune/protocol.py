@@ -41,7 +41,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import atomic_write, write_text
 from genodiff.checkpoints.io import AtomicCheckpointIO, is_loadable
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
@@ -270,7 +270,7 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any]:
     pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
     check_tasks(cfg, tasks)
     output_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, output_dir / "config.yaml")
+    write_text(output_dir / "config.yaml", OmegaConf.to_yaml(cfg))
     results = {}
     for t, name in enumerate(tasks, 1):
         task = load_task(cfg.benchmark.root, name, cfg.benchmark.max_length, cfg.benchmark.download)

@@ -4,7 +4,7 @@ oracle (``genodiff.metrics.oracle``), a top-level report by class and one suite 
 Plots are drawn on ``matplotlib.figure.Figure`` objects (no pyplot, so no backend or global
 state is touched) and saved as PNG: ``kmer_spectra.png`` (dinucleotide frequencies, and every
 ``kmax``-mer's frequency in the samples against the reference) and ``gc_histogram.png``
-(per-sequence GC content and CpG observed/expected).
+(per-sequence GC content and CpG observed/expected). Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import save_figure, write_text
 from genodiff.errors import InputValueError
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
 from genodiff.metrics.kmers import kmer_spectrum
@@ -202,17 +202,15 @@ def check_report_folder(out: str | os.PathLike) -> Path:
 
 def write_report(quality: SampleQuality, out: str | os.PathLike) -> list[Path]:
     """Write ``REPORT_FILES`` into ``out`` (created if needed; other files there are left
-    alone) and return their paths."""
+    alone), each atomically, and return their paths."""
     out = check_report_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in REPORT_FILES]
     json_path, md_path, spectra_path, gc_path = paths
-    with atomic_write(json_path) as handle:
-        handle.write(json.dumps(quality.metrics, indent=2) + "\n")
-    with atomic_write(md_path) as handle:
-        handle.write(markdown_table(quality.metrics))
-    plot_kmer_spectra(quality).savefig(spectra_path, dpi=120)
-    plot_gc_histograms(quality).savefig(gc_path, dpi=120)
+    write_text(json_path, json.dumps(quality.metrics, indent=2) + "\n")
+    write_text(md_path, markdown_table(quality.metrics))
+    save_figure(plot_kmer_spectra(quality), spectra_path)
+    save_figure(plot_gc_histograms(quality), gc_path)
     return paths
 
 
@@ -282,10 +280,8 @@ def write_oracle_report(quality: OracleQuality, out: str | os.PathLike) -> list[
     out = check_report_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "metrics.json", out / "metrics.md"
-    with atomic_write(json_path) as handle:
-        handle.write(json.dumps(quality.metrics, indent=2) + "\n")
-    with atomic_write(md_path) as handle:
-        handle.write(oracle_markdown(quality.metrics))
+    write_text(json_path, json.dumps(quality.metrics, indent=2) + "\n")
+    write_text(md_path, oracle_markdown(quality.metrics))
     paths = [json_path, md_path]
     for name, class_quality in quality.per_class.items():
         paths += write_report(class_quality, out / name)
