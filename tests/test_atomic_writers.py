@@ -251,10 +251,13 @@ def test_an_interrupted_plot_keeps_the_old_png(tmp_path, monkeypatch):
 
 
 def test_an_interrupted_report_keeps_the_old_plots(tmp_path, monkeypatch):
+    from genodiff.domains import DNADomain
     from genodiff.metrics import evaluate_samples, write_report
     from tests.test_metrics import random_dna
 
-    quality = evaluate_samples(random_dna(6, 40, seed=1), random_dna(20, 40, seed=2))
+    quality = evaluate_samples(
+        random_dna(6, 40, seed=1), random_dna(20, 40, seed=2), DNADomain.alphabet
+    )
     paths = write_report(quality, tmp_path)
     before = {p.name: p.read_bytes() for p in paths}
     assert all(before[name].startswith(b"\x89PNG") for name in before if name.endswith(".png"))
