@@ -14,6 +14,7 @@ import tracemalloc
 
 import numpy as np
 
+from genodiff.domains import DNADomain
 from genodiff.metrics import Memorisation, TrainingIndex, nearest_neighbours
 
 
@@ -37,7 +38,7 @@ def main() -> None:
         genome, repeats = training_set(megabases * 1_000_000, rng)
         tracemalloc.start()
         began = time.perf_counter()
-        index = TrainingIndex([genome])
+        index = TrainingIndex([genome], DNADomain.alphabet)
         built = time.perf_counter() - began
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()

@@ -31,10 +31,12 @@ from markov_baseline import context_codes, split_sequences
 
 from genodiff.config import load_config
 from genodiff.data.build import build_datamodule
+from genodiff.domains import DNADomain
 from genodiff.metrics import evaluate_samples, read_sequences, split_windows, write_report
-from genodiff.metrics.sequences import BASES, evenly_spaced
+from genodiff.metrics.sequences import evenly_spaced
 
 ROOT = Path(__file__).resolve().parents[1]
+DNA = DNADomain.alphabet
 
 
 def markov_samples(cfg, order: int, n: int, length: int, seed: int) -> list[str]:
@@ -57,7 +59,7 @@ def markov_samples(cfg, order: int, n: int, length: int, seed: int) -> list[str]
         base = np.minimum((rng.random(n)[:, None] > cumulative[context]).sum(axis=1), 3)
         out[:, i] = base
         context = (context * 4 + base) % 4**order
-    return ["".join(BASES[b] for b in row) for row in out]
+    return ["".join(DNA[b] for b in row) for row in out]
 
 
 def shuffled(seqs: list[str], seed: int) -> list[str]:
@@ -107,7 +109,7 @@ def main() -> None:
     sources = {}
     for item in args.samples:
         name, _, path = item.partition("=")
-        sources[name] = read_sequences(path)[: args.num]
+        sources[name] = read_sequences(path, DNA)[: args.num]
     order = args.markov_order
     sources[f"order-{order} Markov"] = markov_samples(cfg, order, args.num, args.length, args.seed)
     sources["shuffled real"] = shuffled(evenly_spaced(valid, args.num), args.seed)
@@ -134,7 +136,7 @@ def main() -> None:
     for name, samples in sources.items():
         start = time.perf_counter()
         quality = evaluate_samples(
-            samples, reference, train, ar_checkpoint=args.ar_checkpoint, device="cpu"
+            samples, reference, DNA, train, ar_checkpoint=args.ar_checkpoint, device="cpu"
         )
         seconds = time.perf_counter() - start
         if args.out:

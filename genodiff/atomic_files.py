@@ -4,12 +4,21 @@
 ends normally the file is flushed, fsynced and renamed over ``path`` (and the folder fsynced,
 so the rename itself reaches the disk). When the block raises, the temporary file is removed
 and ``path`` is untouched: the old file stays whole, or no file appears. Every writer in
-genodiff that replaces a file (checkpoints, exported folders, tokenizer records, sample files,
-reports, decompressed downloads) goes through it.
+genodiff that replaces a file (checkpoints, tokenizer records, sample files, configs, reports,
+plots, fine-tuning results, decompressed downloads) goes through it, or through its helpers
+``write_text`` and ``save_figure``. ``tests/test_atomic_writers.py`` reads the package's source
+and fails on any other write.
+
+Three writers stage several files and rename them into place themselves, each documented where
+it is: an exported checkpoint folder (``genodiff.checkpoints.folders``: every file written
+under its temporary name, then all renamed), a download (``genodiff.data.download``: the
+resumable ``.part`` file, renamed when complete) and a whole folder built beside its
+destination and swapped in by ``replace_folder`` (``genodiff data labelled-split``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import shutil
@@ -88,6 +97,75 @@ def atomic_write(
     finally:
         temporary.unlink(missing_ok=True)
     fsync_path(path.parent)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (``atomic_write``)."""
+    with atomic_write(path) as handle:
+        handle.write(text)
+
+
+def save_figure(figure: Any, path: str | os.PathLike, dpi: int = 120) -> None:
+    """Save a matplotlib ``figure`` to ``path`` as PNG atomically (``atomic_write``)."""
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=dpi)
+
+
+# renameat2(2): AT_FDCWD (paths relative to the working folder) and RENAME_EXCHANGE (linux/fs.h).
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """Swap the names of ``first`` and ``second`` (both exist) in one atomic step: Linux's
+    ``renameat2(RENAME_EXCHANGE)``. False, with nothing changed, where the system (not glibc
+    2.28 or later on Linux 3.15 or later) or the filesystem cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError, TypeError):  # no such call (macOS, musl), no libc handle
+        return False
+    names = (os.fsencode(first), os.fsencode(second))
+    if renameat2(_AT_FDCWD, names[0], _AT_FDCWD, names[1], _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):  # kernel or filesystem lacks it
+        return False
+    raise OSError(code, os.strerror(code), str(first), None, str(second))
+
+
+def replace_folder(staging: Path, dest: Path) -> None:
+    """Put the finished folder ``staging`` (beside ``dest``, on the same filesystem) at
+    ``dest`` and delete what ``dest`` held, in as few renames as the system allows; then fsync
+    the parent folder, so that the renames reach the disk. What a kill leaves, moment by moment:
+
+    - ``dest`` missing or an empty folder: one rename. Before it ``dest`` is as it was and
+      ``staging`` is beside it (a hidden folder, to delete); after it ``dest`` is the new folder.
+    - ``dest`` holding files, where ``exchange`` works (Linux): one atomic swap. Before it, as
+      above; after it ``dest`` is the new folder and the old one is under the ``staging`` name
+      until it is deleted (a kill during the deletion leaves part of it there, to delete).
+    - elsewhere two renames, ``dest`` to ``.NAME.PID.old`` beside it and then ``staging`` to
+      ``dest``. A kill between them leaves no ``dest`` but both folders whole: the old one under
+      ``.old``, the new one under the ``staging`` name (rename either to ``dest``); after the
+      second, ``dest`` is the new folder and the old one is deleted (a kill during the
+      deletion leaves part of it under ``.old``). An error at the second rename moves the old
+      folder back.
+    """
+    old = None
+    if not dest.exists() or not any(dest.iterdir()):
+        os.replace(staging, dest)  # POSIX rename replaces an empty folder
+    elif exchange(staging, dest):
+        old = staging
+    else:
+        old = dest.with_name(f".{dest.name}.{os.getpid()}.old")
+        os.replace(dest, old)
+        try:
+            os.replace(staging, dest)
+        except BaseException:
+            os.replace(old, dest)
+            raise
+    fsync_path(dest.parent)
+    if old is not None:
+        shutil.rmtree(old)
 
 
 def _disk_full_errno(err: BaseException) -> int | None:

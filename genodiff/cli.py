@@ -108,7 +108,7 @@ def _gen_ppl(args: argparse.Namespace) -> None:
     from genodiff.generative_perplexity import default_ar_checkpoint, score_sample_file
 
     checkpoint = args.checkpoint
-    if checkpoint is None and args.hf_model is None:
+    if checkpoint is None and args.scorer is None and args.scorer_model is None:
         checkpoint = default_ar_checkpoint(args.samples)
         print(
             f"genodiff gen-ppl: scoring with {checkpoint} (no --checkpoint given)", file=sys.stderr
@@ -123,7 +123,8 @@ def _gen_ppl(args: argparse.Namespace) -> None:
             max_length=args.max_length,
             progress=progress,
             stride=args.stride,
-            hf_model=args.hf_model,
+            scorer=args.scorer,
+            scorer_model=args.scorer_model,
         )
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
@@ -255,8 +256,6 @@ CHECKPOINT_HELP = (
     "a .ckpt from genodiff train, a folder from genodiff export, or a Hugging Face Hub id "
     "org/name[@revision] of either"
 )
-# `genodiff gen-ppl --hf-model` without a name: the MDLM paper's Gen PPL scorer.
-HF_DEFAULT_MODEL = "gpt2-large"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -469,9 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
         "per-sample mean, and the samples' diversity (mean unigram entropy, distinct-1..4) "
         "beside a --reference set of real data. Without --checkpoint, the first existing of "
         "the conventional AR runs that the domains name for the samples' format (DNA: "
-        "outputs/hg38_ar_mamba/checkpoints/last.ckpt) is used. --hf-model scores text "
-        "samples with a Hugging Face causal LM instead (the MDLM paper's GPT-2; needs "
-        "pip install 'genodiff-text[hub]').",
+        "outputs/hg38_ar_mamba/checkpoints/last.ckpt) is used. --scorer NAME scores with a "
+        "scorer a plugin registers instead, e.g. the text plugin's hf: text samples scored by "
+        "a Hugging Face causal LM, the MDLM paper's Gen PPL scorer (pip install "
+        "'genodiff-text[hub]').",
     )
     gen_ppl.add_argument("samples", help="sample file from genodiff sample (.fa, .txt, .jsonl)")
     scorer = gen_ppl.add_mutually_exclusive_group()
@@ -479,14 +479,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint", default=None, help="AR .ckpt (default: a conventional AR run's last.ckpt)"
     )
     scorer.add_argument(
-        "--hf-model",
-        nargs="?",
-        const=HF_DEFAULT_MODEL,
+        "--scorer",
         default=None,
         metavar="NAME",
-        help="score text samples with a Hugging Face causal LM: a Hub id or a local folder "
-        f"(given without NAME: {HF_DEFAULT_MODEL}, the paper's Gen PPL scorer); the decoded "
-        "text is retokenised by the model's tokenizer",
+        help="score with the scorer a plugin registers as NAME (entry-point group "
+        "genodiff.scorers), e.g. the text plugin's hf; an unknown NAME lists the registered ones",
+    )
+    gen_ppl.add_argument(
+        "--scorer-model",
+        default=None,
+        metavar="MODEL",
+        help="the model --scorer scores with (for hf: a Hugging Face Hub id or a local folder); "
+        "default: the scorer's own default model",
     )
     gen_ppl.add_argument(
         "--reference", default=None, help="real data in the same formats, for diversity"
@@ -497,8 +501,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-length",
         type=int,
         default=None,
-        help="tokens per scored chunk (default: the checkpoint's training window; with "
-        "--hf-model the model's context)",
+        help="tokens per scored chunk (default: the checkpoint's training window, or the "
+        "window of --scorer's model, e.g. hf: the model's context)",
     )
     gen_ppl.add_argument(
         "--stride",
@@ -506,7 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="tokens a sample longer than the window advances by from one chunk to the next; "
         "each later chunk reads the window minus stride tokens before it as context, scored "
-        "once (1 to the window, below it with --hf-model; default: half the window)",
+        "once (1 to the window, below it for a scorer that reads every later window with "
+        "context, e.g. hf; default: half the window)",
     )
     gen_ppl.add_argument("--json", action="store_true", help="print one JSON object")
     _add_progress_flag(gen_ppl)

@@ -2,8 +2,9 @@
 
 Gen PPL (the MDLM paper's sample-quality number) scores generated samples with an
 autoregressive (exact-likelihood) model, a ``SampleScorer`` (``genodiff.scorers``): by default
-an AR checkpoint of genodiff's, or a plugin's scorer (``--hf-model``: a Hugging Face causal LM
-such as the paper's GPT-2, from the text plugin). With a checkpoint, each sample is encoded
+an AR checkpoint of genodiff's, or a scorer a plugin registers by name (``--scorer NAME``, with
+``--scorer-model MODEL`` or the scorer's default model; e.g. the text plugin's ``hf``, a Hugging
+Face causal LM such as the paper's GPT-2). With a checkpoint, each sample is encoded
 with its tokenizer as training sequences begin (``tokenizer.encode_sample``: DNA as it is;
 text with its [BOS]/[CLS] first and its sentence boundaries, as the data module lays out
 sentences), and scored by the checkpoint's own loss with its EMA weights, as the AR objective
@@ -44,16 +45,11 @@ import numpy as np
 import torch
 
 from genodiff import registry
-from genodiff.errors import (
-    InputFileNotFoundError,
-    InputImportError,
-    InputKeyError,
-    InputValueError,
-)
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.evaluate import ratio_and_se
 from genodiff.progress import Progress
 from genodiff.sample_files import format_owner, read_samples
-from genodiff.scorers import CheckpointScorer, SampleScorer
+from genodiff.scorers import CheckpointScorer, SampleScorer, registered_scorer
 
 DISTINCT_N = (1, 2, 3, 4)
 
@@ -411,22 +407,6 @@ def check_scoring_options(
         )
 
 
-HF_SCORER = "hf"  # the plugin scorer that ``--hf-model`` builds (``genodiff.scorers``)
-
-
-def hf_scorer_class() -> type[SampleScorer]:
-    """The scorer a plugin registers as ``hf``: a Hugging Face causal LM (the text plugin's,
-    with ``transformers``)."""
-    try:
-        return registry.get("scorer", HF_SCORER)
-    except InputKeyError:
-        raise InputImportError(
-            "--hf-model scores text samples with a Hugging Face causal LM, which the text "
-            "plugin provides: pip install 'genodiff-text[hub]' (from a checkout: "
-            "pip install -e 'plugins/genodiff-text[hub]')"
-        ) from None
-
-
 def _refuse_other_domains(
     paths: Sequence[str | os.PathLike | None], domain: str | None, scorer: str
 ) -> None:
@@ -450,34 +430,41 @@ def score_sample_file(
     max_length: int | None = None,
     progress: Progress | None = None,
     stride: int | None = None,
-    hf_model: str | None = None,
+    scorer: str | None = None,
+    scorer_model: str | None = None,
 ) -> GenPPLResult:
     """Gen PPL of the samples in a file, scored by the AR checkpoint at ``checkpoint``
-    (loaded with its EMA weights) or, given ``hf_model`` instead, by that Hugging Face causal
-    LM (a Hub id or a local folder; ``hf_scorer_class``), with the diversity of
-    ``reference_path``; windows of ``max_length`` tokens (default: the scorer's) advance by
-    ``stride`` (default: half the window)."""
+    (loaded with its EMA weights) or, given ``scorer`` instead, by the scorer registered under
+    that name (``genodiff.scorers.registered_scorer``) built with ``scorer_model`` (default: the
+    scorer's ``default_model``), with the diversity of ``reference_path``; windows of
+    ``max_length`` tokens (default: the scorer's) advance by ``stride`` (default: half the
+    window)."""
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
-    if (checkpoint is None) == (hf_model is None):
-        raise InputValueError("score with one of --checkpoint and --hf-model")
+    if scorer is None and scorer_model is not None:
+        raise InputValueError("--scorer-model names the model of --scorer NAME; give --scorer")
+    if (checkpoint is None) == (scorer is None):
+        raise InputValueError("score with one of --checkpoint and --scorer")
     check_scoring_options(batch_size, max_length, stride)  # before anything is loaded
     torch_device = resolve_device(device)
     samples = read_samples(samples_path)
     reference = read_samples(reference_path) if reference_path is not None else None
     paths = (samples_path, reference_path)
-    scorer: SampleScorer
-    if hf_model is not None:
-        scorer_class = hf_scorer_class()
-        _refuse_other_domains(paths, scorer_class.domain, hf_model)  # before any download
-        scorer = scorer_class(hf_model, torch_device)
+    built: SampleScorer
+    if scorer is not None:
+        scorer_class = registered_scorer(scorer)
+        model = scorer_model if scorer_model is not None else scorer_class.default_model
+        if model is None:
+            raise InputValueError(f"--scorer {scorer} has no default model; give --scorer-model")
+        _refuse_other_domains(paths, scorer_class.domain, f"the {scorer} scorer")  # before loading
+        built = scorer_class(model, torch_device)
     else:
-        scorer = CheckpointScorer(load_model(checkpoint, torch_device), str(checkpoint))
-        _refuse_other_domains(paths, scorer.domain, f"the checkpoint {checkpoint}")
+        built = CheckpointScorer(load_model(checkpoint, torch_device), str(checkpoint))
+        _refuse_other_domains(paths, built.domain, f"the checkpoint {checkpoint}")
     return score_samples(
         samples,
-        scorer,
+        built,
         batch_size=batch_size,
         max_length=max_length,
         reference=reference,

@@ -45,7 +45,7 @@ from genodiff.metrics import (
 )
 from genodiff.model import GenerativeModel
 from genodiff.progress import Progress
-from genodiff.sample_files import check_output, write_samples
+from genodiff.sample_files import check_output, sample_alphabet, write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.tokenizers import Tokenizer
 
@@ -241,6 +241,7 @@ def evaluate_samples(
     train: PathLike | Sequence[str] | None = None,
     ar_checkpoint: PathLike | None = None,
     settings: QualitySettings | None = None,
+    alphabet: str | None = None,
     device: str | None = None,
     progress: Progress | None = None,
 ) -> SampleQuality | OracleQuality:
@@ -253,7 +254,9 @@ def evaluate_samples(
     ``ar_checkpoint``; ``out`` defaults to ``<samples>_quality/`` beside a samples file. With
     ``oracle`` (a ``genodiff finetune`` checkpoint) and ``samples`` a FASTA: the oracle's
     verdict (each sample of the class its header names, else ``label``) and the metrics per
-    class against ``reference``, a mapping {class: FASTA} (or ``NAME=FASTA`` strings)."""
+    class against ``reference``, a mapping {class: FASTA} (or ``NAME=FASTA`` strings).
+    ``alphabet``: the letters the samples are made of (default: their domain's, from the
+    ``Samples``' tokenizer or the files' format)."""
     from genodiff.metrics import evaluate_samples as evaluate_sequences
     from genodiff.metrics import read_sequences
 
@@ -263,6 +266,11 @@ def evaluate_samples(
                               parameter="out")  # fmt: skip
     folder = Path(out) if out is not None else report_folder(Path(samples))
     check_report_folder(folder)  # before the metrics are computed
+    if alphabet is None and isinstance(samples, Samples):
+        alphabet = domain_of(samples.tokenizer).alphabet
+    if alphabet is None:
+        files = [v for v in (samples, reference, train) if isinstance(v, str | os.PathLike)]
+        alphabet = sample_alphabet(*files)
     options = {"ar_checkpoint": ar_checkpoint, "device": device, "settings": settings}
     options["progress"] = progress
     if oracle is not None:
@@ -278,7 +286,7 @@ def evaluate_samples(
         elif isinstance(reference, str | os.PathLike):
             references = [str(reference)]
         quality = evaluate_files_with_oracle(
-            samples, list(references), oracle, label, train=train, **options
+            samples, list(references), oracle, label, train=train, alphabet=alphabet, **options
         )
         write_oracle_report(quality, folder)
         return quality
@@ -300,11 +308,11 @@ def evaluate_samples(
         resolve_device(device, "device")
 
     def sequences(value: PathLike | Sequence[str]) -> list[str]:
-        return read_sequences(value) if isinstance(value, str | os.PathLike) else list(value)
+        on_disk = isinstance(value, str | os.PathLike)
+        return read_sequences(value, alphabet) if on_disk else list(value)
 
-    quality = evaluate_sequences(
-        sequences(samples), sequences(reference), sequences(train) if train else None, **options
-    )
+    real, seen = sequences(reference), sequences(train) if train else None
+    quality = evaluate_sequences(sequences(samples), real, alphabet, seen, **options)
     write_report(quality, folder)
     return quality
 

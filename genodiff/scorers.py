@@ -5,10 +5,11 @@ window of ids its NLL given the tokens before it.
 samples with a scorer, cuts them into sliding windows, batches the windows and sums each
 sample's NLL in float64; a scorer only encodes a text and scores a batch of windows. The core's
 own scorer is an AR checkpoint (``CheckpointScorer``). Plugins add scorers by name in the
-entry-point group ``genodiff.scorers`` (``registry.get("scorer", NAME)``), each a
-``SampleScorer`` subclass built as ``cls(model_name, device)``: the text plugin's ``hf`` scores
-text with a Hugging Face causal LM (the MDLM paper's GPT-2), which is what
-``genodiff gen-ppl --hf-model NAME`` builds.
+entry-point group ``genodiff.scorers`` (``registered_scorer(NAME)``), each a ``SampleScorer``
+subclass that declares its ``default_model`` and a one-line ``description`` and is built as
+``cls(model, device)``: ``genodiff gen-ppl SAMPLES --scorer NAME [--scorer-model MODEL]`` builds
+one with MODEL, or its default model. The text plugin's ``hf``, for example, scores text with a
+Hugging Face causal LM (by default GPT-2 large, the MDLM paper's Gen PPL scorer).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from genodiff.errors import InputValueError
+from genodiff import registry
+from genodiff.errors import InputKeyError, InputValueError
 
 
 class SampleScorer(ABC):
     """A causal model that scores windows of token ids, and the encoding it reads samples in.
 
-    Subclasses set the attributes below in their constructor."""
+    Subclasses set the instance attributes below in their constructor; a scorer registered by
+    name also declares the class attributes ``default_model`` and ``description``."""
 
     #: What the result names as its checkpoint (a path, a Hub id) and as its objective.
     name: str
@@ -41,6 +44,10 @@ class SampleScorer(ABC):
     #: The window when none is given (tokens).
     default_max_length: int
     device: torch.device
+    #: The model (a name, a path) it scores with when none is given; None: one must be given.
+    default_model: ClassVar[str | None] = None
+    #: What it scores with, in one line (for help and messages).
+    description: ClassVar[str]
     #: Whether a window that does not overlap the one before it (``stride`` = the window) can
     #: be scored from its first token: the AR objective reads it after its [BOS]. A scorer
     #: that cannot needs a stride below the window, so that every window after the first
@@ -66,6 +73,21 @@ class SampleScorer(ABC):
         tokens are the previous window's context). Per model position: the NLL in nats of the
         token it predicts (B, W), whether that token is scored (B, W), and that token's index
         in the window (B, W)."""
+
+
+def registered_scorer(name: str) -> type[SampleScorer]:
+    """The scorer class a plugin registers as ``name`` (entry-point group ``genodiff.scorers``);
+    InputKeyError listing the registered ones, with their descriptions, otherwise."""
+    try:
+        return registry.get("scorer", name)
+    except InputKeyError:
+        scorers = registry.available("scorer")
+        known = "; ".join(f"{n} ({cls.description})" for n, cls in sorted(scorers.items()))
+        raise InputKeyError(
+            f"--scorer {name}: no such scorer (registered: {known or 'none'}). Scorers come "
+            "from plugins, e.g. the text plugin's hf: pip install 'genodiff-text[hub]' (from a "
+            "checkout: pip install -e 'plugins/genodiff-text[hub]')"
+        ) from None
 
 
 class CheckpointScorer(SampleScorer):

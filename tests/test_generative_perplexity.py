@@ -23,6 +23,7 @@ from genodiff.model import GenerativeModel
 from genodiff.objectives import AR
 from genodiff.sample_files import read_samples, write_samples
 from genodiff.sample_formats import SamplingRun
+from genodiff.scorers import SampleScorer
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 
 TOK = DNATokenizer()
@@ -322,22 +323,73 @@ def test_cli_default_checkpoint_and_errors(checkpoints, tmp_path, capsys, monkey
     assert "exact-likelihood" in capsys.readouterr().err
 
 
-def test_hf_model_names_gpt2_large_by_default_and_excludes_a_checkpoint(capsys):
-    parse = cli.build_parser().parse_args
-    assert parse(["gen-ppl", "s.txt", "--hf-model"]).hf_model == "gpt2-large"
-    assert parse(["gen-ppl", "s.txt", "--hf-model", "gpt2"]).hf_model == "gpt2"
-    assert parse(["gen-ppl", "s.txt"]).hf_model is None
+class UniformScorer(SampleScorer):
+    """A scorer a plugin could register under any name: model ``uniform-N`` gives every token
+    probability 1/N, so Gen PPL is N and every character of a sample is a scored token."""
+
+    default_model = "uniform-4"
+    description = "every token equally likely"
+    domain = None
+
+    def __init__(self, model: str, device: torch.device) -> None:
+        self.size = int(model.removeprefix("uniform-"))
+        self.name, self.objective, self.scoring = model, "uniform", "every token, 1/N"
+        self.pad_id, self.default_max_length, self.device = 0, 8, device
+
+    def encode(self, text: str) -> list[int]:
+        return [1 + ord(c) % self.size for c in text]
+
+    def window_nll(self, ids, lengths, continues):
+        positions = torch.arange(ids.shape[1])[None, :].expand_as(ids)  # (B, W)
+        nll = torch.full(ids.shape, math.log(self.size), dtype=torch.float64)
+        return nll, positions < lengths[:, None], positions
+
+
+class NoDefaultScorer(UniformScorer):
+    default_model = None
+
+
+def test_a_scorer_registered_under_any_name_scores_with_its_default_model(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setitem(registry._REGISTRIES["scorer"], "uniform", UniformScorer)
+    samples = tmp_path / "s.txt"
+    samples.write_text("abcdefghij\nklm\n")
+    base = ["gen-ppl", str(samples), "--scorer", "uniform", "--device", "cpu", "--json"]
+    for extra, size in (([], 4), (["--scorer-model", "uniform-7"], 7)):
+        assert cli.main([*base, *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["checkpoint"] == f"uniform-{size}" and out["tokens"] == 13
+        assert out["gen_ppl"] == pytest.approx(size, rel=1e-12)
+
+
+def test_scorer_options_are_checked_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(registry._REGISTRIES["scorer"], "uniform", UniformScorer)
+    monkeypatch.setitem(registry._REGISTRIES["scorer"], "bare", NoDefaultScorer)
+    samples = tmp_path / "s.txt"
+    samples.write_text("the cat sat\n")
+    for args, message in (
+        (["--scorer-model", "uniform-3"], "--scorer-model names the model of --scorer NAME"),
+        (["--scorer", "nope"], "--scorer nope: no such scorer (registered: "),
+        (["--scorer", "bare"], "--scorer bare has no default model; give --scorer-model"),
+    ):
+        assert cli.main(["gen-ppl", str(samples), *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1
+        if "nope" in args:  # every registered scorer, with its description
+            assert "uniform (every token equally likely)" in err
     with pytest.raises(SystemExit):
-        parse(["gen-ppl", "s.txt", "--hf-model", "gpt2", "--checkpoint", "ar.ckpt"])
+        cli.build_parser().parse_args(["gen-ppl", "s.txt", "--scorer", "x", "--checkpoint", "a"])
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-def test_hf_model_without_a_plugin_that_scores_with_it_says_what_to_install(
+def test_a_scorer_without_a_plugin_that_provides_it_says_what_to_install(
     tmp_path, capsys, monkeypatch
 ):
     monkeypatch.setitem(registry._REGISTRIES, "scorer", {})
     monkeypatch.setattr(registry, "_entry_points", lambda kind: [])  # no plugin installed
     (tmp_path / "s.txt").write_text("the cat sat\n")
-    assert cli.main(["gen-ppl", str(tmp_path / "s.txt"), "--hf-model"]) == 2
+    assert cli.main(["gen-ppl", str(tmp_path / "s.txt"), "--scorer", "hf"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "pip install 'genodiff-text[hub]'" in err and len(err.splitlines()) == 1
+    assert "(registered: none)" in err and len(err.splitlines()) == 1
+    assert "pip install 'genodiff-text[hub]'" in err

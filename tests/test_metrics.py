@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from genodiff.data import FastaDataModule
+from genodiff.domains import DNADomain
 from genodiff.metrics import (
     DistributionComparison,
     Memorisation,
@@ -33,6 +34,7 @@ from genodiff.metrics.sequences import base_codes, evenly_spaced, reverse_comple
 from genodiff.metrics.suite import QualitySettings, reference_windows
 
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
+DNA = DNADomain.alphabet  # the letters DNA samples are made of
 
 
 def random_dna(n: int, length: int, seed: int, p=(0.25, 0.25, 0.25, 0.25)) -> list[str]:
@@ -77,22 +79,25 @@ def demo_splits():
 
 
 def test_base_codes_and_reverse_complement():
-    assert base_codes("ACGTNacgt-R").tolist() == [0, 1, 2, 3, -1, 0, 1, 2, 3, -1, -1]
-    assert reverse_complement_codes(base_codes("AACGN")).tolist() == [-1, 1, 2, 3, 3]
+    assert base_codes("ACGTNacgt-R", DNA).tolist() == [0, 1, 2, 3, -1, 0, 1, 2, 3, -1, -1]
+    assert reverse_complement_codes(base_codes("AACGN", DNA), DNA).tolist() == [-1, 1, 2, 3, 3]
 
 
 def test_tile_windows_and_even_spread():
-    assert tile_windows(["ACGTACGTAC", "TTG"], 4) == ["ACGT", "ACGT", "TTG"]  # tail dropped
-    assert tile_windows(["ACNN" + "NNNA"], 4) == ["ACNN"]  # 3/4 N is over the 0.5 limit
+    assert tile_windows(["ACGTACGTAC", "TTG"], 4, DNA) == ["ACGT", "ACGT", "TTG"]  # tail dropped
+    assert tile_windows(["ACNN" + "NNNA"], 4, DNA) == ["ACNN"]  # 3/4 N is over the 0.5 limit
     assert evenly_spaced(list("abcdefghij"), 4) == ["a", "d", "g", "j"]
     assert evenly_spaced(list("abc"), 5) == ["a", "b", "c"]
 
 
 def test_reference_records_are_cut_to_the_sample_length():
     reference = ["ACGT" * 100, "ACGT" * 10]  # 400 bp and 40 bp
-    windows = reference_windows(reference, ["A" * 50, "C" * 50, "G" * 60], QualitySettings())
+    windows = reference_windows(reference, ["A" * 50, "C" * 50, "G" * 60], QualitySettings(), DNA)
     assert [len(w) for w in windows] == [50] * 8 + [40]  # median sample length 50
-    assert len(reference_windows(reference, ["A" * 50] * 2, QualitySettings(max_reference=3))) == 3
+    assert (
+        len(reference_windows(reference, ["A" * 50] * 2, QualitySettings(max_reference=3), DNA))
+        == 3
+    )
 
 
 # --------------------------------------------------------------------------- k-mers
@@ -100,9 +105,9 @@ def test_reference_records_are_cut_to_the_sample_length():
 
 def test_kmer_counts_skip_n_and_use_base4_indices():
     # 2-mers of ACGTNACG: AC CG GT (TN, NA skipped) AC CG; AC = 0*4+1, CG = 1*4+2, GT = 2*4+3
-    counts = kmer_profiles(["ACGTNACG"], 2)[0]
+    counts = kmer_profiles(["ACGTNACG"], 2, DNA)[0]
     assert counts[1] == 2 and counts[6] == 2 and counts[11] == 1 and counts.sum() == 5
-    assert kmer_spectrum(["TTT", "AAAN"], 3).tolist() == [0.5] + [0.0] * 62 + [0.5]
+    assert kmer_spectrum(["TTT", "AAAN"], 3, DNA).tolist() == [0.5] + [0.0] * 62 + [0.5]
 
 
 def test_js_divergence_by_hand():
@@ -115,9 +120,9 @@ def test_js_divergence_by_hand():
 
 def test_kmer_js_extremes():
     same = random_dna(3, 200, seed=1)
-    assert all(v == pytest.approx(0.0, abs=1e-12) for v in kmer_js(same, same).values())
-    assert list(kmer_js(same, same)) == [1, 2, 3, 4, 5, 6]
-    disjoint = kmer_js(["A" * 50], ["C" * 50], ks=(1, 3, 6))
+    assert all(v == pytest.approx(0.0, abs=1e-12) for v in kmer_js(same, same, DNA).values())
+    assert list(kmer_js(same, same, DNA)) == [1, 2, 3, 4, 5, 6]
+    disjoint = kmer_js(["A" * 50], ["C" * 50], DNA, ks=(1, 3, 6))
     assert disjoint == {1: pytest.approx(1.0), 3: pytest.approx(1.0), 6: pytest.approx(1.0)}
 
 
@@ -125,8 +130,8 @@ def test_markov_order_expectation_on_real_dna(demo_splits):
     """i.i.d. shuffles of held-out real DNA keep its base composition and nothing else: at
     k = 1 they score exactly as the real windows do, at every k >= 2 worse."""
     reference, heldout = demo_splits["test"], demo_splits["valid"]
-    real = kmer_js(heldout, reference)
-    iid = kmer_js(shuffled(heldout, seed=0), reference)
+    real = kmer_js(heldout, reference, DNA)
+    iid = kmer_js(shuffled(heldout, seed=0), reference, DNA)
     assert iid[1] == pytest.approx(real[1], abs=1e-12)
     for k in range(2, 7):
         assert iid[k] > real[k], (k, iid[k], real[k])
@@ -136,42 +141,42 @@ def test_markov_order_expectation_on_real_dna(demo_splits):
 
 
 def test_gc_content_and_cpg_observed_expected_by_hand():
-    assert gc_content("GGCCAT") == pytest.approx(4 / 6)
-    assert gc_content("GCNNat") == pytest.approx(2 / 4)
-    assert math.isnan(gc_content("NNN"))
+    assert gc_content("GGCCAT", DNA) == pytest.approx(4 / 6)
+    assert gc_content("GCNNat", DNA) == pytest.approx(2 / 4)
+    assert math.isnan(gc_content("NNN", DNA))
     # CpG * n / (C * G)
-    assert cpg_observed_expected("CGCG") == pytest.approx(2 * 4 / (2 * 2))
-    assert cpg_observed_expected("ACGT") == pytest.approx(1 * 4 / (1 * 1))
-    assert cpg_observed_expected("GCAT") == 0.0
-    assert cpg_observed_expected("CGNCG") == pytest.approx(2 * 4 / (2 * 2))  # CN, NC: no pair
-    assert math.isnan(cpg_observed_expected("AAAA"))
+    assert cpg_observed_expected("CGCG", DNA) == pytest.approx(2 * 4 / (2 * 2))
+    assert cpg_observed_expected("ACGT", DNA) == pytest.approx(1 * 4 / (1 * 1))
+    assert cpg_observed_expected("GCAT", DNA) == 0.0
+    assert cpg_observed_expected("CGNCG", DNA) == pytest.approx(2 * 4 / (2 * 2))  # CN, NC: no pair
+    assert math.isnan(cpg_observed_expected("AAAA", DNA))
 
 
 def test_homopolymer_bases_by_hand():
-    assert homopolymer_bases("AAAAAACGTTTTTTTN") == 6 + 7
-    assert homopolymer_bases("AAAAACCCCC") == 0  # runs of 5 < 6
-    assert homopolymer_bases("NNNNNNNN") == 0  # N runs are not homopolymers
-    assert homopolymer_bases("AAAAACCCCC", min_run=5) == 10
-    assert pooled_fraction(["AAAAAACG", "ACGT"], homopolymer_bases) == pytest.approx(6 / 12)
+    assert homopolymer_bases("AAAAAACGTTTTTTTN", DNA) == 6 + 7
+    assert homopolymer_bases("AAAAACCCCC", DNA) == 0  # runs of 5 < 6
+    assert homopolymer_bases("NNNNNNNN", DNA) == 0  # N runs are not homopolymers
+    assert homopolymer_bases("AAAAACCCCC", DNA, min_run=5) == 10
+    assert pooled_fraction(["AAAAAACG", "ACGT"], DNA, homopolymer_bases) == pytest.approx(6 / 12)
 
 
 def test_dust_scores_by_hand():
     # 62 triplets of one kind: 62 * 61 / 2 / 61
-    assert dust_scores("A" * 64).tolist() == [31.0]
+    assert dust_scores("A" * 64, DNA).tolist() == [31.0]
     # ACGT repeated: ACG x16, CGT x16, GTA x15, TAC x15 among 62 triplets
-    assert dust_scores("ACGT" * 16).tolist() == [pytest.approx((120 + 120 + 105 + 105) / 61)]
+    assert dust_scores("ACGT" * 16, DNA).tolist() == [pytest.approx((120 + 120 + 105 + 105) / 61)]
     de_bruijn = de_bruijn_triplets()
     assert len(de_bruijn) == 66 and len({de_bruijn[i : i + 3] for i in range(64)}) == 64
-    assert dust_scores(de_bruijn).tolist() == [0.0, 0.0, 0.0]  # three windows, no repeat
-    assert dust_scores("A" * 10).tolist() == [pytest.approx(8 * 7 / 2 / 7)]  # one short window
+    assert dust_scores(de_bruijn, DNA).tolist() == [0.0, 0.0, 0.0]  # three windows, no repeat
+    assert dust_scores("A" * 10, DNA).tolist() == [pytest.approx(8 * 7 / 2 / 7)]  # one short window
 
 
 def test_low_complexity_bases_by_hand():
-    assert low_complexity_bases("A" * 100) == 100
-    assert low_complexity_bases(de_bruijn_triplets()) == 0
+    assert low_complexity_bases("A" * 100, DNA) == 100
+    assert low_complexity_bases(de_bruijn_triplets(), DNA) == 0
     # N breaks triplets: 28 + 31 AAA triplets (score 59 * 58 / 2 / 58 > 2); N is not counted
-    assert low_complexity_bases("A" * 30 + "N" + "A" * 33) == 63
-    masked = pooled_fraction(["A" * 64, de_bruijn_triplets()], low_complexity_bases)
+    assert low_complexity_bases("A" * 30 + "N" + "A" * 33, DNA) == 63
+    masked = pooled_fraction(["A" * 64, de_bruijn_triplets()], DNA, low_complexity_bases)
     assert masked == pytest.approx(64 / 130)
 
 
@@ -193,8 +198,8 @@ def test_duplicates_and_pairwise_distance_by_hand():
     assert duplicate_rate(["ACG", "ACG", "TTT", "ACG"]) == pytest.approx(0.5)
     assert duplicate_rate(["ACG", "TTT"]) == 0.0
     # 2-mer sets: {AC, CG, GT}, {AC, CG, GA}, {AC, CG, GT}: Jaccard distances 1/2, 0, 1/2
-    assert pairwise_kmer_distance(["ACGT", "ACGA", "ACGT"], k=2) == pytest.approx(1 / 3)
-    assert pairwise_kmer_distance(["AAAA", "CCCC"], k=2) == pytest.approx(1.0)
+    assert pairwise_kmer_distance(["ACGT", "ACGA", "ACGT"], DNA, k=2) == pytest.approx(1 / 3)
+    assert pairwise_kmer_distance(["AAAA", "CCCC"], DNA, k=2) == pytest.approx(1.0)
 
 
 def test_nearest_neighbour_finds_copies_on_either_strand_with_exact_identity():
@@ -206,7 +211,7 @@ def test_nearest_neighbour_finds_copies_on_either_strand_with_exact_identity():
         mutated[i] = "A" if mutated[i] != "A" else "C"
     overhang = train[0][-50:] + "ACGT" * 5  # runs off the end of record 0 (20 bp)
     samples = [copy, reverse, "".join(mutated), overhang, *random_dna(2, 200, seed=6)]
-    hits = nearest_neighbours(samples, TrainingIndex(train))
+    hits = nearest_neighbours(samples, TrainingIndex(train, DNA))
     assert (hits[0].identity, hits[0].record, hits[0].start, hits[0].strand) == (1.0, 1, 1200, "+")
     assert (hits[1].identity, hits[1].record, hits[1].start, hits[1].strand) == (1.0, 0, 500, "-")
     assert (hits[2].identity, hits[2].record, hits[2].start) == (pytest.approx(0.95), 0, 2000)
@@ -221,7 +226,7 @@ def test_nearest_neighbour_finds_copies_on_either_strand_with_exact_identity():
 
 def test_copies_of_real_training_windows_are_flagged_and_shuffles_are_not(demo_splits):
     train = demo_splits["train"]
-    index = TrainingIndex(train)
+    index = TrainingIndex(train, DNA)
     copies = train[5::40]
     shuffles = shuffled(copies, seed=1)
     summary = Memorisation.of(nearest_neighbours(copies + shuffles, index))
@@ -263,7 +268,7 @@ def test_copies_from_repeats_of_a_multi_megabase_training_set_are_all_flagged():
                 copy[i] = "ACGT"[("ACGT".index(copy[i]) + 1) % 4]
             planted.append("".join(copy)[::-1].translate(COMPLEMENT))  # and the other strand
     novel = random_dna(6, 1000, seed=9)
-    summary = Memorisation.of(nearest_neighbours(planted + novel, TrainingIndex(train)))
+    summary = Memorisation.of(nearest_neighbours(planted + novel, TrainingIndex(train, DNA)))
     assert summary.flagged_samples() == list(range(len(planted)))
     identities = [n.identity for n in summary.neighbours]
     assert identities[: len(planted) : 2] == [1.0] * (len(planted) // 2)
@@ -278,7 +283,9 @@ def test_the_seed_hits_of_a_sample_are_capped_rarest_first_and_the_cap_is_report
     train, repeats = repetitive_genome(seed=3)
     record, start, _ = repeats[0]
     samples = [train[record][start - 300 : start + 700], *random_dna(1, 1000, seed=9)]
-    capped = Memorisation.of(nearest_neighbours(samples, TrainingIndex(train, max_seed_hits=500)))
+    capped = Memorisation.of(
+        nearest_neighbours(samples, TrainingIndex(train, DNA, max_seed_hits=500))
+    )
     edge = capped.neighbours[0]
     assert edge.seed_hits_dropped > 0 and capped.capped == 1
     # the unique flank's seeds are kept: the copy is still found, in its place
@@ -289,7 +296,7 @@ def test_the_seed_hits_of_a_sample_are_capped_rarest_first_and_the_cap_is_report
 def test_a_sparser_index_keeps_every_stride_th_seed_and_still_finds_exact_copies():
     train = random_dna(1, 20_000, seed=11)
     for stride in (1, 6, 17):
-        index = TrainingIndex(train, seed_stride=stride)
+        index = TrainingIndex(train, DNA, seed_stride=stride)
         assert len(index.seeds) == (20_000 - 12) // stride + 1
         positions = index.seeds & np.uint64((1 << index.position_bits) - 1)
         assert sorted(positions.tolist()) == list(range(0, 20_000 - 11, stride))
@@ -303,7 +310,7 @@ def test_a_sparser_index_keeps_every_stride_th_seed_and_still_finds_exact_copies
 
 
 def test_kmer_features_are_per_k_frequencies():
-    features = kmer_features(["ACGT", "AAAA"], k=2)
+    features = kmer_features(["ACGT", "AAAA"], DNA, k=2)
     assert features.shape == (2, 4 + 16)
     assert features[0, :4].tolist() == [0.25] * 4
     assert features[0, [4 + 1, 4 + 6, 4 + 11]].tolist() == [pytest.approx(1 / 3)] * 3  # AC CG GT
@@ -313,9 +320,9 @@ def test_kmer_features_are_per_k_frequencies():
 def test_discriminator_separates_different_dna_and_not_the_same():
     gc_rich = random_dna(20, 300, seed=1, p=(0.15, 0.35, 0.35, 0.15))
     at_rich = random_dna(20, 300, seed=2, p=(0.35, 0.15, 0.15, 0.35))
-    apart = discriminator_auroc(gc_rich, at_rich)
+    apart = discriminator_auroc(gc_rich, at_rich, DNA)
     assert apart.auroc == 1.0 and apart.auroc_sd == 0.0 and len(apart.fold_aurocs) == 5
-    same = [discriminator_auroc(random_dna(30, 300, seed=s), random_dna(30, 300, seed=s + 100))
+    same = [discriminator_auroc(random_dna(30, 300, seed=s), random_dna(30, 300, seed=s + 100), DNA)
             for s in range(3)]  # fmt: skip
     assert 0.3 < np.mean([r.auroc for r in same]) < 0.7
     for r in same:
@@ -323,13 +330,13 @@ def test_discriminator_separates_different_dna_and_not_the_same():
 
 
 def test_discriminator_folds_follow_the_smaller_set():
-    result = discriminator_auroc(random_dna(3, 100, seed=1), random_dna(10, 100, seed=2))
+    result = discriminator_auroc(random_dna(3, 100, seed=1), random_dna(10, 100, seed=2), DNA)
     assert result.folds == 3 and len(result.fold_aurocs) == 3
     with pytest.raises(ValueError, match="at least 2"):
-        discriminator_auroc(random_dna(1, 100, seed=1), random_dna(10, 100, seed=2))
+        discriminator_auroc(random_dna(1, 100, seed=1), random_dna(10, 100, seed=2), DNA)
 
 
 def test_every_base4_index_is_its_kmer():
     kmers = ["".join(p) for p in product("ACGT", repeat=3)]
-    profiles = kmer_profiles(kmers, 3)
+    profiles = kmer_profiles(kmers, 3, DNA)
     assert np.array_equal(profiles, np.eye(64))

@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
+from genodiff.domains import DNADomain
 from genodiff.metrics import evaluate_samples, markdown_table, plot_kmer_spectra
 from tests.test_metrics import random_dna
+
+DNA = DNADomain.alphabet
 
 
 def kmer_counts(sequences: list[str], k: int) -> Counter:
@@ -28,7 +31,7 @@ def js_bits(a: list[str], b: list[str], k: int) -> float:
 def test_js_rows_carry_the_real_vs_real_baseline():
     reference = random_dna(12, 60, seed=1, p=(0.4, 0.1, 0.1, 0.4))  # 12 windows of 60 bp
     samples = random_dna(4, 60, seed=2)
-    metrics = evaluate_samples(samples, reference).metrics
+    metrics = evaluate_samples(samples, reference, DNA).metrics
     # 4 samples: 4 windows held out, evenly spread: floor(i * 11 / 3) for i = 0..3
     held_out = [0, 3, 7, 11]
     held = [reference[i] for i in held_out]
@@ -46,7 +49,7 @@ def test_js_rows_carry_the_real_vs_real_baseline():
 
 @pytest.mark.parametrize(("n", "warned"), [(10, True), (40, False)])
 def test_too_few_samples_for_the_discriminator_are_warned_about(n, warned):
-    metrics = evaluate_samples(random_dna(n, 50, seed=3), random_dna(40, 50, seed=4)).metrics
+    metrics = evaluate_samples(random_dna(n, 50, seed=3), random_dna(40, 50, seed=4), DNA).metrics
     assert bool(metrics["warnings"]) == warned
     table = markdown_table(metrics)
     assert ("**Warning:** only 10 samples: with fewer than 30" in table) == warned
@@ -56,7 +59,7 @@ def test_too_few_samples_for_the_discriminator_are_warned_about(n, warned):
 def test_the_scatter_plot_draws_only_kmers_both_sides_produced():
     samples = random_dna(3, 60, seed=5)  # at most 165 of the 4,096 6-mers
     reference = random_dna(20, 60, seed=6)
-    quality = evaluate_samples(samples, reference)
+    quality = evaluate_samples(samples, reference, DNA)
     scatter = plot_kmer_spectra(quality).axes[1]
     ours, theirs = kmer_counts(samples, 6), kmer_counts(reference, 6)
     both = set(ours) & set(theirs)

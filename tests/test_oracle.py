@@ -18,6 +18,7 @@ import torch
 
 from genodiff import cli
 from genodiff.data.benchmarks import load_task
+from genodiff.domains import DNADomain
 from genodiff.errors import InputValueError
 from genodiff.finetuning.trained import RECORD_KEY, load_finetuned_classifier
 from genodiff.metrics.oracle import (
@@ -41,6 +42,7 @@ def random_dna(rng: random.Random, weights: tuple[int, ...], n: int) -> str:
 RECORD = 200
 WINDOW = 20
 TEST_STARTS = [120, 140, 160, 180]
+DNA = DNADomain.alphabet
 
 SPLIT_CONFIG = """
 defaults:
@@ -239,7 +241,7 @@ def test_samples_are_routed_by_class_and_scored_against_their_class_reference():
     calls = {s: 0 for s in samples}
     calls.update({s: 1 for s in wrong[:5]})  # the oracle calls 5 of the 20 gc samples gc
     oracle = StubOracle(["at", "gc"], calls)
-    quality = evaluate_with_oracle(samples, asked, reference, oracle, QualitySettings(folds=3))
+    quality = evaluate_with_oracle(samples, asked, reference, oracle, DNA, QualitySettings(folds=3))
     m = quality.metrics
     assert oracle.seen == samples
     assert m["oracle_accuracy"] == pytest.approx(25 / 40)

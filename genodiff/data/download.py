@@ -3,8 +3,10 @@
 A download goes to ``<name>.part``; an interrupted one resumes from there with an HTTP
 ``Range`` request (a server that answers 200 instead of 206 restarts it from byte 0). The
 size is checked against the server's Content-Length / Content-Range total, and only a
-complete, verified file is renamed to its final name, so a failure never leaves a partial
-file under the final name. Files already in place are skipped.
+complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
+partial file under the final name (the ``.part`` file is this writer's documented staging, kept
+between runs to resume from, which ``atomic_write`` could not keep). Files already in place are
+skipped.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import atomic_write, fsync_path
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import read_bed
 from genodiff.errors import UserInputError
@@ -168,7 +170,9 @@ def download(
         except Exception:
             part.unlink()
             raise
+    fsync_path(part)
     os.replace(part, dest)
+    fsync_path(dest.parent)  # the rename itself
     return dest
 
 

@@ -11,14 +11,18 @@ windows the data module cuts, forward strand, upper-cased) and writes
   oracle's test set and the others its training set, so the oracle's test windows lie after
   its training windows in the genome;
 - ``DIR/reference/<class>.fa``: every window of the class in the split (both parts), one record
-  each named ``class|chrom:start-end``, the real sequences of that class for
+  each named ``class|chrom:start-end`` (Biopython's FASTA, 60 bases a line), the real
+  sequences of that class for
   ``genodiff evaluate-samples --reference <class>=DIR/reference/<class>.fa``;
 - ``DIR/manifest.json``: the config, split, fraction, counts per class and the window of every
   ``.txt`` file.
 
-The folder is built beside ``DIR`` under a hidden name and renamed into place at the end, so
-``DIR`` holds a whole export or what it held before; a non-empty ``DIR`` is replaced only with
-``overwrite``.
+The whole folder is built beside ``DIR`` under a hidden name (``.DIR.PID.tmp``, each file
+written by ``atomic_write``) and swapped in at the end by ``genodiff.atomic_files.replace_folder``
+(one rename; a non-empty ``DIR`` is replaced only with ``overwrite``, by one atomic exchange on
+Linux, else two renames). A kill while the folder is written leaves ``DIR`` as it was and the
+hidden folder beside it, to delete; ``replace_folder`` says what a kill during the swap leaves.
+An error leaves ``DIR`` as it was and nothing beside it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from genodiff.atomic_files import TEMPORARY_SUFFIX, atomic_write
+from genodiff.atomic_files import atomic_write, replace_folder, temporary_path, write_text
 from genodiff.data.labelled import LabelledDataModule, LabelledWindows
 from genodiff.errors import InputValueError
 
@@ -109,14 +113,29 @@ def write_labelled_split(
             "few for the oracle's own train and test sets; use a smaller data.max_length or "
             "another --split"
         )
-    staging = dest.with_name(f".{dest.name}.{os.getpid()}{TEMPORARY_SUFFIX}")
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = temporary_path(dest)
+    shutil.rmtree(staging, ignore_errors=True)  # left by a killed writer whose pid was this one
     try:
         counts = _write_folder(staging, by_class, split, task, test_fraction, source)
-        _replace(dest, staging)
+        replace_folder(staging, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return counts
+
+
+def write_fasta(path: Path, windows: ClassWindows) -> None:
+    """``windows`` as a FASTA at ``path`` (atomically): one record per window, named by its
+    name alone."""
+    from Bio.Seq import Seq
+    from Bio.SeqIO import write as write_records
+    from Bio.SeqRecord import SeqRecord
+
+    records = (
+        SeqRecord(Seq(bases), id=name, description="")
+        for name, bases in zip(windows.names, windows.bases, strict=True)
+    )
+    with atomic_write(path) as handle:
+        write_records(records, handle, "fasta")
 
 
 def _write_folder(
@@ -135,13 +154,9 @@ def _write_folder(
         for i, (window, bases) in enumerate(zip(windows.names, windows.bases, strict=True)):
             part = "train" if i < train else "test"
             relative = f"{task}/{part}/{name}/{i:05d}.txt"
-            with atomic_write(folder / relative) as handle:
-                handle.write(bases + "\n")
+            write_text(folder / relative, bases + "\n")
             files[relative] = window
-        with atomic_write(folder / REFERENCE_FOLDER / f"{name}.fa") as handle:
-            handle.writelines(
-                f">{w}\n{b}\n" for w, b in zip(windows.names, windows.bases, strict=True)
-            )
+        write_fasta(folder / REFERENCE_FOLDER / f"{name}.fa", windows)
         counts[name] = {"windows": n, "oracle_train": train, "oracle_test": n - train}
     manifest = {
         "config": source,
@@ -153,17 +168,5 @@ def _write_folder(
         "classes": counts,
         "files": files,
     }
-    with atomic_write(folder / MANIFEST) as handle:
-        handle.write(json.dumps(manifest, indent=2) + "\n")
+    write_text(folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return counts
-
-
-def _replace(dest: Path, staging: Path) -> None:
-    """Put the finished ``staging`` folder at ``dest``, the old ``dest`` (if any) removed."""
-    if not dest.exists():
-        os.replace(staging, dest)
-        return
-    old = dest.with_name(f".{dest.name}.{os.getpid()}.old")
-    os.replace(dest, old)
-    os.replace(staging, dest)
-    shutil.rmtree(old)

@@ -1,7 +1,8 @@
 """Domains: what the core knows about each kind of sequence (``base.Domain``); ``dna`` is
 built in, plugins add more.
 
-``domain_of(tokenizer)`` is the domain a tokenizer belongs to.
+``domain_of(tokenizer)`` is the domain a tokenizer belongs to
+(``genodiff.sample_files.sample_alphabet`` finds the letters of the samples in some files).
 """
 
 from __future__ import annotations

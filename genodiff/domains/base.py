@@ -4,9 +4,10 @@ vocabulary.
 A tokenizer names its domain (``Tokenizer.domain``); the domain says which files hold its
 sequences: the sample formats it writes (``genodiff sample``, the samples ``genodiff train``
 writes at the end), how an infilling template is read, what ``genodiff eval --file FILE``
-reads (its data module's ``file_dataset``), and the AR runs ``genodiff gen-ppl`` scores with
-when none is given. DNA is built in (``genodiff.domains.dna``); plugins add domains through
-the ``genodiff.domains`` entry-point group.
+reads (its data module's ``file_dataset``), the AR runs ``genodiff gen-ppl`` scores with when
+none is given, and the letters its samples are made of (``genodiff evaluate-samples``). DNA is
+built in (``genodiff.domains.dna``); plugins add domains through the ``genodiff.domains``
+entry-point group.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class Domain:
     #: AR checkpoints ``genodiff gen-ppl`` scores with when none is given (relative to the
     #: working folder; the first that exists is taken).
     default_ar_checkpoints: ClassVar[tuple[str, ...]] = ()
+    #: The letters its samples are made of, in the order the sequence metrics
+    #: (``genodiff.metrics``) code them; None where samples are not strings of a few letters.
+    alphabet: ClassVar[str | None] = None
 
     def read_template(self, path: Path) -> str:
         """The text of an infilling template file (``genodiff sample --infill``), for the

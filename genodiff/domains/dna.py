@@ -11,14 +11,16 @@ from genodiff.sample_formats import FASTA, NEUTRAL_FORMATS, fasta_template
 
 @register_domain("dna")
 class DNADomain(Domain):
-    """Samples as FASTA (``samples.fa``) besides .txt / .jsonl; an infilling template is the
-    first record of a FASTA; ``genodiff eval --file`` reads a FASTA."""
+    """Samples as FASTA (``samples.fa``) besides .txt / .jsonl, of the letters A, C, G, T; an
+    infilling template is the first record of a FASTA; ``genodiff eval --file`` reads a
+    FASTA."""
 
     name = "dna"
     sample_formats = (FASTA, *NEUTRAL_FORMATS)
     samples_file = "samples.fa"
     eval_file = "a FASTA (non-overlapping windows tiling every record)"
     default_ar_checkpoints = ("outputs/hg38_ar_mamba/checkpoints/last.ckpt",)  # hg38_ar_mamba.yaml
+    alphabet = "ACGT"  # N and the IUPAC ambiguity codes are read but never counted
 
     def read_template(self, path: Path) -> str:
         """The first record's sequence: upper-case A/C/G/T are kept, N and lower case are

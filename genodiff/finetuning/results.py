@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import atomic_write, save_figure, write_text
 
 # Caduceus-MDLM top-1 accuracy from the MDLM paper (docs/architecture.md §9).
 PUBLISHED_CADUCEUS_MDLM = {
@@ -77,7 +77,8 @@ def markdown_table(results: dict[str, Any], source: str) -> str:
 
 
 def write_csv(results: dict[str, Any], path: Path) -> None:
-    with path.open("w", newline="") as f:
+    """Every run of every task, one row each (``CSV_COLUMNS``), atomically."""
+    with atomic_write(path, newline="") as f:
         writer = csv.DictWriter(f, CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for task in results.values():
@@ -88,11 +89,9 @@ def write_csv(results: dict[str, Any], path: Path) -> None:
 
 def plot(results: dict[str, Any], path: Path) -> None:
     """Bar per task at the mean test accuracy, error bar from the worst to the best fold, and
-    the published Caduceus-MDLM accuracy as a marker where there is one."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    the published Caduceus-MDLM accuracy as a marker where there is one; a PNG written
+    atomically. Drawn on a ``Figure`` of its own (no pyplot, so no backend or global state)."""
+    from matplotlib.figure import Figure
 
     summary = summarize(results)
     names = list(results)
@@ -100,7 +99,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     low = mean - np.array([summary[n]["acc_min"] for n in names])
     high = np.array([summary[n]["acc_max"] for n in names]) - mean
     x = np.arange(len(names))
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(names) + 1.5), 4.0))
+    fig = Figure(figsize=(max(4.0, 1.2 * len(names) + 1.5), 4.0), layout="tight")
+    ax = fig.subplots()
     ax.bar(
         x,
         mean,
@@ -118,19 +118,16 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("top-1 test accuracy")
     ax.set_ylim(0, 1)
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_results(results: dict[str, Any], output_dir: Path, source: str) -> dict[str, Path]:
-    """results.csv, results.json, results.md and results.png in ``output_dir``."""
+    """results.csv, results.json, results.md and results.png in ``output_dir``, each written
+    atomically (a reader sees the previous file or the new one)."""
     paths = {ext: output_dir / f"results.{ext}" for ext in ("csv", "json", "md", "png")}
     write_csv(results, paths["csv"])
     payload = {"model": source, "summary": summarize(results), "tasks": results}
-    with atomic_write(paths["json"]) as handle:
-        handle.write(json.dumps(payload, indent=2))
-    with atomic_write(paths["md"]) as handle:
-        handle.write(markdown_table(results, source))
+    write_text(paths["json"], json.dumps(payload, indent=2))
+    write_text(paths["md"], markdown_table(results, source))
     plot(results, paths["png"])
     return paths

@@ -1,6 +1,8 @@
 """Base composition: GC content, CpG observed/expected, homopolymer runs, low complexity.
 
-Everything counts A/C/G/T bases only (either case); N and other characters are skipped.
+Everything counts the letters of the samples' alphabet only (``genodiff.metrics.sequences``;
+DNA: A/C/G/T, either case); N and other characters are skipped. GC content and CpG read the
+letters C and G, which the alphabet must hold.
 
 - GC content of a sequence: (G + C) / (A + C + G + T).
 - CpG observed/expected (Gardiner-Garden & Frommer 1987): CpG * n / (C * G), where CpG counts
@@ -9,11 +11,12 @@ Everything counts A/C/G/T bases only (either case); N and other characters are s
 - Homopolymer fraction: the share of bases lying in a run of one base at least ``min_run`` long.
 - Low-complexity fraction, DUST-style: every window of ``window`` bases (sliding by one; a
   shorter sequence is one window) is scored as in DUST (Morgulis et al. 2006),
-  score = sum_t c_t (c_t - 1) / 2 / (l - 1), with c_t the count of triplet t among the window's
-  l triplets; bases covered by a window scoring above ``level / 10`` are low-complexity (the
-  sdust / dustmasker defaults: 64 bp, level 20, so score > 2; random DNA scores about 0.5, a
-  64-bp homopolymer 31). Unlike sdust this scores whole windows, not the best sub-interval, so
-  it masks somewhat less than dustmasker on short repeats.
+  score = sum_t c_t (c_t - 1) / 2 / (l - 1), with c_t the count of triplet t (one of N^3 for N
+  letters) among the window's l triplets; bases covered by a window scoring above
+  ``level / 10`` are low-complexity (the sdust / dustmasker defaults: 64 bp, level 20, so
+  score > 2; random DNA scores about 0.5, a 64-bp homopolymer 31). Unlike sdust this scores
+  whole windows, not the best sub-interval, so it masks somewhat less than dustmasker on short
+  repeats.
 """
 
 from __future__ import annotations
@@ -25,33 +28,37 @@ import numpy as np
 from scipy import stats
 
 from genodiff.metrics.kmers import kmer_indices
-from genodiff.metrics.sequences import base_codes
+from genodiff.metrics.sequences import base_codes, letter_code
 
 MIN_HOMOPOLYMER = 6
 DUST_WINDOW = 64
 DUST_LEVEL = 20
 
 
-def gc_content(seq: str) -> float:
-    """(G + C) / (A + C + G + T); NaN without A/C/G/T."""
-    codes = base_codes(seq)
+def gc_content(seq: str, alphabet: str) -> float:
+    """(G + C) / (letters of ``alphabet``; DNA: A + C + G + T); NaN without any."""
+    codes = base_codes(seq, alphabet)
+    c, g = (letter_code(alphabet, x, "GC content") for x in "CG")
     bases = np.count_nonzero(codes >= 0)
-    return np.count_nonzero((codes == 1) | (codes == 2)) / bases if bases else float("nan")
+    return np.count_nonzero((codes == c) | (codes == g)) / bases if bases else float("nan")
 
 
-def cpg_observed_expected(seq: str) -> float:
-    """CpG * n / (C * G) (see the module doc); NaN without C or G."""
-    codes = base_codes(seq)
-    c, g = np.count_nonzero(codes == 1), np.count_nonzero(codes == 2)
+def cpg_observed_expected(seq: str, alphabet: str) -> float:
+    """CpG * n / (C * G) (see the module doc; n: the letters of ``alphabet``); NaN without C
+    or G."""
+    codes = base_codes(seq, alphabet)
+    c_code, g_code = (letter_code(alphabet, x, "CpG observed/expected") for x in "CG")
+    c, g = np.count_nonzero(codes == c_code), np.count_nonzero(codes == g_code)
     if c == 0 or g == 0:
         return float("nan")
-    cpg = np.count_nonzero((codes[:-1] == 1) & (codes[1:] == 2))
+    cpg = np.count_nonzero((codes[:-1] == c_code) & (codes[1:] == g_code))
     return cpg * np.count_nonzero(codes >= 0) / (c * g)
 
 
-def homopolymer_bases(seq: str, min_run: int = MIN_HOMOPOLYMER) -> int:
-    """How many A/C/G/T bases of ``seq`` lie in a run of one base at least ``min_run`` long."""
-    codes = base_codes(seq)
+def homopolymer_bases(seq: str, alphabet: str, min_run: int = MIN_HOMOPOLYMER) -> int:
+    """How many letters of ``seq`` (of ``alphabet``) lie in a run of one letter at least
+    ``min_run`` long."""
+    codes = base_codes(seq, alphabet)
     if codes.size == 0:
         return 0
     starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
@@ -60,39 +67,45 @@ def homopolymer_bases(seq: str, min_run: int = MIN_HOMOPOLYMER) -> int:
     return int(runs[long].sum())
 
 
-def dust_scores(seq: str, window: int = DUST_WINDOW) -> np.ndarray:
+def dust_scores(seq: str, alphabet: str, window: int = DUST_WINDOW) -> np.ndarray:
     """DUST score of every ``window``-base window of ``seq`` (one per start position; the whole
-    sequence when it is shorter). Triplets holding a non-A/C/G/T base are not counted."""
-    triplets = kmer_indices(base_codes(seq), 3)
+    sequence when it is shorter). Triplets holding a character outside ``alphabet`` are not
+    counted."""
+    triplets = kmer_indices(base_codes(seq, alphabet), 3, len(alphabet))
     if triplets.size == 0:
         return np.zeros(0)
     per_window = min(window, len(seq)) - 2  # triplets lying inside one window
-    one_hot = np.zeros((triplets.size + 1, 64), dtype=np.int32)
+    one_hot = np.zeros((triplets.size + 1, len(alphabet) ** 3), dtype=np.int32)
     valid = triplets >= 0
     one_hot[1:][valid, triplets[valid]] = 1
     cumulative = np.cumsum(one_hot, axis=0)
-    counts = cumulative[per_window:] - cumulative[:-per_window]  # (windows, 64)
+    counts = cumulative[per_window:] - cumulative[:-per_window]  # (windows, N^3)
     pairs = (counts * (counts - 1) // 2).sum(axis=1)
     triplet_count = counts.sum(axis=1)
     return np.where(triplet_count > 1, pairs / np.maximum(triplet_count - 1, 1), 0.0)
 
 
-def low_complexity_bases(seq: str, window: int = DUST_WINDOW, level: int = DUST_LEVEL) -> int:
-    """How many A/C/G/T bases of ``seq`` lie in a window whose DUST score exceeds level/10."""
-    scores = dust_scores(seq, window)
+def low_complexity_bases(
+    seq: str, alphabet: str, window: int = DUST_WINDOW, level: int = DUST_LEVEL
+) -> int:
+    """How many letters of ``seq`` (of ``alphabet``) lie in a window whose DUST score exceeds
+    level/10."""
+    scores = dust_scores(seq, alphabet, window)
     span = min(window, len(seq))
     starts = np.flatnonzero(scores > level / 10)
     covered = np.zeros(len(seq) + 1, dtype=np.int64)
     np.add.at(covered, starts, 1)
     np.add.at(covered, starts + span, -1)
     masked = np.cumsum(covered[:-1]) > 0
-    return int(np.count_nonzero(masked & (base_codes(seq) >= 0)))
+    return int(np.count_nonzero(masked & (base_codes(seq, alphabet) >= 0)))
 
 
-def pooled_fraction(sequences: Sequence[str], count: Callable[[str], int]) -> float:
-    """sum over sequences of ``count(seq)`` / their A/C/G/T bases."""
-    bases = sum(int(np.count_nonzero(base_codes(s) >= 0)) for s in sequences)
-    return sum(count(s) for s in sequences) / bases if bases else float("nan")
+def pooled_fraction(
+    sequences: Sequence[str], alphabet: str, count: Callable[[str, str], int]
+) -> float:
+    """sum over sequences of ``count(seq, alphabet)`` / their letters of ``alphabet``."""
+    bases = sum(int(np.count_nonzero(base_codes(s, alphabet) >= 0)) for s in sequences)
+    return sum(count(s, alphabet) for s in sequences) / bases if bases else float("nan")
 
 
 @dataclass

@@ -25,11 +25,12 @@ FOLDS = 5
 MIN_SAMPLES_FOR_AUROC = 30
 
 
-def kmer_features(sequences: Sequence[str], k: int = DISCRIMINATOR_K) -> np.ndarray:
-    """Per sequence, the k-mer frequencies for k = 1..``k`` side by side: (n, sum 4^j)."""
+def kmer_features(sequences: Sequence[str], alphabet: str, k: int = DISCRIMINATOR_K) -> np.ndarray:
+    """Per sequence, the k-mer frequencies (of ``alphabet``, N letters) for k = 1..``k`` side
+    by side: (n, sum N^j)."""
     blocks = []
     for j in range(1, k + 1):
-        counts = kmer_profiles(sequences, j)
+        counts = kmer_profiles(sequences, j, alphabet)
         totals = counts.sum(axis=1, keepdims=True)
         blocks.append(np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0))
     return np.concatenate(blocks, axis=1)
@@ -57,13 +58,14 @@ class DiscriminatorResult:
 def discriminator_auroc(
     samples: Sequence[str],
     reference: Sequence[str],
+    alphabet: str,
     k: int = DISCRIMINATOR_K,
     folds: int = FOLDS,
     seed: int = 0,
 ) -> DiscriminatorResult:
-    """Cross-validated AUROC of a k-mer classifier, samples vs reference (see the module
-    doc). ``folds`` is lowered to the size of the smaller set when that is smaller (at
-    least 2 sequences a side are needed)."""
+    """Cross-validated AUROC of a k-mer classifier (k-mers of ``alphabet``), samples vs reference
+    (see the module doc). ``folds`` is lowered to the size of the smaller set when that is smaller
+    (at least 2 sequences a side are needed)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_score
     from sklearn.pipeline import make_pipeline
@@ -75,7 +77,7 @@ def discriminator_auroc(
             "the discriminator needs at least 2 generated and 2 reference sequences, got "
             f"{len(samples)} and {len(reference)}"
         )
-    features = kmer_features([*samples, *reference], k)
+    features = kmer_features([*samples, *reference], alphabet, k)
     labels = np.r_[np.ones(len(samples), dtype=int), np.zeros(len(reference), dtype=int)]
     classifier = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000))
     splits = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)

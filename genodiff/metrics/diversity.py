@@ -6,10 +6,11 @@
   are at 0; two unrelated 1-kb stretches of DNA at about 0.85 for k = 6. Mode collapse shows as
   samples closer to each other than reference windows are.
 - Nearest-neighbour identity to the training set (memorisation). The identity of a sample to
-  a training stretch is the fraction of the sample's A/C/G/T bases equal to the base at the
-  same offset in an ungapped alignment against a training record, on either strand (an N
-  never matches; alignment positions past a record's end are mismatches). The nearest
-  neighbour is the best such alignment, found from seeds: the index holds the ``seed_k``-mer
+  a training stretch is the fraction of the sample's letters (of its alphabet; DNA: A/C/G/T)
+  equal to the letter at the same offset in an ungapped alignment against a training record,
+  on either strand (an N never matches; alignment positions past a record's end are
+  mismatches). The nearest neighbour is the best such alignment, found from seeds: the index
+  holds the ``seed_k``-mer
   starting at every ``seed_stride``-th position of the training set (one 64-bit word each,
   k-mer and position packed, sorted: 8 / ``seed_stride`` bytes per training base, beside the
   1 byte per base of the bases themselves), and every ``seed_k``-mer of the sample is looked up
@@ -56,11 +57,12 @@ def duplicate_rate(sequences: Sequence[str]) -> float:
     return 1 - len(set(sequences)) / len(sequences)
 
 
-def pairwise_kmer_distance(sequences: Sequence[str], k: int = DIVERSITY_K) -> float:
-    """Mean Jaccard distance between the k-mer sets of all pairs of ``sequences``."""
+def pairwise_kmer_distance(sequences: Sequence[str], alphabet: str, k: int = DIVERSITY_K) -> float:
+    """Mean Jaccard distance between the k-mer sets (of ``alphabet``) of all pairs of
+    ``sequences``."""
     if len(sequences) < 2:
         raise ValueError("pairwise distance needs at least two sequences")
-    present = (kmer_profiles(sequences, k) > 0).astype(np.float32)
+    present = (kmer_profiles(sequences, k, alphabet) > 0).astype(np.float32)
     shared = present @ present.T
     sizes = present.sum(axis=1)
     union = sizes[:, None] + sizes[None, :] - shared
@@ -82,11 +84,14 @@ class NearestNeighbour:
 
 
 class TrainingIndex:
-    """Sampled ``seed_k``-mers of training records, for nearest-neighbour search."""
+    """Sampled ``seed_k``-mers of training records (of ``alphabet``, which must pair every
+    letter for the reverse strand: ``genodiff.metrics.sequences.COMPLEMENTS``), for
+    nearest-neighbour search."""
 
     def __init__(
         self,
         records: Sequence[str],
+        alphabet: str,
         seed_k: int = SEED_K,
         seed_stride: int = SEED_STRIDE,
         max_seed_hits: int = MAX_SEED_HITS,
@@ -95,6 +100,7 @@ class TrainingIndex:
             raise InputValueError("the training set holds no record")
         if seed_stride < 1:
             raise InputValueError(f"the seed stride must be >= 1, got {seed_stride}")
+        self.alphabet = alphabet
         self.seed_k = seed_k
         self.seed_stride = seed_stride
         self.max_seed_hits = max_seed_hits
@@ -106,18 +112,19 @@ class TrainingIndex:
         for start, record in zip(self.starts, records, strict=True):
             for first in range(0, len(record), _BLOCK):  # coded a block at a time
                 piece = record[first : first + _BLOCK]
-                self.codes[start + first : start + first + len(piece)] = base_codes(piece)
+                self.codes[start + first : start + first + len(piece)] = base_codes(piece, alphabet)
         self.position_bits = len(self.codes).bit_length()
-        if 2 * seed_k + self.position_bits > 64:
+        if (len(alphabet) ** seed_k - 1).bit_length() + self.position_bits > 64:
             raise InputValueError(
                 f"{seed_k}-mers and positions in {len(self.codes):,} bases do not fit a 64-bit seed"
             )
         self.seeds = self._sampled_seeds()  # (S,) uint64 sorted: k-mer << position_bits | position
 
     def _sampled_seeds(self) -> np.ndarray:
-        """The packed seed of every ``seed_stride``-th position whose k-mer is all A/C/G/T."""
+        """The packed seed of every ``seed_stride``-th position whose k-mer is all letters."""
         count = max(0, (len(self.codes) - self.seed_k) // self.seed_stride + 1)
         seeds = np.empty(count, dtype=np.uint64)
+        letters = np.uint64(len(self.alphabet))
         kept = 0  # the valid seeds are packed at the front as the blocks are built
         for first in range(0, count, _BLOCK):
             positions = np.arange(first, min(first + _BLOCK, count)) * self.seed_stride
@@ -126,7 +133,7 @@ class TrainingIndex:
             for j in range(self.seed_k):
                 codes = self.codes[positions + j]
                 valid &= codes >= 0
-                kmers = kmers * np.uint64(4) + np.maximum(codes, 0).astype(np.uint64)
+                kmers = kmers * letters + np.maximum(codes, 0).astype(np.uint64)
             packed = (kmers << np.uint64(self.position_bits)) | positions.astype(np.uint64)
             seeds[kept : kept + np.count_nonzero(valid)] = packed[valid]
             kept += int(np.count_nonzero(valid))
@@ -137,11 +144,12 @@ class TrainingIndex:
     def nearest(self, sample: int, seq: str, candidates: int = CANDIDATES) -> NearestNeighbour:
         """The best alignment of ``seq`` (sample number ``sample``); identity None when it
         shares no seed with the training set."""
-        forward = base_codes(seq)
+        forward = base_codes(seq, self.alphabet)
         bases = int(np.count_nonzero(forward >= 0))
         best = NearestNeighbour(sample, None, None, None, None)
         dropped = 0
-        for strand, codes in (("+", forward), ("-", reverse_complement_codes(forward))):
+        reverse = reverse_complement_codes(forward, self.alphabet)
+        for strand, codes in (("+", forward), ("-", reverse)):
             diagonals, records, strand_dropped = self._diagonals(codes, candidates)
             dropped += strand_dropped
             for diagonal, record in zip(diagonals, records, strict=True):
@@ -156,7 +164,7 @@ class TrainingIndex:
         """Diagonals (training position minus sample position) of shared seeds, most voted
         first, the record each lies on, and how many hits were left out (the most repeated
         seeds' hits beyond ``max_seed_hits``)."""
-        query = kmer_indices(codes, self.seed_k)  # (n - k + 1,)
+        query = kmer_indices(codes, self.seed_k, len(self.alphabet))  # (n - k + 1,)
         offsets = np.flatnonzero(query >= 0)
         shift = np.uint64(self.position_bits)
         keys = query[offsets].astype(np.uint64) << shift
@@ -180,7 +188,7 @@ class TrainingIndex:
         return values[best], records, dropped
 
     def _matches(self, codes: np.ndarray, diagonal: int, record: int) -> int:
-        """Matching A/C/G/T bases of ``codes`` laid on ``record`` from ``diagonal`` on."""
+        """Matching letters of ``codes`` laid on ``record`` from ``diagonal`` on."""
         lo = max(0, int(self.starts[record]) - diagonal)
         hi = min(len(codes), int(self.ends[record]) - diagonal)
         sample, train = codes[lo:hi], self.codes[diagonal + lo : diagonal + hi]

@@ -1,8 +1,9 @@
 """k-mer spectra and their Jensen-Shannon divergence.
 
-A k-mer's index is its base-4 number, first base most significant (A=0, C=1, G=2, T=3):
-AA..A = 0, AC = 1, ..., TT..T = 4^k - 1. k-mers holding a base other than A/C/G/T are
-skipped. Counts are taken on the given strand only (no reverse-complement merging).
+Over an alphabet of N letters (``genodiff.metrics.sequences``), a k-mer's index is its base-N
+number, first letter most significant; for DNA (A=0, C=1, G=2, T=3): AA..A = 0, AC = 1, ...,
+TT..T = 4^k - 1. k-mers holding a character outside the alphabet are skipped. Counts are taken
+on the given strand only (no reverse-complement merging).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from genodiff.errors import InputValueError
 from genodiff.metrics.sequences import base_codes
 
 
-def kmer_indices(codes: np.ndarray, k: int) -> np.ndarray:
-    """Index of the k-mer starting at every position ``0 .. len(codes) - k``; -1 where that
-    k-mer holds a base that is not A/C/G/T."""
+def kmer_indices(codes: np.ndarray, k: int, letters: int) -> np.ndarray:
+    """Index of the k-mer starting at every position ``0 .. len(codes) - k`` of ``codes`` (of
+    an alphabet of ``letters`` letters); -1 where that k-mer holds a code below 0."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     n = len(codes) - k + 1
@@ -28,26 +29,28 @@ def kmer_indices(codes: np.ndarray, k: int) -> np.ndarray:
     for j in range(k):
         c = codes[j : j + n]
         valid &= c >= 0
-        index = index * 4 + np.maximum(c, 0)
+        index = index * letters + np.maximum(c, 0)
     index[~valid] = -1
     return index
 
 
-def kmer_profiles(sequences: Sequence[str], k: int) -> np.ndarray:
-    """Counts of every k-mer in each sequence: float64 array ``(len(sequences), 4^k)``."""
-    profiles = np.zeros((len(sequences), 4**k))
+def kmer_profiles(sequences: Sequence[str], k: int, alphabet: str) -> np.ndarray:
+    """Counts of every k-mer of ``alphabet`` (N letters) in each sequence: float64 array
+    ``(len(sequences), N^k)``."""
+    size = len(alphabet) ** k
+    profiles = np.zeros((len(sequences), size))
     for row, seq in enumerate(sequences):
-        index = kmer_indices(base_codes(seq), k)
-        profiles[row] = np.bincount(index[index >= 0], minlength=4**k)
+        index = kmer_indices(base_codes(seq, alphabet), k, len(alphabet))
+        profiles[row] = np.bincount(index[index >= 0], minlength=size)
     return profiles
 
 
-def kmer_spectrum(sequences: Sequence[str], k: int) -> np.ndarray:
-    """Frequencies of the 4^k k-mers pooled over ``sequences`` (sum 1); ValueError when no
-    sequence holds a k-mer of A/C/G/T bases."""
-    counts = kmer_profiles(sequences, k).sum(axis=0)
+def kmer_spectrum(sequences: Sequence[str], k: int, alphabet: str) -> np.ndarray:
+    """Frequencies of the N^k k-mers of ``alphabet`` pooled over ``sequences`` (sum 1);
+    ValueError when no sequence holds a k-mer of its letters."""
+    counts = kmer_profiles(sequences, k, alphabet).sum(axis=0)
     if counts.sum() == 0:
-        raise InputValueError(f"no {k}-mer of A/C/G/T bases in the sequences")
+        raise InputValueError(f"no {k}-mer of {'/'.join(alphabet)} letters in the sequences")
     return counts / counts.sum()
 
 
@@ -66,10 +69,17 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
 
 
 def kmer_js(
-    samples: Sequence[str], reference: Sequence[str], ks: Iterable[int] = range(1, 7)
+    samples: Sequence[str],
+    reference: Sequence[str],
+    alphabet: str,
+    ks: Iterable[int] = range(1, 7),
 ) -> dict[int, float]:
-    """k -> JS divergence (bits) between the pooled k-mer spectra of samples and reference."""
-    return {k: js_divergence(kmer_spectrum(samples, k), kmer_spectrum(reference, k)) for k in ks}
+    """k -> JS divergence (bits) between the pooled k-mer spectra (of ``alphabet``) of samples
+    and reference."""
+    return {
+        k: js_divergence(kmer_spectrum(samples, k, alphabet), kmer_spectrum(reference, k, alphabet))
+        for k in ks
+    }
 
 
 def heldout_split(reference: Sequence[str], size: int) -> tuple[list[str], list[str]]:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from genodiff.domains import DNADomain
+from genodiff.domains import domain_of
 from genodiff.errors import InputValueError
 from genodiff.generative_perplexity import GenPPLResult, generative_perplexity
 from genodiff.progress import Progress
@@ -29,21 +29,25 @@ def ar_perplexity(
     samples: Sequence[str],
     reference: Sequence[str],
     checkpoint: str | os.PathLike,
+    alphabet: str,
     device: str | None = None,
     batch_size: int = 16,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Gen PPL of ``samples`` and of ``reference`` under the AR checkpoint ``checkpoint``:
+    """Gen PPL of ``samples`` and of ``reference`` (sequences of ``alphabet``) under the AR
+    checkpoint ``checkpoint``, whose domain must have the same alphabet:
     ``{"checkpoint", "samples": {...}, "reference": {...}}`` (gen_ppl with its SE, NLL in nats
     per base, mean per-sequence perplexity, bases scored, sequences)."""
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
     model = load_model(checkpoint, resolve_device(device))
-    if model.tokenizer.domain != DNADomain.name:  # the DNA metrics score DNA samples
+    domain = domain_of(model.tokenizer)
+    if domain.alphabet != alphabet:  # it scores samples of its own letters
         raise InputValueError(
-            f"{checkpoint} is a {model.tokenizer.domain} checkpoint; DNA samples need a DNA AR "
-            "checkpoint (e.g. from `genodiff train configs/hg38_ar_mamba.yaml`)"
+            f"{checkpoint} is a {domain.name} checkpoint (alphabet {domain.alphabet}); samples "
+            f"of the alphabet {alphabet} need an AR checkpoint of their domain (DNA: e.g. from "
+            "`genodiff train configs/hg38_ar_mamba.yaml`)"
         )
     scored = {
         name: _summary(

@@ -124,6 +124,7 @@ def evaluate_with_oracle(
     asked: np.ndarray,
     references: Mapping[str, Sequence[str]],
     oracle: Oracle,
+    alphabet: str,
     settings: QualitySettings | None = None,
     train: Sequence[str] | None = None,
     ar_checkpoint: str | os.PathLike | None = None,
@@ -132,7 +133,8 @@ def evaluate_with_oracle(
 ) -> OracleQuality:
     """The oracle's scores of ``samples`` drawn for the classes ``asked`` (N,) (ids into
     ``oracle.classes``), and the suite for each class's samples against ``references[class]``
-    (sequences). Every class asked for needs a reference; references of classes no sample was
+    (sequences; all of ``alphabet``). Every class asked for needs a reference; references of
+    classes no sample was
     drawn for are left out, with a warning."""
     if settings is not None and settings.kmax < int(ORACLE_KS[-1]):
         raise InputValueError(f"the oracle report needs kmax >= 6, got {settings.kmax}")
@@ -171,7 +173,14 @@ def evaluate_with_oracle(
             progress.note(f"class {name}: the quality suite on {len(class_samples)} samples")
         try:
             quality = evaluate_samples(
-                class_samples, references[name], train, settings, ar_checkpoint, device, progress
+                class_samples,
+                references[name],
+                alphabet,
+                train,
+                settings,
+                ar_checkpoint,
+                device,
+                progress,
             )
         except InputValueError as err:
             raise InputValueError(f"class {name}: {err}") from None
@@ -201,22 +210,26 @@ def evaluate_files_with_oracle(
     ar_checkpoint: str | os.PathLike | None = None,
     device: str | None = None,
     progress: Progress | None = None,
+    alphabet: str | None = None,
 ) -> OracleQuality:
     """``evaluate_with_oracle`` on files: ``samples`` (FASTA whose headers may name each
     sample's class), ``references`` (``--reference`` values, see ``parse_references``) and a
-    ``genodiff finetune`` checkpoint ``oracle``. Every input is checked before any metric."""
+    ``genodiff finetune`` checkpoint ``oracle``, all of ``alphabet`` (default: their domain's,
+    ``genodiff.sample_files.sample_alphabet``). Every input is checked before any metric."""
     from genodiff.devices import resolve_device
     from genodiff.finetuning.trained import load_finetuned_classifier
-    from genodiff.sample_files import read_sample_labels
+    from genodiff.sample_files import read_sample_labels, sample_alphabet
 
     reference_files = parse_references(references, label)
+    if alphabet is None:
+        alphabet = sample_alphabet(samples, *reference_files.values(), train)
     classifier = load_finetuned_classifier(oracle, resolve_device(device))
     classes = classifier.classes
     if label is not None:
         check_class_name(label, classes, "--label")
     for name in reference_files:
         check_class_name(name, classes, f"--reference {name}=")
-    sequences = read_sequences(samples)
+    sequences = read_sequences(samples, alphabet)
     asked = sample_classes(read_sample_labels(samples), label, classes, str(samples))
     for name, path in reference_files.items():
         if not Path(path).is_file():
@@ -224,10 +237,11 @@ def evaluate_files_with_oracle(
     quality = evaluate_with_oracle(
         sequences,
         asked,
-        {name: read_sequences(path) for name, path in reference_files.items()},
+        {name: read_sequences(path, alphabet) for name, path in reference_files.items()},
         classifier,
+        alphabet,
         settings,
-        read_sequences(train) if train is not None else None,
+        read_sequences(train, alphabet) if train is not None else None,
         ar_checkpoint,
         device,
         progress,

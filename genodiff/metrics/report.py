@@ -4,7 +4,7 @@ oracle (``genodiff.metrics.oracle``), a top-level report by class and one suite 
 Plots are drawn on ``matplotlib.figure.Figure`` objects (no pyplot, so no backend or global
 state is touched) and saved as PNG: ``kmer_spectra.png`` (dinucleotide frequencies, and every
 ``kmax``-mer's frequency in the samples against the reference) and ``gc_histogram.png``
-(per-sequence GC content and CpG observed/expected).
+(per-sequence GC content and CpG observed/expected). Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import save_figure, write_text
 from genodiff.errors import InputValueError
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
 from genodiff.metrics.kmers import kmer_spectrum
 from genodiff.metrics.oracle import OracleQuality
-from genodiff.metrics.sequences import BASES
 from genodiff.metrics.suite import SampleQuality
 
 REPORT_FILES = ("metrics.json", "metrics.md", "kmer_spectra.png", "gc_histogram.png")
@@ -138,21 +137,23 @@ def markdown_table(metrics: dict[str, Any]) -> str:
 
 
 def plot_kmer_spectra(quality: SampleQuality, k: int | None = None) -> Figure:
-    """Dinucleotide frequencies side by side, and every k-mer's frequency (k = ``kmax``)
-    in the samples against the reference on log axes. k-mers absent from either side have
-    no place on log axes: they are left out and counted in the legend."""
+    """Dinucleotide frequencies side by side (ticked with the samples' alphabet), and every
+    k-mer's frequency (k = ``kmax``) in the samples against the reference on log axes. k-mers
+    absent from either side have no place on log axes: they are left out and counted in the
+    legend."""
     k = k or quality.metrics["settings"]["kmax"]
+    alphabet = quality.alphabet
     figure = Figure(figsize=(11, 4.5), layout="constrained")
     bars, scatter = figure.subplots(1, 2)
-    spectra = [kmer_spectrum(seqs, 2) for seqs in (quality.samples, quality.reference)]
-    x = np.arange(16)
+    spectra = [kmer_spectrum(seqs, 2, alphabet) for seqs in (quality.samples, quality.reference)]
+    x = np.arange(len(alphabet) ** 2)
     for shift, freq, label in zip((-0.2, 0.2), spectra, ("samples", "reference"), strict=True):
         bars.bar(x + shift, freq, width=0.4, label=label)
-    bars.set_xticks(x, [a + b for a in BASES for b in BASES], rotation=90)
+    bars.set_xticks(x, [a + b for a in alphabet for b in alphabet], rotation=90)
     bars.set_ylabel("frequency")
     bars.set_title(f"dinucleotides (JS {quality.metrics['kmer_js']['2']:.4f} bits)")
     bars.legend()
-    p, q = (kmer_spectrum(seqs, k) for seqs in (quality.samples, quality.reference))
+    p, q = (kmer_spectrum(seqs, k, alphabet) for seqs in (quality.samples, quality.reference))
     both = (p > 0) & (q > 0)
     scatter.loglog(q[both], p[both], ".", alpha=0.4, markersize=3, label=f"in both ({both.sum()})")
     for absent, where in ((p == 0) & (q > 0), "samples"), ((q == 0) & (p > 0), "reference"):
@@ -163,7 +164,9 @@ def plot_kmer_spectra(quality: SampleQuality, k: int | None = None) -> Figure:
     scatter.legend(loc="upper left", fontsize="small")
     scatter.set_xlabel(f"reference {k}-mer frequency")
     scatter.set_ylabel(f"sample {k}-mer frequency")
-    scatter.set_title(f"{4**k} {k}-mers (JS {quality.metrics['kmer_js'][str(k)]:.4f} bits)")
+    scatter.set_title(
+        f"{len(alphabet) ** k} {k}-mers (JS {quality.metrics['kmer_js'][str(k)]:.4f} bits)"
+    )
     return figure
 
 
@@ -177,7 +180,8 @@ def plot_gc_histograms(quality: SampleQuality) -> Figure:
         strict=True,
     ):
         values = [
-            np.array([statistic(s) for s in seqs]) for seqs in (quality.samples, quality.reference)
+            np.array([statistic(s, quality.alphabet) for s in seqs])
+            for seqs in (quality.samples, quality.reference)
         ]
         values = [v[~np.isnan(v)] for v in values]
         bins = np.histogram_bin_edges(np.concatenate(values), bins=30)
@@ -202,17 +206,15 @@ def check_report_folder(out: str | os.PathLike) -> Path:
 
 def write_report(quality: SampleQuality, out: str | os.PathLike) -> list[Path]:
     """Write ``REPORT_FILES`` into ``out`` (created if needed; other files there are left
-    alone) and return their paths."""
+    alone), each atomically, and return their paths."""
     out = check_report_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in REPORT_FILES]
     json_path, md_path, spectra_path, gc_path = paths
-    with atomic_write(json_path) as handle:
-        handle.write(json.dumps(quality.metrics, indent=2) + "\n")
-    with atomic_write(md_path) as handle:
-        handle.write(markdown_table(quality.metrics))
-    plot_kmer_spectra(quality).savefig(spectra_path, dpi=120)
-    plot_gc_histograms(quality).savefig(gc_path, dpi=120)
+    write_text(json_path, json.dumps(quality.metrics, indent=2) + "\n")
+    write_text(md_path, markdown_table(quality.metrics))
+    save_figure(plot_kmer_spectra(quality), spectra_path)
+    save_figure(plot_gc_histograms(quality), gc_path)
     return paths
 
 
@@ -282,10 +284,8 @@ def write_oracle_report(quality: OracleQuality, out: str | os.PathLike) -> list[
     out = check_report_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / "metrics.json", out / "metrics.md"
-    with atomic_write(json_path) as handle:
-        handle.write(json.dumps(quality.metrics, indent=2) + "\n")
-    with atomic_write(md_path) as handle:
-        handle.write(oracle_markdown(quality.metrics))
+    write_text(json_path, json.dumps(quality.metrics, indent=2) + "\n")
+    write_text(md_path, oracle_markdown(quality.metrics))
     paths = [json_path, md_path]
     for name, class_quality in quality.per_class.items():
         paths += write_report(class_quality, out / name)

@@ -1,11 +1,12 @@
 """The whole sample-quality suite: generated DNA against real reference DNA.
 
-``evaluate_samples`` takes sequences, ``evaluate_sample_files`` FASTA files; both return a
-``SampleQuality`` whose ``metrics`` is the JSON-ready dictionary ``genodiff evaluate-samples``
-writes as ``metrics.json``. Reference records longer than the samples are tiled into windows
-of the samples' length (their median, or ``QualitySettings.window``) so that per-sequence
-statistics compare like with like; at most ``max_reference`` windows, spread evenly over the
-reference, are used.
+``evaluate_samples`` takes sequences and their alphabet (the letters they are made of, which their
+domain declares: ``genodiff.domains``), ``evaluate_sample_files`` FASTA files (the alphabet of their
+domain by default); both return a ``SampleQuality`` whose ``metrics`` is the JSON-ready dictionary
+``genodiff evaluate-samples`` writes as ``metrics.json``. Reference records longer than the samples
+are tiled into windows of the samples' length (their median, or ``QualitySettings.window``) so that
+per-sequence statistics compare like with like; at most ``max_reference`` windows, spread evenly
+over the reference, are used.
 """
 
 from __future__ import annotations
@@ -96,18 +97,19 @@ class QualitySettings:
 
 @dataclass
 class SampleQuality:
-    """The metrics and the sequences they were computed on (for plots)."""
+    """The metrics, the sequences they were computed on and their alphabet (for plots)."""
 
     metrics: dict[str, Any]
     samples: list[str]
     reference: list[str]  # the reference windows used
+    alphabet: str
 
 
-def _set_summary(sequences: Sequence[str]) -> dict[str, Any]:
+def _set_summary(sequences: Sequence[str], alphabet: str) -> dict[str, Any]:
     lengths = np.array([len(s) for s in sequences])
     return {
         "sequences": len(sequences),
-        "bases": int(sum(np.count_nonzero(base_codes(s) >= 0) for s in sequences)),
+        "bases": int(sum(np.count_nonzero(base_codes(s, alphabet) >= 0) for s in sequences)),
         "mean_length": float(lengths.mean()),
     }
 
@@ -119,11 +121,11 @@ def _side_by_side(
 
 
 def reference_windows(
-    reference: Sequence[str], samples: Sequence[str], settings: QualitySettings
+    reference: Sequence[str], samples: Sequence[str], settings: QualitySettings, alphabet: str
 ) -> list[str]:
     """The reference windows the suite compares the samples with (see the module doc)."""
     window = settings.window or int(np.median([len(s) for s in samples]))
-    windows = evenly_spaced(tile_windows(reference, window), settings.max_reference)
+    windows = evenly_spaced(tile_windows(reference, window, alphabet), settings.max_reference)
     if len(windows) < 2:
         raise InputValueError(
             f"the reference yields {len(windows)} window(s) of {window} bp; at least 2 are needed"
@@ -134,63 +136,68 @@ def reference_windows(
 def evaluate_samples(
     samples: Sequence[str],
     reference: Sequence[str],
+    alphabet: str,
     train: Sequence[str] | None = None,
     settings: QualitySettings | None = None,
     ar_checkpoint: str | os.PathLike | None = None,
     device: str | None = None,
     progress: Progress | None = None,
 ) -> SampleQuality:
-    """Every metric of the suite for ``samples`` against ``reference`` (sequences); the
-    memorisation test when ``train`` (training records) is given, generative perplexity when
-    ``ar_checkpoint`` is. ``progress`` hears of each stage as it starts."""
+    """Every metric of the suite for ``samples`` against ``reference`` (sequences of the
+    letters of ``alphabet``); the memorisation test when ``train`` (training records) is given,
+    generative perplexity when ``ar_checkpoint`` is. ``progress`` hears of each stage as it
+    starts."""
     stage = progress.note if progress is not None else _silent
     settings = settings or QualitySettings()
     samples = [s.upper() for s in samples]
     if len(samples) < 2:
         raise InputValueError(f"the suite needs at least 2 samples, got {len(samples)}")
-    windows = reference_windows([r.upper() for r in reference], samples, settings)
+    windows = reference_windows([r.upper() for r in reference], samples, settings, alphabet)
     ks = range(1, settings.kmax + 1)
     stage(f"k-mer spectra of {len(samples)} samples and {len(windows)} reference windows")
     held, rest = heldout_split(windows, len(samples))  # the JS baseline: real vs real
     metrics: dict[str, Any] = {
-        "samples": _set_summary(samples),
+        "samples": _set_summary(samples, alphabet),
         "reference": {
-            **_set_summary(windows),
+            **_set_summary(windows, alphabet),
             "records": len(reference),
             "real_vs_real_windows": [len(held), len(rest)],
         },
-        "kmer_js": {str(k): js for k, js in kmer_js(samples, windows, ks).items()},
-        "kmer_js_real_vs_real": {str(k): js for k, js in kmer_js(held, rest, ks).items()},
+        "kmer_js": {str(k): js for k, js in kmer_js(samples, windows, alphabet, ks).items()},
+        "kmer_js_real_vs_real": {str(k): js for k, js in kmer_js(held, rest, alphabet, ks).items()},
     }
     stage("composition, low complexity and diversity")
     for name, statistic in (("gc_content", gc_content), ("cpg_oe", cpg_observed_expected)):
-        values = [np.array([statistic(x) for x in seqs]) for seqs in (samples, windows)]
+        values = [np.array([statistic(x, alphabet) for x in seqs]) for seqs in (samples, windows)]
         metrics[name] = DistributionComparison.of(*values).to_dict()
     homopolymer = partial(homopolymer_bases, min_run=settings.min_homopolymer)
     low_complexity = partial(
         low_complexity_bases, window=settings.dust_window, level=settings.dust_level
     )
     metrics["homopolymer_fraction"] = _side_by_side(
-        samples, windows, partial(pooled_fraction, count=homopolymer)
+        samples, windows, partial(pooled_fraction, alphabet=alphabet, count=homopolymer)
     )
     metrics["low_complexity_fraction"] = _side_by_side(
-        samples, windows, partial(pooled_fraction, count=low_complexity)
+        samples, windows, partial(pooled_fraction, alphabet=alphabet, count=low_complexity)
     )
     metrics["duplicate_rate"] = _side_by_side(samples, windows, duplicate_rate)
     metrics["pairwise_kmer_distance"] = _side_by_side(
-        samples, windows, partial(pairwise_kmer_distance, k=settings.diversity_k)
+        samples, windows, partial(pairwise_kmer_distance, alphabet=alphabet, k=settings.diversity_k)
     )
     if train is not None:
         stage(f"nearest training stretches (an index of {len(train)} training records)")
         index = TrainingIndex(
-            [t.upper() for t in train], seed_k=settings.seed_k, seed_stride=settings.seed_stride
+            [t.upper() for t in train],
+            alphabet,
+            seed_k=settings.seed_k,
+            seed_stride=settings.seed_stride,
         )
         neighbours = nearest_neighbours(samples, index)
-        metrics["train"] = {**_set_summary(train), "records": len(train)}
+        metrics["train"] = {**_set_summary(train, alphabet), "records": len(train)}
         metrics["memorisation"] = Memorisation.of(neighbours, settings.identity_threshold).to_dict()
     stage(f"discriminator AUROC ({settings.folds} folds)")
     discriminator = discriminator_auroc(
-        samples, windows, settings.discriminator_k, settings.folds, settings.seed
+        samples, windows, alphabet, settings.discriminator_k, settings.folds, settings.seed
     )
     metrics["discriminator_auroc"] = discriminator.auroc
     metrics["discriminator"] = discriminator.to_dict()
@@ -206,10 +213,10 @@ def evaluate_samples(
 
         stage(f"generative perplexity under {ar_checkpoint}")
         metrics["generative_perplexity"] = ar_perplexity(
-            samples, windows, ar_checkpoint, device, progress=progress
+            samples, windows, ar_checkpoint, alphabet, device, progress=progress
         )
     metrics["settings"] = asdict(settings)
-    return SampleQuality(metrics, samples, windows)
+    return SampleQuality(metrics, samples, windows, alphabet)
 
 
 def _silent(text: str) -> None:
@@ -224,16 +231,23 @@ def evaluate_sample_files(
     ar_checkpoint: str | os.PathLike | None = None,
     device: str | None = None,
     progress: Progress | None = None,
+    alphabet: str | None = None,
 ) -> SampleQuality:
-    """``evaluate_samples`` on FASTA files (see ``genodiff.metrics.sequences.read_sequences``)."""
+    """``evaluate_samples`` on FASTA files (see ``genodiff.metrics.sequences.read_sequences``),
+    of ``alphabet`` (default: their domain's, ``genodiff.sample_files.sample_alphabet``)."""
+    from genodiff.sample_files import sample_alphabet
+
+    if alphabet is None:
+        alphabet = sample_alphabet(samples, reference, train)
     if ar_checkpoint is not None:  # a bad --device fails now, not after the other metrics
         from genodiff.devices import resolve_device
 
         resolve_device(device)
     quality = evaluate_samples(
-        read_sequences(samples),
-        read_sequences(reference),
-        read_sequences(train) if train is not None else None,
+        read_sequences(samples, alphabet),
+        read_sequences(reference, alphabet),
+        alphabet,
+        read_sequences(train, alphabet) if train is not None else None,
         settings,
         ar_checkpoint,
         device,

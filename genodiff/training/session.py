@@ -24,7 +24,7 @@ import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import OmegaConf
 
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import write_text
 from genodiff.checkpoints import run_folder
 
 CONFIG_FILE = "config.yaml"
@@ -40,9 +40,7 @@ def check_output(output_dir: Path, resume: Path | None, resume_hint: str | None)
 
 def write_config(config: Mapping[str, Any], path: Path) -> None:
     """``config`` as YAML at ``path``, atomically."""
-    text = OmegaConf.to_yaml(OmegaConf.create(dict(config)))
-    with atomic_write(path) as handle:
-        handle.write(text)
+    write_text(path, OmegaConf.to_yaml(OmegaConf.create(dict(config))))
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""`genodiff gen-ppl --hf-model`: text samples scored by a Hugging Face causal LM, against
+"""`genodiff gen-ppl --scorer hf`: text samples scored by a Hugging Face causal LM, against
 loops over a tiny GPT-2's logits (built offline in a temporary folder: nothing is downloaded)."""
 
 import json
@@ -11,6 +11,7 @@ import torch
 from genodiff_text.hf_scorer import HFCausalLMScorer
 
 from genodiff import cli, registry
+from genodiff.errors import InputFileNotFoundError
 from genodiff.generative_perplexity import score_samples
 
 transformers = pytest.importorskip("transformers")
@@ -100,6 +101,7 @@ def test_encoding_puts_bos_first_once_and_keeps_sentence_boundaries(scorer):
         assert scorer.encode(text) == expected
     assert scorer.default_max_length == CONTEXT  # the model's n_positions
     assert scorer.domain == "text"
+    assert HFCausalLMScorer.default_model == "gpt2-large"  # the MDLM paper's Gen PPL scorer
 
 
 def test_nll_equals_a_loop_over_the_models_logits(scorer):
@@ -172,12 +174,12 @@ def test_bos_leads_only_the_first_window(scorer, monkeypatch):
     assert result.tokens == 21
 
 
-def test_gen_ppl_hf_model_on_the_command_line(tiny_gpt2, tmp_path, capsys, monkeypatch):
+def test_gen_ppl_scorer_hf_on_the_command_line(tiny_gpt2, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(registry._REGISTRIES["scorer"], "hf", HFCausalLMScorer)
     samples = tmp_path / "samples.txt"
     samples.write_text("\n".join(SAMPLES) + "\n")
-    args = ["gen-ppl", str(samples), "--hf-model", tiny_gpt2, "--device", "cpu", "--json"]
-    assert cli.main(args) == 0
+    args = ["gen-ppl", str(samples), "--scorer", "hf", "--scorer-model", tiny_gpt2]
+    assert cli.main([*args, "--device", "cpu", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     expected = score_samples(SAMPLES, HFCausalLMScorer(tiny_gpt2, CPU), batch_size=16)
     assert report["checkpoint"] == tiny_gpt2 and report["samples_file"] == str(samples)
@@ -191,25 +193,42 @@ def test_the_installed_plugin_registers_the_hf_scorer():
     assert registry.get("scorer", "hf") is HFCausalLMScorer
 
 
+def test_without_a_model_the_scorer_loads_its_default_model(tmp_path, capsys, monkeypatch):
+    loaded = []
+
+    class Unloadable(HFCausalLMScorer):
+        def __init__(self, model_name, device):
+            loaded.append(model_name)
+            raise InputFileNotFoundError(f"--scorer-model {model_name}: not here")
+
+    monkeypatch.setitem(registry._REGISTRIES["scorer"], "hf", Unloadable)
+    samples = tmp_path / "samples.txt"
+    samples.write_text("the cat sat\n")
+    assert cli.main(["gen-ppl", str(samples), "--scorer", "hf"]) == 2
+    assert loaded == ["gpt2-large"]
+    assert "--scorer-model gpt2-large: not here" in capsys.readouterr().err
+
+
 def test_dna_sample_files_are_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(registry._REGISTRIES["scorer"], "hf", HFCausalLMScorer)
     fasta = tmp_path / "samples.fa"
     fasta.write_text(">sample_0_seed0\nACGTACGT\n")
     # a model name that does not exist: the refusal comes before any loading
-    assert cli.main(["gen-ppl", str(fasta), "--hf-model", str(tmp_path / "none")]) == 2
+    args = ["gen-ppl", str(fasta), "--scorer", "hf", "--scorer-model", str(tmp_path / "none")]
+    assert cli.main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert "dna sample format" in err and "scores text samples" in err
+    assert "dna sample format" in err and "the hf scorer scores text samples" in err
     assert len(err.splitlines()) == 1
 
 
-def test_without_transformers_the_hf_model_says_what_to_install(
+def test_without_transformers_the_hf_scorer_says_what_to_install(
     tiny_gpt2, tmp_path, capsys, monkeypatch
 ):
     monkeypatch.setitem(registry._REGISTRIES["scorer"], "hf", HFCausalLMScorer)
     monkeypatch.setitem(sys.modules, "transformers", None)  # import fails
     samples = tmp_path / "samples.txt"
     samples.write_text("the cat sat\n")
-    assert cli.main(["gen-ppl", str(samples), "--hf-model", tiny_gpt2]) == 2
+    assert cli.main(["gen-ppl", str(samples), "--scorer", "hf", "--scorer-model", tiny_gpt2]) == 2
     err = capsys.readouterr().err.strip()
     assert "needs transformers: pip install 'genodiff-text[hub]'" in err
     assert len(err.splitlines()) == 1
@@ -221,6 +240,6 @@ def test_a_folder_without_a_model_is_a_one_line_error(tmp_path, capsys, monkeypa
     samples.write_text("the cat sat\n")
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert cli.main(["gen-ppl", str(samples), "--hf-model", str(empty)]) == 2
+    assert cli.main(["gen-ppl", str(samples), "--scorer", "hf", "--scorer-model", str(empty)]) == 2
     err = capsys.readouterr().err.strip()
-    assert f"--hf-model {empty}: cannot load" in err and len(err.splitlines()) == 1
+    assert f"--scorer-model {empty}: cannot load" in err and len(err.splitlines()) == 1

@@ -1,5 +1,6 @@
 """Gen PPL as the MDLM paper measures it: text samples scored by a Hugging Face causal LM
-(``genodiff gen-ppl SAMPLES --hf-model [NAME]``; GPT-2 large when no NAME is given).
+(``genodiff gen-ppl SAMPLES --scorer hf [--scorer-model MODEL]``; GPT-2 large, its
+``default_model``, when no MODEL is given).
 
 A sample is the text ``genodiff sample`` wrote (``TextTokenizer.decode_sample``): it ends where
 the model put [PAD], and its sentences are separated by the text tokenizer's sentence end,
@@ -40,6 +41,11 @@ class HFCausalLMScorer(SampleScorer):
     """A Hugging Face causal LM (``AutoModelForCausalLM``) and its tokenizer, by Hub id or
     local folder, scoring decoded text samples (see the module doc)."""
 
+    default_model = "gpt2-large"  # the MDLM paper's Gen PPL scorer
+    description = (
+        "text samples scored by a Hugging Face causal LM, a Hub id or a local folder "
+        "(default gpt2-large, the MDLM paper's Gen PPL scorer)"
+    )
     domain = "text"
     scores_windows_afresh = False  # its BOS leads only the first window
 
@@ -48,7 +54,7 @@ class HFCausalLMScorer(SampleScorer):
             import transformers
         except ImportError:
             raise InputImportError(
-                f"--hf-model {model_name} needs transformers: pip install 'genodiff-text[hub]' "
+                "--scorer hf needs transformers: pip install 'genodiff-text[hub]' "
                 "(from a checkout: pip install -e 'plugins/genodiff-text[hub]')"
             ) from None
         try:
@@ -57,7 +63,7 @@ class HFCausalLMScorer(SampleScorer):
         except (OSError, ValueError) as err:  # not found, offline, not a causal LM
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise InputFileNotFoundError(
-                f"--hf-model {model_name}: cannot load a Hugging Face causal LM and its "
+                f"--scorer-model {model_name}: cannot load a Hugging Face causal LM and its "
                 f"tokenizer from it ({reason}); give a Hub id (the first use downloads it) or "
                 "a local folder holding both"
             ) from None
@@ -65,7 +71,7 @@ class HFCausalLMScorer(SampleScorer):
         bos_id = eos_id if tokenizer.bos_token_id is None else tokenizer.bos_token_id
         if eos_id is None:
             raise InputValueError(
-                f"--hf-model {model_name}: its tokenizer has no EOS token to start a sample "
+                f"--scorer-model {model_name}: its tokenizer has no EOS token to start a sample "
                 "and to mark its sentence boundaries"
             )
         self.hf_tokenizer = tokenizer
@@ -87,7 +93,7 @@ class HFCausalLMScorer(SampleScorer):
     def default_max_length(self) -> int:
         if self.context is None:
             raise InputValueError(
-                f"--hf-model {self.name}: its config gives no context length "
+                f"--scorer-model {self.name}: its config gives no context length "
                 "(max_position_embeddings); pass --max-length"
             )
         return int(self.context)
