@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from genodiff.finetune.results import CSV_COLUMNS, plot, write_csv, write_results
 from matplotlib.figure import Figure
 
 from genodiff import atomic_files, cli
 from genodiff.data import labelled_split
+from genodiff.finetuning.results import CSV_COLUMNS, plot, write_csv, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = (ROOT / "genodiff", ROOT / "plugins" / "genodiff-text" / "src")

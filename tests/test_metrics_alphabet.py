@@ -17,7 +17,8 @@ from genodiff.metrics.composition import gc_content
 from genodiff.metrics.report import plot_kmer_spectra
 from genodiff.metrics.sequences import base_codes, reverse_complement_codes
 from genodiff.model import GenerativeModel
-from genodiff.sample_files import NEUTRAL_FORMATS, TEXT, SampleFormat, sample_alphabet
+from genodiff.sample_files import sample_alphabet
+from genodiff.sample_formats import NEUTRAL_FORMATS, TEXT, SampleFormat
 from genodiff.tokenizers import DNATokenizer
 from tests.test_generative_perplexity import save
 from tests.test_metrics import random_dna
