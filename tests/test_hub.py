@@ -149,7 +149,7 @@ def test_init_from_and_pretrained_take_ids(tmp_path, offline_cache):
     model = GenerativeModel(OmegaConf.to_container(cfg, resolve=True))
     init_backbone(model.backbone, cfg.init_from)
     assert_same(model.backbone, caduceus)
-    assert_same(load_backbone("test-org/tiny-caduceus"), caduceus)
+    assert_same(load_backbone("test-org/tiny-caduceus")[0], caduceus)
 
 
 def training_checkpoint(path: Path, seed: int, step: int = 3) -> GenerativeModel:

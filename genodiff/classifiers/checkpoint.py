@@ -87,7 +87,7 @@ def load_classifier(
         record["model"],
         len(record["class_names"]),
         record["kind"],
-        tokenizer.pad_id,
+        tokenizer,
         record["pooling"],
     )
     weights = {

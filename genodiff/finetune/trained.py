@@ -5,8 +5,11 @@ checkpoints/best-epoch<E>.ckpt``, kept when ``keep_checkpoints`` is true, the de
 in its hyperparameters under ``finetuned_classifier``, what it takes to rebuild the classifier
 without the run's config: the class names in label-id order, the task, the sequence length it
 reads (``max_length``), the backbone's config and the head's pooling and reverse-complement
-settings. ``load_finetuned_classifier`` reads it back (``genodiff evaluate-samples --oracle``).
-Checkpoints written before the record existed are refused with a message saying so.
+settings; and the tokenizer its inputs were encoded with, as every training checkpoint
+(``genodiff.tokenizers.CHECKPOINT_KEY``). ``load_finetuned_classifier`` reads it back
+(``genodiff evaluate-samples --oracle``). Checkpoints written before the record existed are
+refused with a message saying so; those written before the tokenizer was stored read with the
+default tokenizer (``genodiff.tokenizers.tokenizer_from_checkpoint``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.errors import InputValueError
 from genodiff.finetune.classifier import SequenceClassifier
 from genodiff.finetune.data import left_pad
-from genodiff.tokenizers import DNATokenizer
+from genodiff.tokenizers import tokenizer_from_checkpoint
 
 RECORD_KEY = "finetuned_classifier"
 MODULE_PREFIX = "classifier."  # ClassifierModule's attribute holding the SequenceClassifier
@@ -52,8 +55,8 @@ def classifier_record(
 
 @dataclass
 class FinetunedClassifier:
-    """A ``SequenceClassifier`` in eval mode with the class names and length it was trained
-    with."""
+    """A ``SequenceClassifier`` in eval mode (holding the tokenizer it reads with) with the
+    class names and length it was trained with."""
 
     classifier: SequenceClassifier
     classes: list[str]
@@ -62,11 +65,12 @@ class FinetunedClassifier:
     source: str
 
     def predict(self, sequences: Sequence[str], batch_size: int = PREDICT_BATCH) -> np.ndarray:
-        """Class ids (N,) of ``sequences``, read as ``genodiff finetune`` reads a task: the
-        first ``max_length`` bases, left-padded with [PAD]; batches of ``batch_size``."""
-        tokenizer = DNATokenizer()
+        """Class ids (N,) of ``sequences``, read as ``genodiff finetune`` reads a task: encoded
+        with the classifier's tokenizer, the first ``max_length`` tokens, left-padded with
+        [PAD]; batches of ``batch_size``."""
+        tokenizer = self.classifier.tokenizer
         ids = left_pad(
-            [tokenizer.encode_array(s)[: self.max_length] for s in sequences],
+            [np.asarray(tokenizer.encode(s)[: self.max_length]) for s in sequences],
             self.max_length,
             tokenizer.pad_id,
             tokenizer.vocab_size,
@@ -84,7 +88,8 @@ class FinetunedClassifier:
 def load_finetuned_classifier(
     path: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> FinetunedClassifier:
-    """The classifier a ``genodiff finetune`` checkpoint holds, on ``device``, in eval mode.
+    """The classifier a ``genodiff finetune`` checkpoint holds, with the tokenizer it stores,
+    on ``device``, in eval mode.
     One ValueError naming ``path`` for any other file (a training checkpoint, a checkpoint
     from before the record was stored, a file that is not a checkpoint)."""
     checkpoint = read_checkpoint_file(path, map_location="cpu")
@@ -98,6 +103,7 @@ def load_finetuned_classifier(
     classifier = SequenceClassifier(
         backbones.build(**record["backbone"]),
         len(record["classes"]),
+        tokenizer_from_checkpoint(checkpoint),
         record["pooling"],
         record["conjoin_train"],
         record["conjoin_eval"],
