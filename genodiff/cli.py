@@ -28,7 +28,7 @@ def _train(args: argparse.Namespace) -> None:
     from lightning.pytorch.utilities.exceptions import SIGTERMException
     from omegaconf import OmegaConf
 
-    from genodiff.checkpoints import run_folder
+    from genodiff.checkpoints import init_backbone, run_folder
     from genodiff.conditioning import record_class_names
     from genodiff.config import ConfigError, load_config
     from genodiff.data.build import build_datamodule
@@ -64,7 +64,9 @@ def _train(args: argparse.Namespace) -> None:
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
     if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
-        model.init_from_pretrained(cfg.init_from)
+        init_backbone(model.backbone, cfg.init_from)
+        if model.ema is not None:  # the average starts from the same weights
+            init_backbone(model.ema.module, cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
     try:  # writes nothing yet; a trainer setting that cannot work fails
         trainer = build_trainer(cfg, progress_bar=progress_wanted(args.no_progress))

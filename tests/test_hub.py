@@ -18,11 +18,17 @@ from omegaconf import OmegaConf
 
 from genodiff import cli
 from genodiff.backbones import build
-from genodiff.checkpoints import export_checkpoint, load_model, load_pretrained, save_pretrained
+from genodiff.checkpoints import (
+    export_checkpoint,
+    init_backbone,
+    load_model,
+    load_pretrained,
+    save_pretrained,
+)
 from genodiff.config import load_config
 from genodiff.finetune.classifier import load_backbone
 from genodiff.hub import HubError, parse_hub_id
-from genodiff.model import GenerativeModel, init_backbone
+from genodiff.model import GenerativeModel
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
 from tests.test_cli import DEMO, TINY
 

@@ -364,7 +364,7 @@ def training_checkpoint(path: Path) -> Path:
         ("reference of another class", "--reference mouse= names class 'mouse'"),
         ("no reference for a class", "no reference for class(es) gc"),
         ("old finetune checkpoint", "written before checkpoints stored their class names"),
-        ("training checkpoint", "is a genodiff train checkpoint (a generative model)"),
+        ("training checkpoint", "is a generative model (genodiff train), not a fine-tuned"),
         ("not a checkpoint", "is not a loadable genodiff checkpoint"),
     ],
 )
