@@ -6,6 +6,9 @@ and where it goes, checks the weights fit and are finite, and reads with the sto
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -195,3 +198,22 @@ def test_another_projects_lightning_checkpoint_is_no_kind(tmp_path):
         open_checkpoint(path)
     assert str(err.value).startswith(f"{path} is not a genodiff training checkpoint")
     assert "init_from= / pretrained= / load_pretrained" in str(err.value)
+
+
+LAYERS = """
+import json, sys
+import genodiff.model
+model = sorted(m for m in sys.modules if m.startswith("genodiff.checkpoints"))
+import genodiff.checkpoints
+higher = ("genodiff.classifiers", "genodiff.finetune", "genodiff.training")
+print(json.dumps([model, sorted(m for m in sys.modules if m.startswith(higher))]))
+"""
+
+
+def test_the_loader_imports_no_higher_layer():
+    # genodiff.model is what checkpoints build (no import back: no cycle); the classifiers'
+    # and fine-tuning's builders import the loader, never the other way round.
+    result = subprocess.run(
+        [sys.executable, "-c", LAYERS], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == [[], []]
