@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from genodiff.checkpoints.io import read_checkpoint
 from genodiff.data.build import build_datamodule
 from genodiff.evaluate import heldout_windows, window_digest
 from genodiff.tokenizers import build_tokenizer, tokenizer_from_checkpoint
@@ -141,7 +142,7 @@ def baselines(config: dict[str, Any], tokenizer: Any, length: int | None, num_wi
 
 
 def from_checkpoint(path: str) -> tuple[dict[str, Any], Any]:
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    checkpoint = read_checkpoint(path)  # CRC-checked, weights_only
     config = checkpoint["hyper_parameters"]["config"]
     return config["data"], tokenizer_from_checkpoint(checkpoint)
 

@@ -1,8 +1,10 @@
 """Checkpoint references: a local path, or a Hugging Face Hub id ``org/name[@revision]``.
 
-Every place that takes a checkpoint (``load_pretrained``, ``init_from=``, ``pretrained=``,
-``load_model`` and so ``genodiff sample/eval --checkpoint``, ``genodiff info``) resolves
-it here, to a local file or folder:
+Every place that takes a checkpoint (``load_pretrained``, ``init_from=``, ``pretrained=``, the
+one loader ``genodiff.checkpoints.load.open_checkpoint`` and so ``load_model``,
+``load_classifier``, ``load_finetuned_classifier``, ``genodiff sample/eval --checkpoint``,
+``--classifier``, ``evaluate-samples --oracle``, ``genodiff info``) resolves it here, to a
+local file or folder:
 
 - a path that exists on disk is used as it is, so a local folder always wins over a Hub id
   of the same spelling;

@@ -10,7 +10,6 @@ module that trains it (``genodiff.training.module``). Its state dict (``backbone
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -22,7 +21,6 @@ from genodiff.backbones.capabilities import capabilities_of
 from genodiff.backbones.layout import constructor_defaults
 from genodiff.conditioning import class_names
 from genodiff.config import TOKENIZER_FIELDS, ConfigError, EMAConfig, with_tokenizer_fields
-from genodiff.errors import InputValueError, listing
 from genodiff.memory import memory_limit, size_text
 from genodiff.objectives import Objective
 from genodiff.tokenizers import Tokenizer, build_tokenizer
@@ -119,35 +117,6 @@ def check_causality(objective: Objective, backbone: nn.Module, config: dict[str,
     )
 
 
-def init_backbone(backbone: nn.Module, folder: str | Path) -> None:
-    """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
-    a mamba_ssm or HyenaDNA release), or of a Hub id ``org/name[@revision]`` holding one, into
-    ``backbone``; every tensor must match."""
-    # Imported here: genodiff.checkpoints builds GenerativeModels, so it imports this module.
-    from genodiff.checkpoints import load_pretrained
-
-    pretrained = load_pretrained(folder)
-    source, target = pretrained.state_dict(), backbone.state_dict()
-    missing = sorted(set(target) - set(source))
-    unexpected = sorted(set(source) - set(target))
-    mismatched = sorted(k for k in set(source) & set(target) if source[k].shape != target[k].shape)
-    if missing or unexpected or mismatched:
-        details = "; ".join(
-            f"{label}: {listing(keys)}"
-            for label, keys in (
-                ("missing", missing),
-                ("unexpected", unexpected),
-                ("shape mismatch", mismatched),
-            )
-            if keys
-        )
-        raise InputValueError(
-            f"init_from={folder}: its weights do not fit the configured model ({details}). "
-            "Pick the model config that matches the folder's config.json."
-        )
-    backbone.load_state_dict(source)
-
-
 def check_backbone_fits(model_config: dict[str, Any], copies: int) -> None:
     """ConfigError, before any weight is allocated, when ``copies`` float tensors the size of
     the backbone ``model_config`` describes (its weights, their average, ...) need more memory
@@ -239,9 +208,3 @@ class GenerativeModel(nn.Module):
     def eval_objective(self) -> Objective:
         """The objective with averaged parameters, when it has parameters and EMA is on."""
         return self.objective_ema.module if self.objective_ema is not None else self.objective
-
-    def init_from_pretrained(self, folder: str | Path) -> None:
-        """Start from the backbone weights of a Hugging-Face-format folder (``init_from=DIR``)."""
-        init_backbone(self.backbone, folder)
-        if self.ema is not None:
-            init_backbone(self.ema.module, folder)

@@ -33,7 +33,7 @@ def backbone(name: str, **config) -> nn.Module:
 def classifier(kind: str = "noisy", name: str = "caduceus", classes: int = 3, **config):
     torch.manual_seed(0)
     config = {"d_model": 8, "n_layer": 1, **config}
-    model = GuidanceClassifier(backbone(name, **config), classes, kind, TOK.pad_id)
+    model = GuidanceClassifier(backbone(name, **config), classes, kind, TOK)
     return model.eval()
 
 
@@ -163,7 +163,7 @@ def test_one_hot_inputs_give_what_the_ids_give(name, config):
     direct = model.backbone.embeddings(ids) if name != "mamba" else model.backbone.embedding(ids)
     torch.testing.assert_close(embed_one_hot(model, one_hot), direct)
     kind = "causal" if name in ("mamba", "hyena") else "noisy"
-    head = GuidanceClassifier(model, 3, kind, TOK.pad_id).eval()
+    head = GuidanceClassifier(model, 3, kind, TOK).eval()
     torch.testing.assert_close(head(one_hot=one_hot), head(ids), atol=1e-5, rtol=1e-5)
 
 

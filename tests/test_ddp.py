@@ -114,8 +114,9 @@ def test_eval_and_finetune_take_a_ddp_checkpoint(runs, toy, capsys):
     assert scores[1]["tokens"] == scores[0]["tokens"] > 0
     assert scores[1]["windows_sha256"] == scores[0]["windows_sha256"]
     assert scores[1]["nelbo"] == pytest.approx(scores[0]["nelbo"], rel=1e-4)
-    ddp_backbone = load_backbone(str(two / "checkpoints" / "last.ckpt"))
-    for name, value in load_backbone(str(one / "checkpoints" / "last.ckpt")).state_dict().items():
+    ddp_backbone, _ = load_backbone(str(two / "checkpoints" / "last.ckpt"))
+    single, _ = load_backbone(str(one / "checkpoints" / "last.ckpt"))
+    for name, value in single.state_dict().items():
         torch.testing.assert_close(ddp_backbone.state_dict()[name], value, rtol=1e-4, atol=1e-5)
     config, out = toy
     checkpoint = two / "checkpoints" / "last.ckpt"

@@ -122,7 +122,7 @@ def test_a_toy_domain_trains_samples_and_evaluates_through_the_core(text_run, co
     ckpt = text_run / "checkpoints" / "last.ckpt"
     # The run saved the tokenizer; the vocabulary came from it (28 characters + 4 specials).
     assert json.loads((text_run / "tokenizer.json").read_text())["name"] == "chars"
-    config = json.loads(json.dumps(torch.load(ckpt, weights_only=False)["hyper_parameters"]))
+    config = json.loads(json.dumps(torch.load(ckpt, weights_only=True)["hyper_parameters"]))
     assert config["config"]["model"]["vocab_size"] == 32
     assert config["config"]["objective"]["mask_id"] == 1
     # The domain's own sample file: name<TAB>text, read back through the same format.
@@ -396,7 +396,7 @@ def test_the_documented_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
     out = tmp_path / "run"
     assert cli.main(["train", str(experiment), *overrides, f"data.fasta={demo_fasta}",
                      f"output_dir={out}"]) == 0  # fmt: skip
-    ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)
+    ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["hyper_parameters"]["config"]["model"] == {
         "name": "bigru",
         "d_model": 16,

@@ -8,6 +8,7 @@ import torch
 
 from genodiff import backbones
 from genodiff.checkpoints import save_pretrained
+from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier, load_backbone, pool, rc_left_padded
 from genodiff.tokenizers import DNATokenizer
 
@@ -53,7 +54,7 @@ def test_mean_pooled_classifier_ignores_padding_states():
     """logits = W mean(h over the real positions) + b, the pads' states left out."""
     torch.manual_seed(0)
     backbone = backbones.build(name="mamba", d_model=16, n_layer=1, vocab_size=12)
-    clf = SequenceClassifier(backbone, 3, "mean").eval()
+    clf = SequenceClassifier(backbone, 3, TOK, "mean").eval()
     padded = left_padded(["ACGTAC", "GGA"], 10)
     with torch.no_grad():
         hidden = backbone.hidden_states(padded)  # (2, 10, 16)
@@ -64,7 +65,7 @@ def test_mean_pooled_classifier_ignores_padding_states():
 
 def test_conjoined_predictions_are_rc_invariant():
     torch.manual_seed(0)
-    clf = SequenceClassifier(backbones.build(**TINY), 2, "mean", conjoin_eval=True).eval()
+    clf = SequenceClassifier(backbones.build(**TINY), 2, TOK, "mean", conjoin_eval=True).eval()
     seqs = random_seqs(4, 5, 12, seed=1)
     x = left_padded(seqs, 12)
     rc = left_padded([TOK.reverse_complement(s) for s in seqs], 12)
@@ -74,11 +75,22 @@ def test_conjoined_predictions_are_rc_invariant():
         assert (clf(x) - clf(rc)).abs().max() > 1e-4
 
 
+def test_a_vocabulary_without_complements_has_no_reverse_complement():
+    no_complements = DNATokenizer()
+    no_complements.complement_map = None  # as a text tokenizer
+    with pytest.raises(InputValueError, match="conjoin_eval average over reverse complements"):
+        SequenceClassifier(backbones.build(**TINY), 2, no_complements, conjoin_eval=True)
+    clf = SequenceClassifier(backbones.build(**TINY), 2, no_complements)
+    assert clf(left_padded(["ACGT"], 6)).shape == (1, 2)  # reads ids all the same
+    with pytest.raises(InputValueError, match="rc_aug needs one"):
+        clf.rc(left_padded(["ACGT"], 6))
+
+
 def test_ps_classifier_combines_the_two_strands_like_caduceus():
     """logits(x) = (W a(x) + W a(rc x)) / 2 with a = the first d channels, rc x right-padded."""
     torch.manual_seed(0)
     backbone = backbones.build(**TINY, rcps=True, complement_map=TOK.complement_map)
-    clf = SequenceClassifier(backbone, 3, "mean").eval()
+    clf = SequenceClassifier(backbone, 3, TOK, "mean").eval()
     seqs = random_seqs(3, 6, 10, seed=2)
     x = left_padded(seqs, 10)
     rc_right = torch.tensor(
@@ -111,13 +123,15 @@ def test_backbone_from_training_checkpoint_is_the_ema_copy(tmp_path):
     trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
     trainer.strategy.connect(module)
     trainer.save_checkpoint(tmp_path / "m.ckpt")
-    loaded = load_backbone(str(tmp_path / "m.ckpt"))
+    loaded, tokenizer = load_backbone(str(tmp_path / "m.ckpt"))
+    assert tokenizer.name == module.tokenizer.name == "dna"
     ema = module.ema.module.state_dict()
     assert all(torch.equal(v, ema[k]) for k, v in loaded.state_dict().items())
     assert all(p.requires_grad for p in loaded.parameters())
 
     folder = save_pretrained(module.backbone, tmp_path / "hf")
-    from_folder = load_backbone(str(folder))
+    from_folder, no_tokenizer = load_backbone(str(folder))
+    assert no_tokenizer is None  # the folder holds no tokenizer.json
     raw = module.backbone.state_dict()
     assert all(torch.equal(v, raw[k]) for k, v in from_folder.state_dict().items())
     with pytest.raises(FileNotFoundError, match="no such file or folder"):

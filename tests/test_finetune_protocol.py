@@ -11,7 +11,7 @@ import torch
 from genodiff import cli
 from genodiff.config_values import ConfigError
 from genodiff.finetuning import load_finetune_config, protocol
-from genodiff.finetuning.classifier import SequenceClassifier, load_backbone
+from genodiff.finetuning.classifier import SequenceClassifier, build_backbone
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import markdown_table, summarize
@@ -193,8 +193,9 @@ def test_balanced_class_weights_are_n_over_classes_times_count():
 
 
 def test_class_weights_weight_the_training_cross_entropy_only():
-    backbone = load_backbone(None, {"name": "caduceus", "d_model": 16, "n_layer": 1})
-    classifier = SequenceClassifier(backbone, 2)
+    tokenizer = DNATokenizer()
+    backbone = build_backbone({"name": "caduceus", "d_model": 16, "n_layer": 1}, tokenizer)
+    classifier = SequenceClassifier(backbone, 2, tokenizer)
     weights = torch.tensor([0.25, 4.0])
     module = ClassifierModule(classifier, 1e-3, FinetuneOptimConfig(), False, {}, weights)
     ids = torch.tensor(

@@ -18,11 +18,17 @@ from omegaconf import OmegaConf
 
 from genodiff import cli
 from genodiff.backbones import build
-from genodiff.checkpoints import export_checkpoint, load_model, load_pretrained, save_pretrained
+from genodiff.checkpoints import (
+    export_checkpoint,
+    init_backbone,
+    load_model,
+    load_pretrained,
+    save_pretrained,
+)
 from genodiff.config import load_config
 from genodiff.finetuning.classifier import load_backbone
 from genodiff.hub import HubError, parse_hub_id
-from genodiff.model import GenerativeModel, init_backbone
+from genodiff.model import GenerativeModel
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
 from tests.test_cli import DEMO, TINY
 
@@ -149,7 +155,7 @@ def test_init_from_and_pretrained_take_ids(tmp_path, offline_cache):
     model = GenerativeModel(OmegaConf.to_container(cfg, resolve=True))
     init_backbone(model.backbone, cfg.init_from)
     assert_same(model.backbone, caduceus)
-    assert_same(load_backbone("test-org/tiny-caduceus"), caduceus)
+    assert_same(load_backbone("test-org/tiny-caduceus")[0], caduceus)
 
 
 def training_checkpoint(path: Path, seed: int, step: int = 3) -> GenerativeModel:

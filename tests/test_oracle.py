@@ -29,6 +29,7 @@ from genodiff.metrics.oracle import (
 )
 from genodiff.metrics.suite import QualitySettings
 from genodiff.sample_files import read_sample_labels
+from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 
 AT_RICH, GC_RICH = (4, 1, 1, 4), (1, 4, 4, 1)  # weights of A, C, G, T
 
@@ -162,6 +163,9 @@ def test_finetune_reads_the_written_folder_and_its_checkpoint_is_an_oracle(speci
     oracle = load_finetuned_classifier(species["oracle"])
     assert (oracle.classes, oracle.max_length, oracle.task) == (["at", "gc"], 20, "tiny_species")
     checkpoint = torch.load(species["oracle"], weights_only=True)
+    # the tokenizer the task was encoded with is stored, and the oracle reads with it
+    assert checkpoint[CHECKPOINT_KEY] == tokenizer_record(DNATokenizer())
+    assert tokenizer_record(oracle.classifier.tokenizer) == checkpoint[CHECKPOINT_KEY]
     state = oracle.classifier.state_dict()
     for key, tensor in checkpoint["state_dict"].items():
         torch.testing.assert_close(state[key.removeprefix("classifier.")], tensor)
@@ -362,7 +366,7 @@ def training_checkpoint(path: Path) -> Path:
         ("reference of another class", "--reference mouse= names class 'mouse'"),
         ("no reference for a class", "no reference for class(es) gc"),
         ("old finetune checkpoint", "written before checkpoints stored their class names"),
-        ("training checkpoint", "is a genodiff train checkpoint (a generative model)"),
+        ("training checkpoint", "is a generative model (genodiff train), not a fine-tuned"),
         ("not a checkpoint", "is not a loadable genodiff checkpoint"),
     ],
 )

@@ -76,7 +76,7 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_good_checkpoints(
     # The checkpoint from the validation at step 2 is intact and finite.
     ckpt = Path(tmp_path) / "checkpoints" / "last.ckpt"
     GenerativeTrainingModule.load_from_checkpoint(ckpt, map_location="cpu")
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
     assert state["global_step"] == 2
     weights = [v for v in state["state_dict"].values() if v.is_floating_point()]
     assert all(torch.isfinite(v).all() for v in weights)

@@ -1,27 +1,46 @@
 """Everything about checkpoints: writing, reading, loading, exporting and describing them.
 
-- ``io``: training checkpoints (.ckpt): atomic writes (``AtomicCheckpointIO``, Lightning's
-  CheckpointIO plugin), ``read_checkpoint`` with one clear error for a damaged file,
-  ``is_loadable``;
+- ``io``: torch checkpoint files (.ckpt, .bin): atomic writes (``AtomicCheckpointIO``,
+  Lightning's CheckpointIO plugin), and the one reader of every torch file genodiff and its
+  plugins load, ``read_checkpoint_file``: CRC-checked (one clear error for a damaged file) and
+  ``weights_only`` with a named allow-list (OmegaConf configs), so no code in a file runs;
+  a file that needs more is refused unless the caller passes ``trust_pickle=True``;
+- ``weights``: ``load_weights``, strict (one line naming what does not fit) and finite;
 - ``folders``: Hugging-Face-format folders (config.json + model.safetensors):
-  ``save_pretrained``, ``load_pretrained`` (a backbone), ``export_checkpoint`` (.ckpt -> folder),
-  the layouts backbones declare;
-- ``load``: ``load_model``, the trained ``GenerativeModel`` a .ckpt, an exported folder or a
-  Hub id holds: the one loader of every command that uses a trained model;
+  ``save_pretrained``, ``load_pretrained`` (a backbone), ``init_backbone`` (``init_from=``),
+  ``export_checkpoint`` (.ckpt -> folder), the layouts backbones declare;
+- ``load``: the one loader of every checkpoint genodiff writes: ``open_checkpoint`` (resolve
+  a reference, read it, tell its kind: generator, guidance classifier, fine-tuned classifier;
+  rebuild its tokenizer) and ``load_model``, the trained ``GenerativeModel``; the
+  classifiers' builders (``genodiff.classifiers``, ``genodiff.finetune``) sit on it too;
 - ``run_folder``: a training run's output folder: its lock, and which checkpoint it resumes;
 - ``info``: ``inspect_checkpoint``, what ``genodiff info`` prints.
 
 References may be Hugging Face Hub ids ``org/name[@revision]`` (``genodiff.hub``).
 """
 
-from genodiff.checkpoints.folders import export_checkpoint, load_pretrained, save_pretrained
+from genodiff.checkpoints.folders import (
+    export_checkpoint,
+    init_backbone,
+    load_pretrained,
+    save_pretrained,
+)
 from genodiff.checkpoints.info import inspect_checkpoint
-from genodiff.checkpoints.load import load_model
+from genodiff.checkpoints.io import UnsafePickleError, read_checkpoint_file
+from genodiff.checkpoints.load import StoredCheckpoint, load_model, open_checkpoint
+from genodiff.checkpoints.weights import CheckpointError, load_weights
 
 __all__ = [
+    "CheckpointError",
+    "StoredCheckpoint",
+    "UnsafePickleError",
     "export_checkpoint",
+    "init_backbone",
     "inspect_checkpoint",
     "load_model",
     "load_pretrained",
+    "load_weights",
+    "open_checkpoint",
+    "read_checkpoint_file",
     "save_pretrained",
 ]

@@ -10,8 +10,13 @@ model class, so plugin backbones save, load and export the same way. Built in:
 - Read only: Hugging Face transformers' ``MambaForCausalLM`` (``"model_type": "mamba"``).
 
 Weights are read from ``model.safetensors``, ``pytorch_model.bin`` or HyenaDNA's original
-``weights.ckpt`` (a Lightning checkpoint, keys ``model.backbone.*``; it is a pickle, so load
-only files you trust). Tied tensors are stored once and re-tied on load.
+``weights.ckpt`` (a Lightning checkpoint, keys ``model.backbone.*``). The two torch files are
+pickles: they are read by ``genodiff.checkpoints.io.read_checkpoint_file``, which unpickles
+tensors, plain containers and the OmegaConf config a HyenaDNA checkpoint holds, and refuses
+anything else unless the caller passes ``trust_pickle=True`` (which unpickles with arbitrary
+code: only for a file you trust). Tied tensors are stored once and re-tied on load
+(``genodiff.checkpoints.weights.load_weights``). ``init_backbone`` copies a folder's weights into
+a backbone built from a run's config (``init_from=``).
 
 Saving follows the Hugging Face convention: the target folder may exist and hold other files;
 only the files a save owns (config.json, model.safetensors, tokenizer.json; ``export`` adds
@@ -30,7 +35,6 @@ import json
 import os
 import stat
 import zlib
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -48,10 +52,11 @@ from genodiff.checkpoints.io import (
     RUN_STATE_KEY,
     DamagedFileError,
     read_checkpoint,
-    verify_archive,
+    read_checkpoint_file,
 )
+from genodiff.checkpoints.weights import CheckpointError, load_weights, storage_key
 from genodiff.config import ConfigError, completed_model_config, section_spec
-from genodiff.errors import InputFileNotFoundError, InputValueError, listing
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.progress import Progress
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
@@ -76,14 +81,6 @@ DIGEST_KEY = "genodiff_crc32"
 
 # Writes one file at the path it is given.
 FileWriter = Callable[[Path], None]
-
-# Upstream files may store a tied LM head a second time; dropped on load when it equals a
-# tensor already stored (the embedding).
-TIED_HEAD_KEYS = ("lm_head.weight", "lm_head.lm_head.weight")
-
-
-class CheckpointError(InputValueError):
-    """A checkpoint folder whose weights do not fit the model its config.json describes."""
 
 
 # ----------------------------------------------------------------------------- saving
@@ -152,16 +149,12 @@ def _recorded_config(model: nn.Module, config: Mapping[str, Any] | None) -> dict
     return {k: v for k, v in config.items() if k != "name"}
 
 
-def _storage_key(tensor: torch.Tensor) -> tuple:
-    return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-
-
 def _unique_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     """The state dict with each shared tensor kept once, under its first name."""
     seen: set[tuple] = set()
     unique = {}
     for name, tensor in model.state_dict().items():
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         if key not in seen:
             seen.add(key)
             unique[name] = tensor.detach().contiguous()
@@ -211,7 +204,9 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
 # ----------------------------------------------------------------------------- loading
 
 
-def load_pretrained(directory: str | Path, **overrides: Any) -> nn.Module:
+def load_pretrained(
+    directory: str | Path, *, trust_pickle: bool = False, **overrides: Any
+) -> nn.Module:
     """The genodiff backbone stored in a checkpoint folder, in eval mode.
 
     ``directory`` is a local folder or a Hugging Face Hub id ``org/name[@revision]``
@@ -222,17 +217,40 @@ def load_pretrained(directory: str | Path, **overrides: Any) -> nn.Module:
     declares (built-in: Caduceus, mamba_ssm, HyenaDNA, transformers' Mamba; plugins add
     theirs); ``overrides`` replace fields of the genodiff config built from it (e.g.
     ``fused_add_norm=False``). Weights load strictly: only known redundant copies of tied
-    tensors may be absent or extra; anything else raises ``CheckpointError``. The folder's
-    tokenizer, if it has one, is read with ``genodiff.tokenizers.load_tokenizer``.
+    tensors may be absent or extra; anything else raises ``CheckpointError``, and weights
+    holding a NaN or an infinity are refused too. The folder's tokenizer, if it has one, is
+    read with ``genodiff.tokenizers.load_tokenizer``.
+
+    A ``pytorch_model.bin`` or ``weights.ckpt`` that needs more than tensors, plain values and
+    an OmegaConf config to be unpickled is refused (``UnsafePickleError``);
+    ``trust_pickle=True`` unpickles it with arbitrary code: only for a file you trust.
     """
     directory = hub.resolve(directory, FOLDER_FILES)
     config = _read_config(directory)
     backbone, layout = detect_layout(config, directory)
     model = build(backbone, **{**layout.read_config(config), **overrides})
     weights = _weights_file(directory)
-    state = {layout.to_genodiff(k): t for k, t in _read_weights(weights).items()}
-    _load_strictly(model, state, f"{weights} (read as the {layout.name} layout)")
+    stored = _read_weights(weights, trust_pickle)
+    state = {layout.to_genodiff(k): t for k, t in stored.items()}
+    load_weights(model, state, f"{weights} (read as the {layout.name} layout)")
     return model.eval()
+
+
+def init_backbone(
+    backbone: nn.Module, reference: str | Path, *, trust_pickle: bool = False
+) -> None:
+    """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
+    a mamba_ssm or HyenaDNA release), or of a Hub id ``org/name[@revision]`` holding one, into
+    ``backbone`` (``init_from=``); every tensor must fit: a ``CheckpointError`` names those that
+    do not. ``trust_pickle`` as for ``load_pretrained``: it unpickles with arbitrary code, only
+    for a file you trust."""
+    pretrained = load_pretrained(reference, trust_pickle=trust_pickle)
+    try:
+        load_weights(backbone, pretrained.state_dict(), f"init_from={reference}")
+    except CheckpointError as err:
+        raise CheckpointError(
+            f"{err}. Pick the model config that matches the folder's config.json"
+        ) from None
 
 
 def _read_config(directory: Path) -> dict[str, Any]:
@@ -354,72 +372,19 @@ def _first_line(err: Exception) -> str:
     return (str(err).splitlines() or [type(err).__name__])[0][:160]
 
 
-def _read_weights(path: Path) -> dict[str, torch.Tensor]:
+def _read_weights(path: Path, trust_pickle: bool) -> dict[str, torch.Tensor]:
+    """The tensors of a folder's weights file, by their stored names (a Lightning
+    checkpoint's ``model.`` prefix removed); torch files through the safe reader."""
     if path.suffix == ".safetensors":
         return _read_safetensors(path)
-    verify_archive(path)  # torch's zip format: its CRCs
+    content = read_checkpoint_file(path, trust_pickle=trust_pickle)  # CRCs, weights_only
     if path.suffix == ".bin":
-        return torch.load(path, map_location="cpu", weights_only=True)
-    # HyenaDNA's original Lightning checkpoint: the model's keys under "model.".
-    state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+        return content
+    # HyenaDNA's original Lightning checkpoint: the model's keys under "model."
+    state = content.get("state_dict") if isinstance(content, Mapping) else None
+    if not isinstance(state, Mapping):
+        raise CheckpointError(f"{path} holds no state_dict: it is not a Lightning checkpoint")
     return {k.removeprefix("model."): t for k, t in state.items() if k.startswith("model.")}
-
-
-def _load_strictly(model: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
-    """Load ``state``, re-tying shared tensors stored once; CheckpointError on any mismatch."""
-    expected = model.state_dict()
-    state = _drop_tied_head_copies(dict(state), expected)
-    for names in _alias_groups(expected):
-        stored = [n for n in names if n in state]
-        if stored and not all(torch.equal(state[stored[0]], state[n]) for n in stored):
-            raise CheckpointError(f"{source}: tied tensors {stored} hold different values")
-        for name in names:
-            if stored and name not in state:
-                state[name] = state[stored[0]]
-    missing = sorted(expected.keys() - state.keys())
-    unexpected = sorted(state.keys() - expected.keys())
-    reshaped = [
-        f"{name} {tuple(state[name].shape)} where the model has {tuple(tensor.shape)}"
-        for name, tensor in expected.items()
-        if name in state and state[name].shape != tensor.shape
-    ]
-    problems = [
-        f"{label} ({len(names)}): {listing(names)}"
-        for label, names in (
-            ("missing keys", missing),
-            ("unexpected keys", unexpected),
-            ("tensors of another shape", reshaped),
-        )
-        if names
-    ]
-    if problems:
-        raise CheckpointError(
-            f"{source}: weights do not match the {type(model).__name__} its config describes; "
-            + "; ".join(problems)
-        )
-    model.load_state_dict(state, strict=True)
-
-
-def _drop_tied_head_copies(
-    state: dict[str, torch.Tensor], expected: Mapping[str, torch.Tensor]
-) -> dict[str, torch.Tensor]:
-    """Drop an LM head the model does not have when it repeats another stored tensor."""
-    for name in TIED_HEAD_KEYS:
-        head = state.get(name)
-        if head is None or name in expected:
-            continue
-        others = (t for k, t in state.items() if k != name and t.shape == head.shape)
-        if any(torch.equal(head, t) for t in others):
-            del state[name]
-    return state
-
-
-def _alias_groups(state: Mapping[str, torch.Tensor]) -> list[list[str]]:
-    """Names of the tensors that share storage, for each storage with more than one name."""
-    groups: dict[tuple, list[str]] = defaultdict(list)
-    for name, tensor in state.items():
-        groups[_storage_key(tensor)].append(name)
-    return [names for names in groups.values() if len(names) > 1]
 
 
 # ----------------------------------------------------------------------------- export
@@ -475,7 +440,7 @@ def export_checkpoint(
             "a run trained without EMA (ema.decay=0) exports with weights='raw'"
         )
     model = build(**model_config)
-    _load_strictly(model, state, f"{ckpt_path} ({weights} weights)")
+    load_weights(model, state, f"{ckpt_path} ({weights} weights)")
     record = {
         "config": ckpt["hyper_parameters"]["config"],
         "weights": weights,

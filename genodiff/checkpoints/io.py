@@ -1,5 +1,5 @@
-"""Training checkpoint files (.ckpt): crash-safe writes, and telling a loadable checkpoint from a
-damaged one.
+"""Torch checkpoint files (.ckpt, .bin): crash-safe writes, the one safe reader, and telling a
+loadable checkpoint from a damaged one.
 
 Every checkpoint ``genodiff train`` and ``genodiff finetune`` write goes through
 ``AtomicCheckpointIO`` (a Lightning ``CheckpointIO`` plugin): the file is written beside its
@@ -7,10 +7,21 @@ target under a hidden temporary name, flushed to disk, then renamed over the tar
 (``genodiff.atomic_files``), so a ``kill -9`` at any moment leaves either the
 previous file or the new one, never a truncated one; a full disk is one clear error and
 keeps the previous file too.
+
+Every torch file genodiff and its plugins read goes through ``read_checkpoint_file``: the CRC
+of every member of its zip archive checked, then unpickled with ``weights_only`` and a short,
+named allow-list (``SAFE_GLOBALS``: the OmegaConf containers the hyper-parameters of HyenaDNA's
+and upstream MDLM's Lightning checkpoints hold), so a file from the Hub can hold no code that
+runs on loading. A file that needs anything else is refused in one line
+(``UnsafePickleError``) unless the caller passes ``trust_pickle=True``.
 """
 
 from __future__ import annotations
 
+import collections
+import pickle
+import re
+import typing
 import zipfile
 import zlib
 from pathlib import Path
@@ -18,15 +29,49 @@ from typing import Any
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from omegaconf import DictConfig, ListConfig
+from omegaconf.base import ContainerMetadata, Metadata
+from omegaconf.nodes import AnyNode, BooleanNode, BytesNode, FloatNode, IntegerNode, StringNode
 
 from genodiff.atomic_files import atomic_write
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, listing
 
 # Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
 RUN_STATE_KEY = "genodiff_run"
 # What a guidance classifier's checkpoint (``genodiff classifier``) holds besides its weights
 # (``genodiff.classifiers.checkpoint``); a generator's checkpoint has no such entry.
 CLASSIFIER_RECORD_KEY = "genodiff_classifier"
+# What a fine-tuned classifier's checkpoint (``genodiff finetune``) holds in its hyper-parameters
+# to be rebuilt (``genodiff.finetuning.trained``).
+FINETUNED_RECORD_KEY = "finetuned_classifier"
+
+# The classes, besides tensors and plain containers, that the Lightning checkpoints of HyenaDNA
+# (weights.ckpt) and upstream MDLM hold in their hyper-parameters: a Hydra config as OmegaConf
+# containers, with their metadata, value nodes and the types that metadata records (object,
+# key, element and reference types: typing.Any, dict, list, int, ...; a resolver cache that is a
+# defaultdict). Each is data, rebuilt by the class's own code from plain values; allow-listed
+# for one read at a time (``torch.serialization.safe_globals``), never globally.
+SAFE_GLOBALS: list[Any] = [
+    DictConfig,
+    ListConfig,
+    ContainerMetadata,
+    Metadata,
+    AnyNode,
+    StringNode,
+    IntegerNode,
+    FloatNode,
+    BooleanNode,
+    BytesNode,
+    (typing.Any, "typing.Any"),
+    collections.defaultdict,
+    dict,
+    list,
+    int,
+    float,
+    str,
+    bool,
+    bytes,
+]
 
 NOT_A_TRAINING_CHECKPOINT = (
     "is not a genodiff training checkpoint (no hyper_parameters.config); a backbone checkpoint "
@@ -35,11 +80,9 @@ NOT_A_TRAINING_CHECKPOINT = (
 
 
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """What a ``genodiff train`` checkpoint holds, read with ``weights_only`` (tensors and plain
-    containers, never code: files may come from the Hub). Every command reads .ckpt files
-    through here, so a file that is empty, truncated, corrupt, damaged after it was written
-    (``verify_archive``), not a torch file, or a torch file without a genodiff run's config
-    gives one ValueError naming it."""
+    """What a ``genodiff train`` checkpoint holds, read by ``read_checkpoint_file`` (CRC-checked,
+    ``weights_only``); one ValueError naming it, besides those for a damaged file, when it holds
+    no genodiff run's config."""
     checkpoint = read_checkpoint_file(path, map_location)
     hyper = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     if not isinstance(hyper, dict) or "config" not in hyper or "state_dict" not in checkpoint:
@@ -47,25 +90,74 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return checkpoint
 
 
-def read_checkpoint_file(path: str | Path, map_location: str | torch.device = "cpu") -> Any:
-    """The object a torch checkpoint file holds, read with ``weights_only``; one ValueError
-    naming the file when it is empty, truncated, corrupt, damaged or not a torch file."""
+def read_checkpoint_file(
+    path: str | Path,
+    map_location: str | torch.device = "cpu",
+    *,
+    trust_pickle: bool = False,
+    mmap: bool = False,
+) -> Any:
+    """The object a torch file (.ckpt, .bin) holds. Every torch file genodiff and its plugins
+    read goes through here, so a file that is empty, truncated, corrupt, damaged after it was
+    written (``verify_archive``) or not a torch file gives one ValueError naming it.
+
+    The file is unpickled with ``weights_only``: tensors, plain containers and the classes of
+    ``SAFE_GLOBALS`` (allow-listed for this call only), never code, since files come from the
+    Hub and other people. A file that needs any other global is refused with an
+    ``UnsafePickleError`` naming them. ``trust_pickle=True`` unpickles with arbitrary code:
+    only for a file you trust. ``mmap`` maps the tensors instead of reading them (for a look
+    at the rest)."""
     path = Path(path)
     try:
         verify_archive(path)
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+        if trust_pickle:  # the one opt-in to a full unpickler
+            return torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError, DamagedFileError):
         raise
     except Exception as err:  # noqa: BLE001 (torch raises many kinds for a damaged file)
         if isinstance(err, torch.OutOfMemoryError):
             raise
+        needed = _unsafe_globals(path, err) if isinstance(err, pickle.UnpicklingError) else []
+        if needed:
+            raise UnsafePickleError(path, needed) from None
         empty = path.is_file() and path.stat().st_size == 0
         detail = "the file is empty" if empty else _first_sentence(err)
         raise InputValueError(
             f"{path} is not a loadable genodiff checkpoint (truncated or corrupt? {detail}); "
             "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
         ) from None
-    return checkpoint
+
+
+def _unsafe_globals(path: Path, err: Exception) -> list[str]:
+    """The globals (``module.name``) outside ``SAFE_GLOBALS`` and torch's own allow-list that
+    the torch file ``path`` needs, read from its pickle without running it; for a file in
+    torch's legacy format (no zip archive to read them from), the one ``err``, the refusal of
+    the weights_only unpickler, names."""
+    try:
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except Exception:  # noqa: BLE001 (not a zip archive, or a damaged one)
+        return sorted(set(re.findall(r"GLOBAL ([\w.]+)", str(err))))
+
+
+class UnsafePickleError(InputValueError):
+    """A torch file that needs globals outside the allow-list (``SAFE_GLOBALS``) to be
+    unpickled: unpickling them could run any code, so it is refused unless the caller trusts
+    the file (``trust_pickle=True``)."""
+
+    def __init__(self, path: Path, needed: list[str], opt_in: str = "trust_pickle=True") -> None:
+        self.path, self.needed = path, needed
+        super().__init__(
+            f"{path} was not loaded: it needs {listing(needed)} to be unpickled, outside "
+            "genodiff's allow-list of checkpoint contents (unpickling them could run any code); "
+            f"{opt_in} unpickles with arbitrary code: only for a file you trust"
+        )
+
+    def offering(self, opt_in: str) -> UnsafePickleError:
+        """The same refusal naming another spelling of the opt-in (a command line's flag)."""
+        return UnsafePickleError(self.path, self.needed, opt_in)
 
 
 def _first_sentence(err: Exception) -> str:
@@ -98,12 +190,11 @@ def verify_archive(path: Path) -> None:
 
 
 def is_loadable(path: Path) -> bool:
-    """Whether ``path`` is a complete training checkpoint: an intact torch file (every
-    member's CRC checked, ``verify_archive``) that unpickles to a dict with ``state_dict`` and
-    ``global_step``."""
+    """Whether ``path`` is a complete training checkpoint: an intact torch file that
+    ``read_checkpoint_file`` reads (every member's CRC checked, nothing outside the allow-list)
+    to a dict with ``state_dict`` and ``global_step``."""
     try:
-        verify_archive(path)
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        checkpoint = read_checkpoint_file(path, mmap=True)
     except Exception:  # any failure to read it means it cannot be resumed from
         return False
     return isinstance(checkpoint, dict) and {"state_dict", "global_step"} <= checkpoint.keys()

@@ -1,16 +1,31 @@
-"""``load_model``: the trained model a checkpoint reference names, ready to sample and score.
+"""One loader for every checkpoint genodiff writes: ``open_checkpoint``, and ``load_model`` on it.
 
-Every command that uses a trained model (``genodiff sample``, ``eval``, ``info``, the metrics,
-fine-tuning's ``pretrained=``, the notebook) loads it here, as a plain ``GenerativeModel``:
-no Lightning module is built.
+Three kinds of checkpoint, told apart by what they hold:
+
+- a generative model (``genodiff train``): ``hyper_parameters.config``, the run's config; or a
+  folder that ``genodiff export`` wrote (its genodiff.json holds the config);
+- a guidance classifier (``genodiff classifier``): the ``genodiff_classifier`` record;
+- a fine-tuned classifier (``genodiff finetune``): ``hyper_parameters.finetuned_classifier``.
+
+``open_checkpoint`` resolves a reference (a file; a run's output folder, its checkpoints folder or
+an exported folder; a Hugging Face Hub id), reads it through the CRC-checked, weights_only reader
+(``io.read_checkpoint_file``: no code in a file runs), tells its kind, rebuilds its tokenizer and
+refuses, in one line, a checkpoint of another kind than the one asked for, saying what it is and
+where it goes. Each kind's builder loads its weights with ``weights.load_weights`` (strict, and
+finite): ``load_model`` here (every command that uses a trained model: ``genodiff sample``,
+``eval``, the metrics, fine-tuning's ``pretrained=``, the notebook; a plain ``GenerativeModel``,
+no Lightning module), ``genodiff.classifiers.load_classifier`` and
+``genodiff.finetuning.trained.load_finetuned_classifier``, so all three take the same references
+and check them alike.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
-from torch import nn
 
 from genodiff import hub
 from genodiff.checkpoints.folders import (
@@ -19,50 +34,129 @@ from genodiff.checkpoints.folders import (
     load_pretrained,
     read_run_record,
 )
-from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, read_checkpoint
+from genodiff.checkpoints.io import (
+    CLASSIFIER_RECORD_KEY,
+    FINETUNED_RECORD_KEY,
+    read_checkpoint_file,
+)
+from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
+from genodiff.checkpoints.weights import load_weights
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.model import GenerativeModel
-from genodiff.tokenizers import load_tokenizer, tokenizer_from_checkpoint
+from genodiff.tokenizers import (
+    Tokenizer,
+    build_tokenizer,
+    load_tokenizer,
+    tokenizer_from_checkpoint,
+)
 
-# What a training run may be stored as in a folder or Hub repository: a folder that
-# ``genodiff export`` wrote (backbone files + genodiff.json) or a training checkpoint (*.ckpt).
+# What a checkpoint may be stored as in a folder or Hub repository: a folder that
+# ``genodiff export`` wrote (backbone files + genodiff.json) or a checkpoint file (*.ckpt).
 RUN_FILES = (*FOLDER_FILES, RUN_RECORD_FILE, "*.ckpt")
 
+GENERATOR, CLASSIFIER, FINETUNED = "generator", "classifier", "finetuned"
 
-def load_model(reference: str | Path, map_location: str | torch.device = "cpu") -> GenerativeModel:
-    """A ``genodiff train`` run's model with its tokenizer, in eval mode on ``map_location``.
-    ``reference`` is
 
-    - a training checkpoint (.ckpt);
-    - a folder that ``genodiff export`` wrote (its genodiff.json holds the run's config), or a
-      folder holding a .ckpt (``last.ckpt`` when there are several);
-    - a Hugging Face Hub id ``org/name[@revision]`` of a repository holding either of those
+@dataclass(frozen=True)
+class Kind:
+    """A kind of checkpoint: what a file of it is, and where it goes."""
+
+    what: str
+    use: str
+
+
+KINDS = {
+    GENERATOR: Kind(
+        "a generative model (genodiff train)", "give it to genodiff sample or eval as --checkpoint"
+    ),
+    CLASSIFIER: Kind(
+        "a guidance classifier (genodiff classifier)", "give it to genodiff sample as --classifier"
+    ),
+    FINETUNED: Kind(
+        "a fine-tuned classifier (genodiff finetune)",
+        "give it to genodiff evaluate-samples as --oracle",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A checkpoint as ``open_checkpoint`` read it.
+
+    ``kind``: one of ``KINDS``; ``source``: the .ckpt file read, or the exported folder;
+    ``content``: what the .ckpt holds (an exported folder: its genodiff.json); ``tokenizer``:
+    the one it stores (checkpoints written before tokenizers were stored: the one their config
+    names, else the default); ``record``: what its kind records to rebuild it (a generator: the
+    run's config; a guidance classifier: the ``genodiff_classifier`` record; a fine-tuned one:
+    the ``finetuned_classifier`` record)."""
+
+    kind: str
+    source: Path
+    content: dict[str, Any]
+    tokenizer: Tokenizer
+    record: dict[str, Any]
+
+    @property
+    def exported(self) -> bool:
+        """Whether this is a folder ``genodiff export`` wrote (no .ckpt, no state dict)."""
+        return self.source.is_dir()
+
+    def weights(self, prefix: str = "") -> dict[str, torch.Tensor]:
+        """The stored tensors whose names start with ``prefix``, named without it."""
+        state = self.content["state_dict"]
+        return {k.removeprefix(prefix): t for k, t in state.items() if k.startswith(prefix)}
+
+
+class UnknownCheckpointError(InputValueError):
+    """A torch file of none of the ``KINDS``; ``content`` is what it holds, for a caller that
+    can say more about it (a fine-tuning checkpoint of an older format)."""
+
+    def __init__(self, source: Path, content: Any) -> None:
+        self.source, self.content = source, content
+        super().__init__(
+            f"{source} is not a genodiff training checkpoint (no hyper_parameters.config, "
+            f"{CLASSIFIER_RECORD_KEY} or hyper_parameters.{FINETUNED_RECORD_KEY}); a backbone "
+            "checkpoint goes to init_from= / pretrained= / load_pretrained"
+        )
+
+
+def open_checkpoint(
+    reference: str | Path, expect: str | None = None, map_location: str | torch.device = "cpu"
+) -> StoredCheckpoint:
+    """The checkpoint ``reference`` names (see ``locate``), read with its tensors on
+    ``map_location``. ``expect``, one of ``KINDS``, is required of it: a checkpoint of another
+    kind is one InputValueError saying what it is and where it goes. One-line errors for a
+    missing, damaged or unsafe file (``io.read_checkpoint_file``) and for a file of no kind
+    (``UnknownCheckpointError``)."""
+    source = locate(reference)
+    stored = _open_exported(source) if source.is_dir() else _open_file(source, map_location)
+    if expect is not None and stored.kind != expect:
+        found = KINDS[stored.kind]
+        raise InputValueError(f"{source} is {found.what}, not {KINDS[expect].what}; {found.use}")
+    return stored
+
+
+def locate(reference: str | Path) -> Path:
+    """The checkpoint file, or exported folder, ``reference`` names:
+
+    - a checkpoint file (.ckpt);
+    - a folder that ``genodiff export`` wrote (it holds genodiff.json);
+    - a folder holding checkpoints (``last.ckpt`` when there are several), or a run's output
+      folder holding them in ``checkpoints/``;
+    - a Hugging Face Hub id ``org/name[@revision]`` of a repository holding any of those
       (``genodiff.hub``; a local path of the same spelling wins).
     """
     source = hub.resolve(reference, RUN_FILES)
     if source.is_dir() and (source / RUN_RECORD_FILE).is_file():
-        model = _load_exported_run(source)
-    else:
-        source = checkpoint_file(source)
-        model = _load_training_checkpoint(source, map_location)
-    check_finite_weights(model, source)
-    return model.to(map_location).eval()
-
-
-def check_finite_weights(model: nn.Module, source: Path) -> None:
-    """InputValueError naming ``source`` and the first tensor of ``model`` that holds a NaN or
-    an infinity: such weights give NaN scores and meaningless samples."""
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise InputValueError(
-                f"{source}: the weights are not finite ({name} holds NaN or inf): the run "
-                "diverged or the file is damaged; use another checkpoint, e.g. the previous one"
-            )
+        return source
+    if source.is_dir() and (source / CHECKPOINT_FOLDER).is_dir():
+        source = source / CHECKPOINT_FOLDER
+    return checkpoint_file(source)
 
 
 def checkpoint_file(source: Path) -> Path:
-    """``source`` when it is a file, else the training checkpoint in that folder: its
-    ``last.ckpt``, or its only ``*.ckpt``."""
+    """``source`` when it is a file, else the checkpoint in that folder: its ``last.ckpt``, or
+    its only ``*.ckpt``."""
     if source.is_file():
         return source
     if (source / "last.ckpt").is_file():
@@ -76,31 +170,62 @@ def checkpoint_file(source: Path) -> Path:
     )
 
 
-def _load_training_checkpoint(path: Path, map_location: str | torch.device) -> GenerativeModel:
-    checkpoint = read_checkpoint(path, map_location)  # one clear error for a damaged file
-    if CLASSIFIER_RECORD_KEY in checkpoint:
-        raise InputValueError(
-            f"{path} is a guidance classifier (genodiff classifier), not a generative model; "
-            "give it to genodiff sample as --classifier"
-        )
-    model = GenerativeModel(
-        checkpoint["hyper_parameters"]["config"], tokenizer_from_checkpoint(checkpoint)
-    )
-    model.load_state_dict(checkpoint["state_dict"])
-    return model
+def _open_file(path: Path, map_location: str | torch.device) -> StoredCheckpoint:
+    content = read_checkpoint_file(path, map_location)  # CRCs, weights_only
+    kind, record = _kind_of(content)
+    if kind is None:
+        raise UnknownCheckpointError(path, content)
+    return StoredCheckpoint(kind, path, content, tokenizer_from_checkpoint(content), record)
 
 
-def _load_exported_run(folder: Path) -> GenerativeModel:
-    """The run a ``genodiff export`` folder holds: its config from genodiff.json, the exported
-    backbone as both the trained and the averaged weights."""
-    record = read_run_record(folder)  # one clear error for a malformed or edited record
-    model = GenerativeModel(record["config"], load_tokenizer(folder))
+def _kind_of(content: Any) -> tuple[str | None, dict[str, Any]]:
+    """(kind, its record) of what a checkpoint file holds; (None, {}) for none of ``KINDS``.
+    genodiff stores its records as plain dicts, so another project's Lightning checkpoint
+    whose hyper-parameters hold an OmegaConf ``config`` (upstream MDLM) is none of them."""
+    if not isinstance(content, dict) or not isinstance(content.get("state_dict"), dict):
+        return None, {}
+    if isinstance(content.get(CLASSIFIER_RECORD_KEY), dict):
+        return CLASSIFIER, content[CLASSIFIER_RECORD_KEY]
+    hyper = content.get("hyper_parameters")
+    hyper = hyper if isinstance(hyper, dict) else {}
+    if isinstance(hyper.get(FINETUNED_RECORD_KEY), dict):
+        return FINETUNED, hyper[FINETUNED_RECORD_KEY]
+    if isinstance(hyper.get("config"), dict):
+        return GENERATOR, hyper["config"]
+    return None, {}
+
+
+def _open_exported(folder: Path) -> StoredCheckpoint:
+    """A ``genodiff export`` folder: its genodiff.json (one clear error for a malformed or
+    edited one) and tokenizer.json (a folder without one: the tokenizer its config names)."""
+    record = read_run_record(folder)
+    config = record["config"]
+    tokenizer = load_tokenizer(folder) or build_tokenizer(config.get("tokenizer"))
+    return StoredCheckpoint(GENERATOR, folder, record, tokenizer, config)
+
+
+def load_model(reference: str | Path, map_location: str | torch.device = "cpu") -> GenerativeModel:
+    """A ``genodiff train`` run's model with its tokenizer, in eval mode on ``map_location``.
+    ``reference`` is anything ``locate`` takes: a training checkpoint (.ckpt), a run's folder
+    or its checkpoints folder, a folder that ``genodiff export`` wrote (its backbone serves as
+    both the trained and the averaged weights), or a Hub id of a repository holding one."""
+    stored = open_checkpoint(reference, GENERATOR, map_location)
+    model = GenerativeModel(stored.record, stored.tokenizer)
+    if stored.exported:
+        _load_exported_weights(model, stored.source)
+    else:
+        load_weights(model, stored.weights(), stored.source)
+    return model.to(map_location).eval()
+
+
+def _load_exported_weights(model: GenerativeModel, folder: Path) -> None:
+    """The exported backbone as both the trained and the averaged weights of ``model``."""
     if any(True for _ in model.objective.parameters()):
         raise InputValueError(
-            f"{folder}: the {record['config']['objective']['name']} objective has learned "
+            f"{folder}: the {model.config['objective']['name']} objective has learned "
             "parameters of its own, which an exported folder does not hold; load the run's .ckpt"
         )
     weights = load_pretrained(folder).state_dict()
-    model.backbone.load_state_dict(weights)
-    model.eval_backbone.load_state_dict(weights)
-    return model
+    load_weights(model.backbone, weights, folder)
+    if model.eval_backbone is not model.backbone:
+        load_weights(model.eval_backbone, weights, folder)

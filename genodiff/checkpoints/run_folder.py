@@ -18,10 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from genodiff.atomic_files import remove_temporary_files
-from genodiff.checkpoints.io import is_loadable
+from genodiff.checkpoints.io import is_loadable, read_checkpoint_file
 from genodiff.config import ConfigError
 
 LOCK_FILE = ".lock"
@@ -101,7 +99,7 @@ def check_resume(config: Mapping[str, Any], checkpoint: Path) -> list[str]:
     trained with, as ``key: old -> new``. ConfigError, naming them, when a setting of
     ``KEPT_ON_RESUME`` differs (the weights would not fit, or would mean something else) or
     when ``trainer.max_steps`` leaves nothing to train (``check_steps``)."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    saved = read_checkpoint_file(checkpoint, mmap=True)  # CRC-checked, weights_only
     recorded = _flat(saved["hyper_parameters"]["config"])
     current = _flat(config)
     changed = {

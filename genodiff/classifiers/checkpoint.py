@@ -1,5 +1,5 @@
 """Guidance classifier checkpoints: what ``genodiff classifier`` stores beside the weights, and
-``load_classifier``.
+``load_classifier``, their builder on genodiff's one loader (``genodiff.checkpoints.load``).
 
 A classifier checkpoint is a Lightning .ckpt (written atomically, ``genodiff.checkpoints.io``)
 whose ``genodiff_classifier`` entry (``CLASSIFIER_RECORD_KEY``) holds the ``kind`` (noisy |
@@ -18,12 +18,11 @@ from typing import Any
 import torch
 
 from genodiff import registry
-from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, read_checkpoint
-from genodiff.checkpoints.load import check_finite_weights, checkpoint_file
+from genodiff.checkpoints.load import CLASSIFIER, open_checkpoint
+from genodiff.checkpoints.weights import load_weights
 from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.classifiers.model import KINDS, build_classifier
-from genodiff.errors import InputFileNotFoundError, InputValueError
-from genodiff.tokenizers import tokenizer_from_checkpoint
+from genodiff.errors import InputValueError
 
 #: The state-dict prefix of the classifier's weights (the training module's attribute).
 WEIGHTS_PREFIX = "classifier."
@@ -54,26 +53,17 @@ def load_classifier(
     kind: str | None = None,
     generator_objective: str | None = None,
 ) -> ClassifierGuide:
-    """The guidance classifier a ``genodiff classifier`` checkpoint (a .ckpt, or a run's
-    output folder / its checkpoints folder: ``last.ckpt``) holds, frozen, on ``device``.
-    ``kind`` (noisy | causal), when given, is required of it. ``generator_objective``: the
-    objective name of the generator it is to guide; a noisy classifier trained on another
-    kind of noisy states (``Objective.noisy_states``: masked, uniform) is refused. One-line
-    InputValueError / InputFileNotFoundError for a missing, damaged or other kind of
-    checkpoint."""
-    source = Path(path)
-    if not source.exists():
-        raise InputFileNotFoundError(f"classifier checkpoint not found: {source}")
-    if source.is_dir() and (source / "checkpoints").is_dir():
-        source = source / "checkpoints"
-    source = checkpoint_file(source)
-    checkpoint = read_checkpoint(source)  # one clear error for a damaged file
-    record = checkpoint.get(CLASSIFIER_RECORD_KEY)
-    if not isinstance(record, dict):
-        raise InputValueError(
-            f"{source} is not a guidance classifier (a genodiff train checkpoint?); train "
-            "one with genodiff classifier CONFIG"
-        )
+    """The guidance classifier a ``genodiff classifier`` checkpoint holds, frozen, on
+    ``device``, with the tokenizer it stores. ``path`` is anything
+    ``genodiff.checkpoints.load.open_checkpoint`` takes: a .ckpt, a run's output folder or its
+    checkpoints folder (``last.ckpt``), a Hub id. ``kind`` (noisy | causal), when given, is
+    required of it. ``generator_objective``: the objective name of the generator it is to
+    guide; a noisy classifier trained on another kind of noisy states
+    (``Objective.noisy_states``: masked, uniform) is refused. One-line InputValueError /
+    InputFileNotFoundError for a missing, damaged, unsafe or other kind of checkpoint, and for
+    weights that do not fit or are not finite."""
+    stored = open_checkpoint(path, CLASSIFIER)
+    record, source = stored.record, stored.source
     if record["kind"] not in KINDS or (kind is not None and record["kind"] != kind):
         wanted = kind if kind is not None else " or ".join(KINDS)
         raise InputValueError(
@@ -82,29 +72,17 @@ def load_classifier(
         )
     if record["kind"] == "noisy" and generator_objective is not None:
         check_noisy_states(record["generator_objective"]["name"], generator_objective, source)
-    tokenizer = tokenizer_from_checkpoint(checkpoint)
     classifier = build_classifier(
         record["model"],
         len(record["class_names"]),
         record["kind"],
-        tokenizer.pad_id,
+        stored.tokenizer,
         record["pooling"],
     )
-    weights = {
-        key.removeprefix(WEIGHTS_PREFIX): value
-        for key, value in checkpoint["state_dict"].items()
-        if key.startswith(WEIGHTS_PREFIX)
-    }
-    try:
-        classifier.load_state_dict(weights)
-    except RuntimeError as err:
-        raise InputValueError(
-            f"{source}: its weights do not fit its recorded model ({str(err).splitlines()[0]})"
-        ) from None
-    check_finite_weights(classifier, source)
+    load_weights(classifier, stored.weights(WEIGHTS_PREFIX), source)
     return ClassifierGuide(
         classifier.to(device),
-        tokenizer,
+        stored.tokenizer,
         record["class_names"],
         record["generator_objective"],
         source=str(source),

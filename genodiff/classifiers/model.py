@@ -26,21 +26,27 @@ from genodiff.backbones.capabilities import capabilities_of
 from genodiff.classifiers.one_hot import embed_one_hot
 from genodiff.config import ConfigError
 from genodiff.finetuning.classifier import SequenceClassifier
+from genodiff.tokenizers import Tokenizer
 
 KINDS = ("noisy", "causal")
 
 
 class GuidanceClassifier(SequenceClassifier):
     """``backbone`` + ``pooling`` (noisy) or per-position scores (causal) + a linear head over
-    ``num_classes``; [PAD] (``pad_id``) positions are left out of the pooling."""
+    ``num_classes``, reading ids of ``tokenizer`` (the generator's, or the run's); its [PAD]
+    positions are left out of the pooling."""
 
     def __init__(
-        self, backbone: nn.Module, num_classes: int, kind: str, pad_id: int, pooling: str = "mean"
+        self,
+        backbone: nn.Module,
+        num_classes: int,
+        kind: str,
+        tokenizer: Tokenizer,
+        pooling: str = "mean",
     ) -> None:
-        super().__init__(backbone, num_classes, pooling)
+        super().__init__(backbone, num_classes, tokenizer, pooling)
         check_kind(kind, backbone)
         self.kind = kind
-        self.pad_id = pad_id
         self.vocab_size = capabilities_of(backbone).vocab_size
 
     def forward(self, input_ids: Tensor | None = None, one_hot: Tensor | None = None) -> Tensor:
@@ -75,8 +81,10 @@ def check_kind(kind: str, backbone: nn.Module) -> None:
 
 
 def build_classifier(
-    model_config: dict[str, Any], num_classes: int, kind: str, pad_id: int, pooling: str
+    model_config: dict[str, Any], num_classes: int, kind: str, tokenizer: Tokenizer, pooling: str
 ) -> GuidanceClassifier:
-    """A classifier on a new backbone built from a completed ``model`` section (tokenizer
-    fields filled in)."""
-    return GuidanceClassifier(backbones.build(**model_config), num_classes, kind, pad_id, pooling)
+    """A classifier on a new backbone built from a completed ``model`` section (``tokenizer``'s
+    fields filled in), reading ids of ``tokenizer``."""
+    return GuidanceClassifier(
+        backbones.build(**model_config), num_classes, kind, tokenizer, pooling
+    )

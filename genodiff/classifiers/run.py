@@ -57,7 +57,7 @@ def train_classifier(
     datamodule.attach_tokenizer(tokenizer)
     model_cfg = classifier_model_config(cfg, tokenizer)
     L.seed_everything(cfg.seed, workers=True)
-    classifier = build_classifier(model_cfg, len(classes), cfg.kind, tokenizer.pad_id, cfg.pooling)
+    classifier = build_classifier(model_cfg, len(classes), cfg.kind, tokenizer, cfg.pooling)
     record = classifier_record(
         cfg.kind,
         classes,

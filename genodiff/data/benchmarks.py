@@ -55,6 +55,7 @@ class TaskData:
     max_length: int
     train: Split
     test: Split
+    tokenizer: DNATokenizer  # what the ids are encoded with
 
 
 def task_dir(root: str | Path, task: str, download: bool) -> Path:
@@ -185,4 +186,4 @@ def load_task(
         )
         for s, (seqs, labels, files) in read.items()
     }
-    return TaskData(task, train_classes, length, splits["train"], splits["test"])
+    return TaskData(task, train_classes, length, splits["train"], splits["test"], tokenizer)

@@ -36,20 +36,16 @@ from genodiff.domains import DNADomain
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.hub import resolve
 from genodiff.registry import get
-from genodiff.tokenizers import DNATokenizer, Tokenizer, load_tokenizer
+from genodiff.tokenizers import Tokenizer, load_tokenizer
 
 
-def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = None) -> nn.Module:
-    """The backbone to fine-tune: the EMA backbone of a ``genodiff train`` checkpoint
-    (``PATH.ckpt``), a Hugging-Face-format folder (``DIR``), a Hub id ``org/name[@revision]``
-    of a repository holding either, or ``model_cfg`` built from scratch (``pretrained`` None).
+def load_backbone(pretrained: str) -> tuple[nn.Module, Tokenizer | None]:
+    """The backbone to fine-tune and the tokenizer it was trained with: the EMA backbone of a
+    ``genodiff train`` checkpoint (``PATH.ckpt``, a run's folder) and its tokenizer, a
+    Hugging-Face-format folder (``DIR``, e.g. from ``genodiff export``) and its tokenizer.json
+    (None without one), or a Hub id ``org/name[@revision]`` of a repository holding either.
     Returned trainable, on the CPU. The Genomic Benchmarks are DNA: a checkpoint with another
     tokenizer (text) is refused."""
-    if pretrained is None:
-        if not model_cfg:
-            raise InputValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
-        cls = get("backbone", model_cfg["name"])
-        return backbones.build(**with_tokenizer_fields("model", cls, model_cfg, DNATokenizer()))
     try:
         path = resolve(pretrained, RUN_FILES)
     except FileNotFoundError as err:
@@ -58,13 +54,24 @@ def load_backbone(pretrained: str | None, model_cfg: dict[str, Any] | None = Non
             "Hugging-Face-format folder, a Hub id, or null to train from scratch"
         ) from None
     if path.is_dir() and (path / CONFIG_FILE).is_file():
-        _check_dna(load_tokenizer(path), pretrained)
+        tokenizer = load_tokenizer(path)
+        _check_dna(tokenizer, pretrained)
         backbone = load_pretrained(path)
     else:
         model = load_model(path)
-        _check_dna(model.tokenizer, pretrained)
+        tokenizer = model.tokenizer
+        _check_dna(tokenizer, pretrained)
         backbone = model.eval_backbone
-    return backbone.requires_grad_(True).train()  # EMA copies are frozen
+    return backbone.requires_grad_(True).train(), tokenizer  # EMA copies are frozen
+
+
+def build_backbone(model_cfg: dict[str, Any] | None, tokenizer: Tokenizer) -> nn.Module:
+    """The backbone ``model_cfg`` describes, new (``pretrained=null``), for ``tokenizer``'s
+    ids and sizes; trainable, on the CPU."""
+    if not model_cfg:
+        raise InputValueError("pretrained=null needs a model config (e.g. model=caduceus_tiny)")
+    cls = get("backbone", model_cfg["name"])
+    return backbones.build(**with_tokenizer_fields("model", cls, model_cfg, tokenizer))
 
 
 def _check_dna(tokenizer: Tokenizer | None, source: str) -> None:
@@ -103,12 +110,15 @@ def pool(hidden: torch.Tensor, real: torch.Tensor, how: str) -> torch.Tensor:
 
 
 class SequenceClassifier(nn.Module):
-    """``backbone`` + pooling + a linear head over ``num_classes``; see the module docstring."""
+    """``backbone`` + pooling + a linear head over ``num_classes``; see the module docstring.
+    ``tokenizer``: the one its inputs are encoded with, kept as ``tokenizer`` (its [PAD] id;
+    its complement map for the reverse complement, which a vocabulary without one lacks)."""
 
     def __init__(
         self,
         backbone: nn.Module,
         num_classes: int,
+        tokenizer: Tokenizer,
         pooling: str = "mean",
         conjoin_train: bool = False,
         conjoin_eval: bool = False,
@@ -127,12 +137,24 @@ class SequenceClassifier(nn.Module):
         # PS states are cat[forward, rc stream]: the head reads d_model channels of each
         self.d_model = capabilities.hidden_size // 2 if self.rcps else capabilities.hidden_size
         self.score = nn.Linear(self.d_model, num_classes)
-        tokenizer = DNATokenizer()
+        self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_id
-        self.register_buffer("complement", torch.tensor(tokenizer.complement_map), persistent=False)
+        complement = tokenizer.complement_map  # None: a vocabulary without reverse complements
+        if complement is None and (conjoin_train or conjoin_eval):
+            raise InputValueError(
+                f"classifier.conjoin_train / conjoin_eval average over reverse complements, "
+                f"which the {tokenizer.name} tokenizer has none of; set them to false"
+            )
+        complement = None if complement is None else torch.tensor(complement)
+        self.register_buffer("complement", complement, persistent=False)
 
     def rc(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Reverse complement of left-padded ids (B, L), padding kept on the left."""
+        if self.complement is None:
+            raise InputValueError(
+                f"the {self.tokenizer.name} tokenizer has no complement map, so its sequences "
+                "have no reverse complement (classifier.rc_aug needs one)"
+            )
         return rc_left_padded(input_ids, self.pad_id, self.complement)
 
     def _logits(self, input_ids: torch.Tensor) -> torch.Tensor:

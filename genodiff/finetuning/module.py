@@ -12,6 +12,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from genodiff.finetuning.classifier import SequenceClassifier
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.trained import RECORD_KEY
+from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
 from genodiff.training.optim import adamw_with_cosine
 from genodiff.training.random_state import RandomStateInCheckpoints
 
@@ -29,8 +30,10 @@ class ClassifierModule(RandomStateInCheckpoints):
     validation and test losses are unweighted.
 
     ``record`` (``genodiff.finetuning.trained.classifier_record``: class names, task, sequence
-    length, backbone config, pooling) is saved in every checkpoint's hyperparameters, so a
-    checkpoint can be loaded back as a classifier on its own (``load_finetuned_classifier``).
+    length, backbone config, pooling) is saved in every checkpoint's hyperparameters, and the
+    classifier's tokenizer under ``genodiff.tokenizers.CHECKPOINT_KEY`` as in every training
+    checkpoint, so a checkpoint can be loaded back as a classifier on its own
+    (``load_finetuned_classifier``).
     """
 
     def __init__(
@@ -55,6 +58,10 @@ class ClassifierModule(RandomStateInCheckpoints):
         self._loss_sum = 0.0
         self.test_predictions = self.test_labels = torch.empty(0, dtype=torch.long)
         self.test_loss = float("nan")
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint[CHECKPOINT_KEY] = tokenizer_record(self.classifier.tokenizer)
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         ids, labels = batch[0].long(), batch[1]  # (B, L), (B,)

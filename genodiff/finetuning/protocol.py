@@ -54,11 +54,12 @@ from genodiff.data.benchmarks import (
 )
 from genodiff.data.loaders import EpochShuffleSampler
 from genodiff.errors import InputValueError
-from genodiff.finetuning.classifier import SequenceClassifier, load_backbone
+from genodiff.finetuning.classifier import SequenceClassifier, build_backbone, load_backbone
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.trained import classifier_record
 from genodiff.finetuning.workers import Workers, launch_workers
+from genodiff.tokenizers import Tokenizer
 from genodiff.training.session import fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
@@ -146,12 +147,15 @@ def run_fold(
     task: TaskData,
     run: Run,
     split: tuple[np.ndarray, np.ndarray],
-    pretrained: nn.Module | None,
+    pretrained: tuple[nn.Module, Tokenizer | None] | None,
     prefix: str = "",
     progress_bar: bool = True,
     workers: Workers | None = None,
 ) -> dict[str, Any]:
     """Fine-tune, select on validation accuracy, score on test; returns the result record.
+    ``pretrained``: the backbone to start from and its tokenizer (``load_backbone``), or None
+    for a new backbone of ``cfg.model``. The classifier reads with the pretrained model's
+    tokenizer, else with the one the task is encoded with; its checkpoints store it.
     ``workers``: the processes the runs are spread over (default: this one alone)."""
     folder = run.folder(Path(cfg.output_dir))
     resume = folder / CHECKPOINT_FOLDER / LAST
@@ -163,13 +167,15 @@ def run_fold(
     start_wall, start_cpu = time.perf_counter(), time.process_time()
     seed = int(cfg.seed) + run.fold
     L.seed_everything(seed, workers=True, verbose=False)
+    tokenizer = task.tokenizer  # what the task is encoded with, unless the pretrained run has one
     if pretrained is not None:
-        backbone = copy.deepcopy(pretrained)
+        backbone = copy.deepcopy(pretrained[0])
+        tokenizer = pretrained[1] if pretrained[1] is not None else tokenizer
     else:
-        backbone = load_backbone(None, OmegaConf.to_container(cfg.model, resolve=True))
+        backbone = build_backbone(OmegaConf.to_container(cfg.model, resolve=True), tokenizer)
     c = cfg.classifier
     classifier = SequenceClassifier(
-        backbone, len(task.classes), c.pooling, c.conjoin_train, c.conjoin_eval
+        backbone, len(task.classes), tokenizer, c.pooling, c.conjoin_train, c.conjoin_eval
     )
     optim = FinetuneOptimConfig(**OmegaConf.to_container(cfg.optim, resolve=True))
     record = classifier_record(classifier, task.classes, task.max_length, task.name)

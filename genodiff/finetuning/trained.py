@@ -5,8 +5,12 @@ checkpoints/best-epoch<E>.ckpt``, kept when ``keep_checkpoints`` is true, the de
 in its hyperparameters under ``finetuned_classifier``, what it takes to rebuild the classifier
 without the run's config: the class names in label-id order, the task, the sequence length it
 reads (``max_length``), the backbone's config and the head's pooling and reverse-complement
-settings. ``load_finetuned_classifier`` reads it back (``genodiff evaluate-samples --oracle``).
-Checkpoints written before the record existed are refused with a message saying so.
+settings; and the tokenizer its inputs were encoded with, as every training checkpoint
+(``genodiff.tokenizers.CHECKPOINT_KEY``). ``load_finetuned_classifier`` reads it back
+(``genodiff evaluate-samples --oracle``) through genodiff's one loader
+(``genodiff.checkpoints.load``). Checkpoints written before the record existed are refused
+with a message saying so; those written before the tokenizer was stored read with the default
+tokenizer (``genodiff.tokenizers.tokenizer_from_checkpoint``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,13 +26,14 @@ import torch
 
 from genodiff import backbones
 from genodiff.backbones.build import CONFIG_ATTR
-from genodiff.checkpoints.io import read_checkpoint_file
+from genodiff.checkpoints.io import FINETUNED_RECORD_KEY
+from genodiff.checkpoints.load import FINETUNED, UnknownCheckpointError, open_checkpoint
+from genodiff.checkpoints.weights import load_weights
 from genodiff.data.benchmarks import left_pad
 from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier
-from genodiff.tokenizers import DNATokenizer
 
-RECORD_KEY = "finetuned_classifier"
+RECORD_KEY = FINETUNED_RECORD_KEY
 MODULE_PREFIX = "classifier."  # ClassifierModule's attribute holding the SequenceClassifier
 PREDICT_BATCH = 64
 
@@ -52,8 +56,8 @@ def classifier_record(
 
 @dataclass
 class FinetunedClassifier:
-    """A ``SequenceClassifier`` in eval mode with the class names and length it was trained
-    with."""
+    """A ``SequenceClassifier`` in eval mode (holding the tokenizer it reads with) with the
+    class names and length it was trained with."""
 
     classifier: SequenceClassifier
     classes: list[str]
@@ -62,11 +66,12 @@ class FinetunedClassifier:
     source: str
 
     def predict(self, sequences: Sequence[str], batch_size: int = PREDICT_BATCH) -> np.ndarray:
-        """Class ids (N,) of ``sequences``, read as ``genodiff finetune`` reads a task: the
-        first ``max_length`` bases, left-padded with [PAD]; batches of ``batch_size``."""
-        tokenizer = DNATokenizer()
+        """Class ids (N,) of ``sequences``, read as ``genodiff finetune`` reads a task: encoded
+        with the classifier's tokenizer, the first ``max_length`` tokens, left-padded with
+        [PAD]; batches of ``batch_size``."""
+        tokenizer = self.classifier.tokenizer
         ids = left_pad(
-            [tokenizer.encode_array(s)[: self.max_length] for s in sequences],
+            [np.asarray(tokenizer.encode(s)[: self.max_length]) for s in sequences],
             self.max_length,
             tokenizer.pad_id,
             tokenizer.vocab_size,
@@ -84,50 +89,43 @@ class FinetunedClassifier:
 def load_finetuned_classifier(
     path: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> FinetunedClassifier:
-    """The classifier a ``genodiff finetune`` checkpoint holds, on ``device``, in eval mode.
-    One ValueError naming ``path`` for any other file (a training checkpoint, a checkpoint
-    from before the record was stored, a file that is not a checkpoint)."""
-    checkpoint = read_checkpoint_file(path, map_location="cpu")
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
-        raise InputValueError(f"{path} is not a genodiff finetune checkpoint (no state_dict)")
-    hyper = checkpoint.get("hyper_parameters") or {}
-    record = hyper.get(RECORD_KEY) if isinstance(hyper, dict) else None
-    state = checkpoint["state_dict"]
-    if record is None:
-        raise InputValueError(f"{path} {_not_a_classifier(hyper, state)}")
+    """The classifier a ``genodiff finetune`` checkpoint holds, with the tokenizer it stores,
+    on ``device``, in eval mode. ``path`` is anything
+    ``genodiff.checkpoints.load.open_checkpoint`` takes (a .ckpt, a fold's checkpoints folder:
+    its ``last.ckpt``, a Hub id). One ValueError naming the file for a damaged or unsafe file,
+    for any other kind of checkpoint (saying what it is), for a checkpoint from before the
+    record was stored, and for weights that do not fit or are not finite."""
+    try:
+        stored = open_checkpoint(path, FINETUNED)
+    except UnknownCheckpointError as err:
+        if _written_before_records(err.content):
+            raise InputValueError(
+                f"{err.source} is a genodiff finetune checkpoint written before checkpoints "
+                "stored their class names and architecture; run genodiff finetune again "
+                "(keep_checkpoints=true) to get one that can be loaded on its own"
+            ) from None
+        raise
+    record = stored.record
     classifier = SequenceClassifier(
         backbones.build(**record["backbone"]),
         len(record["classes"]),
+        stored.tokenizer,
         record["pooling"],
         record["conjoin_train"],
         record["conjoin_eval"],
     )
-    weights = {
-        key[len(MODULE_PREFIX) :]: tensor
-        for key, tensor in state.items()
-        if key.startswith(MODULE_PREFIX)
-    }
-    classifier.load_state_dict(weights)
+    load_weights(classifier, stored.weights(MODULE_PREFIX), stored.source)
     return FinetunedClassifier(
         classifier.to(device).eval(),
         list(record["classes"]),
         int(record["max_length"]),
         str(record["task"]),
-        str(Path(path)),
+        str(stored.source),
     )
 
 
-def _not_a_classifier(hyper: Any, state: dict[str, Any]) -> str:
-    """Why a checkpoint without the record cannot be used as a classifier."""
-    if isinstance(hyper, dict) and "config" in hyper:
-        return (
-            "is a genodiff train checkpoint (a generative model), not a classifier from "
-            "genodiff finetune"
-        )
-    if any(key.startswith(f"{MODULE_PREFIX}score.") for key in state):
-        return (
-            "is a genodiff finetune checkpoint written before checkpoints stored their class "
-            "names and architecture; run genodiff finetune again (keep_checkpoints=true) to "
-            "get one that can be loaded on its own"
-        )
-    return "is not a genodiff finetune checkpoint (no finetuned_classifier record)"
+def _written_before_records(content: Any) -> bool:
+    """Whether a checkpoint of no known kind is a fine-tuning one of the format before the
+    record: the weights of a classification head, without the record."""
+    state = content.get("state_dict") if isinstance(content, dict) else None
+    return isinstance(state, dict) and any(k.startswith(f"{MODULE_PREFIX}score.") for k in state)

@@ -19,6 +19,7 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from genodiff.checkpoints import run_folder
+from genodiff.checkpoints.folders import init_backbone
 from genodiff.conditioning import record_class_names
 from genodiff.config import ConfigError, load_config
 from genodiff.data.base import DataModule
@@ -27,7 +28,6 @@ from genodiff.data.labelled import class_count_lines
 from genodiff.domains import domain_of
 from genodiff.generate import draw_samples
 from genodiff.guidance import Guidance
-from genodiff.model import init_backbone  # moves to genodiff.checkpoints.folders
 from genodiff.progress import Progress, progress_wanted
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun

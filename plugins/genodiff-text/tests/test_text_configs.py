@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from genodiff_text.resources import CONFIGS, CORPUS
 from omegaconf import OmegaConf
 
+from genodiff.checkpoints import read_checkpoint_file
 from genodiff.config import load_config
 from genodiff.resources import resource
 
@@ -211,7 +211,7 @@ def test_text_demo_trains_end_to_end_and_eval_matches_the_baselines(tmp_path, ca
     saved = json.loads((out / "tokenizer.json").read_text())
     assert saved["name"] == "trained" and "tokenizer_json" in saved["state"]
     checkpoint = next((out / "checkpoints").glob("*.ckpt"))
-    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint_file(checkpoint)
     assert ckpt["hyper_parameters"]["config"]["model"]["vocab_size"] <= 200
 
     capsys.readouterr()

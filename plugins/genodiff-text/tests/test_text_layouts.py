@@ -5,6 +5,7 @@ MDLM Lightning checkpoints built by hand here."""
 from __future__ import annotations
 
 import json
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -21,7 +22,12 @@ from genodiff_text.models.dit import DIT
 from omegaconf import OmegaConf
 
 from genodiff import backbones
-from genodiff.checkpoints import export_checkpoint, load_pretrained, save_pretrained
+from genodiff.checkpoints import (
+    UnsafePickleError,
+    export_checkpoint,
+    load_pretrained,
+    save_pretrained,
+)
 from genodiff.checkpoints.folders import detect_layout, registered_layouts
 
 DIT_CONFIG = {"vocab_size": 11, "hidden_dim": 32, "cond_dim": 16, "n_blocks": 2, "n_heads": 2}
@@ -257,15 +263,25 @@ def test_convert_an_upstream_dit_checkpoint_raw_and_ema(tmp_path):
 
 
 def test_convert_an_upstream_ar_checkpoint_from_the_command_line(tmp_path, capsys):
+    # upstream pickles its tokenizer object: a class outside the allow-list, so the file is
+    # refused in one line naming it and the flag, and converted with --trust-pickle only
     tokenizer = SimpleNamespace(mask_token_id=7, vocab_size=11)
     raw, ema = upstream_ckpt(tmp_path / "ar.ckpt", dit=False, tokenizer=tokenizer)
-    main([str(tmp_path / "ar.ckpt"), str(tmp_path / "out")])  # EMA by default
+    with pytest.raises(SystemExit) as exit_code:
+        main([str(tmp_path / "ar.ckpt"), str(tmp_path / "out")])
+    assert exit_code.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(tmp_path / "ar.ckpt") in err and "types.SimpleNamespace" in err
+    assert "--trust-pickle unpickles with arbitrary code: only for a file you trust" in err
+    assert not (tmp_path / "out").exists()
+    main([str(tmp_path / "ar.ckpt"), str(tmp_path / "out"), "--trust-pickle"])  # EMA by default
     assert "wrote" in capsys.readouterr().out
     params = loaded_params(tmp_path / "out")
     assert all(torch.equal(params[k], ema[k]) for k in ema)
     assert load_pretrained(tmp_path / "out").mask_index == 7
     main(
         [str(tmp_path / "ar.ckpt"), str(tmp_path / "raw"), "--weights", "raw", "--mask-index", "3"]
+        + ["--trust-pickle"]
     )
     params = loaded_params(tmp_path / "raw")
     assert all(torch.equal(params[k], raw[k]) for k in raw)
@@ -285,3 +301,41 @@ def test_convert_reads_the_sizes_from_the_weights_and_refuses_what_it_cannot_kno
     upstream_ckpt(tmp_path / "ar.ckpt", dit=False, tokenizer=None)
     with pytest.raises(ConversionError, match="mask"):
         convert_checkpoint(tmp_path / "ar.ckpt", tmp_path / "out3")
+
+
+class RunsACommand:
+    """Unpickling it runs ``command`` in a shell, as a malicious checkpoint's payload does."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+def test_convert_runs_no_code_a_checkpoint_holds(tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    upstream_ckpt(tmp_path / "evil.ckpt", dit=True, tokenizer=RunsACommand(f"touch {marker}"))
+    system = f"{os.system.__module__}.{os.system.__name__}"
+    with pytest.raises(UnsafePickleError) as err:
+        convert_checkpoint(tmp_path / "evil.ckpt", tmp_path / "out")
+    assert system in str(err.value) and "trust_pickle=True" in str(err.value)
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "evil.ckpt"), str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and system in err and "--trust-pickle" in err
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_convert_refuses_a_torch_file_without_a_state_dict(tmp_path, capsys):
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.ckpt")
+    with pytest.raises(ConversionError, match="holds no state_dict"):
+        convert_checkpoint(tmp_path / "other.ckpt", tmp_path / "out")
+    with pytest.raises(SystemExit) as exit_code:
+        main([str(tmp_path / "other.ckpt"), str(tmp_path / "out")])
+    assert exit_code.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err == f"python -m genodiff_text.convert: error: {tmp_path / 'other.ckpt'} holds no "
+        "state_dict: not a Lightning checkpoint"
+    )

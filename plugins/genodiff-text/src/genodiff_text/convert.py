@@ -3,7 +3,7 @@ checkpoint folder (config.json + model.safetensors) that ``genodiff.checkpoints.
 reads: layout ``mdlm`` for a DiT, ``mdlm_ar`` for the AR baseline.
 
     python -m genodiff_text.convert IN.ckpt OUT_DIR [--weights ema|raw] [--mask-index M]
-        [--model-length L] [--overwrite]
+        [--model-length L] [--overwrite] [--trust-pickle]
 
 What the upstream checkpoint holds:
 
@@ -22,8 +22,11 @@ What the upstream checkpoint holds:
   (vocabulary, width, blocks, cond_dim, and the heads from the rotary buffer's length
   head_dim / 2) and checked against ``config.model`` where it gives them.
 
-The checkpoint is a pickle (upstream stores OmegaConf and tokenizer objects): convert only files
-you trust.
+The checkpoint is a pickle. It is read by genodiff's safe reader
+(``genodiff.checkpoints.io.read_checkpoint_file``: ``weights_only``, the OmegaConf config
+allow-listed), so no code in it runs; upstream's checkpoints also pickle the tokenizer object
+(a transformers class), which that reader refuses, naming it. ``trust_pickle=True``
+(``--trust-pickle``) unpickles with arbitrary code: only for a file you trust.
 """
 
 from __future__ import annotations
@@ -35,11 +38,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
 from torch import Tensor, nn
 
-from genodiff.checkpoints import save_pretrained
-from genodiff.errors import InputValueError
+from genodiff.checkpoints import UnsafePickleError, read_checkpoint_file, save_pretrained
+from genodiff.errors import InputValueError, UserInputError
 from genodiff_text.layouts import PREFIX
 from genodiff_text.models.ar import ARTransformer
 from genodiff_text.models.dit import DIT
@@ -155,13 +157,19 @@ def convert_checkpoint(
     weights: Literal["ema", "raw"] = "ema",
     overrides: Mapping[str, Any] | None = None,
     overwrite: bool = False,
+    trust_pickle: bool = False,
 ) -> Path:
     """Upstream MDLM ``.ckpt`` -> checkpoint folder ``out_dir`` with its EMA (``"ema"``) or
     trained (``"raw"``) weights; ``overrides`` replace config fields (``mask_index``,
-    ``model_length``, ...). Returns the folder."""
+    ``model_length``, ...). Returns the folder. A checkpoint that needs more than tensors,
+    plain values and an OmegaConf config to be unpickled (upstream's tokenizer object) is
+    refused (``UnsafePickleError``); ``trust_pickle=True`` unpickles with arbitrary code: only
+    for a file you trust."""
     if weights not in ("ema", "raw"):
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint_file(ckpt_path, trust_pickle=trust_pickle)
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
+        raise ConversionError(f"{ckpt_path} holds no state_dict: not a Lightning checkpoint")
     raw = {k.removeprefix(PREFIX): t for k, t in ckpt["state_dict"].items() if k.startswith(PREFIX)}
     cls, config = model_config(raw, ckpt.get("hyper_parameters"), overrides)
     names = upstream_parameter_order(config["n_blocks"], conditioned=cls is DIT)
@@ -190,15 +198,27 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m genodiff_text.convert",
         description="Convert an upstream MDLM Lightning checkpoint to a checkpoint folder.",
     )
-    parser.add_argument("ckpt", type=Path, help="the upstream .ckpt (a pickle: trusted files)")
+    parser.add_argument("ckpt", type=Path, help="the upstream .ckpt")
     parser.add_argument("out_dir", type=Path, help="the folder to write")
     parser.add_argument("--weights", choices=("ema", "raw"), default="ema")
     parser.add_argument("--mask-index", type=int, help="AR: the mask token's id")
     parser.add_argument("--model-length", type=int, help="the context length to record")
     parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="unpickle the checkpoint with arbitrary code (upstream's pickled tokenizer): only "
+        "for a file you trust",
+    )
     args = parser.parse_args(argv)
     overrides = {"mask_index": args.mask_index, "model_length": args.model_length}
-    folder = convert_checkpoint(args.ckpt, args.out_dir, args.weights, overrides, args.overwrite)
+    try:
+        folder = convert_checkpoint(
+            args.ckpt, args.out_dir, args.weights, overrides, args.overwrite, args.trust_pickle
+        )
+    except UserInputError as err:  # one line, naming the flag that opts in to unpickling
+        shown = err.offering("--trust-pickle") if isinstance(err, UnsafePickleError) else err
+        parser.exit(2, f"{parser.prog}: error: {shown}\n")
     print(f"wrote {folder}")
 
 

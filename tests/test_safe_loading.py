@@ -1,0 +1,318 @@
+"""No code in a checkpoint runs when genodiff loads it: every torch file is read by
+``genodiff.checkpoints.io.read_checkpoint_file`` with ``weights_only`` and a named allow-list.
+
+The files here hold a real payload, an object whose unpickling runs a shell command
+(``os.system``) that creates a marker file (with ``trust_pickle=True`` it does). Every loader
+refuses them in one line naming the file, the global and the opt-in, and the marker never
+appears: a HyenaDNA-style folder (``load_pretrained``, ``init_backbone``, ``init_from=``), a Hub
+id, a .ckpt given to each loader. A HyenaDNA Lightning checkpoint whose hyper-parameters are its
+Hydra config (OmegaConf containers) loads by default; a file that needs another, harmless class
+loads with ``trust_pickle=True`` only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from genodiff import cli
+from genodiff.backbones import build
+from genodiff.checkpoints import (
+    CheckpointError,
+    UnsafePickleError,
+    export_checkpoint,
+    init_backbone,
+    inspect_checkpoint,
+    load_model,
+    load_pretrained,
+    open_checkpoint,
+    read_checkpoint_file,
+)
+from genodiff.checkpoints.io import DamagedFileError, is_loadable
+from genodiff.checkpoints.run_folder import check_resume
+from genodiff.classifiers import load_classifier
+from genodiff.finetuning.trained import load_finetuned_classifier
+from tests import test_hub
+from tests.test_cli import DEMO, TINY
+from tests.test_hub import write_hub_cache
+from tests.test_trusted_weights import invert_bytes, tensor_data_offset
+
+offline_cache = test_hub.offline_cache  # a Hub cache of the test's own, HF_HUB_OFFLINE=1
+
+SYSTEM = f"{os.system.__module__}.{os.system.__name__}"  # how a pickle names os.system
+HYENA = dict(name="hyena", d_model=16, n_layer=2, vocab_size=12, d_inner=64, layer={"l_max": 64})
+# The config.json of HyenaDNA's releases, for the model above.
+HYENADNA_CONFIG = {
+    "d_model": 16, "n_layer": 2, "d_inner": 64, "vocab_size": 12, "resid_dropout": 0.0,
+    "embed_dropout": 0.1, "residual_in_fp32": False, "pad_vocab_size_multiple": 8,
+    "layer": {"_name_": "hyena", "emb_dim": 5, "filter_order": 64, "local_order": 3,
+              "l_max": 64, "modulate": True, "w": 10, "lr": 6e-4, "wd": 0.0, "lr_pos_emb": 0.0},
+}  # fmt: skip
+
+
+class RunsACommand:
+    """Unpickling it runs ``command`` in a shell, as a malicious checkpoint's payload does."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+@pytest.fixture
+def payload(tmp_path) -> tuple[RunsACommand, Path]:
+    """A payload that creates a marker file, and the marker (absent)."""
+    marker = tmp_path / "pwned"
+    return RunsACommand(f"touch {marker}"), marker
+
+
+def hyena(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return build(**HYENA).eval()
+
+
+def same_weights(a: nn.Module, b: nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def hyenadna_folder(folder: Path, model: nn.Module, weights_file: str, **extra) -> Path:
+    """config.json + the weights of ``model`` as a HyenaDNA release stores them: a Lightning
+    checkpoint ``weights.ckpt`` (keys under ``model.``), or ``pytorch_model.bin`` (the tensors
+    by name); ``extra`` entries beside them."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(HYENADNA_CONFIG))
+    state = model.state_dict()
+    if weights_file == "weights.ckpt":
+        content = {"state_dict": {f"model.{k}": t for k, t in state.items()}, "epoch": 1, **extra}
+    else:
+        content = {**state, **extra}
+    torch.save(content, folder / weights_file)
+    return folder
+
+
+def assert_refused(err: pytest.ExceptionInfo, path: Path, opt_in: str = "trust_pickle=True"):
+    message = str(err.value)
+    assert "\n" not in message, message
+    assert str(path) in message and SYSTEM in message, message
+    assert f"{opt_in} unpickles with arbitrary code: only for a file you trust" in message
+
+
+def malicious_ckpt(path: Path, payload: RunsACommand) -> Path:
+    """A torch file shaped like a genodiff training checkpoint, with the payload among the
+    callback states."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    content = {
+        "state_dict": {"backbone.w": torch.zeros(3)},
+        "hyper_parameters": {"config": {}},
+        "callbacks": {"ModelCheckpoint": payload},
+        "global_step": 1,
+    }
+    torch.save(content, path)
+    return path
+
+
+# ----------------------------------------------------------------------------- the reader
+
+
+def test_the_payload_runs_when_unpickled_with_trust_pickle(tmp_path, payload):
+    command, marker = payload
+    path = malicious_ckpt(tmp_path / "evil.ckpt", command)
+    read_checkpoint_file(path, trust_pickle=True)
+    assert marker.exists()  # the opt-in runs what the file holds: the refusals below matter
+
+
+@pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy"])
+def test_the_reader_refuses_the_payload_in_one_line(tmp_path, payload, zip_format):
+    command, marker = payload
+    path = tmp_path / "evil.ckpt"
+    torch.save({"hyper_parameters": command}, path, _use_new_zipfile_serialization=zip_format)
+    with pytest.raises(UnsafePickleError) as err:
+        read_checkpoint_file(path)
+    assert_refused(err, path)
+    assert not marker.exists()
+    assert not is_loadable(path)  # so ckpt_path= refuses it too
+
+
+# ----------------------------------------------------------------------------- folders
+
+
+@pytest.mark.parametrize("weights_file", ["weights.ckpt", "pytorch_model.bin"])
+def test_a_folder_whose_weights_run_a_command_is_refused(tmp_path, payload, weights_file):
+    command, marker = payload
+    folder = hyenadna_folder(tmp_path / "hyenadna", hyena(), weights_file, payload=command)
+    for load in (load_pretrained, lambda f: init_backbone(hyena(1), f)):
+        with pytest.raises(UnsafePickleError) as err:
+            load(folder)
+        assert_refused(err, folder / weights_file)
+    assert not marker.exists()
+
+
+def test_init_from_such_a_folder_stops_train_in_one_line(tmp_path, payload, capsys):
+    command, marker = payload
+    folder = hyenadna_folder(tmp_path / "hyenadna", hyena(), "weights.ckpt", payload=command)
+    out = tmp_path / "run"
+    args = ["train", DEMO, *TINY, "trainer.max_steps=1", f"init_from={folder}"]
+    assert cli.main([*args, f"output_dir={out}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(folder / "weights.ckpt") in err and SYSTEM in err, err
+    assert not marker.exists()
+    assert not (out / "checkpoints").exists()
+
+
+def test_hub_ids_of_such_files_are_refused(tmp_path, payload, offline_cache):
+    command, marker = payload
+    folder = hyenadna_folder(tmp_path / "hyenadna", hyena(), "weights.ckpt", payload=command)
+    run = tmp_path / "run"
+    malicious_ckpt(run / "last.ckpt", command)
+    write_hub_cache(offline_cache, "test-org/hyenadna", {"main": folder})
+    write_hub_cache(offline_cache, "test-org/run", {"main": run})
+    for load in (load_pretrained, lambda ref: init_backbone(hyena(1), ref)):
+        with pytest.raises(UnsafePickleError) as err:
+            load("test-org/hyenadna")
+        assert_refused(err, Path("weights.ckpt"))  # in the Hub cache's snapshot folder
+    for load in (load_model, load_classifier, load_finetuned_classifier):
+        with pytest.raises(UnsafePickleError) as err:
+            load("test-org/run")
+        assert_refused(err, Path("last.ckpt"))
+    assert not marker.exists()
+
+
+# ----------------------------------------------------------------------------- .ckpt files
+
+
+# The loaders of each kind of checkpoint take a run's folder as well as the file.
+FOLDER_LOADERS = {
+    "load_model": load_model,
+    "load_classifier": load_classifier,
+    "load_finetuned_classifier": load_finetuned_classifier,
+    "open_checkpoint": open_checkpoint,
+}
+FILE_LOADERS = {
+    "inspect_checkpoint": inspect_checkpoint,
+    "export_checkpoint": lambda path: export_checkpoint(path, path.parent / "exported"),
+    "check_resume": lambda path: check_resume({"trainer": {}}, path),
+}
+
+
+@pytest.mark.parametrize("loader", sorted(FOLDER_LOADERS.keys() | FILE_LOADERS.keys()))
+def test_every_loader_refuses_a_ckpt_that_runs_a_command(tmp_path, payload, loader):
+    command, marker = payload
+    path = malicious_ckpt(tmp_path / "run" / "checkpoints" / "last.ckpt", command)
+    load = FOLDER_LOADERS.get(loader) or FILE_LOADERS[loader]
+    references = [path, tmp_path / "run"] if loader in FOLDER_LOADERS else [path]
+    for reference in references:
+        with pytest.raises(UnsafePickleError) as err:
+            load(reference)
+        assert_refused(err, path)
+    assert not marker.exists()
+    assert not (path.parent / "exported").exists()
+
+
+def test_genodiff_info_refuses_it_in_one_line(tmp_path, payload, capsys):
+    command, marker = payload
+    path = malicious_ckpt(tmp_path / "evil.ckpt", command)
+    assert cli.main(["info", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("genodiff info: error:") and "\n" not in err
+    assert str(path) in err and SYSTEM in err and "trust_pickle=True" in err
+    assert not marker.exists()
+
+
+def test_check_resume_reads_through_the_crc_check(tmp_path):
+    config = {"model": {"name": "caduceus"}, "trainer": {"max_steps": 10}}
+    path = tmp_path / "last.ckpt"
+    content = {
+        "state_dict": {"w": torch.arange(4096, dtype=torch.float32)},
+        "hyper_parameters": {"config": config},
+        "global_step": 3,
+    }
+    torch.save(content, path)
+    assert check_resume(config, path) == []  # intact: nothing changed, steps left
+    invert_bytes(path, tensor_data_offset(path) + 128)  # a tensor's bytes, changed on disk
+    assert torch.load(path, weights_only=True)["global_step"] == 3  # torch does not notice
+    with pytest.raises(DamagedFileError, match="damaged"):
+        check_resume(config, path)
+
+
+# ----------------------------------------------------------------------------- allowed files
+
+
+class HyenaDNAModule(L.LightningModule):
+    """As HyenaDNA's training module: the model under ``model``, its Hydra config saved as the
+    hyper-parameters (Lightning stores the OmegaConf container itself, and its type)."""
+
+    def __init__(self, config: DictConfig) -> None:
+        super().__init__()
+        self.save_hyperparameters(config)
+        self.model = hyena()
+
+
+def test_a_hyenadna_lightning_checkpoint_with_its_omegaconf_config_loads_by_default(tmp_path):
+    config = OmegaConf.create(
+        {
+            "model": {"_name_": "lm", "d_model": 16, "n_layer": 2, "layer": {"l_max": 64}},
+            "train": {"seed": 2222, "interval": "step", "monitor": "val/loss"},
+            "optimizer": {"_name_": "adamw", "lr": 6e-4, "betas": [0.9, 0.999]},
+            "loader": {"batch_size": 32, "drop_last": True, "length": None},
+        }
+    )
+    module = HyenaDNAModule(config)
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.strategy.connect(module)
+    folder = tmp_path / "hyenadna"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(HYENADNA_CONFIG))
+    weights = folder / "weights.ckpt"
+    trainer.save_checkpoint(weights)
+    # The file needs OmegaConf's classes, which torch alone refuses ...
+    needed = torch.serialization.get_unsafe_globals_in_checkpoint(weights)
+    assert "omegaconf.dictconfig.DictConfig" in needed and "typing.Any" in needed
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(weights, weights_only=True)
+    # ... and the allow-list admits, so it loads with the default (safe) setting.
+    assert read_checkpoint_file(weights)["hyper_parameters"] == config
+    assert same_weights(load_pretrained(folder), module.model)
+    target = hyena(seed=1)
+    assert not same_weights(target, module.model)
+    init_backbone(target, folder)
+    assert same_weights(target, module.model)
+
+
+def test_a_file_that_needs_another_class_loads_only_with_trust_pickle(tmp_path):
+    # Lightning 1.x runs often stored argparse hyper-parameters: harmless, not allow-listed.
+    model = hyena()
+    hyper = argparse.Namespace(lr=6e-4, d_model=16)
+    folder = hyenadna_folder(tmp_path / "hyenadna", model, "weights.ckpt", hyper_parameters=hyper)
+    with pytest.raises(UnsafePickleError) as err:
+        load_pretrained(folder)
+    message = str(err.value)
+    assert "argparse.Namespace" in message and str(folder / "weights.ckpt") in message
+    assert "trust_pickle=True" in message and "\n" not in message
+    assert same_weights(load_pretrained(folder, trust_pickle=True), model)
+    target = hyena(seed=1)
+    with pytest.raises(UnsafePickleError):
+        init_backbone(target, folder)
+    init_backbone(target, folder, trust_pickle=True)
+    assert same_weights(target, model)
+
+
+def test_a_weights_ckpt_without_a_state_dict_is_one_clear_error(tmp_path):
+    folder = tmp_path / "hyenadna"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(HYENADNA_CONFIG))
+    torch.save({"model": hyena().state_dict()}, folder / "weights.ckpt")  # not Lightning's
+    with pytest.raises(CheckpointError) as err:
+        load_pretrained(folder)
+    assert str(err.value) == (
+        f"{folder / 'weights.ckpt'} holds no state_dict: it is not a Lightning checkpoint"
+    )
