@@ -49,8 +49,8 @@ def _sample(args: argparse.Namespace) -> None:
 
     model = load(args.checkpoint, args.device)
     inputs = [("checkpoint", args.checkpoint)]
-    inputs += [(what, path) for what, path in (("infill template", args.infill),
-               ("classifier checkpoint", args.classifier)) if path is not None]  # fmt: skip
+    inputs += [(what, path) for what, path in (("--infill template", args.infill),
+               ("--classifier checkpoint", args.classifier)) if path is not None]  # fmt: skip
     check_samples_output(model, args.out, inputs)  # before any sampling
     with _progress(args) as progress:
         samples = model.generate(

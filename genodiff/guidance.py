@@ -121,22 +121,27 @@ class Guidance:
 
     def __post_init__(self) -> None:
         if isinstance(self.label, bool) or not isinstance(self.label, int) or self.label < 0:
-            raise InputValueError(f"label must be a class id >= 0, got {self.label!r}")
+            raise InputValueError(
+                f"label must be a class id >= 0, got {self.label!r}", parameter="label"
+            )
         if not math.isfinite(self.gamma) or not 0.0 <= self.gamma <= MAX_GUIDANCE:
             raise InputValueError(
                 f"guidance gamma must be a number in [0, {MAX_GUIDANCE:g}] (0 = unconditional, "
                 "1 = the conditional model, > 1 extrapolates, useful values are about 1-5; "
-                f"above {MAX_GUIDANCE:g} is absurd, a point mass), got {self.gamma}"
+                f"above {MAX_GUIDANCE:g} is absurd, a point mass), got {self.gamma}",
+                parameter="guidance",
             )
         if self.schedule not in GUIDANCE_SCHEDULES:
             raise InputValueError(
                 f"unknown guidance schedule {self.schedule!r}; choose one of: "
-                f"{', '.join(GUIDANCE_SCHEDULES)}"
+                f"{', '.join(GUIDANCE_SCHEDULES)}",
+                parameter="guidance_schedule",
             )
         if self.classifier_form not in CLASSIFIER_FORMS:
             raise InputValueError(
                 f"unknown classifier form {self.classifier_form!r}; choose one of: "
-                f"{', '.join(CLASSIFIER_FORMS)}"
+                f"{', '.join(CLASSIFIER_FORMS)}",
+                parameter="classifier_form",
             )
 
     @property

@@ -198,6 +198,10 @@ class GenerativeModel(nn.Module):
         self.objective_ema = (
             EMA(self.objective, ema_cfg.decay, ema_cfg.warmup) if use_ema and has_params else None
         )
+        #: Where the weights come from, as a loader found it (``genodiff.checkpoints.load``):
+        #: the training step, epoch, tokens seen, data digest, source file; an exported
+        #: folder's also which weights it holds. Empty for a model built here.
+        self.provenance: dict[str, Any] = {}
 
     @property
     def eval_backbone(self) -> nn.Module:

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from genodiff.checkpoints import load_model
+from genodiff.checkpoints import export_model, load_model
 from genodiff.classifiers import load_classifier
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
@@ -216,9 +216,7 @@ class Model:
         command and the Hub read back; ``weights`` "ema" (the averaged weights, what sampling
         uses) or "raw" (the trained ones, from a .ckpt only). Files already in ``folder`` are
         refused unless ``overwrite``; others there are kept."""
-        from genodiff.checkpoints import export_model
-
-        return export_model(self.network, folder, weights=weights, overwrite=overwrite)
+        return export_model(self.network, folder, weights, overwrite)
 
 
 def load(reference: PathLike, device: str | torch.device | None = None) -> Model:
@@ -227,7 +225,7 @@ def load(reference: PathLike, device: str | torch.device | None = None) -> Model
     ``Model.save_pretrained``, or a Hugging Face Hub id ``org/name[@revision]`` of either; on
     ``device`` (default: CUDA when available, else the CPU). Nothing is unpickled beyond
     tensors and plain containers: a checkpoint cannot run code (``genodiff.checkpoints``)."""
-    network = load_model(reference, resolve_device(device, "device"))
+    network = load_model(reference, resolve_device(device))
     return Model(network, str(reference))
 
 
@@ -292,7 +290,8 @@ def evaluate_samples(
         return quality
     if label is not None:
         raise InputValueError(
-            "label names the samples' class for an oracle; give the oracle", parameter="label"
+            "label names the samples' class for an oracle; give the oracle",
+            parameter=("label", "oracle"),
         )
     if isinstance(reference, Mapping) or (
         isinstance(reference, str | os.PathLike)
@@ -305,7 +304,7 @@ def evaluate_samples(
             parameter="reference",
         )
     if ar_checkpoint is not None:  # a bad device fails now, not after the other metrics
-        resolve_device(device, "device")
+        resolve_device(device)
 
     def sequences(value: PathLike | Sequence[str]) -> list[str]:
         on_disk = isinstance(value, str | os.PathLike)

@@ -115,20 +115,24 @@ def check_output(
         if found is not None:
             raise InputValueError(
                 f"{path}: {found[0].name} holds {found[1]} samples, these are {domain.name} "
-                f"samples; use {usable}"
+                f"samples; use {usable}",
+                parameter="out",
             )
         raise InputValueError(
-            f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {usable}"
+            f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {usable}",
+            parameter="out",
         )
     if path.is_dir():
         raise InputValueError(
-            f"--out {path} is a folder; name a file in it, e.g. --out {path / ('samples' + suffix)}"
+            f"{path} is a folder; name a file in it, e.g. {path / ('samples' + suffix)}",
+            parameter="out",
         )
     for what, source in inputs:
         if path.exists() and Path(source).exists() and os.path.samefile(path, source):
             raise InputValueError(
-                f"--out {path} is the {what} this command reads ({source}); writing the samples "
-                "there would destroy it: choose another --out"
+                f"{path} is the {what} this command reads ({source}); writing the samples "
+                "there would destroy it: choose another output file",
+                parameter="out",
             )
     return path
 

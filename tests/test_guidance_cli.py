@@ -3,14 +3,13 @@ files record, and bad input refused in one line with nothing written."""
 
 import json
 import re
-import sys
-import types
 from pathlib import Path
 
 import pytest
 import torch
 from Bio import SeqIO
 
+import genodiff.pipeline
 from genodiff import cli
 from tests import test_sample_cli
 from tests.test_bad_input_cli import one_line_error
@@ -84,12 +83,15 @@ class FakeClassifier:
 
 @pytest.fixture
 def classifier_loader(monkeypatch):
-    """Installs a stand-in ``genodiff.classifiers`` whose loader returns the given double."""
+    """Installs a stand-in for the classifier loader that ``genodiff sample --classifier``
+    (``genodiff.pipeline``) calls: it returns the given double, as loaded from the path."""
 
     def install(double):
-        module = types.ModuleType("genodiff.classifiers")
-        module.load_classifier = lambda path, device, generator_objective: double
-        monkeypatch.setitem(sys.modules, "genodiff.classifiers", module)
+        def load(path, device, generator_objective):
+            double.source = str(path)
+            return double
+
+        monkeypatch.setattr(genodiff.pipeline, "load_classifier", load)
         return double
 
     return install

@@ -81,9 +81,9 @@ def test_top_p_and_temperature_are_recorded(checkpoint, tmp_path, option):
         (["--prefix", "ACG T"], "' ' at position 4"),  # no character is dropped silently
         (["--prefix", "ACGNT"], "'N' at position 4"),
         (["--prefix", "ACGÄT"], "'Ä' at position 4"),
-        (["--length", "4", "--prefix", "ACGTA"], "longer than --length 4"),
+        (["--length", "4", "--prefix", "ACGTA"], "longer than the length 4"),
         (["--sampler", "euler"], "has no sampler 'euler'"),
-        (["--block", "16", "--stride", "8"], "apply only to --sampler semi-ar"),
+        (["--block", "16", "--stride", "8"], "apply only to the semi-ar sampler (--block)"),
         (["--sampler", "semi-ar"], "needs a block and a stride"),
         (["--sampler", "semi-ar", "--block", "16", "--stride", "16"], "stride must be in"),
         (["--top-p", "0"], "top_p (nucleus) must be in (0, 1]"),

@@ -81,8 +81,10 @@ def nan_network(monkeypatch):
         return model
 
     import genodiff.checkpoints
+    import genodiff.pipeline
 
-    monkeypatch.setattr(genodiff.checkpoints, "load_model", loading_nan_network)
+    monkeypatch.setattr(genodiff.checkpoints, "load_model", loading_nan_network)  # eval
+    monkeypatch.setattr(genodiff.pipeline, "load_model", loading_nan_network)  # sample
 
 
 @pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting"])

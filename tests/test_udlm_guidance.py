@@ -298,8 +298,9 @@ def test_refusals():
     with pytest.raises(InputValueError, match="class-conditional model"):
         run(Unconditional(MARGINAL), 2, 2, label=0)
     for bad in (float("nan"), float("inf"), -0.5):
-        with pytest.raises(InputValueError, match="--guidance"):
+        with pytest.raises(InputValueError, match="guidance gamma") as caught:
             run(ConditionalDenoiser(), 2, 2, label=0, guidance=bad)
+        assert caught.value.parameter == "guidance"
 
 
 # ------------------------------------------------------------------ noisy classifier, CLI

@@ -8,23 +8,22 @@
 - ``weights``: ``load_weights``, strict (one line naming what does not fit) and finite;
 - ``folders``: Hugging-Face-format folders (config.json + model.safetensors):
   ``save_pretrained``, ``load_pretrained`` (a backbone), ``init_backbone`` (``init_from=``),
-  ``export_checkpoint`` (.ckpt -> folder), the layouts backbones declare;
+  the layouts backbones declare;
 - ``load``: the one loader of every checkpoint genodiff writes: ``open_checkpoint`` (resolve
   a reference, read it, tell its kind: generator, guidance classifier, fine-tuned classifier;
   rebuild its tokenizer) and ``load_model``, the trained ``GenerativeModel``; the
-  classifiers' builders (``genodiff.classifiers``, ``genodiff.finetune``) sit on it too;
+  classifiers' builders (``genodiff.classifiers``, ``genodiff.finetuning``) sit on it too;
+- ``export``: a trained model as a folder with its run record: ``export_model`` (what
+  ``Model.save_pretrained`` writes) and ``export_checkpoint`` (.ckpt -> folder, ``genodiff
+  export``);
 - ``run_folder``: a training run's output folder: its lock, and which checkpoint it resumes;
 - ``info``: ``inspect_checkpoint``, what ``genodiff info`` prints.
 
 References may be Hugging Face Hub ids ``org/name[@revision]`` (``genodiff.hub``).
 """
 
-from genodiff.checkpoints.folders import (
-    export_checkpoint,
-    init_backbone,
-    load_pretrained,
-    save_pretrained,
-)
+from genodiff.checkpoints.export import export_checkpoint, export_model
+from genodiff.checkpoints.folders import init_backbone, load_pretrained, save_pretrained
 from genodiff.checkpoints.info import inspect_checkpoint
 from genodiff.checkpoints.io import UnsafePickleError, read_checkpoint_file
 from genodiff.checkpoints.load import StoredCheckpoint, load_model, open_checkpoint
@@ -35,6 +34,7 @@ __all__ = [
     "StoredCheckpoint",
     "UnsafePickleError",
     "export_checkpoint",
+    "export_model",
     "init_backbone",
     "inspect_checkpoint",
     "load_model",

@@ -37,7 +37,7 @@ import stat
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import safetensors.torch
 import torch
@@ -49,19 +49,15 @@ from genodiff.atomic_files import fsync_path, temporary_path
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
 from genodiff.checkpoints.io import (
-    RUN_STATE_KEY,
     DamagedFileError,
-    read_checkpoint,
     read_checkpoint_file,
 )
 from genodiff.checkpoints.weights import CheckpointError, load_weights, storage_key
-from genodiff.config import ConfigError, completed_model_config, section_spec
+from genodiff.config import ConfigError, section_spec
 from genodiff.errors import InputFileNotFoundError, InputValueError
-from genodiff.progress import Progress
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
-    tokenizer_from_checkpoint,
     tokenizer_record,
 )
 
@@ -71,7 +67,7 @@ WEIGHTS_FILE = "model.safetensors"
 WEIGHT_FILES = (WEIGHTS_FILE, "pytorch_model.bin", "weights.ckpt")
 # What a folder may hold that ``load_pretrained`` reads (all a Hub download fetches).
 FOLDER_FILES = (CONFIG_FILE, TOKENIZER_FILE, *WEIGHT_FILES)
-# Written by ``export_checkpoint`` beside the backbone files: the training run's config, step
+# Written by ``genodiff.checkpoints.export`` beside the backbone files: the run's config, step
 # and which weights were exported, so the folder can be sampled and evaluated like the .ckpt.
 RUN_RECORD_FILE = "genodiff.json"
 
@@ -402,78 +398,3 @@ def as_trained(model_config: dict[str, Any], run_config: Mapping[str, Any]) -> d
     if defaults_on and not conditioned:
         return {**model_config, "time_conditioning": False}
     return model_config
-
-
-def export_checkpoint(
-    ckpt_path: str | Path,
-    out_dir: str | Path,
-    weights: Literal["ema", "raw"] = "ema",
-    overwrite: bool = False,
-    progress: Progress | None = None,
-) -> Path:
-    """A genodiff training checkpoint (.ckpt of ``genodiff train``) -> a checkpoint folder.
-
-    ``weights="ema"`` exports the EMA weights (``ema.module.*``, what validation and sampling
-    use), ``"raw"`` the trained ones (``backbone.*``). The backbone config comes from the
-    checkpoint's hyper-parameters. Besides the backbone files (``save_pretrained``; an existing
-    folder keeps its other files) it writes genodiff.json: the run's full config, step and
-    epoch, and which weights these are, so ``genodiff sample/eval/info`` read the folder (or
-    its Hub id once uploaded) like the checkpoint. ``progress`` hears of each stage.
-    """
-    prefixes = {"ema": "ema.module.", "raw": "backbone."}
-    if weights not in prefixes:
-        raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
-    _check_export_paths(Path(ckpt_path), Path(out_dir))
-    if progress is not None:
-        progress.note(f"reading {ckpt_path}")
-    ckpt = read_checkpoint(ckpt_path)
-    tokenizer = tokenizer_from_checkpoint(ckpt)
-    run_config = ckpt["hyper_parameters"]["config"]
-    model_config = as_trained(completed_model_config(run_config["model"], tokenizer), run_config)
-    prefix = prefixes[weights]
-    state = {
-        k.removeprefix(prefix): t for k, t in ckpt["state_dict"].items() if k.startswith(prefix)
-    }
-    if not state:
-        raise CheckpointError(
-            f"{ckpt_path} holds no {weights} weights (no '{prefix}*' keys); "
-            "a run trained without EMA (ema.decay=0) exports with weights='raw'"
-        )
-    model = build(**model_config)
-    load_weights(model, state, f"{ckpt_path} ({weights} weights)")
-    record = {
-        "config": ckpt["hyper_parameters"]["config"],
-        "weights": weights,
-        "global_step": ckpt.get("global_step"),
-        "epoch": ckpt.get("epoch"),
-        "exported_from": Path(ckpt_path).name,
-        **ckpt.get(RUN_STATE_KEY, {}),
-    }
-    files = {
-        RUN_RECORD_FILE: _json_writer(record),
-        **_folder_files(model, model_config, tokenizer),
-    }
-    if progress is not None:
-        progress.note(f"writing {out_dir}")
-    return _write_folder(Path(out_dir), files, overwrite)
-
-
-def _check_export_paths(ckpt_path: Path, out_dir: Path) -> None:
-    """Input errors, before anything is read, for a checkpoint that is a folder (an exported
-    one needs no export) and an output folder that is a file."""
-    if ckpt_path.is_dir():
-        if (ckpt_path / RUN_RECORD_FILE).is_file():
-            raise InputValueError(
-                f"--checkpoint {ckpt_path} is already a folder that genodiff export wrote (it "
-                f"holds {RUN_RECORD_FILE}); sample, evaluate or upload it as it is, or export "
-                "the run's .ckpt"
-            )
-        raise InputValueError(
-            f"--checkpoint {ckpt_path} is a folder; export takes a training checkpoint file, "
-            f"e.g. {ckpt_path / 'checkpoints' / 'last.ckpt'}"
-        )
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputValueError(
-            f"--out {out_dir} is a file; export writes a folder ({CONFIG_FILE}, {WEIGHTS_FILE}, "
-            f"{TOKENIZER_FILE}, {RUN_RECORD_FILE}): name a new folder, or one to add them to"
-        )

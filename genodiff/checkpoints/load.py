@@ -37,6 +37,7 @@ from genodiff.checkpoints.folders import (
 from genodiff.checkpoints.io import (
     CLASSIFIER_RECORD_KEY,
     FINETUNED_RECORD_KEY,
+    RUN_STATE_KEY,
     read_checkpoint_file,
 )
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
@@ -213,8 +214,17 @@ def load_model(reference: str | Path, map_location: str | torch.device = "cpu") 
     model = GenerativeModel(stored.record, stored.tokenizer)
     if stored.exported:
         _load_exported_weights(model, stored.source)
+        model.provenance = {k: v for k, v in stored.content.items() if k != "config"}
     else:
         load_weights(model, stored.weights(), stored.source)
+        content = stored.content
+        model.provenance = {
+            "global_step": content.get("global_step"),
+            "epoch": content.get("epoch"),
+            "exported_from": stored.source.name,
+            **content.get(RUN_STATE_KEY, {}),
+        }
+    model.provenance["source"] = str(stored.source)
     return model.to(map_location).eval()
 
 

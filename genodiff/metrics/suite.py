@@ -239,7 +239,7 @@ def evaluate_sample_files(
 
     if alphabet is None:
         alphabet = sample_alphabet(samples, reference, train)
-    if ar_checkpoint is not None:  # a bad --device fails now, not after the other metrics
+    if ar_checkpoint is not None:  # a bad device fails now, not after the other metrics
         from genodiff.devices import resolve_device
 
         resolve_device(device)

@@ -1,0 +1,115 @@
+"""``genodiff export`` and ``Model.save_pretrained``: a trained generative model as a
+Hugging-Face-format folder (``genodiff.checkpoints.folders``) with its run record.
+
+The folder holds the backbone files (config.json, model.safetensors, tokenizer.json) and
+genodiff.json: the run's full config, which weights these are (``ema``: the average that
+validation and sampling use; ``raw``: the trained ones), and where they come from (the step,
+epoch, tokens seen and data digest a training checkpoint recorded). ``genodiff.load``, every
+command and the Hub read it back like the checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from genodiff.checkpoints.folders import (
+    CONFIG_FILE,
+    RUN_RECORD_FILE,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    _folder_files,
+    _json_writer,
+    _write_folder,
+    as_trained,
+)
+from genodiff.checkpoints.load import load_model
+from genodiff.checkpoints.weights import CheckpointError
+from genodiff.config import completed_model_config
+from genodiff.errors import InputValueError
+from genodiff.model import GenerativeModel
+from genodiff.progress import Progress
+
+WEIGHTS = ("ema", "raw")
+
+
+def export_model(
+    model: GenerativeModel,
+    out_dir: str | Path,
+    weights: Literal["ema", "raw"] = "ema",
+    overwrite: bool = False,
+) -> Path:
+    """Write ``model`` into the folder ``out_dir`` (its other files are kept; ``overwrite``
+    replaces the files an export owns); ``weights`` "ema" (its average) or "raw" (its trained
+    weights). A model loaded from an export folder holds one set of weights: it is written as
+    that set. Returns the folder."""
+    if weights not in WEIGHTS:
+        raise InputValueError(
+            f"weights must be 'ema' or 'raw', got {weights!r}", parameter="weights"
+        )
+    provenance = dict(model.provenance)
+    held = provenance.pop("weights", None)  # an exported model holds one set
+    if held is not None and weights != held:
+        raise CheckpointError(
+            f"{model.provenance.get('source', 'this model')} holds only its {held} weights "
+            "(an export folder); export the run's .ckpt for the others",
+            parameter="weights",
+        )
+    if held is None and weights == "ema" and model.ema is None:
+        raise CheckpointError(
+            "the run was trained without EMA (ema.decay=0): it has no averaged weights; "
+            "export its trained ones (weights='raw')",
+            parameter="weights",
+        )
+    backbone = model.eval_backbone if weights == "ema" else model.backbone
+    model_config = completed_model_config(model.config["model"], model.tokenizer)
+    model_config = as_trained(model_config, model.config)
+    provenance.pop("source", None)
+    record = {"config": model.config, "weights": weights, **provenance}
+    files = {
+        RUN_RECORD_FILE: _json_writer(record),
+        **_folder_files(backbone, model_config, model.tokenizer),
+    }
+    return _write_folder(Path(out_dir), files, overwrite)
+
+
+def export_checkpoint(
+    ckpt_path: str | Path,
+    out_dir: str | Path,
+    weights: Literal["ema", "raw"] = "ema",
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> Path:
+    """A genodiff training checkpoint (.ckpt of ``genodiff train``) -> a checkpoint folder
+    (``export_model``); ``progress`` hears of each stage."""
+    _check_export_paths(Path(ckpt_path), Path(out_dir))
+    if progress is not None:
+        progress.note(f"reading {ckpt_path}")
+    model = load_model(ckpt_path)
+    if progress is not None:
+        progress.note(f"writing {out_dir}")
+    return export_model(model, out_dir, weights, overwrite)
+
+
+def _check_export_paths(ckpt_path: Path, out_dir: Path) -> None:
+    """Input errors, before anything is read, for a checkpoint that is a folder (an exported
+    one needs no export) and an output folder that is a file."""
+    if ckpt_path.is_dir():
+        if (ckpt_path / RUN_RECORD_FILE).is_file():
+            raise InputValueError(
+                f"{ckpt_path} is already a folder that genodiff export wrote (it holds "
+                f"{RUN_RECORD_FILE}); sample, evaluate or upload it as it is, or export the "
+                "run's .ckpt",
+                parameter="checkpoint",
+            )
+        raise InputValueError(
+            f"{ckpt_path} is a folder; export takes a training checkpoint file, e.g. "
+            f"{ckpt_path / 'checkpoints' / 'last.ckpt'}",
+            parameter="checkpoint",
+        )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputValueError(
+            f"{out_dir} is a file; export writes a folder ({CONFIG_FILE}, {WEIGHTS_FILE}, "
+            f"{TOKENIZER_FILE}, {RUN_RECORD_FILE}): name a new folder, or one to add them to",
+            parameter="out",
+        )
