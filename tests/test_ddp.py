@@ -378,7 +378,7 @@ def test_a_classifier_trains_on_two_processes_like_one_with_twice_the_batch(tmp_
     assert output.count("genodiff: wrote") == 1
     assert not (two / ".lock").exists() and (two / "config.yaml").is_file()
     expected, got = read_metrics(one), read_metrics(two)
-    for key in ("train/loss", "val/acc"):
+    for key in ("train/loss", "val/acc_clean"):  # noisy accuracies draw per process
         assert by_step(expected, key), key
         assert by_step(got, key) == pytest.approx(by_step(expected, key), rel=1e-4, abs=1e-6), key
     a, b = load(one / "checkpoints" / "last.ckpt"), load(two / "checkpoints" / "last.ckpt")

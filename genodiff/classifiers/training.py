@@ -96,11 +96,16 @@ class ClassifierTrainingModule(RandomStateInCheckpoints):
             )  # (B, L)
             real = (ids != self.classifier.pad_id).float()  # (B, L)
             loss = (per_position * real).sum() / real.sum().clamp_min(1)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
+        # the global batch's mean loss under DDP, as one process with the whole batch logs it
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(labels), sync_dist=True)
         return loss
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         ids, labels = batch["input_ids"], batch["labels"]
+        real = (ids != self.classifier.pad_id).any(dim=1)  # (B,): not a padding row (DDP)
+        if not real.any():
+            return
+        ids, labels = ids[real], labels[real]
         if self.process is not None:
             for t, accuracy in zip(self.val_times, self.accuracies, strict=True):
                 noisy = inputs_at_time(self.process, ids, t, self.heldout_noise)

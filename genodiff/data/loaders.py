@@ -119,14 +119,17 @@ class ResumableLoader(DataLoader):
 
 class HeldoutShard(Dataset):
     """Process ``rank``'s items of a held-out dataset, global batch by global batch; positions
-    past the end are all-[PAD] rows (neither noised nor scored)."""
+    past the end are padding rows: the first item's fields (its label, in a labelled dataset)
+    with all-[PAD] ids, which are neither noised nor scored, and which a classifier's metrics
+    leave out."""
 
     def __init__(
         self, dataset: Dataset, batch_size: int, rank: int, world_size: int, pad_id: int
     ) -> None:
         self.dataset, self.batch_size = dataset, batch_size
         self.rank, self.world_size = rank, world_size
-        self.padding = {"input_ids": torch.full_like(dataset[0]["input_ids"], pad_id)}
+        first = dataset[0]
+        self.padding = {**first, "input_ids": torch.full_like(first["input_ids"], pad_id)}
         self.steps = math.ceil(len(dataset) / (world_size * batch_size))
 
     def __len__(self) -> int:

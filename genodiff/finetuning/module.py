@@ -51,8 +51,10 @@ class ClassifierModule(RandomStateInCheckpoints):
         self.lr, self.optim_cfg, self.rc_aug = lr, optim, rc_aug
         self.register_buffer("class_weights", class_weights, persistent=False)
         num_classes = classifier.score.out_features
-        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
-        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        # A run trains in one process (several processes take whole runs, not shares of one:
+        # genodiff.finetuning.workers), so its accuracies never gather other processes' counts.
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro", sync_on_compute=False)
+        self.test_acc = MulticlassAccuracy(num_classes, average="micro", sync_on_compute=False)
         self._predictions: list[Tensor] = []
         self._labels: list[Tensor] = []
         self._loss_sum = 0.0
