@@ -209,3 +209,19 @@ def test_the_cli_names_every_option_of_a_tuple_of_parameters():
     )
     named = InputValueError("--length is too big", parameter="length")
     assert cli.error_line(named, "sample", options).endswith("--length is too big")
+
+
+def test_the_readme_python_example_runs_as_printed(run, tmp_path, monkeypatch):
+    """README.md's "From Python" block, run as printed from a folder where the demo's run is
+    ``outputs/demo``."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```python", text.index("### From Python")) + len("```python")
+    block = text[start : text.index("```", start)]
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / "demo").symlink_to(run)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    samples, nelbo = namespace["samples"], namespace["nelbo"]
+    assert len(samples) == len(nelbo) == 8 and all(len(s) == 1024 for s in samples)
+    assert [str(r.seq) for r in SeqIO.parse(tmp_path / "samples.fa", "fasta")] == samples
