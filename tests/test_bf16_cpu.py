@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from genodiff import cli
+import genodiff
 from genodiff.backbones.caduceus import Caduceus
 from genodiff.backbones.mamba_lm import MambaLM
 from genodiff.ops import upstream_kernels_on_cpu
@@ -58,7 +58,7 @@ def test_train_in_bf16_mixed_on_cpu(tmp_path, monkeypatch):
             "output_dir": tmp_path,
         },
     )
-    assert cli.main(["train", DEMO, *args]) == 0
+    genodiff.train(DEMO, args)
     assert seen == [(True, torch.bfloat16)] * 2
     (val,) = [float(r["val/nelbo"]) for r in read_metrics(tmp_path) if r.get("val/nelbo")]
     assert math.isfinite(val) and 0 < val < 10

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli
 from genodiff.backbones.caduceus import Caduceus
 from genodiff.backbones.hyena import HyenaDNA
@@ -313,7 +314,7 @@ def test_a_tiny_conditional_demo_trains_evaluates_twice_exports_and_shows_its_cl
 ):
     out = tmp_path / "run"
     config = str(ROOT / "configs" / "conditional_demo.yaml")
-    assert cli.main(["train", config, *TINY_RUN, f"output_dir={out}"]) == 0
+    genodiff.train(config, TINY_RUN, output_dir=out)
     printed = capsys.readouterr().out
     assert "class 0 human  train 225, valid 25, test 60" in printed
     assert "class 1 phage  train 225, valid 25, test 60" in printed

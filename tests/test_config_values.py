@@ -16,6 +16,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
+import genodiff
 from genodiff import cli, registry
 from genodiff.backbones import Capabilities
 from genodiff.backbones.hyena import HyenaOperator
@@ -249,7 +250,7 @@ def test_resuming_a_finished_run_into_another_output_dir(capsys, tmp_path):
     # report after training must not read the missing score (it used to raise a TypeError).
     first, second = tmp_path / "first", tmp_path / "second"
     quiet = ["samples.num_samples=0", "evaluate_test=false"]
-    assert cli.main(["train", DEMO, *TINY, *quiet, f"output_dir={first}"]) == 0
+    genodiff.train(DEMO, [*TINY, *quiet], output_dir=first)
     last = first / "checkpoints" / "last.ckpt"
     capsys.readouterr()
     # One more step without validation (a resume to the same max_steps is refused, nothing
@@ -285,7 +286,7 @@ def test_hg38_with_demo_data_validates_by_steps_across_epochs(tmp_path):
     ]
     out = tmp_path / "out"
     config = str(ROOT / "configs" / "hg38.yaml")
-    assert cli.main(["train", config, *cheap, f"output_dir={out}"]) == 0
+    genodiff.train(config, cheap, output_dir=out)
     assert (out / "checkpoints" / "last.ckpt").is_file()
     build_trainer(load_config(config, [*cheap, f"output_dir={tmp_path / 'built'}"]))
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli, registry
 from genodiff.backbones import Capabilities, build, capabilities_of
 from genodiff.backbones.layout import CheckpointLayout
@@ -114,7 +115,7 @@ trainer: {{max_steps: 4, val_check_interval: 2, limit_val_batches: 2, limit_test
 def text_run(toy_plugin, corpus, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("text_run")
     config = write_text_config(root / "configs", corpus, root / "run")
-    assert cli.main(["train", str(config)]) == 0
+    genodiff.train(str(config))
     return root / "run"
 
 
@@ -394,8 +395,7 @@ def test_the_documented_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
     demo_fasta = ROOT / "data" / "chr22_20-21Mb.fa.gz"
     overrides = [o for o in TINY if not o.startswith("model=")]
     out = tmp_path / "run"
-    assert cli.main(["train", str(experiment), *overrides, f"data.fasta={demo_fasta}",
-                     f"output_dir={out}"]) == 0  # fmt: skip
+    genodiff.train(str(experiment), [*overrides, f"data.fasta={demo_fasta}"], output_dir=out)
     ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["hyper_parameters"]["config"]["model"] == {
         "name": "bigru",

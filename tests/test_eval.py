@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli
 from genodiff.data.datamodule import DEMO_FASTA
 from genodiff.data.windows import FastaWindowDataset
@@ -22,10 +23,10 @@ SMALL = ["model.d_model=16", "model.n_layer=1"]
 def checkpoints(tmp_path_factory):
     """Two tiny models trained for 4 steps on the demo genome: MDLM (Caduceus), AR (Mamba)."""
     mdlm, ar = tmp_path_factory.mktemp("mdlm"), tmp_path_factory.mktemp("ar")
-    assert cli.main(["train", DEMO, *TINY, *SMALL, f"output_dir={mdlm}"]) == 0
+    genodiff.train(DEMO, [*TINY, *SMALL], output_dir=mdlm)
     ar_overrides = ["data=demo", "trainer=cpu", *[o for o in TINY if not o.startswith("model=")]]
     config = str(ROOT / "configs" / "hg38_ar_mamba.yaml")
-    assert cli.main(["train", config, *ar_overrides, *SMALL, f"output_dir={ar}"]) == 0
+    genodiff.train(config, [*ar_overrides, *SMALL], output_dir=ar)
     return {name: run / "checkpoints" / "last.ckpt" for name, run in (("mdlm", mdlm), ("ar", ar))}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli
 from genodiff.config_values import ConfigError
 from genodiff.finetuning import load_finetune_config, protocol
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeypatch, capsys):
     config, out = toy
-    assert cli.main(["finetune", str(config)]) == 0
+    genodiff.finetune(str(config), progress=False)
     for ext in ("csv", "json", "md", "png"):
         assert (out / f"results.{ext}").stat().st_size > 0
     first = json.loads((out / "results.json").read_text())
@@ -46,7 +47,7 @@ def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeyp
         return real_run_fold(cfg, task, run, *args, **kwargs)
 
     monkeypatch.setattr(protocol, "run_fold", counting)
-    assert cli.main(["finetune", str(config)]) == 0
+    genodiff.finetune(str(config), progress=False)
     assert calls == [1]
     assert "fold 1/2: done before, skipped" in capsys.readouterr().out
     second = json.loads((out / "results.json").read_text())
@@ -156,7 +157,7 @@ def test_an_interrupted_fold_resumes_from_its_last_epoch_and_ends_the_same(
 ):
     config, out = toy
     three_epochs = ["trainer.max_epochs=3", "folds=2", "early_stopping.patience=5"]
-    assert cli.main(["finetune", str(config), *three_epochs]) == 0
+    genodiff.finetune(str(config), three_epochs, progress=False)
     whole = json.loads((out / "results.json").read_text())["tasks"]["toy"]["runs"]
 
     split = tmp_path / "split"
@@ -175,7 +176,7 @@ def test_an_interrupted_fold_resumes_from_its_last_epoch_and_ends_the_same(
     fold1 = split / "runs" / "toy" / "lr0.003_bs8" / "fold1"
     assert not (fold1 / "result.json").exists() and (fold1 / "checkpoints" / "last.ckpt").is_file()
     capsys.readouterr()
-    assert cli.main(["finetune", str(config), *again]) == 0
+    genodiff.finetune(str(config), again, progress=False)
     assert f"resuming from {fold1 / 'checkpoints' / 'last.ckpt'}" in capsys.readouterr().out
     resumed = json.loads((split / "results.json").read_text())["tasks"]["toy"]["runs"]
     varying = ("wall_s", "cpu_s", "checkpoint")

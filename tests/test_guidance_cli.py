@@ -9,6 +9,7 @@ import pytest
 import torch
 from Bio import SeqIO
 
+import genodiff
 import genodiff.pipeline
 from genodiff import cli
 from tests import test_sample_cli
@@ -22,7 +23,7 @@ unconditional = test_sample_cli.checkpoint  # the tiny unconditional run of the 
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("conditional")
     config = str(ROOT / "configs" / "conditional_demo.yaml")
-    assert cli.main(["train", config, *TINY_RUN, "evaluate_test=false", f"output_dir={out}"]) == 0
+    genodiff.train(config, [*TINY_RUN, "evaluate_test=false"], output_dir=out)
     return out
 
 

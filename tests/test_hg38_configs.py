@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import genodiff
 from genodiff import cli
 from genodiff.config import load_config
 
@@ -40,7 +41,7 @@ def test_the_hg38_configs_are_found():
 def test_config_trains_on_demo_data_and_evaluates(config, tmp_path, capsys):
     model_section = load_config(config, ["data=demo"]).model
     tiny = [f"model.{key}={value}" for key, value in TINY_MODEL.items() if key in model_section]
-    assert cli.main(["train", str(config), *TINY_RUN, *tiny, f"output_dir={tmp_path}"]) == 0
+    genodiff.train(str(config), [*TINY_RUN, *tiny], output_dir=tmp_path)
     checkpoint = tmp_path / "checkpoints" / "last.ckpt"
     capsys.readouterr()
     args = ["eval", "--checkpoint", str(checkpoint), "--num-windows", "2", "--json"]

@@ -9,6 +9,7 @@ import pytest
 import torch
 from Bio import SeqIO
 
+import genodiff
 from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import inspect_checkpoint, save_pretrained
@@ -45,7 +46,7 @@ def run(tmp_path_factory):
         "samples.num_samples=0",
         f"output_dir={out}",
     ]
-    assert cli.main(["train", DEMO, *overrides]) == 0
+    genodiff.train(DEMO, overrides)
     ckpt = out / "checkpoints" / "last.ckpt"
     assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(out / "exported")]) == 0
     return out

@@ -3,6 +3,7 @@
 import torch
 from omegaconf import OmegaConf
 
+import genodiff
 from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import init_backbone, read_checkpoint_file, save_pretrained
@@ -24,7 +25,7 @@ def test_training_starts_from_the_folder_weights(tmp_path):
     out = tmp_path / "run"
     # lr 0: the weights written at the end are exactly the ones training started from.
     overrides = [*TINY, "trainer.max_steps=1", "optim.lr=0", "samples.num_samples=0"]
-    assert cli.main(["train", DEMO, *overrides, f"init_from={folder}", f"output_dir={out}"]) == 0
+    genodiff.train(DEMO, [*overrides, f"init_from={folder}"], output_dir=out)
     state = read_checkpoint_file(out / "checkpoints" / "last.ckpt")["state_dict"]
     for key, value in weights.items():
         assert torch.equal(state[f"backbone.{key}"], value), key
@@ -35,7 +36,7 @@ def test_without_init_from_the_weights_differ(tmp_path):
     _, weights = pretrained_folder(tmp_path, seed=123)
     out = tmp_path / "run"
     overrides = [*TINY, "trainer.max_steps=1", "optim.lr=0", "samples.num_samples=0"]
-    assert cli.main(["train", DEMO, *overrides, f"output_dir={out}"]) == 0
+    genodiff.train(DEMO, overrides, output_dir=out)
     state = read_checkpoint_file(out / "checkpoints" / "last.ckpt")["state_dict"]
     assert not torch.equal(
         state["backbone.backbone.embeddings.word_embeddings.weight"],

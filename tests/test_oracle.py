@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli
 from genodiff.data.benchmarks import load_task
 from genodiff.domains import DNADomain
@@ -106,7 +107,7 @@ def species(tmp_path_factory):
     out = root / "oracle_run"
     oracle_config = root / "oracle.yaml"
     oracle_config.write_text(ORACLE_CONFIG.format(out=out, root=dest))
-    assert cli.main(["finetune", str(oracle_config)]) == 0
+    genodiff.finetune(str(oracle_config), progress=False)
     (checkpoint,) = (out / "runs" / "tiny_species").glob("*/fold0/checkpoints/best-*.ckpt")
     return {"records": records, "config": config, "dest": dest, "oracle": checkpoint, "out": out}
 

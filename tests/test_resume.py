@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli
 from genodiff.backbones.caduceus import Caduceus
 from genodiff.training.module import GenerativeTrainingModule
@@ -30,7 +31,7 @@ def test_last_ckpt_is_the_latest_state_when_the_best_was_early(tmp_path, monkeyp
 
     monkeypatch.setattr(GenerativeTrainingModule, "_log_heldout", worse_every_validation)
     out = tmp_path / "run"
-    assert cli.main(["train", DEMO, *BASE, "trainer.max_steps=5", f"output_dir={out}"]) == 0
+    genodiff.train(DEMO, [*BASE, "trainer.max_steps=5"], output_dir=out)
     folder = out / "checkpoints"
     assert [p.name for p in folder.glob("best-step*.ckpt")] == ["best-step2.ckpt"]
     assert step_of(folder / "last.ckpt") == 5  # validated at 2 and 4, ended at 5
@@ -82,7 +83,7 @@ class StopTrainingError(ValueError):
 @pytest.mark.process_level
 def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
     whole, split = tmp_path / "whole", tmp_path / "split"
-    assert cli.main(["train", DEMO, *EXACT, f"output_dir={whole}"]) == 0
+    genodiff.train(DEMO, EXACT, output_dir=whole)
 
     original = GenerativeTrainingModule.training_step
 
@@ -96,7 +97,7 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
         with pytest.raises(StopTrainingError):  # a crash keeps its traceback
             cli.main(["train", DEMO, *EXACT, f"output_dir={split}"])
     assert step_of(split / "checkpoints" / "last.ckpt") == 4
-    assert cli.main(["train", DEMO, *EXACT, f"output_dir={split}", "ckpt_path=last"]) == 0
+    genodiff.train(DEMO, [*EXACT, "ckpt_path=last"], output_dir=split)
 
     def losses(rows: list[dict], key: str) -> dict[int, float]:
         return {int(r["step"]): float(r[key]) for r in rows if r.get(key)}

@@ -5,6 +5,7 @@ import re
 import pytest
 from Bio import SeqIO
 
+import genodiff
 from genodiff import cli
 from tests.test_cli import DEMO, TINY
 
@@ -13,7 +14,7 @@ from tests.test_cli import DEMO, TINY
 def checkpoint(tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     overrides = [*TINY, "samples.num_samples=0", "evaluate_test=false", f"output_dir={out}"]
-    assert cli.main(["train", DEMO, *overrides]) == 0
+    genodiff.train(DEMO, overrides)
     return str(out / "checkpoints" / "last.ckpt")
 
 

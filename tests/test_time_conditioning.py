@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli
 from genodiff.backbones.caduceus import Caduceus
 from genodiff.config import ConfigError
@@ -174,7 +175,7 @@ TINY_RUN = [
 def test_a_time_conditioned_mdlm_demo_trains_exports_and_evaluates_the_same(tmp_path, capsys):
     out = tmp_path / "run"
     config = str(ROOT / "configs" / "demo.yaml")
-    assert cli.main(["train", config, *TINY_RUN, f"output_dir={out}"]) == 0
+    genodiff.train(config, TINY_RUN, output_dir=out)
     checkpoint = out / "checkpoints" / "last.ckpt"
     export = tmp_path / "export"
     assert cli.main(["export", "--checkpoint", str(checkpoint), "--out", str(export)]) == 0

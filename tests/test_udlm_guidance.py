@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from genodiff import cli
+import genodiff
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.classifiers import load_classifier
 from genodiff.classifiers.guide import ClassifierGuide
@@ -320,7 +320,7 @@ def generators(toy):  # noqa: F811 (the fixture imported above)
 def train(config, generator, out) -> str:
     options = [f"generator={generator}", f"output_dir={out}", "trainer.max_steps=4"]
     options += ["trainer.val_check_interval=4", "--no-progress"]
-    assert cli.main(["classifier", str(config), *options]) == 0
+    genodiff.train_classifier(str(config), options, progress=False)
     return str(out / "checkpoints" / "last.ckpt")
 
 
@@ -384,7 +384,7 @@ def conditional_udlm_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("conditional_udlm")
     config = str(ROOT / "configs" / "conditional_demo.yaml")
     options = ["objective=udlm", "model.time_conditioning=true", "evaluate_test=false"]
-    assert cli.main(["train", config, *TINY_RUN, *options, f"output_dir={out}"]) == 0
+    genodiff.train(config, [*TINY_RUN, *options], output_dir=out)
     return out
 
 

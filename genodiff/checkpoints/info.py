@@ -25,7 +25,7 @@ from genodiff.checkpoints.folders import (
     read_run_record,
 )
 from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, RUN_STATE_KEY, read_checkpoint
-from genodiff.checkpoints.load import RUN_FILES, checkpoint_file
+from genodiff.checkpoints.load import RUN_FILES, locate
 from genodiff.conditioning import class_names
 from genodiff.config import completed_model_config
 from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
@@ -94,9 +94,9 @@ class CheckpointInfo:
 def inspect_checkpoint(reference: str | Path) -> CheckpointInfo:
     """What ``reference`` holds (see the module docstring)."""
     path = hub.resolve(reference, RUN_FILES)
-    if path.is_dir() and (path / CONFIG_FILE).is_file():
+    if path.is_dir() and (path / CONFIG_FILE).is_file():  # any backbone folder
         return _folder_info(str(reference), path)
-    return _checkpoint_info(str(reference), checkpoint_file(path))
+    return _checkpoint_info(str(reference), locate(path))  # a .ckpt, a run's folder
 
 
 def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
