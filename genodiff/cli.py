@@ -12,7 +12,9 @@ import argparse
 import errno
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from genodiff.errors import InputValueError, UserInputError
 from genodiff.progress import PROGRESS_ENV, Progress, progress_wanted
@@ -243,6 +245,22 @@ def _progress(args: argparse.Namespace) -> Progress:
     return Progress(f"genodiff {args.command}", enabled=progress_wanted(args.no_progress))
 
 
+def _config_command(
+    commands: Any,  # argparse's subparsers action
+    run: Callable[[argparse.Namespace], None],
+    name: str,
+    summary: str,
+    description: str,
+    example: str,
+) -> None:
+    """A command that runs a config with Hydra overrides (train, finetune, classifier)."""
+    command = commands.add_parser(name, help=summary, description=description)
+    command.add_argument("config", help=example)
+    command.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
+    _add_progress_flag(command)
+    command.set_defaults(run=run)
+
+
 def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress",
@@ -267,33 +285,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser(
-        "train",
-        help="train a model from an experiment config",
-        description="Train from CONFIG (a YAML under configs/). Overrides are Hydra-style: "
+    _config_command(
+        commands, _train, "train", "train a model from an experiment config",
+        "Train from CONFIG (a YAML under configs/). Overrides are Hydra-style: "
         "trainer.max_steps=20 data=demo output_dir=runs/x optim.lr=3e-4",
-    )
-    train.add_argument("config", help="experiment YAML, e.g. configs/demo.yaml")
-    train.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
-    _add_progress_flag(train)
-    train.set_defaults(run=_train)
-
-    finetune = commands.add_parser(
-        "finetune",
-        help="fine-tune a classifier on Genomic Benchmarks tasks with k-fold cross-validation",
-        description="Fine-tune from CONFIG, e.g. configs/genomic_benchmarks.yaml. Overrides: "
+        "experiment YAML, e.g. configs/demo.yaml",
+    )  # fmt: skip
+    _config_command(
+        commands, _finetune, "finetune",
+        "fine-tune a classifier on Genomic Benchmarks tasks with k-fold cross-validation",
+        "Fine-tune from CONFIG, e.g. configs/genomic_benchmarks.yaml. Overrides: "
         "benchmark.root=DIR benchmark.tasks=[a,b] folds=5 pretrained=PATH output_dir=DIR "
-        "trainer.max_epochs=10. Finished folds in output_dir are skipped (resume).",
-    )
-    finetune.add_argument("config", help="fine-tuning YAML, e.g. configs/genomic_benchmarks.yaml")
-    finetune.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
-    _add_progress_flag(finetune)
-    finetune.set_defaults(run=_finetune)
-
-    classifier = commands.add_parser(
-        "classifier",
-        help="train a classifier for classifier-based guidance (D-CBG, FUDGE)",
-        description="Train from CONFIG, e.g. configs/classifier_demo.yaml, a classifier of "
+        "trainer.max_epochs=10. Finished folds in output_dir are skipped (resume); with "
+        "trainer.devices=N the runs are spread over N processes.",
+        "fine-tuning YAML, e.g. configs/genomic_benchmarks.yaml",
+    )  # fmt: skip
+    _config_command(
+        commands, _classifier, "classifier",
+        "train a classifier for classifier-based guidance (D-CBG, FUDGE)",
+        "Train from CONFIG, e.g. configs/classifier_demo.yaml, a classifier of "
         "labelled sequences (data=labelled) for genodiff sample --classifier. kind=noisy "
         "(D-CBG for masked diffusion): a bidirectional backbone learns p(y | z_t) on states "
         "z_t drawn by the forward process of generator=PATH (an MDLM, SEDD or D3PM "
@@ -301,11 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
         "causal backbone learns p(y | x_<=i) at every position of clean sequences. "
         "Overrides: generator=PATH kind=causal model=mamba trainer.max_steps=200 "
         "output_dir=DIR",
-    )
-    classifier.add_argument("config", help="classifier YAML, e.g. configs/classifier_demo.yaml")
-    classifier.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
-    _add_progress_flag(classifier)
-    classifier.set_defaults(run=_classifier)
+        "classifier YAML, e.g. configs/classifier_demo.yaml",
+    )  # fmt: skip
 
     sample = commands.add_parser(
         "sample",
@@ -318,19 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--length",
         type=int,
-        default=None,
         help="tokens, bp for DNA (default: the training window, or the --infill template's)",
     )
     sample.add_argument(
         "--steps",
         type=int,
-        default=None,
         help="steps T of ancestral and cached, per window of semi-ar, of SEDD's, UDLM's and "
         "Plaid's samplers; first-hitting and AR models take none (default: 1024)",
     )
     sample.add_argument(
         "--sampler",
-        default=None,
         help="MDLM/D3PM: ancestral, cached, first-hitting, semi-ar; SEDD: analytic, euler; "
         "UDLM, Plaid, AR: ancestral (default: the first named for the checkpoint's objective)",
     )
@@ -346,12 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sample.add_argument(
         "--prefix",
-        default=None,
         help="fixed start: bases for DNA (ACGTTG), text for text (default: none)",
     )
     sample.add_argument(
         "--infill",
-        default=None,
         help="template; DNA: a FASTA whose first record fixes its upper-case ACGT and "
         "generates N / lower-case positions; text: a file whose first line is text with the "
         "mask token ([MASK]) at each token to generate. Sets --length (default: none)",
@@ -359,18 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--block",
         type=int,
-        default=None,
         help="window length in tokens; semi-ar only, and required there (default: none)",
     )
     sample.add_argument(
         "--stride",
         type=int,
-        default=None,
         help="new tokens per window, < --block; semi-ar only, and required there (default: none)",
     )
     sample.add_argument(
         "--label",
-        default=None,
         help="draw sequences of this class (a class name of the checkpoint's labelled data, "
         "or of --classifier's for an unconditional model). Guidance per objective: MDLM and "
         "D3PM (every sampler), UDLM (ancestral, at the transition level): classifier-free "
@@ -380,28 +379,24 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--guidance",
         type=float,
-        default=None,
         help="guidance strength gamma with --label, in [0, 100]: 0 = unconditional p(x), 1 = "
         "the conditional model p(x | label), > 1 extrapolates towards the class (stronger, "
         "less diverse; about 1-5 is useful) (default: 1)",
     )
     sample.add_argument(
         "--guidance-schedule",
-        default=None,
         help="gamma over sampling: constant, or ramp (rising from 0 to gamma as sampling "
         "proceeds, gamma (1 - t) for diffusion: weak guidance on mostly noise, full at the "
         "end) (default: constant)",
     )
     sample.add_argument(
         "--classifier",
-        default=None,
         help="classifier-guided sampling with this noisy classifier checkpoint (genodiff "
         "classifier): D-CBG for MDLM/D3PM/UDLM, FUDGE for AR; needs --label (default: none, "
         "classifier-free guidance by the model's own null label)",
     )
     sample.add_argument(
         "--classifier-form",
-        default=None,
         help="D-CBG: first-order (one forward + backward pass per step) or exact (one "
         "classifier call per position and base: short sequences only) (default: first-order)",
     )
@@ -411,12 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="the same seed draws the same samples (default: %(default)s)",
     )
-    sample.add_argument(
-        "--batch-size", type=int, default=None, help="sequences per network call (default: 16)"
-    )
-    sample.add_argument(
-        "--device", default=None, help="cpu, cuda, cuda:1 (default: the best available)"
-    )
+    sample.add_argument("--batch-size", type=int, help="sequences per network call (default: 16)")
+    sample.add_argument("--device", help="cpu, cuda, cuda:1 (default: the best available)")
     sample.add_argument(
         "--out", required=True, help="output file: .fa (DNA), .txt (one per line) or .jsonl"
     )
@@ -436,23 +427,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--fasta",
         "--text",
         dest="file",
-        default=None,
         help="score the windows of FILE instead of the test split, read as the checkpoint's "
         "data module reads a file of its domain (DNA: a FASTA; a text plugin: one sentence per "
         "line); --fasta and --text are aliases of --file",
     )
-    evaluate.add_argument(
-        "--length", type=int, default=None, help="window length (default: the config's)"
-    )
-    evaluate.add_argument(
-        "--num-windows", type=int, default=None, help="evenly spread subset (default: all)"
-    )
-    evaluate.add_argument(
-        "--t-samples", type=int, default=None, help="noise draws per window (diffusion)"
-    )
+    evaluate.add_argument("--length", type=int, help="window length (default: the config's)")
+    evaluate.add_argument("--num-windows", type=int, help="evenly spread subset (default: all)")
+    evaluate.add_argument("--t-samples", type=int, help="noise draws per window (diffusion)")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--batch-size", type=int, default=16, help="windows per batch")
-    evaluate.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: best)")
+    evaluate.add_argument("--device", help="cpu, cuda, cuda:1 (default: best)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.add_argument(
         "--per-window", action="store_true", help="with --json: list every window's NELBO"
@@ -476,38 +460,32 @@ def build_parser() -> argparse.ArgumentParser:
     gen_ppl.add_argument("samples", help="sample file from genodiff sample (.fa, .txt, .jsonl)")
     scorer = gen_ppl.add_mutually_exclusive_group()
     scorer.add_argument(
-        "--checkpoint", default=None, help="AR .ckpt (default: a conventional AR run's last.ckpt)"
+        "--checkpoint", help="AR .ckpt (default: a conventional AR run's last.ckpt)"
     )
     scorer.add_argument(
         "--scorer",
-        default=None,
         metavar="NAME",
         help="score with the scorer a plugin registers as NAME (entry-point group "
         "genodiff.scorers), e.g. the text plugin's hf; an unknown NAME lists the registered ones",
     )
     gen_ppl.add_argument(
         "--scorer-model",
-        default=None,
         metavar="MODEL",
         help="the model --scorer scores with (for hf: a Hugging Face Hub id or a local folder); "
         "default: the scorer's own default model",
     )
-    gen_ppl.add_argument(
-        "--reference", default=None, help="real data in the same formats, for diversity"
-    )
+    gen_ppl.add_argument("--reference", help="real data in the same formats, for diversity")
     gen_ppl.add_argument("--batch-size", type=int, default=16, help="chunks per batch")
-    gen_ppl.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: best)")
+    gen_ppl.add_argument("--device", help="cpu, cuda, cuda:1 (default: best)")
     gen_ppl.add_argument(
         "--max-length",
         type=int,
-        default=None,
         help="tokens per scored chunk (default: the checkpoint's training window, or the "
         "window of --scorer's model, e.g. hf: the model's context)",
     )
     gen_ppl.add_argument(
         "--stride",
         type=int,
-        default=None,
         help="tokens a sample longer than the window advances by from one chunk to the next; "
         "each later chunk reads the window minus stride tokens before it as context, scored "
         "once (1 to the window, below it for a scorer that reads every later window with "
@@ -545,30 +523,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     quality.add_argument(
         "--oracle",
-        default=None,
         help="a classifier checkpoint from genodiff finetune (trained on data the generator "
         "never saw, e.g. from genodiff data labelled-split): reports its accuracy and macro-F1 "
         "on the samples, confusion counts, and every metric per class",
     )
     quality.add_argument(
         "--label",
-        default=None,
         help="with --oracle: the class of samples whose FASTA header names none (label=NAME)",
     )
-    quality.add_argument(
-        "--train", default=None, help="the training DNA (FASTA), to flag copied samples"
-    )
+    quality.add_argument("--train", help="the training DNA (FASTA), to flag copied samples")
     quality.add_argument(
         "--ar-checkpoint",
-        default=None,
         help="DNA AR checkpoint (.ckpt, export folder or Hub id) for generative perplexity",
     )
-    quality.add_argument(
-        "--out", default=None, help="report folder (default: NAME_quality/ beside NAME.fa)"
-    )
-    quality.add_argument(
-        "--window", type=int, default=None, help="reference window, bp (default: sample length)"
-    )
+    quality.add_argument("--out", help="report folder (default: NAME_quality/ beside NAME.fa)")
+    quality.add_argument("--window", type=int, help="reference window, bp (default: sample length)")
     quality.add_argument(
         "--max-reference", type=int, default=2000, help="reference windows used at most"
     )
@@ -580,9 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="flag samples at least this identical to a training stretch",
     )
     quality.add_argument("--seed", type=int, default=0, help="discriminator fold shuffling")
-    quality.add_argument(
-        "--device", default=None, help="for --oracle and --ar-checkpoint (default: best)"
-    )
+    quality.add_argument("--device", help="for --oracle and --ar-checkpoint (default: best)")
     _add_progress_flag(quality)
     quality.set_defaults(run=_evaluate_samples)
 
@@ -615,8 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
     datasets = data.add_subparsers(dest="dataset", required=True)
     hg38 = datasets.add_parser("hg38", help="hg38 FASTA + Basenji BED splits")
     hg38.add_argument("--dest", default="data/hg38", help="folder to write into")
-    hg38.add_argument("--fasta-url", default=None, help="override the hg38.ml.fa.gz URL")
-    hg38.add_argument("--bed-url", default=None, help="override the sequences_human.bed URL")
+    hg38.add_argument("--fasta-url", help="override the hg38.ml.fa.gz URL")
+    hg38.add_argument("--bed-url", help="override the sequences_human.bed URL")
     hg38.set_defaults(run=_data_hg38)
     split = datasets.add_parser(
         "labelled-split",
@@ -640,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
     split.add_argument("--dest", required=True, help="folder to write (new or empty)")
-    split.add_argument("--task", default=None, help="task folder name (default: the config's name)")
+    split.add_argument("--task", help="task folder name (default: the config's name)")
     split.add_argument(
         "--oracle-test-fraction",
         type=float,
