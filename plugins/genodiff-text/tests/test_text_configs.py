@@ -239,3 +239,23 @@ def test_text_demo_trains_end_to_end_and_eval_matches_the_baselines(tmp_path, ca
     assert main([*sample, "--prefix", "zxqvbnm qwxyz", "--out", str(written)]) == 2
     err = capsys.readouterr().err
     assert "does not know 'zxqvbnm'" in err and not written.exists()
+
+    # The Python API on the text run: score is `eval --file --per-window` line by line, and
+    # generate is what `genodiff sample` writes.
+    import genodiff
+
+    model = genodiff.load(checkpoint, device="cpu")
+    lines = ["the cat sat on the mat .", "a dog ran to the park .", "we like books ."]
+    text_file = tmp_path / "lines.txt"
+    text_file.write_text("".join(line + "\n" for line in lines))
+    capsys.readouterr()
+    argv = ["eval", "--checkpoint", str(checkpoint), "--file", str(text_file), "--seed", "4"]
+    assert main([*argv, "--json", "--per-window", "--no-progress"]) == 0
+    windows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["per_window"]
+    scores = model.score(lines, seed=4)
+    assert scores == pytest.approx([w["nelbo"] / w["tokens"] for w in windows], rel=1e-9)
+    drawn = model.generate(2, steps=4, seed=1, batch_size=2)
+    out_file = tmp_path / "drawn.txt"
+    assert main([*sample[:-4], "--num-samples", "2", "--steps", "4", "--seed", "1",
+                 "--batch-size", "2", "--out", str(out_file)]) == 0  # fmt: skip
+    assert drawn.save(tmp_path / "api.txt").read_text() == out_file.read_text()
