@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Train from CONFIG, e.g. configs/classifier_demo.yaml, a classifier of "
         "labelled sequences (data=labelled) for genodiff sample --classifier. kind=noisy "
         "(D-CBG for masked diffusion): a bidirectional backbone learns p(y | z_t) on states "
-        "z_t drawn by the forward process of generator=PATH (an MDLM, SEDD or D3PM "
+        "z_t drawn by the forward process of generator=PATH (an MDLM, SEDD, D3PM or UDLM "
         "checkpoint with the same tokenizer and classes); kind=causal (FUDGE for AR): a "
         "causal backbone learns p(y | x_<=i) at every position of clean sequences. "
         "Overrides: generator=PATH kind=causal model=mamba trainer.max_steps=200 "

@@ -2,8 +2,8 @@
 objective (diffusion or next-token prediction) and their exponential moving averages, built from
 a run's config.
 
-``GenerativeModel`` is a plain ``nn.Module``: sampling, evaluation, ``genodiff info``, the
-metrics and fine-tuning load it (``genodiff.checkpoints.load_model``) without the Lightning
+``GenerativeModel`` is a plain ``nn.Module``: sampling, evaluation, the metrics and
+fine-tuning load it (``genodiff.checkpoints.load_model``) without the Lightning
 module that trains it (``genodiff.training.module``). Its state dict (``backbone.*``,
 ``objective.*``, ``ema.*``, ``objective_ema.*``) is the ``state_dict`` of a training checkpoint.
 """

@@ -12,7 +12,7 @@
 
 Every command of the CLI that uses a trained model is a thin shell over these calls
 (``genodiff.cli``), so a Python session and a shell with the same settings and seed give the
-same sequences, scores and files. ``genodiff.train``, ``genodiff.finetuning``,
+same sequences, scores and files. ``genodiff.train``, ``genodiff.finetune``,
 ``genodiff.train_classifier`` and ``evaluate_samples`` (below) are the other commands'.
 """
 

@@ -214,3 +214,19 @@ def test_unknown_class_weights_is_a_config_error(tmp_path):
         load_finetune_config(
             ROOT / "configs" / "genomic_benchmarks_demo.yaml", ["classifier.class_weights=inverse"]
         )
+
+
+def test_a_pretrained_model_must_read_the_tasks_ids():
+    """The tasks are encoded with the DNA tokenizer: a pretrained model whose tokenizer stores
+    another state (other ids) is refused before anything is written; the same one passes."""
+    from genodiff.tokenizers import DNATokenizer
+
+    protocol.check_encoding(DNATokenizer(), "run.ckpt")
+    protocol.check_encoding(None, "folder")  # a folder without tokenizer.json: nothing to check
+
+    class ShiftedIds(DNATokenizer):
+        def to_state(self) -> dict:
+            return {"shift": 1}
+
+    with pytest.raises(ConfigError, match="reads with the tokenizer"):
+        protocol.check_encoding(ShiftedIds(), "other.ckpt")

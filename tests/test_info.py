@@ -161,3 +161,19 @@ def test_an_exported_folder_samples_like_its_checkpoint(run, tmp_path):
 
     from_ckpt = sample(run / "checkpoints" / "last.ckpt", tmp_path / "a.fa")
     assert sample(run / "exported", tmp_path / "b.fa") == from_ckpt
+
+
+def test_info_of_a_finetuned_and_of_a_guidance_classifier(tmp_path, capsys):
+    """Every kind genodiff writes is described for what it is, read through the one loader
+    (a run folder is taken too)."""
+    from tests.test_open_checkpoint import finetuned_checkpoint, guidance_checkpoint
+
+    finetuned = tmp_path / "ft" / "checkpoints" / "last.ckpt"
+    classifier = finetuned_checkpoint(finetuned)
+    info = inspect_checkpoint(tmp_path / "ft")
+    assert info.holds == "classifier fine-tuned on t (genodiff finetune)"
+    assert info.classes == ["a", "b"] and info.backbone.startswith("caduceus")
+    assert info.parameters == sum(p.numel() for p in classifier.backbone.parameters())
+    guidance_checkpoint(tmp_path / "g.ckpt")
+    assert cli.main(["info", str(tmp_path / "g.ckpt")]) == 0
+    assert "guidance classifier of" in capsys.readouterr().out

@@ -24,11 +24,11 @@ from genodiff.checkpoints.folders import (
     read_json_object,
     read_run_record,
 )
-from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, RUN_STATE_KEY, read_checkpoint
-from genodiff.checkpoints.load import RUN_FILES, locate
+from genodiff.checkpoints.io import RUN_STATE_KEY
+from genodiff.checkpoints.load import CLASSIFIER, GENERATOR, RUN_FILES, locate, open_checkpoint
 from genodiff.conditioning import class_names
 from genodiff.config import completed_model_config
-from genodiff.tokenizers import Tokenizer, load_tokenizer, tokenizer_from_checkpoint
+from genodiff.tokenizers import Tokenizer, load_tokenizer
 
 NOT_RECORDED = "not recorded"
 
@@ -100,31 +100,35 @@ def inspect_checkpoint(reference: str | Path) -> CheckpointInfo:
 
 
 def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
-    checkpoint = read_checkpoint(path)
-    config = checkpoint["hyper_parameters"]["config"]
-    model_config = dict(config["model"])
-    tokenizer = tokenizer_from_checkpoint(checkpoint)
-    classifier = checkpoint.get(CLASSIFIER_RECORD_KEY)
-    holds = (
-        f"{classifier['kind']} guidance classifier of {', '.join(classifier['class_names'])} "
-        "(genodiff classifier)"
-        if isinstance(classifier, dict)
-        else "training checkpoint (genodiff train)"
-    )
+    stored = open_checkpoint(path)  # any kind genodiff writes, read safely
+    checkpoint, record = stored.content, stored.record
+    step, epoch = checkpoint.get("global_step"), checkpoint.get("epoch")
+    if stored.kind == GENERATOR:
+        config = record
+        backbone = completed_model_config(config["model"], stored.tokenizer)
+        holds, facts = (
+            "training checkpoint (genodiff train)",
+            _run_facts(config, step, epoch, checkpoint.get(RUN_STATE_KEY, {})),
+        )
+    elif stored.kind == CLASSIFIER:  # the record holds its backbone and classes
+        config, backbone = checkpoint["hyper_parameters"]["config"], dict(record["model"])
+        names = list(record["class_names"])
+        holds = f"{record['kind']} guidance classifier of {', '.join(names)} (genodiff classifier)"
+        facts = {"classes": names, "step": step, "epoch": epoch}
+    else:  # a fine-tuned classifier: its record is all it has of a config
+        config, backbone = record, dict(record["backbone"])
+        holds = f"classifier fine-tuned on {record['task']} (genodiff finetune)"
+        facts = {"classes": list(record["classes"]), "step": step, "epoch": epoch}
+    shown = dict(backbone)
     return CheckpointInfo(
         source=source,
         path=str(path),
         holds=holds,
-        backbone=_describe_backbone(model_config.pop("name"), model_config),
-        parameters=_parameters(build(**completed_model_config(config["model"], tokenizer))),
-        tokenizer=_describe_tokenizer(tokenizer),
+        backbone=_describe_backbone(shown.pop("name"), shown),
+        parameters=_parameters(build(**backbone)),
+        tokenizer=_describe_tokenizer(stored.tokenizer),
         config=config,
-        **_run_facts(
-            config,
-            checkpoint.get("global_step"),
-            checkpoint.get("epoch"),
-            checkpoint.get(RUN_STATE_KEY, {}),
-        ),
+        **facts,
     )
 
 

@@ -167,13 +167,18 @@ def left_pad(seqs: list[np.ndarray], length: int, pad_id: int, vocab_size: int) 
     return torch.from_numpy(out)
 
 
+def task_tokenizer() -> DNATokenizer:
+    """The tokenizer every task is encoded with (a model that reads them must share its ids)."""
+    return DNATokenizer()
+
+
 def load_task(
     root: str | Path, task: str, max_length: int | None = None, download: bool = True
 ) -> TaskData:
     """Read, tokenize and left-pad both splits of ``task``. ``max_length`` None: the task's
     length in TASK_MAX_LENGTH, else the longest sequence in the task."""
     folder, train_classes = task_layout(root, task, download)
-    tokenizer = DNATokenizer()
+    tokenizer = task_tokenizer()
     length = max_length or TASK_MAX_LENGTH.get(task)
     read = {s: _read_split(folder / s, train_classes, length, tokenizer) for s in SPLITS}
     if length is None:

@@ -51,6 +51,7 @@ from genodiff.data.benchmarks import (
     class_files,
     load_task,
     task_layout,
+    task_tokenizer,
 )
 from genodiff.data.loaders import EpochShuffleSampler
 from genodiff.errors import InputValueError
@@ -59,7 +60,7 @@ from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.trained import classifier_record
 from genodiff.finetuning.workers import Workers, launch_workers
-from genodiff.tokenizers import Tokenizer
+from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.session import fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
@@ -248,6 +249,18 @@ def select(records: list[dict[str, Any]]) -> tuple[float, int]:
     return max(points, key=lambda p: np.mean(points[p]))
 
 
+def check_encoding(tokenizer: Tokenizer | None, source: str) -> None:
+    """ConfigError when the pretrained model reads other ids than the tasks are encoded with
+    (``genodiff.data.benchmarks.task_tokenizer``): it would read every sequence as noise."""
+    tasks = task_tokenizer()
+    if tokenizer is not None and tokenizer_record(tokenizer) != tokenizer_record(tasks):
+        raise ConfigError(
+            f"pretrained={source} reads with the tokenizer {tokenizer.name!r} "
+            f"({tokenizer.vocab_size} ids), and the tasks are encoded with {tasks.name!r} "
+            f"({tasks.vocab_size} ids); fine-tune a model trained with {tasks.name!r}"
+        )
+
+
 def check_tasks(cfg: DictConfig, tasks: list[str]) -> None:
     """Every task's folder layout and its classes' sizes against ``folds``, checked (without
     reading the sequences) before anything is written."""
@@ -288,6 +301,8 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
     # Every check comes before the first write into output_dir.
     _check_resume(cfg, output_dir)
     pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
+    if pretrained is not None:
+        check_encoding(pretrained[1], cfg.pretrained)
     check_tasks(cfg, names)
     with hold_output(output_dir, OmegaConf.to_container(cfg, resolve=True)):
         workers = launch_workers(cfg.trainer)

@@ -40,8 +40,8 @@ class Sampler:
     ``takes_steps``: the sampler follows ``SampleRequest.steps`` (a time grid); False for one
     that sets its own number of network calls (first-hitting, left-to-right AR), whose samples
     then record no steps.
-    ``guided``: the sampler draws a chosen class (``SampleRequest.label``, guidance,
-    classifier; ``genodiff.guidance``); a request with a label is refused by any other.
+    ``guided``: the sampler draws a chosen class (``SampleRequest.guidance``, a
+    ``genodiff.guidance.Guidance``); a guided request is refused by any other.
     """
 
     draw: Draw
