@@ -11,8 +11,11 @@ command and the Hub read it back like the checkpoint.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from torch import nn
+
+from genodiff.backbones.build import build
 from genodiff.checkpoints.folders import (
     CONFIG_FILE,
     RUN_RECORD_FILE,
@@ -23,14 +26,16 @@ from genodiff.checkpoints.folders import (
     _write_folder,
     as_trained,
 )
-from genodiff.checkpoints.load import load_model
-from genodiff.checkpoints.weights import CheckpointError
+from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
+from genodiff.checkpoints.weights import CheckpointError, load_weights
 from genodiff.config import completed_model_config
 from genodiff.errors import InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.progress import Progress
+from genodiff.tokenizers import Tokenizer, tokenizer_from_checkpoint
 
-WEIGHTS = ("ema", "raw")
+# The state-dict prefix of each set of weights a training checkpoint holds.
+PREFIXES = {"ema": "ema.module.", "raw": "backbone."}
 
 
 def export_model(
@@ -43,11 +48,8 @@ def export_model(
     replaces the files an export owns); ``weights`` "ema" (its average) or "raw" (its trained
     weights). A model loaded from an export folder holds one set of weights: it is written as
     that set. Returns the folder."""
-    if weights not in WEIGHTS:
-        raise InputValueError(
-            f"weights must be 'ema' or 'raw', got {weights!r}", parameter="weights"
-        )
-    provenance = dict(model.provenance)
+    _check_weights(weights)
+    provenance = {k: v for k, v in model.provenance.items() if k != "source"}
     held = provenance.pop("weights", None)  # an exported model holds one set
     if held is not None and weights != held:
         raise CheckpointError(
@@ -62,15 +64,8 @@ def export_model(
             parameter="weights",
         )
     backbone = model.eval_backbone if weights == "ema" else model.backbone
-    model_config = completed_model_config(model.config["model"], model.tokenizer)
-    model_config = as_trained(model_config, model.config)
-    provenance.pop("source", None)
     record = {"config": model.config, "weights": weights, **provenance}
-    files = {
-        RUN_RECORD_FILE: _json_writer(record),
-        **_folder_files(backbone, model_config, model.tokenizer),
-    }
-    return _write_folder(Path(out_dir), files, overwrite)
+    return _write_export(backbone, model.config, model.tokenizer, record, out_dir, overwrite)
 
 
 def export_checkpoint(
@@ -80,15 +75,67 @@ def export_checkpoint(
     overwrite: bool = False,
     progress: Progress | None = None,
 ) -> Path:
-    """A genodiff training checkpoint (.ckpt of ``genodiff train``) -> a checkpoint folder
-    (``export_model``); ``progress`` hears of each stage."""
+    """A genodiff training checkpoint (.ckpt of ``genodiff train``) -> a checkpoint folder,
+    as ``export_model`` writes one; only the backbone is built (the objective, and a config
+    section it would need, are not). ``progress`` hears of each stage."""
+    _check_weights(weights)
     _check_export_paths(Path(ckpt_path), Path(out_dir))
     if progress is not None:
         progress.note(f"reading {ckpt_path}")
-    model = load_model(ckpt_path)
+    ckpt = read_checkpoint(ckpt_path)
+    tokenizer = tokenizer_from_checkpoint(ckpt)
+    run_config = ckpt["hyper_parameters"]["config"]
+    prefix = PREFIXES[weights]
+    state = {
+        k.removeprefix(prefix): t for k, t in ckpt["state_dict"].items() if k.startswith(prefix)
+    }
+    if not state:
+        raise CheckpointError(
+            f"{ckpt_path} holds no {weights} weights (no '{prefix}*' keys); a run trained "
+            "without EMA (ema.decay=0) exports with weights='raw'",
+            parameter="weights",
+        )
+    backbone = build(**_model_config(run_config, tokenizer))
+    load_weights(backbone, state, f"{ckpt_path} ({weights} weights)")
+    record = {
+        "config": run_config,
+        "weights": weights,
+        "global_step": ckpt.get("global_step"),
+        "epoch": ckpt.get("epoch"),
+        "exported_from": Path(ckpt_path).name,
+        **ckpt.get(RUN_STATE_KEY, {}),
+    }
     if progress is not None:
         progress.note(f"writing {out_dir}")
-    return export_model(model, out_dir, weights, overwrite)
+    return _write_export(backbone, run_config, tokenizer, record, out_dir, overwrite)
+
+
+def _check_weights(weights: str) -> None:
+    if weights not in PREFIXES:
+        raise InputValueError(
+            f"weights must be 'ema' or 'raw', got {weights!r}", parameter="weights"
+        )
+
+
+def _model_config(run_config: dict[str, Any], tokenizer: Tokenizer) -> dict[str, Any]:
+    """The backbone section of ``run_config`` as it was trained (tokenizer ids and sizes)."""
+    return as_trained(completed_model_config(run_config["model"], tokenizer), run_config)
+
+
+def _write_export(
+    backbone: nn.Module,
+    run_config: dict[str, Any],
+    tokenizer: Tokenizer,
+    record: dict[str, Any],
+    out_dir: str | Path,
+    overwrite: bool,
+) -> Path:
+    """The backbone files and genodiff.json (``record``), written together."""
+    files = {
+        RUN_RECORD_FILE: _json_writer(record),
+        **_folder_files(backbone, _model_config(run_config, tokenizer), tokenizer),
+    }
+    return _write_folder(Path(out_dir), files, overwrite)
 
 
 def _check_export_paths(ckpt_path: Path, out_dir: Path) -> None:
