@@ -40,6 +40,10 @@ class InputFileNotFoundError(UserInputError, FileNotFoundError):
     """An input file or folder that does not exist."""
 
 
+class InputFileExistsError(UserInputError, FileExistsError):
+    """An output that exists already and is kept unless the user allows replacing it."""
+
+
 class InputImportError(UserInputError, ImportError):
     """A package or plugin that the input needs is missing or broken."""
 
