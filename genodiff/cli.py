@@ -91,7 +91,7 @@ def _eval(args: argparse.Namespace) -> None:
     with _progress(args) as progress:
         result = evaluate_checkpoint(
             args.checkpoint,
-            data_file=args.file,
+            data_file=args.data_file,
             length=args.length,
             num_windows=args.num_windows,
             t_samples=args.t_samples,
@@ -224,7 +224,7 @@ def _data_labelled_split(args: argparse.Namespace) -> None:
         args.split,
         args.dest,
         task,
-        args.oracle_test_fraction,
+        args.test_fraction,
         args.overwrite,
         source=" ".join([str(args.config), *args.overrides]),
     )
@@ -426,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--file",
         "--fasta",
         "--text",
-        dest="file",
+        dest="data_file",
+        metavar="FILE",
         help="score the windows of FILE instead of the test split, read as the checkpoint's "
         "data module reads a file of its domain (DNA: a FASTA; a text plugin: one sentence per "
         "line); --fasta and --text are aliases of --file",
@@ -610,6 +611,8 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("--task", help="task folder name (default: the config's name)")
     split.add_argument(
         "--oracle-test-fraction",
+        dest="test_fraction",
+        metavar="ORACLE_TEST_FRACTION",
         type=float,
         default=0.2,
         help="share of each class's windows (the last ones) in the oracle's test set "
@@ -642,16 +645,17 @@ def is_user_error(err: BaseException) -> bool:
 
 
 def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """The option that sets each argument of ``parser`` and of its subcommands, by the
-    argument's name (``batch_size`` -> ``--batch-size``): how the CLI names a library
-    parameter at fault."""
+    """The option that sets each argument of ``parser`` and of its subcommands, in its first
+    long spelling, by the argument's name (``batch_size`` -> ``--batch-size``, ``top_p`` ->
+    ``--top-p``, ``data_file`` -> ``--file``): how the CLI names a library parameter at fault."""
     names: dict[str, str] = {}
     for action in parser._actions:  # argparse lists its actions nowhere public
         if isinstance(action.choices, dict):  # subcommands
             for sub in action.choices.values():
                 names |= option_names(sub)
         elif action.option_strings:
-            names.setdefault(action.dest, max(action.option_strings, key=len))
+            long = [name for name in action.option_strings if name.startswith("--")]
+            names.setdefault(action.dest, (long or action.option_strings)[0])
     return names
 
 

@@ -40,6 +40,10 @@ class InputFileNotFoundError(UserInputError, FileNotFoundError):
     """An input file or folder that does not exist."""
 
 
+class InputFileExistsError(UserInputError, FileExistsError):
+    """An output that exists already and is kept unless the user allows replacing it."""
+
+
 class InputImportError(UserInputError, ImportError):
     """A package or plugin that the input needs is missing or broken."""
 
@@ -70,18 +74,19 @@ def listing(names: Sequence[str], shown: int = 5) -> str:
     return f"{', '.join(names[:shown])} and {len(names) - shown} more (GENODIFF_DEBUG=1 lists all)"
 
 
-def require_regular_file(path: str | os.PathLike, what: str) -> Path:
+def require_regular_file(path: str | os.PathLike, what: str, parameter: str | None = None) -> Path:
     """``path`` when it is a regular file (or a link to one); an input error saying it does
     not exist, is a folder, or is something else (a FIFO, a device), with ``what`` naming the
-    option or file."""
+    file and ``parameter`` the argument that gave it."""
     path = Path(path)
     if path.is_file():
         return path
     if not path.exists():
-        raise InputFileNotFoundError(f"{what} {path} not found")
+        raise InputFileNotFoundError(f"{what} {path} not found", parameter=parameter)
     if path.is_dir():
-        raise InputValueError(f"{what} {path} is a folder; name a file")
+        raise InputValueError(f"{what} {path} is a folder; name a file", parameter=parameter)
     raise InputValueError(
         f"{what} {path} is not a regular file (a FIFO, socket or device); genodiff reads it "
-        "more than once, so save it to a file first"
+        "more than once, so save it to a file first",
+        parameter=parameter,
     )

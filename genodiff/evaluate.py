@@ -148,7 +148,9 @@ class EvalResult:
 def spread_indices(total: int, num_windows: int | None) -> list[int]:
     """``num_windows`` indices evenly spread over ``range(total)`` (all when None or more)."""
     if num_windows is not None and num_windows < 1:
-        raise InputValueError(f"--num-windows must be >= 1, got {num_windows}")
+        raise InputValueError(
+            f"num_windows must be >= 1, got {num_windows}", parameter="num_windows"
+        )
     if num_windows is None or num_windows >= total:
         return list(range(total))
     return [i * total // num_windows for i in range(num_windows)]
@@ -171,12 +173,14 @@ def heldout_windows(
     if length is None:
         length = data_config.get("max_length", 1024)
     elif length < 1:
-        raise InputValueError(f"--length must be >= 1 {tokenizer.unit}, got {length}")
+        raise InputValueError(
+            f"length must be >= 1 {tokenizer.unit}, got {length}", parameter="length"
+        )
     datamodule = build_datamodule({**data_config, "max_length": length})
     datamodule.attach_tokenizer(tokenizer)
-    readable = f"--file FILE ({domain_of(tokenizer).eval_file})"
+    readable = f"data file ({domain_of(tokenizer).eval_file})"
     if data_file is not None:
-        require_regular_file(data_file, "--file")
+        require_regular_file(data_file, "data file", parameter="data_file")
         dataset = datamodule.file_dataset(data_file)
         source = str(Path(data_file).resolve())
         where = str(data_file)
@@ -185,15 +189,16 @@ def heldout_windows(
             dataset = datamodule.heldout_dataset("test")
         except FileNotFoundError as err:
             raise InputFileNotFoundError(
-                f"{err}. The checkpoint's test split needs its data; or score any file with "
-                f"{readable}"
+                f"{err}. The checkpoint's test split needs its data; or score any {readable}",
+                parameter="data_file",
             ) from None
         source = f"{data_config['name']} test split of {_data_source(data_config)}"
         where = "the test split of the checkpoint's data"
     if len(dataset) == 0:
         raise InputValueError(
-            f"{where} has no {length}-{tokenizer.unit} window to score; pass a smaller --length or "
-            f"another file ({readable})"
+            f"{where} has no {length}-{tokenizer.unit} window to score; pass a smaller length "
+            f"or another {readable}",
+            parameter=("length", "data_file"),
         )
     return HeldoutWindows(dataset, spread_indices(len(dataset), num_windows), source)
 

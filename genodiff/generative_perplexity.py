@@ -237,11 +237,14 @@ def score_chunks(
     (``max_length``: no overlap), ``batch_size`` at a time, each sample's NLL summed in
     float64."""
     if not 1 <= stride <= max_length:
-        raise InputValueError(f"--stride must be in [1, {max_length}], got {stride}")
+        raise InputValueError(
+            f"stride must be in [1, {max_length}] (the window), got {stride}", parameter="stride"
+        )
     if stride == max_length and not scorer.scores_windows_afresh:
         raise InputValueError(
-            f"--stride must be below the window ({max_length}) for {scorer.name}, which "
-            f"reads every window after the first with context; got {stride}"
+            f"stride must be below the window ({max_length}) for {scorer.name}, which "
+            f"reads every window after the first with context; got {stride}",
+            parameter="stride",
         )
     chunks: list[Chunk] = []
     context_only = 0
@@ -384,26 +387,28 @@ def default_ar_checkpoint(samples_path: str | os.PathLike, root: str | os.PathLi
         if path.is_file():
             return path
     raise InputFileNotFoundError(
-        "no --checkpoint given and none of the conventional AR checkpoints for these samples "
-        f"exists ({', '.join(candidates) or 'none known'}); pass --checkpoint AR.ckpt, or train "
-        "the AR run of one of them with `genodiff train` (outputs/NAME: the config NAME)"
+        "no checkpoint given and none of the conventional AR checkpoints for these samples "
+        f"exists ({', '.join(candidates) or 'none known'}); give an AR checkpoint, or train "
+        "the AR run of one of them with `genodiff train` (outputs/NAME: the config NAME)",
+        parameter="checkpoint",
     )
 
 
 def check_scoring_options(
     batch_size: int, max_length: int | None, stride: int | None = None
 ) -> None:
-    """ValueError for a ``--batch-size``, ``--max-length`` or ``--stride`` below 1, or a
-    ``--stride`` above ``--max-length`` (the window, when given)."""
+    """InputValueError (naming the parameter) for a ``batch_size``, ``max_length`` or
+    ``stride`` below 1, or a ``stride`` above ``max_length`` (the window, when given)."""
     if batch_size < 1:
-        raise InputValueError(f"--batch-size must be >= 1, got {batch_size}")
+        raise InputValueError(f"batch_size must be >= 1, got {batch_size}", parameter="batch_size")
     if max_length is not None and max_length < 1:
-        raise InputValueError(f"--max-length must be >= 1, got {max_length}")
+        raise InputValueError(f"max_length must be >= 1, got {max_length}", parameter="max_length")
     if stride is not None and stride < 1:
-        raise InputValueError(f"--stride must be >= 1, got {stride}")
+        raise InputValueError(f"stride must be >= 1, got {stride}", parameter="stride")
     if stride is not None and max_length is not None and stride > max_length:
         raise InputValueError(
-            f"--stride must be at most the window (--max-length {max_length}), got {stride}"
+            f"stride must be at most the window (max_length {max_length}), got {stride}",
+            parameter=("stride", "max_length"),
         )
 
 
@@ -417,7 +422,8 @@ def _refuse_other_domains(
         if domain is not None and owner not in (None, domain):
             raise InputValueError(
                 f"{path} is in a {owner} sample format, but {scorer} scores {domain} samples; "
-                f"score {owner} samples with a {owner} AR checkpoint (--checkpoint)"
+                f"score {owner} samples with a {owner} AR checkpoint",
+                parameter="checkpoint",
             )
 
 
@@ -443,9 +449,14 @@ def score_sample_file(
     from genodiff.devices import resolve_device
 
     if scorer is None and scorer_model is not None:
-        raise InputValueError("--scorer-model names the model of --scorer NAME; give --scorer")
+        raise InputValueError(
+            f"scorer_model {scorer_model!r} names the model of a scorer; name the scorer too",
+            parameter="scorer",
+        )
     if (checkpoint is None) == (scorer is None):
-        raise InputValueError("score with one of --checkpoint and --scorer")
+        raise InputValueError(
+            "score with one of a checkpoint and a scorer", parameter=("checkpoint", "scorer")
+        )
     check_scoring_options(batch_size, max_length, stride)  # before anything is loaded
     torch_device = resolve_device(device)
     samples = read_samples(samples_path)
@@ -456,7 +467,10 @@ def score_sample_file(
         scorer_class = registered_scorer(scorer)
         model = scorer_model if scorer_model is not None else scorer_class.default_model
         if model is None:
-            raise InputValueError(f"--scorer {scorer} has no default model; give --scorer-model")
+            raise InputValueError(
+                f"scorer {scorer!r} has no default model; name the model it loads",
+                parameter="scorer_model",
+            )
         _refuse_other_domains(paths, scorer_class.domain, f"the {scorer} scorer")  # before loading
         built = scorer_class(model, torch_device)
     else:

@@ -84,9 +84,10 @@ def registered_scorer(name: str) -> type[SampleScorer]:
         scorers = registry.available("scorer")
         known = "; ".join(f"{n} ({cls.description})" for n, cls in sorted(scorers.items()))
         raise InputKeyError(
-            f"--scorer {name}: no such scorer (registered: {known or 'none'}). Scorers come "
+            f"scorer {name!r}: no such scorer (registered: {known or 'none'}). Scorers come "
             "from plugins, e.g. the text plugin's hf: pip install 'genodiff-text[hub]' (from a "
-            "checkout: pip install -e 'plugins/genodiff-text[hub]')"
+            "checkout: pip install -e 'plugins/genodiff-text[hub]')",
+            parameter="scorer",
         ) from None
 
 

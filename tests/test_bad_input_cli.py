@@ -69,7 +69,7 @@ def test_sample_numbers_out_of_range(checkpoint, tmp_path, capsys, options, opti
 def test_eval_length_below_one(checkpoint, capsys, length):
     assert cli.main(["eval", "--checkpoint", checkpoint, "--length", length]) == 2
     err = one_line_error(capsys, "eval")
-    assert "--length must be >= 1" in err and f"got {length}" in err
+    assert err.endswith(f"length must be >= 1 bp, got {length} (--length)")
 
 
 # ------------------------------------------------------------- item 4: the step grid, memory

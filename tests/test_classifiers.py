@@ -171,15 +171,17 @@ def test_a_backbone_without_a_known_embedding_refuses_the_first_order_form_only(
     class Opaque(nn.Module):
         pass
 
-    with pytest.raises(InputValueError, match="--classifier-form exact"):
+    with pytest.raises(InputValueError, match="use the classifier form 'exact'") as caught:
         embed_one_hot(Opaque(), torch.zeros(1, 2, 16))
+    assert caught.value.parameter == "classifier_form"
 
 
 def test_the_exact_form_refuses_long_sequences_and_names_the_other_form():
     guide = ClassifierGuide(LinearInOneHot(EXACT_MAX_LENGTH + 1), TOK, ["a", "b"])
     x, where = masked_state(1, EXACT_MAX_LENGTH + 1)
-    with pytest.raises(InputValueError, match="--classifier-form first-order"):
+    with pytest.raises(InputValueError, match="use the classifier form 'first-order'") as caught:
         guide.tilt(x, 0, where, exact=True)
+    assert caught.value.parameter == "classifier_form"
     assert guide.tilt(x, 0, where, exact=False).shape == (1, EXACT_MAX_LENGTH + 1, 16)
 
 

@@ -216,7 +216,8 @@ def test_a_classifier_is_not_taken_for_a_generator(noisy_run, tmp_path, capsys):
     samples = tmp_path / "samples.fa"
     args = ["sample", "--checkpoint", str(out / "checkpoints" / "last.ckpt"), "--out", str(samples)]
     assert cli.main(args) == 2
-    assert "is a guidance classifier" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "is a guidance classifier" in err and err.endswith("its classifier (--classifier)")
     assert not samples.exists()
 
 

@@ -158,7 +158,7 @@ def test_text_report(checkpoints, capsys, monkeypatch):
     "args, message",
     [
         (["--checkpoint", "missing.ckpt"], "not found"),
-        (["--num-windows", "0"], "--num-windows must be >= 1"),
+        (["--num-windows", "0"], "num_windows must be >= 1, got 0 (--num-windows)"),
         (["--length", "200000"], "no 200000-bp window"),
     ],
 )
@@ -173,4 +173,5 @@ def test_fasta_without_usable_window_is_an_error(checkpoints, capsys, tmp_path):
     path.write_text(">n\n" + "N" * 200 + "\n")
     args = ["eval", "--checkpoint", str(checkpoints["ar"]), "--fasta", str(path), "--length", "50"]
     assert cli.main(args) == 2
-    assert "no 50-bp window" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "no 50-bp window" in err and err.endswith("(--length, --file)")

@@ -12,6 +12,7 @@ import torch
 
 from genodiff import cli, registry
 from genodiff.checkpoints import load_model
+from genodiff.errors import InputValueError
 from genodiff.generative_perplexity import (
     Diversity,
     default_ar_checkpoints,
@@ -201,8 +202,9 @@ def test_bad_samples_are_named(checkpoints):
         generative_perplexity(["ACGT", "ACXT"], model)
     with pytest.raises(ValueError, match="no sample holds a token"):
         generative_perplexity(["NNN"], model)
-    with pytest.raises(ValueError, match="--max-length"):
+    with pytest.raises(InputValueError, match="max_length must be >= 1, got 0") as caught:
         generative_perplexity(["ACGT"], model, max_length=0)
+    assert caught.value.parameter == "max_length"
 
 
 # --------------------------------------------------------------------------- readers
@@ -288,12 +290,16 @@ def test_cli_stride_sets_the_overlap_and_is_checked(checkpoints, tmp_path, capsy
         assert (out["stride"], out["chunks"]) == (stride or 4, chunks)
         assert out["nll"] == pytest.approx(ratio, rel=1e-5)
     for bad, message in (
-        (["--stride", "0"], "--stride must be >= 1, got 0"),
-        (["--max-length", "8", "--stride", "9"], "at most the window (--max-length 8), got 9"),
-        (["--stride", "33"], "--stride must be in [1, 32], got 33"),  # the checkpoint's window
+        (["--stride", "0"], "stride must be >= 1, got 0 (--stride)"),
+        (
+            ["--max-length", "8", "--stride", "9"],
+            "at most the window (max_length 8), got 9 (--stride, --max-length)",
+        ),
+        # the checkpoint's window
+        (["--stride", "33"], "stride must be in [1, 32] (the window), got 33 (--stride)"),
     ):
         assert cli.main([*base, *bad]) == 2
-        assert message in capsys.readouterr().err
+        assert capsys.readouterr().err.strip().endswith(message)
     with pytest.raises(SystemExit):
         cli.main(["gen-ppl", "--help"])
     assert "default: half the window" in " ".join(capsys.readouterr().out.split())
@@ -306,6 +312,7 @@ def test_cli_default_checkpoint_and_errors(checkpoints, tmp_path, capsys, monkey
     assert cli.main(["gen-ppl", "s.fa"]) == 2
     err = capsys.readouterr().err
     assert "outputs/hg38_ar_mamba/checkpoints/last.ckpt" in err and "genodiff train" in err
+    assert err.strip().endswith("(--checkpoint)")
 
     # FASTA is the DNA domain's: its conventional AR run alone
     assert default_ar_checkpoints("s.fa") == ["outputs/hg38_ar_mamba/checkpoints/last.ckpt"]
@@ -368,14 +375,15 @@ def test_scorer_options_are_checked_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(registry._REGISTRIES["scorer"], "bare", NoDefaultScorer)
     samples = tmp_path / "s.txt"
     samples.write_text("the cat sat\n")
-    for args, message in (
-        (["--scorer-model", "uniform-3"], "--scorer-model names the model of --scorer NAME"),
-        (["--scorer", "nope"], "--scorer nope: no such scorer (registered: "),
-        (["--scorer", "bare"], "--scorer bare has no default model; give --scorer-model"),
+    for args, message, option in (
+        (["--scorer-model", "uniform-3"], "'uniform-3' names the model of a scorer", "--scorer"),
+        (["--scorer", "nope"], "scorer 'nope': no such scorer (registered: ", "--scorer"),
+        (["--scorer", "bare"], "scorer 'bare' has no default model", "--scorer-model"),
     ):
         assert cli.main(["gen-ppl", str(samples), *args]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1
+        assert err.endswith(f"({option})")
         if "nope" in args:  # every registered scorer, with its description
             assert "uniform (every token equally likely)" in err
     with pytest.raises(SystemExit):

@@ -41,10 +41,12 @@ IS = {
     "finetuned": "a fine-tuned classifier (genodiff finetune)",
 }
 GOES = {
-    "generator": "give it to genodiff sample or eval as --checkpoint",
-    "classifier": "give it to genodiff sample as --classifier",
-    "finetuned": "give it to genodiff evaluate-samples as --oracle",
+    "generator": "sampling and scoring take it as their checkpoint",
+    "classifier": "guided sampling takes it as its classifier",
+    "finetuned": "evaluate_samples takes it as its oracle",
 }
+# The argument each kind goes to: the parameter of the refusal (the CLI names its option).
+TAKEN_BY = {"generator": "checkpoint", "classifier": "classifier", "finetuned": "oracle"}
 LOADERS = {
     "generator": load_model,
     "classifier": load_classifier,
@@ -122,6 +124,7 @@ def test_each_loader_refuses_the_other_kinds_saying_what_they_are(checkpoints, k
     with pytest.raises(InputValueError) as err:
         LOADERS[expected](path)
     assert str(err.value) == f"{path} is {IS[kind]}, not {IS[expected]}; {GOES[kind]}"
+    assert err.value.parameter == TAKEN_BY[kind]
 
 
 def test_the_classifiers_load_from_hub_ids(tmp_path, offline_cache):

@@ -181,12 +181,20 @@ def test_finetune_reads_the_written_folder_and_its_checkpoint_is_an_oracle(speci
     assert np.mean(called == task.test.labels.numpy()) == pytest.approx(recorded)
 
 
-def test_labelled_split_refuses_a_non_empty_dest_and_replaces_it_with_overwrite(species, tmp_path):
+def test_labelled_split_refuses_a_non_empty_dest_and_replaces_it_with_overwrite(
+    species, tmp_path, capsys
+):
     dest = tmp_path / "dest"
     dest.mkdir()
     (dest / "stale.txt").write_text("old")
     args = ["data", "labelled-split", str(species["config"]), "--dest", str(dest)]
     assert cli.main(args) == 2
+    refusal = "is not empty; name a new folder, or overwrite it (everything in it)"
+    assert capsys.readouterr().err.strip().endswith(f"{refusal} (--dest, --overwrite)")
+    bad_values = {"--oracle-test-fraction": "1", "--task": "a/b"}
+    for option, value in bad_values.items():
+        assert cli.main([*args, "--overwrite", option, value]) == 2
+        assert capsys.readouterr().err.strip().endswith(f"({option})")
     assert [p.name for p in dest.iterdir()] == ["stale.txt"]
     assert cli.main([*args, "--overwrite", "--task", "again"]) == 0
     assert sorted(p.name for p in dest.iterdir()) == ["again", "manifest.json", "reference"]
@@ -274,11 +282,15 @@ def test_header_labels_route_samples_and_label_fills_the_rest(tmp_path):
     assert labels == ["gc", None, "at"]
     assert sample_classes(labels, "at", ["at", "gc"], "s.fa").tolist() == [1, 0, 0]
     with pytest.raises(
-        InputValueError, match="sample 2 names no class.*--label NAME, one of: at, gc"
-    ):
+        InputValueError, match="sample 2 names no class.*give a label for it, one of: at, gc"
+    ) as caught:
         sample_classes(labels, None, ["at", "gc"], "s.fa")
-    with pytest.raises(InputValueError, match="'xx'.*its classes: at, gc"):
+    assert caught.value.parameter == "label"
+    with pytest.raises(InputValueError, match="sample 1, names class 'xx'.*its classes: at, gc"):
         sample_classes(["xx"], None, ["at", "gc"], "s.fa")
+    with pytest.raises(InputValueError, match="^label names class 'xx'") as caught:
+        sample_classes([None], "xx", ["at", "gc"], "s.fa")
+    assert caught.value.parameter == "label"
 
 
 def test_jsonl_samples_carry_their_label_field(tmp_path):
@@ -294,10 +306,12 @@ def test_references_name_their_class_or_belong_to_label(tmp_path):
     plain = tmp_path / "a=b.fa"  # an existing file whose name holds '=' is a plain FASTA
     plain.write_text(">r\nACGT\n")
     assert parse_references(["gc=g.fa", str(plain)], "at") == {"gc": Path("g.fa"), "at": plain}
-    with pytest.raises(InputValueError, match="give --label NAME"):
+    with pytest.raises(InputValueError, match="give a label .*or name the class") as caught:
         parse_references(["x.fa"], None)
-    with pytest.raises(InputValueError, match="two reference files"):
+    assert caught.value.parameter == ("label", "reference")
+    with pytest.raises(InputValueError, match="two reference files for class 'at'") as caught:
         parse_references(["at=x.fa", "y.fa"], "at")
+    assert caught.value.parameter == "reference"
 
 
 # ----------------------------------------------------------------------------- the command
@@ -358,13 +372,23 @@ def training_checkpoint(path: Path) -> Path:
     return path
 
 
+# The option the CLI names (the parameter at fault) for the cases that have one.
+OPTIONS = {
+    "unknown --label": "--label",
+    "no label anywhere": "--label",
+    "reference of another class": "--reference",
+    "no reference for a class": "--reference",
+    "training checkpoint": "--checkpoint",  # where the file goes
+}
+
+
 @pytest.mark.parametrize(
     ("case", "message"),
     [
         ("unknown header label", "'mouse', which the oracle does not know; its classes: at, gc"),
-        ("unknown --label", "--label names class 'mouse'"),
-        ("no label anywhere", "names no class (no label=NAME in its header); give --label"),
-        ("reference of another class", "--reference mouse= names class 'mouse'"),
+        ("unknown --label", "label names class 'mouse'"),
+        ("no label anywhere", "names no class (no label=NAME in its header); give a label"),
+        ("reference of another class", "names class 'mouse', which the oracle does not know"),
         ("no reference for a class", "no reference for class(es) gc"),
         ("old finetune checkpoint", "written before checkpoints stored their class names"),
         ("training checkpoint", "is a generative model (genodiff train), not a fine-tuned"),
@@ -402,6 +426,8 @@ def test_bad_oracle_input_is_one_line_and_writes_nothing(species, tmp_path, caps
     assert cli.main([*args, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+    option = OPTIONS.get(case)
+    assert option is None or err.strip().endswith(f"({option})"), err
     assert not out.exists()
 
 

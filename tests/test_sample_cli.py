@@ -85,8 +85,11 @@ def test_top_p_and_temperature_are_recorded(checkpoint, tmp_path, option):
         (["--length", "4", "--prefix", "ACGTA"], "longer than the length 4"),
         (["--sampler", "euler"], "has no sampler 'euler'"),
         (["--block", "16", "--stride", "8"], "apply only to the semi-ar sampler (--block)"),
-        (["--sampler", "semi-ar"], "needs a block and a stride"),
-        (["--sampler", "semi-ar", "--block", "16", "--stride", "16"], "stride must be in"),
+        (["--sampler", "semi-ar"], "needs a block and a stride (--block, --stride)"),
+        (
+            ["--sampler", "semi-ar", "--block", "16", "--stride", "16"],
+            "share block - stride tokens, got stride 16 (--stride, --block)",
+        ),
         (["--top-p", "0"], "top_p (nucleus) must be in (0, 1]"),
         (["--temperature", "0"], "temperature must be > 0"),
         (["--prefix", "AC", "--infill", "x.fa"], "exclude each other"),

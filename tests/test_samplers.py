@@ -222,10 +222,15 @@ def test_semi_ar_windows_and_bad_block_stride():
     assert windows(20, 8, 3) == [(0, 8), (3, 11), (6, 14), (9, 17), (12, 20)]
     assert windows(4096, 1024, 512)[-1] == (3072, 4096)
     assert windows(5, 8, 4) == [(0, 5)]
-    with pytest.raises(ValueError, match="needs a block and a stride"):
+    with pytest.raises(ValueError, match="needs a block and a stride") as caught:
         windows(20, None, 3)
-    with pytest.raises(ValueError, match="stride must be in"):
+    assert caught.value.parameter == ("block", "stride")
+    with pytest.raises(ValueError, match="stride must be in") as caught:
         windows(20, 8, 8)
+    assert caught.value.parameter == ("stride", "block")
+    with pytest.raises(ValueError, match="block must be >= 2 tokens, got 1") as caught:
+        windows(20, 1, 1)
+    assert caught.value.parameter == "block"
     with pytest.raises(ValueError, match="stride must be in"):
         windows(20, 8, 0)
 

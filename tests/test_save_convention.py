@@ -55,8 +55,9 @@ def test_owned_files_are_replaced_only_with_overwrite(user_folder):
     before = snapshot(user_folder)
     with pytest.raises(
         FileExistsError, match="config.json, model.safetensors already exist.*overwrite=True"
-    ):
+    ) as caught:
         save_pretrained(b, user_folder)
+    assert caught.value.parameter == "overwrite"
     assert snapshot(user_folder) == before
     save_pretrained(b, user_folder, overwrite=True)
     assert_same(load_pretrained(user_folder), b)
@@ -122,7 +123,8 @@ def test_export_writes_into_an_existing_folder(tmp_path, user_folder, capsys):
     assert_same(load_pretrained(user_folder), trained.eval_backbone)
 
     assert cli.main(args) == 2  # owned files exist: refused without --overwrite
-    assert "already exist" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "already exist" in err and err.endswith("(--overwrite)")
     training_checkpoint(ckpt, seed=4)
     assert cli.main([*args, "--overwrite"]) == 0
     after = snapshot(user_folder)

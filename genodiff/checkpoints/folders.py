@@ -54,7 +54,7 @@ from genodiff.checkpoints.io import (
 )
 from genodiff.checkpoints.weights import CheckpointError, load_weights, storage_key
 from genodiff.config import ConfigError, section_spec
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -169,9 +169,10 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
     """
     existing = sorted(name for name in files if (directory / name).exists())
     if existing and not overwrite:
-        raise FileExistsError(
-            f"{', '.join(existing)} already exist in {directory}; pass overwrite=True (genodiff "
-            "export --overwrite) to replace them (other files there are kept)"
+        raise InputFileExistsError(
+            f"{', '.join(existing)} already exist in {directory}; pass overwrite=True to "
+            "replace them (other files there are kept)",
+            parameter="overwrite",
         )
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)

@@ -60,22 +60,29 @@ GENERATOR, CLASSIFIER, FINETUNED = "generator", "classifier", "finetuned"
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of checkpoint: what a file of it is, and where it goes."""
+    """A kind of checkpoint: what a file of it is, where it goes, and the argument
+    (``parameter``) that takes it there."""
 
     what: str
     use: str
+    parameter: str
 
 
 KINDS = {
     GENERATOR: Kind(
-        "a generative model (genodiff train)", "give it to genodiff sample or eval as --checkpoint"
+        "a generative model (genodiff train)",
+        "sampling and scoring take it as their checkpoint",
+        "checkpoint",
     ),
     CLASSIFIER: Kind(
-        "a guidance classifier (genodiff classifier)", "give it to genodiff sample as --classifier"
+        "a guidance classifier (genodiff classifier)",
+        "guided sampling takes it as its classifier",
+        "classifier",
     ),
     FINETUNED: Kind(
         "a fine-tuned classifier (genodiff finetune)",
-        "give it to genodiff evaluate-samples as --oracle",
+        "evaluate_samples takes it as its oracle",
+        "oracle",
     ),
 }
 
@@ -133,7 +140,10 @@ def open_checkpoint(
     stored = _open_exported(source) if source.is_dir() else _open_file(source, map_location)
     if expect is not None and stored.kind != expect:
         found = KINDS[stored.kind]
-        raise InputValueError(f"{source} is {found.what}, not {KINDS[expect].what}; {found.use}")
+        raise InputValueError(
+            f"{source} is {found.what}, not {KINDS[expect].what}; {found.use}",
+            parameter=found.parameter,
+        )
     return stored
 
 

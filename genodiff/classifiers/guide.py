@@ -85,7 +85,8 @@ class ClassifierGuide:
             raise InputValueError(
                 f"the exact classifier guidance makes one classifier call per position and "
                 f"value at every step; it is offered up to {EXACT_MAX_LENGTH} tokens, and "
-                f"these sequences have {length}: use --classifier-form first-order"
+                f"these sequences have {length}: use the classifier form 'first-order'",
+                parameter="classifier_form",
             )
         values = self.drawable.nonzero().squeeze(1).to(x.device)  # (K,)
         rows, positions = where.nonzero(as_tuple=True)  # (M,) each

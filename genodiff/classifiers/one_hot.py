@@ -39,5 +39,6 @@ def embed_one_hot(backbone: nn.Module, one_hot: Tensor) -> Tensor:
     raise InputValueError(
         f"the first-order classifier guidance needs the gradient with respect to the input "
         f"tokens, and a {type(backbone).__name__} classifier cannot take one-hot inputs "
-        "(caduceus, mamba and hyena can); use --classifier-form exact"
+        "(caduceus, mamba and hyena can); use the classifier form 'exact'",
+        parameter="classifier_form",
     )

@@ -159,7 +159,7 @@ class DataModule(L.LightningDataModule, ABC):
         with an InputValueError; the built-in ones and the text plugin's can."""
         raise InputValueError(
             f"{type(self).__name__} cannot read sequences given in memory; write them to a file "
-            "and score it with genodiff eval --file FILE"
+            "and score its windows (evaluate_checkpoint's data_file)"
         )
 
     # ------------------------------------------------------------------ loaders

@@ -77,13 +77,13 @@ def oracle_test_count(windows: int, fraction: float) -> int:
 
 
 def check_dest(dest: Path, overwrite: bool) -> None:
-    """ValueError when ``dest`` is a file, or a non-empty folder without ``overwrite``."""
+    """InputValueError when ``dest`` is a file, or a non-empty folder without ``overwrite``."""
     if dest.exists() and not dest.is_dir():
-        raise InputValueError(f"--dest {dest} is a file; name a folder")
+        raise InputValueError(f"dest {dest} is a file; name a folder", parameter="dest")
     if dest.is_dir() and any(dest.iterdir()) and not overwrite:
         raise InputValueError(
-            f"--dest {dest} is not empty; name a new folder, or give --overwrite to replace it "
-            "(everything in it)"
+            f"dest {dest} is not empty; name a new folder, or overwrite it (everything in it)",
+            parameter=("dest", "overwrite"),
         )
 
 
@@ -101,9 +101,12 @@ def write_labelled_split(
     manifest. Every check comes before the first write."""
     dest = Path(dest)
     if not 0 < test_fraction < 1:
-        raise InputValueError(f"--oracle-test-fraction must be in (0, 1), got {test_fraction}")
+        raise InputValueError(
+            f"test_fraction (the oracle's test share) must be in (0, 1), got {test_fraction}",
+            parameter="test_fraction",
+        )
     if not task or "/" in task or task.startswith("."):
-        raise InputValueError(f"--task {task!r} must be a plain folder name")
+        raise InputValueError(f"task {task!r} must be a plain folder name", parameter="task")
     check_dest(dest, overwrite)
     by_class = split_windows_by_class(datamodule, split)
     short = [name for name, windows in by_class.items() if len(windows.names) < 2]
@@ -111,7 +114,8 @@ def write_labelled_split(
         raise InputValueError(
             f"class(es) {', '.join(short)} have fewer than 2 windows in the {split} split, too "
             "few for the oracle's own train and test sets; use a smaller data.max_length or "
-            "another --split"
+            "another split",
+            parameter="split",
         )
     staging = temporary_path(dest)
     shutil.rmtree(staging, ignore_errors=True)  # left by a killed writer whose pid was this one

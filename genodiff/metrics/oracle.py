@@ -72,12 +72,14 @@ def oracle_scores(asked: np.ndarray, called: np.ndarray, classes: Sequence[str])
     }
 
 
-def check_class_name(name: str, classes: Sequence[str], what: str) -> None:
-    """ValueError naming the oracle's classes when ``name`` (given as ``what``) is not one."""
+def check_class_name(name: str, classes: Sequence[str], what: str, parameter: str) -> None:
+    """InputValueError naming the oracle's classes when ``name`` (given as ``what``, by the
+    argument ``parameter``) is not one."""
     if name not in classes:
         raise InputValueError(
             f"{what} names class {name!r}, which the oracle does not know; its classes: "
-            f"{', '.join(classes)}"
+            f"{', '.join(classes)}",
+            parameter=parameter,
         )
 
 
@@ -85,36 +87,42 @@ def sample_classes(
     labels: Sequence[str | None], default: str | None, classes: Sequence[str], source: str
 ) -> np.ndarray:
     """Class ids (N,) of the samples: each one's own label (its header's ``label=NAME``) where
-    it has one, else ``default`` (``--label``)."""
+    it has one, else ``default`` (the ``label`` argument)."""
     ids = []
     for number, label in enumerate(labels, start=1):
         name = label if label is not None else default
         if name is None:
             raise InputValueError(
                 f"{source}: sample {number} names no class (no label=NAME in its header); "
-                f"give --label NAME, one of: {', '.join(classes)}"
+                f"give a label for it, one of: {', '.join(classes)}",
+                parameter="label",
             )
-        what = f"{source}, sample {number}," if label is not None else "--label"
-        check_class_name(name, classes, what)
+        if label is not None:
+            check_class_name(name, classes, f"{source}, sample {number},", "samples")
+        else:
+            check_class_name(name, classes, "label", "label")
         ids.append(classes.index(name))
     return np.array(ids, dtype=np.int64)
 
 
 def parse_references(values: Sequence[str], label: str | None) -> dict[str, Path]:
-    """``--reference`` values as {class: FASTA}: ``NAME=FASTA`` names its class, a plain
-    FASTA is the reference of the ``--label`` class (at most one)."""
+    """``references`` (the CLI's ``--reference`` values) as {class: FASTA}: ``NAME=FASTA``
+    names its class, a plain FASTA is the reference of the ``label`` class (at most one)."""
     references: dict[str, Path] = {}
     for value in values:
         name, sep, path = value.partition("=")
         if not sep or Path(value).exists():
             if label is None:
                 raise InputValueError(
-                    f"--reference {value}: a plain FASTA is the reference of the --label class; "
-                    "give --label NAME, or name the class: --reference NAME=FASTA"
+                    f"reference {value}: a plain FASTA is the reference of the label class; "
+                    "give a label (the class name), or name the class: NAME=FASTA",
+                    parameter=("label", "reference"),
                 )
             name, path = label, value
         if name in references:
-            raise InputValueError(f"--reference gives class {name!r} two reference files")
+            raise InputValueError(
+                f"two reference files for class {name!r}; give one", parameter="reference"
+            )
         references[name] = Path(path)
     return references
 
@@ -143,8 +151,9 @@ def evaluate_with_oracle(
     missing = [name for name in drawn if name not in references]
     if missing:
         raise InputValueError(
-            f"no reference for class(es) {', '.join(missing)}: give --reference NAME=FASTA "
-            "for each class samples were drawn for"
+            f"no reference for class(es) {', '.join(missing)}: give a reference NAME=FASTA "
+            "for each class samples were drawn for",
+            parameter="reference",
         )
     if progress is not None:
         progress.note(f"the oracle on {len(samples)} samples")
@@ -183,7 +192,7 @@ def evaluate_with_oracle(
                 progress,
             )
         except InputValueError as err:
-            raise InputValueError(f"class {name}: {err}") from None
+            raise InputValueError(f"class {name}: {err}", parameter=err.parameter) from None
         per_class[name] = quality
         m = quality.metrics
         metrics["samples"]["per_class"][name] = {
@@ -213,7 +222,7 @@ def evaluate_files_with_oracle(
     alphabet: str | None = None,
 ) -> OracleQuality:
     """``evaluate_with_oracle`` on files: ``samples`` (FASTA whose headers may name each
-    sample's class), ``references`` (``--reference`` values, see ``parse_references``) and a
+    sample's class), ``references`` (``NAME=FASTA`` or FASTA, see ``parse_references``) and a
     ``genodiff finetune`` checkpoint ``oracle``, all of ``alphabet`` (default: their domain's,
     ``genodiff.sample_files.sample_alphabet``). Every input is checked before any metric."""
     from genodiff.devices import resolve_device
@@ -226,14 +235,16 @@ def evaluate_files_with_oracle(
     classifier = load_finetuned_classifier(oracle, resolve_device(device))
     classes = classifier.classes
     if label is not None:
-        check_class_name(label, classes, "--label")
-    for name in reference_files:
-        check_class_name(name, classes, f"--reference {name}=")
+        check_class_name(label, classes, "label", "label")
+    for name, path in reference_files.items():
+        check_class_name(name, classes, f"reference {name}={path}", "reference")
     sequences = read_sequences(samples, alphabet)
     asked = sample_classes(read_sample_labels(samples), label, classes, str(samples))
     for name, path in reference_files.items():
         if not Path(path).is_file():
-            raise InputFileNotFoundError(f"--reference of class {name}: no file {path}")
+            raise InputFileNotFoundError(
+                f"reference of class {name}: no file {path}", parameter="reference"
+            )
     quality = evaluate_with_oracle(
         sequences,
         asked,

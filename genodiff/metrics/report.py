@@ -194,12 +194,13 @@ def plot_gc_histograms(quality: SampleQuality) -> Figure:
 
 
 def check_report_folder(out: str | os.PathLike) -> Path:
-    """``out`` as a folder ``write_report`` may write into; ValueError when it is a file."""
+    """``out`` as a folder ``write_report`` may write into; InputValueError when it is a file."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputValueError(
-            f"--out {out} is a file; the report is a folder ({', '.join(REPORT_FILES)}): "
-            "name a new folder, or one to add them to"
+            f"{out} is a file; the report is a folder ({', '.join(REPORT_FILES)}): "
+            "name a new folder, or one to add them to",
+            parameter="out",
         )
     return out
 

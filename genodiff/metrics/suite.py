@@ -74,24 +74,29 @@ class QualitySettings:
     identity_threshold: float = IDENTITY_THRESHOLD
 
     def __post_init__(self) -> None:
-        """ValueError naming the ``genodiff evaluate-samples`` option of a value that cannot
-        be used."""
+        """InputValueError naming the field (the ``genodiff evaluate-samples`` option of the
+        same name) of a value that cannot be used."""
         if self.window is not None and self.window < 1:
-            raise InputValueError(f"--window must be >= 1 bp (or left out), got {self.window}")
+            raise InputValueError(
+                f"window must be >= 1 bp (or None), got {self.window}", parameter="window"
+            )
         if self.max_reference < 2:
             raise InputValueError(
-                f"--max-reference must be >= 2 (the suite compares distributions over at least "
-                f"2 reference windows), got {self.max_reference}"
+                f"max_reference must be >= 2 (the suite compares distributions over at least "
+                f"2 reference windows), got {self.max_reference}",
+                parameter="max_reference",
             )
         if self.folds < 2:
             raise InputValueError(
-                f"--folds must be >= 2 (cross-validation trains on some folds and scores the "
-                f"others), got {self.folds}"
+                f"folds must be >= 2 (cross-validation trains on some folds and scores the "
+                f"others), got {self.folds}",
+                parameter="folds",
             )
         if not 0 < self.identity_threshold <= 1:
             raise InputValueError(
-                "--identity-threshold must be in (0, 1] (the fraction of identical bases, at "
-                f"most 1), got {self.identity_threshold}"
+                "identity_threshold must be in (0, 1] (the fraction of identical bases, at "
+                f"most 1), got {self.identity_threshold}",
+                parameter="identity_threshold",
             )
 
 

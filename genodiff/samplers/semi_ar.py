@@ -25,13 +25,16 @@ def windows(length: int, block: int | None, stride: int | None) -> list[tuple[in
     Window i >= 1 starts ``block - stride`` tokens before the end of window i - 1.
     """
     if block is None or stride is None:
-        raise InputValueError("the semi-ar sampler needs a block and a stride (--block, --stride)")
+        raise InputValueError(
+            "the semi-ar sampler needs a block and a stride", parameter=("block", "stride")
+        )
     if block < 2:
-        raise InputValueError(f"block must be >= 2 tokens, got {block}")
+        raise InputValueError(f"block must be >= 2 tokens, got {block}", parameter="block")
     if not 0 < stride < block:
         raise InputValueError(
             f"stride must be in [1, block - 1] = [1, {block - 1}] so that consecutive windows "
-            f"share block - stride tokens, got stride {stride}"
+            f"share block - stride tokens, got stride {stride}",
+            parameter=("stride", "block"),
         )
     spans = [(0, min(block, length))]
     while spans[-1][1] < length:

@@ -23,7 +23,7 @@ def time_grid(
     in the last bit: its vectorised CPU kernel adds the step lane by lane.
     """
     if steps < 1:
-        raise InputValueError(f"steps must be >= 1 (--steps), got {steps}")
+        raise InputValueError(f"steps must be >= 1, got {steps}", parameter="steps")
     delta = (end - start) / steps
     half = (steps + 1) // 2
 

@@ -83,7 +83,9 @@ class Tokenizer(ABC):
         one, as the training sequences begin)."""
         ids = self.encode_given(text)
         if not ids:
-            raise InputValueError("the prefix is empty: give some text, e.g. --prefix 'The'")
+            raise InputValueError(
+                "the prefix is empty: give some text, e.g. 'The'", parameter="prefix"
+            )
         return ([self.bos_id] if self.bos_id is not None else []) + ids
 
     def encode_template(self, text: str) -> list[int]:

@@ -141,7 +141,9 @@ class DNATokenizer(Tokenizer):
     def encode_prefix(self, text: str) -> list[int]:
         """A prefix of upper- or lower-case A/C/G/T (no [BOS]: DNA windows start with a base)."""
         if not text:
-            raise InputValueError("the prefix is empty; give bases such as --prefix ACGTTG")
+            raise InputValueError(
+                "the prefix is empty; give bases such as ACGTTG", parameter="prefix"
+            )
         _check_letters(text, "ACGTacgt", "the prefix", "A, C, G or T")
         return self.encode(text.upper())
 

@@ -11,7 +11,7 @@ import torch
 from genodiff_text.hf_scorer import HFCausalLMScorer
 
 from genodiff import cli, registry
-from genodiff.errors import InputFileNotFoundError
+from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.generative_perplexity import score_samples
 
 transformers = pytest.importorskip("transformers")
@@ -142,8 +142,9 @@ def test_sliding_windows_score_every_token_once_with_the_context_they_hold(score
 
 
 def test_windows_without_overlap_are_refused(scorer):
-    with pytest.raises(ValueError, match="--stride must be below the window"):
+    with pytest.raises(InputValueError, match="stride must be below the window") as caught:
         score_samples(["the cat sat on the mat"], scorer, max_length=4, stride=4)
+    assert caught.value.parameter == "stride"
 
 
 def test_a_sample_that_fits_is_scored_with_its_whole_context(scorer):
@@ -199,14 +200,14 @@ def test_without_a_model_the_scorer_loads_its_default_model(tmp_path, capsys, mo
     class Unloadable(HFCausalLMScorer):
         def __init__(self, model_name, device):
             loaded.append(model_name)
-            raise InputFileNotFoundError(f"--scorer-model {model_name}: not here")
+            raise InputFileNotFoundError(f"{model_name}: not here", parameter="scorer_model")
 
     monkeypatch.setitem(registry._REGISTRIES["scorer"], "hf", Unloadable)
     samples = tmp_path / "samples.txt"
     samples.write_text("the cat sat\n")
     assert cli.main(["gen-ppl", str(samples), "--scorer", "hf"]) == 2
     assert loaded == ["gpt2-large"]
-    assert "--scorer-model gpt2-large: not here" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip().endswith("gpt2-large: not here (--scorer-model)")
 
 
 def test_dna_sample_files_are_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
@@ -230,8 +231,8 @@ def test_without_transformers_the_hf_scorer_says_what_to_install(
     samples.write_text("the cat sat\n")
     assert cli.main(["gen-ppl", str(samples), "--scorer", "hf", "--scorer-model", tiny_gpt2]) == 2
     err = capsys.readouterr().err.strip()
-    assert "needs transformers: pip install 'genodiff-text[hub]'" in err
-    assert len(err.splitlines()) == 1
+    assert "the hf scorer needs transformers: pip install 'genodiff-text[hub]'" in err
+    assert len(err.splitlines()) == 1 and err.endswith("(--scorer)")
 
 
 def test_a_folder_without_a_model_is_a_one_line_error(tmp_path, capsys, monkeypatch):
@@ -242,4 +243,5 @@ def test_a_folder_without_a_model_is_a_one_line_error(tmp_path, capsys, monkeypa
     empty.mkdir()
     assert cli.main(["gen-ppl", str(samples), "--scorer", "hf", "--scorer-model", str(empty)]) == 2
     err = capsys.readouterr().err.strip()
-    assert f"--scorer-model {empty}: cannot load" in err and len(err.splitlines()) == 1
+    assert f"scorer model {empty}: cannot load" in err and len(err.splitlines()) == 1
+    assert err.endswith("(--scorer-model)")

@@ -54,8 +54,9 @@ class HFCausalLMScorer(SampleScorer):
             import transformers
         except ImportError:
             raise InputImportError(
-                "--scorer hf needs transformers: pip install 'genodiff-text[hub]' "
-                "(from a checkout: pip install -e 'plugins/genodiff-text[hub]')"
+                "the hf scorer needs transformers: pip install 'genodiff-text[hub]' "
+                "(from a checkout: pip install -e 'plugins/genodiff-text[hub]')",
+                parameter="scorer",
             ) from None
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(model_name)
@@ -63,16 +64,18 @@ class HFCausalLMScorer(SampleScorer):
         except (OSError, ValueError) as err:  # not found, offline, not a causal LM
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise InputFileNotFoundError(
-                f"--scorer-model {model_name}: cannot load a Hugging Face causal LM and its "
+                f"scorer model {model_name}: cannot load a Hugging Face causal LM and its "
                 f"tokenizer from it ({reason}); give a Hub id (the first use downloads it) or "
-                "a local folder holding both"
+                "a local folder holding both",
+                parameter="scorer_model",
             ) from None
         eos_id = tokenizer.eos_token_id
         bos_id = eos_id if tokenizer.bos_token_id is None else tokenizer.bos_token_id
         if eos_id is None:
             raise InputValueError(
-                f"--scorer-model {model_name}: its tokenizer has no EOS token to start a sample "
-                "and to mark its sentence boundaries"
+                f"scorer model {model_name}: its tokenizer has no EOS token to start a sample "
+                "and to mark its sentence boundaries",
+                parameter="scorer_model",
             )
         self.hf_tokenizer = tokenizer
         self.hf_model = model.to(device=device, dtype=torch.float32).eval()
@@ -93,8 +96,9 @@ class HFCausalLMScorer(SampleScorer):
     def default_max_length(self) -> int:
         if self.context is None:
             raise InputValueError(
-                f"--scorer-model {self.name}: its config gives no context length "
-                "(max_position_embeddings); pass --max-length"
+                f"scorer model {self.name}: its config gives no context length "
+                "(max_position_embeddings); give the window (max_length)",
+                parameter="max_length",
             )
         return int(self.context)
 

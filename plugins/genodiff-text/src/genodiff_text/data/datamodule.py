@@ -382,8 +382,8 @@ class TextDataModule(DataModule):
     def file_dataset(self, path: str | Path) -> _TextDataset:
         """Every window of the text file ``path`` (all its non-blank lines), windowed and
         detokenized as the configured data."""
-        count_lines(path, "text file (--file)")  # missing, binary, empty: a clear error first
-        rows = ((Path(path).name, n, text) for n, text in read_lines(path, "text file (--file)"))
+        count_lines(path, "data file")  # missing, binary, empty: a clear error first
+        rows = ((Path(path).name, n, text) for n, text in read_lines(path, "data file"))
         dataset = self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
         if isinstance(dataset, SentenceDataset):
             lines, tokens, longest = dataset.overflow()
@@ -392,7 +392,7 @@ class TextDataModule(DataModule):
                 warnings.warn(
                     f"{path}: {lines} of {len(dataset)} lines are longer than the "
                     f"{self.max_length}-token window and are truncated to it ({tokens} of their "
-                    f"tokens are not scored); --length {longest + extra} scores every line whole",
+                    f"tokens are not scored); length={longest + extra} scores every line whole",
                     stacklevel=2,
                 )
         return dataset
