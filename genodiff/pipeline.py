@@ -40,12 +40,13 @@ from genodiff.metrics import (
     SampleQuality,
     check_report_folder,
     evaluate_files_with_oracle,
+    evaluate_sample_files,
     write_oracle_report,
     write_report,
 )
 from genodiff.model import GenerativeModel
 from genodiff.progress import Progress
-from genodiff.sample_files import check_output, sample_alphabet, write_samples
+from genodiff.sample_files import check_output, write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.tokenizers import Tokenizer
 
@@ -255,20 +256,15 @@ def evaluate_samples(
     class against ``reference``, a mapping {class: FASTA} (or ``NAME=FASTA`` strings).
     ``alphabet``: the letters the samples are made of (default: their domain's, from the
     ``Samples``' tokenizer or the files' format)."""
-    from genodiff.metrics import evaluate_samples as evaluate_sequences
-    from genodiff.metrics import read_sequences
-
     on_disk = isinstance(samples, str | os.PathLike)
     if out is None and not on_disk:
-        raise InputValueError("give out (a report folder) for samples held in memory",
-                              parameter="out")  # fmt: skip
+        raise InputValueError(
+            "give out (a report folder) for samples held in memory", parameter="out"
+        )
     folder = Path(out) if out is not None else report_folder(Path(samples))
     check_report_folder(folder)  # before the metrics are computed
     if alphabet is None and isinstance(samples, Samples):
-        alphabet = domain_of(samples.tokenizer).alphabet
-    if alphabet is None:
-        files = [v for v in (samples, reference, train) if isinstance(v, str | os.PathLike)]
-        alphabet = sample_alphabet(*files)
+        alphabet = domain_of(samples.tokenizer).alphabet  # else: the files' domain's
     options = {"ar_checkpoint": ar_checkpoint, "device": device, "settings": settings}
     options["progress"] = progress
     if oracle is not None:
@@ -303,15 +299,7 @@ def evaluate_samples(
             "give one reference FASTA (or sequences), or the oracle",
             parameter="reference",
         )
-    if ar_checkpoint is not None:  # a bad device fails now, not after the other metrics
-        resolve_device(device)
-
-    def sequences(value: PathLike | Sequence[str]) -> list[str]:
-        on_disk = isinstance(value, str | os.PathLike)
-        return read_sequences(value, alphabet) if on_disk else list(value)
-
-    real, seen = sequences(reference), sequences(train) if train else None
-    quality = evaluate_sequences(sequences(samples), real, alphabet, seen, **options)
+    quality = evaluate_sample_files(samples, reference, train, alphabet=alphabet, **options)
     write_report(quality, folder)
     return quality
 

@@ -229,36 +229,43 @@ def _silent(text: str) -> None:
 
 
 def evaluate_sample_files(
-    samples: str | os.PathLike,
-    reference: str | os.PathLike,
-    train: str | os.PathLike | None = None,
+    samples: str | os.PathLike | Sequence[str],
+    reference: str | os.PathLike | Sequence[str],
+    train: str | os.PathLike | Sequence[str] | None = None,
     settings: QualitySettings | None = None,
     ar_checkpoint: str | os.PathLike | None = None,
     device: str | None = None,
     progress: Progress | None = None,
     alphabet: str | None = None,
 ) -> SampleQuality:
-    """``evaluate_samples`` on FASTA files (see ``genodiff.metrics.sequences.read_sequences``),
-    of ``alphabet`` (default: their domain's, ``genodiff.sample_files.sample_alphabet``)."""
+    """``evaluate_samples`` on FASTA files (see ``genodiff.metrics.sequences.read_sequences``)
+    or sequences held in memory (each of ``samples``, ``reference`` and ``train`` either), of
+    ``alphabet`` (default: the files' domain's, ``genodiff.sample_files.sample_alphabet``);
+    each file's path is recorded in the metrics."""
     from genodiff.sample_files import sample_alphabet
 
+    inputs = {"samples": samples, "reference": reference, "train": train}
+    files = {key: value for key, value in inputs.items() if isinstance(value, str | os.PathLike)}
     if alphabet is None:
-        alphabet = sample_alphabet(samples, reference, train)
+        alphabet = sample_alphabet(*files.values())
     if ar_checkpoint is not None:  # a bad device fails now, not after the other metrics
         from genodiff.devices import resolve_device
 
         resolve_device(device)
+    read = {
+        key: read_sequences(value, alphabet) if key in files else value
+        for key, value in inputs.items()
+    }
     quality = evaluate_samples(
-        read_sequences(samples, alphabet),
-        read_sequences(reference, alphabet),
+        read["samples"],
+        read["reference"],
         alphabet,
-        read_sequences(train, alphabet) if train is not None else None,
+        read["train"],
         settings,
         ar_checkpoint,
         device,
         progress,
     )
-    for key, path in (("samples", samples), ("reference", reference), ("train", train)):
-        if path is not None:
-            quality.metrics[key]["file"] = str(path)
+    for key, path in files.items():
+        quality.metrics[key]["file"] = str(path)
     return quality
