@@ -16,10 +16,10 @@ def fail_inside_info(monkeypatch, tmp_path, error: Exception) -> list[str]:
     checkpoint = tmp_path / "run.ckpt"
     checkpoint.write_bytes(b"")
 
-    def read_checkpoint(path):
+    def open_checkpoint(path):
         raise error
 
-    monkeypatch.setattr(info, "read_checkpoint", read_checkpoint)
+    monkeypatch.setattr(info, "open_checkpoint", open_checkpoint)
     return ["info", str(checkpoint)]
 
 

@@ -319,7 +319,7 @@ def generators(toy):  # noqa: F811 (the fixture imported above)
 
 def train(config, generator, out) -> str:
     options = [f"generator={generator}", f"output_dir={out}", "trainer.max_steps=4"]
-    options += ["trainer.val_check_interval=4", "--no-progress"]
+    options += ["trainer.val_check_interval=4"]
     genodiff.train_classifier(str(config), options, progress=False)
     return str(out / "checkpoints" / "last.ckpt")
 
