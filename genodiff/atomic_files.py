@@ -13,13 +13,16 @@ Three writers stage several files and rename them into place themselves, each do
 it is: an exported checkpoint folder (``genodiff.checkpoints.folders``: every file written
 under its temporary name, then all renamed), a download (``genodiff.data.download``: the
 resumable ``.part`` file, renamed when complete) and a whole folder built beside its
-destination and swapped in by ``replace_folder`` (``genodiff data labelled-split``).
+destination and swapped in by ``replace_folder`` (``genodiff data labelled-split``). A file
+written piece by piece over a long run (``genodiff sample``'s samples) goes through
+``StagedFile``: appended under a staging name, renamed into place when complete, resumable.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -27,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from genodiff.errors import DiskFullError
+from genodiff.errors import DiskFullError, InputFileExistsError, InputValueError
 from genodiff.memory import size_text
 
 TEMPORARY_SUFFIX = ".tmp"
@@ -188,3 +191,89 @@ def _disk_full_message(path: Path, disk_errno: int, expected: int | None, existe
         f"{DISK_FULL[disk_errno]} writing {path} ({needed}{free} free there); {kept}. Free some "
         "space, or write to another disk"
     )
+
+
+class StagedFile:
+    """A file written piece by piece, complete or not at all: the pieces are appended to
+    ``.NAME.partial`` beside ``path`` (each flushed and fsynced), and after each one a small
+    record ``.NAME.partial.json`` (written atomically) says how many items are written, how many
+    bytes they take and ``stamp`` (what the job is: the same command writes the same stamp).
+    ``commit`` renames the staged file over ``path``. A writer killed at any moment leaves the
+    staged file and a record of its last complete piece; ``resume=True`` truncates the file to
+    that piece and goes on after it (``done`` items are written already), when the stamp is the
+    same. Without ``resume`` a staged file already there is refused (it is a killed run's work),
+    and so is an existing ``path`` unless ``overwrite``; a full disk is a ``DiskFullError``
+    that keeps the staged work. Nothing is lost."""
+
+    def __init__(
+        self, path: str | os.PathLike, stamp: dict[str, Any], resume: bool, overwrite: bool
+    ) -> None:
+        self.path = Path(path)
+        self.staged = self.path.with_name(f".{self.path.name}.partial")
+        self.record = self.staged.with_name(self.staged.name + ".json")
+        self.stamp = stamp
+        self.done, self.size = 0, 0
+        if self.staged.exists() and not resume:
+            raise InputFileExistsError(
+                f"{self.staged} holds the work of a run that did not finish: resume it, or "
+                "remove that file to start again",
+                parameter="resume",
+            )
+        if self.path.exists() and not overwrite and not resume:
+            raise InputFileExistsError(
+                f"{self.path} exists: choose another file, or overwrite it",
+                parameter=("out", "overwrite"),
+            )
+        if resume and self.staged.exists():
+            self._reopen()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _reopen(self) -> None:
+        """Go on after the last complete piece the record names."""
+        try:
+            saved = json.loads(self.record.read_text())
+            done, size, stamp = int(saved["items"]), int(saved["bytes"]), saved["stamp"]
+        except (OSError, ValueError, KeyError, TypeError):
+            done, size, stamp = 0, 0, self.stamp  # killed before its first piece was recorded
+        if stamp != self.stamp:
+            changed = sorted(k for k in self.stamp if stamp.get(k) != self.stamp[k])
+            raise InputValueError(
+                f"{self.staged} was written by another job (it differs in {', '.join(changed)}): "
+                "resume it with the same settings, or remove it to start again",
+                parameter="resume",
+            )
+        if size > self.staged.stat().st_size:
+            raise InputValueError(
+                f"{self.staged} is shorter than its record says: remove it", parameter="resume"
+            )
+        with open(self.staged, "r+b") as handle:
+            handle.truncate(size)  # a piece being written when the run was killed
+        self.done, self.size = done, size
+
+    def append(self, text: str, items: int) -> None:
+        """Add ``text`` (``items`` complete items) and record it."""
+        data = text.encode("utf-8")
+        try:
+            with open(self.staged, "ab") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self.done, self.size = self.done + items, self.size + len(data)
+            record = {"stamp": self.stamp, "items": self.done, "bytes": self.size}
+            write_text(self.record, json.dumps(record))
+        except DiskFullError:
+            raise
+        except Exception as err:
+            disk_errno = _disk_full_errno(err)
+            if disk_errno is None:
+                raise
+            message = _disk_full_message(self.staged, disk_errno, len(data), True)
+            raise DiskFullError(disk_errno, message + "; resume once there is room") from err
+
+    def commit(self) -> Path:
+        """The staged file renamed over ``path`` (an empty one for no item); returns ``path``."""
+        self.staged.touch()
+        os.replace(self.staged, self.path)
+        self.record.unlink(missing_ok=True)
+        fsync_path(self.path.parent)
+        return self.path

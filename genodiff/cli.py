@@ -55,9 +55,17 @@ def _sample(args: argparse.Namespace) -> None:
                ("--classifier checkpoint", args.classifier)) if path is not None]  # fmt: skip
     check_samples_output(model, args.out, inputs)  # before any sampling
     with _progress(args) as progress:
-        samples = model.generate(
+        written = model.generate_to_file(
+            args.out,
             args.num_samples,
             args.length,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            accelerator=args.accelerator,
+            devices=args.devices,
+            num_nodes=args.num_nodes,
+            inputs=inputs,
+            progress=progress,
             label=args.label,
             guidance=args.guidance,
             guidance_schedule=args.guidance_schedule,
@@ -73,14 +81,12 @@ def _sample(args: argparse.Namespace) -> None:
             stride=args.stride,
             seed=args.seed,
             batch_size=args.batch_size,
-            progress=progress,
         )
-    path = samples.save(args.out, inputs)
-    length, unit = samples.ids.shape[1], model.tokenizer.unit
-    print(
-        f"genodiff: wrote {len(samples)} samples of {length} {unit} ({samples.run.sampler}) "
-        f"to {path}"
-    )
+    if written.main:
+        print(
+            f"genodiff: wrote {written.count} samples of {written.length} {model.tokenizer.unit} "
+            f"({written.run.sampler}) to {written.path}"
+        )
 
 
 def _eval(args: argparse.Namespace) -> None:
@@ -261,6 +267,21 @@ def _config_command(
     command.set_defaults(run=run)
 
 
+def _add_processes_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    """Lightning's --accelerator / --devices / --num-nodes: several processes share the work."""
+    parser.add_argument(
+        "--devices",
+        type=int,
+        help=f"processes on this node that share the {what} (one device each: GPUs with "
+        "--accelerator gpu; CPU processes with --accelerator cpu); the result is the one "
+        "process's (default: one process on --device)",
+    )
+    parser.add_argument("--num-nodes", type=int, help="nodes of --devices processes each")
+    parser.add_argument(
+        "--accelerator", help="with --devices: cpu or gpu, as Lightning's (default: auto)"
+    )
+
+
 def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress",
@@ -409,8 +430,19 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--batch-size", type=int, help="sequences per network call (default: 16)")
     sample.add_argument("--device", help="cpu, cuda, cuda:1 (default: the best available)")
     sample.add_argument(
-        "--out", required=True, help="output file: .fa (DNA), .txt (one per line) or .jsonl"
+        "--out",
+        required=True,
+        help="output file: .fa (DNA), .txt (one per line) or .jsonl; written as the samples "
+        "are drawn under a hidden staging name, and complete or not at all",
     )
+    sample.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the run that a kill stopped (the same command plus --resume): after "
+        "its last complete batch, to the file an uninterrupted run writes",
+    )
+    sample.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    _add_processes_flags(sample, "sequences")
     _add_progress_flag(sample)
     sample.set_defaults(run=_sample)
 

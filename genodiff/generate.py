@@ -6,6 +6,7 @@ the front ends."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -29,6 +30,7 @@ from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.progress import Progress
 from genodiff.sample_formats import SamplingRun
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
 
@@ -194,6 +196,36 @@ def plan(
     return SamplingPlan(request, run, batch_size, seed)
 
 
+def draw_batches(
+    objective: Objective,
+    backbone: torch.nn.Module,
+    request: SampleRequest,
+    seed: int,
+    batch_size: int,
+    indices: range | None = None,
+    progress: Progress | None = None,
+) -> Iterator[tuple[int, Tensor]]:
+    """The sequences ``indices`` (default: all of ``request.num_samples``) of a run, batch
+    by batch of ``batch_size``: (the first one's index, its batch's ids (n, L) on the CPU).
+    Sequence i draws from its own stream seeded with (``seed``, i)
+    (``genodiff.samplers.noise``): it is the same whatever the batch size, the process or the
+    first index (a resumed run). ValueError up front for a ``batch_size`` < 1 or a request that
+    cannot fit in memory (``check_feasible``). ``progress`` shows the sampler's steps over all
+    batches."""
+    check_feasible(request, batch_size, backbone)
+    indices = range(request.num_samples) if indices is None else indices
+    device = next(backbone.parameters()).device
+    backbone.eval()
+    if progress is not None:
+        request = replace(request, on_step=partial(progress.update, what="sampling steps"))
+    starts = range(indices.start, indices.stop, batch_size)
+    for index, start in enumerate(starts):
+        rows = range(start, min(start + batch_size, indices.stop))
+        part = replace(request, num_samples=len(rows)).part(index, len(starts))
+        noise = Noise.per_sequence(seed, rows, device)
+        yield start, objective.sample(backbone, part, noise).cpu()
+
+
 def draw_samples(
     objective: Objective,
     backbone: torch.nn.Module,
@@ -202,23 +234,9 @@ def draw_samples(
     batch_size: int,
     progress: Progress | None = None,
 ) -> Tensor:
-    """(request.num_samples, request.length) ids in batches of ``batch_size``; one seeded
-    generator makes the whole run repeatable. ValueError up front for a ``batch_size`` < 1 or
-    a request that cannot fit in memory (``check_feasible``). ``progress`` shows the sampler's
-    steps over all batches."""
-    check_feasible(request, batch_size, backbone)
-    device = next(backbone.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(seed)
-    backbone.eval()
-    if progress is not None:
-        request = replace(request, on_step=partial(progress.update, what="sampling steps"))
-    starts = range(0, request.num_samples, batch_size)
-    batches = []
-    for index, start in enumerate(starts):
-        n = min(batch_size, request.num_samples - start)
-        part = replace(request, num_samples=n).part(index, len(starts))
-        batches.append(objective.sample(backbone, part, generator=generator).cpu())
-    return torch.cat(batches)
+    """(request.num_samples, request.length) ids, all held in memory (``draw_batches``)."""
+    batches = draw_batches(objective, backbone, request, seed, batch_size, progress=progress)
+    return torch.cat([ids for _, ids in batches])
 
 
 def memory_needed(request: SampleRequest, batch_size: int, vocab_size: int) -> tuple[int, int]:

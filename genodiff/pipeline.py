@@ -19,7 +19,9 @@ same sequences, scores and files. ``genodiff.train``, ``genodiff.finetune``,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +29,13 @@ import torch
 from torch import Tensor
 
 from genodiff.checkpoints import export_model, load_model
+from genodiff.checkpoints.run_folder import is_main_process
 from genodiff.classifiers import load_classifier
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
 from genodiff.evaluate import score_sequences
-from genodiff.generate import draw_samples, plan
+from genodiff.generate import SamplingPlan, draw_batches, plan
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.metrics import (
     OracleQuality,
@@ -45,8 +48,9 @@ from genodiff.metrics import (
     write_report,
 )
 from genodiff.model import GenerativeModel
+from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress
-from genodiff.sample_files import check_output, write_samples
+from genodiff.sample_files import SampleStream, check_output, write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.tokenizers import Tokenizer
 
@@ -67,6 +71,19 @@ class Samples(list):
         the provenance in each header; any domain: .txt, .jsonl), atomically; never over one
         of ``inputs`` ((what, path) pairs). Returns the path."""
         return write_samples(self.ids, path, self.run, self.tokenizer, inputs)
+
+
+@dataclass(frozen=True)
+class SampleFile:
+    """What ``Model.generate_to_file`` wrote: ``count`` samples of ``length`` tokens at
+    ``path``, drawn as ``run`` records (``main``: False in the other processes of a
+    multi-process run, which wrote their share only)."""
+
+    path: Path
+    count: int
+    length: int
+    run: SamplingRun
+    main: bool = True
 
 
 class Model:
@@ -141,12 +158,7 @@ class Model:
           drive the semi-autoregressive sampler.
         - ``batch_size`` sequences per network call (default 16); ``progress`` shows the steps.
         """
-        if classifier is not None and not isinstance(classifier, NoisyClassifierGuide):
-            objective = self.config["objective"]["name"]
-            classifier = load_classifier(classifier, self.device, generator_objective=objective)
-        job = plan(
-            self.network,
-            self.source,
+        job = self._plan(
             num_samples,
             length,
             label=label,
@@ -165,23 +177,105 @@ class Model:
             seed=seed,
             batch_size=batch_size,
         )
-        bar = Progress("genodiff", enabled=True) if progress is True else progress or None
+        with _progress_bar(progress) as bar:
+            batches = self._draw(job, range(num_samples), bar)
+            ids = torch.cat([batch for _, batch in batches])
+        return Samples(ids, job.run, self.tokenizer)
+
+    def generate_to_file(
+        self,
+        path: PathLike,
+        num_samples: int,
+        length: int | None = None,
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        accelerator: str | None = None,
+        devices: int | str | None = None,
+        num_nodes: int | None = None,
+        inputs: Sequence[tuple[str, PathLike]] = (),
+        progress: bool | Progress = False,
+        **options: Any,
+    ) -> SampleFile:
+        """``generate``'s sequences (``options``: its keywords, the same seed gives the same
+        sequences) written to ``path`` as they are drawn, batch by batch: memory stays that of
+        a batch whatever ``num_samples``. The file appears complete or not at all
+        (``genodiff.sample_files.SampleStream``); a run killed on the way leaves its staged
+        work, and the same call with ``resume=True`` goes on after the last complete batch
+        and ends with the file an uninterrupted run writes, byte for byte. An existing ``path``
+        is refused unless ``overwrite``. ``devices`` / ``num_nodes`` (with ``accelerator``,
+        as Lightning's): the sequences are drawn by that many processes, each a block of them
+        (``genodiff.parallel``), into one file. ``inputs``: (what, path) pairs the output must
+        not overwrite (``genodiff sample``'s checkpoint, template, classifier). Returns what
+        was written (in the other processes of a multi-process run: ``main`` False)."""
+        job = self._plan(num_samples, length, **options)
+        settings = {"accelerator": accelerator or "auto", "devices": devices or 1}
+        settings["num_nodes"] = num_nodes or 1
+
+        def stream_to(target: Path, replace: bool, **stamp: Any) -> SampleStream:
+            reads = inputs if target == Path(path) else ()
+            stamp = {"settings": settings, **stamp}
+            return SampleStream(
+                target, job.run, self.tokenizer, num_samples, reads, resume, replace, stamp
+            )
+
+        # The output is checked before any other process starts or anything is drawn.
+        stream = stream_to(Path(path), overwrite) if is_main_process() else None
+        spread = devices is not None or num_nodes is not None
+        workers = launch_workers(settings) if spread else Workers()
+        if workers.device is not None:
+            self.network.to(workers.device)
+        share = workers.block(num_samples)
+        if not workers.main:  # another process: its block into a part file of its own
+            part = _part_file(Path(path), workers)
+            stream = stream_to(part, True, block=[share.start, share.stop])
+        todo = range(share.start + stream.done, share.stop) if not stream.complete else range(0)
+        with _progress_bar(progress if workers.main else False) as bar:
+            for start, ids in self._draw(job, todo, bar):
+                stream.write(start, ids)
+        if not workers.main:
+            stream.finish()
+        workers.wait_for_all()
+        written = SampleFile(Path(path), num_samples, job.request.length, job.run, workers.main)
+        if not workers.main:
+            return written
+        for rank in range(1, workers.world_size):  # the other processes' blocks, in order
+            other = Workers(rank, workers.world_size)
+            part, block = _part_file(Path(path), other), other.block(num_samples)
+            if stream.done < block.stop:
+                stream.append_file(part, len(block))
+            part.unlink(missing_ok=True)
+        stream.finish()
+        return written
+
+    def _plan(self, num_samples: int, length: int | None, **options: Any) -> SamplingPlan:
+        """``genodiff.generate.plan`` for this model, its classifier loaded when given as a
+        path."""
+        classifier = options.get("classifier")
+        if classifier is not None and not isinstance(classifier, NoisyClassifierGuide):
+            objective = self.config["objective"]["name"]
+            options["classifier"] = load_classifier(
+                classifier, self.device, generator_objective=objective
+            )
+        return plan(self.network, self.source, num_samples, length, **options)
+
+    def _draw(
+        self, job: SamplingPlan, indices: range, progress: Progress | None
+    ) -> Iterator[tuple[int, Tensor]]:
+        """``genodiff.generate.draw_batches`` of ``job`` for the sequences ``indices``."""
         network = self.network
         try:
-            ids = draw_samples(
+            yield from draw_batches(
                 network.eval_objective,
                 network.eval_backbone,
                 job.request,
-                seed,
+                job.seed,
                 job.batch_size,
-                bar,
+                indices,
+                progress,
             )
         except NonFiniteOutputError as err:
             raise NonFiniteOutputError(f"{self.source}: {err}") from None
-        finally:
-            if bar is not None and progress is True:
-                bar.close()
-        return Samples(ids, job.run, self.tokenizer)
 
     def score(
         self,
@@ -315,3 +409,20 @@ def check_samples_output(
     """``path`` as a place ``Samples.save`` may write ``model``'s samples to (a format of its
     domain, not a folder, not one of ``inputs``), checked before anything is drawn."""
     return check_output(path, domain_of(model.tokenizer), inputs)
+
+
+@contextmanager
+def _progress_bar(progress: bool | Progress) -> Iterator[Progress | None]:
+    """The progress display ``progress`` asks for: a new one (True, closed at the end), the
+    caller's (a ``Progress``) or none."""
+    if progress is True:
+        with Progress("genodiff") as bar:
+            yield bar
+    else:
+        yield progress or None
+
+
+def _part_file(path: Path, workers: Workers) -> Path:
+    """Where process ``workers.rank`` of a multi-process run writes its block of samples: a
+    hidden file beside ``path``, in its format."""
+    return path.with_name(f".{path.stem}.part{workers.rank}of{workers.world_size}{path.suffix}")

@@ -9,16 +9,17 @@ domain.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from torch import Tensor
 
 from genodiff import registry
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import StagedFile, atomic_write
 from genodiff.domains import Domain, domain_of
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.sample_formats import FASTA, JSONL, NEUTRAL_FORMATS, SampleFormat, SamplingRun
@@ -150,12 +151,76 @@ def write_samples(
     ``inputs``)."""
     domain = domain_of(tokenizer)
     path = check_output(path, domain, inputs)
-    fmt = next(f for f in domain.sample_formats if path.suffix.lower() in f.suffixes)
-    names = [f"sample_{i}_seed{run.seed}" for i in range(len(samples))]
-    texts = [tokenizer.decode_sample(row.tolist()) for row in samples]
     with atomic_write(path) as handle:
-        fmt.write(handle, names, texts, run)
+        handle.write(_formatted(_format_for(domain, path), 0, samples, run, tokenizer))
     return path
+
+
+class SampleStream:
+    """Samples written to ``path`` as they are drawn, batch by batch, complete or not at all
+    (``genodiff.atomic_files.StagedFile``): the same bytes ``write_samples`` writes for all of
+    them at once. A killed run leaves its staged file; ``resume=True`` goes on after its last
+    complete batch (``done`` samples are written). ``path`` is checked first
+    (``check_output``); an existing ``path`` is refused unless ``overwrite`` (or ``resume``:
+    a complete file is then left as it is, ``complete``). ``stamp`` adds what must not change
+    between a run and its resumption (e.g. the number of processes)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        run: SamplingRun,
+        tokenizer: Tokenizer,
+        num_samples: int,
+        inputs: Sequence[tuple[str, str | os.PathLike]] = (),
+        resume: bool = False,
+        overwrite: bool = False,
+        stamp: dict[str, Any] | None = None,
+    ) -> None:
+        domain = domain_of(tokenizer)
+        self.path = check_output(path, domain, inputs)
+        self.format = _format_for(domain, self.path)
+        self.run, self.tokenizer = run, tokenizer
+        self.stage = StagedFile(
+            self.path,
+            {"run": run.describe(), "num_samples": num_samples, **(stamp or {})},
+            resume,
+            overwrite,
+        )
+        self.complete = resume and not self.stage.staged.exists() and self.path.exists()
+
+    @property
+    def done(self) -> int:
+        """The samples written so far (all of them once ``complete``)."""
+        return self.stage.done
+
+    def write(self, start: int, samples: Tensor) -> None:
+        """Add the batch ``samples`` (n, L) whose first sample is sample ``start`` of the run."""
+        text = _formatted(self.format, start, samples, self.run, self.tokenizer)
+        self.stage.append(text, len(samples))
+
+    def append_file(self, path: Path, items: int) -> None:
+        """Add the samples already written to ``path`` (``items`` of them, formatted as this
+        stream formats them: another process's share of the run)."""
+        self.stage.append(path.read_text(encoding="utf-8"), items)
+
+    def finish(self) -> Path:
+        """The complete file at ``path``."""
+        return self.path if self.complete else self.stage.commit()
+
+
+def _format_for(domain: Domain, path: Path) -> SampleFormat:
+    return next(f for f in domain.sample_formats if path.suffix.lower() in f.suffixes)
+
+
+def _formatted(
+    fmt: SampleFormat, start: int, samples: Tensor, run: SamplingRun, tokenizer: Tokenizer
+) -> str:
+    """The text ``fmt`` writes for ``samples`` (n, L), named ``sample_<start + j>_seed<S>``."""
+    names = [f"sample_{start + j}_seed{run.seed}" for j in range(len(samples))]
+    texts = [tokenizer.decode_sample(row.tolist()) for row in samples]
+    buffer = io.StringIO()
+    fmt.write(buffer, names, texts, run)
+    return buffer.getvalue()
 
 
 # --------------------------------------------------------------------------- reading

@@ -20,6 +20,7 @@ from typing import IO
 
 from genodiff.errors import InputValueError
 from genodiff.guidance import Guidance
+from genodiff.samplers.noise import SEQUENCE_SEEDS
 
 
 @dataclass
@@ -36,6 +37,9 @@ class SamplingRun:
     stride: int | None = None
     constraint: str | None = None  # Constraint.description
     guidance: Guidance | None = None  # the request's, as it is (guided runs only)
+    # How each sequence's random draws are seeded (``genodiff.samplers.noise``): sequence i of
+    # a run is a function of (seed, i) and the request alone.
+    draws: str = SEQUENCE_SEEDS
 
     def provenance(self) -> dict[str, object]:
         """The fields a ``.jsonl`` sample carries: the run's, with the guidance's own
@@ -49,7 +53,8 @@ class SamplingRun:
         parts = [f"checkpoint={self.checkpoint}", f"sampler={self.sampler}"]
         if self.steps is not None:
             parts.append(f"steps={self.steps}")
-        parts += [f"seed={self.seed}", f"temperature={self.temperature:g}", f"top_p={self.top_p:g}"]
+        parts += [f"seed={self.seed}", f"draws={self.draws}"]
+        parts += [f"temperature={self.temperature:g}", f"top_p={self.top_p:g}"]
         if self.block is not None:
             parts += [f"block={self.block}", f"stride={self.stride}"]
         if self.constraint:

@@ -78,7 +78,7 @@ def pooled_chi_square_p(counts: torch.Tensor, probs: torch.Tensor) -> float:
 def draw(model, sampler, objective=None, n=NUM, seed=0, length=SEQ_LEN, **options):
     objective = objective or mdlm(sampling_eps=1e-4)
     request = guided.request(n, length, sampler=sampler, **options)
-    return objective.sample(model, request, generator=torch.Generator().manual_seed(seed))
+    return objective.sample(model, request, noise=torch.Generator().manual_seed(seed))
 
 
 # ------------------------------------------------------------------ D-CFG: gamma = 0 and 1

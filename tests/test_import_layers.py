@@ -29,6 +29,7 @@ LAYERS = (
     "resources",
     "hub",
     "batch_shard",
+    "parallel",
     "registry",
     "config_values",
     "conditioning",

@@ -109,7 +109,7 @@ def test_ancestral_sampler_marginals_and_no_mask_left():
     probs = {7: 0.7, 9: 0.2, 10: 0.1}
     model = FixedDistribution(probs)
     samples = objective.sample(
-        model, SampleRequest(64, 200, steps=20), generator=torch.Generator().manual_seed(0)
+        model, SampleRequest(64, 200, steps=20), noise=torch.Generator().manual_seed(0)
     )
     assert samples.shape == (64, 200)
     assert not (samples == TOK.mask_id).any()
@@ -117,7 +117,7 @@ def test_ancestral_sampler_marginals_and_no_mask_left():
     for token, p in probs.items():
         assert abs(freq[token] - p) < 5 * math.sqrt(p * (1 - p) / samples.numel())
     again = objective.sample(
-        model, SampleRequest(64, 200, steps=20), generator=torch.Generator().manual_seed(0)
+        model, SampleRequest(64, 200, steps=20), noise=torch.Generator().manual_seed(0)
     )
     assert torch.equal(samples, again)
 

@@ -83,7 +83,7 @@ class FixedDistribution(nn.Module):
 def draw(model, sampler, n=NUM, length=SEQ_LEN, seed=0, objective=None, **options):
     objective = objective or mdlm(sampling_eps=1e-4)
     request = SampleRequest(num_samples=n, length=length, sampler=sampler, **options)
-    return objective.sample(model, request, generator=torch.Generator().manual_seed(seed))
+    return objective.sample(model, request, noise=torch.Generator().manual_seed(seed))
 
 
 def base_index(samples):

@@ -102,8 +102,8 @@ def recorded_steps(monkeypatch):
     draws = []
     real = uniform.sample_categorical
 
-    def record(probs, generator=None):
-        out = real(probs, generator)
+    def record(probs, generator=None, u=None):
+        out = real(probs, generator, u)
         draws.append((probs.clone(), out.clone()))
         return out
 

@@ -1,10 +1,10 @@
 """Fine-tuning on Genomic Benchmarks-style classification tasks with k-fold cross-validation.
 
-``genodiff.finetuning`` (and ``genodiff finetune configs/genomic_benchmarks.yaml``): ``config``
+``genodiff.finetune`` (and ``genodiff finetune configs/genomic_benchmarks.yaml``): ``config``
 (schema), ``classifier`` (pooling head, RC handling), ``module`` (Lightning loop),
-``protocol`` (folds, sweep, resume), ``workers`` (runs spread over processes), ``results``
-(CSV / JSON / Markdown / PNG), ``trained`` (a fine-tuned checkpoint loaded back). The task
-folders are read by ``genodiff.data.benchmarks``.
+``protocol`` (folds, sweep, resume; runs spread over processes by ``genodiff.parallel``),
+``results`` (CSV / JSON / Markdown / PNG), ``trained`` (a fine-tuned checkpoint loaded back).
+The task folders are read by ``genodiff.data.benchmarks``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def finetune(
     results; the same as ``genodiff finetune CONFIG OVERRIDES...``. ``progress``: Lightning's
     bars on, off, or as ``genodiff.progress.progress_wanted`` says (None). Returns the
     results in the main process; None in the other processes of a multi-process run
-    (``trainer.devices`` > 1: the runs are spread over them, ``genodiff.finetuning.workers``)."""
+    (``trainer.devices`` > 1: the runs are spread over them, ``genodiff.parallel``)."""
     overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
     cfg = load_finetune_config(config, overrides)
     source = cfg.pretrained or f"{cfg.model.name} from scratch"

@@ -52,7 +52,7 @@ class ClassifierModule(RandomStateInCheckpoints):
         self.register_buffer("class_weights", class_weights, persistent=False)
         num_classes = classifier.score.out_features
         # A run trains in one process (several processes take whole runs, not shares of one:
-        # genodiff.finetuning.workers), so its accuracies never gather other processes' counts.
+        # genodiff.parallel), so its accuracies never gather other processes' counts.
         self.val_acc = MulticlassAccuracy(num_classes, average="micro", sync_on_compute=False)
         self.test_acc = MulticlassAccuracy(num_classes, average="micro", sync_on_compute=False)
         self._predictions: list[Tensor] = []

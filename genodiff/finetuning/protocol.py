@@ -59,7 +59,7 @@ from genodiff.finetuning.classifier import SequenceClassifier, build_backbone, l
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.trained import classifier_record
-from genodiff.finetuning.workers import Workers, launch_workers
+from genodiff.parallel import Workers, launch_workers
 from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.session import fit, hold_output
 from genodiff.training.trainer import (
@@ -234,7 +234,7 @@ def run_fold(
         "n_test": len(task.test),
         "wall_s": round(time.perf_counter() - start_wall, 2),
         "cpu_s": round(time.process_time() - start_cpu, 2),
-        "rank": workers.rank,  # the process that ran it (genodiff.finetuning.workers)
+        "rank": workers.rank,  # the process that ran it (genodiff.parallel)
     }
     with atomic_write(folder / RESULT_FILE) as handle:  # a result.json is always complete
         handle.write(json.dumps(record, indent=2))
@@ -293,7 +293,7 @@ def _check_resume(cfg: DictConfig, output_dir: Path) -> None:
 
 def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] | None:
     """Every (task, sweep point, fold) run not finished yet, spread over the processes the
-    ``trainer`` section asks for (``genodiff.finetuning.workers``); returns per-task results:
+    ``trainer`` section asks for (``genodiff.parallel``); returns per-task results:
     ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}`` in
     the main process, None in the others."""
     output_dir = Path(cfg.output_dir)

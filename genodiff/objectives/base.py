@@ -18,6 +18,7 @@ from genodiff.batch_shard import BatchShard
 from genodiff.config_values import check_arguments
 from genodiff.errors import InputValueError
 from genodiff.samplers.base import Sampler
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 
 
@@ -99,12 +100,16 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
 
     @torch.no_grad()
     def sample(
-        self, model: nn.Module, request: SampleRequest, generator: torch.Generator | None = None
+        self,
+        model: nn.Module,
+        request: SampleRequest,
+        noise: Noise | torch.Generator | None = None,
     ) -> Tensor:
         """(request.num_samples, request.length) token ids drawn from ``model`` by the sampler
         ``request`` names. Positions where ``request.given`` is True hold ``request.template``
-        unchanged."""
-        return self.samplers[self.sampler_name(request)](self, model, request, generator)
+        unchanged. ``noise``: per-sequence streams (``genodiff.samplers.noise.Noise``), or one
+        generator for the whole batch (None: torch's global one)."""
+        return self.samplers[self.sampler_name(request)](self, model, request, noise)
 
     def sampler_name(self, request: SampleRequest) -> str:
         """The sampler ``request`` asks for (the default when None); ValueError if unknown, if

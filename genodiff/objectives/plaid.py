@@ -46,6 +46,7 @@ from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.categorical import sample_categorical, sharpen
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
@@ -56,7 +57,7 @@ def ancestral(
     objective: Plaid,
     model: nn.Module,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
 ) -> Tensor:
     """``request.steps`` ancestral steps from z_1 ~ N(0, I) down to z_0, each drawing z_s
     from q(z_s | z_t, x = x_hat):  c = -expm1(gamma_s - gamma_t),
@@ -71,8 +72,8 @@ def ancestral(
     template, given = request.canvas(objective.token_list[0], device)  # (n, L) each
     e_given = objective.embeddings()[objective.categories(template)]  # (n, L, D)
 
-    def randn() -> Tensor:
-        return torch.randn(n, length, dim, device=device, generator=generator)
+    def randn() -> Tensor:  # (n, L, D), row by row (genodiff.samplers.noise)
+        return noise.normal(n, length, dim).to(device)
 
     def hold(z: Tensor, gamma: Tensor) -> Tensor:
         return torch.where(given[..., None], objective.noised(e_given, gamma, randn()), z)
@@ -93,7 +94,8 @@ def ancestral(
     gamma_0 = schedule.endpoints()[0].expand(n)
     logits, _ = objective.predict(model, hold(z, gamma_0), gamma_0, x_self)  # (n, L, K)
     probs = sharpen(logits.log_softmax(-1), request.temperature, request.top_p)
-    draws = objective.token_ids()[sample_categorical(probs, generator)]  # (n, L)
+    u = noise.uniform(n, length, 1).to(device)  # (n, L, 1)
+    draws = objective.token_ids()[sample_categorical(probs, u=u)]  # (n, L)
     return torch.where(given, template, draws)
 
 

@@ -27,6 +27,7 @@ from genodiff.backbones.capabilities import capabilities_of
 from genodiff.conditioning import network_kwargs
 from genodiff.guidance import Guide
 from genodiff.samplers.categorical import sample_categorical, sharpen
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 
 
@@ -42,7 +43,7 @@ def left_to_right(
     objective: NextTokenModel,
     model: nn.Module,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
 ) -> Tensor:
     """Left to right, one network call per position (``request.steps`` is unused).
 
@@ -74,7 +75,7 @@ def left_to_right(
                 context = x[:, :i] if led else torch.cat([bos, x[:, :i]], dim=1)
                 logits = [model(context, **call)[:, -1] for call in calls]  # (n, V) each
             guided = (guide, x[:, int(led) : i], (i + 1) / length)
-            draw = next_token(objective.sample_ids, logits, request, generator, *guided)
+            draw = next_token(objective.sample_ids, logits, request, noise, *guided)
             x[:, i] = torch.where(given[:, i], x[:, i], draw)
         if recurrent and i < length - 1:  # the distributions of x_{i+2}
             logits = step(x[:, i])
@@ -85,7 +86,7 @@ def next_token(
     sample_ids: Sequence[int],
     logits: list[Tensor],
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
     guide: Guide,
     prefix: Tensor,
     progress: float,
@@ -100,4 +101,4 @@ def next_token(
         parts.append(scores.to(parts[0]))
     log_p = guide.combine(torch.stack(parts, dim=-2), torch.tensor(progress))  # (n, K)
     probs = sharpen(log_p, request.temperature, request.top_p)  # (n, K) float64
-    return drawable[sample_categorical(probs, generator)]  # (n,)
+    return drawable[sample_categorical(probs, u=noise.uniform(len(probs), 1))]  # (n,)

@@ -14,19 +14,21 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
+from genodiff.samplers.noise import Noise, as_noise
 from genodiff.samplers.request import SampleRequest
 
 
 class Draw(Protocol):
-    """(objective, model, request, generator) -> (request.num_samples, request.length) ids;
-    positions where ``request.given`` is True hold ``request.template``."""
+    """(objective, model, request, noise) -> (request.num_samples, request.length) ids;
+    positions where ``request.given`` is True hold ``request.template``. Every random number
+    comes from ``noise`` (``genodiff.samplers.noise``), row by row."""
 
     def __call__(
         self,
         objective: Any,
         model: nn.Module,
         request: SampleRequest,
-        generator: torch.Generator | None,
+        noise: Noise,
     ) -> Tensor: ...
 
 
@@ -54,6 +56,9 @@ class Sampler:
         objective: Any,
         model: nn.Module,
         request: SampleRequest,
-        generator: torch.Generator | None,
+        noise: Noise | torch.Generator | None,
     ) -> Tensor:
-        return self.draw(objective, model, request, generator)
+        """Draw with ``noise``: a ``Noise`` (per-sequence streams), or one generator for the
+        whole batch (None: torch's global one)."""
+        device = next(model.parameters()).device
+        return self.draw(objective, model, request, as_noise(noise, device))

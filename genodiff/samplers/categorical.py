@@ -22,8 +22,8 @@ def sample_categorical(
     """Draw one category per row of ``probs`` (..., V) by inverting the float64 CDF.
 
     Rows need not be normalised; zero-probability categories are never drawn. ``u`` (..., 1)
-    gives the float64 uniforms to invert (drawn by the caller); by default one is drawn per
-    row from ``generator``.
+    gives the float64 uniforms to invert (the samplers draw them from their ``Noise``, row by
+    row); without it one is drawn per row from ``generator``.
     """
     cdf = probs.to(torch.float64).cumsum(dim=-1)  # (..., V)
     if u is None:

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from genodiff.samplers.categorical import sample_categorical, sharpen
 from genodiff.samplers.masked import MaskedDiffusion, denoise_remaining, masked_guide
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 
 
@@ -33,11 +34,11 @@ def first_hitting(
     objective: MaskedDiffusion,
     model: nn.Module,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
 ) -> Tensor:
     """Sample ``request`` one unmasking event at a time (``request.steps`` is unused)."""
     x, given = request.canvas(objective.process.mask_id, next(model.parameters()).device)
-    return hit(objective, model, x, given, request, generator)
+    return hit(objective, model, x, given, request, noise)
 
 
 def hit(
@@ -46,7 +47,7 @@ def hit(
     x: Tensor,
     given: Tensor,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
 ) -> Tensor:
     """First-hitting sampling of the partly masked ``x`` (n, L); ``given`` is never changed.
 
@@ -72,21 +73,24 @@ def hit(
         if not rows.numel():
             break
         request.report_step(events - int(k[rows].max()), events)
-        u = torch.rand(rows.numel(), dtype=torch.float64, device=x.device, generator=generator)
-        p_next = p_t[rows] * u ** (1.0 / k[rows])  # (r,)
+        # Three uniforms per running row and event (time, position, value): a row's draws
+        # depend on its own state alone (genodiff.samplers.noise).
+        u_time, u_position, u_value = noise.take(rows).uniform(rows.numel(), 3).unbind(1)
+        p_next = p_t[rows] * u_time ** (1.0 / k[rows])  # (r,)
         running[rows[p_next < p_stop]] = False  # the next event would fall below sampling_eps
         go = p_next >= p_stop
         rows, p_next = rows[go], p_next[go]
+        u_position, u_value = u_position[go, None], u_value[go, None]  # (r, 1) each
         if not rows.numel():
             continue
         s = schedule.time_of_mask_probability(p_next)  # (r,)
-        position = sample_categorical(masked[rows].double(), generator)  # (r,) uniform
+        position = sample_categorical(masked[rows].double(), u=u_position)  # (r,) uniform
         index = torch.arange(rows.numel(), device=x.device)
         revealed = torch.zeros_like(masked[rows])  # (r, L): where a classifier tilts
         revealed[index, position] = True
         parts = guide.parts(x[rows], s, revealed)  # (r, L, K, V)
         log_x0 = guide.combine(parts[index, position], 1 - s)  # (r, V)
-        value = sample_categorical(sharpen(log_x0, request.temperature, request.top_p), generator)
+        value = sample_categorical(sharpen(log_x0, request.temperature, request.top_p), u=u_value)
         x[rows, position] = value
         p_t[rows] = p_next
     return denoise_remaining(objective, x, given, guide)

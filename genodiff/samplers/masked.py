@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from genodiff.guidance import Guide
 from genodiff.samplers.categorical import sample_categorical, sharpen
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
@@ -49,19 +50,19 @@ def ancestral(
     objective: MaskedDiffusion,
     model: nn.Module,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
 ) -> Tensor:
     """``request.steps`` uniform steps in t from 1 to sampling_eps, the network called on
     every sequence at every step, then the final noise-removal step (see ``unmask``)."""
     x, given = request.canvas(objective.process.mask_id, _device(model))
-    return unmask(objective, model, x, given, request, generator, reuse=False)
+    return unmask(objective, model, x, given, request, noise, reuse=False)
 
 
 def cached(
     objective: MaskedDiffusion,
     model: nn.Module,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
 ) -> Tensor:
     """``ancestral`` reusing x_theta per sequence while that sequence is unchanged.
 
@@ -74,7 +75,7 @@ def cached(
     ``Objective.sampler_name`` refuses it for such an objective.
     """
     x, given = request.canvas(objective.process.mask_id, _device(model))
-    return unmask(objective, model, x, given, request, generator, reuse=True)
+    return unmask(objective, model, x, given, request, noise, reuse=True)
 
 
 def unmask(
@@ -83,7 +84,7 @@ def unmask(
     x: Tensor,
     given: Tensor,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
     reuse: bool,
 ) -> Tensor:
     """Ancestral sampling of the partly masked ``x`` (n, L); ``given`` (n, L) is never changed.
@@ -118,12 +119,14 @@ def unmask(
             parts = fresh if parts is None or not reuse else parts.index_copy_(0, rows, fresh)
         p_t, p_s = schedule.mask_probability(t), schedule.mask_probability(s)
         stay_or_go = torch.stack((p_s, p_t - p_s)).to(x.device)  # (2,), sums to p_t
-        candidates = masked.nonzero()  # (M, 2): (row, position) of every masked token
-        go = sample_categorical(stay_or_go.expand(len(candidates), 2), generator) == 1  # (M,)
-        row, position = candidates[go].unbind(-1)  # the tokens that unmask in this step
+        # Two uniforms per position of every row, used where the position is masked: a row's
+        # draws never depend on the other rows (genodiff.samplers.noise).
+        u_go, u_value = noise.uniform(n, 2, x.shape[1]).unbind(1)  # (n, L) each
+        go = sample_categorical(stay_or_go.expand(*x.shape, 2), u=u_go[..., None]) == 1
+        row, position = (go & masked).nonzero().unbind(-1)  # the tokens that unmask now
         log_x0 = guide.combine(parts[row, position], 1 - t)  # (U, V)
         p_x0 = sharpen(log_x0, request.temperature, request.top_p)  # (U, V)
-        x[row, position] = sample_categorical(p_x0, generator)
+        x[row, position] = sample_categorical(p_x0, u=u_value[row, position, None])
         stale = torch.zeros_like(stale).index_fill_(0, row, True)
     return denoise_remaining(objective, x, given, guide)
 

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from genodiff.guidance import Guide
 from genodiff.samplers.categorical import NEG_INF, sample_categorical, sharpen
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
@@ -61,7 +62,7 @@ def tau_leaping(
     objective: ScoreModel,
     model: nn.Module,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
     rule: Rule,
 ) -> Tensor:
     """``request.steps`` steps of ``rule`` from t = 1 to sampling_eps, then the final
@@ -80,14 +81,14 @@ def tau_leaping(
         parts = guide.parts(x, t.expand(n).float().to(device), masked)  # (n, L, K, V)
         log_score = guide.combine_scores(parts[masked], 1 - t)  # (M, V)
         probs = transition_probs(process, log_score, t, s, rule, request)  # (M, V)
-        x = _draw_masked(x, masked, probs, generator)
+        x = _draw_masked(x, masked, probs, noise)
     masked = (x == process.mask_id) & ~given
     if masked.any():
         t_final = torch.full((n,), process.sampling_eps, device=device)
         parts = guide.parts(x, t_final, masked)[masked]  # (M, K, V)
         log_score = guide.combine_scores(parts, 1 - t_final[0])  # (M, V)
         probs = sharpen(landing(process, log_score), request.temperature, request.top_p)
-        x = _draw_masked(x, masked, probs, generator)
+        x = _draw_masked(x, masked, probs, noise)
     return x
 
 
@@ -126,14 +127,11 @@ def landing(process: MaskedForwardProcess, log_score: Tensor) -> Tensor:
     return log_score.masked_fill(process.undrawable(log_score.shape[-1], log_score.device), NEG_INF)
 
 
-def _draw_masked(
-    x: Tensor, masked: Tensor, probs: Tensor, generator: torch.Generator | None
-) -> Tensor:
+def _draw_masked(x: Tensor, masked: Tensor, probs: Tensor, noise: Noise) -> Tensor:
     """x (n, L) with its M masked positions (row-major order) drawn from ``probs`` (M, V).
 
-    One uniform is drawn for every position, masked or not, exactly as one draw over all
-    (n, L) positions would, and the masked ones are used: the same seed gives the same
-    samples as drawing everywhere and keeping the masked positions, at the float64 cost of the
-    masked rows alone."""
-    u = torch.rand((*x.shape, 1), dtype=torch.float64, device=x.device, generator=generator)
+    One uniform is drawn for every position of every row, masked or not, and the masked ones
+    are used: a row's draws never depend on the other rows, and the float64 cost is that of
+    the masked positions alone."""
+    u = noise.uniform(*x.shape, 1)  # (n, L, 1)
     return x.masked_scatter(masked, sample_categorical(probs, u=u[masked]))

@@ -11,11 +11,11 @@ window (a classifier, like the network, sees the window).
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from genodiff.errors import InputValueError
 from genodiff.samplers.masked import MaskedDiffusion, unmask
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 
 
@@ -47,9 +47,10 @@ def semi_autoregressive(
     objective: MaskedDiffusion,
     model: nn.Module,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
 ) -> Tensor:
-    """(n, request.length) tokens window by window (see the module docstring)."""
+    """(n, request.length) tokens window by window (see the module docstring); each window
+    draws from its own branch of the rows' noise."""
     spans = windows(request.length, request.block, request.stride)
     x, given = request.canvas(objective.process.mask_id, next(model.parameters()).device)  # (n, L)
     reuse = not objective.process.time_conditioning
@@ -59,7 +60,13 @@ def semi_autoregressive(
         window_given[:, : done - start] = True  # the kept tail of the previous window
         window = request.part(index, len(spans))
         x[:, start:end] = unmask(
-            objective, model, x[:, start:end], window_given, window, generator, reuse=reuse
+            objective,
+            model,
+            x[:, start:end],
+            window_given,
+            window,
+            noise.branch(index),
+            reuse=reuse,
         )
         done = end
     return x

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from genodiff.guidance import Guide
 from genodiff.samplers.categorical import NEG_INF, sample_categorical, sharpen
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
@@ -57,7 +58,7 @@ def ancestral(
     objective: UniformDiffusion,
     model: nn.Module,
     request: SampleRequest,
-    generator: torch.Generator | None,
+    noise: Noise,
 ) -> Tensor:
     """``request.steps`` steps of the exact reverse posterior from t = 1 to t = 0 (the module
     docstring); (n, L) token ids."""
@@ -69,14 +70,15 @@ def ancestral(
     n, length = request.num_samples, request.length
     template, given = request.canvas(process.alphabet[0], device)  # (n, L) each
     prior = torch.ones(n, length, process.size, dtype=torch.float64, device=device)
-    z = sample_categorical(prior, generator)  # (n, L) letter indices, uniform
+    z = sample_categorical(prior, u=noise.uniform(n, length, 1))  # (n, L) letters, uniform
     z_ids = torch.where(given, template, letters[z])
     for t, s in request.reporting(time_grid(1.0, 0.0, request.steps, device), request.steps):
         z = process.to_alphabet(z_ids).clamp_min(0)  # given non-letters: overwritten below
         transitions = partial(log_transitions, process, request, z, t, s)
         parts = guide.parts(z_ids, t.expand(n), ~given, transitions)  # (n, L, K, N)
         step = guide.combine(parts, 1 - t).exp()  # (n, L, N)
-        z_ids = torch.where(given, template, letters[sample_categorical(step, generator)])
+        drawn = sample_categorical(step, u=noise.uniform(n, length, 1))  # (n, L)
+        z_ids = torch.where(given, template, letters[drawn])
     return z_ids
 
 

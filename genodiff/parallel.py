@@ -1,14 +1,17 @@
-"""Fine-tuning runs spread over processes: with ``trainer.devices`` (times
-``trainer.num_nodes``) above 1, ``genodiff finetune`` starts that many processes through
-Lightning's launcher (Fabric's DDP strategy: the command runs again once per extra local
-process; under SLURM or torchrun the processes exist already) and gives each one every
-``world_size``-th run of the (task, sweep point, fold) grid. A run trains on one device, from
-the same seed and data as it would in one process, so the results are those of one process;
-the folds of a task just run side by side.
+"""Work spread over processes on Lightning's launcher: independent jobs (fine-tuning runs,
+blocks of samples, batches of windows to score), each done by one process.
 
-Inside a worker each run's Trainer is a world of one process: Lightning's rank-zero guard
+``launch_workers`` starts the processes the ``accelerator``, ``devices`` and ``num_nodes``
+settings ask for through Lightning Fabric's DDP strategy (the command runs again once per
+extra local process; under SLURM or torchrun the processes exist already) and joins them in
+one process group; each ``Workers`` then takes its share of the jobs. A job runs as it would
+in one process, so the results are those of one process.
+
+``genodiff finetune`` gives each process every ``world_size``-th run of the (task, sweep
+point, fold) grid, each run's Trainer a world of one process: Lightning's rank-zero guard
 (which keeps loggers and messages to rank 0 of a DDP run) is set to this process, so every
-run writes its own logs.
+run writes its own logs. ``genodiff sample`` and ``genodiff eval`` give each process a block
+of sequences or windows and gather the results on the main process.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from lightning.fabric import Fabric
 from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero
 from lightning.pytorch.utilities.rank_zero import rank_zero_only as trainer_rank_zero
@@ -34,6 +38,31 @@ class Workers:
     world_size: int = 1
     local_rank: int = 0
     fabric: Fabric | None = None
+
+    @property
+    def main(self) -> bool:
+        """Whether this is the main process (rank 0): the one that writes the results."""
+        return self.rank == 0
+
+    @property
+    def device(self) -> torch.device | None:
+        """This process's device (None for one process: the caller's own choice)."""
+        return self.fabric.device if self.fabric is not None else None
+
+    def block(self, total: int) -> range:
+        """This process's share of ``total`` ordered jobs: the ``rank``-th of ``world_size``
+        consecutive blocks of (nearly) equal size."""
+        return range(
+            total * self.rank // self.world_size, total * (self.rank + 1) // self.world_size
+        )
+
+    def gather(self, value: Any) -> list[Any]:
+        """Every process's ``value`` (any picklable object), in rank order, in every process."""
+        if self.fabric is None:
+            return [value]
+        gathered: list[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(gathered, value)
+        return gathered
 
     def takes(self, index: int) -> bool:
         """Whether run ``index`` of the grid (in the grid's fixed order) is this process's."""
@@ -56,8 +85,9 @@ class Workers:
 
 
 def launch_workers(trainer: Mapping[str, Any]) -> Workers:
-    """The processes the ``trainer`` section asks for (``accelerator``, ``devices``,
-    ``num_nodes``), started and joined in one process group; one process: no launch."""
+    """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
+    ``num_nodes``) asks for, started and joined in one process group; one process: no
+    launch."""
     fabric = Fabric(
         accelerator=trainer.get("accelerator", "auto"),
         devices=trainer.get("devices", "auto"),

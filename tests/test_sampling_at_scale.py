@@ -1,0 +1,249 @@
+"""Sampling at scale (issue 29): sequence i of a run is a function of (seed, i) and the request
+alone, so a run gives the same sequences under any batch size, streamed to its file batch by
+batch, resumed after a kill, or drawn by several processes.
+
+The models are small networks with random weights (sampling needs no training): what is
+checked is that the draws of a sequence never depend on the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from genodiff import cli
+from genodiff.errors import InputFileExistsError, InputValueError
+from genodiff.model import GenerativeModel
+from genodiff.pipeline import Model
+from genodiff.samplers.noise import Noise, sequence_seed
+from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
+from tests.test_cli import ROOT
+
+CADUCEUS = {"name": "caduceus", "d_model": 16, "n_layer": 1}
+LENGTH = 24
+
+
+def model(
+    objective: str = "mdlm", backbone: dict | None = None, objective_options=None, **config
+) -> Model:
+    torch.manual_seed(0)
+    section = {
+        "model": backbone or CADUCEUS,
+        "objective": {"name": objective, **(objective_options or {})},
+        "data": {"name": "fasta", "max_length": LENGTH},
+        "ema": {"decay": 0},
+        **config,
+    }
+    return Model(GenerativeModel(section), "in memory")
+
+
+MODELS = {
+    "mdlm": lambda: model(),
+    "d3pm": lambda: model("d3pm"),
+    "sedd": lambda: model("sedd"),
+    "udlm": lambda: model("udlm", {**CADUCEUS, "time_conditioning": True}),
+    "plaid": lambda: model("plaid", objective_options={"d_model": 16}),
+    "ar": lambda: model("ar", {"name": "mamba", "d_model": 16, "n_layer": 1}),
+    "conditional": lambda: model(conditioning={"labels": ["a", "b"]}),
+}
+# (model, generate's options): every sampler, guidance, a prefix
+CASES = [
+    ("mdlm", {"sampler": "ancestral", "steps": 6}),
+    ("mdlm", {"sampler": "cached", "steps": 6}),
+    ("mdlm", {"sampler": "first-hitting"}),
+    ("mdlm", {"sampler": "semi-ar", "block": 12, "stride": 6, "steps": 4}),
+    ("mdlm", {"sampler": "cached", "steps": 6, "prefix": "ACGTAC", "top_p": 0.9}),
+    ("d3pm", {"steps": 6}),
+    ("sedd", {"sampler": "analytic", "steps": 6}),
+    ("sedd", {"sampler": "euler", "steps": 6}),
+    ("udlm", {"steps": 6}),
+    ("plaid", {"steps": 4}),
+    ("ar", {"temperature": 0.8}),
+    ("conditional", {"label": "b", "guidance": 2.0, "steps": 6}),
+    ("conditional", {"label": "a", "guidance": 3.0, "guidance_schedule": "ramp", "steps": 6}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "options"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
+)
+def test_a_sequence_is_the_same_under_any_batch_size(name, options):
+    net = MODELS[name]()
+    runs = [net.generate(5, LENGTH, seed=7, batch_size=size, **options) for size in (1, 2, 5)]
+    assert runs[0] == runs[1] == runs[2]
+    # and sequence i alone, as the first of a run of one, is the run's i-th: a function of
+    # (seed, i) through its own stream, whatever came before it
+    alone = net.network.eval_objective.sample(
+        net.network.eval_backbone,
+        net._plan(1, LENGTH, seed=7, **options).request,
+        Noise.per_sequence(7, [3], "cpu"),
+    )
+    assert net.tokenizer.decode_sample(alone[0].tolist()) == runs[0][3]
+    assert len(set(runs[0])) > 1  # the sequences differ from each other
+
+
+def test_each_sequence_has_its_own_stream():
+    seeds = [sequence_seed(5, i) for i in range(100)] + [sequence_seed(6, 0)]
+    assert len(set(seeds)) == len(seeds)
+    one = Noise.per_sequence(5, [0, 1, 2], "cpu").uniform(3, 4)  # (3, 4)
+    picked = Noise.per_sequence(5, [2, 0], "cpu").uniform(2, 4)
+    torch.testing.assert_close(picked, one[[2, 0]], rtol=0, atol=0)
+    parts = Noise.per_sequence(5, [0], "cpu")
+    assert not torch.equal(parts.branch(0).uniform(1, 4), parts.branch(1).uniform(1, 4))
+
+
+def test_the_samples_record_how_they_were_drawn():
+    written = model().generate(2, LENGTH, steps=4, seed=1)
+    assert written.run.draws == "per-sequence-v1"
+    assert "seed=1 draws=per-sequence-v1" in written.run.describe()
+
+
+# ------------------------------------------------------------------ streaming and resuming
+
+
+def test_the_streamed_file_is_the_in_memory_one(tmp_path):
+    net = model()
+    samples = net.generate(7, LENGTH, steps=4, seed=2, batch_size=3)
+    streamed = net.generate_to_file(tmp_path / "s.fa", 7, LENGTH, steps=4, seed=2, batch_size=3)
+    assert streamed.path.read_bytes() == samples.save(tmp_path / "m.fa").read_bytes()
+    assert streamed.count == 7 and streamed.length == LENGTH
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.fa", "s.fa"]  # nothing staged left
+
+
+def test_an_existing_output_or_a_killed_runs_work_is_refused_before_drawing(tmp_path):
+    net = model()
+    out = tmp_path / "s.fa"
+    out.write_text(">kept\nACGT\n")
+    with pytest.raises(InputFileExistsError, match="exists") as caught:
+        net.generate_to_file(out, 2, LENGTH, steps=4)
+    assert caught.value.parameter == ("out", "overwrite")
+    assert out.read_text() == ">kept\nACGT\n"
+    net.generate_to_file(out, 2, LENGTH, steps=4, overwrite=True)
+    assert out.read_text().count(">") == 2
+    staged = tmp_path / ".t.fa.partial"
+    staged.write_text(">sample_0_seed0 x\nACGT\n")
+    with pytest.raises(InputFileExistsError, match="did not finish") as caught:
+        net.generate_to_file(tmp_path / "t.fa", 2, LENGTH, steps=4)
+    assert caught.value.parameter == "resume"
+    assert staged.read_text() == ">sample_0_seed0 x\nACGT\n"
+
+
+def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, monkeypatch):
+    """A failure after two batches leaves the staged file and its record; the same call with
+    resume draws only the rest and ends with the uninterrupted run's bytes."""
+    net = model()
+    options = {"steps": 4, "seed": 4, "batch_size": 2}
+    whole = net.generate_to_file(tmp_path / "whole.fa", 7, LENGTH, **options).path
+    from genodiff import sample_files
+
+    real_write, writes = sample_files.SampleStream.write, []
+
+    def write_twice(self, start, ids):
+        if len(writes) == 2:
+            raise KeyboardInterrupt  # a kill between batches
+        writes.append(start)
+        real_write(self, start, ids)
+
+    monkeypatch.setattr(sample_files.SampleStream, "write", write_twice)
+    out = tmp_path / "split.fa"
+    with pytest.raises(KeyboardInterrupt):
+        net.generate_to_file(out, 7, LENGTH, **options)
+    monkeypatch.setattr(sample_files.SampleStream, "write", real_write)
+    assert not out.exists()
+    record = json.loads((tmp_path / ".split.fa.partial.json").read_text())
+    assert record["items"] == 4
+    with pytest.raises(InputValueError, match="another job"):  # other settings: refused
+        net.generate_to_file(out, 7, LENGTH, resume=True, **{**options, "seed": 5})
+    drawn = []
+    real_draw = Model._draw
+
+    def counting(self, job, indices, progress):
+        drawn.append(indices)
+        return real_draw(self, job, indices, progress)
+
+    monkeypatch.setattr(Model, "_draw", counting)
+    net.generate_to_file(out, 7, LENGTH, resume=True, **options)
+    assert drawn == [range(4, 7)]  # only the sequences not written yet
+    assert out.read_bytes() == whole.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["split.fa", "whole.fa"]
+
+
+def write_checkpoint(path, net: Model):
+    torch.save(
+        {
+            "hyper_parameters": {"config": net.config},
+            "state_dict": net.network.state_dict(),
+            CHECKPOINT_KEY: tokenizer_record(net.tokenizer),
+        },
+        path,
+    )
+    return path
+
+
+def sample_command(checkpoint, out, *options) -> list[str]:
+    return [
+        sys.executable, "-m", "genodiff.cli", "sample", "--checkpoint", str(checkpoint),
+        "--out", str(out), "--length", str(LENGTH), "--steps", "4", "--seed", "9",
+        "--no-progress", *options,
+    ]  # fmt: skip
+
+
+@pytest.mark.process_level
+def test_kill_9_then_resume_ends_with_the_uninterrupted_file(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    many = ["--num-samples", "160", "--batch-size", "4"]
+    whole = tmp_path / "whole.fa"
+    subprocess.run(sample_command(checkpoint, whole, *many), check=True, cwd=ROOT)
+    out = tmp_path / "killed.fa"
+    record = tmp_path / ".killed.fa.partial.json"
+    process = subprocess.Popen(sample_command(checkpoint, out, *many), cwd=ROOT)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if record.exists() and json.loads(record.read_text())["items"] >= 16:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run finished before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not out.exists()
+    done = subprocess.run(
+        sample_command(checkpoint, out, *many), cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "--resume" in done.stderr  # a killed run's work is kept
+    subprocess.run(sample_command(checkpoint, out, *many, "--resume"), check=True, cwd=ROOT)
+    assert out.read_bytes() == whole.read_bytes()
+
+
+@pytest.mark.process_level
+def test_two_processes_write_the_one_process_file(tmp_path):
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model(conditioning={"labels": ["a", "b"]}))
+    options = ["--num-samples", "9", "--batch-size", "2", "--label", "b", "--guidance", "2"]
+    one, two = tmp_path / "one.fa", tmp_path / "two.fa"
+    subprocess.run(sample_command(checkpoint, one, *options), check=True, cwd=ROOT)
+    done = subprocess.run(
+        sample_command(checkpoint, two, *options, "--accelerator", "cpu", "--devices", "2"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("genodiff: wrote 9 samples") == 1  # the main process alone
+    assert two.read_bytes() == one.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.ckpt", "one.fa", "two.fa"]
+
+
+def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path, capsys):
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    out = tmp_path / "s.fa"
+    out.write_text(">kept\nACGT\n")
+    argv = ["sample", "--checkpoint", str(checkpoint), "--out", str(out), "--length", "8"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.strip().endswith("(--out, --overwrite)")
+    assert out.read_text() == ">kept\nACGT\n"
