@@ -106,8 +106,12 @@ def _eval(args: argparse.Namespace) -> None:
             device=args.device,
             per_window=args.per_window,
             progress=progress,
+            accelerator=args.accelerator,
+            devices=args.devices,
+            num_nodes=args.num_nodes,
         )
-    print(json.dumps(result.to_dict()) if args.json else result.describe())
+    if result is not None:  # the main process of a multi-process run
+        print(json.dumps(result.to_dict()) if args.json else result.describe())
 
 
 def _gen_ppl(args: argparse.Namespace) -> None:
@@ -474,6 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--per-window", action="store_true", help="with --json: list every window's NELBO"
     )
+    _add_processes_flags(evaluate, "windows")
     _add_progress_flag(evaluate)
     evaluate.set_defaults(run=_eval)
 

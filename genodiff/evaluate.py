@@ -14,8 +14,11 @@ SE(ppl) = exp(R) SE(R), bits per token = R / ln 2.
 
 The K draws of a window ride in one batch: the batch of B windows is repeated K times, so an
 objective with low-discrepancy times (MDLM) gives each window K stratified times
-(u + j/(BK) + k/K). Draws come from one generator seeded with ``seed``, consumed batch by
-batch: the numbers are repeatable for a given (seed, batch_size, t_samples).
+(u + j/(BK) + k/K). Batch b (windows b B to (b + 1) B - 1 of the list) draws from its own
+generator, seeded from (``seed``, b) as a sampled sequence is (``genodiff.samplers.noise``):
+the numbers are repeatable for a given (seed, batch_size, t_samples), and the same when
+several processes share the batches (``--devices``: each scores a block of batches, the main
+process gathers them, ``genodiff.parallel``).
 
 A class-conditional checkpoint is scored twice on the same draws: ``nelbo`` with each window's
 true label, a bound on -log p(x | y), and ``nelbo_unconditional`` with the null label, a bound
@@ -48,7 +51,9 @@ from genodiff.errors import (
 )
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
+from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress
+from genodiff.samplers.noise import sequence_seed
 
 
 @dataclass
@@ -234,14 +239,16 @@ def score_windows(
     batch_size: int,
     progress: Progress | None = None,
     num_classes: int | None = None,
+    batches: range | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Per window: (NELBO in nats averaged over ``t_samples`` draws (N,), scored tokens (N,),
     and for a model with ``num_classes`` classes the NELBO with the null label on the same
     draws (N,), else None).
 
-    Batches of ``batch_size`` windows, each repeated ``t_samples`` times (see module doc).
-    A conditional model scores ``nelbo`` with each item's ``labels`` (the null label when the
-    dataset's items carry none).
+    Batches of ``batch_size`` windows, each repeated ``t_samples`` times (see module doc);
+    ``batches`` (default: all) says which batches of the list to score: the arrays then hold
+    those batches' windows, in order. A conditional model scores ``nelbo`` with each item's
+    ``labels`` (the null label when the dataset's items carry none).
     A window whose NELBO is NaN or infinite stops the scoring (``NonFiniteOutputError``): the
     model's outputs are not finite, and no average over windows could mean anything.
     """
@@ -250,7 +257,6 @@ def score_windows(
             f"need t_samples >= 1 and batch_size >= 1, got {t_samples}, {batch_size}"
         )
     device = next(backbone.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(seed)
     backbone.eval()
     objective.eval()  # training-only terms (D3PM's auxiliary CE) stay out of the score
     nelbo, tokens, unconditional = [], [], []
@@ -268,8 +274,13 @@ def score_windows(
                 "another checkpoint, e.g. the previous one"
             )
 
-    for start in range(0, len(indices), batch_size):
-        chunk = indices[start : start + batch_size]
+    batches = range(math.ceil(len(indices) / batch_size)) if batches is None else batches
+    total = sum(len(indices[b * batch_size : (b + 1) * batch_size]) for b in batches)
+    done = 0
+    for batch in batches:
+        chunk = indices[batch * batch_size : (batch + 1) * batch_size]
+        done += len(chunk)
+        generator = torch.Generator(device=device).manual_seed(sequence_seed(seed, batch))
         items = [dataset[i] for i in chunk]
         ids = torch.stack([item["input_ids"] for item in items]).to(device)  # (B, L)
         ids = ids.repeat(t_samples, 1)  # (K B, L)
@@ -291,7 +302,10 @@ def score_windows(
         nelbo.append(per_window(sums))
         tokens.append(counts.view(t_samples, len(chunk))[0].cpu())  # (B,)
         if progress is not None:
-            progress.update(start + len(chunk), len(indices), "scored windows")
+            progress.update(done, total, "scored windows")
+    if not nelbo:  # no batch to score here (a process without a share)
+        empty = np.zeros(0)
+        return empty, np.zeros(0, dtype=np.int64), empty if num_classes is not None else None
     null_nelbo = torch.cat(unconditional).numpy() if unconditional else None
     return torch.cat(nelbo).numpy(), torch.cat(tokens).numpy(), null_nelbo
 
@@ -364,10 +378,16 @@ def evaluate_checkpoint(
     device: str | None = None,
     per_window: bool = False,
     progress: Progress | None = None,
-) -> EvalResult:
+    accelerator: str | None = None,
+    devices: int | None = None,
+    num_nodes: int | None = None,
+) -> EvalResult | None:
     """Load a ``genodiff train`` checkpoint and score held-out windows with its EMA weights.
 
     ``t_samples`` defaults to the objective's ``eval_t_samples`` (AR: always 1).
+    ``devices`` / ``num_nodes`` (with ``accelerator``, as Lightning's): that many processes
+    each score a block of the batches (``genodiff.parallel``), with the numbers one process
+    gives; the main process returns the result, the others None.
     """
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
@@ -382,8 +402,14 @@ def evaluate_checkpoint(
     length = windows.dataset.max_length
     coordinates = windows.coordinates()
     classes = model.class_names
+    workers = Workers()
+    if devices is not None or num_nodes is not None:
+        settings = {"accelerator": accelerator or "auto", "devices": devices or 1}
+        workers = launch_workers({**settings, "num_nodes": num_nodes or 1})
+        model.to(workers.device)
+    batches = workers.block(math.ceil(len(windows.indices) / max(batch_size, 1)))
     try:
-        sums, counts, sums_null = score_windows(
+        scored = score_windows(
             objective,
             backbone,
             windows.dataset,
@@ -391,13 +417,19 @@ def evaluate_checkpoint(
             t_samples,
             seed,
             batch_size,
-            progress,
+            progress if workers.main else None,
             None if classes is None else len(classes),
+            batches,
         )
     except InputValueError as err:
         raise InputValueError(f"while scoring {length}-token windows: {err}") from None
     except NonFiniteOutputError as err:
         raise NonFiniteOutputError(f"{checkpoint}: {err}") from None
+    shares = workers.gather(scored)  # every process's windows, in order
+    if not workers.main:
+        return None
+    sums, counts = (np.concatenate([share[i] for share in shares]) for i in (0, 1))
+    sums_null = None if classes is None else np.concatenate([share[2] for share in shares])
     nelbo, se = ratio_and_se(sums, counts)
     null_nelbo, null_se = ratio_and_se(sums_null, counts) if sums_null is not None else (None, None)
     ln2 = math.log(2)

@@ -11,6 +11,7 @@ import genodiff
 from genodiff import cli
 from genodiff.data.datamodule import DEMO_FASTA
 from genodiff.data.windows import FastaWindowDataset
+from genodiff.samplers.noise import sequence_seed
 from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
 from tests.test_cli import DEMO, ROOT, TINY
@@ -47,14 +48,15 @@ def test_json_nelbo_equals_a_recomputation_on_the_same_windows_and_seed(checkpoi
     listed = [w["window"] for w in result["per_window"]]
     assert listed == ["{}:{}-{}".format(*dataset.window(i)) for i in indices]
 
-    # Recompute with the EMA weights: batches of 2 windows, each repeated 3 times.
+    # Recompute with the EMA weights: batches of 2 windows, each repeated 3 times, batch b
+    # drawing from a generator seeded from (11, b).
     model = GenerativeTrainingModule.load_from_checkpoint(
         checkpoints["mdlm"], map_location="cpu"
     ).eval()
-    generator = torch.Generator().manual_seed(11)
     per_window, tokens = [], []
     with torch.no_grad():
-        for chunk in (indices[0:2], indices[2:4], indices[4:]):
+        for batch, chunk in enumerate((indices[0:2], indices[2:4], indices[4:])):
+            generator = torch.Generator().manual_seed(sequence_seed(11, batch))
             ids = torch.stack([dataset[i]["input_ids"] for i in chunk])
             sums, counts = model.eval_objective.loss(
                 model.eval_backbone, ids.repeat(3, 1), generator

@@ -247,3 +247,32 @@ def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path,
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.strip().endswith("(--out, --overwrite)")
     assert out.read_text() == ">kept\nACGT\n"
+
+
+@pytest.mark.process_level
+def test_eval_on_two_processes_equals_one(tmp_path):
+    """Each process scores a block of the batches, every batch from its own generator: the
+    windows, their sums and the result are one process's."""
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    fasta = tmp_path / "windows.fa"
+    torch.manual_seed(1)
+    bases = "".join("ACGT"[i] for i in torch.randint(0, 4, (LENGTH * 11,)).tolist())
+    fasta.write_text(f">chrom\n{bases}\n")
+    base = [sys.executable, "-m", "genodiff.cli", "eval", "--checkpoint", str(checkpoint)]
+    base += ["--file", str(fasta), "--length", str(LENGTH), "--batch-size", "2", "--seed", "3"]
+    base += ["--t-samples", "2", "--json", "--per-window", "--no-progress"]
+    results = []
+    for extra in ([], ["--accelerator", "cpu", "--devices", "2"]):
+        done = subprocess.run([*base, *extra], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        assert len(lines) == 1  # the main process alone prints
+        results.append(json.loads(lines[0]))
+    one, two = results
+    assert [w["window"] for w in two["per_window"]] == [w["window"] for w in one["per_window"]]
+    assert len(one["per_window"]) == 11
+    for a, b in zip(one["per_window"], two["per_window"], strict=True):
+        assert b["tokens"] == a["tokens"]
+        assert b["nelbo"] == pytest.approx(a["nelbo"], rel=1e-6)
+    assert two["nelbo"] == pytest.approx(one["nelbo"], rel=1e-6)
+    assert two["windows_sha256"] == one["windows_sha256"]
