@@ -5,9 +5,13 @@ Generators (class-conditional, trained on configs/conditional_species.yaml: huma
 time-conditioned) and an AR Mamba of the same size. Guidance, gamma in {0, 1, 2, 3, 5} (0 =
 p(x), 1 = the conditional model):
 
-- ``MDLM D-CFG``: classifier-free guidance of the x0 prediction (cached sampler);
-- ``MDLM D-CBG``: the unconditional prediction (null label) tilted by a noisy classifier
-  (first-order form; ``genodiff classifier configs/classifier_species.yaml``);
+- ``MDLM D-CFG (x0)``: classifier-free guidance of the x0 prediction, the unmasking rate kept
+  (cached sampler, ``--guidance-form x0``: the reference code's form, D-CFG's default);
+- ``MDLM D-CFG (transition)``: the paper's form, the guided transition normalised over every
+  outcome, staying masked included (``--guidance-form transition``);
+- ``MDLM D-CBG (x0)`` / ``MDLM D-CBG (transition)``: the unconditional prediction (null label)
+  tilted by a noisy classifier (first-order form; ``genodiff classifier
+  configs/classifier_species.yaml``), in each guidance form (transition: D-CBG's default);
 - ``UDLM D-CFG``: classifier-free guidance of the reverse transitions (ancestral sampler);
 - ``UDLM D-CBG``: the unconditional transitions tilted by a noisy classifier trained on the
   UDLM generator's uniform noise (first-order form);
@@ -42,10 +46,24 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/conditional_species.yaml"
 CLASSES = ("human", "e_coli", "s_aureus")
 # slug -> (name in the table, generator, guidance classifier or None, extra `genodiff sample`
-# options)
+# options). "mdlm-cfg" and "mdlm-cbg" are the x0 form (the samples of an earlier workdir, drawn
+# before the forms existed, are that form's).
+X0, TRANSITION = ["--guidance-form", "x0"], ["--guidance-form", "transition"]
 METHODS = {
-    "mdlm-cfg": ("MDLM D-CFG", "mdlm", None, ["--sampler", "cached"]),
-    "mdlm-cbg": ("MDLM D-CBG", "mdlm", "noisy", ["--sampler", "cached"]),
+    "mdlm-cfg": ("MDLM D-CFG (x0)", "mdlm", None, ["--sampler", "cached", *X0]),
+    "mdlm-cfg-transition": (
+        "MDLM D-CFG (transition)",
+        "mdlm",
+        None,
+        ["--sampler", "cached", *TRANSITION],
+    ),
+    "mdlm-cbg": ("MDLM D-CBG (x0)", "mdlm", "noisy", ["--sampler", "cached", *X0]),
+    "mdlm-cbg-transition": (
+        "MDLM D-CBG (transition)",
+        "mdlm",
+        "noisy",
+        ["--sampler", "cached", *TRANSITION],
+    ),
     "udlm-cfg": ("UDLM D-CFG", "udlm", None, []),
     "udlm-cbg": ("UDLM D-CBG", "udlm", "noisy_udlm", []),
     "ar-cfg": ("AR CFG", "ar", None, []),

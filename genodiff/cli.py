@@ -71,6 +71,7 @@ def _sample(args: argparse.Namespace) -> None:
             guidance_schedule=args.guidance_schedule,
             classifier=args.classifier,
             classifier_form=args.classifier_form,
+            guidance_form=args.guidance_form,
             sampler=args.sampler,
             steps=args.steps,
             prefix=args.prefix,
@@ -424,6 +425,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--classifier-form",
         help="D-CBG: first-order (one forward + backward pass per step) or exact (one "
         "classifier call per position and base: short sequences only) (default: first-order)",
+    )
+    sample.add_argument(
+        "--guidance-form",
+        help="how a guided diffusion step weighs the guidance: x0 (guide the value of each "
+        "unmasking token, keep the unguided unmasking rate: the reference code's D-CFG) or "
+        "transition (the paper's: the guided transition normalised over every outcome, "
+        "staying masked included, so guidance also sets how fast tokens unmask). MDLM/D3PM: "
+        "both (first-hitting: transition only with a constant --guidance-schedule and no time "
+        "conditioning); UDLM: transition only; SEDD: x0 only; AR: the two are one "
+        "(default: x0 for classifier-free, transition for --classifier guidance)",
     )
     sample.add_argument(
         "--seed",

@@ -104,6 +104,7 @@ def plan(
     guidance_schedule: str | None = None,
     classifier: NoisyClassifierGuide | None = None,
     classifier_form: str | None = None,
+    guidance_form: str | None = None,
     sampler: str | None = None,
     steps: int | None = None,
     prefix: str | None = None,
@@ -121,17 +122,19 @@ def plan(
     infill template's, else the training window); ``label``: a class name of the model (or of
     ``classifier``'s classes for an unconditional model), guided by ``guidance`` (gamma,
     default 1), ``guidance_schedule`` (default constant) and an optional loaded ``classifier``
-    in ``classifier_form`` (default first-order); ``prefix`` (the start, as text) or
+    in ``classifier_form`` (default first-order), in ``guidance_form`` ("x0" or "transition";
+    default: the kind's, x0 for classifier-free and transition for classifier guidance, as far
+    as the sampler draws it: ``Sampler.resolved``); ``prefix`` (the start, as text) or
     ``infill`` (a template file); ``block``/``stride`` for the semi-autoregressive sampler."""
     tokenizer = model.tokenizer
     if prefix is not None and infill is not None:
         raise InputValueError("a prefix and an infill template exclude each other; give one",
                               parameter="infill")  # fmt: skip
-    steering = (guidance, guidance_schedule, classifier, classifier_form)
+    steering = (guidance, guidance_schedule, classifier, classifier_form, guidance_form)
     if label is None and any(value is not None for value in steering):
         raise InputValueError(
             "guidance needs a class to guide towards: give a label with the guidance strength, "
-            "its schedule or a classifier",
+            "its schedule, its form or a classifier",
             parameter="label",
         )
     steer = None
@@ -147,6 +150,7 @@ def plan(
             classifier,
             classifier_form or CLASSIFIER_FORMS[0],
             label_name=label,
+            form=guidance_form,
         )
     constraint = Constraint.from_file(infill, tokenizer) if infill is not None else None
     if constraint is not None and length not in (None, constraint.length):
@@ -176,6 +180,7 @@ def plan(
     if prefix is not None:
         constraint = Constraint.from_prefix(prefix, length, tokenizer)
         request = replace(request, template=constraint.template, given=constraint.given)
+    request = model.eval_objective.resolve_guidance(request)  # the form its sampler draws
     name = model.eval_objective.sampler_name(request)  # its samplers differ per objective
     if name != "semi-ar" and (block is not None or stride is not None):
         raise InputValueError(
@@ -191,7 +196,7 @@ def plan(
         block=block,
         stride=stride,
         constraint=constraint.description if constraint else None,
-        guidance=steer,
+        guidance=request.guidance,
     )
     return SamplingPlan(request, run, batch_size, seed)
 

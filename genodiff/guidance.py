@@ -1,31 +1,50 @@
 """Guided sampling: drawing DNA of a chosen class (Schiff et al. 2025, docs/architecture.md §3.6).
 
 A request with a ``guidance`` (``SampleRequest.guidance``, a ``Guidance``: the class id of a
-class-conditional model's class, gamma, its schedule and an optional classifier) is guided in
-one of two ways, both expressed as a *guided prediction*: a log-linear
-combination of K network-side parts, renormalised,
+class-conditional model's class, gamma, its schedule, an optional classifier and the form) is
+guided in one of two ways, both a log-linear combination of K network-side parts,
 
-    log x~ = log_softmax(sum_k w_k(gamma) * part_k),
-
-which every sampler draws from in place of the network's own prediction:
+    log m = sum_k w_k(gamma) * part_k,
 
 - D-CFG (classifier-free): parts (log x_theta(z_t, y), log x_theta(z_t, null)), weights
   (gamma, 1 - gamma). gamma = 0 is p(x), 1 the conditional model p(x | y), > 1 extrapolation.
   A constant gamma of 0 or 1 needs one network call (K = 1), anything else two.
 - D-CBG (classifier-based): parts (log x_theta(z_t, null), tilt), weights (1, gamma), the tilt
   (n, L, V) being log p(y | z_t with position l set to v) - log p(y | z_t) from a classifier on
-  noisy inputs (``NoisyClassifierGuide.tilt``). With the exact classifier p(y | z_t) and the
-  exact denoiser p(x0_l | z_t) this is p(x0_l | z_t, y): the masking of a masked process does
-  not depend on the data, so the conditional reverse process unmasks at the same rate and
-  draws values from p(x0_l | z_t, y) (the paper's transition-level form differs by O(dt)).
+  noisy inputs (``NoisyClassifierGuide.tilt``).
+
+**Two forms for masked diffusion** (``Guidance.form``, ``GUIDANCE_FORMS``). A step t -> s of a
+masked position has V + 1 outcomes: a letter v, with q(v) = x(v) (p_t - p_s) / p_t, or staying
+masked, q([MASK]) = p_s / p_t (p = the mask probability).
+
+- ``"x0"`` normalises m over the letters, x~ = softmax(log m) (``Guide.combine``), and steps
+  with the ordinary posterior of x~: the unmasking rate is the unguided one and only the value
+  of an unmasking position is guided. D-CFG in this form is the reference code's
+  (kuleshov-group/discrete-diffusion-guidance), the default for D-CFG.
+- ``"transition"`` is the paper's: the guided transition is normalised over all V + 1
+  outcomes. D-CFG: q~ ∝ q(. | z_t, y)^gamma q(. | z_t, null)^(1 - gamma); D-CBG:
+  q~(v) ∝ q(v | z_t) p(y | z_t with l set to v)^gamma, the [MASK] column's classifier term
+  being p(y | z_t) itself (tilt 0). In both, [MASK] keeps p_s / p_t (the weights of D-CFG sum
+  to 1) and a letter gets (p_t - p_s) / p_t * m(v), so the step is: stay masked with odds
+  p_s : (p_t - p_s) Z, Z = sum_v m(v) (``Guide.log_rate_factor``), else take a value from
+  x~. The value law is the x0 form's; guidance also changes how fast positions unmask (Z > 1
+  unmasks sooner). The default for D-CBG.
+
+With the exact classifier p(y | z_t), the exact denoiser and gamma = 1, Z = 1 and the forms
+agree (p(x | y)); for any other gamma, or a classifier that is not the exact posterior of the
+denoiser's law, they are different samplers, and so is D-CFG for gamma not in {0, 1}: the
+forms have different continuous-time limits, so the total variation between their sample laws
+does not vanish as the steps grow (tests/test_guidance_forms.py computes both laws exactly).
 
 **Transition level (UDLM).** Under uniform noise every letter may change at every step, and
-the reverse step is not "draw from x0": the same combine then weighs the *transitions*
-instead. The sampler passes ``Guide.parts`` a ``transform`` that turns each network part
-log x_theta into log q(z_s | z_t, x_theta) (the exact posterior), so that D-CFG is
+the reverse step is not "draw from x0": UDLM's only form is the transition form. The sampler
+passes ``Guide.parts`` a ``transform`` that turns each network part log x_theta into
+log q(z_s | z_t, x_theta) (the exact posterior), so that D-CFG is
 log q~ = gamma log q(z_s | z_t, x_theta(y)) + (1 - gamma) log q(z_s | z_t, x_theta(null)) and
 D-CBG log q(z_s | z_t, x_theta) + gamma * tilt, each renormalised per position (the paper's
 forms). The tilt over vocabulary ids is read at the network's ``columns`` (the alphabet).
+SEDD's D-CFG tempers concrete scores (``Guide.combine_scores``), the x0 form; AR's next-token
+step has no staying outcome, so there the two forms are one.
 
 **Time and the classifier.** ``tilt`` is given the time t (n,) of z_t. genodiff's noisy
 classifiers have no time input (as the reference's) and do not read it: under masking the
@@ -36,12 +55,13 @@ a time-free classifier learns its average over the training times, an approximat
 classifier that reads t (the tests' enumerated p(y | z_t, t)) makes D-CBG exact as dt -> 0.
 
 The split matters: ``Guide.parts`` is the network side (what a cached sampler may keep while a
-sequence is unchanged: the classifier has no time input either), ``Guide.combine`` the per-step
-side (gamma(t) changes with the time under a ramp schedule), so the cached sampler stays
-exact. Temperature and top-p then reshape the guided prediction as they reshape an unguided
-one (UDLM: each x_theta, before its posterior). Autoregressive models use the same combine on
-next-token distributions (CFG; FUDGE with ``NoisyClassifierGuide.next_token_scores`` as the
-second part).
+sequence is unchanged: the classifier has no time input either), ``Guide.combine`` and
+``Guide.log_rate_factor`` the per-step side (gamma(t) changes with the time under a ramp
+schedule), so the cached sampler stays exact in both forms. Temperature and top-p then reshape
+the guided value law x~ as they reshape an unguided one, in both forms; whether a position
+unmasks in a step is never tempered (UDLM: each x_theta is reshaped before its posterior).
+Autoregressive models use the same combine on next-token distributions (CFG; FUDGE with
+``NoisyClassifierGuide.next_token_scores`` as the second part).
 """
 
 from __future__ import annotations
@@ -63,6 +83,11 @@ GUIDANCE_SCHEDULES = ("constant", "ramp")
 #: The two forms of D-CBG: one classifier call per (position, value), or one forward and one
 #: backward pass on the one-hot input (the first-order Taylor form).
 CLASSIFIER_FORMS = ("first-order", "exact")
+#: The forms of a guided masked-diffusion step (module doc): "x0" guides the value of an
+#: unmasking position and keeps the unguided unmasking rate (the reference code's D-CFG);
+#: "transition" normalises the guided transition over every outcome, staying masked included
+#: (the paper's equations).
+GUIDANCE_FORMS = ("x0", "transition")
 #: gamma above this is refused: the guided distribution is then a point mass in all but name.
 MAX_GUIDANCE = 100.0
 
@@ -109,6 +134,9 @@ class Guidance:
     extrapolation), ``schedule`` "constant" or "ramp" (gamma rising from 0 as sampling
     proceeds). ``classifier`` guides through a noisy classifier (D-CBG; FUDGE for AR) instead of
     the model's own null label (D-CFG), in ``classifier_form`` "first-order" or "exact".
+    ``form`` is how a diffusion step weighs the guidance (``GUIDANCE_FORMS``, module doc); None
+    is the kind's ``default_form``, which the sampler's table settles (``Sampler.resolved``:
+    UDLM draws the transition form only, SEDD the x0 form only).
     InputValueError (naming the field) for settings that make no sense whatever the model.
     """
 
@@ -118,6 +146,7 @@ class Guidance:
     classifier: NoisyClassifierGuide | None = field(default=None, compare=False, repr=False)
     classifier_form: str = "first-order"
     label_name: str | None = None
+    form: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.label, bool) or not isinstance(self.label, int) or self.label < 0:
@@ -143,6 +172,17 @@ class Guidance:
                 f"{', '.join(CLASSIFIER_FORMS)}",
                 parameter="classifier_form",
             )
+        if self.form is not None and self.form not in GUIDANCE_FORMS:
+            raise InputValueError(
+                f"unknown guidance form {self.form!r}; choose one of: {', '.join(GUIDANCE_FORMS)}",
+                parameter="guidance_form",
+            )
+
+    @property
+    def default_form(self) -> str:
+        """The form a guidance of this kind takes unless told: "x0" for D-CFG (the reference
+        code's), "transition" for D-CBG (the paper's)."""
+        return "x0" if self.classifier is None else "transition"
 
     @property
     def name(self) -> str:
@@ -150,13 +190,16 @@ class Guidance:
         return self.label_name if self.label_name is not None else str(self.label)
 
     def provenance(self) -> dict[str, str | float]:
-        """The fields a sample file records: label, guidance (gamma), guidance_schedule, and
-        with a classifier its checkpoint and form."""
+        """The fields a sample file records: label, guidance (gamma), guidance_schedule, the
+        guidance_form its sampler drew (once ``Sampler.resolved`` set it), and with a
+        classifier its checkpoint and form."""
         fields: dict[str, str | float] = {
             "label": self.name,
             "guidance": self.gamma,
             "guidance_schedule": self.schedule,
         }
+        if self.form is not None:
+            fields["guidance_form"] = self.form
         if self.classifier is not None:
             fields["classifier"] = str(getattr(self.classifier, "source", "(in memory)"))
             fields["classifier_form"] = self.classifier_form
@@ -177,9 +220,12 @@ class Guide:
     ``parts`` calls ``network`` (once or twice, with the labels of ``calls``) and the
     classifier: (B, L, K, V); ``combine`` weighs the K parts with gamma and renormalises. A
     sampler that calls its network in its own way (AR: a recurrent cache per call) passes no
-    ``network`` and makes the parts itself from ``calls``. The constructor refuses a label for
-    a model without ``class_conditioning`` and, with ``allow_classifier=False``, a classifier
-    (a sampler that offers D-CFG only); ``sampler`` names it in that message."""
+    ``network`` and makes the parts itself from ``calls``. A masked-diffusion sampler also asks
+    ``log_rate_factor`` how the guidance form changes a position's odds of unmasking
+    (``changes_rates``: whether it does), reading ``guidance.form`` as ``Objective.sample`` set
+    it (``Sampler.resolved``). The constructor refuses a label for a model without
+    ``class_conditioning`` and, with ``allow_classifier=False``, a classifier (a sampler that
+    offers D-CFG only); ``sampler`` names it in that message."""
 
     def __init__(
         self,
@@ -193,6 +239,7 @@ class Guide:
         self.network = network
         self.columns = columns
         self.classifier: NoisyClassifierGuide | None = None
+        self.changes_rates = False  # (module doc: the transition form with two parts)
         if guidance is None:
             self.kind = "none"
             return
@@ -209,6 +256,7 @@ class Guide:
                     parameter="classifier",
                 )
             self.kind = "classifier"
+            self.changes_rates = guidance.form == "transition"
             return
         if not capabilities_of(model).class_conditioning:
             raise InputValueError(
@@ -220,6 +268,7 @@ class Guide:
         constant = self.schedule == "constant"
         self.kind = {1.0: "conditional", 0.0: "null"}.get(self.guidance) if constant else None
         self.kind = self.kind or "free"
+        self.changes_rates = self.kind == "free" and guidance.form == "transition"
 
     def calls(self, batch: int, device: torch.device) -> list[Tensor | None]:
         """The labels (batch,) of the network calls the guided prediction needs, in the order
@@ -271,9 +320,23 @@ class Guide:
         returned as it is (an unguided sample is drawn exactly as before guidance existed)."""
         if parts.shape[-2] == 1:
             return parts[..., 0, :]
+        return self.mix(parts, progress).log_softmax(dim=-1)
+
+    def log_rate_factor(self, parts: Tensor, progress: Tensor) -> Tensor:
+        """log Z (...,) for ``parts`` (..., K, V): the transition form's Z = sum_v m(v),
+        log m = sum_k w_k part_k, by which guidance multiplies a masked position's odds of
+        unmasking in a step (the guided transition normalised over the letters and [MASK],
+        module doc); 0 when the rates are unguided (``changes_rates`` False: the x0 form, or
+        one part)."""
+        if not self.changes_rates:
+            return parts.new_zeros(parts.shape[:-2])
+        return self.mix(parts, progress).logsumexp(dim=-1)
+
+    def mix(self, parts: Tensor, progress: Tensor) -> Tensor:
+        """log m (..., V) = sum_k w_k(gamma(progress)) part_k, not normalised."""
         gamma = self.gamma(progress).expand(parts.shape[:-2])
         weights = self.weights(gamma).to(parts)  # (..., K)
-        return (weights[..., None] * parts).sum(dim=-2).log_softmax(dim=-1)
+        return (weights[..., None] * parts).sum(dim=-2)
 
     def combine_scores(self, parts: Tensor, progress: Tensor) -> Tensor:
         """D-CFG on concrete scores (SEDD): guided log-scores (..., V) from ``parts`` (..., K,

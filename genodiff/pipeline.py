@@ -128,6 +128,7 @@ class Model:
         guidance_schedule: str | None = None,
         classifier: PathLike | NoisyClassifierGuide | None = None,
         classifier_form: str | None = None,
+        guidance_form: str | None = None,
         sampler: str | None = None,
         steps: int | None = None,
         prefix: str | None = None,
@@ -152,7 +153,10 @@ class Model:
           conditional model, the default, > 1 towards the class) under ``guidance_schedule``
           ("constant" or "ramp"); or with a noisy ``classifier`` (a checkpoint of
           ``genodiff.train_classifier``, or one loaded) in ``classifier_form``
-          ("first-order" or "exact").
+          ("first-order" or "exact"). ``guidance_form``: "x0" (guide the value of an
+          unmasking token, keep the unguided unmasking rate) or "transition" (the paper's
+          guided transition, staying masked included); default x0 for classifier-free,
+          transition for classifier guidance (UDLM: transition only; SEDD: x0 only).
         - ``prefix`` (text of the domain: bases for DNA) or ``infill`` (a template file: for
           DNA a FASTA whose upper-case ACGT are kept) fix positions; ``block``/``stride``
           drive the semi-autoregressive sampler.
@@ -166,6 +170,7 @@ class Model:
             guidance_schedule=guidance_schedule,
             classifier=classifier,
             classifier_form=classifier_form,
+            guidance_form=guidance_form,
             sampler=sampler,
             steps=steps,
             prefix=prefix,

@@ -14,10 +14,13 @@ def request(
     guidance_schedule: str = "constant",
     classifier=None,
     classifier_form: str = "first-order",
+    guidance_form: str | None = None,
     **options,
 ) -> SampleRequest:
     """A ``SampleRequest``; with a ``label``, guided by those settings."""
     steer = None
     if label is not None:
-        steer = Guidance(label, guidance, guidance_schedule, classifier, classifier_form)
+        steer = Guidance(
+            label, guidance, guidance_schedule, classifier, classifier_form, form=guidance_form
+        )
     return SampleRequest(num_samples, length, guidance=steer, **options)

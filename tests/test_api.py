@@ -181,7 +181,10 @@ def test_a_conditional_run_generates_each_class_with_guidance(conditional_run, t
     )  # fmt: skip
     assert samples == written
     header = (tmp_path / "g.fa").read_text().splitlines()[0]
-    assert f"label={label} guidance=2 guidance_schedule=constant" in header
+    assert f"label={label} guidance=2 guidance_schedule=constant guidance_form=x0" in header
+    paper = model.generate(2, length=24, steps=4, label=label, guidance=2.0,
+                           guidance_form="transition", seed=0)  # fmt: skip
+    assert paper.run.guidance.form == "transition" and samples.run.guidance.form == "x0"
     with pytest.raises(InputValueError, match="not a class") as caught:
         model.generate(1, label="no_such_class")
     assert caught.value.parameter == "label"

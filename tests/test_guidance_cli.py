@@ -41,7 +41,8 @@ def test_a_conditional_run_ends_with_samples_of_each_class(run):
     assert not (run / "samples.fa").exists()
     for name in ("human", "phage"):
         (record,) = SeqIO.parse(run / f"samples_{name}.fa", "fasta")
-        assert f"label={name} guidance=1 guidance_schedule=constant" in record.description
+        description = record.description
+        assert f"label={name} guidance=1 guidance_schedule=constant guidance_form=x0" in description
 
 
 @pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting", "semi-ar"])
@@ -51,10 +52,19 @@ def test_guided_samples_record_label_gamma_and_schedule(conditional, tmp_path, s
     assert sample(conditional, tmp_path / "g.fa", *options) == 0
     records = list(SeqIO.parse(tmp_path / "g.fa", "fasta"))
     assert len(records) == 2 and all(set(str(r.seq)) <= set("ACGT") for r in records)
-    assert "label=phage guidance=2.5 guidance_schedule=ramp" in records[0].description
+    header = "label=phage guidance=2.5 guidance_schedule=ramp guidance_form=x0"
+    assert header in records[0].description
     assert sample(conditional, tmp_path / "g.jsonl", *options) == 0
     row = json.loads((tmp_path / "g.jsonl").read_text().splitlines()[0])
-    assert (row["label"], row["guidance"], row["guidance_schedule"]) == ("phage", 2.5, "ramp")
+    recorded = (row["label"], row["guidance"], row["guidance_schedule"], row["guidance_form"])
+    assert recorded == ("phage", 2.5, "ramp", "x0")
+
+
+def test_the_transition_form_is_recorded(conditional, tmp_path):
+    options = ["--label", "phage", "--guidance", "2", "--guidance-form", "transition"]
+    assert sample(conditional, tmp_path / "t.jsonl", *options) == 0
+    row = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[0])
+    assert (row["guidance"], row["guidance_form"]) == (2.0, "transition")
 
 
 def test_unguided_samples_record_no_guidance(conditional, tmp_path):
@@ -62,7 +72,7 @@ def test_unguided_samples_record_no_guidance(conditional, tmp_path):
     assert "label=" not in next(SeqIO.parse(tmp_path / "u.fa", "fasta")).description
     assert sample(conditional, tmp_path / "u.jsonl") == 0
     row = json.loads((tmp_path / "u.jsonl").read_text().splitlines()[0])
-    assert not {"label", "guidance", "guidance_schedule", "classifier"} & set(row)
+    assert not {"label", "guidance", "guidance_schedule", "guidance_form", "classifier"} & set(row)
 
 
 class FakeClassifier:
@@ -104,7 +114,9 @@ def test_classifier_guidance_is_recorded(conditional, tmp_path, classifier_loade
     assert sample(conditional, tmp_path / "c.fa", *options) == 0
     assert double.tilts > 0
     description = next(SeqIO.parse(tmp_path / "c.fa", "fasta")).description
-    assert "label=human guidance=1 guidance_schedule=constant" in description
+    assert (
+        "label=human guidance=1 guidance_schedule=constant guidance_form=transition" in description
+    )
     assert "classifier=noisy.ckpt classifier_form=exact" in description
 
 
@@ -118,6 +130,13 @@ def test_classifier_guidance_is_recorded(conditional, tmp_path, classifier_loade
         (["--guidance", "2"], "--label"),
         (["--label", "human", "--guidance-schedule", "cosine"], "--guidance-schedule"),
         (["--label", "human", "--classifier-form", "second"], "--classifier-form"),
+        (["--label", "human", "--guidance-form", "logit"], "--guidance-form"),
+        (["--guidance-form", "x0"], "--label"),
+        (
+            ["--label", "human", "--sampler", "first-hitting", "--guidance", "2"]
+            + ["--guidance-schedule", "ramp", "--guidance-form", "transition"],
+            "samplers that do: ancestral, cached, semi-ar.*--guidance-form",
+        ),
     ],
 )
 def test_bad_guidance_is_one_line_and_writes_nothing(

@@ -391,7 +391,9 @@ def conditional_udlm_run(tmp_path_factory):
 def test_cfg_on_a_trained_conditional_udlm_checkpoint(conditional_udlm_run, tmp_path):
     for name in ("human", "phage"):  # the run ends with samples of each class
         header = (conditional_udlm_run / f"samples_{name}.fa").read_text().splitlines()[0]
-        assert f"label={name} guidance=1 guidance_schedule=constant" in header
+        assert (
+            f"label={name} guidance=1 guidance_schedule=constant guidance_form=transition" in header
+        )
     checkpoint = str(conditional_udlm_run / "checkpoints" / "last.ckpt")
     options = ["--label", "phage", "--guidance", "2", "--guidance-schedule", "ramp"]
     assert sample(checkpoint, tmp_path / "g.fa", *options) == 0
@@ -400,7 +402,7 @@ def test_cfg_on_a_trained_conditional_udlm_checkpoint(conditional_udlm_run, tmp_
     for record in records:
         header, *lines = record.splitlines()
         assert "sampler=ancestral steps=4" in header
-        assert "label=phage guidance=2 guidance_schedule=ramp" in header
+        assert "label=phage guidance=2 guidance_schedule=ramp guidance_form=transition" in header
         assert set("".join(lines)) <= set("ACGT") and len("".join(lines)) == 12
 
 
@@ -426,4 +428,7 @@ def test_bad_guidance_on_a_udlm_checkpoint_is_one_line(tmp_path, capsys):
     conditional = write_generator(tmp_path / "c.ckpt", CLASSES, "udlm", UDLM_MODEL)
     assert sample(str(conditional), out / "s.fa", "--label", "poly_a", "--guidance", "nan") == 2
     assert "--guidance" in one_line_error(capsys, "sample")
+    options = ["--label", "poly_a", "--guidance-form", "x0"]  # UDLM: the transition form only
+    assert sample(str(conditional), out / "s.fa", *options) == 2
+    assert re.search("it draws: transition.*--guidance-form", one_line_error(capsys, "sample"))
     assert not any(out.iterdir())

@@ -33,6 +33,7 @@ from genodiff.backbones.capabilities import capabilities_of
 from genodiff.batch_shard import BatchShard
 from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
+from genodiff.guidance import GUIDANCE_FORMS
 from genodiff.objectives.base import Objective
 from genodiff.registry import register_objective
 from genodiff.samplers.autoregressive import left_to_right
@@ -96,8 +97,11 @@ class AR(Objective):
     is deterministic, so one pass over a held-out window is exact.
     """
 
-    # a network call per position
-    samplers = {"ancestral": Sampler(left_to_right, takes_steps=False, guided=True)}
+    # a network call per position; guided next-token draws have no staying outcome, so the
+    # two guidance forms are one
+    samplers = {
+        "ancestral": Sampler(left_to_right, takes_steps=False, guidance_forms=GUIDANCE_FORMS)
+    }
     exact_likelihood = True
     eval_t_samples = 1  # deterministic: no noise to average over
     causal_backbone = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import torch
@@ -17,6 +18,7 @@ from torch import Tensor, nn
 from genodiff.batch_shard import BatchShard
 from genodiff.config_values import check_arguments
 from genodiff.errors import InputValueError
+from genodiff.guidance import Guidance
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
@@ -109,12 +111,14 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         ``request`` names. Positions where ``request.given`` is True hold ``request.template``
         unchanged. ``noise``: per-sequence streams (``genodiff.samplers.noise.Noise``), or one
         generator for the whole batch (None: torch's global one)."""
+        request = self.resolve_guidance(request)
         return self.samplers[self.sampler_name(request)](self, model, request, noise)
 
     def sampler_name(self, request: SampleRequest) -> str:
         """The sampler ``request`` asks for (the default when None); ValueError if unknown, if
         it reuses predictions across time steps and this objective conditions on time, or if
-        ``request`` asks for a class and the sampler has no guidance."""
+        ``request`` asks for a class and the sampler has no guidance or does not draw it in its
+        form (``Sampler.draws``)."""
         name = request.sampler or next(iter(self.samplers))
         sampler = self.samplers.get(name)
         if sampler is None:
@@ -138,7 +142,44 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
                 "gamma or classifier); MDLM, D3PM, SEDD, UDLM and AR models have",
                 parameter="label",
             )
+        if request.guidance is not None:
+            self._check_form(name, sampler.resolved(request.guidance))
         return name
+
+    def _check_form(self, name: str, guidance: Guidance) -> None:
+        """InputValueError (parameter ``guidance_form``) when the sampler ``name`` does not draw
+        ``guidance`` in its (resolved) form, naming the samplers that do."""
+        form = guidance.form
+        rates_vary = guidance.schedule != "constant" or self.time_conditioning
+        sampler = self.samplers[name]
+        if sampler.draws(form, rates_vary):
+            return
+        takers = [
+            other
+            for other, s in self.samplers.items()
+            if s.draws(form, rates_vary) and not (s.reuses_predictions and self.time_conditioning)
+        ]
+        why = (
+            " with a ramp schedule or a time-conditioned network (it jumps between unmasking "
+            "events, and the guided rates would change between them)"
+            if form in sampler.guidance_forms
+            else f" (it draws: {', '.join(sampler.guidance_forms)})"
+        )
+        raise InputValueError(
+            f"{type(self).__name__}'s sampler {name!r} does not draw the {form} form of "
+            f"guidance{why}; "
+            + (f"samplers that do: {', '.join(takers)}" if takers else "choose another form"),
+            parameter="guidance_form",
+        )
+
+    def resolve_guidance(self, request: SampleRequest) -> SampleRequest:
+        """``request`` with its guidance in the form its sampler draws it
+        (``Sampler.resolved``: what the samplers read and the samples' provenance records),
+        after ``sampler_name``'s checks."""
+        name = self.sampler_name(request)
+        if request.guidance is None:
+            return request
+        return replace(request, guidance=self.samplers[name].resolved(request.guidance))
 
     def steps_used(self, request: SampleRequest) -> int | None:
         """``request.steps``, or None when the sampler ``request`` asks for ignores it (what

@@ -54,9 +54,9 @@ class SEDD(HoldsMaskedProcess, Objective):
     ``sample_ids`` come from the run's tokenizer; ``mask_padding`` as MDLM's."""
 
     samplers = {
-        # Tweedie tau-leaping; first-order tau-leaping
-        "analytic": Sampler(partial(tau_leaping, rule="analytic"), guided=True),
-        "euler": Sampler(partial(tau_leaping, rule="euler"), guided=True),
+        # Tweedie tau-leaping; first-order tau-leaping. Guided by score tempering: the x0 form.
+        "analytic": Sampler(partial(tau_leaping, rule="analytic"), guidance_forms=("x0",)),
+        "euler": Sampler(partial(tau_leaping, rule="euler"), guidance_forms=("x0",)),
     }
     config_ranges = {"sampling_eps": "(0, 1)"}
 

@@ -13,6 +13,8 @@ log_softmax(gamma log p(. | prefix, y) + (1 - gamma) log p(. | prefix, null)) ov
 candidate)) with every drawable id a candidate (``NoisyClassifierGuide.next_token_scores``),
 both before temperature / top-p. The "ramp" schedule sets gamma (i + 1) / L at position i. A
 recurrent model keeps one state per network call (CFG: the class's and the null label's).
+A next-token draw has no staying outcome, so the two guidance forms (``genodiff.guidance``)
+are one law here: either is accepted (default: the kind's), and the samples record it.
 """
 
 from __future__ import annotations

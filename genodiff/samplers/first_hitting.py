@@ -17,6 +17,25 @@ random order samples the joint exactly -- the T -> infinity limit of ancestral s
 The loop stops when the next event would fall below sampling_eps; the final noise-removal
 step then fills what is left (a token is still masked there with probability
 p(sampling_eps) / p(1)).
+
+Guided in the x0 form, the revealed value is drawn from the guided x0 prediction x~ at the
+event time, and the events are the unguided ones. Guided in the transition form (the paper's:
+``genodiff.guidance``), a step t -> s unmasks masked position l with probability
+(p(t) - p(s)) Z_l / (p(s) + (p(t) - p(s)) Z_l) ~ Z_l d log p: as the steps shrink, position l
+unmasks at the rate Z_l times the unguided one (per unit of log p), Z_l = sum_v m_l(v) the
+guided normaliser (``Guide.log_rate_factor``). While every Z_l stays fixed between events --
+a constant guidance schedule and a network without time conditioning (the classifier reads no
+time: ``genodiff.guidance``), the only case this sampler takes the transition form in
+(``Sampler.event_driven``) -- the next event with total rate R = sum over masked l of Z_l has
+P(s' <= s) = (p(s) / p(t))^R, so
+
+    p(s) = p(t) * u^(1/R),
+
+the position is l with probability Z_l / R, and its value is drawn from x~_l: the exact
+T -> infinity limit of the ancestral sampler in the transition form
+(tests/test_guidance_forms.py). With Z_l = 1 this is the unguided event law above. The rates
+need the guidance at every masked position, so the network (and classifier) is called on the
+current state before the event time is drawn.
 """
 
 from __future__ import annotations
@@ -52,9 +71,10 @@ def hit(
     """First-hitting sampling of the partly masked ``x`` (n, L); ``given`` is never changed.
 
     Each row keeps its own time t (rows reach their events at different times); every
-    iteration calls the network once on the rows still running, at their own event times.
-    Guided (``request.guidance``), the value is drawn from the guided x0 prediction at the event
-    time, with a classifier's tilt computed at the revealed position only.
+    iteration calls the network once on the rows still running: in the x0 form (and unguided)
+    at their own event times, with a classifier's tilt computed at the revealed position only;
+    in the transition form on their current states, tilted at every masked position (the
+    rates need them all; module doc).
     """
     n = x.shape[0]
     x = x.clone()
@@ -73,24 +93,44 @@ def hit(
         if not rows.numel():
             break
         request.report_step(events - int(k[rows].max()), events)
+        if guide.changes_rates:
+            t = schedule.time_of_mask_probability(p_t[rows])  # (r,)
+            parts = guide.parts(x[rows], t, masked[rows])  # (r, L, K, V)
+            rates, total = event_rates(guide.log_rate_factor(parts, 1 - t[:, None]), masked[rows])
+        else:
+            rates, total = masked[rows].double(), k[rows]  # every rate 1
         # Three uniforms per running row and event (time, position, value): a row's draws
         # depend on its own state alone (genodiff.samplers.noise).
         u_time, u_position, u_value = noise.take(rows).uniform(rows.numel(), 3).unbind(1)
-        p_next = p_t[rows] * u_time ** (1.0 / k[rows])  # (r,)
+        p_next = p_t[rows] * u_time ** (1.0 / total)  # (r,)
         running[rows[p_next < p_stop]] = False  # the next event would fall below sampling_eps
         go = p_next >= p_stop
-        rows, p_next = rows[go], p_next[go]
+        rows, p_next, rates = rows[go], p_next[go], rates[go]
         u_position, u_value = u_position[go, None], u_value[go, None]  # (r, 1) each
         if not rows.numel():
             continue
         s = schedule.time_of_mask_probability(p_next)  # (r,)
-        position = sample_categorical(masked[rows].double(), u=u_position)  # (r,) uniform
+        position = sample_categorical(rates, u=u_position)  # (r,) in proportion to the rates
         index = torch.arange(rows.numel(), device=x.device)
-        revealed = torch.zeros_like(masked[rows])  # (r, L): where a classifier tilts
-        revealed[index, position] = True
-        parts = guide.parts(x[rows], s, revealed)  # (r, L, K, V)
+        if guide.changes_rates:
+            parts = parts[go]
+        else:
+            revealed = torch.zeros_like(masked[rows])  # (r, L): where a classifier tilts
+            revealed[index, position] = True
+            parts = guide.parts(x[rows], s, revealed)  # (r, L, K, V)
         log_x0 = guide.combine(parts[index, position], 1 - s)  # (r, V)
         value = sample_categorical(sharpen(log_x0, request.temperature, request.top_p), u=u_value)
         x[rows, position] = value
         p_t[rows] = p_next
     return denoise_remaining(objective, x, given, guide)
+
+
+def event_rates(log_factor: Tensor, masked: Tensor) -> tuple[Tensor, Tensor]:
+    """From log Z_l (r, L) (``Guide.log_rate_factor``) at the ``masked`` positions (r, L):
+    the rates scaled by each row's largest, (r, L) float64 (0 where not masked: the weights of
+    the position draw), and each row's total R (r,) (inf where it overflows: the event is then
+    at once)."""
+    log_rate = log_factor.double().masked_fill(~masked, -torch.inf)  # (r, L)
+    top = log_rate.amax(dim=-1, keepdim=True)  # (r, 1), finite: every row has a masked token
+    rates = (log_rate - top).exp()
+    return rates, rates.sum(dim=-1) * top.squeeze(-1).exp()

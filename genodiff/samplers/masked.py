@@ -3,10 +3,14 @@
 The samplers need from the objective only what ``MaskedDiffusion`` lists (MDLM and D3PM offer
 it: their ``MaskedForwardProcess`` and their prediction of x0). Every category is
 drawn in float64 (``sample_categorical``) from x_theta sharpened by temperature / nucleus
-(``sharpen``); positions where ``given`` is True are never changed. A request for a class draws
-from the guided prediction x~ instead of x_theta (``genodiff.guidance.Guide``: the network side
-is what the cached sampler keeps, gamma(t) is applied at every step), so the unmasking rate and
-the carried-over tokens are those of the unguided sampler.
+(``sharpen``); positions where ``given`` is True are never changed, and unmasked tokens are
+carried over. A request for a class draws the value of an unmasking token from the guided
+prediction x~ instead of x_theta (``genodiff.guidance.Guide``: the network side is what the
+cached sampler keeps, gamma(t) is applied at every step). In the x0 form of guidance the
+unmasking rate is the unguided sampler's; in the transition form (the paper's, normalised over
+every outcome of the step, staying masked included) each masked token's odds of unmasking are
+multiplied by the guided normaliser Z (``Guide.log_rate_factor``; ``genodiff.guidance``).
+Temperature and top-p reshape x~ only, never the odds of unmasking.
 """
 
 from __future__ import annotations
@@ -99,7 +103,8 @@ def unmask(
     rows that changed since their last call; the random draws do not depend on ``reuse``.
     Guided (``request.guidance``): the network side of each row's latest call is kept (K parts:
     both network outputs for D-CFG, the classifier's tilt for D-CBG) and weighed by gamma(t)
-    at every step.
+    at every step; the transition form unmasks with odds (p(t) - p(s)) Z : p(s)
+    (``unmasking``), the value is drawn from x~ in both forms.
     """
     n = x.shape[0]
     x = x.clone()
@@ -118,17 +123,30 @@ def unmask(
             fresh = guide.parts(x[rows], t_rows, masked[rows])  # (r, L, K, V)
             parts = fresh if parts is None or not reuse else parts.index_copy_(0, rows, fresh)
         p_t, p_s = schedule.mask_probability(t), schedule.mask_probability(s)
-        stay_or_go = torch.stack((p_s, p_t - p_s)).to(x.device)  # (2,), sums to p_t
         # Two uniforms per position of every row, used where the position is masked: a row's
         # draws never depend on the other rows (genodiff.samplers.noise).
         u_go, u_value = noise.uniform(n, 2, x.shape[1]).unbind(1)  # (n, L) each
-        go = sample_categorical(stay_or_go.expand(*x.shape, 2), u=u_go[..., None]) == 1
-        row, position = (go & masked).nonzero().unbind(-1)  # the tokens that unmask now
+        row, position = masked.nonzero().unbind(-1)  # (M,) each: every masked token
+        log_factor = guide.log_rate_factor(parts, 1 - t)[row, position]  # (M,)
+        go = unmasking(p_t, p_s, log_factor, u_go[row, position])  # (M,)
+        row, position = row[go], position[go]  # the tokens that unmask in this step
         log_x0 = guide.combine(parts[row, position], 1 - t)  # (U, V)
         p_x0 = sharpen(log_x0, request.temperature, request.top_p)  # (U, V)
         x[row, position] = sample_categorical(p_x0, u=u_value[row, position, None])
         stale = torch.zeros_like(stale).index_fill_(0, row, True)
     return denoise_remaining(objective, x, given, guide)
+
+
+def unmasking(p_t: Tensor, p_s: Tensor, log_factor: Tensor, u: Tensor) -> Tensor:
+    """(M,) bool: which of M masked tokens unmask in the step t -> s (mask probabilities
+    ``p_t``, ``p_s``, 0-d float64), each with odds (p_t - p_s) Z : p_s against staying masked,
+    log Z = ``log_factor`` (M,) (0: the unguided (p_t - p_s) / p_t), drawn by inverting the
+    float64 uniforms ``u`` (M,). Both odds are divided by max(Z, 1) before the draw, so no Z
+    overflows."""
+    log_factor = log_factor.double()
+    stay = p_s.to(log_factor.device) * torch.exp(-log_factor.clamp_min(0.0))
+    go = (p_t - p_s).to(log_factor.device) * torch.exp(log_factor.clamp_max(0.0))
+    return sample_categorical(torch.stack((stay, go), dim=-1), u=u[:, None]) == 1
 
 
 def denoise_remaining(objective: MaskedDiffusion, x: Tensor, given: Tensor, guide: Guide) -> Tensor:

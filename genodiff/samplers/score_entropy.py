@@ -23,7 +23,11 @@ while keeping the (geometric mean) total is therefore MDLM's D-CFG exactly: the 
 distribution is the tempered x0 prediction and the jump rate is unchanged. Tempering alone,
 without renormalising, would change the jump rate with gamma (by Hoelder's inequality the
 total of a geometric mean of two score vectors is below the true rate for gamma in (0, 1)).
-Classifier guidance (D-CBG) is refused here: it is offered for MDLM and D3PM.
+This is the x0 form of guidance (``genodiff.guidance``), the only one these samplers draw
+(``Sampler.guidance_forms``): a transition form would temper the tau-leaping transitions,
+staying masked included (the geometric mean of the two stay masses beside the letters'), which
+changes the jump rate; it is not offered (MDLM and D3PM offer it). Classifier guidance (D-CBG)
+is refused here: it is offered for MDLM and D3PM.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ part x_theta (the label's and the null label's for D-CFG) is sharpened and turne
 posterior log q(z_s | z_t, x_theta) (``log_transitions``), and ``Guide.combine`` weighs them
 with gamma(1 - t) and renormalises per position; D-CBG adds gamma(1 - t) times the classifier's
 tilt at every free position (every letter may change). gamma 0 or 1 takes one network call.
+This is the transition form of guidance, the only one UDLM has (``Sampler.guidance_forms``:
+there is no x0 to draw a letter from, every step is a transition); ``--guidance-form x0`` is
+refused.
 """
 
 from __future__ import annotations

@@ -150,12 +150,13 @@ def finish(
     if model.class_names is not None and model.eval_objective.samplers[sampler].guided:
         jobs = []
         for index, name in enumerate(model.class_names):  # p(x | class), one file each
-            guidance = Guidance(index, label_name=name)
+            labelled = replace(request, guidance=Guidance(index, label_name=name))
+            labelled = model.eval_objective.resolve_guidance(labelled)
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
             jobs.append(
                 (
-                    replace(request, guidance=guidance),
-                    replace(unlabelled, guidance=guidance),
+                    labelled,
+                    replace(unlabelled, guidance=labelled.guidance),
                     file.with_stem(f"{file.stem}_{safe}"),
                 )
             )
