@@ -8,7 +8,9 @@ guided in one of two ways, both a log-linear combination of K network-side parts
 
 - D-CFG (classifier-free): parts (log x_theta(z_t, y), log x_theta(z_t, null)), weights
   (gamma, 1 - gamma). gamma = 0 is p(x), 1 the conditional model p(x | y), > 1 extrapolation.
-  A constant gamma of 0 or 1 needs one network call (K = 1), anything else two.
+  A constant gamma of 0 or 1 needs one network part (K = 1), anything else two, computed in
+  one network call on a doubled batch (label and null label) when the backbone records its
+  number of classes.
 - D-CBG (classifier-based): parts (log x_theta(z_t, null), tilt), weights (1, gamma), the tilt
   (n, L, V) being log p(y | z_t with position l set to v) - log p(y | z_t) from a classifier on
   noisy inputs (``NoisyClassifierGuide.tilt``).
@@ -74,7 +76,9 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
+from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.backbones.capabilities import capabilities_of
+from genodiff.conditioning import null_label
 from genodiff.errors import InputValueError
 
 #: The schedules of gamma: "constant", or "ramp" (weak while the sequence is mostly masked,
@@ -268,6 +272,9 @@ class Guide:
         constant = self.schedule == "constant"
         self.kind = {1.0: "conditional", 0.0: "null"}.get(self.guidance) if constant else None
         self.kind = self.kind or "free"
+        # The null label's id (genodiff.conditioning.null_label), when the backbone records its
+        # number of classes: D-CFG's two parts then come from one network call.
+        self.null = getattr(model, CONFIG_ATTR, {}).get("num_classes")
         self.changes_rates = self.kind == "free" and guidance.form == "transition"
 
     def calls(self, batch: int, device: torch.device) -> list[Tensor | None]:
@@ -289,7 +296,12 @@ class Guide:
         (B, L, K, V). ``where`` (B, L) bool: the positions a classifier tilts. ``transform``
         maps the network parts (B, L, K', V) before the tilt joins them (UDLM: log x_theta to
         log q(z_s | z_t, x_theta), the module doc's transition level)."""
-        outputs = [self.network(x, t, labels) for labels in self.calls(len(x), x.device)]
+        calls = self.calls(len(x), x.device)
+        if len(calls) == 2 and self.null is not None:  # D-CFG: (label, null) in one call
+            labels = torch.cat([calls[0], torch.full_like(calls[0], null_label(self.null))])
+            outputs = self.network(x.repeat(2, 1), t.repeat(2), labels).chunk(2)
+        else:
+            outputs = [self.network(x, t, labels) for labels in calls]
         # one part (unguided or one label): a view, no copy on the hot path
         parts = outputs[0].unsqueeze(-2) if len(outputs) == 1 else torch.stack(outputs, dim=-2)
         if transform is not None:
