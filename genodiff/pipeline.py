@@ -28,6 +28,7 @@ from torch import Tensor
 
 from genodiff.checkpoints import export_model, load_model
 from genodiff.classifiers import load_classifier
+from genodiff.data.build import build_datamodule
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
@@ -181,7 +182,17 @@ class Model:
         finally:
             if bar is not None and progress is True:
                 bar.close()
-        return Samples(ids, job.run, self.tokenizer)
+        return Samples(self._ended(ids), job.run, self.tokenizer)
+
+    def _ended(self, ids: Tensor) -> Tensor:
+        """``ids`` (n, L) ended as a window of the run's data ends
+        (``DataModule.end_samples``: text's padded sentences at their first [SEP]); as they
+        are for a model built without a data section."""
+        if "data" not in self.config:
+            return ids
+        datamodule = build_datamodule(self.config["data"])
+        datamodule.attach_tokenizer(self.tokenizer)
+        return datamodule.end_samples(ids)
 
     def score(
         self,
@@ -202,7 +213,6 @@ class Model:
         """Real sequences to compare samples with: every window of ``split`` ("train",
         "valid" or "test") of the data the run was trained on, cut as training cuts them
         (genome data: the bases, upper case, no reverse complement)."""
-        from genodiff.data.build import build_datamodule
         from genodiff.metrics import split_windows
 
         datamodule = build_datamodule(self.config["data"])
