@@ -23,8 +23,10 @@ Every cell draws ``--num-samples`` sequences per class and is judged by
 the run's *test* split, which no generator or guidance classifier saw; the real sequences of
 each class for k-mer JS and the discriminator are the *validation* split (also unseen). Rows:
 oracle accuracy and macro-F1, 3-/6-mer JS and discriminator AUROC averaged over the classes,
-mean pairwise 6-mer distance (diversity) and duplicates. Writes ``guidance.md`` (the table)
-and ``guidance.png`` (oracle accuracy against 6-mer JS: the trade-off curve) to ``--workdir``.
+mean pairwise 6-mer distance (diversity) and duplicates; below the table, the real-vs-real JS
+(what real DNA of each class scores in the samples' place) with its spread. Writes
+``guidance.md`` (the table) and ``guidance.png`` (oracle accuracy against 6-mer JS: the
+trade-off curve) to ``--workdir``.
 
 Every artefact (generators, classifiers, oracle, samples, reports) is kept in ``--workdir`` and
 reused when present, so an interrupted run resumes.
@@ -192,10 +194,17 @@ def cell(work: Path, paths: dict[str, Path], method: str, gamma: float, args) ->
 
 
 def summary(metrics: dict) -> dict[str, float]:
-    """The row of one cell: oracle scores, class-averaged JS / AUROC, diversity."""
+    """The row of one cell: oracle scores, class-averaged JS / AUROC, diversity, and the
+    real-vs-real JS (the same in every cell: the classes' held-out real windows against the
+    reference pools the samples are compared with) with the sd of its class average."""
     per_class = metrics["kmer_js"]
+    real, real_sd = metrics["kmer_js_real_vs_real"], metrics["kmer_js_real_vs_real_sd"]
     auroc = metrics["discriminator_auroc"]
     mean = lambda values: sum(values) / len(values)  # noqa: E731
+
+    def spread(k: str) -> float:  # the sd of the class average: sqrt(sum of sd^2) / classes
+        return sum(real_sd[c][k] ** 2 for c in CLASSES) ** 0.5 / len(CLASSES)
+
     return {
         "oracle_accuracy": metrics["oracle_accuracy"],
         "oracle_macro_f1": metrics["oracle_macro_f1"],
@@ -205,6 +214,11 @@ def summary(metrics: dict) -> dict[str, float]:
         "auroc": mean([auroc[c] for c in CLASSES]),
         "distance": mean([metrics["pairwise_kmer_distance"][c]["samples"] for c in CLASSES]),
         "duplicates": mean([metrics["duplicate_rate"][c]["samples"] for c in CLASSES]),
+        "real_js3": mean([real[c]["3"] for c in CLASSES]),
+        "real_js3_sd": spread("3"),
+        "real_js6": mean([real[c]["6"] for c in CLASSES]),
+        "real_js6_sd": spread("6"),
+        "real_js6_by_class": [(real[c]["6"], real_sd[c]["6"]) for c in CLASSES],
     }
 
 
@@ -231,6 +245,18 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['js3']:.4f} | {r['js6']:.4f} | {r['auroc']:.3f} | {r['distance']:.3f} "
             f"| {r['duplicates']:.3f} |"
         )
+    r = rows[0][2]
+    by_class = ", ".join(
+        f"{c} {m:.4f} +- {sd:.4f}"
+        for c, (m, sd) in zip(CLASSES, r["real_js6_by_class"], strict=True)
+    )
+    lines += [
+        "",
+        f"Real vs real, class-averaged (as many held-out real windows per class as samples, "
+        f"against the same reference pools; mean +- sd): 3-mer JS {r['real_js3']:.4f} +- "
+        f"{r['real_js3_sd']:.4f}, 6-mer JS {r['real_js6']:.4f} +- {r['real_js6_sd']:.4f} "
+        f"(6-mer by class: {by_class})",
+    ]
     table = "\n".join(lines)
     (work / "guidance.md").write_text(table + "\n")
     (work / "guidance.json").write_text(json.dumps([[m, g, r] for m, g, r in rows], indent=1))
@@ -241,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def plot(rows, path: Path) -> None:
-    """Oracle accuracy (x) against class-averaged 6-mer JS (y), one line per method."""
+    """Oracle accuracy (x) against class-averaged 6-mer JS (y), one line per method, over the
+    band real DNA reaches (real vs real, +- sd)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -255,6 +282,14 @@ def plot(rows, path: Path) -> None:
         axes.plot(x, y, marker="o", label=method)
         for (g, _), xi, yi in zip(points, x, y, strict=True):
             axes.annotate(f"{g:g}", (xi, yi), textcoords="offset points", xytext=(3, 3))
+    real = rows[0][2]
+    axes.axhspan(
+        real["real_js6"] - real["real_js6_sd"],
+        real["real_js6"] + real["real_js6_sd"],
+        color="grey",
+        alpha=0.25,
+        label="real vs real (+- sd)",
+    )
     axes.set_xlabel("oracle accuracy on the samples")
     axes.set_ylabel("6-mer JS to real sequences of the class (bits)")
     axes.set_title("Guidance trade-off (labels: gamma)")

@@ -597,7 +597,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.95,
         help="flag samples at least this identical to a training stretch",
     )
-    quality.add_argument("--seed", type=int, default=0, help="discriminator fold shuffling")
+    quality.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="discriminator fold shuffling and the k-mer comparison's random splits",
+    )
     quality.add_argument("--device", help="for --oracle and --ar-checkpoint (default: best)")
     _add_progress_flag(quality)
     quality.set_defaults(run=_evaluate_samples)

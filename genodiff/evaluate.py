@@ -51,6 +51,7 @@ from genodiff.errors import (
 )
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
+from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress
 from genodiff.samplers.noise import sequence_seed
@@ -83,7 +84,7 @@ class EvalResult:
 
     checkpoint: str
     objective: str
-    likelihood: str  # "exact" (AR) or "bound" (diffusion NELBO)
+    likelihood: str  # "exact" (AR), "bound" or "upstream" (``Objective.likelihood``)
     scoring: str  # which tokens are scored, how [PAD] is treated (``Objective.scoring``)
     source: str
     length: int
@@ -119,7 +120,7 @@ class EvalResult:
         def pm(se: float | None) -> str:
             return f" +- {se:.4f}" if se is not None else ""
 
-        kind = "NLL (exact)" if self.likelihood == "exact" else "NELBO (bound)"
+        kind, what = LIKELIHOOD_WORDS[self.likelihood]
         rows = [
             ("checkpoint", self.checkpoint),
             (
@@ -134,10 +135,10 @@ class EvalResult:
                 f"{self.nelbo:.4f}{pm(self.nelbo_se)} nats/token, "
                 f"{self.bits_per_token:.4f}{pm(self.bits_per_token_se)} bits/token",
             ),
-            ("perplexity", f"{self.perplexity:.4f}{pm(self.perplexity_se)} ({self.likelihood})"),
+            ("perplexity", f"{self.perplexity:.4f}{pm(self.perplexity_se)} ({what})"),
         ]
         if self.classes is not None:  # the NELBO given the true label, then the null label's
-            rows[4] = ("NELBO p(x|y)", f"{rows[4][1]} ({kind}, true label)")
+            rows[5] = ("NELBO p(x|y)", f"{rows[5][1]} ({kind}, true label)")
             rows += [
                 ("classes", ", ".join(self.classes)),
                 (
@@ -436,7 +437,7 @@ def evaluate_checkpoint(
     return EvalResult(
         checkpoint=str(checkpoint),
         objective=model.config["objective"]["name"],
-        likelihood="exact" if objective.exact_likelihood else "bound",
+        likelihood=objective.likelihood,
         scoring=objective.scoring,
         source=windows.source,
         length=length,

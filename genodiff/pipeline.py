@@ -19,7 +19,7 @@ same sequences, scores and files. ``genodiff.train``, ``genodiff.finetune``,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ from torch import Tensor
 from genodiff.checkpoints import export_model, load_model
 from genodiff.checkpoints.run_folder import is_main_process
 from genodiff.classifiers import load_classifier
+from genodiff.data.build import build_datamodule
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
@@ -269,8 +270,9 @@ class Model:
     ) -> Iterator[tuple[int, Tensor]]:
         """``genodiff.generate.draw_batches`` of ``job`` for the sequences ``indices``."""
         network = self.network
+        end = self._ending()
         try:
-            yield from draw_batches(
+            for start, ids in draw_batches(
                 network.eval_objective,
                 network.eval_backbone,
                 job.request,
@@ -278,9 +280,20 @@ class Model:
                 job.batch_size,
                 indices,
                 progress,
-            )
+            ):
+                yield start, end(ids)
         except NonFiniteOutputError as err:
             raise NonFiniteOutputError(f"{self.source}: {err}") from None
+
+    def _ending(self) -> Callable[[Tensor], Tensor]:
+        """How drawn ids (n, L) end as a window of the run's data ends
+        (``DataModule.end_samples``: text's padded sentences at their first [SEP]); as they are
+        for a model built without a data section."""
+        if "data" not in self.config:
+            return lambda ids: ids
+        datamodule = build_datamodule(self.config["data"])
+        datamodule.attach_tokenizer(self.tokenizer)
+        return datamodule.end_samples
 
     def score(
         self,
@@ -301,7 +314,6 @@ class Model:
         """Real sequences to compare samples with: every window of ``split`` ("train",
         "valid" or "test") of the data the run was trained on, cut as training cuts them
         (genome data: the bases, upper case, no reverse complement)."""
-        from genodiff.data.build import build_datamodule
         from genodiff.metrics import split_windows
 
         datamodule = build_datamodule(self.config["data"])

@@ -42,7 +42,7 @@ def inputs(tmp_path_factory):
         train[1][900 : 900 + LENGTH].translate(COMPLEMENT)[::-1],  # a reverse-complement copy
         *random_dna(4, LENGTH, seed=12),
     ]
-    reference = random_dna(5, LENGTH, seed=13)
+    reference = random_dna(12, LENGTH, seed=13)  # 2 windows per sample: no warning
     return {
         "samples": samples,
         "reference": reference,
@@ -81,9 +81,10 @@ def test_evaluate_samples_writes_the_report(inputs, tmp_path, capsys):
     assert list(metrics["kmer_js"]) == ["1", "2", "3", "4", "5", "6"]
     assert all(0.0 <= v <= 1.0 for v in metrics["kmer_js"].values())
     assert 0.0 <= metrics["discriminator_auroc"] <= 1.0
-    assert metrics["discriminator"]["folds"] == 5  # 6 samples, 5 reference sequences
+    assert metrics["discriminator"]["folds"] == 5
     assert metrics["samples"]["file"] == inputs["samples_fa"]
-    assert metrics["reference"]["sequences"] == 5
+    assert metrics["reference"]["sequences"] == 12
+    assert not [w for w in metrics["warnings"] if "reference windows" in w]
 
     memorisation = metrics["memorisation"]
     assert memorisation["flagged"] == 2

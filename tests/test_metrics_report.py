@@ -1,4 +1,5 @@
-"""The sample-quality report reads on its own: a real-vs-real baseline beside every JS row, a
+"""The sample-quality report reads on its own: a real-vs-real baseline (mean +- sd over random
+splits, the samples compared with the same pools) beside every JS row, a
 warning when too few samples make the discriminator AUROC unreliable, and a k-mer scatter plot
 that draws only k-mers both sides produced."""
 
@@ -9,7 +10,14 @@ import pytest
 from scipy.spatial.distance import jensenshannon
 
 from genodiff.domains import DNADomain
-from genodiff.metrics import evaluate_samples, markdown_table, plot_kmer_spectra
+from genodiff.errors import InputValueError
+from genodiff.metrics import (
+    QualitySettings,
+    evaluate_samples,
+    heldout_kmer_js,
+    markdown_table,
+    plot_kmer_spectra,
+)
 from tests.test_metrics import random_dna
 
 DNA = DNADomain.alphabet
@@ -28,28 +36,85 @@ def js_bits(a: list[str], b: list[str], k: int) -> float:
     return jensenshannon(p / p.sum(), q / q.sum(), base=2) ** 2
 
 
-def test_js_rows_carry_the_real_vs_real_baseline():
+def test_js_rows_carry_the_real_vs_real_baseline_on_the_same_pools():
     reference = random_dna(12, 60, seed=1, p=(0.4, 0.1, 0.1, 0.4))  # 12 windows of 60 bp
     samples = random_dna(4, 60, seed=2)
-    metrics = evaluate_samples(samples, reference, DNA).metrics
-    # 4 samples: 4 windows held out, evenly spread: floor(i * 11 / 3) for i = 0..3
-    held_out = [0, 3, 7, 11]
-    held = [reference[i] for i in held_out]
-    rest = [w for i, w in enumerate(reference) if i not in held_out]
+    quality = evaluate_samples(samples, reference, DNA, settings=QualitySettings(splits=5))
+    metrics = quality.metrics
     assert metrics["reference"]["real_vs_real_windows"] == [4, 8]
+    assert metrics["reference"]["real_vs_real_splits"] == 5
+    again = heldout_kmer_js(samples, reference, DNA, range(1, 7), splits=5, seed=0)
+    held_out = [set(rows.tolist()) for rows in again.held_out]
+    assert all(len(rows) == 4 for rows in held_out) and len(set(map(frozenset, held_out))) == 5
     table = markdown_table(metrics)
     for k in range(1, 7):
-        expected = js_bits(held, rest, k)
-        assert metrics["kmer_js_real_vs_real"][str(k)] == pytest.approx(expected, abs=1e-12)
-        assert metrics["kmer_js"][str(k)] == pytest.approx(js_bits(samples, reference, k))
+        ours, real = [], []
+        for rows in held_out:  # the pool: the 8 windows not held out, for both sides
+            pool = [w for i, w in enumerate(reference) if i not in rows]
+            ours.append(js_bits(samples, pool, k))
+            real.append(js_bits([reference[i] for i in sorted(rows)], pool, k))
+        assert metrics["kmer_js"][str(k)] == pytest.approx(np.mean(ours), abs=1e-12)
+        assert metrics["kmer_js_real_vs_real"][str(k)] == pytest.approx(np.mean(real), abs=1e-12)
+        sd = np.std(real, ddof=1)
+        assert metrics["kmer_js_real_vs_real_sd"][str(k)] == pytest.approx(sd, abs=1e-12)
         row = next(line for line in table.splitlines() if line.startswith(f"| {k}-mer spectrum"))
-        assert f"| {expected:.4f} (real vs real) |" in row
-    assert "4 held-out reference windows against the other 8" in table
+        assert f"| {np.mean(real):.4f} +- {sd:.4f} (real vs real) |" in row
+    assert "5 random splits holds 4 reference windows out" in table
+    assert "pools the other 8" in table
+
+
+@pytest.mark.parametrize("windows", [46, 96])
+def test_perfect_samples_score_like_the_real_vs_real_baseline(windows):
+    """Samples that are more windows of the same i.i.d. source as the reference (a perfect
+    generator) score like the held-out real windows: over 10 independent draws, their JS minus
+    the baseline is centred on 0 in units of the baseline's sd, and never beyond 3.5 sd. Against
+    every reference window instead (the samples' former number) they would sit far below the
+    baseline when the reference is not much larger than the samples (46 windows for 32)."""
+    z = []
+    for draw in range(10):
+        reference = random_dna(windows, 200, seed=100 + draw)
+        samples = random_dna(32, 200, seed=200 + draw)
+        c = heldout_kmer_js(samples, reference, DNA, range(1, 7), splits=20, seed=draw)
+        z.append([(c.samples[k].mean() - c.real[k].mean()) / c.real[k].std(ddof=1) for k in c.real])
+    z = np.array(z)  # (draws, k)
+    assert np.abs(z).max() < 3.5
+    assert np.abs(z.mean(axis=0)).max() < 1.0  # 10 draws: the mean's sd is about 0.3
+    if windows == 46:
+        all_windows = js_bits(samples, reference, 6)
+        assert all_windows < c.real[6].mean() - 5 * c.real[6].std(ddof=1)
+
+
+def test_a_small_reference_is_warned_about_and_too_small_a_one_refused():
+    samples = random_dna(32, 100, seed=1)
+    with pytest.warns(UserWarning, match="only 46 reference windows for 32 samples") as caught:
+        metrics = evaluate_samples(samples, random_dna(46, 100, seed=2), DNA).metrics
+    assert len(caught) == 1
+    (warning,) = [w for w in metrics["warnings"] if "reference windows" in w]
+    assert "the 14 windows left after holding 32 out" in warning
+    assert "give at least 64 reference windows" in warning
+    assert f"**Warning:** {warning}" in markdown_table(metrics)
+    with pytest.raises(InputValueError, match="32 reference windows for 32 samples") as refused:
+        evaluate_samples(samples, random_dna(32, 100, seed=2), DNA)
+    assert "give at least 64" in str(refused.value)
+    assert refused.value.parameter == ("reference", "max_reference")
+
+
+def test_the_baseline_is_fixed_by_the_seed():
+    samples, reference = random_dna(5, 80, seed=1), random_dna(30, 80, seed=2)
+    first, again, other = (
+        evaluate_samples(samples, reference, DNA, settings=QualitySettings(seed=seed)).metrics
+        for seed in (0, 0, 1)
+    )
+    for key in ("kmer_js", "kmer_js_real_vs_real", "kmer_js_real_vs_real_sd"):
+        assert first[key] == again[key] and first[key] != other[key]
+    with pytest.raises(InputValueError, match="splits must be >= 2"):
+        QualitySettings(splits=1)
 
 
 @pytest.mark.parametrize(("n", "warned"), [(10, True), (40, False)])
 def test_too_few_samples_for_the_discriminator_are_warned_about(n, warned):
-    metrics = evaluate_samples(random_dna(n, 50, seed=3), random_dna(40, 50, seed=4), DNA).metrics
+    reference = random_dna(80, 50, seed=4)  # 2n windows for 40 samples: no warning about them
+    metrics = evaluate_samples(random_dna(n, 50, seed=3), reference, DNA).metrics
     assert bool(metrics["warnings"]) == warned
     table = markdown_table(metrics)
     assert ("**Warning:** only 10 samples: with fewer than 30" in table) == warned

@@ -327,8 +327,10 @@ def labelled_samples(path: Path, records: dict[str, list[str]], labelled: bool =
 
 def test_evaluate_samples_with_the_oracle_writes_scores_by_class(species, tmp_path, capsys):
     rng = random.Random(11)
-    draws = {"at": [random_dna(rng, AT_RICH, 20) for _ in range(8)],
-             "gc": [random_dna(rng, GC_RICH, 20) for _ in range(8)]}  # fmt: skip
+    # 3 samples per class: the at class's reference gives 7 windows of their 20 bp (at least
+    # 2 per sample, so the k-mer comparison has a pool as large as the samples)
+    draws = {"at": [random_dna(rng, AT_RICH, 20) for _ in range(3)],
+             "gc": [random_dna(rng, GC_RICH, 20) for _ in range(3)]}  # fmt: skip
     samples = tmp_path / "s.fa"
     labelled_samples(samples, draws)
     dest, out = species["dest"], tmp_path / "report"
@@ -337,27 +339,28 @@ def test_evaluate_samples_with_the_oracle_writes_scores_by_class(species, tmp_pa
     assert cli.main([*args, *refs, "--no-progress", "--folds", "2"]) == 0
     m = json.loads((out / "metrics.json").read_text())
     called = load_finetuned_classifier(species["oracle"]).predict(draws["at"] + draws["gc"])
-    asked = np.array([0] * 8 + [1] * 8)
+    asked = np.array([0] * 3 + [1] * 3)
     assert m["oracle_accuracy"] == pytest.approx(np.mean(called == asked))
     assert set(m["kmer_js"]) == set(m["discriminator_auroc"]) == {"at", "gc"}
     assert m["oracle"]["classes"] == ["at", "gc"] and m["oracle"]["task"] == "tiny_species"
     for name in ("at", "gc"):
         assert (out / name / "metrics.md").is_file()
-        assert m["per_class"][name]["samples"]["sequences"] == 8
-    assert "| at | 8 |" in (out / "metrics.md").read_text()
+        assert m["per_class"][name]["samples"]["sequences"] == 3
+        assert set(m["kmer_js_real_vs_real_sd"][name]) == {"3", "6"}
+    assert "| at | 3 |" in (out / "metrics.md").read_text()
 
 
 def test_a_plain_reference_belongs_to_the_label_class(species, tmp_path):
     rng = random.Random(5)
     samples = tmp_path / "s.fa"
-    labelled_samples(samples, {"gc": [random_dna(rng, GC_RICH, 20) for _ in range(6)]}, False)
+    labelled_samples(samples, {"gc": [random_dna(rng, GC_RICH, 20) for _ in range(4)]}, False)
     out = tmp_path / "report"
     reference = species["dest"] / "reference" / "gc.fa"
     args = ["evaluate-samples", str(samples), "--oracle", str(species["oracle"])]
     assert cli.main([*args, "--reference", str(reference), "--label", "gc", "--out", str(out),
                      "--folds", "2", "--no-progress"]) == 0  # fmt: skip
     m = json.loads((out / "metrics.json").read_text())
-    assert list(m["kmer_js"]) == ["gc"] and m["samples"]["per_class"]["gc"]["sequences"] == 6
+    assert list(m["kmer_js"]) == ["gc"] and m["samples"]["per_class"]["gc"]["sequences"] == 4
 
 
 def old_finetune_checkpoint(oracle: Path, path: Path) -> Path:

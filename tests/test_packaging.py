@@ -273,7 +273,7 @@ def test_installed_plugin_wheel_composes_text_demo_from_another_folder(
         "cfg = load_config('text_demo')\n"
         "print(resolve_config_path('configs/text_demo.yaml'))\n"
         "print(build_datamodule(dict(cfg.data)).path)\n"
-        "print(cfg.objective.name, cfg.objective.mask_padding, cfg.model.name, "
+        "print(cfg.objective.name, cfg.objective.padding, cfg.model.name, "
         "cfg.trainer.accelerator)\n"
     )
     config, corpus, picked = run([python, "-c", probe], cwd=elsewhere).splitlines()
@@ -281,4 +281,4 @@ def test_installed_plugin_wheel_composes_text_demo_from_another_folder(
     assert config == str(installed / "configs" / "text_demo.yaml")
     assert corpus == str(installed / "corpus" / "austen.txt.gz")
     # the core's objective/ and trainer/ groups composed in, with the plugin's objective/mdlm_text
-    assert picked == "mdlm True dit cpu"
+    assert picked == "mdlm bound dit cpu"

@@ -153,6 +153,13 @@ class DataModule(L.LightningDataModule, ABC):
         """Every window of the file ``path`` (``genodiff eval --file FILE``), with the
         configured window length."""
 
+    def end_samples(self, samples: torch.Tensor) -> torch.Tensor:
+        """Generated windows (n, L) ended as this module's windows end, before they are
+        decoded: unchanged here (a window runs to its last position). A module whose windows
+        each hold one sequence and then padding (the text plugin's padded sentences) pads
+        every position after a sample's end."""
+        return samples
+
     def sequences_dataset(self, sequences: Sequence[str]) -> NamedItemDataset:
         """One item per sequence given in memory, read as ``file_dataset`` reads one window
         of a file (``genodiff.Model.score``). A data module that cannot (the default) refuses

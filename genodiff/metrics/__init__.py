@@ -2,7 +2,8 @@
 
 One module per family of metrics, each usable on its own:
 
-- ``kmers``: k-mer spectra and their Jensen-Shannon divergence (k = 1..6);
+- ``kmers``: k-mer spectra and their Jensen-Shannon divergence (k = 1..6), samples and real
+  windows compared with the same reference pools;
 - ``composition``: GC content, CpG observed/expected, homopolymer runs, DUST-style low
   complexity;
 - ``diversity``: exact duplicates, pairwise k-mer distance, nearest-neighbour identity to the
@@ -35,7 +36,14 @@ from genodiff.metrics.diversity import (
     nearest_neighbours,
     pairwise_kmer_distance,
 )
-from genodiff.metrics.kmers import js_divergence, kmer_js, kmer_profiles, kmer_spectrum
+from genodiff.metrics.kmers import (
+    HeldOutComparison,
+    heldout_kmer_js,
+    js_divergence,
+    kmer_js,
+    kmer_profiles,
+    kmer_spectrum,
+)
 from genodiff.metrics.oracle import (
     OracleQuality,
     evaluate_files_with_oracle,
@@ -65,6 +73,7 @@ __all__ = [
     "DiscriminatorResult",
     "check_report_folder",
     "DistributionComparison",
+    "HeldOutComparison",
     "Memorisation",
     "NearestNeighbour",
     "OracleQuality",
@@ -80,6 +89,7 @@ __all__ = [
     "evaluate_samples",
     "evaluate_with_oracle",
     "gc_content",
+    "heldout_kmer_js",
     "homopolymer_bases",
     "js_divergence",
     "kmer_js",

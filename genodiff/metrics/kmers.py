@@ -4,11 +4,18 @@ Over an alphabet of N letters (``genodiff.metrics.sequences``), a k-mer's index 
 number, first letter most significant; for DNA (A=0, C=1, G=2, T=3): AA..A = 0, AC = 1, ...,
 TT..T = 4^k - 1. k-mers holding a character outside the alphabet are skipped. Counts are taken
 on the given strand only (no reverse-complement merging).
+
+Samples are judged against real DNA with ``heldout_kmer_js``: n = (number of samples) reference
+windows held out at random, the samples and those real windows each compared with the same pool
+of the other reference windows, over several random splits. The real windows' values are the
+baseline a perfect generator reaches (finite samples alone keep JS above 0, more so at larger
+k), with its spread over the splits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -82,19 +89,55 @@ def kmer_js(
     }
 
 
-def heldout_split(reference: Sequence[str], size: int) -> tuple[list[str], list[str]]:
-    """(``size`` reference windows spread evenly, at indices floor(i (W - 1) / (size - 1)),
-    the other W - size); ``size`` is lowered to W // 2, so the held-out part is never the
-    larger. ``kmer_js`` between the two parts, with ``size`` = the number of samples, is the
-    baseline for the samples' values: what real DNA scores against real DNA when sampling
-    alone (finite sequences) puts JS above 0, more so at larger k."""
-    size = min(size, len(reference) // 2)
-    if size < 1:
-        raise ValueError(
-            f"a held-out split needs at least 2 reference windows, got {len(reference)}"
+@dataclass
+class HeldOutComparison:
+    """The samples and real windows compared with the same reference pools (``heldout_kmer_js``):
+    for every split r, ``held_out[r]`` (n reference indices) is set aside and the other W - n
+    windows are the pool; ``samples[k][r]`` = JS(samples, pool_r), ``real[k][r]`` =
+    JS(held-out windows, pool_r), both (R,) in bits."""
+
+    held_out: list[np.ndarray]
+    samples: dict[int, np.ndarray]
+    real: dict[int, np.ndarray]
+
+
+def heldout_kmer_js(
+    samples: Sequence[str],
+    reference: Sequence[str],
+    alphabet: str,
+    ks: Iterable[int],
+    splits: int,
+    seed: int,
+) -> HeldOutComparison:
+    """Samples against real DNA, and real DNA against itself, like with like: each of
+    ``splits`` random splits (``seed``) holds out n = len(samples) of the W reference windows
+    and pools the other W - n, and both the samples and the held-out windows are compared with
+    that pool. A perfect generator's samples are then n windows of real DNA scored exactly as
+    the held-out ones are: its JS and the real-vs-real JS have the same distribution over
+    splits, at any W > n. InputValueError when W <= n (no window left to pool)."""
+    n, size = len(samples), len(reference)
+    if size <= n:
+        raise InputValueError(
+            f"{size} reference windows for {n} samples: the k-mer comparison holds {n} real "
+            f"windows out (as many as samples) and compares both with the rest, so it needs "
+            f"more than {n}; give at least {2 * n} (a longer reference or a larger "
+            "max_reference), or fewer samples",
+            parameter=("reference", "max_reference"),
         )
-    held = set(np.linspace(0, len(reference) - 1, size).astype(int).tolist())
-    return (
-        [w for i, w in enumerate(reference) if i in held],
-        [w for i, w in enumerate(reference) if i not in held],
-    )
+    rng = np.random.default_rng(seed)
+    held_out = [np.sort(rng.permutation(size)[:n]) for _ in range(splits)]
+    comparison = HeldOutComparison(held_out, {}, {})
+    for k in ks:
+        spectrum = kmer_spectrum(samples, k, alphabet)
+        profiles = kmer_profiles(reference, k, alphabet)  # (W, N^k)
+        total = profiles.sum(axis=0)
+        held = [profiles[rows].sum(axis=0) for rows in held_out]  # R x (N^k,)
+        if any(h.sum() == 0 or h.sum() == total.sum() for h in held):
+            raise InputValueError(
+                f"a split of the reference windows leaves a side without any {k}-mer of "
+                f"{'/'.join(alphabet)} letters (windows shorter than {k}, or mostly other "
+                "characters); give a reference of longer windows"
+            )
+        comparison.samples[k] = np.array([js_divergence(spectrum, total - h) for h in held])
+        comparison.real[k] = np.array([js_divergence(h, total - h) for h in held])
+    return comparison

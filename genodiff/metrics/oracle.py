@@ -13,7 +13,8 @@ classifies every sample (in batches), and
   oracle's classes.
 
 The samples of each class are then scored by the whole quality suite (``suite.evaluate_samples``)
-against real sequences of that class; ``kmer_js`` ({class: {"3", "6"}}), ``discriminator_auroc``
+against real sequences of that class; ``kmer_js``, ``kmer_js_real_vs_real`` and its spread
+``kmer_js_real_vs_real_sd`` ({class: {"3", "6"}}), ``discriminator_auroc``
 ({class: AUROC}), ``duplicate_rate`` and ``pairwise_kmer_distance`` ({class: {"samples",
 "reference"}}) gather its headline numbers, and ``per_class`` holds each class's full metrics.
 """
@@ -164,6 +165,7 @@ def evaluate_with_oracle(
         **oracle_scores(asked, called, classes),
         "kmer_js": {},
         "kmer_js_real_vs_real": {},
+        "kmer_js_real_vs_real_sd": {},
         "discriminator_auroc": {},
         "duplicate_rate": {},
         "pairwise_kmer_distance": {},
@@ -199,8 +201,8 @@ def evaluate_with_oracle(
             "sequences": len(class_samples),
             "oracle_accuracy": float(np.mean(called[mine] == classes.index(name))),
         }
-        metrics["kmer_js"][name] = {k: m["kmer_js"][k] for k in ORACLE_KS}
-        metrics["kmer_js_real_vs_real"][name] = {k: m["kmer_js_real_vs_real"][k] for k in ORACLE_KS}
+        for key in ("kmer_js", "kmer_js_real_vs_real", "kmer_js_real_vs_real_sd"):
+            metrics[key][name] = {k: m[key][k] for k in ORACLE_KS}
         metrics["discriminator_auroc"][name] = m["discriminator_auroc"]
         for key in ("duplicate_rate", "pairwise_kmer_distance"):
             metrics[key][name] = m[key]

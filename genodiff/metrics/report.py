@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from genodiff.atomic_files import save_figure, write_text
 from genodiff.errors import InputValueError
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
-from genodiff.metrics.kmers import kmer_spectrum
-from genodiff.metrics.oracle import OracleQuality
+from genodiff.metrics.kmers import js_divergence, kmer_spectrum
+from genodiff.metrics.oracle import ORACLE_KS, OracleQuality
 from genodiff.metrics.suite import SampleQuality
 
 REPORT_FILES = ("metrics.json", "metrics.md", "kmer_spectra.png", "gc_histogram.png")
@@ -29,6 +29,11 @@ REPORT_FILES = ("metrics.json", "metrics.md", "kmer_spectra.png", "gc_histogram.
 
 def _number(value: float | None, digits: int = 4) -> str:
     return "-" if value is None or np.isnan(value) else f"{value:.{digits}f}"
+
+
+def _baseline(means: dict[str, float], sds: dict[str, float], k: str) -> str:
+    """The real-vs-real k-mer JS of ``k``: its mean +- sd over the splits."""
+    return f"{_number(means[k])} +- {_number(sds[k])}"
 
 
 def _mean_sd(stats: dict[str, float], side: str) -> str:
@@ -47,17 +52,21 @@ def markdown_table(metrics: dict[str, Any]) -> str:
             "",
         )
     ]
-    held, rest = m["reference"]["real_vs_real_windows"]
+    held, pool = m["reference"]["real_vs_real_windows"]
     rows += [
         (
             f"{k}-mer spectrum JS divergence (bits)",
             _number(js),
-            f"{_number(m['kmer_js_real_vs_real'][k])} (real vs real)",
+            f"{_baseline(m['kmer_js_real_vs_real'], m['kmer_js_real_vs_real_sd'], k)} "
+            "(real vs real)",
             ""
             if i
-            else "0 = same k-mer frequencies, 1 = disjoint; reference column: "
-            f"{held} held-out reference windows against the other {rest}, the value "
-            "real DNA reaches with as many sequences as the samples",
+            else "0 = same k-mer frequencies, 1 = disjoint. Each of "
+            f"{m['reference']['real_vs_real_splits']} random splits holds {held} reference "
+            f"windows out (as many as samples) and pools the other {pool}; the samples and the "
+            "held-out windows are each compared with the pool. Samples: the mean over the "
+            "splits; reference column: the held-out windows' mean +- sd, what real DNA scores "
+            "in the samples' place (a perfect generator lands within it)",
         )
         for i, (k, js) in enumerate(m["kmer_js"].items())
     ]
@@ -140,7 +149,8 @@ def plot_kmer_spectra(quality: SampleQuality, k: int | None = None) -> Figure:
     """Dinucleotide frequencies side by side (ticked with the samples' alphabet), and every
     k-mer's frequency (k = ``kmax``) in the samples against the reference on log axes. k-mers
     absent from either side have no place on log axes: they are left out and counted in the
-    legend."""
+    legend. The titles give the JS divergence of what is drawn: the samples against every
+    reference window."""
     k = k or quality.metrics["settings"]["kmax"]
     alphabet = quality.alphabet
     figure = Figure(figsize=(11, 4.5), layout="constrained")
@@ -151,7 +161,7 @@ def plot_kmer_spectra(quality: SampleQuality, k: int | None = None) -> Figure:
         bars.bar(x + shift, freq, width=0.4, label=label)
     bars.set_xticks(x, [a + b for a in alphabet for b in alphabet], rotation=90)
     bars.set_ylabel("frequency")
-    bars.set_title(f"dinucleotides (JS {quality.metrics['kmer_js']['2']:.4f} bits)")
+    bars.set_title(f"dinucleotides (JS {js_divergence(*spectra):.4f} bits)")
     bars.legend()
     p, q = (kmer_spectrum(seqs, k, alphabet) for seqs in (quality.samples, quality.reference))
     both = (p > 0) & (q > 0)
@@ -164,9 +174,7 @@ def plot_kmer_spectra(quality: SampleQuality, k: int | None = None) -> Figure:
     scatter.legend(loc="upper left", fontsize="small")
     scatter.set_xlabel(f"reference {k}-mer frequency")
     scatter.set_ylabel(f"sample {k}-mer frequency")
-    scatter.set_title(
-        f"{len(alphabet) ** k} {k}-mers (JS {quality.metrics['kmer_js'][str(k)]:.4f} bits)"
-    )
+    scatter.set_title(f"{len(alphabet) ** k} {k}-mers (JS {js_divergence(p, q):.4f} bits)")
     return figure
 
 
@@ -245,18 +253,20 @@ def oracle_markdown(metrics: dict[str, Any]) -> str:
         f"on {m['samples']['sequences']} samples (macro-F1 over the {len(asked)} class(es) "
         "samples were drawn for).",
         "",
-        "| class | samples | oracle agrees | 3-mer JS (real vs real) | 6-mer JS (real vs real) "
+        "| class | samples | oracle agrees | 3-mer JS (real vs real +- sd) "
+        "| 6-mer JS (real vs real +- sd) "
         "| discriminator AUROC | duplicates (reference) | pairwise 6-mer distance (reference) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, counts in asked.items():
         js, baseline = m["kmer_js"][name], m["kmer_js_real_vs_real"][name]
+        baseline_sd = m["kmer_js_real_vs_real_sd"][name]
         dup, dist = m["duplicate_rate"][name], m["pairwise_kmer_distance"][name]
         cells = [
             name,
             str(counts["sequences"]),
             _number(counts["oracle_accuracy"], 3),
-            *(f"{_number(js[k])} ({_number(baseline[k])})" for k in ("3", "6")),
+            *(f"{_number(js[k])} ({_baseline(baseline, baseline_sd, k)})" for k in ORACLE_KS),
             _number(m["discriminator_auroc"][name], 3),
             f"{_number(dup['samples'], 3)} ({_number(dup['reference'], 3)})",
             f"{_number(dist['samples'], 3)} ({_number(dist['reference'], 3)})",

@@ -12,6 +12,7 @@ over the reference, are used.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -48,7 +49,7 @@ from genodiff.metrics.diversity import (
     nearest_neighbours,
     pairwise_kmer_distance,
 )
-from genodiff.metrics.kmers import heldout_split, kmer_js
+from genodiff.metrics.kmers import heldout_kmer_js
 from genodiff.metrics.sequences import base_codes, evenly_spaced, read_sequences, tile_windows
 from genodiff.progress import Progress
 
@@ -68,7 +69,8 @@ class QualitySettings:
     diversity_k: int = DIVERSITY_K
     discriminator_k: int = DISCRIMINATOR_K
     folds: int = FOLDS
-    seed: int = 0
+    seed: int = 0  # discriminator folds and the k-mer comparison's random splits
+    splits: int = 20  # random splits of the reference for the k-mer JS (heldout_kmer_js)
     seed_k: int = SEED_K
     seed_stride: int = SEED_STRIDE  # the memorisation index keeps every seed_stride-th k-mer
     identity_threshold: float = IDENTITY_THRESHOLD
@@ -91,6 +93,12 @@ class QualitySettings:
                 f"folds must be >= 2 (cross-validation trains on some folds and scores the "
                 f"others), got {self.folds}",
                 parameter="folds",
+            )
+        if self.splits < 2:
+            raise InputValueError(
+                f"splits must be >= 2 (the k-mer comparison reports a spread over the random "
+                f"splits of the reference), got {self.splits}",
+                parameter="splits",
             )
         if not 0 < self.identity_threshold <= 1:
             raise InputValueError(
@@ -160,17 +168,32 @@ def evaluate_samples(
     windows = reference_windows([r.upper() for r in reference], samples, settings, alphabet)
     ks = range(1, settings.kmax + 1)
     stage(f"k-mer spectra of {len(samples)} samples and {len(windows)} reference windows")
-    held, rest = heldout_split(windows, len(samples))  # the JS baseline: real vs real
+    comparison = heldout_kmer_js(samples, windows, alphabet, ks, settings.splits, settings.seed)
+    n, size = len(samples), len(windows)
     metrics: dict[str, Any] = {
         "samples": _set_summary(samples, alphabet),
         "reference": {
             **_set_summary(windows, alphabet),
             "records": len(reference),
-            "real_vs_real_windows": [len(held), len(rest)],
+            "real_vs_real_windows": [n, size - n],  # held out, pooled
+            "real_vs_real_splits": settings.splits,
         },
-        "kmer_js": {str(k): js for k, js in kmer_js(samples, windows, alphabet, ks).items()},
-        "kmer_js_real_vs_real": {str(k): js for k, js in kmer_js(held, rest, alphabet, ks).items()},
+        "kmer_js": {str(k): float(js.mean()) for k, js in comparison.samples.items()},
+        "kmer_js_real_vs_real": {str(k): float(js.mean()) for k, js in comparison.real.items()},
+        "kmer_js_real_vs_real_sd": {
+            str(k): float(js.std(ddof=1)) for k, js in comparison.real.items()
+        },
+        "warnings": [],
     }
+    if size < 2 * n:
+        small = (
+            f"only {size} reference windows for {n} samples: the k-mer JS (samples and real vs "
+            f"real alike) compares with the {size - n} windows left after holding {n} out, "
+            f"fewer than the samples, so both values are high and noisy; give at least "
+            f"{2 * n} reference windows"
+        )
+        metrics["warnings"].append(small)
+        warnings.warn(small, stacklevel=2)
     stage("composition, low complexity and diversity")
     for name, statistic in (("gc_content", gc_content), ("cpg_oe", cpg_observed_expected)):
         values = [np.array([statistic(x, alphabet) for x in seqs]) for seqs in (samples, windows)]
@@ -206,7 +229,6 @@ def evaluate_samples(
     )
     metrics["discriminator_auroc"] = discriminator.auroc
     metrics["discriminator"] = discriminator.to_dict()
-    metrics["warnings"] = []
     if len(samples) < MIN_SAMPLES_FOR_AUROC:
         metrics["warnings"].append(
             f"only {len(samples)} samples: with fewer than {MIN_SAMPLES_FOR_AUROC} the "

@@ -23,6 +23,13 @@ from genodiff.samplers.base import Sampler
 from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 
+# Each ``Objective.likelihood`` in words: (what its score is called, what it is of the NLL).
+LIKELIHOOD_WORDS = {
+    "exact": ("NLL (exact)", "exact"),
+    "bound": ("NELBO (bound)", "bound"),
+    "upstream": ("NELBO", "upstream MDLM's convention, [PAD] unscored: not a bound"),
+}
+
 
 class _ArgumentsChecked(ABCMeta):
     """Every construction of an objective checks its arguments against the declared
@@ -57,6 +64,9 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
     #: Which tokens ``loss`` scores and how [PAD] is treated, in words (``genodiff eval``
     #: reports it beside the scored-token count).
     scoring: str = "every non-[PAD] token; [PAD] is never corrupted"
+    #: How [PAD] is treated, by name (``genodiff.processes.masked.PADDINGS``): "given" (never
+    #: corrupted nor scored) unless a masked objective's ``padding`` says otherwise.
+    padding: str = "given"
     #: Allowed ranges of constructor arguments, checked when a config is loaded and when an
     #: objective is constructed (``genodiff.config_values``); merged with a subclass's own table.
     config_ranges: ClassVar[dict[str, str]] = {"eval_t_samples": ">=1"}
@@ -66,13 +76,41 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
     retired_options: ClassVar[Mapping[str, Any]] = {}
     #: What a run saved with another value of a retired option should use instead.
     retired_advice: ClassVar[str] = ""
+    #: Options that configs saved by earlier genodiff versions hold under an old name:
+    #: {old key: (new key, {old value: the new value that means the same})}; ``from_saved``
+    #: translates them. New configs may not set them.
+    renamed_options: ClassVar[Mapping[str, tuple[str, Mapping[Any, Any]]]] = {}
+
+    @property
+    def likelihood(self) -> str:
+        """What ``loss`` is of the NLL: "exact" (AR), "bound" (an upper bound in expectation:
+        diffusion), or "upstream" (upstream MDLM's padded-text number, [PAD] unscored: not a
+        bound on any -log p)."""
+        if self.exact_likelihood:
+            return "exact"
+        return "upstream" if self.padding == "upstream" else "bound"
 
     @classmethod
     def from_saved(cls, options: Mapping[str, Any]) -> Objective:
         """The objective a run's ``objective`` section (its ``name`` removed) describes, also
-        when a checkpoint of an earlier version wrote it: a retired option holding its one
-        value is dropped; any other value is a ValueError saying what to use instead."""
+        when a checkpoint of an earlier version wrote it: a renamed option is translated to
+        the value that means what it meant; a retired option holding its one value is
+        dropped; any other value is a ValueError saying what to use instead."""
         kwargs = dict(options)
+        for old, (new, values) in cls.renamed_options.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise InputValueError(
+                        f"objective.{old} and objective.{new} are both set; {old} is the old "
+                        f"name of {new}: keep {new} alone"
+                    )
+                value = kwargs.pop(old)
+                if value not in values:
+                    raise InputValueError(
+                        f"objective.{old}={value!r}: {old} (the old name of {new}) took only "
+                        f"{', '.join(map(repr, values))}"
+                    )
+                kwargs[new] = values[value]
         for key, value in cls.retired_options.items():
             if key in kwargs and kwargs.pop(key) != value:
                 raise InputValueError(

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from genodiff.batch_shard import BatchShard
 from genodiff.objectives import x0_posterior
 from genodiff.objectives.base import Objective
-from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess
+from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess, Padding
 from genodiff.processes.schedules import LogLinearSchedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
@@ -44,7 +44,7 @@ from genodiff.samplers import MASKED_SAMPLERS
 
 @register_objective("d3pm")
 class D3PM(HoldsMaskedProcess, Objective):
-    """Absorbing D3PM; ``mask_padding`` as MDLM's (``MaskedForwardProcess``)."""
+    """Absorbing D3PM; ``padding`` as MDLM's (``MaskedForwardProcess``)."""
 
     samplers = MASKED_SAMPLERS
     config_ranges = {
@@ -69,7 +69,7 @@ class D3PM(HoldsMaskedProcess, Objective):
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
         sample_ids: Sequence[int] | None = None,
-        mask_padding: bool = False,
+        padding: Padding = "given",
     ) -> None:
         super().__init__()
         self.process = MaskedForwardProcess(
@@ -81,7 +81,7 @@ class D3PM(HoldsMaskedProcess, Objective):
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
             sample_ids=sample_ids,
-            mask_padding=mask_padding,
+            padding=padding,
         )
         self.hybrid_lambda = hybrid_lambda
         self.eval_t_samples = eval_t_samples

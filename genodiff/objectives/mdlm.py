@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from genodiff.batch_shard import BatchShard
 from genodiff.objectives import x0_posterior
 from genodiff.objectives.base import Objective
-from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess
+from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess, Padding
 from genodiff.processes.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
@@ -47,9 +47,10 @@ class MDLM(HoldsMaskedProcess, Objective):
     ``noise_eps`` parameterises the loglinear and cosine schedules, ``sigma_min`` and
     ``sigma_max`` the linear and geometric ones (None = that schedule's default).
     ``mask_id``, ``pad_id`` and ``sample_ids`` (the ids samplers may draw; None = every id
-    but [MASK]) come from the run's tokenizer. ``mask_padding`` corrupts [PAD] like any
-    token (still unscored), so the bound charges a padded sentence's length
-    (``MaskedForwardProcess``).
+    but [MASK]) come from the run's tokenizer. ``padding`` says how [PAD] is treated: "given"
+    (never corrupted nor scored: DNA), "bound" (corrupted and scored: a bound on the padded
+    sequence, its length included) or "upstream" (corrupted, never scored: upstream MDLM's
+    text convention, not a bound); ``genodiff.processes.masked``.
     """
 
     samplers = MASKED_SAMPLERS
@@ -71,7 +72,7 @@ class MDLM(HoldsMaskedProcess, Objective):
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
         sample_ids: Sequence[int] | None = None,
-        mask_padding: bool = False,
+        padding: Padding = "given",
     ) -> None:
         super().__init__()
         self.process = MaskedForwardProcess(
@@ -83,7 +84,7 @@ class MDLM(HoldsMaskedProcess, Objective):
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
             sample_ids=sample_ids,
-            mask_padding=mask_padding,
+            padding=padding,
         )
         self.carry_over = carry_over
         self.zero_masking = zero_masking
@@ -139,8 +140,8 @@ class MDLM(HoldsMaskedProcess, Objective):
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its tokens in nats (B,), scored tokens (B,)).
 
-        Positions holding [PAD] (N bases, padding) are never scored; they are masked only
-        with ``mask_padding`` (``MaskedForwardProcess``).
+        Positions holding [PAD] (N bases, padding) are corrupted and scored as ``padding``
+        says (``MaskedForwardProcess``).
         """
         t, masked = self.process.draw_noise(input_ids, generator, shard)
         nelbo, _ = self.nelbo_terms(model, input_ids, t, masked, labels)

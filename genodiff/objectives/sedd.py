@@ -40,7 +40,7 @@ from genodiff.batch_shard import BatchShard
 from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
-from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess
+from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess, Padding
 from genodiff.processes.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
@@ -51,7 +51,7 @@ from genodiff.samplers.score_entropy import tau_leaping
 @register_objective("sedd")
 class SEDD(HoldsMaskedProcess, Objective):
     """Score entropy on the masked forward process; ``mask_id``, ``pad_id`` and
-    ``sample_ids`` come from the run's tokenizer; ``mask_padding`` as MDLM's."""
+    ``sample_ids`` come from the run's tokenizer; ``padding`` as MDLM's."""
 
     samplers = {
         # Tweedie tau-leaping; first-order tau-leaping. Guided by score tempering: the x0 form.
@@ -73,7 +73,7 @@ class SEDD(HoldsMaskedProcess, Objective):
         time_conditioning: bool = False,
         eval_t_samples: int = 1,
         sample_ids: Sequence[int] | None = None,
-        mask_padding: bool = False,
+        padding: Padding = "given",
     ) -> None:
         super().__init__()
         schedule = build_schedule(noise_schedule, noise_eps, sigma_min, sigma_max)
@@ -91,7 +91,7 @@ class SEDD(HoldsMaskedProcess, Objective):
             low_discrepancy=low_discrepancy,
             time_conditioning=time_conditioning,
             sample_ids=sample_ids,
-            mask_padding=mask_padding,
+            padding=padding,
         )
         self.eval_t_samples = eval_t_samples
 
@@ -118,8 +118,8 @@ class SEDD(HoldsMaskedProcess, Objective):
         """Per sequence: (score-entropy NELBO summed over its tokens (B,), scored tokens (B,)).
 
         Draws t and the mask from the forward process as MDLM does, so both see identical
-        corruptions for the same generator state. [PAD] positions are never scored (masked
-        only with ``mask_padding``).
+        corruptions for the same generator state. [PAD] positions are corrupted and scored as
+        ``padding`` says.
         """
         t, masked = self.process.draw_noise(input_ids, generator, shard)  # (B,), (B, L)
         sigma = self.process.schedule.sigma(t)  # (B,)

@@ -1,16 +1,20 @@
 """The absorbing ([MASK]) forward process that MDLM, SEDD and D3PM each hold.
 
 Each token is replaced by [MASK] with probability p_t = 1 - alpha(t)
-(``schedule.mask_probability``); [PAD] positions are never scored. What [PAD] means picks
-whether it is corrupted (``mask_padding``):
+(``schedule.mask_probability``). What [PAD] means picks how it is treated (``padding``, the
+config key ``objective.padding``; ``PADDINGS`` says each in words):
 
-- ``mask_padding=False`` (DNA: N -> [PAD] is missing data): [PAD] is never masked, so the
-  network always sees where padding is. For padded sentences this bounds -log p(x | length):
-  the length is given, not charged.
-- ``mask_padding=True`` (text with ``wrap: false``, upstream MDLM's convention): [PAD] is
-  masked like any token but still not scored, so the network must find where the sentence
-  ends ([SEP] is scored) and the bound charges the length, -log p(x); samplers may then draw
+- ``given`` (DNA: N -> [PAD] is missing data): [PAD] is never corrupted nor scored, so the
+  network always sees where padding is. For padded sentences this bounds -log p(x | where
+  [PAD] is): the length is given, not charged.
+- ``bound`` (padded text, the plugin's demo): [PAD] is corrupted and scored like any token, so
+  the NELBO is a bound on -log p of the padded sequence, its length included (each [PAD] is
+  a token the model predicts), and the model learns where a sentence ends: samplers may draw
   [PAD], and samples end where the model puts it.
+- ``upstream`` (upstream MDLM's LM1B convention, comparable with the paper's numbers): [PAD] is
+  corrupted like any token but never scored. The [PAD] terms are left out, so the number is
+  not a bound on any -log p (it can sit below the true NLL), and a model never asked to
+  predict [PAD] does not learn where a sentence ends.
 
 The process owns what the masked objectives share and nothing of their losses:
 
@@ -20,7 +24,7 @@ The process owns what the masked objectives share and nothing of their losses:
 - noisy states z_t as a noisy guidance classifier reads them (``draw_states``, ``states_at``:
   the names ``UniformForwardProcess`` offers too, ``genodiff.classifiers.noise``);
 - the ids a sampler may draw (``undrawable``: never [MASK], only ``sample_ids`` when set,
-  plus [PAD] with ``mask_padding``);
+  plus [PAD] when it is corrupted);
 - what the network is told about t (``network_sigma``: sigma(t) capped, or None without time
   conditioning).
 """
@@ -28,11 +32,13 @@ The process owns what the masked objectives share and nothing of their losses:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from genodiff.batch_shard import BatchShard, shard_rows
+from genodiff.config_values import ConfigError
 from genodiff.errors import InputValueError
 from genodiff.processes.schedules import NoiseSchedule
 from genodiff.processes.time_draws import sample_times
@@ -40,11 +46,25 @@ from genodiff.processes.time_draws import sample_times
 # Time conditioning sees sigma(t) capped here (sigma(1) is infinite when alpha(1) = 0).
 MAX_CONDITIONING_SIGMA = 20.0
 
+# The treatments of [PAD] (``objective.padding``): what a NELBO over the scored tokens then is.
+Padding = Literal["given", "bound", "upstream"]
+PADDINGS = {
+    "given": "objective.padding=given: NELBO over every non-[PAD] token; [PAD] is never "
+    "corrupted (a bound on -log p(x | where [PAD] is): padding, hence a sentence's length, is "
+    "given)",
+    "bound": "objective.padding=bound: NELBO over every token, [PAD] included; [PAD] is "
+    "corrupted and scored like any token (a bound on -log p of the padded sequence, its length "
+    "included)",
+    "upstream": "objective.padding=upstream: NELBO over every non-[PAD] token; [PAD] is "
+    "corrupted but never scored (upstream MDLM's convention, comparable with its LM1B numbers; "
+    "the [PAD] terms are left out, so it is not a bound on -log p)",
+}
+
 
 class MaskedForwardProcess:
     """Masking noise under ``schedule``; ``mask_id``, ``pad_id`` and ``sample_ids`` (the ids
-    samplers may draw; None = every id but [MASK]) come from the run's tokenizer;
-    ``mask_padding`` corrupts [PAD] like any token (see the module doc)."""
+    samplers may draw; None = every id but [MASK]) come from the run's tokenizer; ``padding``
+    is one of ``PADDINGS`` (see the module doc)."""
 
     def __init__(
         self,
@@ -56,8 +76,18 @@ class MaskedForwardProcess:
         low_discrepancy: bool = True,
         time_conditioning: bool = False,
         sample_ids: Sequence[int] | None = None,
-        mask_padding: bool = False,
+        padding: Padding = "given",
     ) -> None:
+        if padding not in PADDINGS:
+            raise ConfigError(
+                f"objective.padding must be one of {', '.join(PADDINGS)}, got {padding!r}"
+            )
+        if padding == "bound" and pad_id == mask_id:
+            raise ConfigError(
+                "objective.padding=bound scores [PAD] as a token, but this tokenizer pads with "
+                f"its [MASK] id ({mask_id}), which the model never predicts; use "
+                "objective.padding=upstream, or data without padding (wrap: true)"
+            )
         if sample_ids is not None and (not sample_ids or mask_id in sample_ids):
             raise InputValueError(
                 f"sample_ids must be a non-empty list of ids without [MASK] ({mask_id}), "
@@ -71,7 +101,7 @@ class MaskedForwardProcess:
         self.low_discrepancy = low_discrepancy
         self.time_conditioning = time_conditioning
         self.sample_ids = None if sample_ids is None else [int(i) for i in sample_ids]
-        self.mask_padding = mask_padding
+        self.padding = padding
 
     def sample_t(
         self, n: int, device: torch.device, generator: torch.Generator | None = None
@@ -88,8 +118,8 @@ class MaskedForwardProcess:
         generator: torch.Generator | None = None,
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Times t (B,) and masked positions (B, L); [PAD] positions are masked only with
-        ``mask_padding``. With a ``shard``, both are drawn for the global batch and our rows
+        """Times t (B,) and masked positions (B, L); [PAD] positions are masked unless
+        ``padding`` is "given". With a ``shard``, both are drawn for the global batch and our rows
         kept."""
         batch, length = input_ids.shape
         total, rows = shard_rows(shard, batch)
@@ -100,11 +130,11 @@ class MaskedForwardProcess:
 
     def masked_by(self, input_ids: Tensor, t: Tensor, draw: Tensor) -> Tensor:
         """(B, L) bool: the positions that uniform ``draw`` (B, L) masks at times ``t`` (B,),
-        each with the schedule's mask probability; [PAD] only with ``mask_padding``."""
+        each with the schedule's mask probability; [PAD] unless ``padding`` is "given"."""
         p_t = self.schedule.mask_probability(t.double()).to(draw.dtype)  # (B,)
         masked = draw < p_t[:, None]  # (B, L)
-        if not self.mask_padding:
-            masked &= self.scored(input_ids)
+        if self.padding == "given":
+            masked &= input_ids != self.pad_id
         return masked
 
     def corrupt(self, input_ids: Tensor, masked: Tensor) -> Tensor:
@@ -129,23 +159,26 @@ class MaskedForwardProcess:
         return self.corrupt(input_ids, self.masked_by(input_ids, t, draw))
 
     def scored(self, input_ids: Tensor) -> Tensor:
-        """(B, L) bool: the positions a loss scores (every one but [PAD])."""
+        """(B, L) bool: the positions a loss scores: every one with ``padding`` "bound", else
+        every one but [PAD]."""
+        if self.padding == "bound":
+            return torch.ones_like(input_ids, dtype=torch.bool)
         return input_ids != self.pad_id
 
     def scored_masked(self, input_ids: Tensor, masked: Tensor) -> Tensor:
-        """(B, L) bool: the masked positions (B, L) that a loss scores (not [PAD])."""
+        """(B, L) bool: the masked positions (B, L) that a loss scores."""
         return masked & self.scored(input_ids)
 
     def undrawable(self, vocab: int, device: torch.device) -> Tensor:
         """(V,) bool: the columns a sampler must never draw ([MASK], and every id outside
-        ``sample_ids`` when it is set, except [PAD] with ``mask_padding``: the model learnt
-        where padding goes, so a sample ends where it draws it)."""
+        ``sample_ids`` when it is set, except [PAD] when it is corrupted: the model predicts
+        padding, so a sample ends where it draws it)."""
         if self.sample_ids is None:
             blocked = torch.zeros(vocab, dtype=torch.bool, device=device)
         else:
             blocked = torch.ones(vocab, dtype=torch.bool, device=device)
             blocked[self.sample_ids] = False
-            if self.mask_padding:
+            if self.padding != "given":
                 blocked[self.pad_id] = False
         blocked[self.mask_id] = True
         return blocked
@@ -153,15 +186,7 @@ class MaskedForwardProcess:
     @property
     def scoring(self) -> str:
         """Which tokens the NELBO scores and what it bounds, in words (``genodiff eval``)."""
-        if self.mask_padding:
-            return (
-                "NELBO over every non-[PAD] token; [PAD] is corrupted but never scored "
-                "(mask_padding: the length is charged, a bound on -log p(x))"
-            )
-        return (
-            "NELBO over every non-[PAD] token; [PAD] is never corrupted (a bound on "
-            "-log p(x | where [PAD] is): padding, hence a sentence's length, is given)"
-        )
+        return PADDINGS[self.padding]
 
     def network_sigma(self, t: Tensor) -> Tensor | None:
         """What a time-conditioned network is given for times ``t`` (B,): sigma(t) capped at
@@ -173,15 +198,21 @@ class MaskedForwardProcess:
 
 class HoldsMaskedProcess:
     """For an objective that holds a ``MaskedForwardProcess`` as ``process`` (MDLM, SEDD,
-    D3PM): what it declares about time conditioning and scoring is the process's, read from
-    it rather than kept twice."""
+    D3PM): what it declares about time conditioning, padding and scoring is the process's,
+    read from it rather than kept twice. Runs saved before ``padding`` existed name
+    ``mask_padding`` instead (``renamed_options``)."""
 
     process: MaskedForwardProcess
     noisy_states = "masked"
+    renamed_options = {"mask_padding": ("padding", {False: "given", True: "upstream"})}
 
     @property
     def time_conditioning(self) -> bool:
         return self.process.time_conditioning
+
+    @property
+    def padding(self) -> str:
+        return self.process.padding
 
     @property
     def scoring(self) -> str:

@@ -32,7 +32,7 @@ from torch import Tensor
 from genodiff.batch_shard import BatchShard, shard_rows
 from genodiff.errors import InputValueError
 from genodiff.processes.schedules import LogLinearSchedule
-from genodiff.processes.time_draws import sample_times
+from genodiff.processes.time_draws import sample_times, weighted_times
 from genodiff.processes.uniform_posterior import posterior
 
 
@@ -134,9 +134,31 @@ class UniformForwardProcess:
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Times t (B,) and z_t (B, L) for a batch (of the global batch with a ``shard``)."""
+        t, _, z_t = self.draw_weighted_states(input_ids, 1.0, generator, shard)
+        return t, z_t
+
+    def draw_weighted_states(
+        self,
+        input_ids: Tensor,
+        power: float,
+        generator: torch.Generator | None = None,
+        shard: BatchShard | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Times t (B,), their weights (B,) (``time_draws.weighted_times`` with ``power``; 1
+        draws exactly as ``draw_states``) and z_t (B, L), of the global batch with a
+        ``shard``."""
         total, rows = shard_rows(shard, input_ids.shape[0])
-        t = self.sample_t(total, input_ids.device, generator)[rows]  # (B,)
-        return t, self.states_at(input_ids, t, generator, shard)
+        t, weight = weighted_times(
+            total,
+            input_ids.device,
+            generator,
+            self.low_discrepancy,
+            self.num_steps,
+            self.sampling_eps,
+            power,
+        )
+        t, weight = t[rows], weight[rows]  # (B,) each
+        return t, weight, self.states_at(input_ids, t, generator, shard)
 
     @property
     def scoring(self) -> str:

@@ -28,6 +28,7 @@ from genodiff.data.labelled import class_count_lines
 from genodiff.domains import domain_of
 from genodiff.generate import draw_samples
 from genodiff.guidance import Guidance
+from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.progress import Progress, progress_wanted
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun
@@ -116,21 +117,21 @@ def finish(
     out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
-    kind = "exact" if model.objective.exact_likelihood else "bound"
+    what = LIKELIHOOD_WORDS[model.objective.likelihood][1]  # of the NLL: exact, bound, ...
     report = []
     if best:
         score = float(checkpoint.best_model_score)
         report.append(
-            f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity {kind} "
-            f"{math.exp(score):.4f}) at {best}"
+            f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity "
+            f"{math.exp(score):.4f}, {what}) at {best}"
         )
     weights = checkpoint.last_model_path or "in-memory"  # the weights `model` holds now
     if cfg.evaluate_test and best:
         (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
         weights = best  # trainer.test loaded them into `model`
         report.append(
-            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity {kind} "
-            f"{result['test/ppl']:.4f}"
+            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity "
+            f"{result['test/ppl']:.4f} ({what})"
             + (
                 f" (true label); {result['test/nelbo_unconditional']:.4f} with the null label"
                 if "test/nelbo_unconditional" in result
@@ -164,5 +165,5 @@ def finish(
         samples = draw_samples(
             model.eval_objective, model.eval_backbone, job_request, s.seed, s.batch_size, progress
         )
-        path = write_samples(samples, out / name, run, tokenizer)
+        path = write_samples(datamodule.end_samples(samples), out / name, run, tokenizer)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")

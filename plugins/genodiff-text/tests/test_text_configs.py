@@ -13,7 +13,7 @@ from genodiff_text.resources import CONFIGS, CORPUS
 from omegaconf import OmegaConf
 
 from genodiff.checkpoints import read_checkpoint_file
-from genodiff.config import load_config
+from genodiff.config import ConfigError, load_config
 from genodiff.resources import resource
 
 REPO = Path(__file__).resolve().parents[3]
@@ -52,7 +52,13 @@ def _load(name, overrides=None):
 PLUGIN_GROUP_FILES = {
     "model": {"dit_small", "dit_tiny", "ar_transformer_small", "ar_transformer_tiny"},
     "data": {"lm1b", "text_demo"},
-    "objective": {"mdlm_text", "sedd_text", "d3pm_text"},
+    "objective": {
+        "mdlm_text",
+        "sedd_text",
+        "d3pm_text",
+        "mdlm_text_upstream",
+        "sedd_text_upstream",
+    },
 }
 
 
@@ -156,19 +162,25 @@ def test_lm1b_baselines_share_the_recipe():
         assert cfg.tokenizer == base.tokenizer and cfg.trainer == base.trainer
 
 
-@pytest.mark.parametrize("name", ["lm1b", "lm1b_sedd", "text_demo"])
-def test_padded_text_corrupts_pad_as_upstream_mdlm(name):
-    # wrap: false pads each sentence: [PAD] is corrupted (never scored), so the bound charges
-    # the length; the core's DNA objectives keep [PAD] (N) uncorrupted.
+@pytest.mark.parametrize(
+    ("name", "padding"), [("lm1b", "upstream"), ("lm1b_sedd", "upstream"), ("text_demo", "bound")]
+)
+def test_padded_text_names_its_pad_convention(name, padding):
+    # wrap: false pads each sentence. The demo scores [PAD] (a bound, the length included); the
+    # paper's LM1B recipe keeps upstream MDLM's convention (corrupted, never scored) for numbers
+    # comparable with the paper; the core's DNA objectives never corrupt [PAD] (N).
     cfg = _load(name)
-    assert cfg.data.wrap is False and cfg.objective.mask_padding is True
+    assert cfg.data.wrap is False and cfg.objective.padding == padding
+    assert _load(name, ["objective.padding=bound"]).objective.padding == "bound"
     core = {
         name: load_config(resource("configs/demo.yaml"), [f"objective={name}"])
         for name in ("mdlm", "sedd", "d3pm")
     }
-    assert all(c.objective.mask_padding is False for c in core.values())
+    assert all(c.objective.padding == "given" for c in core.values())
     d3pm = _load("text_demo", ["objective=d3pm_text"])
-    assert d3pm.objective.name == "d3pm" and d3pm.objective.mask_padding is True
+    assert d3pm.objective.name == "d3pm" and d3pm.objective.padding == "bound"
+    with pytest.raises(ConfigError, match="objective.padding: expected one of 'given', 'bound'"):
+        _load("text_demo", ["objective.padding=yes"])
 
 
 def test_text_demo_is_small_and_trains_its_own_tokenizer():
@@ -183,7 +195,7 @@ def test_sedd_with_dna_ids_is_refused_for_text():
     # The DNA ids objective/sedd.yaml may list must not reach a text tokenizer unnoticed.
     from genodiff_text.tokenizers import TrainedTokenizer
 
-    from genodiff.config import ConfigError, with_tokenizer_fields
+    from genodiff.config import with_tokenizer_fields
     from genodiff.objectives.sedd import SEDD
 
     tok = TrainedTokenizer(vocab_size=64).train(["the cat sat on the mat"] * 4)
@@ -207,7 +219,7 @@ def test_text_demo_trains_end_to_end_and_eval_matches_the_baselines(tmp_path, ca
     ]
     assert main(["train", str(CONFIGS / "text_demo.yaml"), *overrides]) == 0
     samples = (out / "samples.txt").read_text()
-    assert samples.strip()
+    assert samples.strip() and "[SEP]" not in samples  # a sample ends at its first [SEP]
     saved = json.loads((out / "tokenizer.json").read_text())
     assert saved["name"] == "trained" and "tokenizer_json" in saved["state"]
     checkpoint = next((out / "checkpoints").glob("*.ckpt"))
@@ -216,9 +228,13 @@ def test_text_demo_trains_end_to_end_and_eval_matches_the_baselines(tmp_path, ca
 
     capsys.readouterr()
     assert main(["eval", "--checkpoint", str(checkpoint), "--json", "--num-windows", "10"]) == 0
-    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    result = json.loads(printed)
     assert result["windows"] == 10 and result["length"] == 24
     assert math.isfinite(result["perplexity"])
+    # objective.padding=bound: every token scored, [PAD] included; a bound on the padded text
+    assert result["tokens"] == 10 * 24 and result["likelihood"] == "bound"
+    (tmp_path / "eval.json").write_text(printed)
 
     sys.path.insert(0, str(REPO / "bench"))
     try:
@@ -226,10 +242,12 @@ def test_text_demo_trains_end_to_end_and_eval_matches_the_baselines(tmp_path, ca
     finally:
         sys.path.remove(str(REPO / "bench"))
     capsys.readouterr()
-    text_baselines.main(["--checkpoint", str(checkpoint), "--num-windows", "10", "--json"])
+    argv = ["--checkpoint", str(checkpoint), "--num-windows", "10", "--json"]
+    text_baselines.main([*argv, "--eval", str(tmp_path / "eval.json")])
     report = json.loads(capsys.readouterr().out)
     assert report["windows_sha256"] == result["windows_sha256"]  # the very same tokens
-    assert report["tokens"] == result["tokens"]
+    assert report["tokens"] == result["tokens"] and report["padding"] == "bound"
+    assert report["run"]["nelbo"] == result["nelbo"]
     assert report["bigram_add_one"]["perplexity"] < report["unigram_add_one"]["perplexity"]
 
     # A prefix word the tokenizer maps to [UNK] is named, never dropped from the samples.

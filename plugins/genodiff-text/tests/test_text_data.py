@@ -122,6 +122,31 @@ def test_wrap_true_blocks_follow_mdlm_group_texts(tiny_file):
         dataset[3]
 
 
+def test_a_generated_sentence_ends_at_its_first_sep(tiny_file):
+    """wrap: false windows hold one sentence, so a sample ends where a sentence does: at its
+    first [SEP] (or [PAD]), everything after it [PAD]; wrapped blocks run on unchanged."""
+    drawn = torch.tensor(
+        [
+            [CLS, A, SEP, B, C, SEP],  # a [SEP] in mid-sample, more words after it
+            [CLS, A, B, PAD, C, D],  # the model ended it with [PAD]
+            [CLS, A, B, C, D, E],  # no end: the whole window
+        ]
+    )
+    ended = _module(tiny_file, max_length=6).end_samples(drawn)
+    assert ended.tolist() == [
+        [CLS, A, SEP, PAD, PAD, PAD],
+        [CLS, A, B, PAD, PAD, PAD],
+        [CLS, A, B, C, D, E],
+    ]
+    assert WordTokenizer().decode(ended[0].tolist(), skip_special_tokens=True) == "a"
+    assert torch.equal(_module(tiny_file, max_length=6, wrap=True).end_samples(drawn), drawn)
+    gpt2_like = WordTokenizer()  # one end-of-text token opens and closes a sentence
+    gpt2_like.bos_id = SEP
+    module = TextDataModule(path=str(tiny_file), max_length=4)
+    module.attach_tokenizer(gpt2_like)
+    assert module.end_samples(torch.tensor([[SEP, A, SEP, B]])).tolist() == [[SEP, A, SEP, PAD]]
+
+
 def test_unknown_words_and_the_detokenize_flag(tmp_path):
     path = tmp_path / "t.txt"
     path.write_text("a , b zzz\n")

@@ -273,7 +273,7 @@ def test_sample_ends_at_its_first_pad_and_keeps_sentence_boundaries():
     tok = TrainedTokenizer(vocab_size=300).train(CORPUS)
     cls, sep, pad = tok.bos_id, tok.eos_id, tok.pad_id
     mr, bennet, replied = tok.encode("mr"), tok.encode("bennet"), tok.encode("replied")
-    # a padded sentence, as a model trained with objective.mask_padding ends it
+    # a padded sentence, as a model that predicts [PAD] (objective.padding) ends it
     ended = [cls, *mr, *bennet, sep, pad, pad, *replied]  # nothing after the first [PAD]
     assert tok.decode_sample(ended) == "mr bennet"
     # two sentences in one sample (wrap: true): the boundary survives a round trip

@@ -3,7 +3,8 @@
 ``default_model``, when no MODEL is given).
 
 A sample is the text ``genodiff sample`` wrote (``TextTokenizer.decode_sample``): it ends where
-the model put [PAD], and its sentences are separated by the text tokenizer's sentence end,
+the model put [PAD] (a padded sentence at its first [SEP]: ``TextDataModule.end_samples``), and
+the sentences of a wrapped block are separated by the text tokenizer's sentence end,
 written `` [SEP] `` (bert and trained tokenizers) or ``<|endoftext|>`` (gpt2). The text is
 retokenised by the model's own tokenizer: each sentence is encoded on its own (no special
 tokens added), consecutive sentences are joined by the model's EOS token (GPT-2:

@@ -16,14 +16,16 @@ Special ids (MDLM's conventions, kuleshov-group/mdlm ``dataloader.get_tokenizer`
   gpt2 sentence in it).
 - [PAD]: the tokenizer's pad token; a tokenizer without one (gpt2) pads with the appended
   mask id. This is what MDLM does: it adds a ``[PAD]`` token (id 50,257) and then appends the
-  mask at ``tokenizer.vocab_size`` = 50,257 too, so pad and mask share one id. genodiff never
-  scores [PAD], so with ``wrap: true`` (the OWT setting, no padding at all) this changes
-  nothing, and with ``wrap: false`` padded positions simply read as [MASK] (and, the id being
-  undrawable, such a model's samples never end early).
+  mask at ``tokenizer.vocab_size`` = 50,257 too, so pad and mask share one id. With
+  ``wrap: true`` (the OWT setting, no padding at all) this changes nothing; with
+  ``wrap: false`` padded positions read as [MASK], so ``objective.padding=bound`` (which scores
+  [PAD]) is refused for such a tokenizer and ``upstream`` (which never scores it) is the one
+  that works.
 
-``sample_ids`` are all ids but [MASK] and [PAD]. A masked objective with ``mask_padding``
-(the plugin's padded-text configs) may also draw [PAD]: a sample then ends at its first [PAD]
-(``decode_sample``).
+``sample_ids`` are all ids but [MASK] and [PAD]. A masked objective that corrupts [PAD]
+(``objective.padding`` bound or upstream: the plugin's padded-text configs) may also draw
+[PAD]: a sample then ends at its first [PAD] (``decode_sample``); a sample of padded sentences
+is also ended at its first [EOS] before it is decoded (``TextDataModule.end_samples``).
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ class BackendTokenizer(Tokenizer):
 
     def decode_sample(self, ids: Sequence[int]) -> str:
         """What a user reads for a generated sequence: it ends at its first [PAD] (a model that
-        learnt where padding goes, ``objective.mask_padding``, ends its sentence there); the
+        predicts padding, ``objective.padding``, ends its sentence there); the
         special tokens are dropped except a sentence end ([EOS]) inside the sample, written as
         the EOS token (`` [SEP] ``) so that ``encode_sample`` restores the boundary."""
         ids = [int(i) for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]

@@ -25,8 +25,10 @@ Windows (``max_length`` L tokens, items ``{"input_ids": LongTensor[L]}``):
   into one stream, cut into chunks of L-2 tokens, each item ``[BOS] chunk [EOS]``; the
   remainder shorter than a chunk is dropped. Named ``block K (lines A-B)``.
 
-[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]). [PAD] is never
-scored; the plugin's configs corrupt it (``objective.mask_padding``), as upstream MDLM.
+[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]). How the objective
+treats [PAD] is ``objective.padding``: the plugin's ``mdlm_text`` scores it (a bound, length
+included), ``mdlm_text_upstream`` corrupts it without scoring it (upstream MDLM). A generated
+window of ``wrap: false`` ends at its first [EOS] (``end_samples``), as a sentence does.
 
 Nothing is read in ``__init__``; ``check_files()`` validates the input (missing, binary,
 invalid UTF-8, empty, too few sentences for the splits), ``training_texts()`` yields the
@@ -402,6 +404,19 @@ class TextDataModule(DataModule):
         it (``genodiff.Model.score``)."""
         rows = (("(in memory)", number, text) for number, text in enumerate(sequences, 1))
         return self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
+
+    def end_samples(self, samples: torch.Tensor) -> torch.Tensor:
+        """``wrap: false``: a generated window ends as a sentence does, at its first [EOS]
+        after the start (or its first [PAD]); every position after it becomes [PAD], so the
+        decoded sample stops there too. Wrapped blocks run on through their sentences,
+        unchanged (as without an [EOS] token)."""
+        tokenizer = self._require_tokenizer()
+        if self.wrap or tokenizer.eos_id is None:
+            return samples
+        ends = (samples == tokenizer.eos_id) | (samples == tokenizer.pad_id)  # (n, L)
+        ends[:, 0] = samples[:, 0] == tokenizer.pad_id  # a BOS that is also the EOS (gpt2)
+        after = (ends.long().cumsum(dim=1) - ends.long()) > 0  # (n, L): past the first end
+        return samples.masked_fill(after, tokenizer.pad_id)
 
     def dataset_of(self, split: str) -> _TextDataset:
         if split not in self.datasets:
