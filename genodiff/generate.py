@@ -176,7 +176,8 @@ def plan(
         **options,
     )
     batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
-    check_feasible(request, batch_size, model.eval_backbone)  # before a prefix's (length,)
+    # before a prefix's (length,); holding every sample is checked where they are held
+    check_feasible(request, batch_size, model.eval_backbone, held=False)
     if prefix is not None:
         constraint = Constraint.from_prefix(prefix, length, tokenizer)
         request = replace(request, template=constraint.template, given=constraint.given)
@@ -217,7 +218,7 @@ def draw_batches(
     first index (a resumed run). ValueError up front for a ``batch_size`` < 1 or a request that
     cannot fit in memory (``check_feasible``). ``progress`` shows the sampler's steps over all
     batches."""
-    check_feasible(request, batch_size, backbone)
+    check_feasible(request, batch_size, backbone, held=False)
     indices = range(request.num_samples) if indices is None else indices
     device = next(backbone.parameters()).device
     backbone.eval()
@@ -240,33 +241,43 @@ def draw_samples(
     progress: Progress | None = None,
 ) -> Tensor:
     """(request.num_samples, request.length) ids, all held in memory (``draw_batches``)."""
+    check_feasible(request, batch_size, backbone)
     batches = draw_batches(objective, backbone, request, seed, batch_size, progress=progress)
     return torch.cat([ids for _, ids in batches])
 
 
-def memory_needed(request: SampleRequest, batch_size: int, vocab_size: int) -> tuple[int, int]:
+def memory_needed(
+    request: SampleRequest, batch_size: int, vocab_size: int, held: bool = True
+) -> tuple[int, int]:
     """A lower bound on the bytes sampling ``request`` takes: (on the device, one batch's
     float32 network output, batch x length x vocab x 4 bytes, with its int64 ids, x 8 bytes;
-    in host memory, the int64 ids of every sample, num_samples x length x 8 bytes). The
-    network's own activations come on top, so a request above it cannot fit."""
+    in host memory, the int64 ids of the samples held at once: every sample, num_samples x
+    length x 8 bytes, when they are ``held`` (``Model.generate``), else one batch's (streamed
+    to a file, ``Model.generate_to_file``)). The network's own activations come on top, so a
+    request above it cannot fit."""
     batch = min(batch_size, request.num_samples)
-    return batch * request.length * (4 * vocab_size + 8), request.num_samples * request.length * 8
+    kept = request.num_samples if held else batch
+    return batch * request.length * (4 * vocab_size + 8), kept * request.length * 8
 
 
-def check_feasible(request: SampleRequest, batch_size: int, backbone: torch.nn.Module) -> None:
+def check_feasible(
+    request: SampleRequest, batch_size: int, backbone: torch.nn.Module, held: bool = True
+) -> None:
     """ValueError for a ``batch_size`` < 1, or, saying how much memory it would take, for a
     request that cannot fit (``memory_needed`` with the backbone's declared ``vocab_size``, above
-    the machine's memory) rather than an allocator error or the out-of-memory killer later."""
+    the machine's memory) rather than an allocator error or the out-of-memory killer later;
+    ``held``: whether every sample is kept in memory (else they are streamed to a file)."""
     if batch_size < 1:
         raise InputValueError(f"batch_size must be >= 1, got {batch_size}", parameter="batch_size")
     device = next(backbone.parameters()).device
-    needed = memory_needed(request, batch_size, capabilities_of(backbone).vocab_size)
+    needed = memory_needed(request, batch_size, capabilities_of(backbone).vocab_size, held)
     for need, have, where in zip(needed, memory_available(device), (device, "host"), strict=True):
         if need > have:
+            stream = " (or write them to a file as they are drawn)" if held else ""
             raise InputValueError(
                 f"sampling {request.num_samples} x {request.length} tokens (batches of "
                 f"{min(batch_size, request.num_samples)}) needs at least {size_text(need)} of "
                 f"{where} memory, and this machine has {size_text(have)}; lower the length, "
-                "the batch size or the number of samples",
+                f"the batch size or the number of samples{stream}",
                 parameter=("length", "batch_size", "num_samples"),
             )

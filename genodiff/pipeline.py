@@ -36,7 +36,7 @@ from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
 from genodiff.evaluate import score_sequences
-from genodiff.generate import SamplingPlan, draw_batches, plan
+from genodiff.generate import SamplingPlan, check_feasible, draw_batches, plan
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.metrics import (
     OracleQuality,
@@ -183,6 +183,7 @@ class Model:
             seed=seed,
             batch_size=batch_size,
         )
+        check_feasible(job.request, job.batch_size, self.network.eval_backbone)  # all held
         with _progress_bar(progress) as bar:
             batches = self._draw(job, range(num_samples), bar)
             ids = torch.cat([batch for _, batch in batches])

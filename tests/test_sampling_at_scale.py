@@ -276,3 +276,15 @@ def test_eval_on_two_processes_equals_one(tmp_path):
         assert b["nelbo"] == pytest.approx(a["nelbo"], rel=1e-6)
     assert two["nelbo"] == pytest.approx(one["nelbo"], rel=1e-6)
     assert two["windows_sha256"] == one["windows_sha256"]
+
+
+def test_a_streamed_run_needs_the_memory_of_a_batch_not_of_every_sample():
+    """A billion 1-kb samples cannot be held (8 TB of ids) but can be streamed to a file."""
+    from genodiff.generate import check_feasible
+    from genodiff.samplers.request import SampleRequest
+
+    net = model().network.eval_backbone
+    request = SampleRequest(10**9, 1000)
+    check_feasible(request, 16, net, held=False)
+    with pytest.raises(InputValueError, match="write them to a file as they are drawn"):
+        check_feasible(request, 16, net)
