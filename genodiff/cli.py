@@ -86,8 +86,16 @@ def _sample(args: argparse.Namespace) -> None:
 def _eval(args: argparse.Namespace) -> None:
     import json
 
+    from genodiff.data.genome import index_files_beside
     from genodiff.evaluate import evaluate_checkpoint
 
+    if args.per_window and not args.json:
+        raise UserInputError(
+            "--per-window lists every window's NELBO in the JSON object; add --json"
+        )
+
+    indexes = index_files_beside(args.data_file) if args.data_file is not None else ()
+    existed = [path.exists() for path in indexes]
     with _progress(args) as progress:
         result = evaluate_checkpoint(
             args.checkpoint,
@@ -100,6 +108,13 @@ def _eval(args: argparse.Namespace) -> None:
             device=args.device,
             per_window=args.per_window,
             progress=progress,
+        )
+    written = [p.name for p, had in zip(indexes, existed, strict=True) if p.exists() and not had]
+    if written:
+        print(
+            f"genodiff eval: indexed {args.data_file} for random access: wrote "
+            f"{' and '.join(written)} beside it (reused next time; safe to delete)",
+            file=sys.stderr,
         )
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
@@ -331,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps",
         type=int,
         help="steps T of ancestral and cached, per window of semi-ar, of SEDD's, UDLM's and "
-        "Plaid's samplers; first-hitting and AR models take none (default: 1024)",
+        "Plaid's samplers; first-hitting and AR models take none and refuse it (default: 1024)",
     )
     sample.add_argument(
         "--sampler",
@@ -429,8 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="data_file",
         metavar="FILE",
         help="score the windows of FILE instead of the test split, read as the checkpoint's "
-        "data module reads a file of its domain (DNA: a FASTA; a text plugin: one sentence per "
-        "line); --fasta and --text are aliases of --file",
+        "data module reads a file of its domain (DNA: a FASTA, indexed in FILE.fai, and "
+        "FILE.gzi for BGZF, beside it, or in ~/.cache/genodiff/fai where its folder is "
+        "read-only; a text plugin: one sentence per line); --fasta and --text are aliases of "
+        "--file",
     )
     evaluate.add_argument("--length", type=int, help="window length (default: the config's)")
     evaluate.add_argument("--num-windows", type=int, help="evenly spread subset (default: all)")
@@ -633,12 +650,13 @@ FILE_SYSTEM_ERRORS = (
     NotADirectoryError,
     PermissionError,
 )
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
 
 
 def is_user_error(err: BaseException) -> bool:
     """True for an error in what the user gave (``UserInputError``) or about the user's files
-    and disk (missing, not allowed, disk full); anything else is a bug."""
+    and disk (missing, not allowed, disk full, past the file-size limit); anything else is a
+    bug."""
     if isinstance(err, (UserInputError, *FILE_SYSTEM_ERRORS)):
         return True
     return isinstance(err, OSError) and err.errno in DISK_ERRNOS

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputValueError
 from genodiff.metrics.sequences import read_sequences
 from genodiff.metrics.suite import QualitySettings, SampleQuality, evaluate_samples
 from genodiff.progress import Progress
@@ -227,9 +227,15 @@ def evaluate_files_with_oracle(
     ``genodiff.sample_files.sample_alphabet``). Every input is checked before any metric."""
     from genodiff.devices import resolve_device
     from genodiff.finetuning.trained import load_finetuned_classifier
-    from genodiff.sample_files import read_sample_labels, sample_alphabet
+    from genodiff.metrics.suite import INPUT_NAMES
+    from genodiff.sample_files import check_sample_file, read_sample_labels, sample_alphabet
 
     reference_files = parse_references(references, label)
+    check_sample_file(samples, INPUT_NAMES["samples"], "samples")
+    for name, path in reference_files.items():  # each named as what it is, before any is read
+        check_sample_file(path, f"reference of class {name}", "reference")
+    if train is not None:
+        check_sample_file(train, INPUT_NAMES["train"], "train")
     if alphabet is None:
         alphabet = sample_alphabet(samples, *reference_files.values(), train)
     classifier = load_finetuned_classifier(oracle, resolve_device(device))
@@ -240,11 +246,6 @@ def evaluate_files_with_oracle(
         check_class_name(name, classes, f"reference {name}={path}", "reference")
     sequences = read_sequences(samples, alphabet)
     asked = sample_classes(read_sample_labels(samples), label, classes, str(samples))
-    for name, path in reference_files.items():
-        if not Path(path).is_file():
-            raise InputFileNotFoundError(
-                f"reference of class {name}: no file {path}", parameter="reference"
-            )
     quality = evaluate_with_oracle(
         sequences,
         asked,

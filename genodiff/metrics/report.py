@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from genodiff.atomic_files import save_figure, write_text
+from genodiff.atomic_files import check_writable, save_figure, write_text
 from genodiff.errors import InputValueError
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
 from genodiff.metrics.kmers import kmer_spectrum
@@ -194,7 +194,8 @@ def plot_gc_histograms(quality: SampleQuality) -> Figure:
 
 
 def check_report_folder(out: str | os.PathLike) -> Path:
-    """``out`` as a folder ``write_report`` may write into; InputValueError when it is a file."""
+    """``out`` as a folder ``write_report`` may write into; InputValueError when it is a file
+    or cannot be written (``genodiff.atomic_files.check_writable``)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputValueError(
@@ -202,6 +203,7 @@ def check_report_folder(out: str | os.PathLike) -> Path:
             "name a new folder, or one to add them to",
             parameter="out",
         )
+    check_writable(out / REPORT_FILES[0], "out")  # before the metrics, not after
     return out
 
 
