@@ -215,6 +215,8 @@ def plan(
         stride=stride,
         constraint=constraint.description if constraint else None,
         guidance=steer,
+        checkpoint_step=model.provenance.get("global_step"),
+        weights_crc32=model.provenance.get("weights_crc32"),
     )
     return SamplingPlan(request, run, batch_size, seed)
 
