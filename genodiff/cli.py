@@ -576,7 +576,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--checkpoint", required=True, help="Lightning .ckpt from genodiff train")
     export.add_argument("--out", required=True, help="folder for config.json + model.safetensors")
-    export.add_argument("--weights", choices=("ema", "raw"), default="ema")
+    export.add_argument(
+        "--weights",
+        choices=("ema", "raw"),
+        default="ema",
+        help="which weights of the checkpoint: ema, the exponential moving average that "
+        "sample and eval use, or raw, the optimizer's last weights (default: %(default)s)",
+    )
     export.add_argument(
         "--overwrite",
         action="store_true",
