@@ -229,8 +229,7 @@ def _data_labelled_split(args: argparse.Namespace) -> None:
     if not isinstance(datamodule, LabelledDataModule):
         raise InputValueError(
             f"{args.config} reads data.name={cfg.data.name}; labelled-split needs a labelled "
-            "config (data.name=labelled with data.fasta_by_label, e.g. "
-            "configs/conditional_species.yaml)"
+            "config (data.name=labelled, e.g. configs/conditional_demo.yaml)"
         )
     datamodule.check_files()
     task = args.task or cfg.name
@@ -611,17 +610,18 @@ def build_parser() -> argparse.ArgumentParser:
     hg38.set_defaults(run=_data_hg38)
     split = datasets.add_parser(
         "labelled-split",
-        help="write a split of a labelled run's windows for an oracle: a Genomic Benchmarks "
+        help="write a split of a labelled run's sequences for an oracle: a Genomic Benchmarks "
         "folder for genodiff finetune and one reference FASTA per class",
-        description="Write the windows of --split of CONFIG (a labelled-FASTA run config, "
-        "data.fasta_by_label, e.g. configs/conditional_species.yaml) to --dest: "
+        description="Write the sequences of --split of CONFIG (a labelled run config: one FASTA "
+        "per class, data.fasta_by_label, e.g. configs/conditional_species.yaml, or a Genomic "
+        "Benchmarks folder, e.g. configs/conditional_demo.yaml) to --dest: "
         "DEST/TASK/{train,test}/CLASS/*.txt (the split divided again by position per class: "
         "the last --oracle-test-fraction of each class's windows are the oracle's test set), "
         "DEST/reference/CLASS.fa (every window of the class in the split) and "
         "DEST/manifest.json. Train an oracle with genodiff finetune benchmark.root=DEST "
         "benchmark.tasks=[TASK]; use it with genodiff evaluate-samples --oracle.",
     )
-    split.add_argument("config", help="labelled run config, e.g. configs/conditional_species.yaml")
+    split.add_argument("config", help="labelled run config, e.g. configs/conditional_demo.yaml")
     split.add_argument("overrides", nargs="*", help="key=value overrides, as for genodiff train")
     split.add_argument(
         "--split",

@@ -14,8 +14,11 @@ classifies every sample (in batches), and
 
 The samples of each class are then scored by the whole quality suite (``suite.evaluate_samples``)
 against real sequences of that class; ``kmer_js`` ({class: {"3", "6"}}), ``discriminator_auroc``
-({class: AUROC}), ``duplicate_rate`` and ``pairwise_kmer_distance`` ({class: {"samples",
-"reference"}}) gather its headline numbers, and ``per_class`` holds each class's full metrics.
+({class: AUROC}), ``gc_content``, ``cpg_oe`` (means), ``duplicate_rate`` and
+``pairwise_kmer_distance`` ({class: {"samples", "reference"}}) gather its headline numbers, and
+``per_class`` holds each class's full metrics. The oracle says whether samples are of their
+class; the discriminator and the composition say whether they look like real DNA of it, which
+strong guidance trades away (``report.oracle_markdown`` shows them side by side).
 """
 
 from __future__ import annotations
@@ -165,6 +168,8 @@ def evaluate_with_oracle(
         "kmer_js": {},
         "kmer_js_real_vs_real": {},
         "discriminator_auroc": {},
+        "gc_content": {},
+        "cpg_oe": {},
         "duplicate_rate": {},
         "pairwise_kmer_distance": {},
         "per_class": {},
@@ -202,6 +207,12 @@ def evaluate_with_oracle(
         metrics["kmer_js"][name] = {k: m["kmer_js"][k] for k in ORACLE_KS}
         metrics["kmer_js_real_vs_real"][name] = {k: m["kmer_js_real_vs_real"][k] for k in ORACLE_KS}
         metrics["discriminator_auroc"][name] = m["discriminator_auroc"]
+        for key in ("gc_content", "cpg_oe"):
+            means = m[key]
+            metrics[key][name] = {
+                "samples": means["samples_mean"],
+                "reference": means["reference_mean"],
+            }
         for key in ("duplicate_rate", "pairwise_kmer_distance"):
             metrics[key][name] = m[key]
         metrics["per_class"][name] = m

@@ -247,9 +247,17 @@ def oracle_markdown(metrics: dict[str, Any]) -> str:
         f"on {m['samples']['sequences']} samples (macro-F1 over the {len(asked)} class(es) "
         "samples were drawn for).",
         "",
-        "| class | samples | oracle agrees | 3-mer JS (real vs real) | 6-mer JS (real vs real) "
-        "| discriminator AUROC | duplicates (reference) | pairwise 6-mer distance (reference) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "The oracle says whether the samples are of their class; the columns after it say "
+        "whether they look like real DNA of that class. Discriminator AUROC: 0.5 = a k-mer "
+        "classifier cannot tell the samples from the class's real DNA, 1 = it always can; GC "
+        "and CpG o/e: the samples' mean against the real DNA's. High accuracy with an AUROC "
+        "near 1, or a composition far from the real one, means caricatures of the class, not "
+        "real-like DNA: lower the guidance.",
+        "",
+        "| class | samples | oracle agrees | discriminator AUROC | GC (real) | CpG o/e (real) "
+        "| 3-mer JS (real vs real) | 6-mer JS (real vs real) | duplicates (reference) "
+        "| pairwise 6-mer distance (reference) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, counts in asked.items():
         js, baseline = m["kmer_js"][name], m["kmer_js_real_vs_real"][name]
@@ -258,8 +266,12 @@ def oracle_markdown(metrics: dict[str, Any]) -> str:
             name,
             str(counts["sequences"]),
             _number(counts["oracle_accuracy"], 3),
-            *(f"{_number(js[k])} ({_number(baseline[k])})" for k in ("3", "6")),
             _number(m["discriminator_auroc"][name], 3),
+            *(
+                f"{_number(m[key][name]['samples'], 3)} ({_number(m[key][name]['reference'], 3)})"
+                for key in ("gc_content", "cpg_oe")
+            ),
+            *(f"{_number(js[k])} ({_number(baseline[k])})" for k in ("3", "6")),
             f"{_number(dup['samples'], 3)} ({_number(dup['reference'], 3)})",
             f"{_number(dist['samples'], 3)} ({_number(dist['reference'], 3)})",
         ]
