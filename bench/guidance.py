@@ -84,7 +84,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gammas", type=float, nargs="+", default=[0, 1, 2, 3, 5])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--num-samples", type=int, default=32, help="per class and cell")
-    parser.add_argument("--steps", type=int, default=64, help="MDLM sampling steps")
+    parser.add_argument(
+        "--steps", type=int, default=64, help="MDLM and UDLM sampling steps (AR takes none)"
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per network call")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
@@ -177,8 +179,10 @@ def cell(work: Path, paths: dict[str, Path], method: str, gamma: float, args) ->
             if not out.exists():
                 sample = ["sample", "--checkpoint", str(paths[generator]), "--label", label]
                 sample += ["--guidance", f"{gamma:g}", "--num-samples", str(args.num_samples)]
-                sample += ["--length", "256", "--steps", str(args.steps), "--seed", str(args.seed)]
+                sample += ["--length", "256", "--seed", str(args.seed)]
                 sample += ["--batch-size", str(args.batch_size)]
+                if generator != "ar":  # the AR sampler draws one base per step: no steps
+                    sample += ["--steps", str(args.steps)]
                 if kind is not None:
                     sample += ["--classifier", str(paths[kind])]
                 genodiff(*sample, *options, "--out", str(out))

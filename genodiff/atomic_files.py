@@ -36,12 +36,45 @@ from genodiff.memory import size_text
 TEMPORARY_SUFFIX = ".tmp"
 # What a write onto a full disk fails with, and how to say it.
 DISK_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
+# ... and a write past the process's file-size limit (``ulimit -f``; Python ignores SIGXFSZ).
+FILE_TOO_LARGE = {errno.EFBIG: "file size limit of this process (ulimit -f) reached"}
 
 
 def temporary_path(path: Path) -> Path:
     """Where ``path`` is written before it is renamed into place: a hidden file beside it,
     unique to this process."""
     return path.with_name(f".{path.name}.{os.getpid()}{TEMPORARY_SUFFIX}")
+
+
+def check_writable(path: Path, parameter: str) -> None:
+    """InputValueError (naming ``parameter``, the argument that gave ``path``) unless
+    ``atomic_write`` can create ``path``: the temporary file it would write is created and
+    removed again in ``path``'s folder, or, when that folder is still to be made, a folder in
+    the nearest existing one above (so a read-only file system is found too, even by root).
+    For a command to check its output before hours of work rather than after."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        reason = "a file, not a folder"
+    else:
+        probe = temporary_path(path if folder == path.parent else folder / path.name)
+        try:
+            if folder == path.parent:
+                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                probe.unlink()
+            else:
+                probe.mkdir()
+                probe.rmdir()
+            return
+        except FileExistsError:  # left by a killed writer whose pid was this one
+            return
+        except OSError as err:
+            reason = err.strerror or str(err)
+    raise InputValueError(
+        f"cannot write {path} ({folder}: {reason}); choose a folder you can write to",
+        parameter=parameter,
+    )
 
 
 def remove_temporary_files(folder: Path) -> None:
@@ -72,9 +105,9 @@ def atomic_write(
     ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"`` (bytes). The parent folder is created
     when missing. An exception inside the block (including KeyboardInterrupt) leaves ``path`` as
     it was and no temporary file behind. A full disk (ENOSPC, EDQUOT anywhere in what the block
-    raised: torch's writer reports it as a RuntimeError over the OSError) is a
-    ``DiskFullError`` naming ``path``, ``expected_bytes`` (about what the file needs) when given,
-    and the space left.
+    raised: torch's writer reports it as a RuntimeError over the OSError) or the file-size limit
+    (EFBIG) is a ``DiskFullError`` naming ``path``, ``expected_bytes`` (about what the file
+    needs) when given, and the space left (``disk_full_error``).
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write writes whole files: mode 'w' or 'wb', got {mode!r}")
@@ -90,13 +123,11 @@ def atomic_write(
             os.fsync(handle.fileno())
         os.replace(temporary, path)
     except Exception as err:
-        disk_errno = _disk_full_errno(err)
-        if disk_errno is None:
-            raise
         temporary.unlink(missing_ok=True)  # before measuring what is free
-        raise DiskFullError(
-            disk_errno, _disk_full_message(path, disk_errno, expected_bytes, existed)
-        ) from err
+        full = disk_full_error(err, path, expected_bytes, existed)
+        if full is None:
+            raise
+        raise full from err
     finally:
         temporary.unlink(missing_ok=True)
     fsync_path(path.parent)
@@ -171,26 +202,43 @@ def replace_folder(staging: Path, dest: Path) -> None:
         shutil.rmtree(old)
 
 
+def disk_full_error(
+    err: BaseException, path: Path, expected: int | None = None, existed: bool = False
+) -> DiskFullError | None:
+    """The ``DiskFullError`` to raise instead of ``err``, a failed write of ``path`` (which
+    ``existed`` before, needing about ``expected`` bytes when known), when ``err`` or an
+    exception it was raised from or while handling is an OSError of a full disk (ENOSPC,
+    EDQUOT) or of the file-size limit (EFBIG); else None. Call it once the partial file is
+    removed: the message says how much space is free."""
+    disk_errno = _disk_full_errno(err)
+    if disk_errno is None:
+        return None
+    kept = f"the previous {path.name} is kept as it was" if existed else f"no {path.name} written"
+    if disk_errno in FILE_TOO_LARGE:
+        return DiskFullError(
+            disk_errno,
+            f"{FILE_TOO_LARGE[disk_errno]} writing {path}; {kept}. Raise the limit "
+            "(ulimit -f unlimited), or write a smaller file",
+        )
+    needed = f"about {size_text(expected)} needed, " if expected is not None else ""
+    free = size_text(shutil.disk_usage(path.parent).free)
+    return DiskFullError(
+        disk_errno,
+        f"{DISK_FULL[disk_errno]} writing {path} ({needed}{free} free there); {kept}. Free some "
+        "space, or write to another disk",
+    )
+
+
 def _disk_full_errno(err: BaseException) -> int | None:
-    """ENOSPC or EDQUOT when ``err`` or an exception it was raised from or while handling is an
-    OSError with that errno; else None."""
+    """ENOSPC, EDQUOT or EFBIG when ``err`` or an exception it was raised from or while
+    handling is an OSError with that errno; else None."""
     seen: set[int] = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        if isinstance(err, OSError) and err.errno in DISK_FULL:
+        if isinstance(err, OSError) and (err.errno in DISK_FULL or err.errno in FILE_TOO_LARGE):
             return err.errno
         err = err.__cause__ or err.__context__
     return None
-
-
-def _disk_full_message(path: Path, disk_errno: int, expected: int | None, existed: bool) -> str:
-    needed = f"about {size_text(expected)} needed, " if expected is not None else ""
-    free = size_text(shutil.disk_usage(path.parent).free)
-    kept = f"the previous {path.name} is kept as it was" if existed else f"no {path.name} written"
-    return (
-        f"{DISK_FULL[disk_errno]} writing {path} ({needed}{free} free there); {kept}. Free some "
-        "space, or write to another disk"
-    )
 
 
 class StagedFile:
@@ -264,11 +312,15 @@ class StagedFile:
         except DiskFullError:
             raise
         except Exception as err:
-            disk_errno = _disk_full_errno(err)
-            if disk_errno is None:
+            full = disk_full_error(err, self.staged, len(data), existed=True)
+            if full is None:
                 raise
-            message = _disk_full_message(self.staged, disk_errno, len(data), True)
-            raise DiskFullError(disk_errno, message + "; resume once there is room") from err
+            if self.done == 0:  # no complete piece: nothing worth keeping
+                self.staged.unlink(missing_ok=True)
+                self.record.unlink(missing_ok=True)
+                raise full from err
+            message = f"{full}: the {self.done} written so far are kept; resume once there is room"
+            raise DiskFullError(full.errno, message) from err
 
     def commit(self) -> Path:
         """The staged file renamed over ``path`` (an empty one for no item); returns ``path``."""

@@ -93,8 +93,16 @@ def _sample(args: argparse.Namespace) -> None:
 def _eval(args: argparse.Namespace) -> None:
     import json
 
+    from genodiff.data.genome import index_files_beside
     from genodiff.evaluate import evaluate_checkpoint
 
+    if args.per_window and not args.json:
+        raise UserInputError(
+            "--per-window lists every window's NELBO in the JSON object; add --json"
+        )
+
+    indexes = index_files_beside(args.data_file) if args.data_file is not None else ()
+    existed = [path.exists() for path in indexes]
     with _progress(args) as progress:
         result = evaluate_checkpoint(
             args.checkpoint,
@@ -111,8 +119,16 @@ def _eval(args: argparse.Namespace) -> None:
             devices=args.devices,
             num_nodes=args.num_nodes,
         )
-    if result is not None:  # the main process of a multi-process run
-        print(json.dumps(result.to_dict()) if args.json else result.describe())
+    if result is None:  # a worker process of a multi-process run: the main one reports
+        return
+    written = [p.name for p, had in zip(indexes, existed, strict=True) if p.exists() and not had]
+    if written:
+        print(
+            f"genodiff eval: indexed {args.data_file} for random access: wrote "
+            f"{' and '.join(written)} beside it (reused next time; safe to delete)",
+            file=sys.stderr,
+        )
+    print(json.dumps(result.to_dict()) if args.json else result.describe())
 
 
 def _gen_ppl(args: argparse.Namespace) -> None:
@@ -153,6 +169,7 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
         max_reference=args.max_reference,
         folds=args.folds,
         seed=args.seed,
+        splits=args.splits,
         identity_threshold=args.identity_threshold,
     )
     if args.oracle is None and len(args.reference) > 1:
@@ -225,8 +242,7 @@ def _data_labelled_split(args: argparse.Namespace) -> None:
     if not isinstance(datamodule, LabelledDataModule):
         raise InputValueError(
             f"{args.config} reads data.name={cfg.data.name}; labelled-split needs a labelled "
-            "config (data.name=labelled with data.fasta_by_label, e.g. "
-            "configs/conditional_species.yaml)"
+            "config (data.name=labelled, e.g. configs/conditional_demo.yaml)"
         )
     datamodule.check_files()
     task = args.task or cfg.name
@@ -281,7 +297,9 @@ def _add_processes_flags(parser: argparse.ArgumentParser, what: str) -> None:
         "--accelerator gpu; CPU processes with --accelerator cpu); the result is the one "
         "process's (default: one process on --device)",
     )
-    parser.add_argument("--num-nodes", type=int, help="nodes of --devices processes each")
+    parser.add_argument(
+        "--num-nodes", type=int, help="nodes of --devices processes each (default: 1)"
+    )
     parser.add_argument(
         "--accelerator", help="with --devices: cpu or gpu, as Lightning's (default: auto)"
     )
@@ -357,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps",
         type=int,
         help="steps T of ancestral and cached, per window of semi-ar, of SEDD's, UDLM's and "
-        "Plaid's samplers; first-hitting and AR models take none (default: 1024)",
+        "Plaid's samplers; first-hitting and AR models take none and refuse it (default: 1024)",
     )
     sample.add_argument(
         "--sampler",
@@ -454,9 +472,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume",
         action="store_true",
         help="go on with the run that a kill stopped (the same command plus --resume): after "
-        "its last complete batch, to the file an uninterrupted run writes",
+        "its last complete batch, to the file an uninterrupted run writes (default: off: a "
+        "killed run's staged work is refused)",
     )
-    sample.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    sample.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --out (default: off: an existing --out is refused)",
+    )
     _add_processes_flags(sample, "sequences")
     _add_progress_flag(sample)
     sample.set_defaults(run=_sample)
@@ -476,8 +499,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="data_file",
         metavar="FILE",
         help="score the windows of FILE instead of the test split, read as the checkpoint's "
-        "data module reads a file of its domain (DNA: a FASTA; a text plugin: one sentence per "
-        "line); --fasta and --text are aliases of --file",
+        "data module reads a file of its domain (DNA: a FASTA, indexed in FILE.fai, and "
+        "FILE.gzi for BGZF, beside it, or in ~/.cache/genodiff/fai where its folder is "
+        "read-only; a text plugin: one sentence per line); --fasta and --text are aliases of "
+        "--file",
     )
     evaluate.add_argument("--length", type=int, help="window length (default: the config's)")
     evaluate.add_argument("--num-windows", type=int, help="evenly spread subset (default: all)")
@@ -592,6 +617,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     quality.add_argument("--folds", type=int, default=5, help="discriminator CV folds")
     quality.add_argument(
+        "--splits",
+        type=int,
+        default=20,
+        help="random splits of the reference for the real-vs-real k-mer JS and its spread",
+    )
+    quality.add_argument(
         "--identity-threshold",
         type=float,
         default=0.95,
@@ -612,7 +643,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--checkpoint", required=True, help="Lightning .ckpt from genodiff train")
     export.add_argument("--out", required=True, help="folder for config.json + model.safetensors")
-    export.add_argument("--weights", choices=("ema", "raw"), default="ema")
+    export.add_argument(
+        "--weights",
+        choices=("ema", "raw"),
+        default="ema",
+        help="which weights of the checkpoint: ema, the exponential moving average that "
+        "sample and eval use, or raw, the optimizer's last weights (default: %(default)s)",
+    )
     export.add_argument(
         "--overwrite",
         action="store_true",
@@ -641,17 +678,18 @@ def build_parser() -> argparse.ArgumentParser:
     hg38.set_defaults(run=_data_hg38)
     split = datasets.add_parser(
         "labelled-split",
-        help="write a split of a labelled run's windows for an oracle: a Genomic Benchmarks "
+        help="write a split of a labelled run's sequences for an oracle: a Genomic Benchmarks "
         "folder for genodiff finetune and one reference FASTA per class",
-        description="Write the windows of --split of CONFIG (a labelled-FASTA run config, "
-        "data.fasta_by_label, e.g. configs/conditional_species.yaml) to --dest: "
+        description="Write the sequences of --split of CONFIG (a labelled run config: one FASTA "
+        "per class, data.fasta_by_label, e.g. configs/conditional_species.yaml, or a Genomic "
+        "Benchmarks folder, e.g. configs/conditional_demo.yaml) to --dest: "
         "DEST/TASK/{train,test}/CLASS/*.txt (the split divided again by position per class: "
         "the last --oracle-test-fraction of each class's windows are the oracle's test set), "
         "DEST/reference/CLASS.fa (every window of the class in the split) and "
         "DEST/manifest.json. Train an oracle with genodiff finetune benchmark.root=DEST "
         "benchmark.tasks=[TASK]; use it with genodiff evaluate-samples --oracle.",
     )
-    split.add_argument("config", help="labelled run config, e.g. configs/conditional_species.yaml")
+    split.add_argument("config", help="labelled run config, e.g. configs/conditional_demo.yaml")
     split.add_argument("overrides", nargs="*", help="key=value overrides, as for genodiff train")
     split.add_argument(
         "--split",
@@ -686,12 +724,13 @@ FILE_SYSTEM_ERRORS = (
     NotADirectoryError,
     PermissionError,
 )
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
 
 
 def is_user_error(err: BaseException) -> bool:
     """True for an error in what the user gave (``UserInputError``) or about the user's files
-    and disk (missing, not allowed, disk full); anything else is a bug."""
+    and disk (missing, not allowed, disk full, past the file-size limit); anything else is a
+    bug."""
     if isinstance(err, (UserInputError, *FILE_SYSTEM_ERRORS)):
         return True
     return isinstance(err, OSError) and err.errno in DISK_ERRNOS

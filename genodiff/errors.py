@@ -58,8 +58,9 @@ class NonFiniteOutputError(UserInputError, FloatingPointError):
 
 
 class DiskFullError(UserInputError, OSError):
-    """A write that found no space left on the device (or the user's disk quota spent); the
-    message names the file, the space it needed when known, and what was kept."""
+    """A write that found no space left on the device (or the user's disk quota spent, or the
+    process's file-size limit reached); the message names the file, the space it needed when
+    known, and what was kept."""
 
     def __str__(self) -> str:  # the message, not OSError's "[Errno 28] ..."
         return str(self.strerror)

@@ -69,6 +69,10 @@ class HeldoutWindows:
         return [self.dataset.item_name(i) for i in self.indices]
 
 
+# Above this share of the tokens read as the tokenizer's unknown token, a file is refused: the
+# number would score the unknown token, not the text (a FASTA given to a text model, say).
+MAX_UNKNOWN_FRACTION = 0.25
+
 # The keys only a class-conditional checkpoint's result holds.
 CONDITIONAL_KEYS = (
     "classes",
@@ -100,6 +104,9 @@ class EvalResult:
     perplexity: float
     perplexity_se: float | None
     windows_sha256: str
+    # The share of the windows' tokens (all but [PAD], [MASK], [BOS], [EOS]) that are the
+    # tokenizer's unknown token (``unknown_fraction``).
+    unknown_fraction: float = 0.0
     per_window: list[dict[str, Any]] | None = field(default=None)
     # Class-conditional checkpoints only (see the module docstring).
     classes: list[str] | None = None
@@ -137,6 +144,14 @@ class EvalResult:
             ),
             ("perplexity", f"{self.perplexity:.4f}{pm(self.perplexity_se)} ({what})"),
         ]
+        if self.unknown_fraction > 0:
+            rows.append(
+                (
+                    "unknown",
+                    f"{self.unknown_fraction:.1%} of the tokens are the tokenizer's unknown "
+                    "token (text its vocabulary lacks): the number scores that token there",
+                )
+            )
         if self.classes is not None:  # the NELBO given the true label, then the null label's
             rows[5] = ("NELBO p(x|y)", f"{rows[5][1]} ({kind}, true label)")
             rows += [
@@ -207,6 +222,31 @@ def heldout_windows(
             parameter=("length", "data_file"),
         )
     return HeldoutWindows(dataset, spread_indices(len(dataset), num_windows), source)
+
+
+def unknown_fraction(windows: HeldoutWindows, tokenizer: Any) -> float:
+    """The share of the windows' tokens (all but [PAD], [MASK], [BOS] and [EOS]) that are
+    ``tokenizer``'s unknown token (0 for a tokenizer without one); InputValueError above
+    ``MAX_UNKNOWN_FRACTION``: the windows are not of the tokenizer's domain."""
+    unknown_id = getattr(tokenizer, "unk_id", None)
+    if unknown_id is None:
+        return 0.0
+    marks = [tokenizer.pad_id, tokenizer.mask_id, tokenizer.bos_id, tokenizer.eos_id]
+    marks = torch.tensor([i for i in marks if i is not None])
+    unknown = total = 0
+    for index in windows.indices:
+        ids = windows.dataset[index]["input_ids"]  # (L,)
+        unknown += int((ids == unknown_id).sum())
+        total += int((~torch.isin(ids, marks)).sum())
+    fraction = unknown / max(total, 1)
+    if fraction > MAX_UNKNOWN_FRACTION:
+        token = tokenizer.decode([unknown_id])
+        raise InputValueError(
+            f"{fraction:.0%} of the tokens of {windows.source} read as the unknown token {token}: "
+            f"it is not {tokenizer.domain} data this model can score; give a file of its domain",
+            parameter="data_file",
+        )
+    return fraction
 
 
 def _data_source(data_config: dict[str, Any]) -> str:
@@ -393,6 +433,8 @@ def evaluate_checkpoint(
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
+    if seed < 0:
+        raise InputValueError(f"seed must be >= 0, got {seed}", parameter="seed")
     checkpoint = Path(checkpoint)
     torch_device = resolve_device(device)
     model = load_model(checkpoint, torch_device)
@@ -401,6 +443,7 @@ def evaluate_checkpoint(
         t_samples = objective.eval_t_samples
     windows = heldout_windows(model.config["data"], model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
+    unknown = unknown_fraction(windows, model.tokenizer)
     coordinates = windows.coordinates()
     classes = model.class_names
     workers = Workers()
@@ -453,6 +496,7 @@ def evaluate_checkpoint(
         perplexity=math.exp(nelbo),
         perplexity_se=None if se is None else math.exp(nelbo) * se,
         windows_sha256=window_digest(windows.dataset, windows.indices, coordinates),
+        unknown_fraction=unknown,
         per_window=[
             {
                 "window": where,

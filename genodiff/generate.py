@@ -55,6 +55,13 @@ class Constraint:
         """The first positions fixed to ``tokenizer.encode_prefix(prefix)`` (DNA: the bases
         themselves; text: [BOS] and the prefix's tokens)."""
         ids = tokenizer.encode_prefix(prefix)
+        if tokenizer.mask_id in ids:  # the template's mark of a position to generate
+            raise InputValueError(
+                f"the prefix holds the mask token {tokenizer.decode([tokenizer.mask_id])}, which "
+                "would make that position a generated one; a prefix is fixed text: fix the "
+                "positions around generated ones with an infill template instead",
+                parameter="prefix",
+            )
         if len(ids) > length:
             raise InputValueError(
                 f"the prefix ({len(ids)} {tokenizer.unit}) is longer than the length {length}; "
@@ -127,9 +134,21 @@ def plan(
     as the sampler draws it: ``Sampler.resolved``); ``prefix`` (the start, as text) or
     ``infill`` (a template file); ``block``/``stride`` for the semi-autoregressive sampler."""
     tokenizer = model.tokenizer
+    if seed < 0:
+        raise InputValueError(
+            f"seed must be >= 0, got {seed}: the same seed draws the same samples (there is no "
+            "random seed; pick any number of your own)",
+            parameter="seed",
+        )
     if prefix is not None and infill is not None:
         raise InputValueError("a prefix and an infill template exclude each other; give one",
                               parameter="infill")  # fmt: skip
+    if classifier_form is not None and classifier is None:
+        raise InputValueError(
+            "classifier_form is the form of classifier guidance: give a classifier with it, or "
+            "leave it out",
+            parameter="classifier_form",
+        )
     steering = (guidance, guidance_schedule, classifier, classifier_form, guidance_form)
     if label is None and any(value is not None for value in steering):
         raise InputValueError(
@@ -183,6 +202,12 @@ def plan(
         request = replace(request, template=constraint.template, given=constraint.given)
     request = model.eval_objective.resolve_guidance(request)  # the form its sampler draws
     name = model.eval_objective.sampler_name(request)  # its samplers differ per objective
+    if steps is not None and model.eval_objective.steps_used(request) is None:
+        raise InputValueError(
+            f"the {name} sampler of this {model.config['objective']['name']} model takes no "
+            "number of steps (it reveals one token per network call); leave steps out",
+            parameter="steps",
+        )
     if name != "semi-ar" and (block is not None or stride is not None):
         raise InputValueError(
             "block and stride apply only to the semi-ar sampler", parameter="block"
@@ -198,6 +223,8 @@ def plan(
         stride=stride,
         constraint=constraint.description if constraint else None,
         guidance=request.guidance,
+        checkpoint_step=model.provenance.get("global_step"),
+        weights_crc32=model.provenance.get("weights_crc32"),
     )
     return SamplingPlan(request, run, batch_size, seed)
 

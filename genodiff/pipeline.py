@@ -148,7 +148,7 @@ class Model:
 
         - ``sampler``/``steps``: the objective's sampler (default its first: MDLM cached;
           ``genodiff sample --help`` lists them) and its steps (default 1024; first-hitting
-          and AR take none). ``temperature`` and ``top_p`` reshape every draw.
+          and AR take none, and refuse them). ``temperature`` and ``top_p`` reshape every draw.
         - ``label``: a class of a class-conditional model (``classes``), drawn with
           classifier-free guidance of strength ``guidance`` (gamma: 0 = p(x), 1 = the
           conditional model, the default, > 1 towards the class) under ``guidance_schedule``

@@ -19,9 +19,9 @@ from typing import IO, Any
 from torch import Tensor
 
 from genodiff import registry
-from genodiff.atomic_files import StagedFile, atomic_write
+from genodiff.atomic_files import StagedFile, atomic_write, check_writable
 from genodiff.domains import Domain, domain_of
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
 from genodiff.sample_formats import FASTA, JSONL, NEUTRAL_FORMATS, SampleFormat, SamplingRun
 from genodiff.tokenizers import Tokenizer
 
@@ -58,6 +58,18 @@ def format_owner(path: str | os.PathLike) -> str | None:
     """The domain whose own format ``path`` is in (by suffix, ``.gz`` allowed); None for a
     domain-neutral format. ValueError for an unknown format."""
     return _format_of(Path(path))[1]
+
+
+def check_sample_file(path: str | os.PathLike, what: str, parameter: str) -> Path:
+    """``path`` as a regular file in a format some installed domain reads; the errors name it
+    as ``what`` (``"reference"``, ``"training file"``) and pass ``parameter``, so that an input
+    other than the samples is not called a sample file."""
+    path = require_regular_file(path, what, parameter)
+    try:
+        _format_of(path)
+    except InputValueError as err:
+        raise InputValueError(f"{what} {err}", parameter=parameter) from None
+    return path
 
 
 def _format_of(path: Path) -> tuple[SampleFormat, str | None, bool]:
@@ -105,9 +117,9 @@ def check_output(
     path: str | os.PathLike, domain: Domain, inputs: Sequence[tuple[str, str | os.PathLike]] = ()
 ) -> Path:
     """``path`` as a place ``write_samples`` may write samples of ``domain`` to; ValueError
-    for a format the domain does not write (by suffix), a folder, or a file that is one of
+    for a format the domain does not write (by suffix), a folder, a file that is one of
     ``inputs`` ((what, path) pairs: the checkpoint, the infilling template, ...), which the
-    samples would overwrite."""
+    samples would overwrite, or a place that cannot be written (``check_writable``)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if not any(suffix in fmt.suffixes for fmt in domain.sample_formats):
@@ -135,6 +147,7 @@ def check_output(
                 "there would destroy it: choose another output file",
                 parameter="out",
             )
+    check_writable(path, "out")  # now, not after the sampling
     return path
 
 

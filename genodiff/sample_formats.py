@@ -22,10 +22,19 @@ from genodiff.errors import InputValueError
 from genodiff.guidance import Guidance
 from genodiff.samplers.noise import SEQUENCE_SEEDS
 
+# The weights' identity, recorded only when known (a model loaded from a file): older files
+# and in-memory models' samples lack them.
+WEIGHTS_FIELDS = ("checkpoint_step", "weights_crc32")
+
 
 @dataclass
 class SamplingRun:
-    """What produced a batch of samples: the provenance a sample file records."""
+    """What produced a batch of samples: the provenance a sample file records.
+
+    ``checkpoint_step`` (the training step the weights were saved at) and ``weights_crc32``
+    (8 hex digits of the CRC-32 of the weights sampled with,
+    ``genodiff.checkpoints.load.weights_digest``) tell apart two states of one file that a run
+    keeps overwriting (``last.ckpt``); None when unknown, and then not written."""
 
     checkpoint: str
     sampler: str
@@ -40,17 +49,26 @@ class SamplingRun:
     # How each sequence's random draws are seeded (``genodiff.samplers.noise``): sequence i of
     # a run is a function of (seed, i) and the request alone.
     draws: str = SEQUENCE_SEEDS
+    checkpoint_step: int | None = None
+    weights_crc32: str | None = None
+
+    def _weights(self) -> dict[str, object]:
+        return {key: getattr(self, key) for key in WEIGHTS_FIELDS if getattr(self, key) is not None}
 
     def provenance(self) -> dict[str, object]:
-        """The fields a ``.jsonl`` sample carries: the run's, with the guidance's own
-        (``Guidance.provenance``) only for a guided run."""
-        fields = {key: value for key, value in asdict(self).items() if key != "guidance"}
+        """The fields a ``.jsonl`` sample carries: the run's, with the weights' identity when
+        known and the guidance's own (``Guidance.provenance``) only for a guided run."""
+        skipped = ("guidance", *WEIGHTS_FIELDS)
+        fields = {key: value for key, value in asdict(self).items() if key not in skipped}
+        fields = {"checkpoint": fields.pop("checkpoint"), **self._weights(), **fields}
         if self.guidance is not None:
             fields.update(self.guidance.provenance())
         return fields
 
     def describe(self) -> str:
-        parts = [f"checkpoint={self.checkpoint}", f"sampler={self.sampler}"]
+        parts = [f"checkpoint={self.checkpoint}"]
+        parts += [f"{key}={value}" for key, value in self._weights().items()]
+        parts.append(f"sampler={self.sampler}")
         if self.steps is not None:
             parts.append(f"steps={self.steps}")
         parts += [f"seed={self.seed}", f"draws={self.draws}"]

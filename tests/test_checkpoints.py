@@ -120,7 +120,7 @@ def test_failed_save_leaves_no_folder(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(folders.safetensors.torch, "save_file", boom)
+    monkeypatch.setattr(folders.safetensors.torch, "save", boom)  # the weights' bytes
     with pytest.raises(OSError, match="disk full"):
         save_pretrained(build(**CONFIGS["hyena"]), tmp_path / "h")
     assert list(tmp_path.iterdir()) == []

@@ -121,3 +121,26 @@ def test_the_readme_is_a_short_entry_page():
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in relative_links(ROOT / "README.md")}
     unmapped = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
     assert not unmapped, f"docs/ pages missing from README.md's map: {unmapped}"
+
+
+# A repository path in a code block: configs/..., data/..., notebooks/..., bench/..., tests/...
+_REPOSITORY_PATH = re.compile(r"(?<![\w/.$-])((?:configs|data|notebooks|bench|tests)/[\w./-]*\w)")
+# Paths the commands printed beside them create, or a reader writes: not in the repository.
+CREATED_BY_THE_EXAMPLE = {"data/hg38", "configs/model/bigru.yaml"}
+PLUGIN_CONFIGS = ROOT / "plugins" / "genodiff-text" / "src" / "genodiff_text" / "configs"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_a_code_block_names_exists(doc):
+    """An example runs as printed only if the files it names exist (the text plugin's configs
+    are found under its configs/, as `genodiff train text_demo` finds them)."""
+    fenced, missing = False, []
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif fenced:
+            for path in _REPOSITORY_PATH.findall(line):
+                shipped = PLUGIN_CONFIGS / path.removeprefix("configs/")
+                if not ((ROOT / path).exists() or shipped.exists()):
+                    missing.append(path)
+    assert set(missing) <= CREATED_BY_THE_EXAMPLE, f"{doc.relative_to(ROOT)}: {missing}"

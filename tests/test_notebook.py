@@ -72,37 +72,48 @@ def conditional(tmp_path_factory):
     return {"checkpoint": out / "run" / "checkpoints" / "last.ckpt", "oracle": oracle, "out": out}
 
 
-def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, conditional, tmp_path):
-    # A repository-shaped folder: the notebook under notebooks/, the checkpoint under run/.
-    root = tmp_path / "repo"
+def execute(root: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, list]:
+    """The notebook, with smaller settings, executed from ``root`` as the README says, with the
+    environment variables ``env``; (the process, the executed code cells' outputs)."""
     (root / "notebooks").mkdir(parents=True)
-    (root / "run").mkdir()
-    shutil.copy(checkpoint, root / "run" / "last.ckpt")
-    shutil.copy(conditional["checkpoint"], root / "run" / "conditional.ckpt")
-    shutil.copy(conditional["oracle"], root / "run" / "oracle.ckpt")
-    shutil.copytree(conditional["out"] / "reference", root / "run" / "reference")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     (parameters,) = [
         i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", [])
     ]
     # Smaller settings for CI, injected after the parameters cell (as papermill does).
-    smaller = nbformat.v4.new_code_cell("NUM_SAMPLES, LENGTH = 8, 64\nSTEPS = LENGTH")
-    notebook.cells.insert(parameters + 1, smaller)
+    smaller = "NUM_SAMPLES, LENGTH = 8, 64\nSTEPS, CLASS_STEPS = LENGTH, 4"
+    notebook.cells.insert(parameters + 1, nbformat.v4.new_code_cell(smaller))
     nbformat.write(notebook, root / "notebooks" / "generate_dna.ipynb")
 
     # jupyter nbconvert --to notebook --execute notebooks/generate_dna.ipynb
-    #     --output-dir outputs/notebook, from the root, with a relative GENODIFF_CHECKPOINT
+    #     --output-dir outputs/notebook --ExecutePreprocessor.extra_arguments=..., from the
+    #     root, with a relative GENODIFF_CHECKPOINT
     command = [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute"]
     command += ["notebooks/generate_dna.ipynb", "--output-dir", "outputs/notebook"]
+    command += ["--ExecutePreprocessor.extra_arguments=--IPKernelApp.log_level=ERROR"]
+    env = {**os.environ, **env}
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    executed = nbformat.read(root / "outputs" / "notebook" / "generate_dna.ipynb", as_version=4)
+    outputs = [o for cell in executed.cells if cell.cell_type == "code" for o in cell.outputs]
+    return done, outputs
+
+
+def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, conditional, tmp_path):
+    # A repository-shaped folder: the notebook under notebooks/, the checkpoint under run/.
+    root = tmp_path / "repo"
+    (root / "run").mkdir(parents=True)
+    shutil.copy(checkpoint, root / "run" / "last.ckpt")
+    shutil.copy(conditional["checkpoint"], root / "run" / "conditional.ckpt")
+    shutil.copy(conditional["oracle"], root / "run" / "oracle.ckpt")
+    shutil.copytree(conditional["out"] / "reference", root / "run" / "reference")
     env = {
-        **os.environ,
         "GENODIFF_CHECKPOINT": "run/last.ckpt",
         "GENODIFF_CONDITIONAL_CHECKPOINT": "run/conditional.ckpt",
         "GENODIFF_ORACLE": "run/oracle.ckpt",
         "GENODIFF_CLASS_REFERENCE": "run/reference",
     }
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done, outputs = execute(root, env)
 
     out = root / "outputs" / "notebook"
     assert sorted(p.name for p in out.iterdir()) == [
@@ -113,8 +124,6 @@ def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, conditional,
         "synthetic_dna.fa",
     ]
     assert sorted(p.name for p in (root / "notebooks").iterdir()) == ["generate_dna.ipynb"]
-    executed = nbformat.read(out / "generate_dna.ipynb", as_version=4)
-    outputs = [o for cell in executed.cells if cell.cell_type == "code" for o in cell.outputs]
     text = "".join(o.get("text", "") for o in outputs)
     assert f"wrote 8 sequences of 64 bp to {out / 'synthetic_dna.fa'}" in text
     records = list(SeqIO.parse(out / "synthetic_dna.fa", "fasta"))
@@ -135,15 +144,62 @@ def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, conditional,
     assert sum("image/png" in o.data for o in shown) == 2  # the two plots
     assert any("discriminator AUROC" in o.data.get("text/markdown", "") for o in shown)
 
-    # "Generate DNA of a chosen class": the first class, gamma 3, judged by the oracle
-    assert "wrote 8 sequences of class human (gamma 3) to" in text
+    # "Generate DNA of a chosen class": the first class, gamma 2, judged by the oracle
+    assert "wrote 8 sequences of class human (gamma 2) to" in text
     guided = list(SeqIO.parse(out / "guided_human.fa", "fasta"))
     assert len(guided) == 8 and all(len(r.seq) == 200 for r in guided)
     assert all(set(str(r.seq)) <= set("ACGT") for r in guided)  # no mask left
-    assert "label=human guidance=3 guidance_schedule=constant" in guided[0].description
+    assert "sampler=cached steps=4 " in guided[0].description
+    assert "label=human guidance=2 guidance_schedule=constant" in guided[0].description
+    assert "skipped" not in text
+    assert "IProgress" not in done.stderr + text and "encrypt" not in done.stderr.lower()
     metrics = json.loads((out / "guided_quality" / "metrics.json").read_text())
     oracle = load_finetuned_classifier(conditional["oracle"])  # its calls, made here
     calls = oracle.predict([str(r.seq) for r in guided])
     human = oracle.classes.index("human")
     assert metrics["oracle_accuracy"] == pytest.approx(sum(c == human for c in calls) / 8)
     assert set(metrics["kmer_js"]) == {"human"} and metrics["samples"]["sequences"] == 8
+
+
+@pytest.mark.parametrize("trained", ["nothing", "the quick start", "the class model, no oracle"])
+def test_a_section_whose_inputs_are_missing_says_so_and_is_skipped(
+    checkpoint, conditional, tmp_path, trained
+):
+    # Before the quick start nothing is there; after it alone, the class-conditional model,
+    # its oracle and its real DNA are missing (the notebook's defaults point at the
+    # walkthrough's outputs); after step 1 of the walkthrough alone, the oracle and real DNA.
+    root = tmp_path / "repo"
+    (root / "run").mkdir(parents=True)
+    env = {}
+    if trained != "nothing":
+        shutil.copy(checkpoint, root / "run" / "last.ckpt")
+        env["GENODIFF_CHECKPOINT"] = "run/last.ckpt"
+    if trained == "the class model, no oracle":
+        shutil.copy(conditional["checkpoint"], root / "run" / "conditional.ckpt")
+        env["GENODIFF_CONDITIONAL_CHECKPOINT"] = "run/conditional.ckpt"
+    done, outputs = execute(root, env)
+    text = "".join(o.get("text", "") for o in outputs)
+    assert [o.get("ename") for o in outputs if o.output_type == "error"] == []
+    written = sorted(p.name for p in (root / "outputs" / "notebook").iterdir())
+    if trained == "nothing":
+        missing = root / "outputs" / "demo" / "checkpoints" / "last.ckpt"
+        assert f"skipped: no checkpoint at {missing} (CHECKPOINT)" in text
+        assert "Train the demo with `genodiff train configs/demo.yaml`" in text
+        assert "skipped: no samples to judge" in text
+    else:
+        assert "wrote 8 sequences of 64 bp" in text and "skipped: no checkpoint" not in text
+    if trained != "the class model, no oracle":
+        missing = root / "outputs" / "conditional_demo" / "checkpoints" / "last.ckpt"
+        assert f"skipped: no class-conditional checkpoint at {missing}" in text
+        assert "Train it with `genodiff train configs/conditional_demo.yaml`" in text
+        assert "skipped: no samples of a class to judge" in text
+    else:
+        assert "wrote 8 sequences of class human (gamma 2)" in text
+        assert "skipped: the verdict needs an oracle (ORACLE: nothing matches" in text
+        assert "genodiff finetune configs/oracle_demo.yaml" in text
+    expected = {
+        "nothing": [],
+        "the quick start": ["sample_quality", "synthetic_dna.fa"],
+        "the class model, no oracle": ["guided_human.fa", "sample_quality", "synthetic_dna.fa"],
+    }[trained]
+    assert written == ["generate_dna.ipynb", *expected]

@@ -15,10 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from Bio import SeqIO
 
 import genodiff
 from genodiff import cli
+from genodiff.config import load_config
 from genodiff.data.benchmarks import load_task
+from genodiff.data.build import build_datamodule
 from genodiff.domains import DNADomain
 from genodiff.errors import InputValueError
 from genodiff.finetuning.trained import RECORD_KEY, load_finetuned_classifier
@@ -28,6 +31,7 @@ from genodiff.metrics.oracle import (
     parse_references,
     sample_classes,
 )
+from genodiff.metrics.report import oracle_markdown
 from genodiff.metrics.suite import QualitySettings
 from genodiff.sample_files import read_sample_labels
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
@@ -201,14 +205,36 @@ def test_labelled_split_refuses_a_non_empty_dest_and_replaces_it_with_overwrite(
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no staging left
 
 
-def test_labelled_split_refuses_a_benchmark_config_in_one_line(tmp_path, capsys):
+def test_labelled_split_of_a_benchmark_config_writes_its_files(tmp_path):
     root = Path(__file__).resolve().parents[1]
+    task = root / "tests" / "data" / "genomic_benchmarks" / "human_vs_phage"
+    config = str(root / "configs" / "conditional_demo.yaml")
     dest = tmp_path / "dest"
-    args = ["data", "labelled-split", str(root / "configs" / "conditional_demo.yaml")]
-    assert cli.main([*args, "--dest", str(dest)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "data.fasta_by_label" in err
-    assert not dest.exists()
+    assert cli.main(["data", "labelled-split", config, "--dest", str(dest)]) == 0  # was refused
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["task"] == "conditional_demo" and manifest["split"] == "test"
+    for name in ("human", "phage"):
+        files = sorted((task / "test" / name).glob("*.txt"))  # the task's test/, in name order
+        assert len(files) == 60  # 48 for the oracle's training, the last 12 for its test
+        names = [f"{name}|test/{name}/{file.name}" for file in files]
+        for i, file in enumerate(files):
+            part = "train" if i < 48 else "test"
+            relative = f"conditional_demo/{part}/{name}/{i:05d}.txt"
+            assert (dest / relative).read_text() == file.read_text().strip().upper() + "\n"
+            assert manifest["files"][relative] == names[i]
+        reference = list(SeqIO.parse(dest / "reference" / f"{name}.fa", "fasta"))
+        assert [r.id for r in reference] == names
+        assert [str(r.seq) for r in reference] == [f.read_text().strip().upper() for f in files]
+
+    # The valid split is the part of train/ the data module holds out for validation.
+    valid = tmp_path / "valid"
+    assert (
+        cli.main(["data", "labelled-split", config, "--split", "valid", "--dest", str(valid)]) == 0
+    )
+    held = build_datamodule(load_config(config).data).heldout_dataset("valid")
+    written = [r.id.split("|")[1] for c in ("human", "phage")
+               for r in SeqIO.parse(valid / "reference" / f"{c}.fa", "fasta")]  # fmt: skip
+    assert written == held.names and len(written) == 50 and written[0].startswith("train/")
 
 
 # ----------------------------------------------------------------------------- the scores
@@ -269,6 +295,20 @@ def test_samples_are_routed_by_class_and_scored_against_their_class_reference():
     assert m["kmer_js"]["at"]["3"] < 0.02  # the same k-mers as the class's reference
     assert m["kmer_js"]["gc"]["3"] > 5 * m["kmer_js"]["at"]["3"]  # another class's k-mers
     assert m["discriminator_auroc"]["gc"] > 0.9 > m["discriminator_auroc"]["at"]
+    # Realism beside accuracy: the composition of each class's samples against its reference.
+    gc = lambda seqs: np.mean([(s.count("G") + s.count("C")) / len(s) for s in seqs])  # noqa: E731
+    assert m["gc_content"]["gc"] == {
+        "samples": pytest.approx(gc(wrong)),  # A/T-rich samples of the G/C-rich class
+        "reference": pytest.approx(gc(reference["gc"])),
+    }
+    assert m["gc_content"]["gc"]["samples"] < 0.4 < 0.6 < m["gc_content"]["gc"]["reference"]
+    assert set(m["cpg_oe"]) == {"at", "gc"} and set(m["cpg_oe"]["at"]) == {"samples", "reference"}
+    table = oracle_markdown(m)
+    assert "| class | samples | oracle agrees | discriminator AUROC | GC (real) | CpG o/e" in table
+    auroc = m["discriminator_auroc"]["gc"]
+    row = f"| gc | 20 | 0.250 | {auroc:.3f} | {gc(wrong):.3f} ({gc(reference['gc']):.3f}) |"
+    assert row in table
+    assert "0.5 = a k-mer classifier cannot tell the samples from the class's real DNA" in table
 
 
 def test_header_labels_route_samples_and_label_fills_the_rest(tmp_path):

@@ -19,7 +19,8 @@ def checkpoint(tmp_path_factory):
 
 
 def sample(checkpoint, out, *options):
-    base = ["sample", "--checkpoint", checkpoint, "--num-samples", "2", "--steps", "6"]
+    steps = [] if "first-hitting" in options else ["--steps", "6"]  # it takes none (refused)
+    base = ["sample", "--checkpoint", checkpoint, "--num-samples", "2", *steps]
     return cli.main([*base, *options, "--out", str(out)])
 
 

@@ -68,8 +68,9 @@ def test_owned_files_are_replaced_only_with_overwrite(user_folder):
     assert after["model.safetensors"] != before["model.safetensors"]
 
 
-def crash_writing_weights(tensors, filename, metadata=None):
-    Path(filename).write_bytes(b"partial")  # what a dying process would leave
+def crash_writing_weights(path, data):  # Path.write_bytes, which writes the weights' file
+    with open(path, "wb") as handle:
+        handle.write(data[:10])  # what a dying process would leave
     raise OSError("disk full")
 
 
@@ -80,7 +81,7 @@ def crash_writing_json(*args, **kwargs):  # the weights are written by then
 @pytest.mark.parametrize(
     "module, name, crash",
     [
-        (folders.safetensors.torch, "save_file", crash_writing_weights),
+        (Path, "write_bytes", crash_writing_weights),
         (folders.json, "dumps", crash_writing_json),
     ],
 )

@@ -27,6 +27,7 @@ from genodiff.checkpoints.folders import (
     as_trained,
 )
 from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
+from genodiff.checkpoints.load import WEIGHTS_DIGEST_KEY
 from genodiff.checkpoints.weights import CheckpointError, load_weights
 from genodiff.config import completed_model_config
 from genodiff.errors import InputValueError
@@ -49,7 +50,10 @@ def export_model(
     weights). A model loaded from an export folder holds one set of weights: it is written as
     that set. Returns the folder."""
     _check_weights(weights)
-    provenance = {k: v for k, v in model.provenance.items() if k != "source"}
+    # Where it was read from and its weights' digest describe this copy, not the export.
+    provenance = {
+        k: v for k, v in model.provenance.items() if k not in ("source", WEIGHTS_DIGEST_KEY)
+    }
     held = provenance.pop("weights", None)  # an exported model holds one set
     if held is not None and weights != held:
         raise CheckpointError(

@@ -45,7 +45,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from genodiff import hub, registry
-from genodiff.atomic_files import fsync_path, temporary_path
+from genodiff.atomic_files import disk_full_error, fsync_path, temporary_path
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
 from genodiff.checkpoints.io import (
@@ -112,7 +112,9 @@ def _folder_files(
 
     def write_weights(path: Path) -> None:
         metadata = {"format": "pt", DIGEST_KEY: tensors_digest(tensors)}
-        safetensors.torch.save_file(tensors, str(path), metadata=metadata)
+        # Written by Python, not safetensors' save_file: a full disk is then an OSError
+        # (errno ENOSPC), which _write_folder reports, rather than a SafetensorError.
+        path.write_bytes(safetensors.torch.save(tensors, metadata=metadata))
 
     files = {WEIGHTS_FILE: write_weights}
     if tokenizer is not None:
@@ -164,8 +166,9 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
     (``genodiff.atomic_files.temporary_path``) and flushed to disk, and only when all of them
     are written are they renamed over their final names, so a reader sees the old file or the
     new one, never a partial one, and a failed write replaces nothing (a folder this call
-    created is removed again). Other files in ``directory`` are never touched. Without
-    ``overwrite`` an existing file of the same name is an error.
+    created is removed again; a full disk is a ``DiskFullError`` naming the file). Other files
+    in ``directory`` are never touched. Without ``overwrite`` an existing file of the same name
+    is an error.
     """
     existing = sorted(name for name in files if (directory / name).exists())
     if existing and not overwrite:
@@ -186,11 +189,14 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
             write(tmp)
             tmp.chmod(mode)  # ... which some writers drop (safetensors: owner-only)
             fsync_path(tmp)
-    except BaseException:
+    except BaseException as err:
         for tmp in staged.values():
             tmp.unlink(missing_ok=True)
+        full = disk_full_error(err, directory / name, existed=(directory / name).exists())
         if created:
             directory.rmdir()
+        if full is not None:
+            raise full from err
         raise
     for name, tmp in staged.items():
         os.replace(tmp, directory / name)

@@ -33,6 +33,7 @@ from genodiff.checkpoints.folders import (
     RUN_RECORD_FILE,
     load_pretrained,
     read_run_record,
+    tensors_digest,
 )
 from genodiff.checkpoints.io import (
     CLASSIFIER_RECORD_KEY,
@@ -67,6 +68,10 @@ class Kind:
     use: str
     parameter: str
 
+
+# model.provenance's key of ``weights_digest``: what the samples' provenance records
+# (``genodiff.sample_formats.SamplingRun.weights_crc32``).
+WEIGHTS_DIGEST_KEY = "weights_crc32"
 
 KINDS = {
     GENERATOR: Kind(
@@ -235,7 +240,19 @@ def load_model(reference: str | Path, map_location: str | torch.device = "cpu") 
             **content.get(RUN_STATE_KEY, {}),
         }
     model.provenance["source"] = str(stored.source)
+    model.provenance[WEIGHTS_DIGEST_KEY] = weights_digest(model)
     return model.to(map_location).eval()
+
+
+def weights_digest(model: GenerativeModel) -> str:
+    """CRC-32 (8 hex digits, ``folders.tensors_digest``) of the weights ``model`` samples and
+    scores with: its averaged backbone, and its averaged objective when that has parameters
+    (Plaid). The same weights give the same digest wherever they were loaded from (a .ckpt, or
+    the folder ``genodiff export`` wrote of its EMA weights); about a gigabyte a second."""
+    tensors = {f"backbone.{k}": t for k, t in model.eval_backbone.state_dict().items()}
+    if any(True for _ in model.eval_objective.parameters()):
+        tensors |= {f"objective.{k}": t for k, t in model.eval_objective.state_dict().items()}
+    return tensors_digest(tensors)
 
 
 def _load_exported_weights(model: GenerativeModel, folder: Path) -> None:

@@ -358,11 +358,17 @@ def _is_fresh(index: Path, fasta: Path) -> bool:
     return index.exists() and index.stat().st_mtime >= fasta.stat().st_mtime
 
 
+def index_files_beside(fasta: str | os.PathLike) -> tuple[Path, Path]:
+    """The ``.fai`` and ``.gzi`` index files of ``fasta`` in its own folder, where they go
+    when that folder is writable (see the module docstring)."""
+    return Path(f"{fasta}.fai"), Path(f"{fasta}.gzi")
+
+
 def index_paths(fasta: Path, bgzf: bool, cache_dir: str | os.PathLike | None) -> tuple[Path, Path]:
     """Where the ``.fai`` and ``.gzi`` of ``fasta`` live (see the module docstring). An index
     there that does not describe the file as it is now (``_index_matches``) is removed, so that
     pyfaidx builds it afresh; where the FASTA's folder is read-only, the cache folder's."""
-    beside = (Path(f"{fasta}.fai"), Path(f"{fasta}.gzi"))
+    beside = index_files_beside(fasta)
     current = _index_matches(fasta, beside[0], beside[1] if bgzf else None)
     # pyfaidx rebuilds an index older than the FASTA, so a read-only one must be newer too.
     fresh = _is_fresh(beside[0], fasta) and (not bgzf or _is_fresh(beside[1], fasta))

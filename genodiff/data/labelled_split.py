@@ -1,21 +1,26 @@
-"""One split of a labelled run's windows, written out to train and use an oracle on.
+"""One split of a labelled run's sequences, written out to train and use an oracle on.
 
-``genodiff data labelled-split CONFIG --split test --dest DIR`` takes the windows of ``split`` of
-a labelled-FASTA run config (``data.fasta_by_label``, ``genodiff.data.labelled``: exactly the
-windows the data module cuts, forward strand, upper-cased) and writes
+``genodiff data labelled-split CONFIG --split test --dest DIR`` takes the sequences of ``split``
+of a labelled run config (``genodiff.data.labelled``) and writes them out. Of a labelled-FASTA
+config (``data.fasta_by_label``): exactly the windows the data module cuts, forward strand,
+upper-cased, each named ``class|chrom:start-end``. Of a Genomic Benchmarks config (``data.root``,
+``data.task``): each file of the split as it is on disk (upper-cased; the data module cuts it to
+``max_length`` when it reads it, and so does ``genodiff finetune``), named ``class|<split
+folder>/<class>/<file>`` (test: the task's ``test/`` folder; train and valid: the parts of
+``train/`` the data module carves). It writes
 
 - ``DIR/<task>/{train,test}/<class>/<i>.txt``: a Genomic Benchmarks folder that
   ``genodiff finetune`` reads (``benchmark.root=DIR benchmark.tasks=[<task>]``). The split is
-  divided again by position, per class: its windows in file order (records in order, positions
-  ascending), the last ``round(test_fraction * n)`` of a class's ``n`` (at least one) are the
-  oracle's test set and the others its training set, so the oracle's test windows lie after
-  its training windows in the genome;
-- ``DIR/reference/<class>.fa``: every window of the class in the split (both parts), one record
-  each named ``class|chrom:start-end`` (Biopython's FASTA, 60 bases a line), the real
-  sequences of that class for
-  ``genodiff evaluate-samples --reference <class>=DIR/reference/<class>.fa``;
-- ``DIR/manifest.json``: the config, split, fraction, counts per class and the window of every
-  ``.txt`` file.
+  divided again by position, per class: its sequences in file order (FASTA: records in order,
+  positions ascending; a benchmark folder: files in name order), the last
+  ``round(test_fraction * n)`` of a class's ``n`` (at least one) are the oracle's test set and
+  the others its training set, so the oracle's test windows lie after its training windows in
+  the genome;
+- ``DIR/reference/<class>.fa``: every sequence of the class in the split (both parts), one
+  record each named by its name (Biopython's FASTA, 60 bases a line), the real sequences of
+  that class for ``genodiff evaluate-samples --reference <class>=DIR/reference/<class>.fa``;
+- ``DIR/manifest.json``: the config, split, fraction, counts per class and the name of every
+  ``.txt`` file's sequence.
 
 The whole folder is built beside ``DIR`` under a hidden name (``.DIR.PID.tmp``, each file
 written by ``atomic_write``) and swapped in at the end by ``genodiff.atomic_files.replace_folder``
@@ -52,21 +57,21 @@ class ClassWindows:
 
 
 def split_windows_by_class(datamodule: LabelledDataModule, split: str) -> dict[str, ClassWindows]:
-    """The windows of ``split`` of a labelled-FASTA data module, by class (see the module
-    doc); ValueError for a Genomic Benchmarks source, whose splits are files already."""
-    if datamodule.fasta_by_label is None:
-        raise InputValueError(
-            "labelled-split writes the windows of a labelled-FASTA config (data.fasta_by_label); "
-            f"this one reads the Genomic Benchmarks folder {datamodule.root}/{datamodule.task}, "
-            "whose test/ split is such a folder already"
-        )
+    """The sequences of ``split`` of a labelled data module, by class, in file order, with
+    their names (see the module doc)."""
     dataset = datamodule.heldout_dataset(split)
-    assert isinstance(dataset, LabelledWindows)
-    by_class = {name: ClassWindows([], []) for name in datamodule.class_names()}
+    classes = datamodule.class_names()
+    by_class = {name: ClassWindows([], []) for name in classes}
     for index in range(len(dataset)):
-        name = dataset.window(index)[0]
-        by_class[name].names.append(dataset.item_name(index))
-        by_class[name].bases.append(dataset.bases(index).upper())
+        name = classes[int(dataset.labels[index])]
+        item = dataset.item_name(index)
+        if isinstance(dataset, LabelledWindows):  # class|chrom:start-end, as its FASTA holds it
+            bases = dataset.bases(index)
+        else:  # a benchmark file: <split folder>/<class>/<file>, its text
+            bases = (Path(datamodule.root) / datamodule.task / item).read_text().strip()
+            item = f"{name}|{item}"
+        by_class[name].names.append(item)
+        by_class[name].bases.append(bases.upper())
     return by_class
 
 

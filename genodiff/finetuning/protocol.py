@@ -191,6 +191,9 @@ def run_fold(
     silence_lightning_notices()
     workers = workers or Workers()
     kwargs = workers.run_trainer_kwargs(trainer_kwargs(cfg, progress_bar))
+    # Log at least once an epoch (Lightning warns of an interval longer than the epoch).
+    batches = -(-len(train_idx) // run.batch_size)
+    kwargs["log_every_n_steps"] = max(1, min(kwargs.get("log_every_n_steps") or 50, batches))
     callbacks = [checkpoint, stopper]
     if kwargs.get("enable_progress_bar", True):
         callbacks.append(FoldProgressBar(prefix))

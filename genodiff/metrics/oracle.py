@@ -14,9 +14,12 @@ classifies every sample (in batches), and
 
 The samples of each class are then scored by the whole quality suite (``suite.evaluate_samples``)
 against real sequences of that class; ``kmer_js``, ``kmer_js_real_vs_real`` and its spread
-``kmer_js_real_vs_real_sd`` ({class: {"3", "6"}}), ``discriminator_auroc``
-({class: AUROC}), ``duplicate_rate`` and ``pairwise_kmer_distance`` ({class: {"samples",
-"reference"}}) gather its headline numbers, and ``per_class`` holds each class's full metrics.
+``kmer_js_real_vs_real_sd`` ({class: {"3", "6"}}), ``discriminator_auroc`` ({class: AUROC}),
+``gc_content``, ``cpg_oe`` (means), ``duplicate_rate`` and ``pairwise_kmer_distance``
+({class: {"samples", "reference"}}) gather its headline numbers, and ``per_class`` holds each
+class's full metrics. The oracle says whether samples are of their class; the discriminator and
+the composition say whether they look like real DNA of it, which strong guidance trades away
+(``report.oracle_markdown`` shows them side by side).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputValueError
 from genodiff.metrics.sequences import read_sequences
 from genodiff.metrics.suite import QualitySettings, SampleQuality, evaluate_samples
 from genodiff.progress import Progress
@@ -167,6 +170,8 @@ def evaluate_with_oracle(
         "kmer_js_real_vs_real": {},
         "kmer_js_real_vs_real_sd": {},
         "discriminator_auroc": {},
+        "gc_content": {},
+        "cpg_oe": {},
         "duplicate_rate": {},
         "pairwise_kmer_distance": {},
         "per_class": {},
@@ -204,6 +209,12 @@ def evaluate_with_oracle(
         for key in ("kmer_js", "kmer_js_real_vs_real", "kmer_js_real_vs_real_sd"):
             metrics[key][name] = {k: m[key][k] for k in ORACLE_KS}
         metrics["discriminator_auroc"][name] = m["discriminator_auroc"]
+        for key in ("gc_content", "cpg_oe"):
+            means = m[key]
+            metrics[key][name] = {
+                "samples": means["samples_mean"],
+                "reference": means["reference_mean"],
+            }
         for key in ("duplicate_rate", "pairwise_kmer_distance"):
             metrics[key][name] = m[key]
         metrics["per_class"][name] = m
@@ -229,9 +240,15 @@ def evaluate_files_with_oracle(
     ``genodiff.sample_files.sample_alphabet``). Every input is checked before any metric."""
     from genodiff.devices import resolve_device
     from genodiff.finetuning.trained import load_finetuned_classifier
-    from genodiff.sample_files import read_sample_labels, sample_alphabet
+    from genodiff.metrics.suite import INPUT_NAMES
+    from genodiff.sample_files import check_sample_file, read_sample_labels, sample_alphabet
 
     reference_files = parse_references(references, label)
+    check_sample_file(samples, INPUT_NAMES["samples"], "samples")
+    for name, path in reference_files.items():  # each named as what it is, before any is read
+        check_sample_file(path, f"reference of class {name}", "reference")
+    if train is not None:
+        check_sample_file(train, INPUT_NAMES["train"], "train")
     if alphabet is None:
         alphabet = sample_alphabet(samples, *reference_files.values(), train)
     classifier = load_finetuned_classifier(oracle, resolve_device(device))
@@ -242,11 +259,6 @@ def evaluate_files_with_oracle(
         check_class_name(name, classes, f"reference {name}={path}", "reference")
     sequences = read_sequences(samples, alphabet)
     asked = sample_classes(read_sample_labels(samples), label, classes, str(samples))
-    for name, path in reference_files.items():
-        if not Path(path).is_file():
-            raise InputFileNotFoundError(
-                f"reference of class {name}: no file {path}", parameter="reference"
-            )
     quality = evaluate_with_oracle(
         sequences,
         asked,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from genodiff.atomic_files import save_figure, write_text
+from genodiff.atomic_files import check_writable, save_figure, write_text
 from genodiff.errors import InputValueError
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
 from genodiff.metrics.kmers import js_divergence, kmer_spectrum
@@ -202,7 +202,8 @@ def plot_gc_histograms(quality: SampleQuality) -> Figure:
 
 
 def check_report_folder(out: str | os.PathLike) -> Path:
-    """``out`` as a folder ``write_report`` may write into; InputValueError when it is a file."""
+    """``out`` as a folder ``write_report`` may write into; InputValueError when it is a file
+    or cannot be written (``genodiff.atomic_files.check_writable``)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputValueError(
@@ -210,6 +211,7 @@ def check_report_folder(out: str | os.PathLike) -> Path:
             "name a new folder, or one to add them to",
             parameter="out",
         )
+    check_writable(out / REPORT_FILES[0], "out")  # before the metrics, not after
     return out
 
 
@@ -253,10 +255,17 @@ def oracle_markdown(metrics: dict[str, Any]) -> str:
         f"on {m['samples']['sequences']} samples (macro-F1 over the {len(asked)} class(es) "
         "samples were drawn for).",
         "",
-        "| class | samples | oracle agrees | 3-mer JS (real vs real +- sd) "
-        "| 6-mer JS (real vs real +- sd) "
-        "| discriminator AUROC | duplicates (reference) | pairwise 6-mer distance (reference) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "The oracle says whether the samples are of their class; the columns after it say "
+        "whether they look like real DNA of that class. Discriminator AUROC: 0.5 = a k-mer "
+        "classifier cannot tell the samples from the class's real DNA, 1 = it always can; GC "
+        "and CpG o/e: the samples' mean against the real DNA's. High accuracy with an AUROC "
+        "near 1, or a composition far from the real one, means caricatures of the class, not "
+        "real-like DNA: lower the guidance.",
+        "",
+        "| class | samples | oracle agrees | discriminator AUROC | GC (real) | CpG o/e (real) "
+        "| 3-mer JS (real vs real +- sd) | 6-mer JS (real vs real +- sd) "
+        "| duplicates (reference) | pairwise 6-mer distance (reference) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, counts in asked.items():
         js, baseline = m["kmer_js"][name], m["kmer_js_real_vs_real"][name]
@@ -266,8 +275,12 @@ def oracle_markdown(metrics: dict[str, Any]) -> str:
             name,
             str(counts["sequences"]),
             _number(counts["oracle_accuracy"], 3),
-            *(f"{_number(js[k])} ({_baseline(baseline, baseline_sd, k)})" for k in ORACLE_KS),
             _number(m["discriminator_auroc"][name], 3),
+            *(
+                f"{_number(m[key][name]['samples'], 3)} ({_number(m[key][name]['reference'], 3)})"
+                for key in ("gc_content", "cpg_oe")
+            ),
+            *(f"{_number(js[k])} ({_baseline(baseline, baseline_sd, k)})" for k in ORACLE_KS),
             f"{_number(dup['samples'], 3)} ({_number(dup['reference'], 3)})",
             f"{_number(dist['samples'], 3)} ({_number(dist['reference'], 3)})",
         ]

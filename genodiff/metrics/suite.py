@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, listing
 from genodiff.metrics.composition import (
     DUST_LEVEL,
     DUST_WINDOW,
@@ -54,6 +54,8 @@ from genodiff.metrics.sequences import base_codes, evenly_spaced, read_sequences
 from genodiff.progress import Progress
 
 KMAX = 6
+# How an error names each input file (its argument: the parameter at fault).
+INPUT_NAMES = {"samples": "samples file", "reference": "reference", "train": "training file"}
 
 
 @dataclass
@@ -100,6 +102,8 @@ class QualitySettings:
                 f"splits of the reference), got {self.splits}",
                 parameter="splits",
             )
+        if self.seed < 0:
+            raise InputValueError(f"seed must be >= 0, got {self.seed}", parameter="seed")
         if not 0 < self.identity_threshold <= 1:
             raise InputValueError(
                 "identity_threshold must be in (0, 1] (the fraction of identical bases, at "
@@ -165,6 +169,14 @@ def evaluate_samples(
     samples = [s.upper() for s in samples]
     if len(samples) < 2:
         raise InputValueError(f"the suite needs at least 2 samples, got {len(samples)}")
+    lengths = [len(s) for s in samples]
+    short = [f"{i} ({n} bp)" for i, n in enumerate(lengths, start=1) if n < settings.kmax]
+    if short:
+        raise InputValueError(
+            f"sample(s) {listing(short)} are shorter than {settings.kmax} bp, the longest k-mer "
+            "the suite counts, so most metrics cannot read them; leave them out",
+            parameter="samples",
+        )
     windows = reference_windows([r.upper() for r in reference], samples, settings, alphabet)
     ks = range(1, settings.kmax + 1)
     stage(f"k-mer spectra of {len(samples)} samples and {len(windows)} reference windows")
@@ -229,6 +241,14 @@ def evaluate_samples(
     )
     metrics["discriminator_auroc"] = discriminator.auroc
     metrics["discriminator"] = discriminator.to_dict()
+    if min(lengths) != max(lengths):
+        metrics["warnings"].append(
+            f"the samples differ in length ({min(lengths)}-{max(lengths)} bp) and the reference "
+            f"is cut into windows of {settings.window or int(np.median(lengths))} bp (their "
+            "median, or the window setting): per-sequence numbers (GC, CpG o/e, the "
+            "discriminator) compare sequences of other lengths; evaluate samples of one length "
+            "at a time"
+        )
     if len(samples) < MIN_SAMPLES_FOR_AUROC:
         metrics["warnings"].append(
             f"only {len(samples)} samples: with fewer than {MIN_SAMPLES_FOR_AUROC} the "
@@ -264,10 +284,12 @@ def evaluate_sample_files(
     or sequences held in memory (each of ``samples``, ``reference`` and ``train`` either), of
     ``alphabet`` (default: the files' domain's, ``genodiff.sample_files.sample_alphabet``);
     each file's path is recorded in the metrics."""
-    from genodiff.sample_files import sample_alphabet
+    from genodiff.sample_files import check_sample_file, sample_alphabet
 
     inputs = {"samples": samples, "reference": reference, "train": train}
     files = {key: value for key, value in inputs.items() if isinstance(value, str | os.PathLike)}
+    for key, path in files.items():  # each named as what it is, before any is read
+        check_sample_file(path, INPUT_NAMES[key], key)
     if alphabet is None:
         alphabet = sample_alphabet(*files.values())
     if ar_checkpoint is not None:  # a bad device fails now, not after the other metrics

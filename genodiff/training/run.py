@@ -20,6 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from genodiff.checkpoints import run_folder
 from genodiff.checkpoints.folders import init_backbone
+from genodiff.checkpoints.io import read_checkpoint_file
+from genodiff.checkpoints.load import weights_digest
 from genodiff.conditioning import record_class_names
 from genodiff.config import ConfigError, load_config
 from genodiff.data.base import DataModule
@@ -126,9 +128,20 @@ def finish(
             f"{math.exp(score):.4f}, {what}) at {best}"
         )
     weights = checkpoint.last_model_path or "in-memory"  # the weights `model` holds now
-    if cfg.evaluate_test and best:
-        (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
-        weights = best  # trainer.test loaded them into `model`
+    step = trainer.global_step
+    if cfg.evaluate_test and not best:  # the run ended before its first validation
+        t = cfg.trainer
+        report.append(
+            f"genodiff: no validation ran (trainer.max_steps={t.max_steps} ended the run before "
+            f"trainer.val_check_interval={t.get('val_check_interval')} was reached), so there is "
+            f"no best checkpoint: the test score is of the last weights ({weights})"
+        )
+    if cfg.evaluate_test:
+        tested = best or checkpoint.last_model_path or None  # None: the weights held now
+        (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=tested, verbose=False)
+        if best:
+            weights = best  # trainer.test loaded them into `model`
+            step = int(read_checkpoint_file(best, mmap=True)["global_step"])
         report.append(
             f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity "
             f"{result['test/ppl']:.4f} ({what})"
@@ -145,7 +158,14 @@ def finish(
     if s.num_samples <= 0:
         return
     steps = model.eval_objective.steps_used(request)
-    unlabelled = SamplingRun(checkpoint=weights, sampler=sampler, steps=steps, seed=s.seed)
+    unlabelled = SamplingRun(
+        checkpoint=weights,
+        sampler=sampler,
+        steps=steps,
+        seed=s.seed,
+        checkpoint_step=step,
+        weights_crc32=weights_digest(model),
+    )
     file = Path(domain_of(tokenizer).samples_file)
     jobs = [(request, unlabelled, file)]  # (request, provenance, file name)
     if model.class_names is not None and model.eval_objective.samplers[sampler].guided:

@@ -10,7 +10,13 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import (
+    Callback,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    RichProgressBar,
+)
+from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -115,6 +121,11 @@ class LatestCheckpoint(ModelCheckpoint):
         if isinstance(exception, SIGTERMException):  # pre-emption: keep the work done so far
             self._save_latest(trainer)
 
+    def _ModelCheckpoint__warn_if_dir_not_empty(self, dirpath: Any) -> None:  # noqa: N802
+        """Lightning warns "Checkpoint directory ... exists and is not empty" when a fit starts
+        in a folder holding checkpoints: here always the run's own (a resume), since
+        ``run_folder.check_output_dir`` refuses a folder holding another run's."""
+
     def _save_latest(self, trainer: L.Trainer) -> None:
         fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
         if fitting and not trainer.fast_dev_run and self._latest_step != trainer.global_step:
@@ -123,6 +134,25 @@ class LatestCheckpoint(ModelCheckpoint):
     def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict) -> None:
         super()._save_last_checkpoint(trainer, monitor_candidates)
         self._latest_step = trainer.global_step
+
+
+class StepRunProgressBar(RichProgressBar):
+    """Lightning's Rich progress bar, whose description reads "Epoch 3" in a run counted in
+    steps (``trainer.max_epochs`` -1), where Lightning's own reads "Epoch 3/-2"."""
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        if self.trainer.max_epochs is None or self.trainer.max_epochs < 0:
+            return f"Epoch {current_epoch}"
+        return super()._get_train_description(current_epoch)
+
+
+def progress_bars(kwargs: dict[str, Any]) -> list[Callback]:
+    """The progress bar callback for a Trainer of ``kwargs`` (``trainer_kwargs``): none when
+    the bar is off or Rich is missing (Lightning then shows its tqdm bar, which prints no
+    epoch total), else ``StepRunProgressBar``."""
+    if not kwargs.get("enable_progress_bar", True) or not _RICH_AVAILABLE:
+        return []
+    return [StepRunProgressBar()]
 
 
 def build_trainer(
@@ -139,13 +169,15 @@ def build_trainer(
         CSVLogger(out, name="logs"),
         TensorBoardLogger(out, name="tensorboard", default_hp_metric=False),
     ]
+    kwargs = trainer_kwargs(cfg, progress_bar)
     return L.Trainer(
         default_root_dir=out,
         logger=loggers,
         callbacks=[
             LatestCheckpoint(out / CHECKPOINT_FOLDER, monitor, mode),
             LearningRateMonitor(logging_interval="step"),
+            *progress_bars(kwargs),
         ],
         plugins=[AtomicCheckpointIO()],
-        **trainer_kwargs(cfg, progress_bar),
+        **kwargs,
     )

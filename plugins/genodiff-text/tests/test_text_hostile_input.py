@@ -1,0 +1,58 @@
+"""Hostile input on a text model: a [MASK] written in a `--prefix` is refused (it used to become
+a generated position), and a file scored with `eval --file` says what share of it the
+vocabulary reads as [UNK], refusing one that is mostly [UNK] (a FASTA given to a text model)."""
+
+import json
+
+import pytest
+from genodiff_text.resources import CONFIGS
+from test_text_configs import MDLM_TINY, TINY_TEXT
+
+from genodiff.cli import main
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    out = tmp_path_factory.mktemp("text")
+    args = ["train", str(CONFIGS / "text_demo.yaml"), *TINY_TEXT, *MDLM_TINY]
+    assert main([*args, "samples.num_samples=0", "evaluate_test=false", f"output_dir={out}"]) == 0
+    return str(out / "checkpoints" / "last.ckpt")
+
+
+def one_line_error(capsys, command: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"genodiff {command}: error:") and "\n" not in err, err
+    return err
+
+
+def test_a_mask_token_in_a_prefix_is_refused(checkpoint, tmp_path, capsys):
+    out = tmp_path / "s.txt"
+    args = ["sample", "--checkpoint", checkpoint, "--num-samples", "1", "--steps", "2"]
+    assert main([*args, "--prefix", "the [MASK] sat", "--out", str(out)]) == 2
+    err = one_line_error(capsys, "sample")
+    assert "the prefix holds the mask token [MASK]" in err and err.endswith("(--prefix)")
+    assert not out.exists()
+    assert main([*args, "--prefix", "the cat sat", "--out", str(out)]) == 0
+
+
+def test_eval_of_a_fasta_on_a_text_model_reports_or_refuses_its_unknown_tokens(
+    checkpoint, tmp_path, capsys
+):
+    # WordPiece reads a word of more than 100 characters as one [UNK]: a FASTA of long lines
+    # is almost all [UNK] (its header words aside).
+    fasta = tmp_path / "genome.fa"
+    fasta.write_text(">a\n" + "".join(f"{bases * 40}\n" for bases in ("ACGT", "GATTACA", "TTGCA")))
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", checkpoint, "--file", str(fasta)]) == 2
+    err = one_line_error(capsys, "eval")  # it used to exit 0 with a perplexity of [UNK]s
+    assert "of the tokens of" in err and "read as the unknown token [UNK]" in err
+    assert err.endswith("(--file)")
+
+    # Text the vocabulary mostly knows is scored, and the share of [UNK] in it is reported.
+    text = tmp_path / "lines.txt"
+    text.write_text("the cat sat on the mat .\nshe said \u6f22 .\nthey walked home .\n")  # 漢
+    assert main(["eval", "--checkpoint", checkpoint, "--file", str(text), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0 < result["unknown_fraction"] < 0.25
+    assert main(["eval", "--checkpoint", checkpoint, "--file", str(text)]) == 0
+    assert "of the tokens are the tokenizer's unknown token" in capsys.readouterr().out

@@ -1,0 +1,80 @@
+"""Examples of the documentation, run from its text as a reader copies them (at smaller sizes,
+through options appended last): the guided-generation walkthrough of docs/guidance.md, every
+command of it, and the sampling variants of docs/generating.md, whose files exist."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from Bio import SeqIO
+
+from tests import doc_commands
+from tests.test_conditioning import TINY_RUN
+from tests.test_sample_cli import checkpoint  # noqa: F401 (a module-scoped fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WALKTHROUGH = {  # smaller sizes for each command of the walkthrough
+    "train": [o for o in TINY_RUN if not o.startswith("samples.")]
+    + ["samples.num_samples=0", "evaluate_test=false"],
+    "sample": ["--num-samples", "8", "--steps", "4"],
+    "data": [],
+    "finetune": ["model.d_model=16", "model.n_layer=1", "folds=2", "trainer.max_epochs=1"],
+    "evaluate-samples": ["--folds", "2"],
+}
+
+
+def test_the_guided_walkthrough_runs_as_printed(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # its outputs/ and files land here; configs/ are found anyway
+    block = doc_commands.code_block(ROOT / "docs" / "guidance.md", "# guided-walkthrough")
+    lines = doc_commands.commands(block)
+    # One path: the model, its samples, an oracle of data it never saw, the verdict.
+    assert [line.split()[1] if line.startswith("genodiff") else line[:7] for line in lines] == [
+        "train", "sample", "data", "finetune", "ORACLE=", "evaluate-samples"
+    ]  # fmt: skip
+    assert "--steps" in lines[1] and "--sampler cached" in lines[1]  # minutes, not an hour
+    variables = doc_commands.run(lines, lambda words: WALKTHROUGH[words[1]])
+
+    samples = list(SeqIO.parse("phage.fa", "fasta"))
+    assert len(samples) == 8 and all(len(r.seq) == 200 for r in samples)
+    assert "label=phage guidance=2 guidance_schedule=constant" in samples[0].description
+    assert "sampler=cached steps=4 " in samples[0].description
+    assert "/fold0/checkpoints/best-epoch" in variables["ORACLE"]
+    report = json.loads(Path("phage_report/metrics.json").read_text())
+    assert report["oracle"]["task"] == "conditional_demo"
+    assert report["oracle"]["classes"] == ["human", "phage"]
+    assert report["samples"]["per_class"]["phage"]["sequences"] == 8
+    assert 0 <= report["oracle_accuracy"] <= 1
+    assert set(report["discriminator_auroc"]) == set(report["gc_content"]) == {"phage"}
+    shown = capsys.readouterr().out  # the report, as evaluate-samples prints it
+    assert "| phage | 8 |" in shown and "discriminator AUROC | GC (real) | CpG o/e (real)" in shown
+
+
+def test_the_sampling_variants_run_as_printed(checkpoint, tmp_path, monkeypatch):  # noqa: F811
+    # A repository-shaped folder: the quick start's checkpoint, and the repository's data/.
+    (tmp_path / "outputs" / "demo" / "checkpoints").mkdir(parents=True)
+    shutil.copy(checkpoint, tmp_path / "outputs" / "demo" / "checkpoints" / "last.ckpt")
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    monkeypatch.chdir(tmp_path)
+    block = doc_commands.code_block(ROOT / "docs" / "generating.md", "# sampling-variants")
+    lines = doc_commands.commands(block)
+    assert len(lines) == 5 and lines[-1].endswith(
+        "--infill data/templates/infill_demo.fa --sampler cached"
+    )
+
+    def smaller(words: list[str]) -> list[str]:
+        sizes = ["--num-samples", "1"]
+        if "first-hitting" not in words:  # it takes no steps
+            sizes += ["--steps", "4"]
+        if "semi-ar" in words:
+            return [*sizes, "--length", "48", "--block", "32", "--stride", "16"]
+        return sizes if "--infill" in words else [*sizes, "--length", "32"]
+
+    doc_commands.run(lines, smaller)
+    (drawn,) = SeqIO.parse("s.fa", "fasta")  # the last line's: the template's gaps filled
+    template = "".join(Path("data/templates/infill_demo.fa").read_text().splitlines()[1:])
+    assert len(drawn.seq) == len(template) == 200 and "N" not in drawn.seq
+    assert str(drawn.seq)[:60] == template[:60] and str(drawn.seq)[140:] == template[140:]
+    assert template[60:140] == "N" * 80

@@ -1,0 +1,314 @@
+"""The remainder of a newcomer's hostile-input suite (issue 30, item 9): each case is one line
+on stderr that says what to do (exit status 2), or the correct result, and nothing is lost."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from genodiff import cli
+from genodiff.generate import Constraint
+from genodiff.model import GenerativeModel
+from genodiff.pipeline import Model
+from genodiff.tokenizers import DNATokenizer
+from tests.test_bad_input_cli import one_line_error
+from tests.test_sample_cli import checkpoint  # noqa: F401 (a module-scoped fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+GENOME = str(ROOT / "data" / "chr22_20-21Mb.fa.gz")
+SAMPLE = ["--num-samples", "2", "--length", "16", "--steps", "2"]
+
+
+def run_limited(args: list[str], max_file_bytes: int) -> subprocess.CompletedProcess:
+    """``genodiff ARGS`` in a process that may write no file larger than ``max_file_bytes``
+    (``ulimit -f``): a write past it fails with EFBIG, as a full disk fails with ENOSPC."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "genodiff.cli", *args]
+    return subprocess.run(
+        command, preexec_fn=limit, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+# ------------------------------------------------------------------ tracebacks
+
+
+def test_sample_past_the_file_size_limit_is_one_line_and_writes_nothing(
+    checkpoint,  # noqa: F811
+    tmp_path,
+):
+    out = tmp_path / "many.fa"
+    args = ["sample", "--checkpoint", checkpoint, "--num-samples", "64", "--length", "64"]
+    done = run_limited([*args, "--steps", "2", "--out", str(out)], max_file_bytes=1024)
+    assert done.returncode == 2, done.stderr[-2000:]  # was OSError 27 with a traceback
+    err = done.stderr.strip().splitlines()[-1]
+    assert err.startswith("genodiff sample: error: file size limit") and "ulimit -f" in err
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary one
+
+
+def test_export_past_the_file_size_limit_is_one_line_and_writes_nothing(
+    checkpoint,  # noqa: F811
+    tmp_path,
+):
+    out = tmp_path / "exported"
+    args = ["export", "--checkpoint", checkpoint, "--out", str(out)]
+    done = run_limited(args, max_file_bytes=4096)  # below the tiny model's weights
+    assert done.returncode == 2, done.stderr[-2000:]  # was a SafetensorError traceback
+    err = done.stderr.strip().splitlines()[-1]
+    assert err.startswith("genodiff export: error: file size limit")
+    assert f"{out / 'model.safetensors'}" in err and "no model.safetensors written" in err
+    assert not out.exists()  # the folder it created is removed again
+
+
+def test_a_full_disk_while_a_folder_is_exported_names_the_file(tmp_path, monkeypatch):
+    from genodiff.backbones import build
+    from genodiff.checkpoints.folders import save_pretrained
+
+    def disk_full(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_bytes", disk_full)  # how the weights' file is written
+    folder = tmp_path / "exported"
+    with pytest.raises(OSError) as raised:  # was safetensors' own error, with a traceback
+        save_pretrained(build(name="caduceus", d_model=16, n_layer=1, vocab_size=12), folder)
+    assert raised.value.errno == errno.ENOSPC and cli.is_user_error(raised.value)
+    message = str(raised.value)
+    assert message.startswith(f"no space left on device writing {folder / 'model.safetensors'}")
+    assert "no model.safetensors written" in message and "[Errno" not in message
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ silent-wrong
+
+
+def test_per_window_without_json_is_refused(checkpoint, capsys):  # noqa: F811
+    assert cli.main(["eval", "--checkpoint", checkpoint, "--per-window"]) == 2
+    assert "add --json" in one_line_error(capsys, "eval")
+
+
+def test_steps_for_a_sampler_that_takes_none_are_refused(checkpoint, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "s.fa"
+    args = ["sample", "--checkpoint", checkpoint, "--num-samples", "2", "--length", "16"]
+    args += ["--sampler", "first-hitting", "--out", str(out)]
+    assert cli.main([*args, "--steps", "2"]) == 2
+    err = one_line_error(capsys, "sample")
+    assert "first-hitting sampler" in err and "takes no number of steps" in err
+    assert err.endswith("(--steps)") and not out.exists()
+    assert cli.main(args) == 0  # without steps it draws
+
+
+def test_steps_for_an_ar_model_are_refused():
+    config = {
+        "model": {"name": "mamba", "d_model": 16, "n_layer": 1},
+        "objective": {"name": "ar"},
+        "data": {"name": "fasta", "max_length": 16},
+        "ema": {"decay": 0},
+    }
+    model = Model(GenerativeModel(config, DNATokenizer()), "in memory")
+    with pytest.raises(ValueError, match="ancestral sampler of this ar model takes no") as raised:
+        model.generate(1, 8, steps=4)
+    assert raised.value.parameter == "steps"
+    assert len(model.generate(1, 8)[0]) == 8
+
+
+def test_a_classifier_form_without_a_classifier_is_refused(checkpoint, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "s.fa"
+    args = ["sample", "--checkpoint", checkpoint, *SAMPLE, "--label", "human"]
+    assert cli.main([*args, "--classifier-form", "exact", "--out", str(out)]) == 2
+    err = one_line_error(capsys, "sample")
+    assert "give a classifier" in err and err.endswith("(--classifier-form)")
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ absurd accepted
+
+
+@pytest.mark.parametrize("command", ["sample", "eval", "evaluate-samples"])
+def test_a_negative_seed_is_refused(checkpoint, tmp_path, capsys, command):  # noqa: F811
+    samples = tmp_path / "samples.fa"
+    samples.write_text(">a\nACGTACGTAC\n>b\nGGGCCCATAT\n")
+    args = {
+        "sample": ["sample", "--checkpoint", checkpoint, *SAMPLE, "--out", str(tmp_path / "s.fa")],
+        "eval": ["eval", "--checkpoint", checkpoint, "--num-windows", "1"],
+        "evaluate-samples": ["evaluate-samples", str(samples), "--reference", GENOME],
+    }[command]
+    assert cli.main([*args, "--seed", "-1"]) == 2  # was accepted (or a numpy traceback)
+    err = one_line_error(capsys, command)
+    assert "seed must be >= 0, got -1" in err and err.endswith("(--seed)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["samples.fa"]
+
+
+def test_a_mask_token_in_a_prefix_is_refused():
+    class MaskingTokenizer(DNATokenizer):
+        """Reads ``?`` as the mask token, as a text vocabulary reads ``[MASK]``."""
+
+        def encode_prefix(self, text: str) -> list[int]:
+            return [self.mask_id if c == "?" else self.token_to_id[c] for c in text]
+
+    tokenizer = MaskingTokenizer()
+    assert Constraint.from_prefix("ACG", 8, tokenizer).given.tolist() == [True] * 3 + [False] * 5
+    with pytest.raises(ValueError, match=r"the prefix holds the mask token \[MASK\]") as raised:
+        Constraint.from_prefix("AC?G", 8, tokenizer)  # was: position 2 silently generated
+    assert raised.value.parameter == "prefix"
+
+
+def test_samples_shorter_than_the_longest_k_mer_are_refused(tmp_path, capsys):
+    samples = tmp_path / "mixed.fa"
+    samples.write_text(">a\n" + "ACGT" * 20 + "\n>b\n" + "GATTACA" * 10 + "\n>c\nA\n")
+    out = tmp_path / "report"
+    assert cli.main(["evaluate-samples", str(samples), "--reference", GENOME, "--out", str(out)])
+    err = one_line_error(capsys, "evaluate-samples")
+    assert "sample(s) 3 (1 bp) are shorter than 6 bp" in err and not out.exists()
+
+
+def test_samples_of_mixed_lengths_are_scored_with_a_warning(tmp_path):
+    from genodiff.metrics import evaluate_samples
+
+    rng = torch.Generator().manual_seed(0)
+    bases = lambda n: "".join("ACGT"[i] for i in torch.randint(0, 4, (n,), generator=rng))  # noqa: E731
+    reference = [bases(4000)]
+    same = evaluate_samples([bases(60) for _ in range(4)], reference, "ACGT").metrics
+    assert not any("differ in length" in w for w in same["warnings"])
+    mixed = evaluate_samples([bases(n) for n in (50, 60, 300, 50)], reference, "ACGT").metrics
+    (warning,) = [w for w in mixed["warnings"] if "differ in length" in w]
+    assert "(50-300 bp)" in warning and "windows of 55 bp" in warning  # the median
+
+
+# ------------------------------------------------------------------ messages naming the wrong thing
+
+
+def test_a_missing_reference_is_called_a_reference(tmp_path, capsys):
+    samples = tmp_path / "samples.fa"
+    samples.write_text(">a\nACGTACGTAC\n>b\nGGGCCCATAT\n")
+    missing = tmp_path / "real.fa"
+    assert cli.main(["evaluate-samples", str(samples), "--reference", str(missing)]) == 2
+    err = one_line_error(capsys, "evaluate-samples")
+    assert f"reference {missing} not found" in err and "sample file" not in err
+    assert err.endswith("(--reference)")
+
+
+def test_a_binary_training_file_is_called_a_training_file(tmp_path, capsys):
+    samples = tmp_path / "samples.fa"
+    samples.write_text(">a\nACGTACGTAC\n>b\nGGGCCCATAT\n")
+    train = tmp_path / "train.dat"
+    train.write_bytes(os.urandom(256))
+    args = ["evaluate-samples", str(samples), "--reference", GENOME, "--train", str(train)]
+    assert cli.main(args) == 2
+    err = one_line_error(capsys, "evaluate-samples")
+    assert err.startswith(f"genodiff evaluate-samples: error: training file {train}:")
+    assert err.endswith("(--train)")
+
+
+def read_only_folder(tmp_path: Path) -> Path:
+    """A folder this process cannot write in: a chmod 555 one, or for root (whom permissions
+    do not stop) /sys, which refuses new files to everyone."""
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder if not os.access(folder, os.W_OK) else Path("/sys")
+
+
+def test_a_read_only_output_is_refused_before_sampling(
+    checkpoint,  # noqa: F811
+    tmp_path,
+    capsys,
+    monkeypatch,
+):
+    from genodiff import generate
+
+    drawn = []
+    real_draw = generate.draw_samples
+    monkeypatch.setattr(
+        generate, "draw_samples", lambda *a, **k: drawn.append(1) or real_draw(*a, **k)
+    )
+    out = read_only_folder(tmp_path) / "samples.fa"
+    assert cli.main(["sample", "--checkpoint", checkpoint, *SAMPLE, "--out", str(out)]) == 2
+    err = one_line_error(capsys, "sample")
+    assert f"cannot write {out} ({out.parent}:" in err and err.endswith("(--out)")
+    assert ".tmp" not in err and drawn == []  # found before any sampling
+
+
+def test_a_read_only_report_folder_is_refused_before_the_metrics(tmp_path, capsys):
+    samples = tmp_path / "samples.fa"
+    samples.write_text(">a\nACGTACGTAC\n>b\nGGGCCCATAT\n")
+    out = read_only_folder(tmp_path) / "report"
+    args = ["evaluate-samples", str(samples), "--reference", GENOME, "--out", str(out)]
+    assert cli.main(args) == 2
+    assert f"cannot write {out / 'metrics.json'}" in one_line_error(capsys, "evaluate-samples")
+
+
+def test_eval_of_a_file_says_which_index_files_it_wrote_beside_it(
+    checkpoint,  # noqa: F811
+    tmp_path,
+    capsys,
+):
+    fasta = tmp_path / "mine.fa"
+    fasta.write_text(">r\n" + "ACGTTGCA" * 40 + "\n")
+    args = ["eval", "--checkpoint", checkpoint, "--file", str(fasta), "--num-windows", "1"]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert f"indexed {fasta} for random access: wrote mine.fa.fai beside it" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.fa", "mine.fa.fai"]
+    assert cli.main(args) == 0  # the index is reused: nothing new is said
+    assert "indexed" not in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ cases the suite found fixed
+
+
+def test_a_checkpoint_missing_one_weight_is_one_line(checkpoint, tmp_path, capsys):  # noqa: F811
+    content = torch.load(checkpoint, weights_only=False)
+    deleted = sorted(content["state_dict"])[3]
+    del content["state_dict"][deleted]
+    damaged = tmp_path / "missing.ckpt"
+    torch.save(content, damaged)
+    out = tmp_path / "s.fa"
+    assert cli.main(["sample", "--checkpoint", str(damaged), *SAMPLE, "--out", str(out)]) == 2
+    err = one_line_error(capsys, "sample")  # not load_state_dict's RuntimeError
+    assert f"missing keys (1): {deleted}" in err and not out.exists()
+
+
+def test_an_export_whose_record_names_another_width_is_one_line(checkpoint, tmp_path, capsys):  # noqa: F811
+    folder = tmp_path / "exported"
+    assert cli.main(["export", "--checkpoint", checkpoint, "--out", str(folder)]) == 0
+    record = json.loads((folder / "genodiff.json").read_text())
+    record["config"]["model"]["d_model"] *= 2
+    (folder / "genodiff.json").write_text(json.dumps(record))
+    out = tmp_path / "s.fa"
+    assert cli.main(["sample", "--checkpoint", str(folder), *SAMPLE, "--out", str(out)]) == 2
+    err = one_line_error(capsys, "sample")  # not a size-mismatch RuntimeError
+    assert "tensors of another shape" in err and not out.exists()
+
+
+def test_an_export_of_weights_that_are_all_nan_writes_nothing(checkpoint, tmp_path, capsys):  # noqa: F811
+    content = torch.load(checkpoint, weights_only=False)
+    for name, tensor in content["state_dict"].items():
+        if tensor.is_floating_point():
+            content["state_dict"][name] = torch.full_like(tensor, float("nan"))
+    diverged = tmp_path / "nan.ckpt"
+    torch.save(content, diverged)
+    folder = tmp_path / "exported"
+    assert cli.main(["export", "--checkpoint", str(diverged), "--out", str(folder)]) == 2
+    assert "not finite" in one_line_error(capsys, "export") and not folder.exists()
+
+
+def test_a_classifier_into_a_run_folder_is_not_told_to_resume(checkpoint, capsys):  # noqa: F811
+    run = str(Path(checkpoint).parents[1])  # the folder of a genodiff train run
+    config = str(ROOT / "configs" / "classifier_demo.yaml")
+    args = ["classifier", config, f"generator={checkpoint}", f"output_dir={run}"]
+    assert cli.main([*args, "trainer.enable_progress_bar=false"]) == 2
+    err = one_line_error(capsys, "classifier")
+    assert "already holds a run" in err and "ckpt_path" not in err  # it cannot resume
+    assert "choose another output_dir" in err
