@@ -16,6 +16,7 @@ of sequences or windows and gather the results on the main process.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,12 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     )
     if fabric.world_size == 1:
         return Workers()
+    if "NUMBA_NUM_THREADS" not in os.environ:
+        # The CPU scan's thread pool, sized as Lightning sizes torch's (cores / processes), in
+        # the environment the other processes start with (numba reads it once, on import): a
+        # larger pool's idle threads spin on the cores the other processes compute on.
+        threads = max(1, (os.cpu_count() or 1) // fabric.strategy.num_processes)
+        os.environ["NUMBA_NUM_THREADS"] = str(threads)
     fabric.launch()  # the other local processes run the same command up to here
     for guard in (trainer_rank_zero, fabric_rank_zero):
         guard.rank = 0  # each run is a world of one: its logs are written by this process

@@ -153,6 +153,26 @@ def test_channel_chunks_reduce_partial_grads(monkeypatch, B_mode, C_mode):
         torch.testing.assert_close(grads[name], grads_ref[name], rtol=1e-9, atol=1e-9, msg=name)
 
 
+def test_kernels_run_on_as_many_threads_as_torch_and_leave_torchs_count(monkeypatch):
+    """torch.set_num_threads bounds the CPU scan too (Lightning sets it to cores / processes when
+    several CPU processes share a machine), and starting numba's OpenMP pool must not reset
+    torch's count: both would then take every core in every process."""
+    monkeypatch.delenv("GENODIFF_DISABLE_NUMBA", raising=False)
+    inputs = make_inputs(7, "var", "var", z=True)
+    dout = torch.randn(2, 4, 7, dtype=torch.float64)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        out, _, grads = run(selective_scan, inputs, True, dout)
+        assert (torch.get_num_threads(), numba.get_num_threads()) == (1, 1)
+    finally:
+        torch.set_num_threads(before)
+    out_ref, _, grads_ref = run(scan_reference, inputs, True, dout)
+    torch.testing.assert_close(out, out_ref, rtol=1e-10, atol=1e-10)
+    for name in grads:
+        torch.testing.assert_close(grads[name], grads_ref[name], rtol=1e-9, atol=1e-9, msg=name)
+
+
 @pytest.mark.parametrize("B_mode", ["var", "g2"])
 def test_fp32_within_upstream_tolerance(backend, B_mode):
     inputs = make_inputs(128, B_mode, B_mode, Dn=8, N=16, seed=1)

@@ -482,8 +482,23 @@ def _dummy_z(u: torch.Tensor, z: torch.Tensor | None) -> torch.Tensor:
     return z if z is not None else u.new_empty(0, 0, 0)
 
 
+def _follow_torch_threads() -> None:
+    """Run the kernels on as many threads as torch's intra-op pool: ``torch.set_num_threads``
+    bounds genodiff's CPU work as a whole (Lightning sets it to cores / processes when several
+    CPU processes share a machine). Starting numba's OpenMP pool resets the OpenMP thread count
+    that torch reads as its own, so torch's is put back: otherwise torch and numba each take
+    every core in every process, and the processes crawl."""
+    wanted = torch.get_num_threads()
+    threads = max(1, min(wanted, numba.config.NUMBA_NUM_THREADS))
+    if numba.get_num_threads() != threads:
+        numba.set_num_threads(threads)
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
+
+
 def forward(u, delta, A, Bk, Ck, D_skip, z, bias, softplus):
     """-> out (Bsz, D, L) (gated when z is given), last state (Bsz, D, N)."""
+    _follow_torch_threads()
     out = torch.empty_like(u)
     last = u.new_empty(u.shape[0], u.shape[1], A.shape[1])
     args = (u, delta, A, Bk, Ck, D_skip, _dummy_z(u, z), bias)
@@ -499,6 +514,7 @@ def _n_chunks(Bsz: int, D: int) -> int:
 
 def backward(dout, u, delta, A, Bk, Ck, D_skip, z, bias, softplus):
     """-> du, ddelta, dA, dBk, dCk, dD, dz (None without z), dbias; dBk/dCk in Bk/Ck layout."""
+    _follow_torch_threads()
     Bsz, D, _ = u.shape
     n_chunks = _n_chunks(Bsz, D)
     du, ddelta = torch.empty_like(u), torch.empty_like(u)
@@ -517,6 +533,7 @@ def backward(dout, u, delta, A, Bk, Ck, D_skip, z, bias, softplus):
 def mixer_conv(xz, weight, bias):
     """-> u (S, Bsz, L, D): silu of the depthwise conv of each direction (see the kernel);
     xz (Bsz, L, P, 2D), weight (S, D, K), bias (S, D)."""
+    _follow_torch_threads()
     S, D, _ = weight.shape
     out = xz.new_empty(S, xz.shape[0], xz.shape[1], D)
     weight_t = weight.transpose(1, 2).contiguous()  # (S, K, D)
@@ -526,6 +543,7 @@ def mixer_conv(xz, weight, bias):
 
 def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
     """-> y (Bsz, L, S, D), or (Bsz, L, 1, D) summed over directions (see the kernel)."""
+    _follow_torch_threads()
     S, Bsz, L, D = u.shape
     y = u.new_empty(Bsz, L, 1 if summed else S, D)
     dt_weight_t = dt_weight.transpose(1, 2).contiguous()  # (S, R, D)
