@@ -73,7 +73,10 @@ def test_the_sampling_variants_run_as_printed(checkpoint, tmp_path, monkeypatch)
         return sizes if "--infill" in words else [*sizes, "--length", "32"]
 
     doc_commands.run(lines, smaller)
-    (drawn,) = SeqIO.parse("s.fa", "fasta")  # the last line's: the template's gaps filled
+    for out in ("cached.fa", "first_hitting.fa", "long.fa", "prefixed.fa"):
+        (sample,) = SeqIO.parse(out, "fasta")  # each variant wrote its own file
+    assert len(sample.seq) == 32 and str(sample.seq).startswith("TATAAAAGGC")
+    (drawn,) = SeqIO.parse("infilled.fa", "fasta")  # the last line's: the template's gaps filled
     template = "".join(Path("data/templates/infill_demo.fa").read_text().splitlines()[1:])
     assert len(drawn.seq) == len(template) == 200 and "N" not in drawn.seq
     assert str(drawn.seq)[:60] == template[:60] and str(drawn.seq)[140:] == template[140:]

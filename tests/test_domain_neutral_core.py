@@ -323,7 +323,8 @@ def test_sample_writers(tmp_path):
     rows = [json.loads(x) for x in write_samples(samples, tmp_path / "s.jsonl", run, dna).open()]
     assert rows[1] == {"id": "sample_1_seed5", "text": "TTNAA", "checkpoint": "c.ckpt",
                        "sampler": "cached", "steps": 8, "seed": 5, "temperature": 1.0,
-                       "top_p": 1.0, "block": None, "stride": None, "constraint": None}  # fmt: skip
+                       "top_p": 1.0, "block": None, "stride": None, "constraint": None,
+                       "draws": "per-sequence-v1"}  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.fa", "s.jsonl", "s.txt"]
 
 
