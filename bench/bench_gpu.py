@@ -8,7 +8,9 @@ layers) with the mamba-ssm / causal-conv1d kernels.
    Reported: tokens/s (median over the timed steps) and peak GPU memory.
 2. Sampling: bp/s of the MDLM samplers (ancestral, cached, first-hitting; random weights: when
    tokens unmask does not depend on them) in float32 as ``genodiff sample`` runs, and of an AR
-   Mamba (configs/model/mamba.yaml) decoding with the recurrent step kernels.
+   Mamba (configs/model/mamba.yaml) decoding with the recurrent step kernels; each eagerly and
+   with the network call replayed from CUDA graphs (``genodiff.backbones.graphed``, what
+   ``genodiff sample --cuda-graphs`` does), and whether both drew the same sequences.
 
 Needs a CUDA GPU and the kernels (pip install --no-build-isolation -e '.[cuda]'); elsewhere it
 says so and exits with status 1.
@@ -25,16 +27,19 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 from omegaconf import OmegaConf
 
 from genodiff.backbones import build
+from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.ops import upstream
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
 
 MIB = 2**20
+T = TypeVar("T")
 DNA = DNATokenizer()
 
 
@@ -81,13 +86,13 @@ def caduceus_ph(fused: bool) -> torch.nn.Module:
     return build(**config).cuda()
 
 
-def synced(fn: Callable[[], object]) -> float:
-    """Seconds of one call, GPU work included."""
+def synced(fn: Callable[[], T]) -> tuple[float, T]:
+    """Seconds of one call, GPU work included, and what it returned."""
     torch.cuda.synchronize()
     start = time.perf_counter()
-    fn()
+    result = fn()
     torch.cuda.synchronize()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, result
 
 
 def training_step(model: torch.nn.Module, batch: int, length: int) -> Callable[[], None]:
@@ -120,11 +125,11 @@ def bench_training(args: argparse.Namespace) -> None:
         for _ in range(args.warmup):
             step()
         torch.cuda.reset_peak_memory_stats()
-        times[name].append(synced(step))
+        times[name].append(synced(step)[0])
         peaks[name] = torch.cuda.max_memory_allocated() / MIB
     for _ in range(args.steps - 1):  # interleaved, so that clocks and neighbours affect both
         for name, step in steps.items():
-            times[name].append(synced(step))
+            times[name].append(synced(step)[0])
     tokens = args.batch * args.length
     for name in paths:
         seconds = statistics.median(times[name])
@@ -139,23 +144,31 @@ def bench_sampling(args: argparse.Namespace) -> None:
 
     n, length = args.sample_num, args.sample_length
     print(f"\nSampling: {n} x {length} bp, float32, random weights")
-    print("| model | sampler | steps T | bp/s | wall time (s) |")
-    print("|---|---|---|---|---|")
+    print("| model | sampler | steps T | network call | bp/s | wall time (s) | same sequences |")
+    print("|---|---|---|---|---|---|---|")
     mdlm = MDLM(mask_id=DNA.mask_id, pad_id=DNA.pad_id, sample_ids=DNA.sample_ids)
     ar = AR(bos_id=DNA.bos_id, pad_id=DNA.pad_id, sample_ids=DNA.sample_ids)
+    caduceus = caduceus_ph(True).eval()
     runs = [
-        ("Caduceus-Ph", caduceus_ph(True), mdlm, "ancestral", args.sample_steps),
-        ("Caduceus-Ph", caduceus_ph(True), mdlm, "cached", args.sample_steps),
-        ("Caduceus-Ph", caduceus_ph(True), mdlm, "first-hitting", None),
-        ("AR Mamba d128 x 4", build(**model_config("mamba")).cuda(), ar, "ancestral", None),
+        ("Caduceus-Ph", caduceus, mdlm, "ancestral", args.sample_steps),
+        ("Caduceus-Ph", caduceus, mdlm, "cached", args.sample_steps),
+        ("Caduceus-Ph", caduceus, mdlm, "first-hitting", None),
+        ("AR Mamba d128 x 4", build(**model_config("mamba")).cuda().eval(), ar, "ancestral", None),
     ]
     for label, model, objective, sampler, steps in runs:
-        model.eval()
         request = SampleRequest(n, length, steps=steps or 1, sampler=sampler)
-        generator = torch.Generator(device="cuda").manual_seed(args.seed)
-        seconds = synced(functools.partial(objective.sample, model, request, generator))
-        bp_per_s = n * length / seconds
-        print(f"| {label} | {sampler} | {steps or '-'} | {bp_per_s:,.0f} | {seconds:.1f} |")
+        drawn = {}
+        # eager, then the same draw with each step's call replayed from a CUDA graph (the AR
+        # model decodes with its recurrent step, which the graphs leave as it is)
+        for call, network in (("eager", model), ("CUDA graph", GraphedNetwork(model))):
+            generator = torch.Generator(device="cuda").manual_seed(args.seed)
+            draw = functools.partial(objective.sample, network, request, generator)
+            seconds, drawn[call] = synced(draw)
+            same = "-" if call == "eager" else str(torch.equal(drawn["eager"], drawn[call]))
+            print(
+                f"| {label} | {sampler} | {steps or '-'} | {call} | {n * length / seconds:,.0f} "
+                f"| {seconds:.1f} | {same} |"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

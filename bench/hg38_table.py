@@ -29,6 +29,7 @@ from pathlib import Path
 from genodiff.checkpoints import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
+GENODIFF = [sys.executable, "-m", "genodiff.cli"]  # the installed CLI of this interpreter
 
 # config, model overrides giving ~82 K parameters (Caduceus d64 x 2 = 82,624;
 # Mamba d72 x 2 = 82,296; HyenaDNA d48 x 2 = 82,336).
@@ -84,7 +85,7 @@ def train_and_score(row: str, args: argparse.Namespace, score: bool) -> dict | N
     if not timing.exists():
         start = time.perf_counter()
         overrides = [*common_overrides(args, out), *model_overrides]
-        run(["genodiff", "train", f"configs/{config}.yaml", *overrides], log)
+        run([*GENODIFF, "train", f"configs/{config}.yaml", *overrides], log)
         timing.write_text(f"{time.perf_counter() - start:.0f}\n")
     train_s = float(timing.read_text())
     if not score:
@@ -92,7 +93,7 @@ def train_and_score(row: str, args: argparse.Namespace, score: bool) -> dict | N
     best = sorted((out / "checkpoints").glob("best-step*.ckpt"))[-1]
     scored = run(
         [
-            "genodiff", "eval", "--checkpoint", str(best), "--json",
+            *GENODIFF, "eval", "--checkpoint", str(best), "--json",
             "--num-windows", str(args.eval_windows), "--t-samples", str(args.t_samples),
         ],
         log,

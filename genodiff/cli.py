@@ -50,6 +50,8 @@ def _sample(args: argparse.Namespace) -> None:
     from genodiff.pipeline import check_samples_output, load
 
     model = load(args.checkpoint, args.device)
+    if args.cuda_graphs:
+        model.enable_cuda_graphs()
     inputs = [("checkpoint", args.checkpoint)]
     inputs += [(what, path) for what, path in (("--infill template", args.infill),
                ("--classifier checkpoint", args.classifier)) if path is not None]  # fmt: skip
@@ -462,6 +464,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sample.add_argument("--batch-size", type=int, help="sequences per network call (default: 16)")
     sample.add_argument("--device", help="cpu, cuda, cuda:1 (default: the best available)")
+    sample.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="replay each step's network call from a CUDA graph: the same sequences, one "
+        "launch per call, on a GPU only (default: off)",
+    )
     sample.add_argument(
         "--out",
         required=True,

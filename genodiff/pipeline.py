@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.checkpoints import export_model, load_model
 from genodiff.checkpoints.run_folder import is_main_process
 from genodiff.classifiers import load_classifier
@@ -95,6 +96,20 @@ class Model:
     def __init__(self, network: GenerativeModel, source: str) -> None:
         self.network = network.eval()
         self.source = source
+        self._graphed: GraphedNetwork | None = None  # enable_cuda_graphs
+
+    def enable_cuda_graphs(self) -> Model:
+        """Replay the samplers' network call from CUDA graphs from now on
+        (``genodiff.backbones.graphed``): the same sequences, one launch per call instead of
+        one per kernel. Needs the model on a CUDA device. Returns the model."""
+        if self.device.type != "cuda":
+            raise InputValueError(
+                f"CUDA graphs need the model on a CUDA device; it is on {self.device} "
+                "(load it with device='cuda')",
+                parameter="cuda_graphs",
+            )
+        self._graphed = GraphedNetwork(self.network.eval_backbone)
+        return self
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -275,7 +290,7 @@ class Model:
         try:
             for start, ids in draw_batches(
                 network.eval_objective,
-                network.eval_backbone,
+                self._graphed or network.eval_backbone,
                 job.request,
                 job.seed,
                 job.batch_size,

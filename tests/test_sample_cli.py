@@ -94,6 +94,7 @@ def test_top_p_and_temperature_are_recorded(checkpoint, tmp_path, option):
         (["--top-p", "0"], "top_p (nucleus) must be in (0, 1]"),
         (["--temperature", "0"], "temperature must be > 0"),
         (["--prefix", "AC", "--infill", "x.fa"], "exclude each other"),
+        (["--cuda-graphs", "--device", "cpu"], "need the model on a CUDA device; it is on cpu"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(checkpoint, tmp_path, capsys, options, message):

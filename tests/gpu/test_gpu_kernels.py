@@ -31,6 +31,7 @@ from mamba_ssm.ops.triton.selective_state_update import selective_state_update
 
 from genodiff import cli, ops
 from genodiff.backbones.caduceus import Caduceus
+from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.backbones.hyena import HyenaDNA
 from genodiff.backbones.mamba import Mamba
 from genodiff.backbones.mamba_lm import MambaLM
@@ -39,6 +40,7 @@ from genodiff.ops import upstream
 from genodiff.samplers import MASKED_SAMPLERS, UNIFORM_SAMPLERS
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
+from tests import guided
 from tests.dna_objectives import DNA, ar, mdlm
 from tests.test_cli import DEMO, TINY
 
@@ -360,7 +362,7 @@ def test_guided_samplers_on_the_gpu(sampler, objective_name):
     given[:8] = True
 
     def draw(label: int, seed: int) -> torch.Tensor:
-        request = SampleRequest(
+        request = guided.request(
             8, 64, steps=32, sampler=sampler, template=template, given=given, block=32,
             stride=16, label=label, guidance=2.0, guidance_schedule="ramp",
         )  # fmt: skip
@@ -373,3 +375,25 @@ def test_guided_samplers_on_the_gpu(sampler, objective_name):
     assert (samples[:, :8] == template[:8]).all()
     assert torch.equal(draw(0, seed=0), samples)
     assert not torch.equal(draw(1, seed=0), samples)
+
+
+@pytest.mark.parametrize("sampler", ["ancestral", "cached"])
+def test_cuda_graphs_draw_the_eager_sequences(sampler):
+    """Each step's network call (the fused kernels; D-CFG's doubled batch) replayed from a
+    CUDA graph draws exactly the eager sequences, and every signature was recorded."""
+    torch.manual_seed(0)
+    model = Caduceus(**SMALL, num_classes=2)
+    with torch.no_grad():
+        model.backbone.label_embedding.embedding.weight.normal_(0, 2.0)
+    model = model.eval().to(CUDA)
+    objective = mdlm(sample_ids=DNA.sample_ids)
+    request = guided.request(8, 64, steps=32, sampler=sampler, label=1, guidance=2.0)
+
+    def draw(network: torch.nn.Module) -> torch.Tensor:
+        generator = torch.Generator(device=CUDA).manual_seed(0)
+        return objective.sample(network, request, generator).cpu()
+
+    graphed = GraphedNetwork(model)
+    assert torch.equal(draw(graphed), draw(model))
+    recordings = graphed._recordings.values()
+    assert len(recordings) >= 1 and all(r is not None for r in recordings)

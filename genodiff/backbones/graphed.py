@@ -1,0 +1,146 @@
+"""A backbone's network call replayed from CUDA graphs: sampling off the kernel-launch floor.
+
+A sampler calls the network once per step on inputs of one shape. On a GPU a small model's
+call is bound by launching its hundreds of kernels, not by their arithmetic (BENCHMARKS.md,
+"The CUDA kernels against the CPU path"). A CUDA graph records the launches of one call once
+and replays them with a single launch. ``GraphedNetwork`` wraps a backbone so that each
+distinct input signature (shapes, dtypes, devices of ids, sigma and labels; the autocast
+state) is recorded on its first call and replayed after: the inputs are copied into the
+recording's own tensors, the graph replays, and the output is copied out, so a replay returns
+what the eager call returns on the same inputs.
+
+Calls a graph cannot serve run eagerly, with the same result: embeddings instead of ids
+(Plaid), gradients on, training mode, more signatures than ``max_graphs`` (an AR model's
+growing context), and a backbone whose call cannot be recorded (a host sync inside it: it is
+said once, as a warning). ``genodiff.pipeline.Model.enable_cuda_graphs`` and
+``genodiff sample --cuda-graphs`` turn it on.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from genodiff.conditioning import network_kwargs
+
+#: Records ``call`` (no arguments, reading fixed input tensors) and returns its replay, which
+#: reruns the recording and returns its output tensor (the same tensor at every replay).
+Capture = Callable[[Callable[[], Tensor]], Callable[[], Tensor]]
+
+WARM_UP_CALLS = 3  # before recording: lazy initialisation, kernel autotuning, the allocator
+
+
+def cuda_graph_capture(call: Callable[[], Tensor], pool: Any = None) -> Callable[[], Tensor]:
+    """``call`` recorded as a CUDA graph on the current device (after warm-up calls on a side
+    stream, as torch.cuda.graph requires); ``pool``: a memory pool shared between graphs."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(WARM_UP_CALLS):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        output = call()
+
+    def replay() -> Tensor:
+        graph.replay()
+        return output
+
+    return replay
+
+
+def shared_pool_capture() -> Capture:
+    """``cuda_graph_capture`` with one memory pool for all the graphs it records."""
+    pool = torch.cuda.graph_pool_handle()
+    return lambda call: cuda_graph_capture(call, pool)
+
+
+@dataclass
+class _Recording:
+    inputs: tuple[Tensor | None, ...]  # the tensors the recording reads: ids, sigma, labels
+    replay: Callable[[], Tensor]
+
+
+def _signature(inputs: tuple[Tensor | None, ...]) -> tuple:
+    """What a recording is valid for: each input's shape, dtype and device, and autocast."""
+    tensors = tuple(None if t is None else (tuple(t.shape), t.dtype, t.device) for t in inputs)
+    device_type = inputs[0].device.type
+    autocast = torch.is_autocast_enabled(device_type)
+    return (*tensors, autocast and torch.get_autocast_dtype(device_type))
+
+
+class GraphedNetwork(nn.Module):
+    """``network`` (a backbone: ``forward(ids, sigma, inputs_embeds, labels=...)``) with its
+    inference calls replayed from recordings (module doc). ``capture`` records one call
+    (``cuda_graph_capture`` by default); ``max_graphs`` bounds how many signatures are recorded.
+    Every other attribute (``capabilities``, ``step``, ...) is the network's."""
+
+    def __init__(
+        self, network: nn.Module, capture: Capture | None = None, max_graphs: int = 8
+    ) -> None:
+        super().__init__()
+        self.network = network
+        self.capabilities = network.capabilities
+        self.max_graphs = max_graphs
+        self._capture = capture
+        self._recordings: dict[tuple, _Recording | None] = {}  # None: runs eagerly
+        self._warned = False
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "network":
+                raise
+            return getattr(self.network, name)
+
+    def forward(
+        self,
+        input_ids: Tensor | None,
+        sigma: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+    ) -> Tensor:
+        if inputs_embeds is not None:  # Plaid's call
+            kwargs = network_kwargs(labels)
+            return self.network(input_ids, sigma, inputs_embeds=inputs_embeds, **kwargs)
+        if input_ids is None or self.network.training or torch.is_grad_enabled():
+            return self.network(input_ids, sigma, **network_kwargs(labels))
+        inputs = (input_ids, sigma, labels)  # (B, L), (B,) or None, (B,) or None
+        key = _signature(inputs)
+        if key not in self._recordings:
+            recorded = len(self._recordings) < self.max_graphs
+            self._recordings[key] = self._record(inputs) if recorded else None
+        recording = self._recordings[key]
+        if recording is None:
+            return self.network(input_ids, sigma, **network_kwargs(labels))
+        for held, given in zip(recording.inputs, inputs, strict=True):
+            if held is not None:
+                held.copy_(given)
+        return recording.replay().clone()  # (B, L, V): the next replay overwrites its output
+
+    def _record(self, inputs: tuple[Tensor | None, ...]) -> _Recording | None:
+        """A recording of the network's call on copies of ``inputs``; None (and a warning,
+        once) when the call cannot be recorded."""
+        if self._capture is None:
+            self._capture = shared_pool_capture()
+        held = tuple(None if t is None else t.clone() for t in inputs)
+        ids, sigma, labels = held
+        try:
+            replay = self._capture(lambda: self.network(ids, sigma, **network_kwargs(labels)))
+        except RuntimeError as err:
+            if not self._warned:
+                warnings.warn(
+                    f"{type(self.network).__name__}'s call cannot be recorded as a CUDA graph "
+                    f"({str(err).splitlines()[0]}); it runs without graphs",
+                    stacklevel=2,
+                )
+                self._warned = True
+            return None
+        return _Recording(held, replay)
