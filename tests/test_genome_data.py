@@ -113,6 +113,38 @@ def test_bgzf_reads_and_plain_gzip_is_rejected(tmp_path):
     assert (tmp_path / "g.bgz.fa.gz.fai").exists() and (tmp_path / "g.bgz.fa.gz.gzi").exists()
 
 
+def test_bgzf_reads_starting_at_a_block_boundary(tmp_path):
+    # A read that starts exactly where a BGZF block ends: pyfaidx fails on such a read in
+    # blocks of 65,536 bytes (Biopython's default). Positions are computed by hand from the
+    # layout: a 6-byte header line, then lines of 60 bases and a newline.
+    rng = random.Random(0)
+    seq = "".join(rng.choice("ACGT") for _ in range(200_000))
+    lines = [seq[i : i + 60] for i in range(0, len(seq), 60)]
+    (tmp_path / "g.fa").write_text(">chr1\n" + "\n".join(lines) + "\n")
+    genome = Genome(bgzip_fasta(tmp_path / "g.fa", tmp_path / "g.fa.gz"))
+    for block_end in (65_280, 65_536, 2 * 65_280, 2 * 65_536):
+        start = next(p for p in range(len(seq)) if 6 + p + p // 60 >= block_end)
+        assert genome.fetch("chr1", start, start + 500) == seq[start : start + 500]
+        assert genome.fetch("chr1", start - 1, start + 1) == seq[start - 1 : start + 1]
+
+
+def test_a_bgzf_file_with_full_blocks_gets_a_clear_error(tmp_path):
+    # Blocks of 65,536 bytes, as Biopython's writer fills them by default (and genodiff wrote
+    # them before): the read at the first block's end is refused with what to do.
+    from Bio import bgzf
+
+    rng = random.Random(1)
+    seq = "".join(rng.choice("ACGT") for _ in range(100_000))
+    text = ">chr1\n" + "\n".join(seq[i : i + 60] for i in range(0, len(seq), 60)) + "\n"
+    with bgzf.BgzfWriter(tmp_path / "full.fa.gz", "wb") as out:
+        out.write(text.encode())
+    genome = Genome(tmp_path / "full.fa.gz")
+    start = next(p for p in range(len(seq)) if 6 + p + p // 60 >= 65_536)
+    with pytest.raises(ValueError, match=r"full\.fa\.gz.*65,536-byte BGZF.*bgzip_fasta"):
+        genome.fetch("chr1", start, start + 10)
+    assert genome.fetch("chr1", 0, 100) == seq[:100]
+
+
 def test_bgzf_content_with_plain_name_is_rejected(tmp_path):
     plain = write_fasta(tmp_path / "g.fa", {"c": "ACGT" * 10})
     bgzip_fasta(plain, tmp_path / "x.fa")

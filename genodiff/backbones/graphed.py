@@ -107,23 +107,28 @@ class GraphedNetwork(nn.Module):
         inputs_embeds: Tensor | None = None,
         labels: Tensor | None = None,
     ) -> Tensor:
-        if inputs_embeds is not None:  # Plaid's call
-            kwargs = network_kwargs(labels)
-            return self.network(input_ids, sigma, inputs_embeds=inputs_embeds, **kwargs)
-        if input_ids is None or self.network.training or torch.is_grad_enabled():
-            return self.network(input_ids, sigma, **network_kwargs(labels))
         inputs = (input_ids, sigma, labels)  # (B, L), (B,) or None, (B,) or None
-        key = _signature(inputs)
-        if key not in self._recordings:
-            recorded = len(self._recordings) < self.max_graphs
-            self._recordings[key] = self._record(inputs) if recorded else None
-        recording = self._recordings[key]
+        eager = inputs_embeds is not None or input_ids is None  # Plaid's call: embeddings
+        eager = eager or self.network.training or torch.is_grad_enabled()
+        recording = None if eager else self._recording_for(inputs)
         if recording is None:
-            return self.network(input_ids, sigma, **network_kwargs(labels))
+            kwargs = network_kwargs(labels)
+            if inputs_embeds is not None:
+                kwargs["inputs_embeds"] = inputs_embeds
+            return self.network(input_ids, sigma, **kwargs)
         for held, given in zip(recording.inputs, inputs, strict=True):
             if held is not None:
                 held.copy_(given)
         return recording.replay().clone()  # (B, L, V): the next replay overwrites its output
+
+    def _recording_for(self, inputs: tuple[Tensor | None, ...]) -> _Recording | None:
+        """The recording for ``inputs``' signature, made on its first call while fewer than
+        ``max_graphs`` exist; None: the call runs eagerly."""
+        key = _signature(inputs)
+        if key not in self._recordings:
+            recorded = len(self._recordings) < self.max_graphs
+            self._recordings[key] = self._record(inputs) if recorded else None
+        return self._recordings[key]
 
     def _record(self, inputs: tuple[Tensor | None, ...]) -> _Recording | None:
         """A recording of the network's call on copies of ``inputs``; None (and a warning,

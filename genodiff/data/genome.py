@@ -65,11 +65,13 @@ def compression(path: str | os.PathLike) -> str:
     return "gzip"
 
 
+BGZF_BLOCK_BYTES = 65_280  # uncompressed bytes per BGZF block (samtools bgzip's)
+
+
 def bgzip_fasta(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Write ``src`` (plain or gzip FASTA) to ``dest`` as BGZF, the compression pyfaidx reads
     (atomically: ``dest`` is whole or untouched)."""
     import gzip
-    import shutil
 
     from Bio import bgzf
 
@@ -82,7 +84,12 @@ def bgzip_fasta(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
         atomic_write(dest, "wb") as raw,
         bgzf.BgzfWriter(fileobj=os.fdopen(os.dup(raw.fileno()), "wb")) as fout,
     ):
-        shutil.copyfileobj(fin, fout)
+        # Blocks of 65,280 bytes, as samtools' bgzip writes: Biopython's writer fills blocks
+        # to 65,536, and pyfaidx then fails on a read starting exactly at a block's end
+        # ("Require 0 <= within_block_offset < 2**16"). flush() ends the block.
+        while chunk := fin.read(BGZF_BLOCK_BYTES):
+            fout.write(chunk)
+            fout.flush()
     return dest
 
 
@@ -504,6 +511,14 @@ class Genome:
         except _GZIP_ERRORS as err:  # a block damaged after the index was built
             raise InputValueError(
                 f"{self.path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
+            ) from None
+        except ValueError as err:
+            if "within_block_offset" not in str(err):
+                raise
+            raise InputValueError(
+                f"{self.path}: pyfaidx cannot read from the end of a full 65,536-byte BGZF "
+                f"block, which this file has (genodiff's bgzip_fasta wrote such blocks before "
+                f"2026-11-27); re-compress it with genodiff.data.genome.bgzip_fasta or bgzip"
             ) from None
 
     def close(self) -> None:
