@@ -404,3 +404,15 @@ def test_missing_files_fail_fast(tmp_path):
         dm.check_files()
     with pytest.raises(FileNotFoundError, match="genodiff data hg38"):
         dm.setup("fit")
+
+
+@pytest.mark.parametrize(
+    "name", ["chr22_20-21Mb.fa.gz", "species/e_coli_536.fa.gz", "species/s_aureus_n315.fa.gz"]
+)
+def test_bundled_fastas_have_no_full_bgzf_block(name):
+    # pyfaidx cannot start a read at the end of a full 65,536-byte block (the tests above)
+    from Bio import bgzf
+
+    with open(DEMO_FASTA.parent / name, "rb") as handle:
+        sizes = [block[3] for block in bgzf.BgzfBlocks(handle)]
+    assert len(sizes) > 1 and max(sizes) < 65_536
