@@ -2,12 +2,14 @@
 ``genodiff.checkpoints.io.read_checkpoint_file`` with ``weights_only`` and a named allow-list.
 
 The files here hold a real payload, an object whose unpickling runs a shell command
-(``os.system``) that creates a marker file (with ``trust_pickle=True`` it does). Every loader
+(``os.system``) that creates a marker file (a plain ``torch.load`` without ``weights_only``
+creates it). Every loader
 refuses them in one line naming the file, the global and the opt-in, and the marker never
 appears: a HyenaDNA-style folder (``load_pretrained``, ``init_backbone``, ``init_from=``), a Hub
 id, a .ckpt given to each loader. A HyenaDNA Lightning checkpoint whose hyper-parameters are its
-Hydra config (OmegaConf containers) loads by default; a file that needs another, harmless class
-loads with ``trust_pickle=True`` only."""
+Hydra config (OmegaConf containers) loads by default; a file that needs another class loads
+with ``stub_unknown_classes=True`` only, that class read as an inert placeholder; with it, the
+payload stays inert too."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from genodiff.checkpoints import (
     open_checkpoint,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.io import DamagedFileError, is_loadable
+from genodiff.checkpoints.io import DamagedFileError, Placeholder, is_loadable
 from genodiff.checkpoints.run_folder import check_resume
 from genodiff.classifiers import load_classifier
 from genodiff.finetuning.trained import load_finetuned_classifier
@@ -100,11 +102,14 @@ def hyenadna_folder(folder: Path, model: nn.Module, weights_file: str, **extra) 
     return folder
 
 
-def assert_refused(err: pytest.ExceptionInfo, path: Path, opt_in: str = "trust_pickle=True"):
+def assert_refused(
+    err: pytest.ExceptionInfo, path: Path, opt_in: str = "stub_unknown_classes=True"
+) -> None:
     message = str(err.value)
     assert "\n" not in message, message
     assert str(path) in message and SYSTEM in message, message
-    assert f"{opt_in} unpickles with arbitrary code: only for a file you trust" in message
+    assert "nothing was run" in message, message
+    assert f"{opt_in} reads them as inert placeholders" in message, message
 
 
 def malicious_ckpt(path: Path, payload: RunsACommand) -> Path:
@@ -124,11 +129,50 @@ def malicious_ckpt(path: Path, payload: RunsACommand) -> Path:
 # ----------------------------------------------------------------------------- the reader
 
 
-def test_the_payload_runs_when_unpickled_with_trust_pickle(tmp_path, payload):
+def test_the_payload_runs_when_unpickled_without_weights_only(tmp_path, payload):
     command, marker = payload
     path = malicious_ckpt(tmp_path / "evil.ckpt", command)
-    read_checkpoint_file(path, trust_pickle=True)
-    assert marker.exists()  # the opt-in runs what the file holds: the refusals below matter
+    torch.load(path, weights_only=False)  # plain pickle, not genodiff: the payload is real
+    assert marker.exists()  # so the refusals below matter
+
+
+class EvaluatesCode:
+    """Unpickling it evaluates Python source (builtins.eval: a module torch does not block)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __reduce__(self):
+        return (eval, (self.source,))
+
+
+@pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy"])
+def test_placeholders_keep_a_payload_inert_and_the_weights(tmp_path, zip_format):
+    marker = tmp_path / "pwned"
+    evil = EvaluatesCode(f"open({str(marker)!r}, 'w').close()")
+    path = tmp_path / "evil.ckpt"
+    content = {"state_dict": {"backbone.w": torch.arange(3.0)}, "callbacks": {"cb": evil}}
+    torch.save(content, path, _use_new_zipfile_serialization=zip_format)
+    with pytest.raises(UnsafePickleError, match=r"needs builtins\.eval to be unpickled"):
+        read_checkpoint_file(path)
+    read = read_checkpoint_file(path, stub_unknown_classes=True)
+    assert not marker.exists()
+    assert torch.equal(read["state_dict"]["backbone.w"], torch.arange(3.0))
+    stub = read["callbacks"]["cb"]
+    assert isinstance(stub, Placeholder) and stub.qualified_name == "builtins.eval"
+    assert stub.args == (evil.source,)  # what the call would have been given
+    torch.load(path, weights_only=False)  # plain pickle: the payload is real
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy"])
+def test_os_system_is_refused_even_with_placeholders(tmp_path, payload, zip_format):
+    command, marker = payload
+    path = tmp_path / "evil.ckpt"
+    torch.save({"cb": command}, path, _use_new_zipfile_serialization=zip_format)
+    with pytest.raises(ValueError, match=rf"{path}.*names {SYSTEM}.*refused even with placeh"):
+        read_checkpoint_file(path, stub_unknown_classes=True)
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy"])
@@ -224,7 +268,7 @@ def test_genodiff_info_refuses_it_in_one_line(tmp_path, payload, capsys):
     assert cli.main(["info", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("genodiff info: error:") and "\n" not in err
-    assert str(path) in err and SYSTEM in err and "trust_pickle=True" in err
+    assert str(path) in err and SYSTEM in err and "stub_unknown_classes=True" in err
     assert not marker.exists()
 
 
@@ -288,7 +332,7 @@ def test_a_hyenadna_lightning_checkpoint_with_its_omegaconf_config_loads_by_defa
     assert same_weights(target, module.model)
 
 
-def test_a_file_that_needs_another_class_loads_only_with_trust_pickle(tmp_path):
+def test_a_file_that_needs_another_class_loads_only_with_placeholders(tmp_path):
     # Lightning 1.x runs often stored argparse hyper-parameters: harmless, not allow-listed.
     model = hyena()
     hyper = argparse.Namespace(lr=6e-4, d_model=16)
@@ -297,13 +341,18 @@ def test_a_file_that_needs_another_class_loads_only_with_trust_pickle(tmp_path):
         load_pretrained(folder)
     message = str(err.value)
     assert "argparse.Namespace" in message and str(folder / "weights.ckpt") in message
-    assert "trust_pickle=True" in message and "\n" not in message
-    assert same_weights(load_pretrained(folder, trust_pickle=True), model)
+    assert "stub_unknown_classes=True" in message and "\n" not in message
+    assert same_weights(load_pretrained(folder, stub_unknown_classes=True), model)
     target = hyena(seed=1)
     with pytest.raises(UnsafePickleError):
         init_backbone(target, folder)
-    init_backbone(target, folder, trust_pickle=True)
+    init_backbone(target, folder, stub_unknown_classes=True)
     assert same_weights(target, model)
+    # the Namespace is read as data: its fields kept, argparse's code not run
+    hyper = read_checkpoint_file(folder / "weights.ckpt", stub_unknown_classes=True)
+    hyper = hyper["hyper_parameters"]
+    assert hyper.qualified_name == "argparse.Namespace"
+    assert hyper.state == {"lr": 6e-4, "d_model": 16}
 
 
 def test_a_weights_ckpt_without_a_state_dict_is_one_clear_error(tmp_path):

@@ -4,7 +4,8 @@
   Lightning's CheckpointIO plugin), and the one reader of every torch file genodiff and its
   plugins load, ``read_checkpoint_file``: CRC-checked (one clear error for a damaged file) and
   ``weights_only`` with a named allow-list (OmegaConf configs), so no code in a file runs;
-  a file that needs more is refused unless the caller passes ``trust_pickle=True``;
+  a file that needs more is refused, or read with inert placeholders for its other classes
+  (``stub_unknown_classes=True``);
 - ``weights``: ``load_weights``, strict (one line naming what does not fit) and finite;
 - ``folders``: Hugging-Face-format folders (config.json + model.safetensors):
   ``save_pretrained``, ``load_pretrained`` (a backbone), ``init_backbone`` (``init_from=``),

@@ -13,10 +13,10 @@ Weights are read from ``model.safetensors``, ``pytorch_model.bin`` or HyenaDNA's
 ``weights.ckpt`` (a Lightning checkpoint, keys ``model.backbone.*``). The two torch files are
 pickles: they are read by ``genodiff.checkpoints.io.read_checkpoint_file``, which unpickles
 tensors, plain containers and the OmegaConf config a HyenaDNA checkpoint holds, and refuses
-anything else unless the caller passes ``trust_pickle=True`` (which unpickles with arbitrary
-code: only for a file you trust). Tied tensors are stored once and re-tied on load
-(``genodiff.checkpoints.weights.load_weights``). ``init_backbone`` copies a folder's weights into
-a backbone built from a run's config (``init_from=``).
+anything else unless the caller passes ``stub_unknown_classes=True`` (which reads other
+classes as inert placeholders: no code from the file runs either way). Tied tensors are stored
+once and re-tied on load (``genodiff.checkpoints.weights.load_weights``). ``init_backbone``
+copies a folder's weights into a backbone built from a run's config (``init_from=``).
 
 Saving follows the Hugging Face convention: the target folder may exist and hold other files;
 only the files a save owns (config.json, model.safetensors, tokenizer.json; ``export`` adds
@@ -208,7 +208,7 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
 
 
 def load_pretrained(
-    directory: str | Path, *, trust_pickle: bool = False, **overrides: Any
+    directory: str | Path, *, stub_unknown_classes: bool = False, **overrides: Any
 ) -> nn.Module:
     """The genodiff backbone stored in a checkpoint folder, in eval mode.
 
@@ -226,28 +226,28 @@ def load_pretrained(
 
     A ``pytorch_model.bin`` or ``weights.ckpt`` that needs more than tensors, plain values and
     an OmegaConf config to be unpickled is refused (``UnsafePickleError``);
-    ``trust_pickle=True`` unpickles it with arbitrary code: only for a file you trust.
+    ``stub_unknown_classes=True`` reads those other classes as inert placeholders
+    (``genodiff.checkpoints.io.Placeholder``) and takes the weights: no code from the file runs.
     """
     directory = hub.resolve(directory, FOLDER_FILES)
     config = _read_config(directory)
     backbone, layout = detect_layout(config, directory)
     model = build(backbone, **{**layout.read_config(config), **overrides})
     weights = _weights_file(directory)
-    stored = _read_weights(weights, trust_pickle)
+    stored = _read_weights(weights, stub_unknown_classes)
     state = {layout.to_genodiff(k): t for k, t in stored.items()}
     load_weights(model, state, f"{weights} (read as the {layout.name} layout)")
     return model.eval()
 
 
 def init_backbone(
-    backbone: nn.Module, reference: str | Path, *, trust_pickle: bool = False
+    backbone: nn.Module, reference: str | Path, *, stub_unknown_classes: bool = False
 ) -> None:
     """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
     a mamba_ssm or HyenaDNA release), or of a Hub id ``org/name[@revision]`` holding one, into
     ``backbone`` (``init_from=``); every tensor must fit: a ``CheckpointError`` names those that
-    do not. ``trust_pickle`` as for ``load_pretrained``: it unpickles with arbitrary code, only
-    for a file you trust."""
-    pretrained = load_pretrained(reference, trust_pickle=trust_pickle)
+    do not. ``stub_unknown_classes`` as for ``load_pretrained``."""
+    pretrained = load_pretrained(reference, stub_unknown_classes=stub_unknown_classes)
     try:
         load_weights(backbone, pretrained.state_dict(), f"init_from={reference}")
     except CheckpointError as err:
@@ -375,12 +375,12 @@ def _first_line(err: Exception) -> str:
     return (str(err).splitlines() or [type(err).__name__])[0][:160]
 
 
-def _read_weights(path: Path, trust_pickle: bool) -> dict[str, torch.Tensor]:
+def _read_weights(path: Path, stub_unknown_classes: bool) -> dict[str, torch.Tensor]:
     """The tensors of a folder's weights file, by their stored names (a Lightning
     checkpoint's ``model.`` prefix removed); torch files through the safe reader."""
     if path.suffix == ".safetensors":
         return _read_safetensors(path)
-    content = read_checkpoint_file(path, trust_pickle=trust_pickle)  # CRCs, weights_only
+    content = read_checkpoint_file(path, stub_unknown_classes=stub_unknown_classes)
     if path.suffix == ".bin":
         return content
     # HyenaDNA's original Lightning checkpoint: the model's keys under "model."

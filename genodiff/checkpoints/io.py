@@ -13,7 +13,9 @@ of every member of its zip archive checked, then unpickled with ``weights_only``
 named allow-list (``SAFE_GLOBALS``: the OmegaConf containers the hyper-parameters of HyenaDNA's
 and upstream MDLM's Lightning checkpoints hold), so a file from the Hub can hold no code that
 runs on loading. A file that needs anything else is refused in one line
-(``UnsafePickleError``) unless the caller passes ``trust_pickle=True``.
+(``UnsafePickleError``); with ``stub_unknown_classes=True`` each other global is read as an
+inert ``Placeholder`` (the data it was built from kept, none of its code run), which is enough
+to take the weights out of another project's checkpoint. No path unpickles with code.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def read_checkpoint_file(
     path: str | Path,
     map_location: str | torch.device = "cpu",
     *,
-    trust_pickle: bool = False,
+    stub_unknown_classes: bool = False,
     mmap: bool = False,
 ) -> Any:
     """The object a torch file (.ckpt, .bin) holds. Every torch file genodiff and its plugins
@@ -104,17 +106,14 @@ def read_checkpoint_file(
     The file is unpickled with ``weights_only``: tensors, plain containers and the classes of
     ``SAFE_GLOBALS`` (allow-listed for this call only), never code, since files come from the
     Hub and other people. A file that needs any other global is refused with an
-    ``UnsafePickleError`` naming them. ``trust_pickle=True`` unpickles with arbitrary code:
-    only for a file you trust. ``mmap`` maps the tensors instead of reading them (for a look
-    at the rest)."""
+    ``UnsafePickleError`` naming them; ``stub_unknown_classes=True`` reads each of them as a
+    ``Placeholder`` instead (still ``weights_only``: no code from the file runs). ``mmap`` maps
+    the tensors instead of reading them (for a look at the rest)."""
     path = Path(path)
     try:
         verify_archive(path)
-        if trust_pickle:  # the one opt-in to a full unpickler
-            return torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
-        with torch.serialization.safe_globals(SAFE_GLOBALS):
-            return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError, DamagedFileError):
+        return _load_weights_only(path, map_location, mmap, stub_unknown_classes)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError, InputValueError):
         raise
     except Exception as err:  # noqa: BLE001 (torch raises many kinds for a damaged file)
         if isinstance(err, torch.OutOfMemoryError):
@@ -130,6 +129,85 @@ def read_checkpoint_file(
         ) from None
 
 
+def _load_weights_only(
+    path: Path, map_location: str | torch.device, mmap: bool, stub_unknown_classes: bool
+) -> Any:
+    """``torch.load`` with ``weights_only`` and ``SAFE_GLOBALS``; with ``stub_unknown_classes``
+    every other global the file names is allow-listed as a ``Placeholder`` of that name, found
+    round by round (the weights_only unpickler names what it refuses); a global from a module
+    torch blocks outright (``os``, ``sys``) is refused even then."""
+    stubbed: list[str] = []
+    while True:
+        placeholders = [(placeholder_class(name), name) for name in stubbed]
+        try:
+            with torch.serialization.safe_globals([*SAFE_GLOBALS, *placeholders]):
+                return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+        except pickle.UnpicklingError as err:
+            if not stub_unknown_classes:
+                raise
+            blocked = re.search(r"GLOBAL ([\w.]+) whose module \w+ is blocked", str(err))
+            if blocked:  # os / sys: no placeholder either, torch never lets a file name them
+                raise InputValueError(
+                    f"{path} was not loaded: it names {blocked[1]}, from a module a checkpoint "
+                    "never needs (it runs commands or changes the interpreter), so it is refused "
+                    "even with placeholders; nothing was run. Use a checkpoint from another source"
+                ) from None
+            more = [name for name in _unsafe_globals(path, err) if name not in stubbed]
+            if not more:  # refused for another reason than a global
+                raise InputValueError(
+                    f"{path} could not be read with placeholders for {listing(stubbed)} "
+                    f"({_first_sentence(err)})"
+                ) from None
+            stubbed += more
+
+
+class Placeholder:
+    """An object of a class outside the allow-list, read as data: the arguments it was built
+    with (``args``), its pickled state (``state``; a dict state's fields read as attributes,
+    as on the real object) and any items or elements pickled into it (``items``,
+    ``elements``). None of the class's code runs; ``qualified_name`` says which class (or
+    function) the file named."""
+
+    qualified_name = ""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Placeholder:
+        placeholder = object.__new__(cls)
+        placeholder.args, placeholder.state = args, None
+        placeholder.items, placeholder.elements = {}, []
+        return placeholder
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # built in __new__; nothing runs
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.items[key] = value
+
+    def append(self, element: Any) -> None:
+        self.elements.append(element)
+
+    def extend(self, elements: Any) -> None:
+        self.elements.extend(elements)
+
+    def __getattr__(self, name: str) -> Any:
+        """The pickled state's field ``name``, as the real object's attribute would be."""
+        state = self.__dict__.get("state")
+        if isinstance(state, dict) and name in state:
+            return state[name]
+        raise AttributeError(f"the placeholder for {self.qualified_name} has no {name!r}")
+
+    def __repr__(self) -> str:
+        return f"<placeholder for {self.qualified_name}>"
+
+
+def placeholder_class(qualified_name: str) -> type[Placeholder]:
+    """A ``Placeholder`` subclass standing for the global ``qualified_name`` (module.name)."""
+    name = qualified_name.rsplit(".", 1)[-1]
+    return type(name, (Placeholder,), {"qualified_name": qualified_name})
+
+
 def _unsafe_globals(path: Path, err: Exception) -> list[str]:
     """The globals (``module.name``) outside ``SAFE_GLOBALS`` and torch's own allow-list that
     the torch file ``path`` needs, read from its pickle without running it; for a file in
@@ -139,20 +217,24 @@ def _unsafe_globals(path: Path, err: Exception) -> list[str]:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
     except Exception:  # noqa: BLE001 (not a zip archive, or a damaged one)
-        return sorted(set(re.findall(r"GLOBAL ([\w.]+)", str(err))))
+        named = re.findall(r"GLOBAL ([\w.]+)", str(err))  # torch drops "builtins." there
+        return sorted({name if "." in name else f"builtins.{name}" for name in named})
 
 
 class UnsafePickleError(InputValueError):
     """A torch file that needs globals outside the allow-list (``SAFE_GLOBALS``) to be
-    unpickled: unpickling them could run any code, so it is refused unless the caller trusts
-    the file (``trust_pickle=True``)."""
+    unpickled: unpickling them could run any code, so it is refused; the caller may read them
+    as inert placeholders instead (``stub_unknown_classes=True``)."""
 
-    def __init__(self, path: Path, needed: list[str], opt_in: str = "trust_pickle=True") -> None:
+    def __init__(
+        self, path: Path, needed: list[str], opt_in: str = "stub_unknown_classes=True"
+    ) -> None:
         self.path, self.needed = path, needed
         super().__init__(
             f"{path} was not loaded: it needs {listing(needed)} to be unpickled, outside "
-            "genodiff's allow-list of checkpoint contents (unpickling them could run any code); "
-            f"{opt_in} unpickles with arbitrary code: only for a file you trust"
+            "genodiff's allow-list of checkpoint contents (unpickling them could run any code; "
+            f"nothing was run); {opt_in} reads them as inert placeholders, enough for the "
+            "weights"
         )
 
     def offering(self, opt_in: str) -> UnsafePickleError:

@@ -264,7 +264,7 @@ def test_convert_an_upstream_dit_checkpoint_raw_and_ema(tmp_path):
 
 def test_convert_an_upstream_ar_checkpoint_from_the_command_line(tmp_path, capsys):
     # upstream pickles its tokenizer object: a class outside the allow-list, so the file is
-    # refused in one line naming it and the flag, and converted with --trust-pickle only
+    # refused in one line naming it and the flag, and converted with --stub-unknown-classes only
     tokenizer = SimpleNamespace(mask_token_id=7, vocab_size=11)
     raw, ema = upstream_ckpt(tmp_path / "ar.ckpt", dit=False, tokenizer=tokenizer)
     with pytest.raises(SystemExit) as exit_code:
@@ -272,16 +272,16 @@ def test_convert_an_upstream_ar_checkpoint_from_the_command_line(tmp_path, capsy
     assert exit_code.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and str(tmp_path / "ar.ckpt") in err and "types.SimpleNamespace" in err
-    assert "--trust-pickle unpickles with arbitrary code: only for a file you trust" in err
+    assert "--stub-unknown-classes reads them as inert placeholders" in err
     assert not (tmp_path / "out").exists()
-    main([str(tmp_path / "ar.ckpt"), str(tmp_path / "out"), "--trust-pickle"])  # EMA by default
+    main([str(tmp_path / "ar.ckpt"), str(tmp_path / "out"), "--stub-unknown-classes"])  # EMA
     assert "wrote" in capsys.readouterr().out
     params = loaded_params(tmp_path / "out")
     assert all(torch.equal(params[k], ema[k]) for k in ema)
     assert load_pretrained(tmp_path / "out").mask_index == 7
     main(
         [str(tmp_path / "ar.ckpt"), str(tmp_path / "raw"), "--weights", "raw", "--mask-index", "3"]
-        + ["--trust-pickle"]
+        + ["--stub-unknown-classes"]
     )
     params = loaded_params(tmp_path / "raw")
     assert all(torch.equal(params[k], raw[k]) for k in raw)
@@ -319,11 +319,17 @@ def test_convert_runs_no_code_a_checkpoint_holds(tmp_path, capsys):
     system = f"{os.system.__module__}.{os.system.__name__}"
     with pytest.raises(UnsafePickleError) as err:
         convert_checkpoint(tmp_path / "evil.ckpt", tmp_path / "out")
-    assert system in str(err.value) and "trust_pickle=True" in str(err.value)
+    assert system in str(err.value) and "stub_unknown_classes=True" in str(err.value)
     with pytest.raises(SystemExit):
         main([str(tmp_path / "evil.ckpt"), str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and system in err and "--trust-pickle" in err
+    assert "\n" not in err and system in err and "--stub-unknown-classes" in err
+    assert not marker.exists() and not (tmp_path / "out").exists()
+    # placeholders never stand in for os.system: still refused, in one line, nothing run
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "evil.ckpt"), str(tmp_path / "out"), "--stub-unknown-classes"])
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "refused even with placeholders" in err
     assert not marker.exists() and not (tmp_path / "out").exists()
 
 

@@ -3,7 +3,7 @@ checkpoint folder (config.json + model.safetensors) that ``genodiff.checkpoints.
 reads: layout ``mdlm`` for a DiT, ``mdlm_ar`` for the AR baseline.
 
     python -m genodiff_text.convert IN.ckpt OUT_DIR [--weights ema|raw] [--mask-index M]
-        [--model-length L] [--overwrite] [--trust-pickle]
+        [--model-length L] [--overwrite] [--stub-unknown-classes]
 
 What the upstream checkpoint holds:
 
@@ -25,8 +25,9 @@ What the upstream checkpoint holds:
 The checkpoint is a pickle. It is read by genodiff's safe reader
 (``genodiff.checkpoints.io.read_checkpoint_file``: ``weights_only``, the OmegaConf config
 allow-listed), so no code in it runs; upstream's checkpoints also pickle the tokenizer object
-(a transformers class), which that reader refuses, naming it. ``trust_pickle=True``
-(``--trust-pickle``) unpickles with arbitrary code: only for a file you trust.
+(a transformers class), which that reader refuses, naming it. ``stub_unknown_classes=True``
+(``--stub-unknown-classes``) reads it as an inert placeholder instead: the weights convert and
+still no code from the file runs.
 """
 
 from __future__ import annotations
@@ -114,16 +115,19 @@ def model_config(
     else:
         cls = ARTransformer
         tokenizer = hyper_parameters.get("tokenizer") if hyper_parameters else None
-        if tokenizer is not None:
+        if tokenizer is not None:  # read as a placeholder: the fields its pickle holds
             mask = getattr(tokenizer, "mask_token_id", None)
-            fields["mask_index"] = mask if mask is not None else tokenizer.vocab_size
+            fields["mask_index"] = (
+                mask if mask is not None else getattr(tokenizer, "vocab_size", None)
+            )
     accepted = inspect.signature(cls.__init__).parameters
     if unknown := sorted(set(overrides) - set(accepted)):
         raise ConversionError(f"{cls.__name__} takes no {', '.join(unknown)}")
     fields.update(overrides)
     if cls is ARTransformer and fields.get("mask_index") is None:
         raise ConversionError(
-            "the checkpoint has no tokenizer to read the mask id from; give mask_index"
+            "the checkpoint has no tokenizer to read the mask id from (or its pickled "
+            "tokenizer holds no mask_token_id or vocab_size); give mask_index (--mask-index)"
         )
     shown = {"hidden_size": hidden_dim, "n_blocks": len(blocks), "n_heads": n_heads}
     for key, value in shown.items():
@@ -157,17 +161,17 @@ def convert_checkpoint(
     weights: Literal["ema", "raw"] = "ema",
     overrides: Mapping[str, Any] | None = None,
     overwrite: bool = False,
-    trust_pickle: bool = False,
+    stub_unknown_classes: bool = False,
 ) -> Path:
     """Upstream MDLM ``.ckpt`` -> checkpoint folder ``out_dir`` with its EMA (``"ema"``) or
     trained (``"raw"``) weights; ``overrides`` replace config fields (``mask_index``,
     ``model_length``, ...). Returns the folder. A checkpoint that needs more than tensors,
     plain values and an OmegaConf config to be unpickled (upstream's tokenizer object) is
-    refused (``UnsafePickleError``); ``trust_pickle=True`` unpickles with arbitrary code: only
-    for a file you trust."""
+    refused (``UnsafePickleError``); ``stub_unknown_classes=True`` reads those classes as inert
+    placeholders (``genodiff.checkpoints.io.Placeholder``): no code from the file runs."""
     if weights not in ("ema", "raw"):
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
-    ckpt = read_checkpoint_file(ckpt_path, trust_pickle=trust_pickle)
+    ckpt = read_checkpoint_file(ckpt_path, stub_unknown_classes=stub_unknown_classes)
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise ConversionError(f"{ckpt_path} holds no state_dict: not a Lightning checkpoint")
     raw = {k.removeprefix(PREFIX): t for k, t in ckpt["state_dict"].items() if k.startswith(PREFIX)}
@@ -205,20 +209,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-length", type=int, help="the context length to record")
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument(
-        "--trust-pickle",
+        "--stub-unknown-classes",
         action="store_true",
-        help="unpickle the checkpoint with arbitrary code (upstream's pickled tokenizer): only "
-        "for a file you trust",
+        help="read classes outside the allow-list (upstream's pickled tokenizer) as inert "
+        "placeholders; no code from the file runs",
     )
     args = parser.parse_args(argv)
     overrides = {"mask_index": args.mask_index, "model_length": args.model_length}
     try:
         folder = convert_checkpoint(
-            args.ckpt, args.out_dir, args.weights, overrides, args.overwrite, args.trust_pickle
+            args.ckpt,
+            args.out_dir,
+            args.weights,
+            overrides,
+            args.overwrite,
+            args.stub_unknown_classes,
         )
-    except UserInputError as err:  # one line, naming the flag that opts in to unpickling
-        shown = err.offering("--trust-pickle") if isinstance(err, UnsafePickleError) else err
-        parser.exit(2, f"{parser.prog}: error: {shown}\n")
+    except UserInputError as err:  # one line, naming the flag that opts in to placeholders
+        if isinstance(err, UnsafePickleError):
+            err = err.offering("--stub-unknown-classes")
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
     print(f"wrote {folder}")
 
 
