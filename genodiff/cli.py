@@ -120,6 +120,7 @@ def _eval(args: argparse.Namespace) -> None:
             accelerator=args.accelerator,
             devices=args.devices,
             num_nodes=args.num_nodes,
+            eval_t_power=args.eval_t_power,
         )
     if result is None:  # a worker process of a multi-process run: the main one reports
         return
@@ -515,6 +516,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--length", type=int, help="window length (default: the config's)")
     evaluate.add_argument("--num-windows", type=int, help="evenly spread subset (default: all)")
     evaluate.add_argument("--t-samples", type=int, help="noise draws per window (diffusion)")
+    evaluate.add_argument(
+        "--eval-t-power",
+        type=float,
+        help="UDLM: held-out times t = s^P, importance-weighted; 1 = uniform t (default: the "
+        "checkpoint's objective.eval_t_power, 2.5)",
+    )
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--batch-size", type=int, default=16, help="windows per batch")
     evaluate.add_argument("--device", help="cpu, cuda, cuda:1 (default: best)")

@@ -408,6 +408,22 @@ def score_sequences(
     return scores
 
 
+def set_eval_t_power(objective: Any, power: float, checkpoint: Path) -> None:
+    """Set the power of ``objective``'s importance-weighted held-out times (UDLM's
+    ``eval_t_power``); one InputValueError for another objective or a power below 1."""
+    if not hasattr(objective, "eval_t_power"):
+        raise InputValueError(
+            f"{checkpoint} is a {type(objective).__name__} checkpoint, whose held-out times take "
+            "no power; eval_t_power applies to UDLM's importance-weighted times",
+            parameter="eval_t_power",
+        )
+    if not (math.isfinite(power) and power >= 1):
+        raise InputValueError(
+            f"eval_t_power must be >= 1 (1 = uniform t), got {power}", parameter="eval_t_power"
+        )
+    objective.eval_t_power = float(power)
+
+
 def evaluate_checkpoint(
     checkpoint: str | os.PathLike,
     data_file: str | os.PathLike | None = None,
@@ -422,10 +438,13 @@ def evaluate_checkpoint(
     accelerator: str | None = None,
     devices: int | None = None,
     num_nodes: int | None = None,
+    eval_t_power: float | None = None,
 ) -> EvalResult | None:
     """Load a ``genodiff train`` checkpoint and score held-out windows with its EMA weights.
 
     ``t_samples`` defaults to the objective's ``eval_t_samples`` (AR: always 1).
+    ``eval_t_power`` replaces the checkpoint's for an objective that draws its held-out times
+    importance-weighted (UDLM: t = s^power; 1 = uniform t).
     ``devices`` / ``num_nodes`` (with ``accelerator``, as Lightning's): that many processes
     each score a block of the batches (``genodiff.parallel``), with the numbers one process
     gives; the main process returns the result, the others None.
@@ -439,6 +458,8 @@ def evaluate_checkpoint(
     torch_device = resolve_device(device)
     model = load_model(checkpoint, torch_device)
     objective, backbone = model.eval_objective, model.eval_backbone
+    if eval_t_power is not None:
+        set_eval_t_power(objective, eval_t_power, checkpoint)
     if objective.exact_likelihood or t_samples is None:
         t_samples = objective.eval_t_samples
     windows = heldout_windows(model.config["data"], model.tokenizer, data_file, length, num_windows)

@@ -54,16 +54,20 @@ trainer:
 """
 
 
-def write_generator(path: Path, classes=None, objective="mdlm", model=None) -> Path:
+def write_generator(
+    path: Path, classes=None, objective="mdlm", model=None, data=None, **objective_options
+) -> Path:
     """A (untrained) generator checkpoint as genodiff train writes one: config, weights,
-    tokenizer."""
+    tokenizer; ``data``: a data config to record (default: none)."""
     config = {
         "model": model or {"name": "caduceus", "d_model": 8, "n_layer": 1},
-        "objective": {"name": objective},
+        "objective": {"name": objective, **objective_options},
         "ema": {"decay": 0.0},
     }
     if classes:
         config["conditioning"] = {"labels": classes}
+    if data:
+        config["data"] = data
     generator = GenerativeModel(config)
     torch.save(
         {

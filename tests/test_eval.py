@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from genodiff.data.windows import FastaWindowDataset
 from genodiff.samplers.noise import sequence_seed
 from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
+from tests.test_bad_input_cli import one_line_error
+from tests.test_classifiers_training import write_generator
 from tests.test_cli import DEMO, ROOT, TINY
 
 TOK = DNATokenizer()
@@ -177,3 +180,38 @@ def test_fasta_without_usable_window_is_an_error(checkpoints, capsys, tmp_path):
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip()
     assert "no 50-bp window" in err and err.endswith("(--length, --file)")
+
+
+def test_eval_t_power_replaces_the_checkpoints_and_is_reported(tmp_path, capsys):
+    # --eval-t-power 1 on a checkpoint whose config says 2.5 scores exactly as a checkpoint of
+    # the same weights whose config says 1; the default (2.5) draws other times
+    model = {"name": "caduceus", "d_model": 8, "n_layer": 1, "time_conditioning": True}
+    torch.manual_seed(0)
+    data = {"name": "fasta", "max_length": 64}
+    weighted = write_generator(tmp_path / "weighted.ckpt", None, "udlm", model, data)
+    torch.manual_seed(0)
+    uniform = write_generator(tmp_path / "u.ckpt", None, "udlm", model, data, eval_t_power=1)
+    args = ["--fasta", str(DEMO_FASTA), "--length", "64", "--num-windows", "8", "--t-samples", "2"]
+    by_flag = run_eval(capsys, weighted, *args, "--eval-t-power", "1")
+    by_config = run_eval(capsys, uniform, *args)
+    default = run_eval(capsys, weighted, *args)
+    assert by_flag["nelbo"] == pytest.approx(by_config["nelbo"], rel=1e-12)
+    assert by_flag["windows_sha256"] == default["windows_sha256"]
+    assert abs(by_flag["nelbo"] - default["nelbo"]) > 1e-6
+    assert "t = s^1 with importance weights" in by_flag["scoring"]
+    assert "t = s^2.5 with importance weights" in default["scoring"]
+
+
+@pytest.mark.parametrize(
+    "objective, power, message",
+    [
+        ("mdlm", "1", r"is a MDLM checkpoint.*eval_t_power applies to UDLM"),
+        ("udlm", "0.5", r"eval_t_power must be >= 1 \(1 = uniform t\), got 0.5"),
+    ],
+)
+def test_eval_t_power_refusals(tmp_path, capsys, objective, power, message):
+    model = {"name": "caduceus", "d_model": 8, "n_layer": 1, "time_conditioning": True}
+    checkpoint = write_generator(tmp_path / "g.ckpt", None, objective, model)
+    args = ["--checkpoint", str(checkpoint), "--fasta", str(DEMO_FASTA), "--length", "64"]
+    assert cli.main(["eval", *args, "--eval-t-power", power]) == 2
+    assert re.search(message, one_line_error(capsys, "eval"))

@@ -93,7 +93,11 @@ class UDLM(Objective):
 
     @property
     def scoring(self) -> str:
-        return self.process.scoring
+        power = self.eval_t_power
+        return (
+            f"{self.process.scoring}; held-out times t = s^{power:g} with importance weights "
+            f"(objective.eval_t_power {power:g}; 1 = uniform t)"
+        )
 
     def x0_log_probs(
         self, model: nn.Module, z_t: Tensor, t: Tensor, labels: Tensor | None = None
