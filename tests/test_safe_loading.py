@@ -165,6 +165,21 @@ def test_placeholders_keep_a_payload_inert_and_the_weights(tmp_path, zip_format)
     assert marker.exists()
 
 
+class NamedList(list):
+    """A list subclass: the weights_only unpickler fills real lists only."""
+
+
+def test_what_placeholders_cannot_stand_for_is_one_clear_error(tmp_path):
+    path = tmp_path / "odd.ckpt"
+    torch.save({"w": torch.zeros(2), "x": NamedList([1, 2])}, path)
+    with pytest.raises(ValueError) as err:
+        read_checkpoint_file(path, stub_unknown_classes=True)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message
+    assert "placeholders for tests.test_safe_loading.NamedList" in message
+    assert "Can only extend lists" in message
+
+
 @pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy"])
 def test_os_system_is_refused_even_with_placeholders(tmp_path, payload, zip_format):
     command, marker = payload

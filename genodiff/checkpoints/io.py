@@ -154,26 +154,26 @@ def _load_weights_only(
                 ) from None
             more = [name for name in _unsafe_globals(path, err) if name not in stubbed]
             if not more:  # refused for another reason than a global
+                why = re.search(r"WeightsUnpickler error:\s*([^\n]+)", str(err))
                 raise InputValueError(
                     f"{path} could not be read with placeholders for {listing(stubbed)} "
-                    f"({_first_sentence(err)})"
+                    f"({why[1][:160] if why else _first_sentence(err)})"
                 ) from None
             stubbed += more
 
 
 class Placeholder:
     """An object of a class outside the allow-list, read as data: the arguments it was built
-    with (``args``), its pickled state (``state``; a dict state's fields read as attributes,
-    as on the real object) and any items or elements pickled into it (``items``,
-    ``elements``). None of the class's code runs; ``qualified_name`` says which class (or
-    function) the file named."""
+    with (``args``) and its pickled state (``state``; a dict state's fields read as
+    attributes, as on the real object). None of the class's code runs; ``qualified_name`` says
+    which class (or function) the file named. (A subclass of list or dict cannot stand in:
+    torch's weights_only unpickler fills real lists and dicts only, and says so.)"""
 
     qualified_name = ""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Placeholder:
         placeholder = object.__new__(cls)
         placeholder.args, placeholder.state = args, None
-        placeholder.items, placeholder.elements = {}, []
         return placeholder
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # built in __new__; nothing runs
@@ -181,15 +181,6 @@ class Placeholder:
 
     def __setstate__(self, state: Any) -> None:
         self.state = state
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.items[key] = value
-
-    def append(self, element: Any) -> None:
-        self.elements.append(element)
-
-    def extend(self, elements: Any) -> None:
-        self.elements.extend(elements)
 
     def __getattr__(self, name: str) -> Any:
         """The pickled state's field ``name``, as the real object's attribute would be."""
