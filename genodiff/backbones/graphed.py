@@ -144,7 +144,7 @@ class GraphedNetwork(nn.Module):
                 warnings.warn(
                     f"{type(self.network).__name__}'s call cannot be recorded as a CUDA graph "
                     f"({str(err).splitlines()[0]}); it runs without graphs",
-                    stacklevel=2,
+                    stacklevel=3,  # the forward call that asked for the recording
                 )
                 self._warned = True
             return None
