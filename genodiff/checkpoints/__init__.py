@@ -26,12 +26,13 @@ References may be Hugging Face Hub ids ``org/name[@revision]`` (``genodiff.hub``
 from genodiff.checkpoints.export import export_checkpoint, export_model
 from genodiff.checkpoints.folders import init_backbone, load_pretrained, save_pretrained
 from genodiff.checkpoints.info import inspect_checkpoint
-from genodiff.checkpoints.io import UnsafePickleError, read_checkpoint_file
+from genodiff.checkpoints.io import Placeholder, UnsafePickleError, read_checkpoint_file
 from genodiff.checkpoints.load import StoredCheckpoint, load_model, open_checkpoint
 from genodiff.checkpoints.weights import CheckpointError, load_weights
 
 __all__ = [
     "CheckpointError",
+    "Placeholder",
     "StoredCheckpoint",
     "UnsafePickleError",
     "export_checkpoint",

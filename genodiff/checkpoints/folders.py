@@ -227,7 +227,7 @@ def load_pretrained(
     A ``pytorch_model.bin`` or ``weights.ckpt`` that needs more than tensors, plain values and
     an OmegaConf config to be unpickled is refused (``UnsafePickleError``);
     ``stub_unknown_classes=True`` reads those other classes as inert placeholders
-    (``genodiff.checkpoints.io.Placeholder``) and takes the weights: no code from the file runs.
+    (``genodiff.checkpoints.Placeholder``) and takes the weights: no code from the file runs.
     """
     directory = hub.resolve(directory, FOLDER_FILES)
     config = _read_config(directory)

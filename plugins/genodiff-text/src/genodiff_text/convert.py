@@ -168,7 +168,7 @@ def convert_checkpoint(
     ``model_length``, ...). Returns the folder. A checkpoint that needs more than tensors,
     plain values and an OmegaConf config to be unpickled (upstream's tokenizer object) is
     refused (``UnsafePickleError``); ``stub_unknown_classes=True`` reads those classes as inert
-    placeholders (``genodiff.checkpoints.io.Placeholder``): no code from the file runs."""
+    placeholders (``genodiff.checkpoints.Placeholder``): no code from the file runs."""
     if weights not in ("ema", "raw"):
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
     ckpt = read_checkpoint_file(ckpt_path, stub_unknown_classes=stub_unknown_classes)
