@@ -42,3 +42,32 @@ def test_every_bench_script_answers_help(tmp_path):
     assert not failures, "\n\n".join(failures)
     wrote = {folder.name: sorted(p.name for p in folder.iterdir()) for folder in folders}
     assert not any(wrote.values()), wrote
+
+
+def test_hg38_table_gpu_full_size_rows_compose_the_configs_own_models(tmp_path):
+    # bench/hg38_table.py --trainer gpu --full-size: the configs' models (sizes read here from
+    # the model YAML files), one optimizer step per batch, loader workers; CPU rows shrink them
+    import argparse
+    import importlib.util
+
+    import yaml
+
+    from genodiff.config import load_config
+
+    spec = importlib.util.spec_from_file_location("hg38_table", ROOT / "bench" / "hg38_table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    fasta = str(ROOT / "data" / "chr22_20-21Mb.fa.gz")
+    settings = dict(fasta=fasta, batch_size=8, steps=40, lr=2e-3, trainer="gpu")
+    gpu = table.common_overrides(argparse.Namespace(**settings), tmp_path)
+    cpu = table.common_overrides(argparse.Namespace(**{**settings, "trainer": "cpu"}), tmp_path)
+    for row, model_file in (("mdlm", "caduceus_ph"), ("ar_mamba", "mamba")):
+        config_name, shrink = table.ROWS[row]
+        config_file = ROOT / "configs" / f"{config_name}.yaml"
+        expected = yaml.safe_load((ROOT / "configs" / "model" / f"{model_file}.yaml").read_text())
+        full = load_config(config_file, gpu)
+        assert full.model.d_model == expected["d_model"] and full.model.n_layer == 4
+        assert full.trainer.accumulate_grad_batches == 1 and full.data.num_workers == 4
+        assert full.trainer.max_steps == 40 and full.data.batch_size == 8
+        small = load_config(config_file, [*cpu, *shrink])
+        assert small.model.d_model < expected["d_model"] and small.trainer.accelerator == "cpu"
