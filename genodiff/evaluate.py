@@ -408,19 +408,20 @@ def score_sequences(
     return scores
 
 
-def set_eval_t_power(objective: Any, power: float, checkpoint: Path) -> None:
+def set_eval_t_power(objective: Objective, power: float, checkpoint: Path) -> None:
     """Set the power of ``objective``'s importance-weighted held-out times (UDLM's
-    ``eval_t_power``); one InputValueError for another objective or a power below 1."""
-    if not hasattr(objective, "eval_t_power"):
+    ``eval_t_power``), checked against the range its class declares, as in a config; one
+    InputValueError for an objective that has no such power."""
+    from genodiff.config_values import check_value, class_spec
+
+    key = class_spec(type(objective)).keys.get("eval_t_power")
+    if key is None:
         raise InputValueError(
             f"{checkpoint} is a {type(objective).__name__} checkpoint, whose held-out times take "
             "no power; eval_t_power applies to UDLM's importance-weighted times",
             parameter="eval_t_power",
         )
-    if not (math.isfinite(power) and power >= 1):
-        raise InputValueError(
-            f"eval_t_power must be >= 1 (1 = uniform t), got {power}", parameter="eval_t_power"
-        )
+    check_value("objective.eval_t_power", power, key)
     objective.eval_t_power = float(power)
 
 

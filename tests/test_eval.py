@@ -206,7 +206,7 @@ def test_eval_t_power_replaces_the_checkpoints_and_is_reported(tmp_path, capsys)
     "objective, power, message",
     [
         ("mdlm", "1", r"is a MDLM checkpoint.*eval_t_power applies to UDLM"),
-        ("udlm", "0.5", r"eval_t_power must be >= 1 \(1 = uniform t\), got 0.5"),
+        ("udlm", "0.5", r"eval_t_power: 0.5 is out of range; set a value at least 1 \(1 = uniform"),
     ],
 )
 def test_eval_t_power_refusals(tmp_path, capsys, objective, power, message):
