@@ -134,9 +134,10 @@ def _load_weights_only(
 ) -> Any:
     """``torch.load`` with ``weights_only`` and ``SAFE_GLOBALS``; with ``stub_unknown_classes``
     every other global the file names is allow-listed as a ``Placeholder`` of that name, found
-    round by round (the weights_only unpickler names what it refuses); a global from a module
-    torch blocks outright (``os``, ``sys``) is refused even then."""
-    stubbed: list[str] = []
+    read from a zip archive's pickle before loading, else (torch's legacy format) round by
+    round from the weights_only unpickler's refusals; a global from a module torch blocks
+    outright (``os``, ``sys``) is refused even then."""
+    stubbed = (_archive_globals(path) or []) if stub_unknown_classes else []
     while True:
         placeholders = [(placeholder_class(name), name) for name in stubbed]
         try:
@@ -199,17 +200,25 @@ def placeholder_class(qualified_name: str) -> type[Placeholder]:
     return type(name, (Placeholder,), {"qualified_name": qualified_name})
 
 
-def _unsafe_globals(path: Path, err: Exception) -> list[str]:
+def _archive_globals(path: Path) -> list[str] | None:
     """The globals (``module.name``) outside ``SAFE_GLOBALS`` and torch's own allow-list that
-    the torch file ``path`` needs, read from its pickle without running it; for a file in
-    torch's legacy format (no zip archive to read them from), the one ``err``, the refusal of
-    the weights_only unpickler, names."""
+    the torch file ``path`` needs, read from its pickle without running it; None for a file
+    that is not a (readable) zip archive."""
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
     except Exception:  # noqa: BLE001 (not a zip archive, or a damaged one)
-        named = re.findall(r"GLOBAL ([\w.]+)", str(err))  # torch drops "builtins." there
-        return sorted({name if "." in name else f"builtins.{name}" for name in named})
+        return None
+
+
+def _unsafe_globals(path: Path, err: Exception) -> list[str]:
+    """``_archive_globals``; for a file in torch's legacy format (no zip archive to read them
+    from), the one ``err``, the refusal of the weights_only unpickler, names."""
+    listed = _archive_globals(path)
+    if listed is not None:
+        return listed
+    named = re.findall(r"GLOBAL ([\w.]+)", str(err))  # torch drops "builtins." there
+    return sorted({name if "." in name else f"builtins.{name}" for name in named})
 
 
 class UnsafePickleError(InputValueError):
