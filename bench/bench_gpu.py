@@ -10,7 +10,9 @@ layers) with the mamba-ssm / causal-conv1d kernels.
    tokens unmask does not depend on them) in float32 as ``genodiff sample`` runs, and of an AR
    Mamba (configs/model/mamba.yaml) decoding with the recurrent step kernels; each eagerly and
    with the network call replayed from CUDA graphs (``genodiff.backbones.graphed``, what
-   ``genodiff sample --cuda-graphs`` does), and whether both drew the same sequences.
+   ``genodiff sample --cuda-graphs`` does), and whether both drew the same sequences; one row
+   samples a 2-class model with D-CFG (gamma 2, T = 256), whose label and null parts are one
+   network call of twice the rows.
 
 Needs a CUDA GPU and the kernels (pip install --no-build-isolation -e '.[cuda]'); elsewhere it
 says so and exits with status 1. With mamba-ssm but without causal-conv1d it says so, skips the
@@ -36,6 +38,7 @@ from omegaconf import OmegaConf
 
 from genodiff.backbones import build
 from genodiff.backbones.graphed import GraphedNetwork
+from genodiff.guidance import Guidance
 from genodiff.ops import upstream
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import DNATokenizer
@@ -154,22 +157,40 @@ def bench_sampling(args: argparse.Namespace) -> None:
     mdlm = MDLM(mask_id=DNA.mask_id, pad_id=DNA.pad_id, sample_ids=DNA.sample_ids)
     ar = AR(bos_id=DNA.bos_id, pad_id=DNA.pad_id, sample_ids=DNA.sample_ids)
     caduceus = caduceus_ph(True).eval()
+    labelled = build(**model_config("caduceus_ph", num_classes=2)).cuda().eval()
+    d_cfg = Guidance(label=1, gamma=2.0)  # the label and null parts: one call of 2n rows
     runs = [
-        ("Caduceus-Ph", caduceus, mdlm, "ancestral", args.sample_steps),
-        ("Caduceus-Ph", caduceus, mdlm, "cached", args.sample_steps),
-        ("Caduceus-Ph", caduceus, mdlm, "first-hitting", None),
-        ("AR Mamba d128 x 4", build(**model_config("mamba")).cuda().eval(), ar, "ancestral", None),
+        ("Caduceus-Ph", caduceus, mdlm, "ancestral", args.sample_steps, None),
+        ("Caduceus-Ph", caduceus, mdlm, "cached", args.sample_steps, None),
+        ("Caduceus-Ph", caduceus, mdlm, "first-hitting", None, None),
+        ("Caduceus-Ph, 2 classes, D-CFG gamma 2", labelled, mdlm, "ancestral", 256, d_cfg),
+        (
+            "AR Mamba d128 x 4",
+            build(**model_config("mamba")).cuda().eval(),
+            ar,
+            "ancestral",
+            None,
+            None,
+        ),
     ]
-    for label, model, objective, sampler, steps in runs:
-        request = SampleRequest(n, length, steps=steps or 1, sampler=sampler)
+    for label, model, objective, sampler, steps, guidance in runs:
+        request = SampleRequest(n, length, steps=steps or 1, sampler=sampler, guidance=guidance)
+        # untimed: a short eager draw of the same shapes (Triton's compile and autotune)
+        warm_up = SampleRequest(n, length, steps=2, sampler=sampler, guidance=guidance)
+        objective.sample(model, warm_up, torch.Generator(device="cuda").manual_seed(args.seed))
         drawn = {}
         # eager, then the same draw with each step's call replayed from a CUDA graph (the AR
         # model decodes with its recurrent step, which the graphs leave as it is)
         for call, network in (("eager", model), ("CUDA graph", GraphedNetwork(model))):
             generator = torch.Generator(device="cuda").manual_seed(args.seed)
             draw = functools.partial(objective.sample, network, request, generator)
-            seconds, drawn[call] = synced(draw)
-            same = "-" if call == "eager" else str(torch.equal(drawn["eager"], drawn[call]))
+            try:
+                seconds, drawn[call] = synced(draw)
+            except RuntimeError as err:  # one failed row must not cost the others
+                print(f"| {label} | {sampler} | {steps or '-'} | {call} | failed: {err} |")
+                continue
+            compared = call != "eager" and "eager" in drawn
+            same = str(torch.equal(drawn["eager"], drawn[call])) if compared else "-"
             print(
                 f"| {label} | {sampler} | {steps or '-'} | {call} | {n * length / seconds:,.0f} "
                 f"| {seconds:.1f} | {same} |"

@@ -31,7 +31,6 @@ from mamba_ssm.ops.triton.selective_state_update import selective_state_update
 
 from genodiff import cli, ops
 from genodiff.backbones.caduceus import Caduceus
-from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.backbones.hyena import HyenaDNA
 from genodiff.backbones.mamba import Mamba
 from genodiff.backbones.mamba_lm import MambaLM
@@ -375,25 +374,3 @@ def test_guided_samplers_on_the_gpu(sampler, objective_name):
     assert (samples[:, :8] == template[:8]).all()
     assert torch.equal(draw(0, seed=0), samples)
     assert not torch.equal(draw(1, seed=0), samples)
-
-
-@pytest.mark.parametrize("sampler", ["ancestral", "cached"])
-def test_cuda_graphs_draw_the_eager_sequences(sampler):
-    """Each step's network call (the fused kernels; D-CFG's doubled batch) replayed from a
-    CUDA graph draws exactly the eager sequences, and every signature was recorded."""
-    torch.manual_seed(0)
-    model = Caduceus(**SMALL, num_classes=2)
-    with torch.no_grad():
-        model.backbone.label_embedding.embedding.weight.normal_(0, 2.0)
-    model = model.eval().to(CUDA)
-    objective = mdlm(sample_ids=DNA.sample_ids)
-    request = guided.request(8, 64, steps=32, sampler=sampler, label=1, guidance=2.0)
-
-    def draw(network: torch.nn.Module) -> torch.Tensor:
-        generator = torch.Generator(device=CUDA).manual_seed(0)
-        return objective.sample(network, request, generator).cpu()
-
-    graphed = GraphedNetwork(model)
-    assert torch.equal(draw(graphed), draw(model))
-    recordings = graphed._recordings.values()
-    assert len(recordings) >= 1 and all(r is not None for r in recordings)
