@@ -105,7 +105,14 @@ class LabelEmbedding(nn.Module):
             return weight[null_label(self.num_classes)].expand(batch, -1)
         if labels.shape != (batch,):
             raise ValueError(f"labels must have shape ({batch},), got {tuple(labels.shape)}")
-        if labels.numel() and not 0 <= int(labels.min()) <= int(labels.max()) <= self.num_classes:
+        # the range check reads the labels on the host: not while a CUDA graph records this
+        # call (its warm-up calls check the same inputs; a sampler's label is checked by name)
+        capturing = labels.is_cuda and torch.cuda.is_current_stream_capturing()
+        if (
+            labels.numel()
+            and not capturing
+            and not 0 <= int(labels.min()) <= int(labels.max()) <= self.num_classes
+        ):
             raise ValueError(
                 f"labels must lie in [0, {self.num_classes}] ({self.num_classes} = the null "
                 f"label), got {labels.min().item()}..{labels.max().item()}"
