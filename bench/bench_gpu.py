@@ -159,19 +159,13 @@ def bench_sampling(args: argparse.Namespace) -> None:
     caduceus = caduceus_ph(True).eval()
     labelled = build(**model_config("caduceus_ph", num_classes=2)).cuda().eval()
     d_cfg = Guidance(label=1, gamma=2.0)  # the label and null parts: one call of 2n rows
+    ar_mamba = build(**model_config("mamba")).cuda().eval()
     runs = [
         ("Caduceus-Ph", caduceus, mdlm, "ancestral", args.sample_steps, None),
         ("Caduceus-Ph", caduceus, mdlm, "cached", args.sample_steps, None),
         ("Caduceus-Ph", caduceus, mdlm, "first-hitting", None, None),
         ("Caduceus-Ph, 2 classes, D-CFG gamma 2", labelled, mdlm, "ancestral", 256, d_cfg),
-        (
-            "AR Mamba d128 x 4",
-            build(**model_config("mamba")).cuda().eval(),
-            ar,
-            "ancestral",
-            None,
-            None,
-        ),
+        ("AR Mamba d128 x 4", ar_mamba, ar, "ancestral", None, None),
     ]
     for label, model, objective, sampler, steps, guidance in runs:
         request = SampleRequest(n, length, steps=steps or 1, sampler=sampler, guidance=guidance)
