@@ -21,7 +21,12 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from genodiff.threads import limit_spinning
 from genodiff.version import __version__
+
+# Before anything imports torch: its OpenMP threads then spin only briefly before they sleep
+# while they wait (genodiff/threads.py says why and how to opt out).
+limit_spinning()
 
 if TYPE_CHECKING:
     from genodiff.classifiers import load_classifier

@@ -18,6 +18,7 @@ from typing import Any
 
 from genodiff.errors import InputValueError, UserInputError
 from genodiff.progress import PROGRESS_ENV, Progress, progress_wanted
+from genodiff.threads import configure_threads
 
 
 def _progress_setting(args: argparse.Namespace) -> bool | None:
@@ -728,6 +729,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace a non-empty --dest, all of it"
     )
     split.set_defaults(run=_data_labelled_split)
+    for command in commands.choices.values():
+        command.add_argument(
+            "--threads",
+            metavar="auto|system|N",
+            help="CPU threads to compute on: auto (the cores free when the command starts), "
+            "system (torch's and OpenMP's own choice) or a number (default: $GENODIFF_THREADS, "
+            "else auto; docs/troubleshooting.md#a-shared-machine)",
+        )
     return parser
 
 
@@ -784,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        configure_threads(args.threads)
         args.run(args)
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
