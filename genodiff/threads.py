@@ -34,6 +34,7 @@ from genodiff.errors import InputValueError
 THREADS_ENV = "GENODIFF_THREADS"
 AUTO, SYSTEM = "auto", "system"
 SAMPLE_SECONDS = 0.1  # how long configure_threads watches the cores' load
+PROC_STAT = "/proc/stat"  # per-CPU clock ticks (Linux)
 SPIN_COUNT = 1000  # turns a waiting OpenMP thread spins before it sleeps (GNU's default: 300,000)
 
 
@@ -77,7 +78,7 @@ def usable_cpus() -> list[int]:
 def _idle_and_total(cpus: list[int]) -> tuple[int, int] | None:
     """(idle, total) clock ticks so far of ``cpus`` from /proc/stat; None where unreadable."""
     try:
-        with open("/proc/stat", encoding="ascii") as stat:
+        with open(PROC_STAT, encoding="ascii") as stat:
             lines = stat.read(1 << 20).splitlines()
     except OSError:
         return None
