@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from genodiff import syncs
 from genodiff.batch_shard import BatchShard, shard_rows
 from genodiff.config_values import ConfigError
 
@@ -105,14 +106,12 @@ class LabelEmbedding(nn.Module):
             return weight[null_label(self.num_classes)].expand(batch, -1)
         if labels.shape != (batch,):
             raise ValueError(f"labels must have shape ({batch},), got {tuple(labels.shape)}")
-        # the range check reads the labels on the host: not while a CUDA graph records this
-        # call (its warm-up calls check the same inputs; a sampler's label is checked by name)
-        capturing = labels.is_cuda and torch.cuda.is_current_stream_capturing()
-        if (
-            labels.numel()
-            and not capturing
-            and not 0 <= int(labels.min()) <= int(labels.max()) <= self.num_classes
-        ):
+        if labels.numel() and syncs.sync_free_on(labels.device):
+            # checked on the device (an error when the kernel runs): no host read, so a
+            # sampler's step stays sync-free and a CUDA graph can record this call
+            in_range = (labels >= 0).all() & (labels <= self.num_classes).all()
+            torch._assert_async(in_range, f"labels must lie in [0, {self.num_classes}]")
+        elif labels.numel() and not 0 <= int(labels.min()) <= int(labels.max()) <= self.num_classes:
             raise ValueError(
                 f"labels must lie in [0, {self.num_classes}] ({self.num_classes} = the null "
                 f"label), got {labels.min().item()}..{labels.max().item()}"

@@ -34,25 +34,25 @@ def sample_categorical(
     return draws.squeeze(-1).clamp_max(cdf.shape[-1] - 1)
 
 
-def sharpen(log_probs: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> Tensor:
+def sharpen(
+    log_probs: Tensor, temperature: float = 1.0, top_p: float = 1.0, check: bool = True
+) -> Tensor:
     """float64 probabilities (..., V) from log-probabilities, with temperature and nucleus.
 
     Temperature divides the log-probabilities; nucleus (top-p) keeps the smallest set of
     most likely categories whose mass reaches ``top_p`` (always at least the top one) and
     renormalises. ``temperature=1, top_p=1`` returns the distribution unchanged.
     Every sampler draws from what this returns, so a network output that is NaN or +inf (or a
-    row without any possible category) stops sampling here (``NonFiniteOutputError``).
+    row without any possible category) stops sampling here (``refuse_non_finite``); a
+    sampler that must not wait for the device in its loop passes ``check=False`` and checks
+    the rows it drew from once, after the loop (a NaN row is then NaN here).
     """
     log_probs = log_probs.to(torch.float64)
     if temperature != 1.0:
         log_probs = log_probs / temperature
     probs = log_probs.softmax(dim=-1)  # (..., V)
-    if probs.isnan().any():
-        raise NonFiniteOutputError(
-            "the network's output is not finite (NaN or inf), so there is no distribution to "
-            "draw from: the run diverged or its weights are damaged; use another checkpoint, "
-            "e.g. the previous one"
-        )
+    if check:
+        refuse_non_finite(probs.isnan().any())
     if top_p < 1.0:
         sorted_probs, order = probs.sort(dim=-1, descending=True)
         mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (..., V)
@@ -61,3 +61,13 @@ def sharpen(log_probs: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> 
         probs = torch.where(keep, probs, 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return probs
+
+
+def refuse_non_finite(seen: Tensor) -> None:
+    """NonFiniteOutputError if ``seen`` (a 0-d bool tensor: some row drawn from was NaN)."""
+    if seen:
+        raise NonFiniteOutputError(
+            "the network's output is not finite (NaN or inf), so there is no distribution to "
+            "draw from: the run diverged or its weights are damaged; use another checkpoint, "
+            "e.g. the previous one"
+        )

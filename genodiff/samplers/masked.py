@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 from torch import Tensor, nn
 
+from genodiff import syncs
 from genodiff.guidance import Guide
-from genodiff.samplers.categorical import sample_categorical, sharpen
+from genodiff.samplers.categorical import refuse_non_finite, sample_categorical, sharpen
 from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
@@ -90,6 +91,7 @@ def unmask(
     request: SampleRequest,
     noise: Noise,
     reuse: bool,
+    sync_free: bool | None = None,
 ) -> Tensor:
     """Ancestral sampling of the partly masked ``x`` (n, L); ``given`` (n, L) is never changed.
 
@@ -97,56 +99,75 @@ def unmask(
     process a token masked at t was already masked at s with probability p(s)/p(t)
     (p = mask probability), so each masked token unmasks in the step with probability
     (p(t) - p(s)) / p(t), and an unmasking token takes a value drawn from x_theta (together:
-    the categorical [x_theta * (p(t) - p(s)), p(s) for [MASK]] / p(t), drawn in two parts so
-    that only unmasking tokens pay for the draw over the vocabulary). Then the final
+    the categorical [x_theta * (p(t) - p(s)), p(s) for [MASK]] / p(t)). Then the final
     noise-removal step (``denoise_remaining``). With ``reuse`` the network runs only on the
     rows that changed since their last call; the random draws do not depend on ``reuse``.
     Guided (``request.guidance``): the network side of each row's latest call is kept (K parts:
     both network outputs for D-CFG, the classifier's tilt for D-CBG) and weighed by gamma(t)
     at every step; the transition form unmasks with odds (p(t) - p(s)) Z : p(s)
     (``unmasking``), the value is drawn from x~ in both forms.
+
+    ``sync_free`` (default: ``genodiff.syncs.sync_free_on``, i.e. on CUDA) runs every step in
+    fixed shapes with no host sync (no ``nonzero``, ``any`` or ``item`` in the loop, so a step
+    can be captured as a CUDA graph): every row goes through the network at every step
+    (``reuse`` is then moot: a row that did not change gets the prediction it had), a value is
+    drawn at every position from the same uniform and kept where the position unmasks, and the
+    finite-output check runs once, after the loop. Otherwise only unmasking positions draw a
+    value, the network sees only the rows that changed (``reuse``) and the loop stops once
+    nothing is masked. Both draw the same sequences: the same uniforms decide the same
+    positions.
     """
     n = x.shape[0]
     x = x.clone()
+    sync_free = syncs.sync_free_on(x.device) if sync_free is None else sync_free
+    reuse = reuse and not sync_free
     schedule = objective.process.schedule
     guide = masked_guide(objective, model, request)
     parts = None  # (n, L, K, V): the network side of each row's latest call
     stale = torch.ones(n, dtype=torch.bool, device=x.device)  # rows needing a network call
+    non_finite = torch.zeros((), dtype=torch.bool, device=x.device)  # sync_free: seen a NaN
     grid = time_grid(1.0, objective.process.sampling_eps, request.steps)
     for t, s in request.reporting(grid, request.steps):
         masked = (x == objective.process.mask_id) & ~given  # (n, L)
-        if not masked.any():
+        if not sync_free and not masked.any():
             break
-        rows = stale.nonzero().squeeze(-1) if reuse else torch.arange(n, device=x.device)
-        if rows.numel():
-            t_rows = t.expand(rows.numel()).to(x.device)
-            fresh = guide.parts(x[rows], t_rows, masked[rows])  # (r, L, K, V)
-            parts = fresh if parts is None or not reuse else parts.index_copy_(0, rows, fresh)
+        rows = stale.nonzero().squeeze(-1) if reuse else None  # None: every row
+        if rows is None:
+            parts = guide.parts(x, t.expand(n).to(x.device), masked)  # (n, L, K, V)
+        elif rows.numel():
+            fresh = guide.parts(x[rows], t.expand(rows.numel()).to(x.device), masked[rows])
+            parts = fresh if parts is None else parts.index_copy_(0, rows, fresh)
         p_t, p_s = schedule.mask_probability(t), schedule.mask_probability(s)
         # Two uniforms per position of every row, used where the position is masked: a row's
         # draws never depend on the other rows (genodiff.samplers.noise).
         u_go, u_value = noise.uniform(n, 2, x.shape[1]).unbind(1)  # (n, L) each
-        row, position = masked.nonzero().unbind(-1)  # (M,) each: every masked token
-        log_factor = guide.log_rate_factor(parts, 1 - t)[row, position]  # (M,)
-        go = unmasking(p_t, p_s, log_factor, u_go[row, position])  # (M,)
-        row, position = row[go], position[go]  # the tokens that unmask in this step
-        log_x0 = guide.combine(parts[row, position], 1 - t)  # (U, V)
-        p_x0 = sharpen(log_x0, request.temperature, request.top_p)  # (U, V)
-        x[row, position] = sample_categorical(p_x0, u=u_value[row, position, None])
-        stale = torch.zeros_like(stale).index_fill_(0, row, True)
+        log_factor = guide.log_rate_factor(parts, 1 - t)  # (n, L)
+        go = unmasking(p_t, p_s, log_factor, u_go) & masked  # (n, L): tokens that unmask
+        if sync_free:
+            p_x0 = sharpen(guide.combine(parts, 1 - t), request.temperature, request.top_p, False)
+            non_finite |= (p_x0.isnan().any(dim=-1) & go).any()
+            x = torch.where(go, sample_categorical(p_x0, u=u_value[..., None]), x)  # (n, L)
+        else:
+            row, position = go.nonzero().unbind(-1)  # (U,) each
+            log_x0 = guide.combine(parts[row, position], 1 - t)  # (U, V)
+            p_x0 = sharpen(log_x0, request.temperature, request.top_p)  # (U, V)
+            x[row, position] = sample_categorical(p_x0, u=u_value[row, position, None])
+        stale = go.any(dim=-1)
+    refuse_non_finite(non_finite)
     return denoise_remaining(objective, x, given, guide)
 
 
 def unmasking(p_t: Tensor, p_s: Tensor, log_factor: Tensor, u: Tensor) -> Tensor:
-    """(M,) bool: which of M masked tokens unmask in the step t -> s (mask probabilities
-    ``p_t``, ``p_s``, 0-d float64), each with odds (p_t - p_s) Z : p_s against staying masked,
-    log Z = ``log_factor`` (M,) (0: the unguided (p_t - p_s) / p_t), drawn by inverting the
-    float64 uniforms ``u`` (M,). Both odds are divided by max(Z, 1) before the draw, so no Z
+    """(...) bool: which masked tokens unmask in the step t -> s (mask probabilities ``p_t``,
+    ``p_s``, 0-d float64), each with odds (p_t - p_s) Z : p_s against staying masked,
+    log Z = ``log_factor`` (...) (0: the unguided (p_t - p_s) / p_t), drawn by inverting the
+    float64 uniforms ``u`` (...). Both odds are divided by max(Z, 1) before the draw, so no Z
     overflows."""
     log_factor = log_factor.double()
-    stay = p_s.to(log_factor.device) * torch.exp(-log_factor.clamp_min(0.0))
-    go = (p_t - p_s).to(log_factor.device) * torch.exp(log_factor.clamp_max(0.0))
-    return sample_categorical(torch.stack((stay, go), dim=-1), u=u[:, None]) == 1
+    # 0-d CPU tensors join CUDA ones as scalars: no copy to the device, no wait for it
+    stay = p_s * torch.exp(-log_factor.clamp_min(0.0))
+    go = (p_t - p_s) * torch.exp(log_factor.clamp_max(0.0))
+    return sample_categorical(torch.stack((stay, go), dim=-1), u=u[..., None]) == 1
 
 
 def denoise_remaining(objective: MaskedDiffusion, x: Tensor, given: Tensor, guide: Guide) -> Tensor:

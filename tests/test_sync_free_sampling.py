@@ -1,0 +1,100 @@
+"""The masked samplers' sync-free step (``genodiff.samplers.masked.unmask(sync_free=True)``, the
+default on CUDA): the same sequences as the sparse step, and no host sync inside the loop.
+
+A host sync is any op that needs a tensor's value on the host: ``nonzero`` (its output size),
+``item`` / ``bool`` / ``int`` of a tensor (``_local_scalar_dense``, ``is_nonzero``). A dispatch
+mode counts them; the count of a sync-free run must not grow with the number of steps (what
+runs before and after the loop is the same for any step count), while the sparse step's does
+(the counter is seen to count)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from genodiff import syncs
+from genodiff.errors import NonFiniteOutputError
+from tests.test_sampling_at_scale import LENGTH, MODELS
+
+SYNCS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::item"}
+
+# (model, generate's options): every masked sampler that steps through ``unmask``
+CASES = [
+    ("mdlm", {"sampler": "ancestral"}),
+    ("mdlm", {"sampler": "cached"}),
+    ("mdlm", {"sampler": "cached", "prefix": "ACGTAC", "top_p": 0.9, "temperature": 0.7}),
+    ("mdlm", {"sampler": "semi-ar", "block": 12, "stride": 6}),
+    ("d3pm", {}),
+    ("conditional", {"label": "b", "guidance": 2.0}),
+    ("conditional", {"label": "a", "guidance": 3.0, "guidance_schedule": "ramp"}),
+    ("conditional", {"label": "a", "guidance": 2.0, "guidance_form": "transition"}),
+]
+
+
+class SyncCounter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncs = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func._schema.name in SYNCS:
+            self.syncs += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def sync_free(monkeypatch):
+    """Every ``unmask`` runs sync-free, as on CUDA."""
+    monkeypatch.setattr(syncs, "sync_free_on", lambda device: True)
+
+
+def draw(name: str, options: dict, steps: int = 6):
+    steps_option = {} if options.get("sampler") == "semi-ar" else {"steps": steps}
+    return MODELS[name]().generate(5, LENGTH, seed=3, batch_size=2, **steps_option, **options)
+
+
+@pytest.mark.parametrize(("name", "options"), CASES, ids=[str(i) for i in range(len(CASES))])
+def test_the_sync_free_step_draws_the_sparse_steps_sequences(name, options, monkeypatch):
+    sparse = draw(name, options)
+    monkeypatch.setattr(syncs, "sync_free_on", lambda device: True)
+    assert draw(name, options) == sparse
+
+
+def syncs_of(name: str, options: dict, steps: int) -> int:
+    with SyncCounter() as counter:
+        draw(name, options, steps)
+    return counter.syncs
+
+
+@pytest.mark.parametrize("case", [0, 1, 5, 7])
+def test_no_host_sync_inside_the_loop(case, monkeypatch):
+    name, options = CASES[case]
+    sparse = syncs_of(name, options, 4), syncs_of(name, options, 16)
+    assert sparse[1] > sparse[0]  # the sparse step syncs every step: the counter counts
+    monkeypatch.setattr(syncs, "sync_free_on", lambda device: True)
+    assert syncs_of(name, options, 16) == syncs_of(name, options, 4)
+
+
+def test_a_non_finite_network_output_is_refused_after_the_loop(sync_free, monkeypatch):
+    net = MODELS["mdlm"]()
+    objective = net.network.objective
+    real = objective.x0_log_probs
+
+    def poisoned(model, x_t, t, labels=None):
+        out = real(model, x_t, t, labels)  # (B, L, V)
+        return torch.where(torch.rand_like(out) < 0.5, float("nan"), out)
+
+    monkeypatch.setattr(objective, "x0_log_probs", poisoned)
+    with pytest.raises(NonFiniteOutputError, match="not finite"):
+        net.generate(2, LENGTH, steps=4, sampler="ancestral", seed=0)
+
+
+def test_the_label_range_is_checked_on_the_device_where_steps_are_sync_free(sync_free):
+    embedding = MODELS["conditional"]().network.eval_backbone
+    ids = torch.full((2, LENGTH), 7)
+    with pytest.raises(RuntimeError, match=r"labels must lie in \[0, 2\]"):
+        embedding(ids, None, labels=torch.tensor([0, 3]))
+    with SyncCounter() as counter:
+        embedding(ids, None, labels=torch.tensor([0, 2]))  # the null label is in range
+    assert counter.syncs == 0
