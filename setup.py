@@ -1,7 +1,8 @@
 """Build configuration beyond pyproject.toml: the files the configs refer to, as package data.
 
-The repository keeps one copy of the experiment configs, the demo genome and the demo Genomic
-Benchmarks task in its top-level folders (configs/, data/, tests/data/), where users edit them.
+The repository keeps one copy of the experiment configs, the demo genome, the demo Genomic
+Benchmarks task and the models that load by name in its top-level folders (configs/, data/,
+tests/data/, models/), where users edit them.
 A wheel needs them inside the package, so at build time these folders are mapped into
 ``genodiff._bundle``, mirroring their repository paths: configs name files relative to the
 project root (``data/chr22_20-21Mb.fa.gz``), and ``genodiff.resources`` points at the bundle in
@@ -19,6 +20,7 @@ BUNDLE = {
     "configs": ["*.yaml"],
     "data": ["README.md", "chr22_20-21Mb.fa.gz"],
     "data/species": ["*.fa.gz"],
+    "models": ["README.md", "*.json", "*.safetensors"],  # models by name (models/README.md)
     "tests/data/genomic_benchmarks": ["*.txt"],
 }
 

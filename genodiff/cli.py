@@ -221,6 +221,20 @@ def _info(args: argparse.Namespace) -> None:
     print(json.dumps(info.to_dict()) if args.json else info.describe())
 
 
+def _models(args: argparse.Namespace) -> None:
+    from genodiff.named_models import MODELS_ENV, named_model, named_models
+
+    if args.name is not None:
+        model = named_model(args.name)
+        print(model.card() or f"{model.name}: no model card ({model.folder})")
+        return
+    models = named_models()
+    for model in models.values():
+        print(model.line())
+    if not models:
+        print(f"no named models: none ships with this version yet; set {MODELS_ENV} to add yours")
+
+
 def _version() -> str:
     from genodiff.version import __version__
 
@@ -319,8 +333,8 @@ def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
 
 
 CHECKPOINT_HELP = (
-    "a .ckpt from genodiff train, a folder from genodiff export, or a Hugging Face Hub id "
-    "org/name[@revision] of either"
+    "a .ckpt from genodiff train, a folder from genodiff export, a model's name (genodiff "
+    "models lists them) or a Hugging Face Hub id org/name[@revision]"
 )
 
 
@@ -684,6 +698,15 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("path", help=CHECKPOINT_HELP)
     info.add_argument("--json", action="store_true", help="print one JSON object")
     info.set_defaults(run=_info)
+
+    models = commands.add_parser(
+        "models",
+        help="list the models that load by name (genodiff.load(NAME), --checkpoint NAME)",
+        description="One line per named model, its name first: those that ship with genodiff "
+        "and those in the folders of $GENODIFF_MODELS_PATH. With NAME: its model card.",
+    )
+    models.add_argument("name", nargs="?", help="print this model's card")
+    models.set_defaults(run=_models)
 
     data = commands.add_parser("data", help="download and prepare datasets")
     datasets = data.add_subparsers(dest="dataset", required=True)

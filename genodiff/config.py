@@ -30,6 +30,7 @@ from genodiff import registry
 from genodiff.conditioning import ConditioningConfig
 from genodiff.config_values import ConfigError, Key, Spec, callable_spec, class_spec, dataclass_spec
 from genodiff.hub import parse_hub_id
+from genodiff.named_models import named_model_folder
 from genodiff.resources import resource
 
 GROUPS = ("model", "objective", "data", "trainer")
@@ -426,12 +427,14 @@ def resolve_path(path: str, root: Path) -> str:
 
 def resolve_checkpoint_reference(reference: str, root: Path) -> str:
     """``init_from=`` / ``pretrained=``: as ``resolve_path``, except that a reference found at
-    neither place that spells a Hugging Face Hub id (``org/name[@revision]``) is kept as it is,
-    for ``genodiff.hub`` to fetch."""
+    neither place that names a model (``genodiff.named_models``) or spells a Hugging Face Hub
+    id (``org/name[@revision]``) is kept as it is, for ``genodiff.hub`` to resolve."""
     resolved = resolve_path(reference, root)
-    if Path(resolved).exists() or parse_hub_id(reference) is None:
+    if Path(resolved).exists():
         return resolved
-    return reference
+    if named_model_folder(reference) is not None or parse_hub_id(reference) is not None:
+        return reference
+    return resolved
 
 
 def compose_config(

@@ -1,4 +1,5 @@
-"""Checkpoint references: a local path, or a Hugging Face Hub id ``org/name[@revision]``.
+"""Checkpoint references: a local path, a named model, or a Hugging Face Hub id
+``org/name[@revision]``.
 
 Every place that takes a checkpoint (``load_pretrained``, ``init_from=``, ``pretrained=``, the
 one loader ``genodiff.checkpoints.load.open_checkpoint`` and so ``load_model``,
@@ -8,6 +9,8 @@ local file or folder:
 
 - a path that exists on disk is used as it is, so a local folder always wins over a Hub id
   of the same spelling;
+- a name of a model that ships with genodiff or lies in ``GENODIFF_MODELS_PATH``
+  (``genodiff.named_models``) is its folder;
 - otherwise ``org/name`` (optionally ``@revision``: a branch, tag or commit) is fetched with
   ``huggingface_hub.snapshot_download`` into its cache, and the snapshot folder is returned.
   Only the files the caller reads are fetched (``patterns``).
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from genodiff.errors import InputFileNotFoundError, UserInputError
+from genodiff.named_models import named_model_folder
 
 # Hub repository names: letters, digits, '-', '_', '.', not starting with a separator.
 _HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>\S+))?")
@@ -62,11 +66,14 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
     path = Path(reference).expanduser()
     if path.exists():
         return path
+    named = named_model_folder(reference)
+    if named is not None:
+        return named
     hub_id = parse_hub_id(reference)
     if hub_id is None:
         raise InputFileNotFoundError(
-            f"{reference}: not found (no such file or folder, nor a Hugging Face Hub id "
-            "org/name[@revision])"
+            f"{reference}: not found (no such file or folder, named model (genodiff models "
+            "lists them) or Hugging Face Hub id org/name[@revision])"
         )
     folder = Path(_snapshot(hub_id, list(patterns)))
     if not folder.is_dir():

@@ -1,5 +1,5 @@
-"""Files genodiff ships beside its code: the experiment configs, the demo genome and the demo
-Genomic Benchmarks task.
+"""Files genodiff ships beside its code: the experiment configs, the demo genome, the demo
+Genomic Benchmarks task and the models that load by name (``models/``).
 
 In a source checkout (or an editable install) they are the repository's own ``configs/``,
 ``data/`` and ``tests/data/`` folders. A built wheel carries a copy of the same tree under

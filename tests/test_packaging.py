@@ -126,6 +126,7 @@ def test_wheel_holds_the_code_configs_and_demo_data(wheel, sources):
             or n.startswith("tests/data/genomic_benchmarks/human_vs_phage/")
             or n in (f"data/{DEMO_NAME}", "data/README.md")
             or (n.startswith("data/species/") and n.endswith(".fa.gz"))  # conditional_species
+            or (n.startswith("models/") and n.endswith(("README.md", ".json", ".safetensors")))
         ]
         assert len([n for n in shipped if n.endswith(".txt")]) >= 100  # the demo task
         for name in shipped:  # the same bytes as the repository's one copy

@@ -150,9 +150,10 @@ def _folder_info(source: str, path: Path) -> CheckpointInfo:
         record = read_run_record(path)
         facts.update(
             holds=f"checkpoint folder ({layout.name} layout) exported from "
-            f"{record['exported_from']}, {record['weights']} weights",
+            f"{record.get('exported_from') or 'a model built in memory'}, "
+            f"{record.get('weights')} weights",
             config=record["config"],
-            **_run_facts(record["config"], record["global_step"], record["epoch"], record),
+            **_run_facts(record["config"], record.get("global_step"), record.get("epoch"), record),
         )
     return CheckpointInfo(**facts)
 
