@@ -15,7 +15,8 @@ under its temporary name, then all renamed), a download (``genodiff.data.downloa
 resumable ``.part`` file, renamed when complete) and a whole folder built beside its
 destination and swapped in by ``replace_folder`` (``genodiff data labelled-split``). A file
 written piece by piece over a long run (``genodiff sample``'s samples) goes through
-``StagedFile``: appended under a staging name, renamed into place when complete, resumable.
+``StagedFile``: appended under a staging name, renamed into place when complete, resumable,
+and held by one writer at a time (a lock file beside it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ from typing import IO, Any
 
 from genodiff.errors import DiskFullError, InputFileExistsError, InputValueError
 from genodiff.memory import size_text
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks here; one writer per file is the user's care
+    fcntl = None
 
 TEMPORARY_SUFFIX = ".tmp"
 # What a write onto a full disk fails with, and how to say it.
@@ -251,7 +257,10 @@ class StagedFile:
     that piece and goes on after it (``done`` items are written already), when the stamp is the
     same. Without ``resume`` a staged file already there is refused (it is a killed run's work),
     and so is an existing ``path`` unless ``overwrite``; a full disk is a ``DiskFullError``
-    that keeps the staged work. Nothing is lost."""
+    that keeps the staged work. Nothing is lost. One writer at a time: a second writer of the
+    same ``path`` (another process, or a second ``StagedFile`` in this one) is refused while
+    the first holds ``.NAME.partial.lock`` (an advisory lock that ends with its process, so a
+    killed run leaves none held)."""
 
     def __init__(
         self, path: str | os.PathLike, stamp: dict[str, Any], resume: bool, overwrite: bool
@@ -261,6 +270,17 @@ class StagedFile:
         self.record = self.staged.with_name(self.staged.name + ".json")
         self.stamp = stamp
         self.done, self.size = 0, 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = _held_lock(self.staged.with_name(self.staged.name + ".lock"), self.path)
+        try:
+            self._check(resume, overwrite)
+        except BaseException:
+            self.release()
+            raise
+
+    def _check(self, resume: bool, overwrite: bool) -> None:
+        """Refuse a killed run's work (unless ``resume``) and an existing file (unless
+        ``overwrite``); with ``resume`` go on after the last complete piece."""
         if self.staged.exists() and not resume:
             raise InputFileExistsError(
                 f"{self.staged} holds the work of a run that did not finish: resume it, or "
@@ -274,7 +294,6 @@ class StagedFile:
             )
         if resume and self.staged.exists():
             self._reopen()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _reopen(self) -> None:
         """Go on after the last complete piece the record names."""
@@ -328,4 +347,30 @@ class StagedFile:
         os.replace(self.staged, self.path)
         self.record.unlink(missing_ok=True)
         fsync_path(self.path.parent)
+        self.release()
         return self.path
+
+    def release(self) -> None:
+        """Give up the writer's lock (``commit`` does); the lock file goes with it."""
+        if self.lock is not None:
+            Path(self.lock.name).unlink(missing_ok=True)
+            self.lock.close()
+            self.lock = None
+
+
+def _held_lock(lock_path: Path, path: Path) -> IO[bytes] | None:
+    """``lock_path`` opened and exclusively locked (None where the platform has no locks);
+    InputFileExistsError when another writer holds it."""
+    if fcntl is None:
+        return None
+    handle = open(lock_path, "ab")  # noqa: SIM115 (held until release or the process ends)
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise InputFileExistsError(
+            f"{path} is being written by another run right now (it holds {lock_path}): wait "
+            "for it to finish, or choose another file",
+            parameter="out",
+        ) from None
+    return handle

@@ -252,9 +252,13 @@ class Model:
             part = _part_file(Path(path), workers)
             stream = stream_to(part, True, block=[share.start, share.stop])
         todo = range(share.start + stream.done, share.stop) if not stream.complete else range(0)
-        with _progress_bar(progress if workers.main else False) as bar:
-            for start, ids in self._draw(job, todo, bar):
-                stream.write(start, ids)
+        try:
+            with _progress_bar(progress if workers.main else False) as bar:
+                for start, ids in self._draw(job, todo, bar):
+                    stream.write(start, ids)
+        except BaseException:
+            stream.release()  # the staged work stays for resume=True, in this process too
+            raise
         if not workers.main:
             stream.finish()
         workers.wait_for_all()

@@ -218,7 +218,15 @@ class SampleStream:
 
     def finish(self) -> Path:
         """The complete file at ``path``."""
-        return self.path if self.complete else self.stage.commit()
+        if self.complete:
+            self.stage.release()
+            return self.path
+        return self.stage.commit()
+
+    def release(self) -> None:
+        """Stop writing (a failed run: its staged work is kept for ``resume``) and let another
+        writer take ``path``."""
+        self.stage.release()
 
 
 def _format_for(domain: Domain, path: Path) -> SampleFormat:

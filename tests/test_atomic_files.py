@@ -1,10 +1,15 @@
-"""``atomic_write``: a reader sees the old file or the new one, never a part of either."""
+"""``atomic_write``: a reader sees the old file or the new one, never a part of either;
+``StagedFile``: one writer at a time."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from genodiff.atomic_files import atomic_write, remove_temporary_files
+from genodiff.atomic_files import StagedFile, atomic_write, remove_temporary_files
+from genodiff.errors import InputFileExistsError
 
 
 def test_writes_the_file_and_leaves_no_temporary(tmp_path):
@@ -43,3 +48,36 @@ def test_leftovers_of_a_killed_writer_are_removed(tmp_path):
     (tmp_path / "last.ckpt").write_bytes(b"whole")
     remove_temporary_files(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
+
+
+def test_a_second_writer_of_a_staged_file_is_refused_while_the_first_writes(tmp_path):
+    """Two runs with the same output would both append to one staged file (each then reports
+    success over a file of 2 or 4 pieces): the second is refused, in one line, until the first
+    has committed; a killed writer's lock ends with its process."""
+    path = tmp_path / "out.fa"
+    first = StagedFile(path, {"job": 1}, resume=False, overwrite=False)
+    first.append(">a\nAC\n", 1)
+    with pytest.raises(InputFileExistsError, match="being written by another run right now"):
+        StagedFile(path, {"job": 1}, resume=True, overwrite=False)
+    assert first.commit().read_text() == ">a\nAC\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.fa"]  # no lock file left
+    second = StagedFile(path, {"job": 2}, resume=False, overwrite=True)
+    second.append(">b\nGT\n", 1)
+    assert second.commit().read_text() == ">b\nGT\n"
+
+
+def test_the_lock_of_a_killed_writer_is_not_held(tmp_path):
+    path = tmp_path / "out.fa"
+    code = (
+        "import os, sys\n"
+        "from genodiff.atomic_files import StagedFile\n"
+        f"s = StagedFile({str(path)!r}, {{'job': 1}}, resume=False, overwrite=False)\n"
+        "s.append('>a\\nAC\\n', 1)\n"
+        "os._exit(9)\n"  # dies holding the lock, as a killed run does
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=False)
+    assert done.returncode == 9
+    resumed = StagedFile(path, {"job": 1}, resume=True, overwrite=False)
+    assert resumed.done == 1
+    resumed.append(">b\nGT\n", 1)
+    assert resumed.commit().read_text() == ">a\nAC\n>b\nGT\n"
