@@ -193,6 +193,7 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
             settings=settings,
             device=args.device,
             progress=progress,
+            overwrite=args.overwrite,
         )
     print((out / "metrics.md").read_text())
     print(f"genodiff: wrote the report to {out} (metrics.md, metrics.json and plots)")
@@ -665,6 +666,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="discriminator fold shuffling and the k-mer comparison's random splits",
     )
     quality.add_argument("--device", help="for --oracle and --ar-checkpoint (default: best)")
+    quality.add_argument(
+        "--overwrite", action="store_true", help="replace a report already in --out"
+    )
     _add_progress_flag(quality)
     quality.set_defaults(run=_evaluate_samples)
 

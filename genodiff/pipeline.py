@@ -374,6 +374,7 @@ def evaluate_samples(
     alphabet: str | None = None,
     device: str | None = None,
     progress: Progress | None = None,
+    overwrite: bool = False,
 ) -> SampleQuality | OracleQuality:
     """Are generated DNA sequences any good? What ``genodiff evaluate-samples`` reports
     (metrics.json, metrics.md and plots, written to ``out``), returned as its quality object.
@@ -386,14 +387,15 @@ def evaluate_samples(
     verdict (each sample of the class its header names, else ``label``) and the metrics per
     class against ``reference``, a mapping {class: FASTA} (or ``NAME=FASTA`` strings).
     ``alphabet``: the letters the samples are made of (default: their domain's, from the
-    ``Samples``' tokenizer or the files' format)."""
+    ``Samples``' tokenizer or the files' format). A report already in ``out`` is refused
+    unless ``overwrite``."""
     on_disk = isinstance(samples, str | os.PathLike)
     if out is None and not on_disk:
         raise InputValueError(
             "give out (a report folder) for samples held in memory", parameter="out"
         )
     folder = Path(out) if out is not None else report_folder(Path(samples))
-    check_report_folder(folder)  # before the metrics are computed
+    check_report_folder(folder, overwrite)  # before the metrics are computed
     if alphabet is None and isinstance(samples, Samples):
         alphabet = domain_of(samples.tokenizer).alphabet  # else: the files' domain's
     options = {"ar_checkpoint": ar_checkpoint, "device": device, "settings": settings}

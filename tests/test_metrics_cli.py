@@ -112,6 +112,23 @@ def test_default_folder_and_optional_parts(inputs, tmp_path):
     assert np.isfinite(metrics["gc_content"]["wasserstein"])
 
 
+def test_a_second_report_into_the_same_folder_needs_overwrite(inputs, tmp_path, capsys):
+    argv = ["evaluate-samples", inputs["samples_fa"], "--reference", inputs["reference_fa"]]
+    argv += ["--out", str(tmp_path / "report")]
+    assert cli.main(argv) == 0
+    first = (tmp_path / "report" / "metrics.json").read_text()
+    (tmp_path / "report" / "metrics.md").write_text("edited by the user")
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a report already (metrics.json, metrics.md)" in err and "\n" not in err
+    assert "--overwrite" in err
+    assert (tmp_path / "report" / "metrics.md").read_text() == "edited by the user"
+    assert cli.main([*argv, "--overwrite"]) == 0
+    assert (tmp_path / "report" / "metrics.json").read_text() == first  # same inputs, same seed
+    assert (tmp_path / "report" / "metrics.md").read_text() != "edited by the user"
+
+
 def test_errors_are_one_line(inputs, tmp_path, capsys):
     missing = ["evaluate-samples", str(tmp_path / "none.fa"), "--reference", inputs["reference_fa"]]
     assert cli.main(missing) == 2

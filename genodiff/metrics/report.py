@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from genodiff.atomic_files import check_writable, save_figure, write_text
-from genodiff.errors import InputValueError
+from genodiff.errors import InputFileExistsError, InputValueError
 from genodiff.metrics.composition import cpg_observed_expected, gc_content
 from genodiff.metrics.kmers import js_divergence, kmer_spectrum
 from genodiff.metrics.oracle import ORACLE_KS, OracleQuality
@@ -201,15 +201,23 @@ def plot_gc_histograms(quality: SampleQuality) -> Figure:
     return figure
 
 
-def check_report_folder(out: str | os.PathLike) -> Path:
+def check_report_folder(out: str | os.PathLike, overwrite: bool = True) -> Path:
     """``out`` as a folder ``write_report`` may write into; InputValueError when it is a file
-    or cannot be written (``genodiff.atomic_files.check_writable``)."""
+    or cannot be written (``genodiff.atomic_files.check_writable``), InputFileExistsError when
+    it holds a report already and not ``overwrite``."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputValueError(
             f"{out} is a file; the report is a folder ({', '.join(REPORT_FILES)}): "
             "name a new folder, or one to add them to",
             parameter="out",
+        )
+    held = [name for name in REPORT_FILES[:2] if (out / name).exists()]
+    if held and not overwrite:
+        raise InputFileExistsError(
+            f"{out} holds a report already ({', '.join(held)}): choose another folder, or "
+            "overwrite it",
+            parameter=("out", "overwrite"),
         )
     check_writable(out / REPORT_FILES[0], "out")  # before the metrics, not after
     return out
