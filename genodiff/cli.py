@@ -307,20 +307,37 @@ def _config_command(
     command.set_defaults(run=run)
 
 
+# Lightning's accelerators that genodiff runs on (TPUs would need torch_xla and XLA kernels)
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
+
+
+def _at_least_one(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more")
+    return value
+
+
 def _add_processes_flags(parser: argparse.ArgumentParser, what: str) -> None:
     """Lightning's --accelerator / --devices / --num-nodes: several processes share the work."""
     parser.add_argument(
         "--devices",
-        type=int,
+        type=_at_least_one,
         help=f"processes on this node that share the {what} (one device each: GPUs with "
         "--accelerator gpu; CPU processes with --accelerator cpu); the result is the one "
         "process's (default: one process on --device)",
     )
     parser.add_argument(
-        "--num-nodes", type=int, help="nodes of --devices processes each (default: 1)"
+        "--num-nodes", type=_at_least_one, help="nodes of --devices processes each (default: 1)"
     )
     parser.add_argument(
-        "--accelerator", help="with --devices: cpu or gpu, as Lightning's (default: auto)"
+        "--accelerator",
+        choices=ACCELERATORS,
+        help="with --devices: as Lightning's (default: auto)",
     )
 
 

@@ -26,6 +26,8 @@ from lightning.fabric import Fabric
 from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero
 from lightning.pytorch.utilities.rank_zero import rank_zero_only as trainer_rank_zero
 
+from genodiff.errors import InputValueError
+
 GPU_ACCELERATORS = ("gpu", "cuda")
 
 
@@ -89,12 +91,22 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
     ``num_nodes``) asks for, started and joined in one process group; one process: no
     launch."""
-    fabric = Fabric(
-        accelerator=trainer.get("accelerator", "auto"),
-        devices=trainer.get("devices", "auto"),
-        num_nodes=trainer.get("num_nodes", 1),
-        strategy="ddp",
-    )
+    accelerator = trainer.get("accelerator", "auto")
+    try:
+        fabric = Fabric(
+            accelerator=accelerator,
+            devices=trainer.get("devices", "auto"),
+            num_nodes=trainer.get("num_nodes", 1),
+            strategy="ddp",
+        )
+    except (ImportError, ValueError, RuntimeError) as err:  # Lightning's refusals
+        raise InputValueError(
+            f"accelerator={accelerator!r}, devices={trainer.get('devices')!r}, "
+            f"num_nodes={trainer.get('num_nodes')!r}: Lightning cannot start these processes "
+            f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); use accelerator "
+            "cpu or gpu with at least one device",
+            parameter=("accelerator", "devices"),
+        ) from err
     if fabric.world_size == 1:
         return Workers()
     if "NUMBA_NUM_THREADS" not in os.environ:

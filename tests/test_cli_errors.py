@@ -66,3 +66,33 @@ def test_genodiff_debug_shows_the_traceback_of_a_user_error(monkeypatch, tmp_pat
     monkeypatch.setenv("GENODIFF_DEBUG", "1")
     with pytest.raises(InputValueError):
         cli.main(argv)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--devices", "0"], "--devices: 0: give 1 or more"),
+        (["--devices", "2", "--num-nodes", "0"], "--num-nodes: 0: give 1 or more"),
+        (["--devices", "two"], "--devices: 'two' is not a whole number"),
+        (["--devices", "2", "--accelerator", "tpu"], "--accelerator: invalid choice: 'tpu'"),
+    ],
+)
+def test_process_flags_that_start_no_process_are_refused_by_the_parser(capsys, options, named):
+    argv = ["sample", "--checkpoint", "x.ckpt", "--out", "s.fa", *options]
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"accelerator": "tpu", "devices": 2}, {"accelerator": "cpu", "devices": 0}],
+)
+def test_processes_lightning_cannot_start_are_an_input_error(settings):
+    from genodiff.parallel import launch_workers
+
+    with pytest.raises(InputValueError, match="Lightning cannot start these processes") as err:
+        launch_workers(settings)
+    assert err.value.parameter == ("accelerator", "devices")
