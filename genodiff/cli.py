@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from genodiff.errors import InputValueError, UserInputError
-from genodiff.progress import PROGRESS_ENV, Progress, progress_wanted
+from genodiff.progress import LINE_INTERVAL, PROGRESS_ENV, Progress, progress_wanted
 from genodiff.threads import configure_threads
 
 
 def _progress_setting(args: argparse.Namespace) -> bool | None:
-    """``progress`` for the library: off with --no-progress, else as the terminal says."""
+    """``progress`` for the library: off with --no-progress, else as ``GENODIFF_PROGRESS``
+    says (default on)."""
     return False if args.no_progress else None
 
 
@@ -313,8 +314,9 @@ def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress",
         action="store_true",
-        help="show no progress on stderr (default: progress is shown when stderr is a "
-        f"terminal; {PROGRESS_ENV}=1 forces it on, =0 off)",
+        help="show no progress on stderr (default: shown, one line rewritten in place on a "
+        f"terminal, a new line every {LINE_INTERVAL:g} s in a file or pipe; {PROGRESS_ENV}=0 "
+        "turns it off)",
     )
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: the contract fakes of the GPU libraries (``tests/fakes``)."""
+"""Shared fixtures: the contract fakes of the GPU libraries (``tests/fakes``), and no progress
+lines in the tests' output."""
 
 from __future__ import annotations
 
@@ -9,6 +10,14 @@ import pytest
 
 from genodiff.ops import upstream
 from tests import fakes
+
+
+@pytest.fixture(autouse=True)
+def no_progress_lines(monkeypatch):
+    """Progress is on by default, in plain lines where stderr is no terminal (genodiff.progress):
+    the tests read their commands' output without them (subprocesses inherit the setting); the
+    tests of progress itself turn it back on."""
+    monkeypatch.setenv("GENODIFF_PROGRESS", "0")
 
 
 @pytest.fixture

@@ -33,7 +33,8 @@ def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeyp
     assert [r["fold"] for r in task["runs"]] == [0, 1]
     assert {r["n_val"] for r in task["runs"]} == {10}  # 20 train sequences, 2 folds
     assert "| toy | 2 | 24 | 0.003 | 8 | 2 |" in table
-    assert "fold 2/2: val acc" in capsys.readouterr().out
+    # The log names each fold as its folder is named (runs/toy/lr0.003_bs8/fold0, fold1).
+    assert "lr0.003_bs8/fold1 (of fold0..fold1): val acc" in capsys.readouterr().out
 
     # interrupt fold 1: its result is gone, a partial checkpoint folder is left behind
     fold1 = out / "runs" / "toy" / "lr0.003_bs8" / "fold1"
@@ -49,7 +50,7 @@ def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeyp
     monkeypatch.setattr(protocol, "run_fold", counting)
     genodiff.finetune(str(config), progress=False)
     assert calls == [1]
-    assert "fold 1/2: done before, skipped" in capsys.readouterr().out
+    assert "lr0.003_bs8/fold0 (of fold0..fold1): done before, skipped" in capsys.readouterr().out
     second = json.loads((out / "results.json").read_text())
     assert (out / "results.md").read_text() == table
     assert second["summary"] == first["summary"]

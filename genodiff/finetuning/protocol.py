@@ -64,6 +64,7 @@ from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.session import fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
+    progress_bars,
     silence_lightning_notices,
     trainer_kwargs,
 )
@@ -194,9 +195,8 @@ def run_fold(
     # Log at least once an epoch (Lightning warns of an interval longer than the epoch).
     batches = -(-len(train_idx) // run.batch_size)
     kwargs["log_every_n_steps"] = max(1, min(kwargs.get("log_every_n_steps") or 50, batches))
-    callbacks = [checkpoint, stopper]
-    if kwargs.get("enable_progress_bar", True):
-        callbacks.append(FoldProgressBar(prefix))
+    bars = progress_bars(kwargs, f"genodiff finetune {prefix}", FoldProgressBar(prefix))
+    callbacks = [checkpoint, stopper, *bars]
     trainer = L.Trainer(
         default_root_dir=folder,
         logger=CSVLogger(folder, name="logs"),
@@ -325,9 +325,10 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
         for index, (number, task, run) in enumerate(grid):
             if not workers.takes(index):
                 continue
+            # Named as the run's folder is (runs/<task>/<sweep tag>/fold<k>, k from 0).
             where = (
-                f"[{task.name} {number}/{len(tasks)}] {run.sweep_tag} "
-                f"fold {run.fold + 1}/{cfg.folds}"
+                f"[{task.name} {number}/{len(tasks)}] {run.sweep_tag}/fold{run.fold} "
+                f"(of fold0..fold{int(cfg.folds) - 1})"
             )
             if (run.folder(output_dir) / RESULT_FILE).is_file():
                 print(f"genodiff finetune: {where}: done before, skipped")
