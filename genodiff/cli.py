@@ -272,6 +272,12 @@ def _data_labelled_split(args: argparse.Namespace) -> None:
     )
 
 
+def _training_configs() -> list[str]:
+    from genodiff.shipped_configs import training_configs
+
+    return training_configs()
+
+
 def _progress(args: argparse.Namespace) -> Progress:
     """The progress line of ``genodiff COMMAND`` (see ``genodiff.progress``)."""
     return Progress(f"genodiff {args.command}", enabled=progress_wanted(args.no_progress))
@@ -284,13 +290,37 @@ def _config_command(
     summary: str,
     description: str,
     example: str,
+    configs: Callable[[], list[str]] | None = None,
 ) -> None:
-    """A command that runs a config with Hydra overrides (train, finetune, classifier)."""
-    command = commands.add_parser(name, help=summary, description=description)
+    """A command that runs a config with Hydra overrides (train, finetune, classifier);
+    ``configs`` (called only by -h/--help): the shipped configs it takes, named in its help."""
+    command = commands.add_parser(
+        name, help=summary, description=description, add_help=configs is None
+    )
+    if configs is not None:
+        command.add_argument("-h", "--help", action=_HelpNamingConfigs, configs=configs)
     command.add_argument("config", help=example)
     command.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
     _add_progress_flag(command)
     command.set_defaults(run=run)
+
+
+class _HelpNamingConfigs(argparse.Action):
+    """-h/--help that ends with the shipped configs' names, read from the config folders
+    (``genodiff.shipped_configs``) only when the help is asked for."""
+
+    def __init__(self, option_strings: list[str], configs: Callable[[], list[str]], **_) -> None:
+        super().__init__(
+            option_strings, argparse.SUPPRESS, nargs=0, help="show this help message and exit"
+        )
+        self.configs = configs
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        parser.epilog = (
+            f"Shipped configs (a name works from any folder): {', '.join(self.configs())}."
+        )
+        parser.print_help()
+        parser.exit()
 
 
 def _add_processes_flags(parser: argparse.ArgumentParser, what: str) -> None:
@@ -337,9 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _config_command(
         commands, _train, "train", "train a model from an experiment config",
-        "Train from CONFIG (a YAML under configs/). Overrides are Hydra-style: "
-        "trainer.max_steps=20 data=demo output_dir=runs/x optim.lr=3e-4",
-        "experiment YAML, e.g. configs/demo.yaml",
+        "Train from CONFIG (a YAML path, or the name of a shipped config: demo). Overrides are "
+        "Hydra-style: trainer.max_steps=20 data=demo output_dir=runs/x optim.lr=3e-4. Resume a "
+        "stopped run with the same command plus ckpt_path=last (or ckpt_path=FILE.ckpt).",
+        "experiment YAML or name, e.g. configs/demo.yaml or demo",
+        _training_configs,
     )  # fmt: skip
     _config_command(
         commands, _finetune, "finetune",
