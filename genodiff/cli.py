@@ -273,6 +273,7 @@ def _data_labelled_split(args: argparse.Namespace) -> None:
 
 
 def _training_configs() -> list[str]:
+    """The shipped configs ``genodiff train`` takes (read when its help is asked for)."""
     from genodiff.shipped_configs import training_configs
 
     return training_configs()
@@ -309,7 +310,9 @@ class _HelpNamingConfigs(argparse.Action):
     """-h/--help that ends with the shipped configs' names, read from the config folders
     (``genodiff.shipped_configs``) only when the help is asked for."""
 
-    def __init__(self, option_strings: list[str], configs: Callable[[], list[str]], **_) -> None:
+    def __init__(
+        self, option_strings: list[str], configs: Callable[[], list[str]], **_: Any
+    ) -> None:
         super().__init__(
             option_strings, argparse.SUPPRESS, nargs=0, help="show this help message and exit"
         )

@@ -1,5 +1,4 @@
-"""Shared fixtures: the contract fakes of the GPU libraries (``tests/fakes``), and no progress
-lines in the tests' output."""
+"""Shared fixtures: the contract fakes of the GPU libraries (``tests/fakes``)."""
 
 from __future__ import annotations
 
@@ -10,14 +9,6 @@ import pytest
 
 from genodiff.ops import upstream
 from tests import fakes
-
-
-@pytest.fixture(autouse=True)
-def no_progress_lines(monkeypatch):
-    """Progress is on by default, in plain lines where stderr is no terminal (genodiff.progress):
-    the tests read their commands' output without them (subprocesses inherit the setting); the
-    tests of progress itself turn it back on."""
-    monkeypatch.setenv("GENODIFF_PROGRESS", "0")
 
 
 @pytest.fixture

@@ -52,8 +52,9 @@ def train(
     """Train the run ``config`` (a YAML path or a config name such as ``demo``) with Hydra
     ``overrides`` (``["trainer.max_steps=20", "model=caduceus_tiny"]``) into ``output_dir``
     (default: the config's); returns the run folder, as an absolute path. The same run as
-    ``genodiff train CONFIG OVERRIDES... output_dir=DIR``. ``progress``: Lightning's bar and the
-    sampling line on (True), off (False), or as ``genodiff.progress.progress_wanted`` says."""
+    ``genodiff train CONFIG OVERRIDES... output_dir=DIR``. ``progress``: the training's progress
+    (Lightning's bar on a terminal, plain lines elsewhere) and the sampling line on (True), off
+    (False), or as ``genodiff.progress.progress_wanted`` says."""
     overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
     cfg = load_config(config, overrides)
     show = progress_wanted() if progress is None else progress
