@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from genodiff.errors import InputValueError, UserInputError
-from genodiff.progress import PROGRESS_ENV, Progress, progress_wanted
+from genodiff.progress import LINE_INTERVAL, PROGRESS_ENV, Progress, progress_wanted
 from genodiff.threads import configure_threads
 
 
 def _progress_setting(args: argparse.Namespace) -> bool | None:
-    """``progress`` for the library: off with --no-progress, else as the terminal says."""
+    """``progress`` for the library: off with --no-progress, else as ``GENODIFF_PROGRESS``
+    says (default on)."""
     return False if args.no_progress else None
 
 
@@ -286,6 +287,13 @@ def _data_labelled_split(args: argparse.Namespace) -> None:
     )
 
 
+def _training_configs() -> list[str]:
+    """The shipped configs ``genodiff train`` takes (read when its help is asked for)."""
+    from genodiff.shipped_configs import training_configs
+
+    return training_configs()
+
+
 def _progress(args: argparse.Namespace) -> Progress:
     """The progress line of ``genodiff COMMAND`` (see ``genodiff.progress``)."""
     return Progress(f"genodiff {args.command}", enabled=progress_wanted(args.no_progress))
@@ -298,9 +306,15 @@ def _config_command(
     summary: str,
     description: str,
     example: str,
+    configs: Callable[[], list[str]] | None = None,
 ) -> None:
-    """A command that runs a config with Hydra overrides (train, finetune, classifier)."""
-    command = commands.add_parser(name, help=summary, description=description)
+    """A command that runs a config with Hydra overrides (train, finetune, classifier);
+    ``configs`` (called only by -h/--help): the shipped configs it takes, named in its help."""
+    command = commands.add_parser(
+        name, help=summary, description=description, add_help=configs is None
+    )
+    if configs is not None:
+        command.add_argument("-h", "--help", action=_HelpNamingConfigs, configs=configs)
     command.add_argument("config", help=example)
     command.add_argument("overrides", nargs="*", help="key=value or group=option overrides")
     _add_progress_flag(command)
@@ -320,6 +334,26 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value}: give 1 or more")
     return value
+
+
+class _HelpNamingConfigs(argparse.Action):
+    """-h/--help that ends with the shipped configs' names, read from the config folders
+    (``genodiff.shipped_configs``) only when the help is asked for."""
+
+    def __init__(
+        self, option_strings: list[str], configs: Callable[[], list[str]], **_: Any
+    ) -> None:
+        super().__init__(
+            option_strings, argparse.SUPPRESS, nargs=0, help="show this help message and exit"
+        )
+        self.configs = configs
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        parser.epilog = (
+            f"Shipped configs (a name works from any folder): {', '.join(self.configs())}."
+        )
+        parser.print_help()
+        parser.exit()
 
 
 def _add_processes_flags(parser: argparse.ArgumentParser, what: str) -> None:
@@ -345,8 +379,9 @@ def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress",
         action="store_true",
-        help="show no progress on stderr (default: progress is shown when stderr is a "
-        f"terminal; {PROGRESS_ENV}=1 forces it on, =0 off)",
+        help="show no progress on stderr (default: shown, one line rewritten in place on a "
+        f"terminal, a new line every {LINE_INTERVAL:g} s in a file or pipe; {PROGRESS_ENV}=0 "
+        "turns it off)",
     )
 
 
@@ -367,9 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _config_command(
         commands, _train, "train", "train a model from an experiment config",
-        "Train from CONFIG (a YAML under configs/). Overrides are Hydra-style: "
-        "trainer.max_steps=20 data=demo output_dir=runs/x optim.lr=3e-4",
-        "experiment YAML, e.g. configs/demo.yaml",
+        "Train from CONFIG (a YAML path, or the name of a shipped config: demo). Overrides are "
+        "Hydra-style: trainer.max_steps=20 data=demo output_dir=runs/x optim.lr=3e-4. Resume a "
+        "stopped run with the same command plus ckpt_path=last (or ckpt_path=FILE.ckpt).",
+        "experiment YAML or name, e.g. configs/demo.yaml or demo",
+        _training_configs,
     )  # fmt: skip
     _config_command(
         commands, _finetune, "finetune",

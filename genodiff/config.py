@@ -31,7 +31,7 @@ from genodiff.conditioning import ConditioningConfig
 from genodiff.config_values import ConfigError, Key, Spec, callable_spec, class_spec, dataclass_spec
 from genodiff.hub import parse_hub_id
 from genodiff.named_models import named_model_folder
-from genodiff.resources import resource
+from genodiff.shipped_configs import config_folders
 
 GROUPS = ("model", "objective", "data", "trainer")
 # Trainer arguments genodiff sets itself (from output_dir and the sections below).
@@ -308,12 +308,6 @@ def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
         else:
             values.append(override)
     return groups, values
-
-
-def config_folders() -> list[Path]:
-    """The folders experiment files and config groups are found in: the core's
-    (``genodiff.resources``), then each plugin's (entry-point group ``genodiff.configs``)."""
-    return [resource("configs"), *registry.plugin_config_folders()]
 
 
 def _search_path_override(config_file: Path) -> str:

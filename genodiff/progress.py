@@ -1,39 +1,49 @@
-"""Progress of a long command on stderr: one line, rewritten in place on a terminal.
+"""Progress of a long command on stderr: one line rewritten in place on a terminal, one plain
+line every ``LINE_INTERVAL`` seconds elsewhere (a log file, a notebook cell, ``nohup``).
 
 Every command that can run longer than a few seconds (sample, eval, gen-ppl, evaluate-samples,
-export; train and finetune through Lightning's bar) reports through ``Progress``. It is on
-when stderr is a terminal, off with the command's ``--no-progress``, and
-``GENODIFF_PROGRESS=1`` / ``=0`` force it on / off (``progress_wanted``).
+export; train, finetune and classifier through ``genodiff.training.progress_lines``) reports
+through ``Progress``. It is on by default, off with the command's ``--no-progress``, and
+``GENODIFF_PROGRESS=0`` / ``=1`` force it off / on (``progress_wanted``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
 from typing import TextIO
 
 PROGRESS_ENV = "GENODIFF_PROGRESS"
+TERMINAL_INTERVAL = 0.5  # seconds between redrawings of the line on a terminal
+LINE_INTERVAL = 30.0  # seconds between plain lines elsewhere
 
 
-def progress_wanted(no_progress: bool = False, stream: TextIO | None = None) -> bool:
+def progress_wanted(no_progress: bool = False) -> bool:
     """Whether to show progress: never with ``--no-progress``; else as ``GENODIFF_PROGRESS``
-    says (``1`` on, ``0`` off); else when ``stream`` (default: stderr) is a terminal."""
+    says (``0`` off, ``1`` on); else on (plain lines where stderr is no terminal)."""
     if no_progress:
         return False
-    forced = os.environ.get(PROGRESS_ENV)
-    if forced in ("0", "1"):
-        return forced == "1"
-    stream = sys.stderr if stream is None else stream
-    return stream.isatty()
+    return os.environ.get(PROGRESS_ENV) != "0"
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (a stream without ``isatty`` is not)."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 class Progress:
-    """``LABEL: WHAT DONE/TOTAL (P%), elapsed M:SS, ETA M:SS`` on ``stream`` (default: stderr).
+    """``LABEL: WHAT DONE/TOTAL (P%), R WHAT/s, elapsed M:SS, ETA M:SS[, EXTRA]`` on ``stream``
+    (default: stderr).
 
     Drawn at the first and the last update and at most once every ``interval`` seconds in
-    between; on a terminal the line is rewritten in place, elsewhere (``GENODIFF_PROGRESS=1``
-    into a file) each drawing is its own line. A disabled ``Progress`` writes nothing.
+    between (default: ``TERMINAL_INTERVAL`` on a terminal, where the line is rewritten in
+    place; ``LINE_INTERVAL`` elsewhere, where each drawing is its own line). ``start``: the
+    units done before this process began (a resumed run), left out of the rate and the ETA.
+    A ``total`` of None or infinity draws ``WHAT DONE`` and the rate. A disabled ``Progress``
+    writes nothing.
     """
 
     def __init__(
@@ -41,30 +51,51 @@ class Progress:
         label: str,
         enabled: bool = True,
         stream: TextIO | None = None,
-        interval: float = 0.5,
+        interval: float | None = None,
+        start: float = 0,
     ) -> None:
         self.label = label
         self.enabled = enabled
         self.stream = sys.stderr if stream is None else stream
+        self.terminal = is_terminal(self.stream)
+        if interval is None:
+            interval = TERMINAL_INTERVAL if self.terminal else LINE_INTERVAL
         self.interval = interval
+        self.start_count = start
         self.start = time.monotonic()
         self.last_drawn: float | None = None
         self.open_line = False  # a line rewritten in place still lacks its newline
 
-    def update(self, done: float, total: float, what: str) -> None:
-        """``done`` of ``total`` units of ``what`` (e.g. "windows") are finished."""
+    def update(
+        self,
+        done: float,
+        total: float | None,
+        what: str,
+        extra: str = "",
+        force: bool = False,
+    ) -> None:
+        """``done`` of ``total`` units of ``what`` (e.g. "windows") are finished; ``extra``
+        (e.g. "train/nelbo 2.31") ends the line; ``force`` draws it whatever the interval."""
         if not self.enabled:
             return
         now = time.monotonic()
-        finished = done >= total
-        if not finished and self.last_drawn is not None and now - self.last_drawn < self.interval:
+        known = total is not None and math.isfinite(total)
+        finished = known and done >= total
+        drawn_lately = self.last_drawn is not None and now - self.last_drawn < self.interval
+        if drawn_lately and not (finished or force):
             return
         self.last_drawn = now
         elapsed = now - self.start
-        fraction = done / total if total > 0 else 1.0
-        line = f"{self.label}: {what} {done:g}/{total:g} ({fraction:.0%}), {_clock(elapsed)}"
-        if 0 < fraction < 1:
-            line += f", ETA {_clock(elapsed * (1 - fraction) / fraction)}"
+        rate = (done - self.start_count) / elapsed if elapsed > 0 else 0.0
+        line = f"{self.label}: {what} {done:g}"
+        if known:
+            fraction = done / total if total > 0 else 1.0
+            line += f"/{total:g} ({fraction:.0%})"
+        line += f", {rate:.3g} {what}/s, {_clock(elapsed)}"
+        if known and not finished and rate > 0:
+            line += f", ETA {_clock((total - done) / rate)}"
+        if extra:
+            line += f", {extra}"
         self._draw(line, finished)
 
     def note(self, text: str) -> None:
@@ -86,7 +117,7 @@ class Progress:
         self.close()
 
     def _draw(self, line: str, final: bool) -> None:
-        if self.stream.isatty():
+        if self.terminal:
             self.stream.write(f"\r\x1b[K{line}" + ("\n" if final else ""))
             self.open_line = not final
         else:

@@ -32,9 +32,13 @@ CONDITIONAL = str(ROOT / "configs" / "conditional_demo.yaml")
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A tiny MDLM run trained through the API."""
-    folder = tmp_path_factory.mktemp("api") / "run"
-    assert genodiff.train(DEMO, TINY, output_dir=folder) == folder
+    """A tiny MDLM run trained through the API into a folder named relative to the working
+    directory: the API returns it as an absolute path (usable after a change of directory)."""
+    parent = tmp_path_factory.mktemp("api")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(parent)
+        folder = genodiff.train(DEMO, TINY, output_dir="run")
+    assert folder.is_absolute() and folder.resolve() == (parent / "run").resolve()
     return folder
 
 

@@ -8,6 +8,7 @@ import pytest
 from Bio import SeqIO
 
 from genodiff import cli
+from genodiff.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "configs" / "demo.yaml")
@@ -168,3 +169,22 @@ def test_export_command_writes_a_loadable_folder(trained_run, tmp_path, capsys):
     # an existing folder is never overwritten silently
     assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(out)]) == 2
     assert "exist" in capsys.readouterr().err
+
+
+def test_train_help_names_the_configs_train_takes_and_how_to_resume(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(["train", "--help"])
+    assert exit_.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
+    assert "ckpt_path=last" in shown
+    listed = shown.partition("Shipped configs (a name works from any folder): ")[2]
+    listed = set(listed.rstrip(".").split(", "))
+    # Each experiment YAML of the core's configs/ is listed exactly when the training config
+    # loader takes it (fine-tuning and classifier configs it refuses).
+    for file in sorted((ROOT / "configs").glob("*.yaml")):
+        try:
+            load_config(file.stem)
+            takes = True
+        except ConfigError:
+            takes = False
+        assert (file.stem in listed) == takes, file.stem

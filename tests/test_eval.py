@@ -151,8 +151,8 @@ def test_text_report(checkpoints, capsys, monkeypatch):
     assert cli.main(args) == 0
     captured = capsys.readouterr()
     assert "NLL (exact)" in captured.out and "perplexity" in captured.out
-    assert "scored windows" not in captured.err  # stderr is no terminal here: no progress
-    monkeypatch.setenv("GENODIFF_PROGRESS", "1")
+    assert "scored windows" not in captured.err  # GENODIFF_PROGRESS=0 (tests/conftest.py)
+    monkeypatch.delenv("GENODIFF_PROGRESS")  # as by default: plain lines, stderr no terminal
     assert cli.main(args) == 0
     assert "genodiff eval: scored windows 2/2 (100%)" in capsys.readouterr().err
     assert cli.main([*args, "--no-progress"]) == 0

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import warnings
 from pathlib import Path
 
 import pytest
@@ -33,7 +36,8 @@ def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeyp
     assert [r["fold"] for r in task["runs"]] == [0, 1]
     assert {r["n_val"] for r in task["runs"]} == {10}  # 20 train sequences, 2 folds
     assert "| toy | 2 | 24 | 0.003 | 8 | 2 |" in table
-    assert "fold 2/2: val acc" in capsys.readouterr().out
+    # The log names each fold as its folder is named (runs/toy/lr0.003_bs8/fold0, fold1).
+    assert "lr0.003_bs8/fold1 (of fold0..fold1): val acc" in capsys.readouterr().out
 
     # interrupt fold 1: its result is gone, a partial checkpoint folder is left behind
     fold1 = out / "runs" / "toy" / "lr0.003_bs8" / "fold1"
@@ -49,7 +53,7 @@ def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeyp
     monkeypatch.setattr(protocol, "run_fold", counting)
     genodiff.finetune(str(config), progress=False)
     assert calls == [1]
-    assert "fold 1/2: done before, skipped" in capsys.readouterr().out
+    assert "lr0.003_bs8/fold0 (of fold0..fold1): done before, skipped" in capsys.readouterr().out
     second = json.loads((out / "results.json").read_text())
     assert (out / "results.md").read_text() == table
     assert second["summary"] == first["summary"]
@@ -58,6 +62,37 @@ def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeyp
         assert {k: v for k, v in a.items() if k not in timing} == {
             k: v for k, v in b.items() if k not in timing
         }  # the re-trained fold reproduces the first run exactly (seed per fold)
+
+
+def test_a_fold_stopped_mid_epoch_resumes_at_its_next_batch(toy, tmp_path, monkeypatch):
+    config, _ = toy
+    overrides = ["trainer.max_epochs=2"]  # 10 sequences a fold, batches of 8: 2 steps an epoch
+    whole = genodiff.finetune(str(config), overrides, tmp_path / "whole", progress=False)
+
+    def sigterm_after_step_3(self, outputs, batch, batch_idx):
+        if self.global_step == 3:  # the first batch of epoch 1; Lightning's handler hears it
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    split = tmp_path / "split"
+    with monkeypatch.context() as patch:
+        patch.setattr(ClassifierModule, "on_train_batch_end", sigterm_after_step_3)
+        with pytest.raises(SystemExit) as stopped:
+            genodiff.finetune(str(config), overrides, split, progress=False)
+    assert stopped.value.code == 143
+    last = split / "runs" / "toy" / "lr0.003_bs8" / "fold0" / "checkpoints" / "last.ckpt"
+    saved = torch.load(last, map_location="cpu", weights_only=False)
+    assert saved["global_step"] == 3
+    loader_states = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    assert loader_states == [{"epoch": 1, "batches": 1}]  # the loader's place is saved
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = genodiff.finetune(str(config), overrides, split, progress=False)
+    assert not [w for w in caught if "not resumable" in str(w.message)]
+    # The resumed fold trained on the batches the uninterrupted one did: the same results.
+    same = ("fold", "seed", "val_acc", "test_acc", "test_mcc", "test_f1", "test_loss", "epochs")
+    for a, b in zip(whole.tasks["toy"]["runs"], resumed.tasks["toy"]["runs"], strict=True):
+        assert {k: a[k] for k in same} == {k: b[k] for k in same}
 
 
 def test_config_errors_are_clear(toy, capsys):

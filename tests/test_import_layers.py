@@ -34,6 +34,7 @@ LAYERS = (
     "batch_shard",
     "parallel",
     "registry",
+    "shipped_configs",
     "config_values",
     "conditioning",
     "tokenizers",

@@ -12,11 +12,15 @@ import torch
 from torch import nn
 
 from genodiff import cli
+from genodiff import progress as progress_module
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.generate import draw_samples
-from genodiff.progress import Progress, progress_wanted
+from genodiff.progress import LINE_INTERVAL, TERMINAL_INTERVAL, Progress, progress_wanted
 from genodiff.samplers.request import SampleRequest
+from genodiff.training.progress_lines import PlainProgressBar
+from genodiff.training.trainer import StepRunProgressBar, progress_bars
 from tests.dna_objectives import DNA, mdlm
+from tests.test_cli import trained_run  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG_COMMANDS = ("train", "finetune", "sample", "eval", "gen-ppl", "evaluate-samples", "export")
@@ -61,14 +65,58 @@ def test_disabled_progress_writes_nothing():
 
 def test_progress_wanted(monkeypatch):
     monkeypatch.delenv("GENODIFF_PROGRESS", raising=False)
-    assert progress_wanted(stream=Terminal())
-    assert not progress_wanted(stream=io.StringIO())  # not a terminal
-    assert not progress_wanted(no_progress=True, stream=Terminal())
+    assert progress_wanted()  # on by default, terminal or not
+    assert not progress_wanted(no_progress=True)
     monkeypatch.setenv("GENODIFF_PROGRESS", "1")
-    assert progress_wanted(stream=io.StringIO())
-    assert not progress_wanted(no_progress=True, stream=io.StringIO())
+    assert progress_wanted()
+    assert not progress_wanted(no_progress=True)
     monkeypatch.setenv("GENODIFF_PROGRESS", "0")
-    assert not progress_wanted(stream=Terminal())
+    assert not progress_wanted()
+
+
+class Clock:
+    """``time.monotonic`` for ``genodiff.progress``, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_lines_in_a_file_come_every_interval_with_rate_and_eta(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "monotonic", clock)
+    stream = io.StringIO()  # a log file: no terminal
+    progress = Progress("genodiff x", stream=stream, start=100)  # 100 steps done before
+    assert progress.interval == LINE_INTERVAL and not progress.terminal
+    for step in range(101, 201):  # one step every 2 s
+        clock.now += 2
+        progress.update(step, 300, "steps", extra="loss 1.5")
+    lines = stream.getvalue().splitlines()
+    # Drawn at step 101 (the first), then whenever LINE_INTERVAL (30 s = 15 steps) has passed.
+    assert [line.split()[3] for line in lines] == [f"{s}/300" for s in range(101, 201, 15)]
+    # At step 191: 91 steps in 182 s, 0.5 steps/s; 109 steps to go: 218 s.
+    assert lines[-1] == "genodiff x: steps 191/300 (64%), 0.5 steps/s, 3:02, ETA 3:38, loss 1.5"
+    progress.update(200, 300, "steps", force=True)
+    assert stream.getvalue().splitlines()[-1].startswith("genodiff x: steps 200/300 (67%)")
+    progress.update(300, None, "steps", force=True)  # no total known: the count and rate
+    assert stream.getvalue().splitlines()[-1] == "genodiff x: steps 300, 1 steps/s, 3:20"
+
+
+def test_progress_on_a_terminal_redraws_every_half_second():
+    progress = Progress("genodiff x", stream=Terminal())
+    assert progress.interval == TERMINAL_INTERVAL and progress.terminal
+
+
+def test_lightning_bar_is_plain_lines_where_stderr_is_no_terminal(monkeypatch):
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    (bar,) = progress_bars({}, "genodiff train")
+    assert isinstance(bar, PlainProgressBar) and bar.label == "genodiff train"
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    (bar,) = progress_bars({}, "genodiff train")
+    assert isinstance(bar, StepRunProgressBar)
+    assert progress_bars({"enable_progress_bar": False}, "genodiff train") == []
 
 
 def test_request_reports_its_steps_as_a_part_of_the_whole():
@@ -108,6 +156,30 @@ def test_sampling_progress_counts_steps_and_changes_no_sample(sampler):
     per_batch = {"first-hitting": 12, "semi-ar": 3 * 7}.get(sampler, 7)  # 3 windows of 7 steps
     assert total == 3 * per_batch  # 3 batches (2 + 2 + 1 samples)
     assert done == sorted(done) and done[-1] > 2 * per_batch  # into the last batch
+
+
+def test_sample_into_a_log_shows_progress_lines(
+    trained_run,  # noqa: F811
+    tmp_path,
+    capsys,
+    monkeypatch,
+):
+    monkeypatch.delenv("GENODIFF_PROGRESS")  # as by default; stderr is captured: no terminal
+    checkpoint = trained_run / "checkpoints" / "last.ckpt"
+    args = ["sample", "--checkpoint", str(checkpoint), "--num-samples", "2", "--length", "64",
+            "--steps", "8", "--out", str(tmp_path / "samples.fa")]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err.splitlines()
+    lines = [line for line in err if line.startswith("genodiff sample: ")]
+    # One batch of 8 steps: its first step and its last, each on its own line.
+    assert [line.split(",")[0] for line in lines] == [
+        "genodiff sample: sampling steps 1/8 (12%)",
+        "genodiff sample: sampling steps 8/8 (100%)",
+    ]
+    assert "\r" not in "".join(err)  # nothing redrawn in place
+    assert cli.main([*args, "--overwrite", "--no-progress"]) == 0
+    assert "genodiff sample: " not in capsys.readouterr().err
 
 
 def test_long_commands_take_no_progress():
@@ -162,7 +234,9 @@ def test_kernel_compilation_is_announced_once_per_cache(tmp_path):
         "S, D, K = 1, 4, 3; xz = torch.randn(1, 5, 1, 2 * D); "
         "_scan_cpu.mixer_conv(xz, torch.randn(S, D, K), torch.randn(S, D)); "
         "f = torch.float64; _scan_cpu.mixer_conv("
-        "xz.to(f), torch.randn(S, D, K, dtype=f), torch.randn(S, D, dtype=f))"
+        "xz.to(f), torch.randn(S, D, K, dtype=f), torch.randn(S, D, dtype=f)); "
+        "stats = _scan_cpu._mixer_conv_kernel.stats; "
+        "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))"
     )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     runs = [
@@ -170,6 +244,8 @@ def test_kernel_compilation_is_announced_once_per_cache(tmp_path):
         for _ in range(2)
     ]
     assert [run.returncode for run in runs] == [0, 0], runs[0].stderr
+    # (loaded from the cache, compiled) per run: numba's own count of what it did
+    assert [run.stdout.split() for run in runs] == [["0", "2"], ["2", "0"]]
     notice = "genodiff: compiling the CPU kernels (once per install, ~20 s)"
     assert runs[0].stderr.count(notice) == 1  # two signatures compiled, one notice
-    assert notice not in runs[1].stderr
+    assert notice not in runs[1].stderr  # both loaded, nothing compiled: no notice

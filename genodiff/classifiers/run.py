@@ -69,7 +69,9 @@ def train_classifier(
     config = OmegaConf.to_container(cfg, resolve=True)
     module = ClassifierTrainingModule(classifier, tokenizer, record, config, process)
     try:
-        trainer = build_trainer(cfg, progress_bar, monitor="val/acc", mode="max")
+        trainer = build_trainer(
+            cfg, progress_bar, monitor="val/acc", mode="max", label="genodiff classifier"
+        )
     except ValueError as err:  # Lightning refuses the trainer section's settings
         raise ConfigError(str(err)) from err
     datamodule.dataset_of("valid")  # windows that cannot be cut fail here

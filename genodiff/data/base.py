@@ -39,6 +39,7 @@ from genodiff.data.loaders import (
     ResumableLoader,
     process_share,
     seed_worker,
+    train_position,
 )
 from genodiff.errors import InputValueError
 from genodiff.tokenizers import Tokenizer
@@ -212,13 +213,9 @@ class DataModule(L.LightningDataModule, ABC):
         )
 
     def _train_position(self, sampler: EpochShuffleSampler) -> dict[str, int]:
-        """Where training stands in the data: the epoch and the batches consumed in it (at the
-        end of an epoch: the start of the next)."""
-        trainer = self.trainer
-        batches = trainer.fit_loop.epoch_loop.batch_progress.current.completed if trainer else 0
-        if trainer is not None and batches >= trainer.num_training_batches:
-            return {"epoch": sampler.epoch + 1, "batches": 0}
-        return {"epoch": sampler.epoch, "batches": batches}
+        """Where training stands in the data (``train_position``; the trainer is attached
+        after the loader is built)."""
+        return train_position(self.trainer, sampler)
 
     def _heldout_loader(self, split: str) -> DataLoader:
         """Every item once over the processes; the last global batch is filled with all-[PAD]

@@ -101,6 +101,16 @@ class EpochShuffleSampler(Sampler[int]):
         yield from order[share[skip:]].tolist()
 
 
+def train_position(trainer: Any, sampler: EpochShuffleSampler) -> dict[str, int]:
+    """Where ``trainer``'s training stands in ``sampler``'s data (the state a
+    ``ResumableLoader`` saves): the epoch and the batches consumed in it (at the end of an
+    epoch: the start of the next)."""
+    batches = trainer.fit_loop.epoch_loop.batch_progress.current.completed if trainer else 0
+    if trainer is not None and batches >= trainer.num_training_batches:
+        return {"epoch": sampler.epoch + 1, "batches": 0}
+    return {"epoch": sampler.epoch, "batches": batches}
+
+
 class ResumableLoader(DataLoader):
     """The train DataLoader over an ``EpochShuffleSampler``, checkpointed by Lightning (which
     calls ``state_dict`` when it saves and ``load_state_dict`` before the first batch of a

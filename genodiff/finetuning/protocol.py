@@ -12,8 +12,9 @@ reported.
 
 Each run writes ``<output_dir>/runs/<task>/<lr>_<bs>/fold<k>/result.json`` when it finishes; a
 re-run skips runs that have it. A fold writes ``checkpoints/last.ckpt`` (atomically) after every
-epoch's validation; a re-run resumes an unfinished fold from it (weights, optimizer, schedule,
-early-stopping state, the best checkpoint so far, the random state and the epoch's data order)
+epoch's validation and on SIGTERM; a re-run resumes an unfinished fold from it (weights,
+optimizer, schedule, early-stopping state, the best checkpoint so far, the random state, the
+epoch's data order and the position in it)
 and restarts a fold without one from scratch, so the table is the same as without the
 interruption.
 """
@@ -26,6 +27,7 @@ import json
 import shutil
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,7 @@ from genodiff.data.benchmarks import (
     task_layout,
     task_tokenizer,
 )
-from genodiff.data.loaders import EpochShuffleSampler
+from genodiff.data.loaders import EpochShuffleSampler, ResumableLoader, train_position
 from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone, load_backbone
 from genodiff.finetuning.config import FinetuneOptimConfig
@@ -64,6 +66,7 @@ from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.session import fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
+    progress_bars,
     silence_lightning_notices,
     trainer_kwargs,
 )
@@ -120,16 +123,27 @@ class FoldProgressBar(TQDMProgressBar):
         self.train_progress_bar.set_description(f"{self.prefix} epoch {trainer.current_epoch}")
 
 
-def _loader(task: TaskData, split: str, index: np.ndarray | None, batch: int, seed: int | None):
-    """Batches of ``split`` (rows ``index``); shuffled per epoch from ``(seed, epoch)`` when a
-    seed is given, so a fold resumed at an epoch sees that epoch's order."""
+def _loader(
+    task: TaskData,
+    split: str,
+    index: np.ndarray | None,
+    batch: int,
+    seed: int | None = None,
+    trainer: L.Trainer | None = None,
+) -> DataLoader:
+    """Batches of ``split`` (rows ``index``), in order; for training (a ``seed`` and the
+    ``trainer`` that trains on them) shuffled per epoch from ``(seed, epoch)`` and checkpointed
+    (``ResumableLoader``), so a fold resumed mid-epoch goes on with that epoch's next batch."""
     data = getattr(task, split)
     ids, labels = data.ids, data.labels
     if index is not None:
         ids, labels = ids[index], labels[index]
     dataset = TensorDataset(ids, labels)
-    sampler = None if seed is None else EpochShuffleSampler(dataset, seed)
-    return DataLoader(dataset, batch_size=batch, sampler=sampler)
+    if seed is None:
+        return DataLoader(dataset, batch_size=batch)
+    sampler = EpochShuffleSampler(dataset, seed)
+    position = partial(train_position, trainer, sampler)
+    return ResumableLoader(dataset, batch_size=batch, sampler=sampler, position=position)
 
 
 def class_weights(how: str, labels: Tensor, num_classes: int) -> Tensor | None:
@@ -194,9 +208,8 @@ def run_fold(
     # Log at least once an epoch (Lightning warns of an interval longer than the epoch).
     batches = -(-len(train_idx) // run.batch_size)
     kwargs["log_every_n_steps"] = max(1, min(kwargs.get("log_every_n_steps") or 50, batches))
-    callbacks = [checkpoint, stopper]
-    if kwargs.get("enable_progress_bar", True):
-        callbacks.append(FoldProgressBar(prefix))
+    bars = progress_bars(kwargs, f"genodiff finetune {prefix}", FoldProgressBar(prefix))
+    callbacks = [checkpoint, stopper, *bars]
     trainer = L.Trainer(
         default_root_dir=folder,
         logger=CSVLogger(folder, name="logs"),
@@ -210,12 +223,12 @@ def run_fold(
         module,
         "finetune",
         RESUME_HINT,
-        train_dataloaders=_loader(task, "train", train_idx, run.batch_size, seed),
-        val_dataloaders=_loader(task, "train", val_idx, run.batch_size, None),
+        train_dataloaders=_loader(task, "train", train_idx, run.batch_size, seed, trainer),
+        val_dataloaders=_loader(task, "train", val_idx, run.batch_size),
         ckpt_path=resume,
     )
     best = checkpoint.best_model_path
-    trainer.test(module, _loader(task, "test", None, run.batch_size, None), best, verbose=False)
+    trainer.test(module, _loader(task, "test", None, run.batch_size), best, verbose=False)
     predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
     if not cfg.keep_checkpoints:
         shutil.rmtree(folder / CHECKPOINT_FOLDER, ignore_errors=True)
@@ -325,9 +338,10 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
         for index, (number, task, run) in enumerate(grid):
             if not workers.takes(index):
                 continue
+            # Named as the run's folder is (runs/<task>/<sweep tag>/fold<k>, k from 0).
             where = (
-                f"[{task.name} {number}/{len(tasks)}] {run.sweep_tag} "
-                f"fold {run.fold + 1}/{cfg.folds}"
+                f"[{task.name} {number}/{len(tasks)}] {run.sweep_tag}/fold{run.fold} "
+                f"(of fold0..fold{int(cfg.folds) - 1})"
             )
             if (run.folder(output_dir) / RESULT_FILE).is_file():
                 print(f"genodiff finetune: {where}: done before, skipped")

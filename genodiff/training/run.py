@@ -51,9 +51,10 @@ def train(
 ) -> Path:
     """Train the run ``config`` (a YAML path or a config name such as ``demo``) with Hydra
     ``overrides`` (``["trainer.max_steps=20", "model=caduceus_tiny"]``) into ``output_dir``
-    (default: the config's); returns the run folder. The same run as
-    ``genodiff train CONFIG OVERRIDES... output_dir=DIR``. ``progress``: Lightning's bar and the
-    sampling line on (True), off (False), or as ``genodiff.progress.progress_wanted`` says."""
+    (default: the config's); returns the run folder, as an absolute path. The same run as
+    ``genodiff train CONFIG OVERRIDES... output_dir=DIR``. ``progress``: the training's progress
+    (Lightning's bar on a terminal, plain lines elsewhere) and the sampling line on (True), off
+    (False), or as ``genodiff.progress.progress_wanted`` says."""
     overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
     cfg = load_config(config, overrides)
     show = progress_wanted() if progress is None else progress
@@ -101,7 +102,7 @@ def train(
         fit(trainer, model, "train", RESUME_HINT, datamodule=datamodule, ckpt_path=resume)
         with Progress("genodiff train", enabled=show) as bar:
             finish(cfg, model, trainer, datamodule, request, sampler, bar)
-    return out
+    return out.absolute()
 
 
 def finish(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from lightning.pytorch.callbacks import (
     Callback,
     LearningRateMonitor,
     ModelCheckpoint,
+    ProgressBar,
     RichProgressBar,
 )
 from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE
@@ -24,7 +26,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from genodiff.checkpoints.io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
+from genodiff.progress import is_terminal
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
+from genodiff.training.progress_lines import PlainProgressBar
 
 # The logger Lightning's rank_zero_info writes to.
 LIGHTNING_INFO_LOGGER = "lightning.pytorch.utilities.rank_zero"
@@ -146,22 +150,34 @@ class StepRunProgressBar(RichProgressBar):
         return super()._get_train_description(current_epoch)
 
 
-def progress_bars(kwargs: dict[str, Any]) -> list[Callback]:
+def progress_bars(
+    kwargs: dict[str, Any], label: str, terminal_bar: ProgressBar | None = None
+) -> list[Callback]:
     """The progress bar callback for a Trainer of ``kwargs`` (``trainer_kwargs``): none when
-    the bar is off or Rich is missing (Lightning then shows its tqdm bar, which prints no
-    epoch total), else ``StepRunProgressBar``."""
-    if not kwargs.get("enable_progress_bar", True) or not _RICH_AVAILABLE:
+    the bar is off; where stderr is no terminal, ``PlainProgressBar`` (lines starting with
+    ``label``); on a terminal ``terminal_bar``, else ``StepRunProgressBar`` (none when Rich
+    is missing: Lightning then shows its tqdm bar, which prints no epoch total)."""
+    if not kwargs.get("enable_progress_bar", True):
         return []
-    return [StepRunProgressBar()]
+    if not is_terminal(sys.stderr):
+        return [PlainProgressBar(label)]
+    if terminal_bar is not None:
+        return [terminal_bar]
+    return [StepRunProgressBar()] if _RICH_AVAILABLE else []
 
 
 def build_trainer(
-    cfg: DictConfig, progress_bar: bool = True, monitor: str = "val/nelbo", mode: str = "min"
+    cfg: DictConfig,
+    progress_bar: bool = True,
+    monitor: str = "val/nelbo",
+    mode: str = "min",
+    label: str = "genodiff train",
 ) -> L.Trainer:
     """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically; the best by
     ``monitor``, lowest or highest as ``mode`` says), CSV and TensorBoard logs under
     ``output_dir``; no progress bar when ``progress_bar`` is False (else as
-    ``trainer.enable_progress_bar`` says)."""
+    ``trainer.enable_progress_bar`` says; plain lines starting with ``label`` where stderr is
+    no terminal, ``progress_bars``)."""
     silence_lightning_notices()
     out = Path(cfg.output_dir)
     # One version_<n> folder per run, so a resumed run never overwrites earlier logs.
@@ -176,7 +192,7 @@ def build_trainer(
         callbacks=[
             LatestCheckpoint(out / CHECKPOINT_FOLDER, monitor, mode),
             LearningRateMonitor(logging_interval="step"),
-            *progress_bars(kwargs),
+            *progress_bars(kwargs, label),
         ],
         plugins=[AtomicCheckpointIO()],
         **kwargs,
