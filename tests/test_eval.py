@@ -11,6 +11,7 @@ import torch
 import genodiff
 from genodiff import cli
 from genodiff.data.datamodule import DEMO_FASTA
+from genodiff.data.overlap import TrainingOverlap
 from genodiff.data.windows import FastaWindowDataset
 from genodiff.samplers.noise import sequence_seed
 from genodiff.tokenizers import DNATokenizer
@@ -203,6 +204,14 @@ def test_a_copy_of_the_training_file_is_recognised_by_its_bytes(checkpoints, cap
                                  "--length", "128", "--num-windows", "5")  # fmt: skip
     assert result["training_overlap_share"] == pytest.approx(trained_share(copy, 128, 5))
     assert "(the same bytes)" in result["warnings"][0]
+
+
+def test_a_module_that_cannot_tell_which_windows_still_warns():
+    overlap = TrainingOverlap("corpus.txt", "path", share=None, overlapping=None, windows=5)
+    assert overlap.overlaps is None  # the JSON's overlaps_training_data: unknown, not False
+    assert "cannot tell which of its windows were trained on" in overlap.warning()
+    assert "not a held-out likelihood" in overlap.warning()
+    assert TrainingOverlap("g.fa", "path", 0.0, 0, 5).overlaps is False
 
 
 def test_held_out_data_does_not_warn(checkpoints, capsys, small_fasta):
