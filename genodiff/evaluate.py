@@ -473,17 +473,11 @@ def evaluate_checkpoint(
         t_samples = objective.eval_t_samples
     windows = heldout_windows(model.config["data"], model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
-    overlap = None
+    overlap = None  # the test split, or a file that holds no training data
     if data_file is not None:
         digest = model.provenance.get("data_digest")
-        overlap = training_overlap(
-            model.config["data"],
-            model.tokenizer,
-            digest,
-            data_file,
-            windows.dataset,
-            windows.indices,
-        )
+        args = (digest, data_file, windows.dataset, windows.indices)
+        overlap = training_overlap(model.config["data"], model.tokenizer, *args)
     unknown = unknown_fraction(windows, model.tokenizer)
     coordinates = windows.coordinates()
     classes = model.class_names
@@ -540,9 +534,7 @@ def evaluate_checkpoint(
         unknown_fraction=unknown,
         overlaps_training_data=False if overlap is None else overlap.overlaps,
         training_overlap_share=None if overlap is None else overlap.share,
-        warnings=[overlap.warning()]
-        if overlap is not None and overlap.overlaps is not False
-        else [],
+        warnings=[] if overlap is None or overlap.overlaps is False else [overlap.warning()],
         per_window=[
             {
                 "window": where,

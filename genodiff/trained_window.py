@@ -44,9 +44,8 @@ def warn_beyond_trained_window(
         advice = f"keep the length at most {trained} {unit} (this model has no {SEMI_AR} sampler)"
     what = f"a block of {window} {unit}" if sampler == SEMI_AR else f"{window} {unit}"
     warnings.warn(
-        f"sampling {what} from a model trained on windows of {trained} {unit} "
-        "(data.max_length): "
-        f"the network never read sequences that long, so what it draws is not what it "
-        f"learned; {advice}",
+        f"sampling {what} from a model trained on windows of {trained} {unit} (data.max_length): "
+        f"the network never read sequences that long, so what it draws is not what it learned; "
+        f"{advice}",
         stacklevel=2,
     )

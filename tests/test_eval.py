@@ -207,11 +207,11 @@ def test_a_copy_of_the_training_file_is_recognised_by_its_bytes(checkpoints, cap
 
 
 def test_a_module_that_cannot_tell_which_windows_still_warns():
-    overlap = TrainingOverlap("corpus.txt", "path", share=None, overlapping=None, windows=5)
-    assert overlap.overlaps is None  # the JSON's overlaps_training_data: unknown, not False
+    overlap = TrainingOverlap("corpus.txt", "path", overlapping=None, windows=5)
+    assert overlap.overlaps is None and overlap.share is None  # unknown, not False
     assert "cannot tell which of its windows were trained on" in overlap.warning()
     assert "not a held-out likelihood" in overlap.warning()
-    assert TrainingOverlap("g.fa", "path", 0.0, 0, 5).overlaps is False
+    assert TrainingOverlap("g.fa", "path", overlapping=0, windows=5).overlaps is False
 
 
 def test_held_out_data_does_not_warn(checkpoints, capsys, small_fasta):

@@ -23,13 +23,12 @@ from genodiff.tokenizers import Tokenizer
 
 @dataclass
 class TrainingOverlap:
-    """``data_file`` is the training data (``matched_by``: "path" or "content"); ``share``:
-    the share of the scored windows that overlap a train window (None: the data module
+    """``data_file`` is the training data (``matched_by``: "path" or "content"), and
+    ``overlapping`` of the ``windows`` scored overlap a train window (None: the data module
     cannot tell)."""
 
     data_file: str
     matched_by: str
-    share: float | None
     overlapping: int | None
     windows: int
 
@@ -37,6 +36,11 @@ class TrainingOverlap:
     def overlaps(self) -> bool | None:
         """Whether any scored window overlaps the train split (None: cannot tell)."""
         return None if self.overlapping is None else self.overlapping > 0
+
+    @property
+    def share(self) -> float | None:
+        """The share of the scored windows that overlap the train split (None: cannot tell)."""
+        return None if self.overlapping is None else self.overlapping / self.windows
 
     def warning(self) -> str:
         """The warning ``genodiff eval`` prints."""
@@ -78,16 +82,15 @@ def training_overlap(
         candidate.attach_tokenizer(tokenizer)
         flags = candidate.training_overlap(dataset, indices)
         overlapping = None if flags is None else sum(flags)
-        share = None if flags is None else overlapping / len(indices)
-        return TrainingOverlap(str(data_file), matched_by, share, overlapping, len(indices))
+        return TrainingOverlap(str(data_file), matched_by, overlapping, len(indices))
     return None
 
 
 def _matched_by(
     candidate: DataModule, trained: list[Path], recorded_digest: str | None
 ) -> str | None:
-    """ "path" when ``candidate`` reads the files ``trained`` names, "content" when its files
-    have the ``recorded_digest`` of the training files; else None."""
+    """How ``candidate``'s files are the training files: "path" when they are those ``trained``
+    names, "content" when they have the training files' ``recorded_digest``; else None."""
     files = candidate.data_files()
     if [p.resolve() for p in files] == [p.resolve() for p in trained]:
         return "path"
