@@ -133,6 +133,9 @@ def _eval(args: argparse.Namespace) -> None:
             f"{' and '.join(written)} beside it (reused next time; safe to delete)",
             file=sys.stderr,
         )
+    if args.json:  # the text report shows them; stdout holds the JSON object alone
+        for warning in result.warnings:
+            print(f"genodiff eval: warning: {warning}", file=sys.stderr)
     print(json.dumps(result.to_dict()) if args.json else result.describe())
 
 

@@ -43,6 +43,7 @@ from torch.utils.data import Dataset
 
 from genodiff.conditioning import null_labels
 from genodiff.data.base import NamedItemDataset
+from genodiff.data.overlap import training_overlap
 from genodiff.errors import (
     InputFileNotFoundError,
     InputValueError,
@@ -108,6 +109,12 @@ class EvalResult:
     # tokenizer's unknown token (``unknown_fraction``).
     unknown_fraction: float = 0.0
     per_window: list[dict[str, Any]] | None = field(default=None)
+    # A file holding the checkpoint's training data (``genodiff.data.overlap``): whether any
+    # scored window overlaps the train split (None: the data module cannot tell) and the share
+    # of the scored windows that do; the test split and other files: False, None.
+    overlaps_training_data: bool | None = False
+    training_overlap_share: float | None = None
+    warnings: list[str] = field(default_factory=list)
     # Class-conditional checkpoints only (see the module docstring).
     classes: list[str] | None = None
     nelbo_unconditional: float | None = None
@@ -163,6 +170,7 @@ class EvalResult:
                     f"perplexity {self.perplexity_unconditional:.4f}",
                 ),
             ]
+        rows += [("warning", warning) for warning in self.warnings]
         return "\n".join(f"{label:<14}{value}" for label, value in rows)
 
 
@@ -465,6 +473,11 @@ def evaluate_checkpoint(
         t_samples = objective.eval_t_samples
     windows = heldout_windows(model.config["data"], model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
+    overlap = None  # the test split, or a file that holds no training data
+    if data_file is not None:
+        digest = model.provenance.get("data_digest")
+        args = (digest, data_file, windows.dataset, windows.indices)
+        overlap = training_overlap(model.config["data"], model.tokenizer, *args)
     unknown = unknown_fraction(windows, model.tokenizer)
     coordinates = windows.coordinates()
     classes = model.class_names
@@ -519,6 +532,9 @@ def evaluate_checkpoint(
         perplexity_se=None if se is None else math.exp(nelbo) * se,
         windows_sha256=window_digest(windows.dataset, windows.indices, coordinates),
         unknown_fraction=unknown,
+        overlaps_training_data=False if overlap is None else overlap.overlaps,
+        training_overlap_share=None if overlap is None else overlap.share,
+        warnings=[] if overlap is None or overlap.overlaps is False else [overlap.warning()],
         per_window=[
             {
                 "window": where,

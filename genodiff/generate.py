@@ -33,6 +33,7 @@ from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
+from genodiff.trained_window import warn_beyond_trained_window
 
 #: Sequences per network call unless the caller says (``genodiff sample --batch-size``).
 DEFAULT_BATCH_SIZE = 16
@@ -212,6 +213,8 @@ def plan(
         raise InputValueError(
             "block and stride apply only to the semi-ar sampler", parameter="block"
         )
+    samplers = model.eval_objective.samplers
+    warn_beyond_trained_window(model.config, length, block, name, samplers, tokenizer.unit)
     run = SamplingRun(
         checkpoint=source,
         sampler=name,

@@ -5,6 +5,7 @@ command of it, and the sampling variants of docs/generating.md, whose files exis
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -48,6 +49,13 @@ def test_the_guided_walkthrough_runs_as_printed(tmp_path, monkeypatch, capsys):
     assert report["samples"]["per_class"]["phage"]["sequences"] == 8
     assert 0 <= report["oracle_accuracy"] <= 1
     assert set(report["discriminator_auroc"]) == set(report["gc_content"]) == {"phage"}
+    # The printed sample count is one the reference supports: evaluate-samples warns below two
+    # reference windows per sample (the windows do not depend on the count, only the length).
+    printed = shlex.split(lines[1])
+    documented = int(printed[printed.index("--num-samples") + 1])
+    phage = report["per_class"]["phage"]
+    assert phage["reference"]["sequences"] >= 2 * documented
+    assert not [w for w in phage["warnings"] if "reference windows" in w]  # nor at 8 here
     shown = capsys.readouterr().out  # the report, as evaluate-samples prints it
     assert "| phage | 8 |" in shown and "discriminator AUROC | GC (real) | CpG o/e (real)" in shown
 

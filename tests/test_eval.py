@@ -11,6 +11,7 @@ import torch
 import genodiff
 from genodiff import cli
 from genodiff.data.datamodule import DEMO_FASTA
+from genodiff.data.overlap import TrainingOverlap
 from genodiff.data.windows import FastaWindowDataset
 from genodiff.samplers.noise import sequence_seed
 from genodiff.tokenizers import DNATokenizer
@@ -157,6 +158,67 @@ def test_text_report(checkpoints, capsys, monkeypatch):
     assert "genodiff eval: scored windows 2/2 (100%)" in capsys.readouterr().err
     assert cli.main([*args, "--no-progress"]) == 0
     assert "scored windows" not in capsys.readouterr().err
+
+
+def eval_with_stderr(capsys, checkpoint, *args) -> tuple[dict, str]:
+    capsys.readouterr()
+    assert cli.main(["eval", "--checkpoint", str(checkpoint), "--json", *args]) == 0
+    captured = capsys.readouterr()
+    return json.loads(captured.out), captured.err
+
+
+def trained_share(fasta, scored_length: int, num_windows: int) -> float:
+    """The share of ``num_windows`` evenly spread ``scored_length``-bp windows tiling ``fasta``
+    that share a base with a window of the demo run's train split (128-bp windows of the
+    first 80% of the record), by brute force over every pair."""
+    scored = FastaWindowDataset(fasta, "test", scored_length, split_fractions=(0, 0, 1))
+    train = FastaWindowDataset(fasta, "train", max_length=128, split_fractions=(0.8, 0.1, 0.1))
+    trained = [train.window(i) for i in range(len(train))]
+    picked = [scored.window(i * len(scored) // num_windows) for i in range(num_windows)]
+    hits = [any(c == t[0] and s < t[2] and t[1] < e for t in trained) for c, s, e in picked]
+    return sum(hits) / num_windows
+
+
+def test_scoring_the_training_file_warns_and_flags_the_overlap(checkpoints, capsys):
+    args = ["--file", str(DEMO_FASTA), "--length", "100", "--num-windows", "10"]
+    result, err = eval_with_stderr(capsys, checkpoints["mdlm"], *args)
+    share = trained_share(DEMO_FASTA, 100, 10)
+    assert 0.5 < share < 1  # the file's first 80% was trained on, the rest was not
+    assert result["overlaps_training_data"] is True
+    assert result["training_overlap_share"] == pytest.approx(share)
+    (warning,) = result["warnings"]
+    assert f"{share:.0%} of the scored windows ({round(share * 10)} of 10)" in warning
+    assert "the same file" in warning and "not a held-out likelihood" in warning
+    assert "without --file (the run's test split)" in warning
+    assert f"genodiff eval: warning: {warning}" in err  # beside the JSON, on stderr
+
+    capsys.readouterr()  # the text report carries it too
+    assert cli.main(["eval", "--checkpoint", str(checkpoints["mdlm"]), *args]) == 0
+    assert f"warning       {warning}" in capsys.readouterr().out
+
+
+def test_a_copy_of_the_training_file_is_recognised_by_its_bytes(checkpoints, capsys, tmp_path):
+    copy = tmp_path / "renamed.fa.gz"
+    copy.write_bytes(DEMO_FASTA.read_bytes())
+    result, _ = eval_with_stderr(capsys, checkpoints["ar"], "--file", str(copy),
+                                 "--length", "128", "--num-windows", "5")  # fmt: skip
+    assert result["training_overlap_share"] == pytest.approx(trained_share(copy, 128, 5))
+    assert "(the same bytes)" in result["warnings"][0]
+
+
+def test_a_module_that_cannot_tell_which_windows_still_warns():
+    overlap = TrainingOverlap("corpus.txt", "path", overlapping=None, windows=5)
+    assert overlap.overlaps is None and overlap.share is None  # unknown, not False
+    assert "cannot tell which of its windows were trained on" in overlap.warning()
+    assert "not a held-out likelihood" in overlap.warning()
+    assert TrainingOverlap("g.fa", "path", overlapping=0, windows=5).overlaps is False
+
+
+def test_held_out_data_does_not_warn(checkpoints, capsys, small_fasta):
+    for args in (["--num-windows", "3"], ["--file", str(small_fasta[0]), "--length", "50"]):
+        result, err = eval_with_stderr(capsys, checkpoints["mdlm"], *args)
+        assert result["overlaps_training_data"] is False and result["warnings"] == []
+        assert result["training_overlap_share"] is None and "warning" not in err
 
 
 @pytest.mark.parametrize(

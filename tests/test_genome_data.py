@@ -337,6 +337,43 @@ def test_hg38_dataset_reads_reference_windows(gd_hg38):
     assert item[:-1].tolist() == TOK.encode(chroms["chrB"][1976:2999])
 
 
+def brute_force_overlaps(dataset, chrom, start, end):
+    windows = (dataset.window(i) for i in range(len(dataset)))
+    return any(c == chrom and s < end and start < e for c, s, e in windows)
+
+
+def probes(dataset, lengths, step, widths=(1, 7, 300)):
+    """Stretches of every width starting at every ``step`` bases, the bases just outside each
+    window, and a chromosome without windows."""
+    for chrom, length in lengths.items():
+        for start in range(0, length, step):
+            for width in widths:
+                yield chrom, start, min(start + width, length)
+    for chrom, start, end in (dataset.window(i) for i in range(len(dataset))):
+        yield chrom, max(start - 1, 0), start
+        yield chrom, end, end + 1
+    yield "chrZ", 0, 10
+
+
+def test_coverage_answers_as_every_window_would(gd_two_records, gd_hg38):
+    fasta = FastaWindowDataset(gd_two_records[0], "train", max_length=32, max_n_fraction=0.1)
+    fa, bed, chroms = gd_hg38
+    lengths = {name: len(seq) for name, seq in chroms.items()}
+    datasets = [
+        (fasta, fasta.genome.lengths, 13),
+        (Hg38Dataset(fa, bed, "train", max_length=1024), lengths, 61),  # windows overlap at the end
+        (Hg38Dataset(fa, bed, "valid", max_length=1024, limit_windows=2), lengths, 61),
+    ]
+    for dataset, record_lengths, step in datasets:
+        coverage = dataset.coverage()
+        answers = [
+            (probe, coverage.overlaps(*probe), brute_force_overlaps(dataset, *probe))
+            for probe in probes(dataset, record_lengths, step)
+        ]
+        assert [a for a in answers if a[1] != a[2]] == []
+        assert {a[1] for a in answers} == {True, False}  # both answers are exercised
+
+
 def test_hg38_bed_errors(tmp_path, gd_hg38):
     fa, _, _ = gd_hg38
     bad = tmp_path / "bad.bed"

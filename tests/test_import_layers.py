@@ -51,6 +51,7 @@ LAYERS = (
     "sample_formats",
     "domains",
     "sample_files",
+    "trained_window",
     "generate",
     "evaluate",
     "scorers",

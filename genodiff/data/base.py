@@ -161,6 +161,15 @@ class DataModule(L.LightningDataModule, ABC):
         every position after a sample's end."""
         return samples
 
+    def training_overlap(
+        self, dataset: NamedItemDataset, indices: Sequence[int]
+    ) -> list[bool] | None:
+        """Whether each of the items ``indices`` of ``dataset`` (windows that ``file_dataset``
+        read from a file holding this module's training data) overlaps an item of the train
+        split (``genodiff eval --file`` warns that such a number is not held out); None when
+        this module cannot tell (the default)."""
+        return None
+
     def sequences_dataset(self, sequences: Sequence[str]) -> NamedItemDataset:
         """One item per sequence given in memory, read as ``file_dataset`` reads one window
         of a file (``genodiff.Model.score``). A data module that cannot (the default) refuses

@@ -82,6 +82,11 @@ class _GenomeDataModule(DataModule, ABC):
             tokenizer=self.tokenizer,
         )
 
+    def training_overlap(self, dataset: GenomeWindowDataset, indices: Sequence[int]) -> list[bool]:
+        """Whether each window ``indices`` of ``dataset`` shares a base with a train window."""
+        trained = self.dataset_of("train").coverage()
+        return [trained.overlaps(*dataset.window(i)) for i in indices]
+
     def sequences_dataset(self, sequences: Sequence[str]) -> SequenceDataset:
         """Each sequence whole, as one window of a file (N as [PAD], [SEP] with add_eos)."""
         return SequenceDataset(sequences, self.tokenizer, self.add_eos)

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from genodiff.data.genome import Genome
-from genodiff.data.windows import SPLITS, GenomeWindowDataset, Window
+from genodiff.data.windows import SPLITS, Coverage, GenomeWindowDataset, Window
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import DNATokenizer
 
@@ -156,3 +156,19 @@ class Hg38Dataset(GenomeWindowDataset):
         chrom = self._row_chrom[row]
         start = int(self._row_start[row])
         return _window(chrom, start, self.genome.lengths[chrom], self.max_length, shift)
+
+    def coverage(self) -> Coverage:
+        """Where the windows lie, a row at a time: a row's windows tile one stretch, from its
+        first window's start to its last one's end (windows shifted at a chromosome's end
+        overlap the one before)."""
+        if self._len < len(self._row_chrom) * self.shifts:  # limit_windows cut a row
+            return super().coverage()
+        lengths = self.genome.lengths
+        edges = [  # each row's first window, then its last
+            _window(chrom, int(start), lengths[chrom], self.max_length, shift)
+            for chrom, start in zip(self._row_chrom, self._row_start, strict=True)
+            for shift in (0, self.shifts - 1)
+        ]
+        starts = np.array([w[1] for w in edges[0::2]], dtype=np.int64)
+        ends = np.array([w[2] for w in edges[1::2]], dtype=np.int64)
+        return Coverage(self._row_chrom, starts, ends)

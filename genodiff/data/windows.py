@@ -29,6 +29,33 @@ SPLITS = ("train", "valid", "test")
 Window = tuple[str, int, int]
 
 
+class Coverage:
+    """Where a set of windows lies, to ask whether a stretch overlaps any of them: per
+    chromosome, the windows' starts in ascending order (K,) and the running maximum of their
+    ends in that order (K,)."""
+
+    def __init__(self, chroms: Sequence[str], starts: np.ndarray, ends: np.ndarray) -> None:
+        """``chroms``, ``starts`` and ``ends`` (N,): window i is ``[starts[i], ends[i])`` of
+        ``chroms[i]``, in any order."""
+        chroms = np.asarray(chroms)
+        self._by_chrom: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for chrom in np.unique(chroms):
+            on = chroms == chrom
+            order = np.argsort(starts[on], kind="stable")
+            self._by_chrom[str(chrom)] = (
+                starts[on][order],
+                np.maximum.accumulate(ends[on][order]),
+            )
+
+    def overlaps(self, chrom: str, start: int, end: int) -> bool:
+        """Whether ``[start, end)`` of ``chrom`` shares a base with any window."""
+        if chrom not in self._by_chrom:
+            return False
+        starts, reach = self._by_chrom[chrom]
+        before = int(np.searchsorted(starts, end, side="left"))  # windows starting before end
+        return before > 0 and int(reach[before - 1]) > start
+
+
 class GenomeWindowDataset(Dataset, ABC):
     """Base class: items ``{"input_ids": LongTensor[max_length]}`` read from ``genome``.
 
@@ -63,6 +90,14 @@ class GenomeWindowDataset(Dataset, ABC):
         """``chrom:start-end`` (0-based, half open) of item ``index``."""
         chrom, start, end = self.window(index)
         return f"{chrom}:{start}-{end}"
+
+    def coverage(self) -> Coverage:
+        """Where the windows lie; every window read through ``window`` (a subclass that holds
+        its windows in arrays answers faster)."""
+        windows = [self.window(i) for i in range(len(self))]
+        starts = np.array([w[1] for w in windows], dtype=np.int64)
+        ends = np.array([w[2] for w in windows], dtype=np.int64)
+        return Coverage([w[0] for w in windows], starts, ends)
 
     def set_epoch(self, epoch: int) -> None:
         """Draw new reverse-complement coins for ``epoch`` (items stay deterministic)."""
@@ -180,6 +215,10 @@ class FastaWindowDataset(GenomeWindowDataset):
     def window(self, index: int) -> Window:
         start = int(self._starts[index])
         return self._chroms[self._chrom_idx[index]], start, start + self.max_length
+
+    def coverage(self) -> Coverage:
+        chroms = np.asarray(self._chroms, dtype=object)[self._chrom_idx]
+        return Coverage(chroms.astype(str), self._starts, self._starts + self.max_length)
 
 
 class SequenceDataset(Dataset):

@@ -1,0 +1,51 @@
+"""The warning when sampling asks a network to read longer sequences than it was trained on.
+
+A model learns from windows of ``data.max_length`` tokens. Sampling reads the whole sequence at
+once (semi-ar: one ``block`` at a time), so a longer sequence is read at lengths the network
+never saw, and nothing fails: the samples are simply not what the model learned. The
+semi-autoregressive sampler makes long sequences from windows of the trained length.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SEMI_AR = "semi-ar"
+
+
+def warn_beyond_trained_window(
+    config: Mapping[str, Any],
+    length: int,
+    block: int | None,
+    sampler: str,
+    samplers: Iterable[str],
+    unit: str,
+) -> None:
+    """``warnings.warn`` when the network would read more tokens at once than the windows of
+    ``config``'s training data (``data.max_length``): ``length`` tokens, or with the semi-ar
+    ``sampler`` a ``block``. ``samplers``: the model's sampler names; ``unit``: "bp", "tokens".
+    """
+    trained = config.get("data", {}).get("max_length")
+    window = block if sampler == SEMI_AR else length  # tokens the network reads at once
+    if trained is None or window is None or window <= trained:
+        return
+    if sampler == SEMI_AR:
+        advice = f"use a block of at most {trained} {unit}"
+    elif SEMI_AR in samplers:
+        advice = (
+            f'to make long sequences, use the semi-autoregressive sampler: sampler="{SEMI_AR}" '
+            f"with block={trained} and a smaller stride (genodiff sample --sampler {SEMI_AR} "
+            f"--block {trained} --stride {trained // 2}), which extends a sequence window by "
+            f"window, each of the trained length; or keep the length at most {trained} {unit}"
+        )
+    else:
+        advice = f"keep the length at most {trained} {unit} (this model has no {SEMI_AR} sampler)"
+    what = f"a block of {window} {unit}" if sampler == SEMI_AR else f"{window} {unit}"
+    warnings.warn(
+        f"sampling {what} from a model trained on windows of {trained} {unit} (data.max_length): "
+        f"the network never read sequences that long, so what it draws is not what it learned; "
+        f"{advice}",
+        stacklevel=2,
+    )

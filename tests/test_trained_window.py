@@ -1,0 +1,72 @@
+"""Sampling longer sequences than a model was trained on warns, naming the semi-ar sampler."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import genodiff
+from genodiff.trained_window import warn_beyond_trained_window
+from tests.test_cli import ROOT
+from tests.test_sample_cli import checkpoint  # noqa: F401 (a module-scoped fixture: 128-bp windows)
+
+CONFIG = {"data": {"max_length": 128}}
+MDLM_SAMPLERS = ("ancestral", "cached", "first-hitting", "semi-ar")
+
+
+def warnings_of(function, *args, **kwargs) -> list[str]:
+    """The trained-window warnings that ``function(*args, **kwargs)`` gives."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        function(*args, **kwargs)
+    return [str(w.message) for w in caught if "trained on windows" in str(w.message)]
+
+
+@pytest.mark.parametrize(
+    "length, block, sampler, samplers, expected",
+    [
+        (129, None, "cached", MDLM_SAMPLERS, ['sampler="semi-ar" with block=128', "129 bp"]),
+        (129, None, "ancestral", ("ancestral",), ["at most 128 bp (this model has no semi-ar"]),
+        (4096, 200, "semi-ar", MDLM_SAMPLERS, ["a block of 200 bp", "a block of at most 128"]),
+    ],
+)
+def test_longer_than_the_trained_windows_warns(length, block, sampler, samplers, expected):
+    args = (CONFIG, length, block, sampler, samplers, "bp")
+    (message,) = warnings_of(warn_beyond_trained_window, *args)
+    assert "trained on windows of 128 bp (data.max_length)" in message
+    assert all(part in message for part in expected), message
+
+
+@pytest.mark.parametrize(
+    "config, length, block, sampler",
+    [
+        (CONFIG, 128, None, "cached"),  # the trained length itself
+        (CONFIG, 4096, 128, "semi-ar"),  # long, from trained-length windows
+        ({"data": {}}, 4096, None, "cached"),  # a config that does not say
+    ],
+)
+def test_within_the_trained_windows_is_silent(config, length, block, sampler):
+    args = (config, length, block, sampler, MDLM_SAMPLERS, "bp")
+    assert warnings_of(warn_beyond_trained_window, *args) == []
+
+
+def test_generate_warns_beyond_the_trained_window_only(checkpoint):  # noqa: F811
+    model = genodiff.load(checkpoint, device="cpu")
+    (message,) = warnings_of(model.generate, 1, length=200, steps=2)
+    assert message.startswith("sampling 200 bp from a model trained on windows of 128 bp")
+    assert "--sampler semi-ar --block 128 --stride 64" in message
+    assert warnings_of(model.generate, 1, length=128, steps=2) == []
+    assert warnings_of(model.generate, 1, steps=2) == []  # the default: the trained length
+
+
+def test_genodiff_sample_prints_the_warning(checkpoint, tmp_path):  # noqa: F811
+    out = tmp_path / "long.fa"
+    options = ["--length", "150", "--num-samples", "1", "--steps", "2", "--out", str(out)]
+    command = [sys.executable, "-m", "genodiff.cli", "sample", "--checkpoint", checkpoint, *options]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "sampling 150 bp from a model trained on windows of 128 bp" in done.stderr
+    assert out.is_file()
