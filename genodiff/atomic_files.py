@@ -303,10 +303,10 @@ class StagedFile:
         except (OSError, ValueError, KeyError, TypeError):
             done, size, stamp = 0, 0, self.stamp  # killed before its first piece was recorded
         if stamp != self.stamp:
-            changed = sorted(k for k in self.stamp if stamp.get(k) != self.stamp[k])
+            changed = "; ".join(_changes(stamp, self.stamp))
             raise InputValueError(
-                f"{self.staged} was written by another job (it differs in {', '.join(changed)}): "
-                "resume it with the same settings, or remove it to start again",
+                f"{self.staged} was written by another job ({changed}): resume it with the same "
+                "settings, or remove it to start again",
                 parameter="resume",
             )
         if size > self.staged.stat().st_size:
@@ -356,6 +356,31 @@ class StagedFile:
             Path(self.lock.name).unlink(missing_ok=True)
             self.lock.close()
             self.lock = None
+
+
+def _changes(saved: Any, now: Any, prefix: str = "") -> list[str]:
+    """``KEY: SAVED then, NOW now`` for each setting that differs between two stamps, looking
+    into mappings and into ``key=value`` descriptions (a sampling run's) to name the setting."""
+    saved, now = _as_settings(saved), _as_settings(now)
+    out: list[str] = []
+    for key in sorted(set(saved) | set(now), key=str):
+        before, after = saved.get(key), now.get(key)
+        if before == after:
+            continue
+        if _as_settings(before) and _as_settings(after):
+            out += _changes(before, after, f"{prefix}{key}.") or [f"{prefix}{key}"]
+        else:
+            out.append(f"{prefix}{key}: {before!r} then, {after!r} now")
+    return out
+
+
+def _as_settings(value: Any) -> dict[str, Any]:
+    """A stamp's value as settings: a mapping as it is, ``"k=v k=v"`` split; else empty."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and "=" in value:
+        return dict(token.split("=", 1) for token in value.split() if "=" in token)
+    return {}
 
 
 def _held_lock(lock_path: Path, path: Path) -> IO[bytes] | None:

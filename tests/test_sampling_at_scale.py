@@ -159,7 +159,8 @@ def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, mo
     assert not out.exists()
     record = json.loads((tmp_path / ".split.fa.partial.json").read_text())
     assert record["items"] == 4
-    with pytest.raises(InputValueError, match="another job"):  # other settings: refused
+    # other settings: refused, naming the one that changed
+    with pytest.raises(InputValueError, match=r"another job \(run\.seed: '4' then, '5' now\)"):
         net.generate_to_file(out, 7, LENGTH, resume=True, **{**options, "seed": 5})
     drawn = []
     real_draw = Model._draw
