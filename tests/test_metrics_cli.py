@@ -137,5 +137,12 @@ def test_errors_are_one_line(inputs, tmp_path, capsys):
     assert cli.main(["evaluate-samples", protein, "--reference", inputs["reference_fa"]]) == 2
     assert "no A/C/G/T" in capsys.readouterr().err
     base = ["evaluate-samples", inputs["samples_fa"], "--reference", inputs["reference_fa"]]
+    sentence = "The cat sat on the mat and ate a great green grape today."
+    english = tmp_path / "english.txt"  # one sentence a line, each with some A/C/G/T
+    english.write_text(f"{sentence}\n" * 200)
+    share = sum(c in "ACGTacgt" for c in sentence) / len(sentence)
+    assert cli.main([*base, "--train", str(english)]) == 2
+    err = capsys.readouterr().err
+    assert f"english.txt: only {share:.0%} of its characters are A/C/G/T letters" in err
     assert cli.main([*base, "--ar-checkpoint", str(tmp_path / "no.ckpt")]) == 2
     assert "no.ckpt" in capsys.readouterr().err

@@ -23,18 +23,29 @@ from genodiff.errors import InputValueError
 # Which letter pairs with which on the other strand, for the statistics that read both strands;
 # an alphabet holding a letter without its partner has no reverse strand.
 COMPLEMENTS = {"A": "T", "C": "G", "G": "C", "T": "A"}
+# A file whose characters are less than this share of the alphabet's letters (the rest: N,
+# ambiguity codes, gaps) is not of these sequences: English text is about a fifth A/C/G/T.
+MIN_ALPHABET_SHARE = 0.5
 
 
 def read_sequences(path: str | os.PathLike, alphabet: str) -> list[str]:
     """Upper-cased sequences of every record of a FASTA file (``.gz`` allowed; a ``.txt``
     with one sequence per line works too); ValueError when none holds a letter of
-    ``alphabet``."""
+    ``alphabet``, or when fewer than ``MIN_ALPHABET_SHARE`` of the characters are its letters."""
     from genodiff.sample_files import read_samples  # imports torch: only when reading
 
     sequences = [seq.upper() for seq in read_samples(path)]
-    if not any(np.any(base_codes(seq, alphabet) >= 0) for seq in sequences):
-        letters = "/".join(alphabet)
+    coded = sum(int(np.count_nonzero(base_codes(seq, alphabet) >= 0)) for seq in sequences)
+    total = sum(len(seq) for seq in sequences)
+    letters = "/".join(alphabet)
+    if coded == 0:
         raise InputValueError(f"{path} holds no {letters} letter: is it a file of such sequences?")
+    if coded < MIN_ALPHABET_SHARE * total:
+        raise InputValueError(
+            f"{path}: only {coded / total:.0%} of its characters are {letters} letters (English "
+            f"text, protein or another alphabet?); give a file of such sequences, where at "
+            f"least {MIN_ALPHABET_SHARE:.0%} are"
+        )
     return sequences
 
 
