@@ -140,16 +140,17 @@ def test_kill_9_at_random_moments_never_loses_the_run(tmp_path):
     assert step_of(folder / "last.ckpt") == PLANNED
 
 
-def test_sigterm_saves_a_checkpoint_and_exits(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_sigterm_or_a_ctrl_c_saves_a_checkpoint_and_exits(tmp_path, stop):
     out = tmp_path / "run"
     args = ["train", DEMO, *BASE, "trainer.max_steps=1000", "trainer.val_check_interval=1000"]
     started = CONTEXT.Event()
     child = CONTEXT.Process(target=train_child, args=([*args, f"output_dir={out}"], False, started))
     child.start()
     assert started.wait(300)
-    os.kill(child.pid, signal.SIGTERM)
+    os.kill(child.pid, stop)
     child.join(120)
-    assert child.exitcode == 128 + signal.SIGTERM
+    assert child.exitcode == 128 + stop
     folder = out / CHECKPOINT_FOLDER
-    assert not list(folder.glob("best-step*.ckpt"))  # no validation ran: SIGTERM saved it
+    assert not list(folder.glob("best-step*.ckpt"))  # no validation ran: the signal saved it
     assert 3 <= step_of(folder / "last.ckpt") < 1000

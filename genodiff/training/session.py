@@ -8,13 +8,15 @@
    run's ``config.yaml`` atomically; the other processes of a DDP run write nothing there.
 3. ``fit``: Lightning's ``Trainer.fit``; a SIGTERM (a scheduler's pre-emption) leaves the
    latest checkpoint (``LatestCheckpoint``) and ends the process with status 143 and a line
-   saying how to resume.
+   saying how to resume. A first Ctrl-C (SIGINT) stops the run the same way (status 130); a
+   second one interrupts at once, as Lightning does.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,18 +61,52 @@ def hold_output(output_dir: Path, config: Mapping[str, Any]) -> Iterator[bool]:
 def fit(
     trainer: L.Trainer, module: L.LightningModule, command: str, resume_hint: str, **kwargs: Any
 ) -> None:
-    """``trainer.fit(module, **kwargs)``; on SIGTERM, a line naming the step reached, the
-    checkpoint kept and ``resume_hint``, then exit status 128 + 15 (what a scheduler expects
-    of a process it terminated)."""
+    """``trainer.fit(module, **kwargs)``; on SIGTERM or a first Ctrl-C, a line naming the step
+    reached, the checkpoint kept and ``resume_hint``, then exit status 128 + the signal's
+    number (what a scheduler or a shell expects of a process it stopped)."""
+    stopped_by: list[signal.Signals] = [signal.SIGTERM]
     try:
-        trainer.fit(module, **kwargs)
+        with _ctrl_c_stops_like_sigterm(trainer, stopped_by):
+            trainer.fit(module, **kwargs)
     except SIGTERMException:
         callback = trainer.checkpoint_callback
         saved = callback.last_model_path if callback is not None else ""
+        what = "Ctrl-C" if stopped_by[-1] == signal.SIGINT else "SIGTERM"
         print(
-            f"genodiff {command}: stopped by SIGTERM at step {trainer.global_step}"
+            f"genodiff {command}: stopped by {what} at step {trainer.global_step}"
             + (f"; saved {saved}" if saved else "")
             + f". {resume_hint}",
             file=sys.stderr,
         )
-        raise SystemExit(128 + signal.SIGTERM) from None
+        raise SystemExit(128 + stopped_by[-1]) from None
+
+
+@contextmanager
+def _ctrl_c_stops_like_sigterm(
+    trainer: L.Trainer, stopped_by: list[signal.Signals]
+) -> Iterator[None]:
+    """For the ``with`` block: a first SIGINT asks Lightning to stop as on SIGTERM (at the end
+    of the step, with the latest checkpoint saved) and is appended to ``stopped_by``; a second
+    one raises KeyboardInterrupt at once. Only the main thread can take signals; elsewhere
+    nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def stop_at_the_step_end(signum: int, frame: Any) -> None:
+        if stopped_by[-1] == signal.SIGINT:  # the second Ctrl-C
+            raise KeyboardInterrupt
+        stopped_by.append(signal.SIGINT)
+        trainer._signal_connector.received_sigterm = True  # what Lightning's SIGTERM sets
+        print(
+            "\ngenodiff: Ctrl-C: stopping after this step and saving the latest checkpoint "
+            "(press Ctrl-C again to stop at once, without saving)",
+            file=sys.stderr,
+        )
+
+    signal.signal(signal.SIGINT, stop_at_the_step_end)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
