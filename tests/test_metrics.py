@@ -8,6 +8,7 @@ import pytest
 
 from genodiff.data import FastaDataModule
 from genodiff.domains import DNADomain
+from genodiff.errors import InputValueError
 from genodiff.metrics import (
     DistributionComparison,
     Memorisation,
@@ -340,3 +341,8 @@ def test_every_base4_index_is_its_kmer():
     kmers = ["".join(p) for p in product("ACGT", repeat=3)]
     profiles = kmer_profiles(kmers, 3, DNA)
     assert np.array_equal(profiles, np.eye(64))
+
+
+def test_split_windows_refuses_a_split_a_run_does_not_have():
+    with pytest.raises(InputValueError, match=r"split='bogus': a run's data has the splits train"):
+        split_windows(FastaDataModule(max_length=1024), "bogus")
