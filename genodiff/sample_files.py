@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from genodiff import registry
 from genodiff.atomic_files import StagedFile, atomic_write, check_writable
 from genodiff.domains import Domain, domain_of
 from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
-from genodiff.sample_formats import FASTA, JSONL, NEUTRAL_FORMATS, SampleFormat, SamplingRun
+from genodiff.sample_formats import NEUTRAL_FORMATS, SampleFormat, SamplingRun
 from genodiff.tokenizers import Tokenizer
 
 # --------------------------------------------------------------------------- which format
@@ -274,27 +273,14 @@ def read_samples(path: str | os.PathLike) -> list[str]:
     return samples
 
 
-LABEL_WORD = "label="  # a FASTA header's word naming the class a sample was drawn for
-LABEL_FIELD = "label"  # the same in a .jsonl line
-
-
 def read_sample_labels(path: str | os.PathLike) -> list[str | None]:
-    """The class each sample of ``path`` was drawn for, in file order: the ``label=NAME`` word
-    of a FASTA record's header, the ``"label"`` field of a ``.jsonl`` line; None for a sample
-    that names none (a ``.txt`` file never does). Read ``path`` with ``read_samples`` first:
-    it checks the file, and the two lists line up."""
+    """The class each sample of ``path`` was drawn for, in file order, as its format names it
+    (``SampleFormat.read_labels``: a FASTA header's ``label=NAME`` word, a ``.jsonl`` line's
+    ``"label"`` field); None for a sample that names none (a ``.txt`` file never does). Read
+    ``path`` with ``read_samples`` first: it checks the file, and the two lists line up."""
     path = Path(path)
     fmt, _, gzipped = _format_of(path)
     with _open_text(path, gzipped) as handle:
-        if fmt is FASTA:
-            return [_header_label(line) for line in handle if line.startswith(">")]
-        if fmt is JSONL:
-            labels = [json.loads(line).get(LABEL_FIELD) for line in handle if line.strip()]
-            return [None if label is None else str(label) for label in labels]
-        return [None] * len(fmt.read(handle, path))
-
-
-def _header_label(header: str) -> str | None:
-    """NAME of the first ``label=NAME`` word after a FASTA record's id; None without one."""
-    words = header[1:].split()[1:]
-    return next((w[len(LABEL_WORD) :] for w in words if w.startswith(LABEL_WORD)), None)
+        if fmt.read_labels is None:
+            return [None] * len(fmt.read(handle, path))
+        return fmt.read_labels(handle, path)

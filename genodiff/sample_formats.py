@@ -2,16 +2,15 @@
 
 A format (``SampleFormat``) is known by its file suffixes. Two are domain-neutral and every
 domain writes them: ``.txt`` (one sample per line) and ``.jsonl`` (one JSON object per sample:
-``id``, ``text`` and the provenance fields of ``SamplingRun``). FASTA is the DNA domain's
-(``genodiff.domains.dna``); a domain lists the formats it writes in ``Domain.sample_formats``,
-and ``genodiff.sample_files`` picks one by a path's suffix. Infilling templates are read here
-too: the first FASTA record (``fasta_template``) or the first non-empty line
-(``line_template``), as the domain says.
+``id``, ``text``, the class drawn for (``label``) and the provenance fields of
+``SamplingRun``). A domain defines its own (the DNA domain's FASTA:
+``genodiff.domains.fasta``) and lists the formats it writes in ``Domain.sample_formats``;
+``genodiff.sample_files`` picks one by a path's suffix. A line template for infilling
+(``line_template``, the first non-empty line) is read here too.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -89,17 +88,21 @@ class SamplingRun:
 Writer = Callable[[IO[str], Sequence[str], Sequence[str], SamplingRun], None]
 # (handle, path for messages) -> the samples' texts
 Reader = Callable[[IO[str], Path], list[str]]
+# (handle, path for messages) -> the class each sample was drawn for (None: none named)
+LabelReader = Callable[[IO[str], Path], list[str | None]]
 
 
 @dataclass(frozen=True)
 class SampleFormat:
     """A sample file format: its name, the suffixes that select it (lower case, with the
-    dot; the first is the usual one), how it is written and read."""
+    dot; the first is the usual one), how it is written and read, and how the class each
+    sample was drawn for is read (None: the format names no class)."""
 
     name: str
     suffixes: tuple[str, ...]
     write: Writer
     read: Reader
+    read_labels: LabelReader | None = None
 
     def describe(self) -> str:
         return f"{self.name} ({', '.join(self.suffixes)})"
@@ -143,65 +146,25 @@ def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
     return samples
 
 
-def _write_fasta(handle: IO[str], names: Sequence[str], texts: Sequence[str], run) -> None:
-    from Bio.Seq import Seq
-    from Bio.SeqIO import write as write_records
-    from Bio.SeqRecord import SeqRecord
-
-    records = [
-        SeqRecord(Seq(text), id=name, description=run.describe())
-        for name, text in zip(names, texts, strict=True)
-    ]
-    write_records(records, handle, "fasta")
+def _read_jsonl_labels(handle: IO[str], path: Path) -> list[str | None]:
+    labels = [json.loads(line).get(LABEL_FIELD) for line in handle if line.strip()]
+    return [None if label is None else str(label) for label in labels]
 
 
-def _read_fasta(handle: IO[str], path: Path) -> list[str]:
-    from Bio.SeqIO import parse as parse_records
-
-    first = handle.readline()
-    while first and not first.strip():
-        first = handle.readline()
-    if not first:
-        return []
-    if not first.startswith(">"):
-        raise InputValueError(f"{path} is not FASTA: it must start with a '>name' header line")
-    handle.seek(0)
-    samples = []
-    for record in parse_records(handle, "fasta"):
-        if not record.seq:
-            raise InputValueError(f"{path}: record {record.id!r} has no sequence")
-        samples.append(str(record.seq))
-    return samples
-
-
+LABEL_FIELD = "label"  # a .jsonl line's field naming the class a sample was drawn for
 TEXT = SampleFormat("text, one sample per line", (".txt",), _write_lines, _read_lines)
-JSONL = SampleFormat('JSON Lines, a "text" field per line', (".jsonl",), _write_jsonl, _read_jsonl)
+JSONL = SampleFormat(
+    'JSON Lines, a "text" field per line',
+    (".jsonl",),
+    _write_jsonl,
+    _read_jsonl,
+    _read_jsonl_labels,
+)
 # Every domain writes these.
 NEUTRAL_FORMATS = (TEXT, JSONL)
-# The DNA domain's own format; its records are named sample_<i>_seed<S> and described by the
-# provenance (``SamplingRun.describe``).
-FASTA = SampleFormat("FASTA", (".fa", ".fasta", ".fna", ".fas"), _write_fasta, _read_fasta)
 
 
 # --------------------------------------------------------------------------- templates
-
-
-def fasta_template(path: Path) -> str:
-    """The sequence of the first record of a FASTA file (plain, gzip or BGZF)."""
-    from Bio.SeqIO import parse as parse_records
-
-    from genodiff.data.genome import fasta_errors, open_fasta
-
-    with fasta_errors(path), open_fasta(path) as handle:
-        text = handle.read()
-    if not text.strip():
-        raise InputValueError(f"infill FASTA {path} is empty")
-    if not text.lstrip().startswith(">"):
-        raise InputValueError(f"{path} is not FASTA: it must start with a '>name' header line")
-    record = next(parse_records(io.StringIO(text), "fasta"))
-    if not record.seq:
-        raise InputValueError(f"the first record of {path} ({record.id}) has no sequence")
-    return str(record.seq)
 
 
 def line_template(path: Path) -> str:

@@ -453,3 +453,16 @@ def test_a_broken_configs_entry_names_itself_and_leaves_the_core_configs_working
     messages = " ".join(str(w.message) for w in caught)
     assert "configs plugin 'broken'" in messages and "not a folder" in messages
     assert "configs plugin 'gone'" in messages and "failed to load" in messages
+
+
+def test_the_core_sample_files_name_no_domains_format():
+    """FASTA is the DNA domain's (genodiff/domains/fasta.py): the core's sample-file modules
+    reach a domain's formats only through ``Domain.sample_formats`` and ``SampleFormat``'s
+    fields, never by name."""
+    import ast
+
+    for module in ("sample_formats.py", "sample_files.py"):
+        tree = ast.parse((ROOT / "genodiff" / module).read_text())
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not used & {"FASTA", "fasta_template", "header_label", "LABEL_WORD"}, module

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from genodiff.domains.base import Domain
+from genodiff.domains.fasta import FASTA, fasta_template
 from genodiff.registry import register_domain
-from genodiff.sample_formats import FASTA, NEUTRAL_FORMATS, fasta_template
+from genodiff.sample_formats import NEUTRAL_FORMATS
 
 
 @register_domain("dna")
