@@ -23,7 +23,9 @@ scaling (torch and numba threads together).
 Two thread pools share the cores (torch's OpenMP runtime and numba's), and OpenMP threads
 spin while they wait: on a machine where other jobs run, 2 threads then measured 5-10x slower
 than 1 at small sizes (4 x 128 bp, both paths). ``OMP_WAIT_POLICY=PASSIVE`` removed that;
-the header prints the setting.
+genodiff's commands now limit the spinning (``GOMP_SPINCOUNT=1000``, genodiff/threads.py);
+this script loads torch first, so it runs with the environment's settings, which the header
+prints.
 
 When and where tokens unmask depends only on the schedule and the random draws, not on what
 the weights predict, so call counts and times measured with random weights are those of a
@@ -222,6 +224,7 @@ def main() -> None:
         f"{n} x {length} bp, Caduceus {count(backbone):,} parameters, torch threads "
         f"{torch.get_num_threads()}, numba threads {numba.get_num_threads()}, "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+        f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(unset)')}, "
         f"inference-path chunks of {chunk} rows"
     )
     network_costs(objective, backbone, n, length, args.repeats)
