@@ -1,0 +1,165 @@
+"""Ship a trained run as a model that loads by name: its export and model card in models/NAME/.
+
+What a shipped model's card must say (issue 35; models/README.md), measured here rather than
+typed in: the training data and their sha256, the exact command, steps, tokens, wall time and
+hardware, the held-out perplexity on the run's own test split and on other files (the
+repository's chr22 slice), and the samples' realism against real DNA of the test split (k-mer
+JS divergence beside the real-vs-real floor, GC, discriminator AUROC). The folder is
+``genodiff export``'s (EMA weights) plus ``README.md`` with the front matter
+``genodiff models`` reads.
+
+    python bench/ship_model.py outputs/chrx_mdlm mdlm-chrx \\
+        --summary "MDLM, Caduceus-Ph d118 x 4, 500 M tokens of human chrX (GRCh37)" \\
+        --license "weights CC0-1.0; data: public reference sequence (GRCh37)" \\
+        --data chrX.fa.gz --heldout chr22=data/chr22_20-21Mb.fa.gz \\
+        --command "genodiff train configs/hg38.yaml ..." --hardware "one NVIDIA H200" \\
+        --wall-seconds 330 [--num-samples 64] [--dest models]
+
+The run folder's ``checkpoints/last.ckpt`` is what ships (its EMA weights); a run without EMA
+ships its trained weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import genodiff
+from genodiff.evaluate import evaluate_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def heldout_rows(checkpoint: Path, files: dict[str, Path], seed: int) -> list[tuple[str, Any]]:
+    """(what was scored, EvalResult): the run's own test split, then each file."""
+    rows = [("the run's test split", evaluate_checkpoint(checkpoint, seed=seed))]
+    rows += [
+        (name, evaluate_checkpoint(checkpoint, path, seed=seed)) for name, path in files.items()
+    ]
+    return rows
+
+
+def realism(model: genodiff.Model, num_samples: int, seed: int) -> dict[str, Any]:
+    """The sample-quality suite's metrics of ``num_samples`` samples against the test split."""
+    samples = model.generate(num_samples, seed=seed)
+    with tempfile.TemporaryDirectory() as out:
+        quality = genodiff.evaluate_samples(samples, model.windows("test"), out=out)
+    return quality.metrics
+
+
+def held_out(result: Any) -> str:
+    """Whether the scored windows are held out (``genodiff eval``'s training-overlap check)."""
+    if result.overlaps_training_data is None:
+        return "unknown"
+    if not result.overlaps_training_data:
+        return "yes"
+    return f"no: {result.training_overlap_share:.0%} of the windows were trained on"
+
+
+def card(args: argparse.Namespace, model: genodiff.Model, rows, metrics) -> str:
+    """The model card: front matter for ``genodiff models``, then the facts."""
+    provenance = model.network.provenance
+    config = model.network.config
+    scored = "\n".join(
+        f"| {name} | {r.windows} x {r.length} | {held_out(r)} | {r.likelihood} | {r.nelbo:.4f} "
+        f"+- {r.nelbo_se or 0:.4f} | {r.perplexity:.4f} | `{r.windows_sha256[:16]}` |"
+        for name, r in rows
+    )
+    js, floor, floor_sd = (
+        metrics["kmer_js"],
+        metrics["kmer_js_real_vs_real"],
+        metrics["kmer_js_real_vs_real_sd"],
+    )
+    kmers = "\n".join(
+        f"| {k}-mer JS divergence (bits) | {js[k]:.4f} | {floor[k]:.4f} +- {floor_sd[k]:.4f} |"
+        for k in js
+    )
+    gc, auroc = metrics["gc_content"], metrics["discriminator_auroc"]
+    model_config = config["model"]
+    backbone = (
+        f"{model_config['name']}, d_model {model_config.get('d_model')}, "
+        f"{model_config.get('n_layer')} layers"
+    )
+    data = "\n".join(f"| `{Path(p).name}` | `{sha256(Path(p))}` |" for p in args.data)
+    return f"""---
+summary: {args.summary}
+license: {args.license}
+---
+# {args.name}
+
+{args.summary}.
+
+| | |
+|---|---|
+| objective | {config["objective"]["name"]} |
+| backbone | {backbone} |
+| training steps | {provenance.get("global_step")} |
+| training tokens | {provenance.get("tokens_seen")} |
+| wall time | {args.wall_seconds} s on {args.hardware} |
+| command | `{args.command}` |
+| licence | {args.license} |
+
+## Training data
+
+| file | sha256 |
+|---|---|
+{data}
+
+## Held-out likelihood (`genodiff eval`, seed {args.seed})
+
+| scored | windows x bp | held out | likelihood | nats / token | perplexity | windows sha256 |
+|---|---|---|---|---|---|---|
+{scored}
+
+## Sample realism ({args.num_samples} samples, seed {args.seed}, against the test split)
+
+| metric | samples | real vs real |
+|---|---|---|
+{kmers}
+| GC content | {gc["samples_mean"]:.3f} | {gc["reference_mean"]:.3f} |
+| discriminator AUROC (0.5: no better than chance at telling them apart) | {auroc:.3f} | 0.5 |
+
+Written by `python bench/ship_model.py` (bench/ship_model.py) from the run's last checkpoint.
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="a genodiff train output folder")
+    parser.add_argument("name", help="the model's name (its folder under --dest)")
+    parser.add_argument("--summary", required=True, help="one line for genodiff models")
+    parser.add_argument("--license", required=True, help="of the weights and their data")
+    parser.add_argument("--data", nargs="+", required=True, help="the training data files")
+    parser.add_argument("--heldout", nargs="*", default=[], metavar="NAME=FASTA")
+    parser.add_argument("--command", required=True, help="the exact training command")
+    parser.add_argument("--hardware", required=True, help='e.g. "one NVIDIA H200"')
+    parser.add_argument("--wall-seconds", type=float, required=True)
+    parser.add_argument("--num-samples", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dest", type=Path, default=ROOT / "models")
+    args = parser.parse_args()
+    checkpoint = args.run / "checkpoints" / "last.ckpt"
+    files = dict(item.split("=", 1) for item in args.heldout)
+    model = genodiff.load(checkpoint)
+    rows = heldout_rows(checkpoint, {k: Path(v) for k, v in files.items()}, args.seed)
+    metrics = realism(model, args.num_samples, args.seed)
+    folder = args.dest / args.name
+    weights = "ema" if model.network.ema is not None else "raw"
+    model.save_pretrained(folder, weights=weights)
+    (folder / "README.md").write_text(card(args, model, rows, metrics))
+    print(f"wrote {folder} ({weights} weights); `genodiff models {args.name}` shows its card")
+
+
+if __name__ == "__main__":
+    main()
