@@ -10,6 +10,7 @@ over the network's next-token log-probabilities.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 import subprocess
 import sys
 
@@ -72,7 +73,7 @@ def test_generate_is_what_genodiff_sample_writes(run, tmp_path):
     model = genodiff.load(run, device="cpu")
     options = {"length": 40, "steps": 6, "seed": 3, "batch_size": 2}
     samples = model.generate(3, **options)
-    assert isinstance(samples, list) and all(isinstance(s, str) for s in samples)
+    assert isinstance(samples, Sequence) and all(isinstance(s, str) for s in samples)
     assert [len(s) for s in samples] == [40, 40, 40]
     flags = ["--num-samples", "3", "--length", "40", "--steps", "6", "--seed", "3"]
     written = sample_cli(run, tmp_path / "cli.fa", *flags, "--batch-size", "2")
