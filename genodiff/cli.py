@@ -65,7 +65,6 @@ def _sample(args: argparse.Namespace) -> None:
         written = model.generate_to_file(
             args.out,
             args.num_samples,
-            args.length,
             resume=args.resume,
             overwrite=args.overwrite,
             accelerator=args.accelerator,

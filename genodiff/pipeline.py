@@ -5,7 +5,7 @@
     import genodiff
 
     model = genodiff.load("outputs/demo")          # a run folder, .ckpt, export folder or Hub id
-    samples = model.generate(8, length=1024, steps=128, seed=0)   # list[str]
+    samples = model.generate(8, length=1024, steps=128, seed=0)   # Samples: a sequence of str
     samples.save("samples.fa")                     # what `genodiff sample` writes
     nelbo = model.score(samples)                   # nats per token, as `genodiff eval --file`
     model.save_pretrained("exported/demo")         # what `genodiff export` writes
@@ -210,7 +210,7 @@ class Model:
         number from it; sequence i then draws from its own stream of (seed, i), as with
         ``seed``, so the batch size changes nothing; ``samples.run.seed`` records it).
         ``progress`` shows the steps."""
-        job = self._plan(num_samples, length, generation_config, generator, options)
+        job = self._plan(num_samples, length, options, generation_config, generator)
         check_feasible(job.request, job.batch_size, self.network.eval_backbone)  # all held
         with _progress_bar(progress) as bar:
             batches = self._draw(job, range(num_samples), bar)
@@ -247,7 +247,7 @@ class Model:
         the output must not overwrite (``genodiff sample``'s checkpoint, template,
         classifier). Returns what was written (in the other processes of a multi-process run:
         ``main`` False)."""
-        job = self._plan(num_samples, length, generation_config, generator, options)
+        job = self._plan(num_samples, length, options, generation_config, generator)
         settings = {"accelerator": accelerator or "auto", "devices": devices or 1}
         settings["num_nodes"] = num_nodes or 1
 
@@ -290,9 +290,9 @@ class Model:
         self,
         num_samples: int,
         length: int | None,
-        generation_config: GenerationConfig | None,
-        generator: torch.Generator | None,
         options: dict[str, Any],
+        generation_config: GenerationConfig | None = None,
+        generator: torch.Generator | None = None,
     ) -> SamplingPlan:
         """``genodiff.generate.plan`` of ``generate``'s arguments for this model: ``options``
         over ``generation_config`` (default: the model's), the seed drawn from ``generator``

@@ -94,6 +94,18 @@ def test_save_pretrained_writes_the_generation_config_and_load_reads_it(tmp_path
     assert network_calls(again, 1) == 7
 
 
+def test_genodiff_sample_draws_with_the_saved_config_unless_a_flag_says(tmp_path):
+    folder = tiny({"steps": 7, "seed": 5}).save_pretrained(tmp_path / "m", weights="raw")
+    base = ["sample", "--checkpoint", str(folder), "--num-samples", "1", "--length", "8"]
+    assert cli.main([*base, "--out", str(tmp_path / "saved.fa"), "--no-progress"]) == 0
+    header = (tmp_path / "saved.fa").read_text().splitlines()[0]
+    assert " steps=7 " in header and " seed=5 " in header
+    flags = ["--steps", "3", "--seed", "1", "--out", str(tmp_path / "flags.fa"), "--no-progress"]
+    assert cli.main([*base, *flags]) == 0
+    header = (tmp_path / "flags.fa").read_text().splitlines()[0]
+    assert " steps=3 " in header and " seed=1 " in header
+
+
 # ------------------------------------------------------------------ checks, one line each
 
 
