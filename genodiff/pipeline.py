@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import torch
 from torch import Tensor
@@ -81,7 +81,13 @@ class Samples(Sequence[str]):
     def __len__(self) -> int:
         return len(self._texts)
 
-    def __getitem__(self, index: int | slice) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Samples: ...
+
+    def __getitem__(self, index: int | slice) -> str | Samples:
         if isinstance(index, slice):
             return Samples(self._ids[index], self.run, self.tokenizer)
         return self._texts[index]

@@ -135,4 +135,4 @@ def test_help_gives_every_optional_setting_its_default(capsys):
     for option, entry in described.items():
         if option not in required:
             assert "(default: " in entry, entry
-    assert "(default: 1024)" in described["--steps"]
+    assert "(default: the checkpoint's samples.steps, else 1024)" in described["--steps"]
