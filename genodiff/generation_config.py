@@ -57,8 +57,8 @@ class Option:
     """What a ``GenerationConfig`` field is to its users (its ``field`` metadata).
 
     ``kind``: the type of its values, which the command line parses the flag's text as (int,
-    float or str); ``paths``: a str field that also takes an ``os.PathLike`` (and, for
-    ``classifier``, a loaded classifier); ``range``: a ``genodiff.config_values`` range spec
+    float or str); ``paths``: a str field that also takes an ``os.PathLike``; ``range``: a
+    ``genodiff.config_values`` range spec
     (``>=1``, ``(0, 1]``; after ``;`` a note for the error); ``choices``: the values it takes;
     ``aliases``: more flags besides ``--<name with dashes>``; ``default_text``: what the
     default means where it is None; ``run_key``: the key of the run's ``samples:`` section a
@@ -253,10 +253,6 @@ class GenerationConfig:
         saved = {f.name: section.get(option.run_key) for f, option in options() if option.run_key}
         return cls().updated(**saved)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The values, by field name."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 def options() -> Iterator[tuple[dataclasses.Field, Option]]:
     """Each field of ``GenerationConfig`` with its ``Option``, in declaration order."""
@@ -265,6 +261,7 @@ def options() -> Iterator[tuple[dataclasses.Field, Option]]:
 
 
 def option_names() -> list[str]:
+    """The options' names, in declaration order."""
     return [f.name for f in fields(GenerationConfig)]
 
 
