@@ -4,7 +4,7 @@ The public API, imported on first use (``import genodiff`` itself loads no torch
 ``genodiff --version`` stays fast)::
 
     model = genodiff.load("outputs/demo")      # a run folder, .ckpt, export folder or Hub id
-    samples = model.generate(8, steps=128)     # list[str]; samples.save("samples.fa")
+    samples = model.generate(8, steps=128)     # Samples (of str); samples.save("samples.fa")
     model.score(samples)                       # nats per token
     model.save_pretrained("exported/demo")
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from genodiff.classifiers import load_classifier
     from genodiff.classifiers.run import train_classifier
     from genodiff.finetuning import FinetuneResults, finetune
+    from genodiff.generation_config import GenerationConfig
     from genodiff.pipeline import Model, Samples, evaluate_samples, load
     from genodiff.training.run import train
 
@@ -44,12 +45,14 @@ _API = {
     "train": "genodiff.training.run",
     "finetune": "genodiff.finetuning",
     "FinetuneResults": "genodiff.finetuning",
+    "GenerationConfig": "genodiff.generation_config",
     "train_classifier": "genodiff.classifiers.run",
     "load_classifier": "genodiff.classifiers",
 }
 
 __all__ = [
     "FinetuneResults",
+    "GenerationConfig",
     "Model",
     "Samples",
     "__version__",

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from genodiff.errors import InputValueError, UserInputError
+from genodiff.generation_config import RUN_SECTION, flag_of
+from genodiff.generation_config import options as generation_options
 from genodiff.progress import LINE_INTERVAL, PROGRESS_ENV, Progress, progress_wanted
 from genodiff.threads import configure_threads
 
@@ -49,9 +51,11 @@ def _classifier(args: argparse.Namespace) -> None:
 
 
 def _sample(args: argparse.Namespace) -> None:
+    from genodiff.devices import resolve_device
+    from genodiff.generation_config import option_names
     from genodiff.pipeline import check_samples_output, load
 
-    model = load(args.checkpoint, args.device)
+    model = load(args.checkpoint, resolve_device(args.device))  # None: the best available
     if args.cuda_graphs:
         model.enable_cuda_graphs()
     inputs = [("checkpoint", args.checkpoint)]
@@ -62,7 +66,6 @@ def _sample(args: argparse.Namespace) -> None:
         written = model.generate_to_file(
             args.out,
             args.num_samples,
-            args.length,
             resume=args.resume,
             overwrite=args.overwrite,
             accelerator=args.accelerator,
@@ -70,22 +73,7 @@ def _sample(args: argparse.Namespace) -> None:
             num_nodes=args.num_nodes,
             inputs=inputs,
             progress=progress,
-            label=args.label,
-            guidance=args.guidance,
-            guidance_schedule=args.guidance_schedule,
-            classifier=args.classifier,
-            classifier_form=args.classifier_form,
-            guidance_form=args.guidance_form,
-            sampler=args.sampler,
-            steps=args.steps,
-            prefix=args.prefix,
-            infill=args.infill,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            block=args.block,
-            stride=args.stride,
-            seed=args.seed,
-            batch_size=args.batch_size,
+            **{name: getattr(args, name) for name in option_names()},  # None: not given
         )
     if written.main:
         print(
@@ -378,6 +366,24 @@ def _add_processes_flags(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def _add_generation_flags(parser: argparse.ArgumentParser) -> None:
+    """A flag for each option of ``GenerationConfig``, with its type and help: unset, it
+    leaves the option to the checkpoint's generation config (then the default)."""
+    for field, option in generation_options():
+        default = option.default_text or str(field.default)
+        if option.run_key:
+            default = f"the checkpoint's {RUN_SECTION}.{option.run_key}, else {default}"
+        rule = f"; {option.rule}" if option.rule else ""
+        choices = f"; one of: {', '.join(option.choices)}" if option.choices else ""
+        parser.add_argument(
+            flag_of(field.name),
+            *option.aliases,
+            dest=field.name,
+            type=option.kind,
+            help=f"{option.help}{rule}{choices} (default: {default})".replace("%", "%%"),
+        )
+
+
 def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress",
@@ -442,101 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--num-samples", type=int, default=8, help="sequences to draw (default: %(default)s)"
     )
-    sample.add_argument(
-        "--length",
-        type=int,
-        help="tokens, bp for DNA (default: the training window, or the --infill template's)",
-    )
-    sample.add_argument(
-        "--steps",
-        type=int,
-        help="steps T of ancestral and cached, per window of semi-ar, of SEDD's, UDLM's and "
-        "Plaid's samplers; first-hitting and AR models take none and refuse it (default: 1024)",
-    )
-    sample.add_argument(
-        "--sampler",
-        help="MDLM/D3PM: ancestral, cached, first-hitting, semi-ar; SEDD: analytic, euler; "
-        "UDLM, Plaid, AR: ancestral (default: the first named for the checkpoint's objective)",
-    )
-    sample.add_argument(
-        "--temperature",
-        type=float,
-        default=1.0,
-        help="divides the log-probabilities, > 0 (default: %(default)s)",
-    )
-    sample.add_argument(
-        "--top-p", "--nucleus", dest="top_p", type=float, default=1.0,
-        help="nucleus sampling: probability mass kept, in (0, 1] (default: %(default)s, all)",
-    )  # fmt: skip
-    sample.add_argument(
-        "--prefix",
-        help="fixed start: bases for DNA (ACGTTG), text for text (default: none)",
-    )
-    sample.add_argument(
-        "--infill",
-        help="template; DNA: a FASTA whose first record fixes its upper-case ACGT and "
-        "generates N / lower-case positions; text: a file whose first line is text with the "
-        "mask token ([MASK]) at each token to generate. Sets --length (default: none)",
-    )
-    sample.add_argument(
-        "--block",
-        type=int,
-        help="window length in tokens; semi-ar only, and required there (default: none)",
-    )
-    sample.add_argument(
-        "--stride",
-        type=int,
-        help="new tokens per window, < --block; semi-ar only, and required there (default: none)",
-    )
-    sample.add_argument(
-        "--label",
-        help="draw sequences of this class (a class name of the checkpoint's labelled data, "
-        "or of --classifier's for an unconditional model). Guidance per objective: MDLM and "
-        "D3PM (every sampler), UDLM (ancestral, at the transition level): classifier-free "
-        "(--guidance) and classifier (--classifier); SEDD: classifier-free only; AR: "
-        "classifier-free and FUDGE (--classifier); Plaid: none (default: none, p(x))",
-    )
-    sample.add_argument(
-        "--guidance",
-        type=float,
-        help="guidance strength gamma with --label, in [0, 100]: 0 = unconditional p(x), 1 = "
-        "the conditional model p(x | label), > 1 extrapolates towards the class (stronger, "
-        "less diverse; about 1-5 is useful) (default: 1)",
-    )
-    sample.add_argument(
-        "--guidance-schedule",
-        help="gamma over sampling: constant, or ramp (rising from 0 to gamma as sampling "
-        "proceeds, gamma (1 - t) for diffusion: weak guidance on mostly noise, full at the "
-        "end) (default: constant)",
-    )
-    sample.add_argument(
-        "--classifier",
-        help="classifier-guided sampling with this noisy classifier checkpoint (genodiff "
-        "classifier): D-CBG for MDLM/D3PM/UDLM, FUDGE for AR; needs --label (default: none, "
-        "classifier-free guidance by the model's own null label)",
-    )
-    sample.add_argument(
-        "--classifier-form",
-        help="D-CBG: first-order (one forward + backward pass per step) or exact (one "
-        "classifier call per position and base: short sequences only) (default: first-order)",
-    )
-    sample.add_argument(
-        "--guidance-form",
-        help="how a guided diffusion step weighs the guidance: x0 (guide the value of each "
-        "unmasking token, keep the unguided unmasking rate: the reference code's D-CFG) or "
-        "transition (the paper's: the guided transition normalised over every outcome, "
-        "staying masked included, so guidance also sets how fast tokens unmask). MDLM/D3PM: "
-        "both (first-hitting: transition only with a constant --guidance-schedule and no time "
-        "conditioning); UDLM: transition only; SEDD: x0 only; AR: the two are one "
-        "(default: x0 for classifier-free, transition for --classifier guidance)",
-    )
-    sample.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="the same seed draws the same samples (default: %(default)s)",
-    )
-    sample.add_argument("--batch-size", type=int, help="sequences per network call (default: 16)")
+    _add_generation_flags(sample)
     sample.add_argument("--device", help="cpu, cuda, cuda:1 (default: the best available)")
     sample.add_argument(
         "--cuda-graphs",

@@ -29,6 +29,8 @@ from omegaconf.errors import OmegaConfBaseException
 from genodiff import registry
 from genodiff.conditioning import ConditioningConfig
 from genodiff.config_values import ConfigError, Key, Spec, callable_spec, class_spec, dataclass_spec
+from genodiff.generation_config import GenerationConfig
+from genodiff.generation_config import options as generation_options
 from genodiff.hub import parse_hub_id
 from genodiff.named_models import named_model_folder
 from genodiff.shipped_configs import config_folders
@@ -93,21 +95,24 @@ class EMAConfig:
 
 @dataclass
 class SamplesConfig:
-    """Sequences written as FASTA to ``output_dir/samples.fa`` when training ends."""
+    """Sequences written as FASTA to ``output_dir/samples.fa`` when training ends; its
+    sampler, steps, seed and batch_size are also the trained model's generation config
+    (``genodiff.generation_config.GenerationConfig.from_run_config``)."""
 
     config_ranges: ClassVar[dict[str, str]] = {
         "num_samples": ">=0; 0 = none",
         "length": ">=1",
-        "steps": ">=1",
-        "batch_size": ">=1",
+        **{o.run_key: o.range for _, o in generation_options() if o.run_key and o.range},
     }
 
     num_samples: int = 0
     length: int = 1024
-    steps: int = 256
-    sampler: str | None = None  # None: the objective's default (ancestral, analytic for SEDD)
-    seed: int = 0
-    batch_size: int = 16
+    # What a model trained with these saves as its generation config (``Model.generate``'s
+    # defaults): GenerationConfig's own defaults unless the run sets them.
+    steps: int = GenerationConfig.steps
+    sampler: str | None = GenerationConfig.sampler  # None: the objective's first sampler
+    seed: int = GenerationConfig.seed
+    batch_size: int = GenerationConfig.batch_size
 
 
 @dataclass

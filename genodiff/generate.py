@@ -6,7 +6,7 @@ the front ends."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -17,6 +17,7 @@ from torch import Tensor
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.domains import domain_of
 from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.generation_config import GenerationConfig
 from genodiff.guidance import (
     CLASSIFIER_FORMS,
     GUIDANCE_SCHEDULES,
@@ -34,9 +35,6 @@ from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
 from genodiff.trained_window import warn_beyond_trained_window
-
-#: Sequences per network call unless the caller says (``genodiff sample --batch-size``).
-DEFAULT_BATCH_SIZE = 16
 
 
 @dataclass
@@ -105,73 +103,62 @@ def plan(
     model: GenerativeModel,
     source: str,
     num_samples: int,
-    length: int | None = None,
-    *,
-    label: str | None = None,
-    guidance: float | None = None,
-    guidance_schedule: str | None = None,
-    classifier: NoisyClassifierGuide | None = None,
-    classifier_form: str | None = None,
-    guidance_form: str | None = None,
-    sampler: str | None = None,
-    steps: int | None = None,
-    prefix: str | None = None,
-    infill: str | Path | None = None,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    block: int | None = None,
-    stride: int | None = None,
-    seed: int = 0,
-    batch_size: int | None = None,
+    config: GenerationConfig,
+    given: Collection[str] = (),
 ) -> SamplingPlan:
     """What drawing ``num_samples`` sequences from ``model`` (loaded from ``source``, which the
-    provenance names) with these settings takes, every setting checked before anything is
-    drawn (InputValueError naming the parameter at fault). ``length``: tokens (default: the
-    infill template's, else the training window); ``label``: a class name of the model (or of
-    ``classifier``'s classes for an unconditional model), guided by ``guidance`` (gamma,
-    default 1), ``guidance_schedule`` (default constant) and an optional loaded ``classifier``
-    in ``classifier_form`` (default first-order), in ``guidance_form`` ("x0" or "transition";
-    default: the kind's, x0 for classifier-free and transition for classifier guidance, as far
-    as the sampler draws it: ``Sampler.resolved``); ``prefix`` (the start, as text) or
-    ``infill`` (a template file); ``block``/``stride`` for the semi-autoregressive sampler."""
-    tokenizer = model.tokenizer
-    if seed < 0:
+    provenance names) with the options of ``config`` takes (``GenerationConfig``, whose values
+    are checked already; its ``classifier`` loaded or None), every setting checked against
+    the model and the others before anything is drawn (InputValueError naming the option at
+    fault). ``given``: the options the caller set in this call; ``steps`` among them is
+    refused by a sampler that takes none (from a model's generation config, it is unused).
+    ``length``: tokens (default: the infill template's, else the training window); ``label``:
+    a class name of the model (or of the classifier's classes for an unconditional model),
+    guided by ``guidance`` (gamma, default 1), ``guidance_schedule`` (default constant) and
+    an optional ``classifier`` in ``classifier_form`` (default first-order), in
+    ``guidance_form`` ("x0" or "transition"; default: the kind's, x0 for classifier-free and
+    transition for classifier guidance, as far as the sampler draws it: ``Sampler.resolved``);
+    ``prefix`` (the start, as text) or ``infill`` (a template file); ``block``/``stride`` for
+    the semi-autoregressive sampler."""
+    tokenizer, classifier, length = model.tokenizer, config.classifier, config.length
+    if classifier is not None and not isinstance(classifier, NoisyClassifierGuide):
         raise InputValueError(
-            f"seed must be >= 0, got {seed}: the same seed draws the same samples (there is no "
-            "random seed; pick any number of your own)",
-            parameter="seed",
+            f"classifier must be a checkpoint path or a classifier loaded with "
+            f"genodiff.load_classifier, got {type(classifier).__name__}",
+            parameter="classifier",
         )
-    if prefix is not None and infill is not None:
+    if config.prefix is not None and config.infill is not None:
         raise InputValueError("a prefix and an infill template exclude each other; give one",
                               parameter="infill")  # fmt: skip
-    if classifier_form is not None and classifier is None:
+    if config.classifier_form is not None and classifier is None:
         raise InputValueError(
             "classifier_form is the form of classifier guidance: give a classifier with it, or "
             "leave it out",
             parameter="classifier_form",
         )
-    steering = (guidance, guidance_schedule, classifier, classifier_form, guidance_form)
-    if label is None and any(value is not None for value in steering):
+    steering = ("guidance", "guidance_schedule", "classifier", "classifier_form", "guidance_form")
+    if config.label is None and any(getattr(config, name) is not None for name in steering):
         raise InputValueError(
             "guidance needs a class to guide towards: give a label with the guidance strength, "
             "its schedule, its form or a classifier",
             parameter="label",
         )
     steer = None
-    if label is not None:
+    if config.label is not None:
         classes = model.class_names
         if classifier is not None:
             check_classifier(classifier, classes, tokenizer.name)
             classes = classes or list(classifier.class_names)
         steer = Guidance(
-            label_id(label, classes, source),
-            1.0 if guidance is None else float(guidance),
-            guidance_schedule or GUIDANCE_SCHEDULES[0],
+            label_id(config.label, classes, source),
+            1.0 if config.guidance is None else float(config.guidance),
+            config.guidance_schedule or GUIDANCE_SCHEDULES[0],
             classifier,
-            classifier_form or CLASSIFIER_FORMS[0],
-            label_name=label,
-            form=guidance_form,
+            config.classifier_form or CLASSIFIER_FORMS[0],
+            label_name=config.label,
+            form=config.guidance_form,
         )
+    infill = config.infill
     constraint = Constraint.from_file(infill, tokenizer) if infill is not None else None
     if constraint is not None and length not in (None, constraint.length):
         raise InputValueError(
@@ -181,55 +168,53 @@ def plan(
         )
     if length is None:
         length = constraint.length if constraint else model.config["data"].get("max_length", 1024)
-    options = {} if steps is None else {"steps": steps}
     request = SampleRequest(
         num_samples=num_samples,
         length=length,
-        sampler=sampler,
-        temperature=temperature,
-        top_p=top_p,
+        steps=config.steps,
+        sampler=config.sampler,
+        temperature=config.temperature,
+        top_p=config.top_p,
         template=constraint.template if constraint else None,
         given=constraint.given if constraint else None,
-        block=block,
-        stride=stride,
+        block=config.block,
+        stride=config.stride,
         guidance=steer,
-        **options,
     )
-    batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     # before a prefix's (length,); holding every sample is checked where they are held
-    check_feasible(request, batch_size, model.eval_backbone, held=False)
-    if prefix is not None:
-        constraint = Constraint.from_prefix(prefix, length, tokenizer)
+    check_feasible(request, config.batch_size, model.eval_backbone, held=False)
+    if config.prefix is not None:
+        constraint = Constraint.from_prefix(config.prefix, length, tokenizer)
         request = replace(request, template=constraint.template, given=constraint.given)
     request = model.eval_objective.resolve_guidance(request)  # the form its sampler draws
     name = model.eval_objective.sampler_name(request)  # its samplers differ per objective
-    if steps is not None and model.eval_objective.steps_used(request) is None:
+    if "steps" in given and model.eval_objective.steps_used(request) is None:
         raise InputValueError(
             f"the {name} sampler of this {model.config['objective']['name']} model takes no "
             "number of steps (it reveals one token per network call); leave steps out",
             parameter="steps",
         )
-    if name != "semi-ar" and (block is not None or stride is not None):
+    if name != "semi-ar" and (config.block is not None or config.stride is not None):
         raise InputValueError(
             "block and stride apply only to the semi-ar sampler", parameter="block"
         )
     samplers = model.eval_objective.samplers
-    warn_beyond_trained_window(model.config, length, block, name, samplers, tokenizer.unit)
+    warn_beyond_trained_window(model.config, length, config.block, name, samplers, tokenizer.unit)
     run = SamplingRun(
         checkpoint=source,
         sampler=name,
         steps=model.eval_objective.steps_used(request),
-        seed=seed,
-        temperature=temperature,
-        top_p=top_p,
-        block=block,
-        stride=stride,
+        seed=config.seed,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        block=config.block,
+        stride=config.stride,
         constraint=constraint.description if constraint else None,
         guidance=request.guidance,
         checkpoint_step=model.provenance.get("global_step"),
         weights_crc32=model.provenance.get("weights_crc32"),
     )
-    return SamplingPlan(request, run, batch_size, seed)
+    return SamplingPlan(request, run, config.batch_size, config.seed)
 
 
 def draw_batches(

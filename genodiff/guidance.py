@@ -80,20 +80,12 @@ from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.conditioning import null_label
 from genodiff.errors import InputValueError
-
-#: The schedules of gamma: "constant", or "ramp" (weak while the sequence is mostly masked,
-#: full strength at the end; Rojas et al. 2025 find early guidance hurts and late guidance helps).
-GUIDANCE_SCHEDULES = ("constant", "ramp")
-#: The two forms of D-CBG: one classifier call per (position, value), or one forward and one
-#: backward pass on the one-hot input (the first-order Taylor form).
-CLASSIFIER_FORMS = ("first-order", "exact")
-#: The forms of a guided masked-diffusion step (module doc): "x0" guides the value of an
-#: unmasking position and keeps the unguided unmasking rate (the reference code's D-CFG);
-#: "transition" normalises the guided transition over every outcome, staying masked included
-#: (the paper's equations).
-GUIDANCE_FORMS = ("x0", "transition")
-#: gamma above this is refused: the guided distribution is then a point mass in all but name.
-MAX_GUIDANCE = 100.0
+from genodiff.generation_config import (  # the choices, declared with the options
+    CLASSIFIER_FORMS,
+    GUIDANCE_FORMS,
+    GUIDANCE_SCHEDULES,
+    MAX_GUIDANCE,
+)
 
 # (x (B, L) ids, t (B,) times, labels (B,) or None = the null label) -> (B, L, V) log-probs
 Network = Callable[[Tensor, Tensor, "Tensor | None"], Tensor]

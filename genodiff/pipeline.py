@@ -5,7 +5,7 @@
     import genodiff
 
     model = genodiff.load("outputs/demo")          # a run folder, .ckpt, export folder or Hub id
-    samples = model.generate(8, length=1024, steps=128, seed=0)   # list[str]
+    samples = model.generate(8, length=1024, steps=128, seed=0)   # Samples: a sequence of str
     samples.save("samples.fa")                     # what `genodiff sample` writes
     nelbo = model.score(samples)                   # nats per token, as `genodiff eval --file`
     model.save_pretrained("exported/demo")         # what `genodiff export` writes
@@ -18,12 +18,13 @@ same sequences, scores and files. ``genodiff.train``, ``genodiff.finetune``,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import torch
 from torch import Tensor
@@ -38,6 +39,7 @@ from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
 from genodiff.evaluate import score_sequences
 from genodiff.generate import SamplingPlan, check_feasible, draw_batches, plan
+from genodiff.generation_config import GenerationConfig
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.metrics import (
     OracleQuality,
@@ -54,25 +56,58 @@ from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress
 from genodiff.sample_files import SampleStream, check_output, write_samples
 from genodiff.sample_formats import SamplingRun
+from genodiff.samplers.noise import seed_from
 from genodiff.tokenizers import Tokenizer
 
 PathLike = str | os.PathLike
 
 
-class Samples(list):
-    """Generated sequences: a ``list[str]`` of the decoded samples, with the token ``ids``
-    they were decoded from ((n, L) LongTensor), their provenance ``run`` and the model's
-    ``tokenizer``. ``save`` writes them as ``genodiff sample`` does."""
+class Samples(Sequence[str]):
+    """Generated sequences, immutable: a sequence of the decoded samples (``str``), with the
+    token ``ids`` they were decoded from ((n, L) LongTensor, a copy at each access, so the two
+    cannot disagree), their provenance ``run`` and the model's ``tokenizer``. Indexing gives
+    a sample; slicing gives a ``Samples`` of those samples. ``save`` writes them as
+    ``genodiff sample`` does. Equal to another sequence of the same strings, in order."""
 
     def __init__(self, ids: Tensor, run: SamplingRun, tokenizer: Tokenizer) -> None:
-        super().__init__(tokenizer.decode_sample(row.tolist()) for row in ids)
-        self.ids, self.run, self.tokenizer = ids, run, tokenizer
+        self._ids = ids.clone()  # (n, L)
+        self._texts = tuple(tokenizer.decode_sample(row.tolist()) for row in self._ids)
+        self.run, self.tokenizer = run, tokenizer
+
+    @property
+    def ids(self) -> Tensor:
+        return self._ids.clone()
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Samples: ...
+
+    def __getitem__(self, index: int | slice) -> str | Samples:
+        if isinstance(index, slice):
+            return Samples(self._ids[index], self.run, self.tokenizer)
+        return self._texts[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return self._texts == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self._texts)
+
+    def __repr__(self) -> str:
+        return f"Samples({list(self._texts)!r})"
 
     def save(self, path: PathLike, inputs: Sequence[tuple[str, PathLike]] = ()) -> Path:
         """Write the samples to ``path`` in the format its suffix names (DNA: .fa FASTA with
         the provenance in each header; any domain: .txt, .jsonl), atomically; never over one
         of ``inputs`` ((what, path) pairs). Returns the path."""
-        return write_samples(self.ids, path, self.run, self.tokenizer, inputs)
+        return write_samples(self._ids, path, self.run, self.tokenizer, inputs)
 
 
 @dataclass(frozen=True)
@@ -97,6 +132,29 @@ class Model:
         self.network = network.eval()
         self.source = source
         self._graphed: GraphedNetwork | None = None  # enable_cuda_graphs
+        #: ``generate``'s defaults: the run's ``samples:`` section (its sampler, steps, seed,
+        #: batch size), saved with every checkpoint and export; assign another to change them.
+        self.generation_config = GenerationConfig.from_run_config(network.config)
+
+    def to(
+        self, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+    ) -> Model:
+        """Move the model to ``device`` (``cpu``, ``cuda``, ``cuda:1``; checked as ``load``
+        checks it) and/or cast its floating-point weights to ``dtype`` (e.g.
+        ``torch.bfloat16``); None leaves either as it is. Returns the model. CUDA graphs
+        (``enable_cuda_graphs``) are recorded afresh on a CUDA device, and off on any other."""
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise InputValueError(
+                f"dtype must be a floating-point torch dtype (torch.float32, torch.bfloat16, "
+                f"torch.float16), got {dtype!r}",
+                parameter="dtype",
+            )
+        target = None if device is None else resolve_device(device)
+        self.network.to(device=target, dtype=dtype)
+        if self._graphed is not None:  # recordings hold the old weights' memory
+            on_cuda = self.device.type == "cuda"
+            self._graphed = GraphedNetwork(self.network.eval_backbone) if on_cuda else None
+        return self
 
     def enable_cuda_graphs(self) -> Model:
         """Replay the samplers' network call from CUDA graphs from now on
@@ -139,65 +197,26 @@ class Model:
         num_samples: int,
         length: int | None = None,
         *,
-        label: str | None = None,
-        guidance: float | None = None,
-        guidance_schedule: str | None = None,
-        classifier: PathLike | NoisyClassifierGuide | None = None,
-        classifier_form: str | None = None,
-        guidance_form: str | None = None,
-        sampler: str | None = None,
-        steps: int | None = None,
-        prefix: str | None = None,
-        infill: PathLike | None = None,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        block: int | None = None,
-        stride: int | None = None,
-        seed: int = 0,
-        batch_size: int | None = None,
+        generation_config: GenerationConfig | None = None,
+        generator: torch.Generator | None = None,
         progress: bool | Progress = False,
+        **options: Any,
     ) -> Samples:
-        """``num_samples`` sequences of ``length`` tokens (bp for DNA; default: the training
-        window, or the ``infill`` template's), the same as ``genodiff sample`` draws with the
-        same settings and seed.
+        """``num_samples`` sequences, the same as ``genodiff sample`` draws with the same
+        options and seed.
 
-        - ``sampler``/``steps``: the objective's sampler (default its first: MDLM cached;
-          ``genodiff sample --help`` lists them) and its steps (default 1024; first-hitting
-          and AR take none, and refuse them). ``temperature`` and ``top_p`` reshape every draw.
-        - ``label``: a class of a class-conditional model (``classes``), drawn with
-          classifier-free guidance of strength ``guidance`` (gamma: 0 = p(x), 1 = the
-          conditional model, the default, > 1 towards the class) under ``guidance_schedule``
-          ("constant" or "ramp"); or with a noisy ``classifier`` (a checkpoint of
-          ``genodiff.train_classifier``, or one loaded) in ``classifier_form``
-          ("first-order" or "exact"). ``guidance_form``: "x0" (guide the value of an
-          unmasking token, keep the unguided unmasking rate) or "transition" (the paper's
-          guided transition, staying masked included); default x0 for classifier-free,
-          transition for classifier guidance (UDLM: transition only; SEDD: x0 only).
-        - ``prefix`` (text of the domain: bases for DNA) or ``infill`` (a template file: for
-          DNA a FASTA whose upper-case ACGT are kept) fix positions; ``block``/``stride``
-          drive the semi-autoregressive sampler.
-        - ``batch_size`` sequences per network call (default 16); ``progress`` shows the steps.
-        """
-        job = self._plan(
-            num_samples,
-            length,
-            label=label,
-            guidance=guidance,
-            guidance_schedule=guidance_schedule,
-            classifier=classifier,
-            classifier_form=classifier_form,
-            guidance_form=guidance_form,
-            sampler=sampler,
-            steps=steps,
-            prefix=prefix,
-            infill=infill,
-            temperature=temperature,
-            top_p=top_p,
-            block=block,
-            stride=stride,
-            seed=seed,
-            batch_size=batch_size,
-        )
+        ``options`` are the fields of ``genodiff.generation_config.GenerationConfig`` (sampler,
+        steps, temperature, top_p, prefix, infill, block, stride, label, guidance and its
+        schedule, classifier and its form, guidance_form, seed, batch_size; ``length`` may
+        also come second): each one given here wins over ``generation_config`` (default: the
+        model's, ``Model.generation_config``, from its run's ``samples:`` section), which wins
+        over the defaults; an option given as None is not given. An unknown option, or a value
+        of the wrong type or out of range, is an InputValueError naming it.
+        ``generator``: a ``torch.Generator`` to draw the seed from instead of ``seed`` (one
+        number from it; sequence i then draws from its own stream of (seed, i), as with
+        ``seed``, so the batch size changes nothing; ``samples.run.seed`` records it).
+        ``progress`` shows the steps."""
+        job = self._plan(num_samples, length, options, generation_config, generator)
         check_feasible(job.request, job.batch_size, self.network.eval_backbone)  # all held
         with _progress_bar(progress) as bar:
             batches = self._draw(job, range(num_samples), bar)
@@ -217,20 +236,24 @@ class Model:
         num_nodes: int | None = None,
         inputs: Sequence[tuple[str, PathLike]] = (),
         progress: bool | Progress = False,
+        generation_config: GenerationConfig | None = None,
+        generator: torch.Generator | None = None,
         **options: Any,
     ) -> SampleFile:
-        """``generate``'s sequences (``options``: its keywords, the same seed gives the same
-        sequences) written to ``path`` as they are drawn, batch by batch: memory stays that of
-        a batch whatever ``num_samples``. The file appears complete or not at all
-        (``genodiff.sample_files.SampleStream``); a run killed on the way leaves its staged
-        work, and the same call with ``resume=True`` goes on after the last complete batch
-        and ends with the file an uninterrupted run writes, byte for byte. An existing ``path``
-        is refused unless ``overwrite``. ``devices`` / ``num_nodes`` (with ``accelerator``,
-        as Lightning's): the sequences are drawn by that many processes, each a block of them
-        (``genodiff.parallel``), into one file. ``inputs``: (what, path) pairs the output must
-        not overwrite (``genodiff sample``'s checkpoint, template, classifier). Returns what
-        was written (in the other processes of a multi-process run: ``main`` False)."""
-        job = self._plan(num_samples, length, **options)
+        """``generate``'s sequences (``generation_config``, ``generator``, ``options``: as
+        there; the same seed gives the same sequences) written to ``path`` as they are drawn,
+        batch by batch: memory stays that of a batch whatever ``num_samples``. The file
+        appears complete or not at all (``genodiff.sample_files.SampleStream``); a run killed
+        on the way leaves its staged work, and the same call with ``resume=True`` goes on
+        after the last complete batch and ends with the file an uninterrupted run writes, byte
+        for byte. An existing ``path`` is refused unless ``overwrite``. ``devices`` /
+        ``num_nodes`` (with ``accelerator``, as Lightning's): the sequences are drawn by that
+        many processes, each a block of them (``genodiff.parallel``) on its own device, into
+        one file; the model is back on its device afterwards. ``inputs``: (what, path) pairs
+        the output must not overwrite (``genodiff sample``'s checkpoint, template,
+        classifier). Returns what was written (in the other processes of a multi-process run:
+        ``main`` False)."""
+        job = self._plan(num_samples, length, options, generation_config, generator)
         settings = {"accelerator": accelerator or "auto", "devices": devices or 1}
         settings["num_nodes"] = num_nodes or 1
 
@@ -245,15 +268,14 @@ class Model:
         stream = stream_to(Path(path), overwrite) if is_main_process() else None
         spread = devices is not None or num_nodes is not None
         workers = launch_workers(settings) if spread else Workers()
-        if workers.device is not None:
-            self.network.to(workers.device)
         share = workers.block(num_samples)
         if not workers.main:  # another process: its block into a part file of its own
             part = _part_file(Path(path), workers)
             stream = stream_to(part, True, block=[share.start, share.stop])
         todo = range(share.start + stream.done, share.stop) if not stream.complete else range(0)
+        placed = self._placed_on(workers.device)  # its own device; back on the model's after
         try:
-            with _progress_bar(progress if workers.main else False) as bar:
+            with placed, _progress_bar(progress if workers.main else False) as bar:
                 for start, ids in self._draw(job, todo, bar):
                     stream.write(start, ids)
         except BaseException:
@@ -274,16 +296,52 @@ class Model:
         stream.finish()
         return written
 
-    def _plan(self, num_samples: int, length: int | None, **options: Any) -> SamplingPlan:
-        """``genodiff.generate.plan`` for this model, its classifier loaded when given as a
-        path."""
-        classifier = options.get("classifier")
+    def _plan(
+        self,
+        num_samples: int,
+        length: int | None,
+        options: dict[str, Any],
+        generation_config: GenerationConfig | None = None,
+        generator: torch.Generator | None = None,
+    ) -> SamplingPlan:
+        """``genodiff.generate.plan`` of ``generate``'s arguments for this model: ``options``
+        over ``generation_config`` (default: the model's), the seed drawn from ``generator``
+        when given, the classifier loaded when given as a path."""
+        base = self.generation_config if generation_config is None else generation_config
+        if not isinstance(base, GenerationConfig):
+            raise InputValueError(
+                f"generation_config must be a genodiff GenerationConfig, got {type(base).__name__}",
+                parameter="generation_config",
+            )
+        options = {"length": length, **options}
+        config = base.updated(**options)
+        given = {name for name, value in options.items() if value is not None}
+        if generator is not None:
+            if "seed" in given:
+                raise InputValueError(
+                    "give a seed or a generator, not both: the generator draws the seed",
+                    parameter="seed",
+                )
+            config = config.updated(seed=seed_from(generator))
+        classifier = config.classifier
         if classifier is not None and not isinstance(classifier, NoisyClassifierGuide):
             objective = self.config["objective"]["name"]
-            options["classifier"] = load_classifier(
-                classifier, self.device, generator_objective=objective
-            )
-        return plan(self.network, self.source, num_samples, length, **options)
+            guide = load_classifier(classifier, self.device, generator_objective=objective)
+            config = dataclasses.replace(config, classifier=guide)
+        return plan(self.network, self.source, num_samples, config, given)
+
+    @contextmanager
+    def _placed_on(self, device: torch.device | None) -> Iterator[None]:
+        """The model on ``device`` inside the block (None: where it is), back after."""
+        home = self.device
+        if device is None or device == home:
+            yield
+            return
+        self.to(device)
+        try:
+            yield
+        finally:
+            self.to(home)
 
     def _draw(
         self, job: SamplingPlan, indices: range, progress: Progress | None
@@ -351,14 +409,21 @@ class Model:
         return export_model(self.network, folder, weights, overwrite)
 
 
-def load(reference: PathLike, device: str | torch.device | None = None) -> Model:
+def load(
+    reference: PathLike,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+) -> Model:
     """The trained model ``reference`` names: a run's output folder (its
     ``checkpoints/last.ckpt``), a .ckpt, a folder from ``genodiff export`` /
     ``Model.save_pretrained``, or a Hugging Face Hub id ``org/name[@revision]`` of either; on
-    ``device`` (default: CUDA when available, else the CPU). Nothing is unpickled beyond
-    tensors and plain containers: a checkpoint cannot run code (``genodiff.checkpoints``)."""
-    network = load_model(reference, resolve_device(device))
-    return Model(network, str(reference))
+    ``device`` (default: the CPU, as transformers' ``from_pretrained``: ask for ``"cuda"``
+    here or move it with ``Model.to``), its floating-point weights in ``dtype`` (default: as
+    stored). Its generation config (``Model.generation_config``) is the one its run saved.
+    Nothing is unpickled beyond tensors and plain containers: a checkpoint cannot run code
+    (``genodiff.checkpoints``)."""
+    network = load_model(reference, resolve_device("cpu" if device is None else device))
+    return Model(network, str(reference)).to(dtype=dtype)
 
 
 def evaluate_samples(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -26,6 +27,7 @@ from genodiff.pipeline import Model
 from genodiff.tokenizers import DNATokenizer
 from tests.test_cli import DEMO, ROOT, TINY
 from tests.test_conditioning import TINY_RUN
+from tests.test_generation_config import network_calls
 
 CONDITIONAL = str(ROOT / "configs" / "conditional_demo.yaml")
 
@@ -76,7 +78,7 @@ def test_generate_is_what_genodiff_sample_writes(run, tmp_path):
     model = genodiff.load(run, device="cpu")
     options = {"length": 40, "steps": 6, "seed": 3, "batch_size": 2}
     samples = model.generate(3, **options)
-    assert isinstance(samples, list) and all(isinstance(s, str) for s in samples)
+    assert isinstance(samples, Sequence) and all(isinstance(s, str) for s in samples)
     assert [len(s) for s in samples] == [40, 40, 40]
     flags = ["--num-samples", "3", "--length", "40", "--steps", "6", "--seed", "3"]
     written = sample_cli(run, tmp_path / "cli.fa", *flags, "--batch-size", "2")
@@ -171,6 +173,17 @@ def test_save_pretrained_then_load_draws_the_same_sequences(run, tmp_path):
     )
     assert exported.keys() == written.keys()
     assert all(torch.equal(exported[k], written[k]) for k in exported)
+
+
+def test_a_run_draws_with_the_steps_of_its_samples_section(run, tmp_path):
+    """TINY trains with samples.steps=8: its checkpoint and its export draw with 8 steps (the
+    ancestral sampler calls the network once per step) unless the call says otherwise."""
+    assert "samples.steps=8" in TINY
+    exported = genodiff.load(run).save_pretrained(tmp_path / "exported")
+    for source in (run / "checkpoints" / "last.ckpt", exported):
+        model = genodiff.load(source)
+        assert network_calls(model, 1, length=16, sampler="ancestral") == 8
+        assert network_calls(model, 1, length=16, sampler="ancestral", steps=3) == 3
 
 
 def test_a_conditional_run_generates_each_class_with_guidance(conditional_run, tmp_path):

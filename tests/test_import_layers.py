@@ -36,6 +36,7 @@ LAYERS = (
     "registry",
     "shipped_configs",
     "config_values",
+    "generation_config",
     "conditioning",
     "tokenizers",
     "config",

@@ -91,7 +91,7 @@ def test_top_p_and_temperature_are_recorded(checkpoint, tmp_path, option):
             ["--sampler", "semi-ar", "--block", "16", "--stride", "16"],
             "share block - stride tokens, got stride 16 (--stride, --block)",
         ),
-        (["--top-p", "0"], "top_p (nucleus) must be in (0, 1]"),
+        (["--top-p", "0"], "top_p must be in (0, 1], got 0.0"),
         (["--temperature", "0"], "temperature must be > 0"),
         (["--prefix", "AC", "--infill", "x.fa"], "exclude each other"),
         (["--cuda-graphs", "--device", "cpu"], "need the model on a CUDA device; it is on cpu"),
@@ -135,4 +135,4 @@ def test_help_gives_every_optional_setting_its_default(capsys):
     for option, entry in described.items():
         if option not in required:
             assert "(default: " in entry, entry
-    assert "(default: 1024)" in described["--steps"]
+    assert "(default: the checkpoint's samples.steps, else 1024)" in described["--steps"]

@@ -82,7 +82,7 @@ def test_a_sequence_is_the_same_under_any_batch_size(name, options):
     # (seed, i) through its own stream, whatever came before it
     alone = net.network.eval_objective.sample(
         net.network.eval_backbone,
-        net._plan(1, LENGTH, seed=7, **options).request,
+        net._plan(1, LENGTH, {"seed": 7, **options}).request,
         Noise.per_sequence(7, [3], "cpu"),
     )
     assert net.tokenizer.decode_sample(alone[0].tolist()) == runs[0][3]

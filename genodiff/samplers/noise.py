@@ -33,6 +33,13 @@ def sequence_seed(seed: int, index: int) -> int:
     return int(np.random.SeedSequence([seed, index]).generate_state(1, np.uint64)[0])
 
 
+def seed_from(generator: torch.Generator) -> int:
+    """A run's seed drawn from ``generator`` (one number in [0, 2^63), advancing it): what a
+    caller's ``torch.Generator`` stands for, the sequences' streams then seeded from it as from
+    any seed (``sequence_seed``)."""
+    return int(torch.randint(0, 2**63 - 1, (), generator=generator, device=generator.device))
+
+
 class Noise:
     """The random numbers of one batch of rows: from one ``generator`` for all rows (None:
     torch's global generator), or from one stream per row (``per_sequence``: row j's stream

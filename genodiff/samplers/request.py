@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from genodiff.errors import InputValueError
+from genodiff.generation_config import GenerationConfig
 from genodiff.guidance import Guidance
 
 Step = TypeVar("Step")
@@ -36,7 +37,7 @@ class SampleRequest:
 
     num_samples: int
     length: int
-    steps: int = 1024
+    steps: int = GenerationConfig.steps
     sampler: str | None = None  # None: the objective's default (its first sampler)
     temperature: float = 1.0
     top_p: float = 1.0

@@ -1,0 +1,307 @@
+"""``GenerationConfig`` (issue 36, items 1 and 2): one declaration of the sampling options, from
+which generate's checks, genodiff sample's flags and docs/python_api.md's table follow; a
+model's defaults from its run's ``samples:`` section; the conventions of transformers'
+users (``load(device, dtype)``, ``Model.to``, ``generator=``, an immutable ``Samples``).
+
+The models are small networks with random weights: what is checked is which options a draw
+runs with (the network calls it makes), not what it draws."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import genodiff
+from genodiff import cli
+from genodiff.errors import InputValueError
+from genodiff.generation_config import GenerationConfig, option_names
+from genodiff.model import GenerativeModel
+from genodiff.parallel import Workers
+from genodiff.pipeline import Model, Samples
+from tests.test_cli import ROOT
+
+LENGTH = 16
+
+
+def tiny(samples: dict | None = None) -> Model:
+    """An MDLM on a one-layer Caduceus, random weights; ``samples``: its run's section."""
+    torch.manual_seed(0)
+    config = {
+        "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
+        "objective": {"name": "mdlm"},
+        "data": {"name": "fasta", "max_length": LENGTH},
+        "ema": {"decay": 0},
+    }
+    if samples is not None:
+        config["samples"] = samples
+    return Model(GenerativeModel(config), "in memory")
+
+
+def network_calls(model: Model, *args, **options) -> int:
+    """How many times ``model.generate(*args, **options)`` calls the network."""
+    calls = []
+    hook = model.network.eval_backbone.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        model.generate(*args, **options)
+    finally:
+        hook.remove()
+    return len(calls)
+
+
+# ------------------------------------------------------------------ where a value comes from
+
+
+def test_the_run_samples_section_sets_the_steps_and_a_call_overrides_them():
+    model = tiny({"steps": 5, "seed": 3, "batch_size": 4})
+    config = model.generation_config
+    assert (config.steps, config.seed, config.batch_size) == (5, 3, 4)
+    # ancestral: one network call per step (batch_size 4 >= 1 sample: one batch)
+    assert network_calls(model, 1, sampler="ancestral") == 5
+    assert network_calls(model, 1, sampler="ancestral", steps=3) == 3
+    # a generation config passed to the call replaces the model's; the call's options win
+    passed = GenerationConfig(steps=2, sampler="ancestral")
+    assert network_calls(model, 1, generation_config=passed) == 2
+    assert network_calls(model, 1, generation_config=passed, steps=4) == 4
+    # and the model's seed is the one the samples record
+    assert model.generate(1, steps=2).run.seed == 3
+
+
+def test_a_model_without_a_samples_section_takes_the_defaults():
+    model = tiny()
+    assert model.generation_config == GenerationConfig()
+    assert GenerationConfig().steps == 1024  # the documented default, built independently
+
+
+def test_a_saved_steps_value_is_unused_by_a_sampler_that_takes_none():
+    model = tiny({"steps": 5})
+    drawn = model.generate(1, sampler="first-hitting")  # not refused: the call set no steps
+    assert drawn.run.steps is None and len(drawn[0]) == LENGTH
+    with pytest.raises(InputValueError, match="takes no number of steps") as refused:
+        model.generate(1, sampler="first-hitting", steps=5)
+    assert refused.value.parameter == "steps"
+
+
+def test_save_pretrained_writes_the_generation_config_and_load_reads_it(tmp_path):
+    model = tiny({"steps": 7, "sampler": "ancestral"})
+    folder = model.save_pretrained(tmp_path / "exported", weights="raw")
+    again = genodiff.load(folder)
+    assert again.generation_config == GenerationConfig(steps=7, sampler="ancestral")
+    assert network_calls(again, 1) == 7
+
+
+def test_genodiff_sample_draws_with_the_saved_config_unless_a_flag_says(tmp_path):
+    folder = tiny({"steps": 7, "seed": 5}).save_pretrained(tmp_path / "m", weights="raw")
+    base = ["sample", "--checkpoint", str(folder), "--num-samples", "1", "--length", "8"]
+    assert cli.main([*base, "--out", str(tmp_path / "saved.fa"), "--no-progress"]) == 0
+    header = (tmp_path / "saved.fa").read_text().splitlines()[0]
+    assert " steps=7 " in header and " seed=5 " in header
+    flags = ["--steps", "3", "--seed", "1", "--out", str(tmp_path / "flags.fa"), "--no-progress"]
+    assert cli.main([*base, *flags]) == 0
+    header = (tmp_path / "flags.fa").read_text().splitlines()[0]
+    assert " steps=3 " in header and " seed=1 " in header
+
+
+# ------------------------------------------------------------------ checks, one line each
+
+
+def test_an_unknown_option_is_one_line_listing_the_options():
+    with pytest.raises(InputValueError) as refused:
+        tiny().generate(1, stepz=4)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("unknown generation option 'stepz'")
+    listed = message.split("the options are: ")[1].split(", ")
+    assert listed == [f.name for f in dataclasses.fields(GenerationConfig)]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("steps", 0, "steps must be >= 1, got 0"),
+        ("steps", 2.5, "steps must be an integer, got 2.5"),
+        ("steps", True, "steps must be an integer, got True"),
+        ("length", -3, "length must be >= 1, got -3"),
+        ("temperature", 0.0, "temperature must be > 0, got 0.0"),
+        ("temperature", float("nan"), "temperature must be a finite number, got nan"),
+        ("top_p", 1.5, "top_p must be in (0, 1], got 1.5"),
+        ("guidance", 101.0, "guidance must be in [0, 100], got 101.0"),
+        ("guidance_schedule", "linear", "guidance_schedule must be one of: constant, ramp"),
+        ("classifier_form", "approx", "classifier_form must be one of: first-order, exact"),
+        ("seed", -1, "seed must be >= 0, got -1"),
+        ("batch_size", 0, "batch_size must be >= 1, got 0"),
+        ("prefix", 7, "prefix must be a string, got 7"),
+    ],
+)
+def test_a_value_out_of_its_range_is_refused_naming_the_option(option, value, expected):
+    model = tiny()
+    with pytest.raises(InputValueError) as refused:
+        model.generate(1, **{option: value})
+    assert str(refused.value).startswith(expected) and "\n" not in str(refused.value)
+    assert refused.value.parameter == option
+    with pytest.raises(InputValueError):  # and the same from the dataclass itself
+        GenerationConfig(**{option: value})
+
+
+def test_a_generation_config_is_frozen_and_updated_by_copy():
+    config = GenerationConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.steps = 3
+    changed = config.updated(steps=3, sampler=None)  # None: not given
+    assert (changed.steps, changed.sampler, config.steps) == (3, None, 1024)
+
+
+# ------------------------------------------------------------------ the command's flags
+
+
+def sample_parser() -> argparse.ArgumentParser:
+    commands = next(a for a in cli.build_parser()._actions if isinstance(a.choices, dict))
+    return commands.choices["sample"]
+
+
+def test_every_option_has_its_flag_and_nothing_else_sets_it():
+    actions = {a.dest: a for a in sample_parser()._actions}
+    for name in option_names():
+        action = actions[name]
+        assert f"--{name.replace('_', '-')}" in action.option_strings
+        assert action.default is None  # unset: the checkpoint's generation config decides
+    values = {
+        "--length": ("32", 32),
+        "--steps": ("9", 9),
+        "--top-p": ("0.5", 0.5),
+        "--nucleus": ("0.25", 0.25),
+        "--seed": ("4", 4),
+        "--guidance-form": ("transition", "transition"),
+    }
+    base = ["--checkpoint", "x", "--out", "y.fa"]
+    for flag, (text, parsed) in values.items():
+        args = sample_parser().parse_args([*base, flag, text])
+        name = "top_p" if flag == "--nucleus" else flag[2:].replace("-", "_")
+        assert getattr(args, name) == parsed
+
+
+def test_the_help_gives_each_default(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["sample", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: the checkpoint's samples.steps, else 1024)" in text
+    assert "(default: the checkpoint's samples.seed, else 0)" in text
+    assert "(default: the checkpoint's samples.batch_size, else 16)" in text
+    assert "in (0, 1] (default: 1.0)" in text
+
+
+# ------------------------------------------------------------------ the docs' table
+
+
+def docs_table() -> dict[str, list[str]]:
+    """docs/python_api.md's option table: {option: [flags cell, default cell, notes]}."""
+    text = (ROOT / "docs" / "python_api.md").read_text()
+    start = text.index("| option | `genodiff sample` flag | default |")
+    rows = {}
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_the_docs_table_lists_every_option_with_its_flag_and_default():
+    table = docs_table()
+    assert list(table) == option_names()  # every option, in order, and no other
+    for field in dataclasses.fields(GenerationConfig):
+        flags, default, _ = table[field.name]
+        assert f"`--{field.name.replace('_', '-')}`" in flags
+        assert default == f"`{field.default!r}`", field.name
+
+
+def test_the_docs_table_check_fails_on_a_wrong_default(monkeypatch, tmp_path):
+    """The check above reads the file: a table whose steps default drifted fails it."""
+    text = (ROOT / "docs" / "python_api.md").read_text()
+    drifted = re.sub(r"(\| `steps` \|[^|]*\| )`1024`", r"\1`256`", text)
+    assert drifted != text
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "python_api.md").write_text(drifted)
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    with pytest.raises(AssertionError, match="steps"):
+        test_the_docs_table_lists_every_option_with_its_flag_and_default()
+
+
+# ------------------------------------------------------------------ item 2: conventions
+
+
+def test_a_generator_draws_the_seed_and_the_batch_size_changes_nothing():
+    model = tiny()
+    options = {"length": LENGTH, "steps": 3}
+    first = model.generate(4, generator=torch.Generator().manual_seed(11), batch_size=4, **options)
+    again = model.generate(4, generator=torch.Generator().manual_seed(11), batch_size=1, **options)
+    assert first == again and torch.equal(first.ids, again.ids)
+    # the seed it drew is recorded, and that seed draws the same sequences
+    assert model.generate(4, seed=first.run.seed, **options) == first
+    other = model.generate(4, generator=torch.Generator().manual_seed(12), **options)
+    assert other != first
+    with pytest.raises(InputValueError, match="a seed or a generator, not both"):
+        model.generate(1, seed=1, generator=torch.Generator(), **options)
+
+
+def test_samples_are_immutable_and_a_slice_keeps_save(tmp_path):
+    samples = tiny().generate(4, steps=2, seed=1)
+    assert isinstance(samples, Samples) and len(samples) == 4
+    for change in (lambda: samples.append("ACGT"), lambda: samples.__setitem__(0, "ACGT")):
+        with pytest.raises((AttributeError, TypeError)):
+            change()
+    samples.ids[0, 0] = 99  # a copy: the samples keep theirs
+    tokenizer = samples.tokenizer
+    assert [tokenizer.decode_sample(row.tolist()) for row in samples.ids] == list(samples)
+    part = samples[1:3]
+    assert isinstance(part, Samples) and list(part) == [samples[1], samples[2]]
+    assert torch.equal(part.ids, samples.ids[1:3])
+    written = part.save(tmp_path / "part.fa").read_text()
+    assert written.count(">") == 2 and samples[1] in written and samples[0] not in written
+
+
+def test_load_takes_a_device_and_a_dtype_and_to_returns_the_model(tmp_path):
+    folder = tiny({"steps": 2}).save_pretrained(tmp_path / "m", weights="raw")
+    model = genodiff.load(folder)  # the CPU unless asked, as transformers
+    assert model.device == torch.device("cpu")
+    assert {p.dtype for p in model.network.parameters()} == {torch.float32}
+    half = genodiff.load(folder, device="cpu", dtype=torch.bfloat16)
+    assert {p.dtype for p in half.network.parameters()} == {torch.bfloat16}
+    assert len(half.generate(1, length=8)[0]) == 8
+    assert model.to("cpu", torch.bfloat16) is model
+    assert {p.dtype for p in model.network.parameters()} == {torch.bfloat16}
+    with pytest.raises(InputValueError, match="floating-point") as refused:
+        model.to(dtype=torch.int64)
+    assert refused.value.parameter == "dtype"
+
+
+class _OneProcess:
+    """A one-process run's stand-in for Lightning's Fabric, on ``device``."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def barrier(self) -> None:
+        pass
+
+
+def test_generate_to_file_leaves_the_model_where_it_was(tmp_path, monkeypatch):
+    model = tiny()
+    moves: list[torch.device] = []
+    original = Model.to
+
+    def to(self, device=None, dtype=None):
+        moves.append(torch.device(device))
+        return original(self, device, dtype)
+
+    monkeypatch.setattr(Model, "to", to)
+    elsewhere = torch.device("cpu", 0)  # another device than the model's (cpu), on any machine
+    workers = Workers(fabric=_OneProcess(elsewhere))
+    monkeypatch.setattr("genodiff.pipeline.launch_workers", lambda settings: workers)
+    written = model.generate_to_file(tmp_path / "s.fa", 2, LENGTH, steps=2, devices=1)
+    assert Path(written.path).read_text().count(">") == 2
+    assert moves == [elsewhere, torch.device("cpu")]  # drawn there, then back
+    assert model.device == torch.device("cpu")
