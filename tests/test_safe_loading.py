@@ -38,8 +38,8 @@ from genodiff.checkpoints import (
     open_checkpoint,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.io import DamagedFileError, Placeholder, is_loadable
-from genodiff.checkpoints.run_folder import check_resume
+from genodiff.checkpoints.io import DamagedFileError, Placeholder, loadable_checkpoint
+from genodiff.checkpoints.run_folder import check_resume, resume_checkpoint
 from genodiff.classifiers import load_classifier
 from genodiff.finetuning.trained import load_finetuned_classifier
 from tests import test_hub
@@ -198,7 +198,7 @@ def test_the_reader_refuses_the_payload_in_one_line(tmp_path, payload, zip_forma
         read_checkpoint_file(path)
     assert_refused(err, path)
     assert not marker.exists()
-    assert not is_loadable(path)  # so ckpt_path= refuses it too
+    assert loadable_checkpoint(path) is None  # so a fine-tuning fold does not resume it
 
 
 # ----------------------------------------------------------------------------- folders
@@ -258,7 +258,7 @@ FOLDER_LOADERS = {
 FILE_LOADERS = {
     "inspect_checkpoint": inspect_checkpoint,
     "export_checkpoint": lambda path: export_checkpoint(path, path.parent / "exported"),
-    "check_resume": lambda path: check_resume({"trainer": {}}, path),
+    "resume_checkpoint": lambda path: resume_checkpoint(str(path), path.parent),
 }
 
 
@@ -286,7 +286,7 @@ def test_genodiff_info_refuses_it_in_one_line(tmp_path, payload, capsys):
     assert not marker.exists()
 
 
-def test_check_resume_reads_through_the_crc_check(tmp_path):
+def test_a_resume_reads_through_the_crc_check(tmp_path):
     config = {"model": {"name": "caduceus"}, "trainer": {"max_steps": 10}}
     path = tmp_path / "last.ckpt"
     content = {
@@ -295,11 +295,12 @@ def test_check_resume_reads_through_the_crc_check(tmp_path):
         "global_step": 3,
     }
     torch.save(content, path)
-    assert check_resume(config, path) == []  # intact: nothing changed, steps left
+    resumed = resume_checkpoint(str(path), tmp_path)
+    assert check_resume(config, resumed) == []  # intact: nothing changed, steps left
     invert_bytes(path, tensor_data_offset(path) + 128)  # a tensor's bytes, changed on disk
     assert torch.load(path, weights_only=True)["global_step"] == 3  # torch does not notice
     with pytest.raises(DamagedFileError, match="damaged"):
-        check_resume(config, path)
+        resume_checkpoint(str(path), tmp_path)
 
 
 # ----------------------------------------------------------------------------- allowed files

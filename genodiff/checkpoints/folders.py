@@ -233,9 +233,8 @@ def load_pretrained(
     (``genodiff.checkpoints.Placeholder``) and takes the weights: no code from the file runs.
     """
     directory = hub.resolve(directory, FOLDER_FILES)
-    config = _read_config(directory)
-    backbone, layout = detect_layout(config, directory)
-    model = build(backbone, **{**layout.read_config(config), **overrides})
+    backbone, layout, config = read_backbone_config(directory)
+    model = build(backbone, **{**config, **overrides})
     weights = _weights_file(directory)
     stored = _read_weights(weights, stub_unknown_classes)
     state = {layout.to_genodiff(k): t for k, t in stored.items()}
@@ -259,11 +258,19 @@ def init_backbone(
         ) from None
 
 
-def _read_config(directory: Path) -> dict[str, Any]:
+def read_backbone_config(directory: Path) -> tuple[str, CheckpointLayout, dict[str, Any]]:
+    """The config.json of a checkpoint folder: the backbone and layout it matches
+    (``detect_layout``) and the genodiff config read from it, checked against what the
+    backbone's class takes (``check_run_config``: an input error naming the file for a field
+    of another type, such as ``"n_layer": "two"``)."""
     path = directory / CONFIG_FILE
     if not path.is_file():
         raise InputFileNotFoundError(f"{directory} is not a checkpoint folder: no {CONFIG_FILE}")
-    return read_json_object(path)
+    reference = read_json_object(path)
+    backbone, layout = detect_layout(reference, directory)
+    config = layout.read_config(reference)
+    check_run_config({"model": {"name": backbone, **config}}, path, "restore the file")
+    return backbone, layout, config
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
