@@ -15,7 +15,9 @@ and upstream MDLM's Lightning checkpoints hold), so a file from the Hub can hold
 runs on loading. A file that needs anything else is refused in one line
 (``UnsafePickleError``); with ``stub_unknown_classes=True`` each other global is read as an
 inert ``Placeholder`` (the data it was built from kept, none of its code run), which is enough
-to take the weights out of another project's checkpoint. No path unpickles with code.
+to take the weights out of another project's checkpoint. No path unpickles with code; Lightning's
+own reads (a resume, ``trainer.test`` of a checkpoint) go through it too, by
+``AtomicCheckpointIO.load_checkpoint``.
 """
 
 from __future__ import annotations
