@@ -131,6 +131,19 @@ def test_last_falls_back_to_the_newest_loadable_checkpoint(tmp_path, capsys):
         run_folder.resume_checkpoint(str(folder / "last.ckpt"), tmp_path)
 
 
+def test_a_named_checkpoint_must_be_a_training_checkpoint_file(tmp_path):
+    folder = tmp_path / run_folder.CHECKPOINT_FOLDER
+    save_checkpoint(folder / "last.ckpt", 6)
+    with pytest.raises(ConfigError, match=r"checkpoints: is a folder; pass a \.ckpt"):
+        run_folder.resume_checkpoint(str(folder), tmp_path)  # not the last.ckpt inside
+    content = torch.load(folder / "last.ckpt", weights_only=True)
+    for step in (None, "6", -1):
+        torch.save({**content, "global_step": step}, folder / "odd.ckpt")
+        with pytest.raises(ValueError, match=rf"no training step \(global_step is {step!r}\)"):
+            run_folder.resume_checkpoint(str(folder / "odd.ckpt"), tmp_path)
+    assert run_folder.resume_checkpoint("last", tmp_path).content["global_step"] == 6
+
+
 def test_hold_removes_what_a_killed_writer_left(tmp_path):
     folder = tmp_path / run_folder.CHECKPOINT_FOLDER
     folder.mkdir()

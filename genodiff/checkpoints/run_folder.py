@@ -59,10 +59,9 @@ def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> StoredCheckpoi
         return None
     if ckpt_path != "last":
         path = Path(ckpt_path).expanduser().resolve()
-        if not path.exists():
-            raise ConfigError(
-                f"ckpt_path={ckpt_path}: not found; pass another .ckpt or ckpt_path=last"
-            )
+        if not path.is_file():  # a folder, even an exported one, holds no training state
+            state = "is a folder" if path.is_dir() else "not found"
+            raise ConfigError(f"ckpt_path={ckpt_path}: {state}; pass a .ckpt or ckpt_path=last")
         return resumable(path)
     folder = output_dir / CHECKPOINT_FOLDER
     candidates = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
