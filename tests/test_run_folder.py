@@ -127,7 +127,7 @@ def test_last_falls_back_to_the_newest_loadable_checkpoint(tmp_path, capsys):
         (folder / name).write_bytes(b"not a checkpoint")
     with pytest.raises(ConfigError, match="only damaged checkpoints"):
         run_folder.resume_checkpoint("last", tmp_path)
-    with pytest.raises(ValueError, match="is not a loadable genodiff checkpoint"):
+    with pytest.raises(ConfigError, match="damaged or not a training checkpoint"):
         run_folder.resume_checkpoint(str(folder / "last.ckpt"), tmp_path)
 
 

@@ -53,8 +53,8 @@ def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> StoredCheckpoi
     """The checkpoint a run resumes from, read once (``resumable``): None for a new run; for
     ``ckpt_path=last`` ``output_dir/checkpoints/last.ckpt``, or when that is missing or cannot
     be resumed the newest checkpoint beside it that can (said on stderr); else the file
-    ``ckpt_path`` names, whose refusal is the reader's one line. ConfigError when there is none
-    to resume from."""
+    ``ckpt_path`` names. ConfigError when there is none to resume from (for a file named, with
+    the reader's own line: damaged, unsafe, not a training checkpoint)."""
     if ckpt_path is None:
         return None
     if ckpt_path != "last":
@@ -62,7 +62,13 @@ def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> StoredCheckpoi
         if not path.is_file():  # a folder, even an exported one, holds no training state
             state = "is a folder" if path.is_dir() else "not found"
             raise ConfigError(f"ckpt_path={ckpt_path}: {state}; pass a .ckpt or ckpt_path=last")
-        return resumable(path)
+        try:
+            return resumable(path)
+        except UserInputError as err:  # the reader's line, said of the setting
+            raise ConfigError(
+                f"ckpt_path={ckpt_path} is damaged or not a training checkpoint ({err}); pass "
+                "another .ckpt or ckpt_path=last"
+            ) from None
     folder = output_dir / CHECKPOINT_FOLDER
     candidates = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
     candidates.sort(key=lambda p: p.name != LAST)  # last.ckpt first, then newest first
