@@ -9,7 +9,9 @@ Three kinds of checkpoint, told apart by what they hold:
 
 ``open_checkpoint`` resolves a reference (a file; a run's output folder, its checkpoints folder or
 an exported folder; a Hugging Face Hub id), reads it through the CRC-checked, weights_only reader
-(``io.read_checkpoint_file``: no code in a file runs), tells its kind, rebuilds its tokenizer and
+(``io.read_checkpoint_file``: no code in a file runs), tells its kind, copies what it records
+(``RECORD_KEYS``: its config, ...) as bounded trees of plain values before anything walks them
+(``plain.plain_tree``; an exported folder's JSON likewise), rebuilds its tokenizer and
 refuses, in one line, a checkpoint of another kind than the one asked for, saying what it is and
 where it goes. Each kind's builder loads its weights with ``weights.load_weights`` (strict, and
 finite): ``load_model`` here (every command that uses a trained model: ``genodiff sample``,
