@@ -146,9 +146,9 @@ def test_a_finetune_folder_without_results_takes_another_config(tmp_path):
 
 
 def test_check_resume_names_a_changed_tokenizer_and_keeps_old_keys_out(tmp_path):
-    import torch
-
     from genodiff.checkpoints import run_folder
+    from genodiff.checkpoints.load import GENERATOR, StoredCheckpoint
+    from genodiff.tokenizers import DNATokenizer
 
     recorded = {
         "tokenizer": {"name": "trained", "vocab_size": 200},
@@ -156,8 +156,10 @@ def test_check_resume_names_a_changed_tokenizer_and_keeps_old_keys_out(tmp_path)
         "trainer": {"max_steps": 3},
         "optim": {"lr": 0.001},
     }
-    checkpoint = tmp_path / "last.ckpt"
-    torch.save({"hyper_parameters": {"config": recorded}, "global_step": 3}, checkpoint)
+    content = {"hyper_parameters": {"config": recorded}, "global_step": 3}
+    checkpoint = StoredCheckpoint(
+        GENERATOR, tmp_path / "last.ckpt", content, DNATokenizer(), recorded
+    )
     current = {
         "tokenizer": {"name": "trained", "vocab_size": 300},
         "model": {"name": "dit", "hidden_dim": 32, "new_option": 2},  # keys of one side only

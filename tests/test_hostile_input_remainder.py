@@ -13,13 +13,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from genodiff import cli
+from genodiff.checkpoints import export_checkpoint, load_model, load_pretrained
+from genodiff.errors import InputValueError
 from genodiff.generate import Constraint
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from genodiff.tokenizers import DNATokenizer
 from tests.test_bad_input_cli import one_line_error
+from tests.test_hub import training_checkpoint
 from tests.test_sample_cli import checkpoint  # noqa: F401 (a module-scoped fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -312,3 +316,149 @@ def test_a_classifier_into_a_run_folder_is_not_told_to_resume(checkpoint, capsys
     err = one_line_error(capsys, "classifier")
     assert "already holds a run" in err and "ckpt_path" not in err  # it cannot resume
     assert "choose another output_dir" in err
+
+
+# ------------------------------------------------------------------ nothing in a file is trusted
+
+
+def hostile_checkpoint(path: Path, edit) -> Path:
+    """A training checkpoint (``tests.test_hub.training_checkpoint``) whose content ``edit``
+    changed, written back as a torch file."""
+    training_checkpoint(path, seed=0)
+    content = torch.load(path, weights_only=True)
+    edit(content, content["hyper_parameters"]["config"])
+    torch.save(content, path)
+    return path
+
+
+def shared_lists(depth: int, width: int) -> list:
+    """``width`` references to one list, nested ``depth`` times: a few hundred pickled bytes,
+    ``width ** depth`` leaves when walked."""
+    tree: list = []
+    for _ in range(depth):
+        tree = [tree] * width
+    return tree
+
+
+def run_cli(args: list[str]) -> subprocess.CompletedProcess:
+    """``genodiff ARGS`` in a process of its own, stopped after a generous time: what hangs
+    fails instead of stopping the suite."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "genodiff.cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize(
+    ("depth", "width", "command", "refusal"),
+    [
+        (60, 2, "info", "is nested more than 32 containers deep"),  # 2**60 leaves
+        (20, 8, "export", "is not a tree of at most 100,000 values"),  # 8**20, 20 deep
+    ],
+)
+def test_a_config_of_shared_lists_is_refused_in_one_line(tmp_path, depth, width, command, refusal):
+    def edit(content, config):
+        config["data"]["extra"] = shared_lists(depth, width)
+
+    path = hostile_checkpoint(tmp_path / "shared.ckpt", edit)
+    assert path.stat().st_size < 2_000_000  # the tree is small on disk
+    out = tmp_path / "exported"
+    args = {"info": ["info", str(path)], "export": ["export", "--checkpoint", str(path)]}[command]
+    done = run_cli([*args, *(["--out", str(out)] if command == "export" else [])])
+    assert done.returncode == 2, done.stderr[-2000:]  # was: a hang
+    err = done.stderr.strip()
+    assert err.startswith(f"genodiff {command}: error: {path}: hyper_parameters.config.data.extra")
+    assert refusal in err and "\n" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["info", "eval", "export", "sample"])
+def test_an_interpolation_in_a_stored_config_is_refused_not_resolved(
+    tmp_path, capsys, monkeypatch, command
+):
+    home = str(tmp_path / "the-home-folder")
+    monkeypatch.setenv("HOME", home)
+
+    def edit(content, config):  # the data section as an OmegaConf container, as Hydra has it
+        config["data"] = OmegaConf.create({**config["data"], "fasta": "${oc.env:HOME}"})
+
+    path = str(hostile_checkpoint(tmp_path / "interpolated.ckpt", edit))
+    out = tmp_path / "out"
+    args = {
+        "info": ["info", path],
+        "eval": ["eval", "--checkpoint", path, "--num-windows", "1"],  # was: read $HOME as FASTA
+        "export": ["export", "--checkpoint", path, "--out", str(out)],  # was: a TypeError
+        "sample": ["sample", "--checkpoint", path, *SAMPLE, "--out", str(out)],
+    }[command]
+    assert cli.main(args) == 2
+    err = one_line_error(capsys, command)
+    assert f"{path}: hyper_parameters.config.data.fasta holds '${{oc.env:HOME}}'" in err
+    assert "OmegaConf would resolve" in err and home not in err
+    assert not out.exists()
+    with pytest.raises(InputValueError, match=r"data\.fasta holds '\$\{oc\.env:HOME\}'"):
+        load_model(path)
+
+
+def test_a_plain_omegaconf_container_in_a_stored_config_loads_as_plain_values(tmp_path):
+    def edit(content, config):
+        config["data"] = OmegaConf.create(config["data"])
+
+    path = hostile_checkpoint(tmp_path / "omegaconf.ckpt", edit)
+    expected = torch.load(path, weights_only=False)["hyper_parameters"]["config"]["data"]
+    data = load_model(path).config["data"]
+    assert type(data) is dict and data == OmegaConf.to_container(expected)
+
+
+@pytest.mark.parametrize("command", ["export", "sample", "eval"])
+def test_an_unknown_objective_in_a_ckpt_is_one_line(tmp_path, capsys, command):
+    def edit(content, config):
+        config["objective"]["name"] = "edited"
+
+    path = str(hostile_checkpoint(tmp_path / "edited.ckpt", edit))
+    out = tmp_path / "out"
+    args = {
+        "export": ["export", "--checkpoint", path, "--out", str(out)],  # was: written anyway
+        "sample": ["sample", "--checkpoint", path, *SAMPLE, "--out", str(out)],
+        "eval": ["eval", "--checkpoint", path, "--num-windows", "1"],
+    }[command]
+    assert cli.main(args) == 2
+    err = one_line_error(capsys, command)
+    assert "unknown objective 'edited'" in err and "known objectives: " in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["info", "sample", "load_pretrained"])
+def test_a_config_json_field_of_another_type_is_one_line(tmp_path, capsys, command):
+    training_checkpoint(tmp_path / "last.ckpt", seed=0)
+    folder = export_checkpoint(tmp_path / "last.ckpt", tmp_path / "exported")
+    config = json.loads((folder / "config.json").read_text())
+    config["n_layer"] = "two"
+    (folder / "config.json").write_text(json.dumps(config))
+    refusal = f"{folder / 'config.json'} is inconsistent"
+    if command == "load_pretrained":  # was: TypeError, deep in the backbone's constructor
+        with pytest.raises(InputValueError, match=refusal) as raised:
+            load_pretrained(folder)
+        err = str(raised.value)
+    else:
+        out = tmp_path / "s.fa"
+        args = ["sample", "--checkpoint", str(folder), *SAMPLE, "--out", str(out)]
+        assert cli.main(args if command == "sample" else ["info", str(folder)]) == 2
+        err = one_line_error(capsys, command)
+        assert refusal in err and not out.exists()
+    assert "model.n_layer: expected an integer, got 'two'" in err
+
+
+@pytest.mark.parametrize("edit", ["interpolation", "nested"])
+def test_an_exported_folders_json_is_a_bounded_plain_tree(tmp_path, capsys, edit):
+    training_checkpoint(tmp_path / "last.ckpt", seed=0)
+    folder = export_checkpoint(tmp_path / "last.ckpt", tmp_path / "exported")
+    record_path = folder / "genodiff.json"
+    if edit == "interpolation":
+        record = json.loads(record_path.read_text())
+        record["config"]["model"]["d_model"] = "${oc.env:GENODIFF_WIDTH}"
+        record_path.write_text(json.dumps(record))
+        refusal = f"{record_path}: config.model.d_model holds '${{oc.env:GENODIFF_WIDTH}}'"
+    else:  # deeper than Python's JSON parser goes
+        record_path.write_text('{"config": ' + "[" * 100_000 + "]" * 100_000 + "}")
+        refusal = f"{record_path}: the record is nested more than 32 containers deep"
+    assert cli.main(["info", str(folder)]) == 2
+    assert refusal in one_line_error(capsys, "info")

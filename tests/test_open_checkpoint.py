@@ -19,6 +19,7 @@ from genodiff import registry
 from genodiff.checkpoints import CheckpointError, load_model, open_checkpoint
 from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY
 from genodiff.checkpoints.load import UnknownCheckpointError
+from genodiff.checkpoints.plain import plain_tree
 from genodiff.classifiers import load_classifier
 from genodiff.classifiers.checkpoint import classifier_record
 from genodiff.classifiers.model import build_classifier
@@ -220,3 +221,32 @@ def test_the_loader_imports_no_higher_layer():
         [sys.executable, "-c", LAYERS], capture_output=True, text=True, check=True
     )
     assert json.loads(result.stdout) == [[], []]
+
+
+@pytest.mark.parametrize(
+    ("value", "refusal"),
+    [
+        ({"w": torch.zeros(2)}, "w holds a torch.Tensor, not a plain value"),
+        ({"model": {1: "a"}}, "model has a key that is not a string (1)"),
+        ({"data": {"fasta": "???"}}, "data.fasta holds '???', which OmegaConf would resolve"),
+        ({"a": [0, "x${y}"]}, "a[1] holds 'x${y}', which OmegaConf would resolve"),
+        ({"a": (1, 2)}, "a holds a builtins.tuple, not a plain value"),
+    ],
+)
+def test_a_record_that_is_no_plain_tree_is_named_with_its_key(value, refusal):
+    with pytest.raises(InputValueError) as raised:
+        plain_tree(value, "f.ckpt", "config")
+    assert str(raised.value).startswith(f"f.ckpt: config.{refusal}")
+
+
+def test_a_plain_tree_copies_omegaconf_unresolved_and_shares_nothing():
+    shared = [1, 2]
+    config = OmegaConf.create({"model": {"layers": [4, 8]}, "name": "run"})
+    copied = plain_tree({"a": shared, "b": shared, "config": config}, "f.ckpt")
+    assert copied == {
+        "a": [1, 2],
+        "b": [1, 2],
+        "config": {"model": {"layers": [4, 8]}, "name": "run"},
+    }
+    assert copied["a"] is not copied["b"] and copied["a"] is not shared
+    assert type(copied["config"]) is dict and type(copied["config"]["model"]["layers"]) is list

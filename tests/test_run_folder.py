@@ -104,7 +104,8 @@ def test_output_dir_that_is_a_file_is_refused(tmp_path):
 
 def save_checkpoint(path, step):
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": {"w": torch.ones(3)}, "global_step": step}, path)
+    content = {"state_dict": {"w": torch.ones(3)}, "global_step": step}
+    torch.save({**content, "hyper_parameters": {"config": {}}}, path)
 
 
 def test_last_falls_back_to_the_newest_loadable_checkpoint(tmp_path, capsys):
@@ -112,12 +113,14 @@ def test_last_falls_back_to_the_newest_loadable_checkpoint(tmp_path, capsys):
     save_checkpoint(folder / "best-step2.ckpt", 2)
     save_checkpoint(folder / "best-step4.ckpt", 4)
     save_checkpoint(folder / "last.ckpt", 6)
-    assert run_folder.resume_checkpoint("last", tmp_path) == (folder / "last.ckpt").resolve()
+    assert run_folder.resume_checkpoint("last", tmp_path).source == (folder / "last.ckpt").resolve()
     assert capsys.readouterr().err == ""
 
     data = (folder / "last.ckpt").read_bytes()
     (folder / "last.ckpt").write_bytes(data[: len(data) // 2])  # truncated by a crash
-    assert run_folder.resume_checkpoint("last", tmp_path) == (folder / "best-step4.ckpt").resolve()
+    resumed = run_folder.resume_checkpoint("last", tmp_path)
+    assert resumed.source == (folder / "best-step4.ckpt").resolve()
+    assert resumed.content["global_step"] == 4
     assert "last.ckpt is missing or damaged; resuming from" in capsys.readouterr().err
 
     for name in ("best-step2.ckpt", "best-step4.ckpt"):
@@ -126,6 +129,19 @@ def test_last_falls_back_to_the_newest_loadable_checkpoint(tmp_path, capsys):
         run_folder.resume_checkpoint("last", tmp_path)
     with pytest.raises(ConfigError, match="damaged or not a training checkpoint"):
         run_folder.resume_checkpoint(str(folder / "last.ckpt"), tmp_path)
+
+
+def test_a_named_checkpoint_must_be_a_training_checkpoint_file(tmp_path):
+    folder = tmp_path / run_folder.CHECKPOINT_FOLDER
+    save_checkpoint(folder / "last.ckpt", 6)
+    with pytest.raises(ConfigError, match=r"checkpoints: is a folder; pass a \.ckpt"):
+        run_folder.resume_checkpoint(str(folder), tmp_path)  # not the last.ckpt inside
+    content = torch.load(folder / "last.ckpt", weights_only=True)
+    for step in (None, "6", -1):
+        torch.save({**content, "global_step": step}, folder / "odd.ckpt")
+        with pytest.raises(ValueError, match=rf"no training step \(global_step is {step!r}\)"):
+            run_folder.resume_checkpoint(str(folder / "odd.ckpt"), tmp_path)
+    assert run_folder.resume_checkpoint("last", tmp_path).content["global_step"] == 6
 
 
 def test_hold_removes_what_a_killed_writer_left(tmp_path):

@@ -14,6 +14,7 @@ payload stays inert too."""
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import pickle
@@ -38,8 +39,13 @@ from genodiff.checkpoints import (
     open_checkpoint,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.io import DamagedFileError, Placeholder, is_loadable
-from genodiff.checkpoints.run_folder import check_resume
+from genodiff.checkpoints.io import (
+    AtomicCheckpointIO,
+    DamagedFileError,
+    Placeholder,
+    loadable_checkpoint,
+)
+from genodiff.checkpoints.run_folder import check_resume, resume_checkpoint
 from genodiff.classifiers import load_classifier
 from genodiff.finetuning.trained import load_finetuned_classifier
 from tests import test_hub
@@ -198,7 +204,7 @@ def test_the_reader_refuses_the_payload_in_one_line(tmp_path, payload, zip_forma
         read_checkpoint_file(path)
     assert_refused(err, path)
     assert not marker.exists()
-    assert not is_loadable(path)  # so ckpt_path= refuses it too
+    assert loadable_checkpoint(path) is None  # so a fine-tuning fold does not resume it
 
 
 # ----------------------------------------------------------------------------- folders
@@ -258,7 +264,6 @@ FOLDER_LOADERS = {
 FILE_LOADERS = {
     "inspect_checkpoint": inspect_checkpoint,
     "export_checkpoint": lambda path: export_checkpoint(path, path.parent / "exported"),
-    "check_resume": lambda path: check_resume({"trainer": {}}, path),
 }
 
 
@@ -286,7 +291,7 @@ def test_genodiff_info_refuses_it_in_one_line(tmp_path, payload, capsys):
     assert not marker.exists()
 
 
-def test_check_resume_reads_through_the_crc_check(tmp_path):
+def test_a_resume_reads_through_the_crc_check(tmp_path):
     config = {"model": {"name": "caduceus"}, "trainer": {"max_steps": 10}}
     path = tmp_path / "last.ckpt"
     content = {
@@ -295,11 +300,12 @@ def test_check_resume_reads_through_the_crc_check(tmp_path):
         "global_step": 3,
     }
     torch.save(content, path)
-    assert check_resume(config, path) == []  # intact: nothing changed, steps left
+    resumed = resume_checkpoint(str(path), tmp_path)
+    assert check_resume(config, resumed) == []  # intact: nothing changed, steps left
     invert_bytes(path, tensor_data_offset(path) + 128)  # a tensor's bytes, changed on disk
     assert torch.load(path, weights_only=True)["global_step"] == 3  # torch does not notice
-    with pytest.raises(DamagedFileError, match="damaged"):
-        check_resume(config, path)
+    with pytest.raises(ValueError, match=rf"damaged .*{path} is damaged: its bytes changed"):
+        resume_checkpoint(str(path), tmp_path)
 
 
 # ----------------------------------------------------------------------------- allowed files
@@ -379,3 +385,158 @@ def test_a_weights_ckpt_without_a_state_dict_is_one_clear_error(tmp_path):
     assert str(err.value) == (
         f"{folder / 'weights.ckpt'} holds no state_dict: it is not a Lightning checkpoint"
     )
+
+
+# ----------------------------------------------------------------------------- Lightning's reads
+
+
+class Line(L.LightningModule):
+    """The smallest module Lightning trains: one linear layer on zeros."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(2, 1)
+
+    def training_step(self, batch: torch.Tensor, index: int) -> torch.Tensor:
+        return self.layer(batch).sum()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self) -> torch.utils.data.DataLoader:
+        return torch.utils.data.DataLoader(torch.zeros(4, 2), batch_size=2)
+
+
+def line_trainer(folder: Path, max_steps: int) -> L.Trainer:
+    """A Trainer with the CheckpointIO genodiff gives its own (genodiff.training.trainer)."""
+    return L.Trainer(
+        default_root_dir=folder,
+        max_steps=max_steps,
+        plugins=[AtomicCheckpointIO()],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+
+
+def test_lightnings_resume_refuses_a_payload_even_with_weights_only_forced_off(
+    tmp_path, payload, monkeypatch
+):
+    command, marker = payload
+    path = tmp_path / "evil.ckpt"
+    trainer = line_trainer(tmp_path, 1)
+    trainer.fit(Line())
+    trainer.save_checkpoint(path)
+    content = torch.load(path, weights_only=True)
+    torch.save({**content, "callbacks": {"ModelCheckpoint": command}}, path)
+    # torch.load without weights_only=True, as Lightning's own read calls it, would run it
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(UnsafePickleError) as err:
+        line_trainer(tmp_path, 2).fit(Line(), ckpt_path=path)
+    assert_refused(err, path)
+    assert not marker.exists()
+
+
+def test_lightnings_resume_checks_the_crc(tmp_path):
+    path = tmp_path / "last.ckpt"
+    trainer = line_trainer(tmp_path, 1)
+    trainer.fit(Line())
+    trainer.save_checkpoint(path)
+    resumed = line_trainer(tmp_path, 2)
+    resumed.fit(Line(), ckpt_path=path)  # intact: resumed
+    assert resumed.global_step == 2
+    invert_bytes(path, tensor_data_offset(path), count=4)  # a weight, changed on disk
+    assert torch.load(path, weights_only=True)["global_step"] == 1  # torch does not notice
+    with pytest.raises(DamagedFileError, match=rf"{path} is damaged"):
+        line_trainer(tmp_path, 2).fit(Line(), ckpt_path=path)
+
+
+def test_a_handed_over_checkpoint_is_read_by_lightning_once(tmp_path, monkeypatch):
+    path = tmp_path / "last.ckpt"
+    trainer = line_trainer(tmp_path, 1)
+    trainer.fit(Line())
+    trainer.save_checkpoint(path)
+    checks = loadable_checkpoint(path)  # what genodiff's checks read
+    loads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: loads.append(a[0]) or real_load(*a, **k))
+    resumed = line_trainer(tmp_path, 2)
+    resumed.strategy.checkpoint_io.hand_over(path, checks)
+    resumed.fit(Line(), ckpt_path=path)
+    assert loads == [] and resumed.global_step == 2  # resumed from what was handed over
+    line_trainer(tmp_path, 2).fit(Line(), ckpt_path=path)  # nothing handed over: read
+    assert [Path(p) for p in loads] == [path]
+
+
+def test_a_resumed_genodiff_run_reads_its_checkpoint_once(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    quiet = [*TINY, "samples.num_samples=0", "evaluate_test=false", f"output_dir={out}"]
+    assert cli.main(["train", DEMO, *quiet, "trainer.max_steps=2"]) == 0
+    loads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: loads.append(a[0]) or real_load(*a, **k))
+    assert cli.main(["train", DEMO, *quiet, "trainer.max_steps=4", "ckpt_path=last"]) == 0
+    # the checks (resume_checkpoint, check_resume) and Lightning's restore share one read
+    assert [Path(p) for p in loads] == [(out / "checkpoints" / "last.ckpt").resolve()]
+    assert read_checkpoint_file(out / "checkpoints" / "last.ckpt")["global_step"] == 4
+
+
+def test_a_resume_from_a_file_the_reader_refuses_is_one_line(tmp_path, payload, capsys):
+    command, marker = payload
+    path = malicious_ckpt(tmp_path / "evil.ckpt", command)
+    out = tmp_path / "run"
+    args = ["train", DEMO, *TINY, f"output_dir={out}", f"ckpt_path={path}"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("genodiff train: error:") and "\n" not in err, err
+    assert str(path) in err and SYSTEM in err and "nothing was run" in err
+    assert not marker.exists() and not out.exists()
+
+
+# Where the one reader lives: no other module of genodiff or its plugins calls torch.load.
+READER = Path(__file__).resolve().parents[1] / "genodiff" / "checkpoints" / "io.py"
+
+
+def torch_load_calls(path: Path) -> list[int]:
+    """The lines of ``path`` that call ``torch.load`` (the attribute, however imported) or a
+    ``load`` imported from torch."""
+    tree = ast.parse(path.read_text(), str(path))
+    from_torch = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module in ("torch", "torch.serialization")
+        for alias in node.names
+        if alias.name == "load"
+    }
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func
+        if isinstance(called, ast.Attribute) and called.attr == "load":
+            if ast.unparse(called.value) in ("torch", "torch.serialization"):
+                lines.append(node.lineno)
+        elif isinstance(called, ast.Name) and called.id in from_torch:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_torch_load_is_called_by_the_one_reader_only():
+    root = READER.parents[2]
+    sources = [*root.glob("genodiff/**/*.py"), *root.glob("plugins/*/src/**/*.py")]
+    assert READER in sources and len(sources) > 50
+    callers = {str(p.relative_to(root)): torch_load_calls(p) for p in sources}
+    assert {path: lines for path, lines in callers.items() if lines} == {
+        "genodiff/checkpoints/io.py": torch_load_calls(READER)
+    }
+    assert len(torch_load_calls(READER)) == 1
+
+
+def test_the_ast_search_finds_each_spelling_of_torch_load(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import torch\nfrom torch import load as read\n"
+        "torch.load('a')\nread('b')\ntorch.serialization.load('c')\nnp.load('d')\n"
+    )
+    assert torch_load_calls(source) == [3, 4, 5]

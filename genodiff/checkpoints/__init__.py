@@ -1,9 +1,10 @@
 """Everything about checkpoints: writing, reading, loading, exporting and describing them.
 
-- ``io``: torch checkpoint files (.ckpt, .bin): atomic writes (``AtomicCheckpointIO``,
-  Lightning's CheckpointIO plugin), and the one reader of every torch file genodiff and its
-  plugins load, ``read_checkpoint_file``: CRC-checked (one clear error for a damaged file) and
-  ``weights_only`` with a named allow-list (OmegaConf configs), so no code in a file runs;
+- ``io``: torch checkpoint files (.ckpt, .bin): atomic writes and Lightning's reads
+  (``AtomicCheckpointIO``, Lightning's CheckpointIO plugin), and the one reader of every
+  torch file genodiff and its plugins load, ``read_checkpoint_file``: CRC-checked (one clear
+  error for a damaged file) and ``weights_only`` with a named allow-list (OmegaConf
+  configs), so no code in a file runs;
   a file that needs more is refused, or read with inert placeholders for its other classes
   (``stub_unknown_classes=True``);
 - ``weights``: ``load_weights``, strict (one line naming what does not fit) and finite;
@@ -18,7 +19,9 @@
   ``Model.save_pretrained`` writes) and ``export_checkpoint`` (.ckpt -> folder, ``genodiff
   export``);
 - ``run_folder``: a training run's output folder: its lock, and which checkpoint it resumes;
-- ``info``: ``inspect_checkpoint``, what ``genodiff info`` prints.
+- ``info``: ``inspect_checkpoint``, what ``genodiff info`` prints;
+- ``plain``: ``plain_tree``, what a file records (a checkpoint's config, an exported folder's
+  JSON) copied as a bounded tree of plain values before anything walks it.
 
 References may be Hugging Face Hub ids ``org/name[@revision]`` (``genodiff.hub``).
 """

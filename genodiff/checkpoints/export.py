@@ -25,15 +25,16 @@ from genodiff.checkpoints.folders import (
     _json_writer,
     _write_folder,
     as_trained,
+    check_run_config,
 )
-from genodiff.checkpoints.io import RUN_STATE_KEY, read_checkpoint
-from genodiff.checkpoints.load import WEIGHTS_DIGEST_KEY
+from genodiff.checkpoints.io import RUN_STATE_KEY
+from genodiff.checkpoints.load import GENERATOR, WEIGHTS_DIGEST_KEY, open_checkpoint
 from genodiff.checkpoints.weights import CheckpointError, load_weights
 from genodiff.config import completed_model_config
 from genodiff.errors import InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.progress import Progress
-from genodiff.tokenizers import Tokenizer, tokenizer_from_checkpoint
+from genodiff.tokenizers import Tokenizer
 
 # The state-dict prefix of each set of weights a training checkpoint holds.
 PREFIXES = {"ema": "ema.module.", "raw": "backbone."}
@@ -86,13 +87,12 @@ def export_checkpoint(
     _check_export_paths(Path(ckpt_path), Path(out_dir))
     if progress is not None:
         progress.note(f"reading {ckpt_path}")
-    ckpt = read_checkpoint(ckpt_path)
-    tokenizer = tokenizer_from_checkpoint(ckpt)
-    run_config = ckpt["hyper_parameters"]["config"]
+    stored = open_checkpoint(ckpt_path, GENERATOR)  # safely read, its records checked
+    ckpt, tokenizer, run_config = stored.content, stored.tokenizer, stored.record
+    # What loading the folder will check of it (folders.read_run_record).
+    check_run_config(run_config, ckpt_path, "use the checkpoint as genodiff train wrote it")
     prefix = PREFIXES[weights]
-    state = {
-        k.removeprefix(prefix): t for k, t in ckpt["state_dict"].items() if k.startswith(prefix)
-    }
+    state = stored.weights(prefix)
     if not state:
         raise CheckpointError(
             f"{ckpt_path} holds no {weights} weights (no '{prefix}*' keys); a run trained "

@@ -52,6 +52,7 @@ from genodiff.checkpoints.io import (
     DamagedFileError,
     read_checkpoint_file,
 )
+from genodiff.checkpoints.plain import MAX_DEPTH, plain_tree
 from genodiff.checkpoints.weights import CheckpointError, load_weights, storage_key
 from genodiff.config import ConfigError, section_spec
 from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
@@ -70,6 +71,8 @@ FOLDER_FILES = (CONFIG_FILE, TOKENIZER_FILE, *WEIGHT_FILES)
 # Written by ``genodiff.checkpoints.export`` beside the backbone files: the run's config, step
 # and which weights were exported, so the folder can be sampled and evaluated like the .ckpt.
 RUN_RECORD_FILE = "genodiff.json"
+# The sections of a run's config that say what its weights are (checked on loading).
+RUN_SECTIONS = ("model", "objective")
 
 # model.safetensors metadata key: the checksum of the tensors written (``tensors_digest``),
 # compared when the folder is read, so weights changed after writing are found.
@@ -230,9 +233,8 @@ def load_pretrained(
     (``genodiff.checkpoints.Placeholder``) and takes the weights: no code from the file runs.
     """
     directory = hub.resolve(directory, FOLDER_FILES)
-    config = _read_config(directory)
-    backbone, layout = detect_layout(config, directory)
-    model = build(backbone, **{**layout.read_config(config), **overrides})
+    backbone, layout, config = read_backbone_config(directory)
+    model = build(backbone, **{**config, **overrides})
     weights = _weights_file(directory)
     stored = _read_weights(weights, stub_unknown_classes)
     state = {layout.to_genodiff(k): t for k, t in stored.items()}
@@ -256,54 +258,76 @@ def init_backbone(
         ) from None
 
 
-def _read_config(directory: Path) -> dict[str, Any]:
+def read_backbone_config(directory: Path) -> tuple[str, CheckpointLayout, dict[str, Any]]:
+    """The config.json of a checkpoint folder: the backbone and layout it matches
+    (``detect_layout``) and the genodiff config read from it, checked against what the
+    backbone's class takes (``check_run_config``: an input error naming the file for a field
+    of another type, such as ``"n_layer": "two"``)."""
     path = directory / CONFIG_FILE
     if not path.is_file():
         raise InputFileNotFoundError(f"{directory} is not a checkpoint folder: no {CONFIG_FILE}")
-    return read_json_object(path)
+    reference = read_json_object(path)
+    backbone, layout = detect_layout(reference, directory)
+    config = layout.read_config(reference)
+    check_run_config({"model": {"name": backbone, **config}}, path, "restore the file")
+    return backbone, layout, config
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
-    """The JSON object ``path`` holds (a folder's config.json, genodiff.json); an input error
-    naming the file when it is not JSON or not an object."""
+    """The JSON object ``path`` holds (a folder's config.json, genodiff.json), checked to be a
+    bounded tree of plain values (``plain.plain_tree``: not too deep or large, no string that
+    OmegaConf would resolve) before anything walks it; an input error naming the file when it
+    is not JSON, not an object or not such a tree."""
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise InputValueError(
             f"{path} is not valid JSON ({err}); restore the file, or export the folder again"
         ) from None
+    except RecursionError:  # nested deeper than Python's JSON parser goes
+        raise InputValueError(
+            f"{path}: the record is nested more than {MAX_DEPTH} containers deep"
+        ) from None
     if not isinstance(content, dict):
         raise InputValueError(
             f"{path} holds a JSON {type(content).__name__}, not the object (mapping) expected"
         )
-    return content
+    return plain_tree(content, path)
 
 
 def read_run_record(folder: Path) -> dict[str, Any]:
     """The genodiff.json of an exported folder: the run's config, step and weights. An input
     error naming the file when it is malformed, or when the model and objective its config
-    records are not what the classes they name take (edited, or written for another
-    objective): loading it would build something else."""
+    records are not what the classes they name take (``check_run_config``)."""
     path = folder / RUN_RECORD_FILE
     record = read_json_object(path)
     config = record.get("config")
-    sections = ("model", "objective")
-    if not isinstance(config, dict) or not all(isinstance(config.get(s), dict) for s in sections):
+    if not isinstance(config, dict) or not all(
+        isinstance(config.get(s), dict) for s in RUN_SECTIONS
+    ):
         raise InputValueError(
             f"{path} is inconsistent: it records no run config with model and objective "
             "sections; export the folder again from the run's .ckpt"
         )
-    cfg = OmegaConf.create({s: config[s] for s in sections})
-    for section in sections:
-        try:
-            section_spec(cfg, section).check(section, config[section])
-        except ConfigError as err:
-            name = config[section].get("name")
-            raise InputValueError(
-                f"{path} is inconsistent (config.{section}.name is {name!r}): {err}; export "
-                "the folder again from the run's .ckpt"
-            ) from None
+    check_run_config(config, path, "export the folder again from the run's .ckpt")
     return record
+
+
+def check_run_config(config: Mapping[str, Any], source: str | Path, remedy: str) -> None:
+    """An input error naming ``source`` (and saying ``remedy``) when a section of
+    ``RUN_SECTIONS`` that a run's recorded ``config`` holds is not what the class it names
+    takes (edited, or written for another class; the class unknown): loading it would build
+    something else, or nothing."""
+    present = {s: config[s] for s in RUN_SECTIONS if isinstance(config.get(s), dict)}
+    cfg = OmegaConf.create(present)  # plain values: nothing in it is resolved (plain_tree)
+    for section, values in present.items():
+        try:
+            section_spec(cfg, section).check(section, values)
+        except ConfigError as err:
+            raise InputValueError(
+                f"{source} is inconsistent (config.{section}.name is {values.get('name')!r}): "
+                f"{err}; {remedy}"
+            ) from None
 
 
 def registered_layouts() -> list[tuple[str, CheckpointLayout]]:

@@ -20,7 +20,7 @@ from genodiff.backbones import build
 from genodiff.checkpoints.folders import (
     CONFIG_FILE,
     RUN_RECORD_FILE,
-    detect_layout,
+    read_backbone_config,
     read_json_object,
     read_run_record,
 )
@@ -133,9 +133,8 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
 
 
 def _folder_info(source: str, path: Path) -> CheckpointInfo:
+    name, layout, model_config = read_backbone_config(path)  # its fields checked
     reference_config = read_json_object(path / CONFIG_FILE)
-    name, layout = detect_layout(reference_config, path)
-    model_config = layout.read_config(reference_config)
     facts: dict[str, Any] = dict(
         source=source,
         path=str(path),

@@ -15,7 +15,9 @@ and upstream MDLM's Lightning checkpoints hold), so a file from the Hub can hold
 runs on loading. A file that needs anything else is refused in one line
 (``UnsafePickleError``); with ``stub_unknown_classes=True`` each other global is read as an
 inert ``Placeholder`` (the data it was built from kept, none of its code run), which is enough
-to take the weights out of another project's checkpoint. No path unpickles with code.
+to take the weights out of another project's checkpoint. No path unpickles with code; Lightning's
+own reads (a resume, ``trainer.test`` of a checkpoint) go through it too, by
+``AtomicCheckpointIO.load_checkpoint``.
 """
 
 from __future__ import annotations
@@ -74,22 +76,6 @@ SAFE_GLOBALS: list[Any] = [
     bool,
     bytes,
 ]
-
-NOT_A_TRAINING_CHECKPOINT = (
-    "is not a genodiff training checkpoint (no hyper_parameters.config); a backbone checkpoint "
-    "goes to init_from= / pretrained= / load_pretrained"
-)
-
-
-def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """What a ``genodiff train`` checkpoint holds, read by ``read_checkpoint_file`` (CRC-checked,
-    ``weights_only``); one ValueError naming it, besides those for a damaged file, when it holds
-    no genodiff run's config."""
-    checkpoint = read_checkpoint_file(path, map_location)
-    hyper = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-    if not isinstance(hyper, dict) or "config" not in hyper or "state_dict" not in checkpoint:
-        raise InputValueError(f"{path} {NOT_A_TRAINING_CHECKPOINT}")
-    return checkpoint
 
 
 def read_checkpoint_file(
@@ -271,19 +257,45 @@ def verify_archive(path: Path) -> None:
         )
 
 
-def is_loadable(path: Path) -> bool:
-    """Whether ``path`` is a complete training checkpoint: an intact torch file that
-    ``read_checkpoint_file`` reads (every member's CRC checked, nothing outside the allow-list)
-    to a dict with ``state_dict`` and ``global_step``."""
+def loadable_checkpoint(path: Path) -> dict[str, Any] | None:
+    """What ``path`` holds when it is a complete training checkpoint: an intact torch file that
+    ``read_checkpoint_file`` reads (every member's CRC checked, nothing outside the allow-list;
+    tensors mapped from the file, not read) to a dict with ``state_dict`` and ``global_step``;
+    None otherwise."""
     try:
         checkpoint = read_checkpoint_file(path, mmap=True)
     except Exception:  # any failure to read it means it cannot be resumed from
-        return False
-    return isinstance(checkpoint, dict) and {"state_dict", "global_step"} <= checkpoint.keys()
+        return None
+    complete = isinstance(checkpoint, dict) and {"state_dict", "global_step"} <= checkpoint.keys()
+    return checkpoint if complete else None
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's torch checkpoint IO with atomic, fsynced writes (``atomic_write``)."""
+    """Lightning's torch checkpoint IO with atomic, fsynced writes (``atomic_write``) and
+    reads through ``read_checkpoint_file``: Lightning's own reads (a resume's ``ckpt_path``,
+    ``trainer.test`` / ``validate`` of a checkpoint) are CRC-checked and ``weights_only`` with
+    the allow-list, whatever ``weights_only`` Lightning asks for, and refuse what genodiff's
+    loaders refuse, in the same line. A checkpoint genodiff read already for its checks before
+    a resume is handed over (``hand_over``), so that the file is read once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._handed: dict[Path, dict[str, Any]] = {}
+
+    def hand_over(self, path: str | Path, checkpoint: dict[str, Any]) -> None:
+        """Lightning's next read of ``path`` takes ``checkpoint``, what ``read_checkpoint_file``
+        read from it, instead of reading the file again (the checks and the resume then see the
+        same bytes)."""
+        self._handed[Path(path).resolve()] = checkpoint
+
+    def load_checkpoint(
+        self, path: str | Path, map_location: Any = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        """The checkpoint handed over for ``path``, else the file read by
+        ``read_checkpoint_file``, tensors on the CPU (Lightning moves them to the model's
+        device as it restores; ``map_location`` and ``weights_only`` are not taken)."""
+        handed = self._handed.pop(Path(path).resolve(), None)
+        return handed if handed is not None else read_checkpoint_file(path)
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None

@@ -9,7 +9,9 @@ Three kinds of checkpoint, told apart by what they hold:
 
 ``open_checkpoint`` resolves a reference (a file; a run's output folder, its checkpoints folder or
 an exported folder; a Hugging Face Hub id), reads it through the CRC-checked, weights_only reader
-(``io.read_checkpoint_file``: no code in a file runs), tells its kind, rebuilds its tokenizer and
+(``io.read_checkpoint_file``: no code in a file runs), tells its kind, copies what it records
+(``RECORD_KEYS``: its config, ...) as bounded trees of plain values before anything walks them
+(``plain.plain_tree``; an exported folder's JSON likewise), rebuilds its tokenizer and
 refuses, in one line, a checkpoint of another kind than the one asked for, saying what it is and
 where it goes. Each kind's builder loads its weights with ``weights.load_weights`` (strict, and
 finite): ``load_model`` here (every command that uses a trained model: ``genodiff sample``,
@@ -41,22 +43,36 @@ from genodiff.checkpoints.io import (
     RUN_STATE_KEY,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
+from genodiff.checkpoints.plain import plain_tree
 from genodiff.checkpoints.weights import load_weights
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import (
+    CHECKPOINT_KEY,
     Tokenizer,
     build_tokenizer,
     load_tokenizer,
     tokenizer_from_checkpoint,
 )
 
+# A run's checkpoints, in its output folder.
+CHECKPOINT_FOLDER = "checkpoints"
 # What a checkpoint may be stored as in a folder or Hub repository: a folder that
 # ``genodiff export`` wrote (backbone files + genodiff.json) or a checkpoint file (*.ckpt).
 RUN_FILES = (*FOLDER_FILES, RUN_RECORD_FILE, "*.ckpt")
 
 GENERATOR, CLASSIFIER, FINETUNED = "generator", "classifier", "finetuned"
+
+# What genodiff reads of a checkpoint file besides its tensors: each is checked to be a bounded
+# tree of plain values (``plain.plain_tree``) before anything walks it.
+RECORD_KEYS = (
+    "hyper_parameters",
+    CLASSIFIER_RECORD_KEY,
+    RUN_STATE_KEY,
+    CHECKPOINT_KEY,
+    "global_step",
+    "epoch",
+)
 
 
 @dataclass(frozen=True)
@@ -134,15 +150,21 @@ class UnknownCheckpointError(InputValueError):
 
 
 def open_checkpoint(
-    reference: str | Path, expect: str | None = None, map_location: str | torch.device = "cpu"
+    reference: str | Path,
+    expect: str | None = None,
+    map_location: str | torch.device = "cpu",
+    *,
+    mmap: bool = False,
 ) -> StoredCheckpoint:
     """The checkpoint ``reference`` names (see ``locate``), read with its tensors on
-    ``map_location``. ``expect``, one of ``KINDS``, is required of it: a checkpoint of another
-    kind is one InputValueError saying what it is and where it goes. One-line errors for a
-    missing, damaged or unsafe file (``io.read_checkpoint_file``) and for a file of no kind
-    (``UnknownCheckpointError``)."""
+    ``map_location`` (``mmap``: a .ckpt's tensors mapped from the file, not read). ``expect``,
+    one of ``KINDS``, is required of it: a checkpoint of another kind is one InputValueError
+    saying what it is and where it goes. One-line errors for a missing, damaged or unsafe file
+    (``io.read_checkpoint_file``), for a file of no kind (``UnknownCheckpointError``) and for
+    records that are not bounded trees of plain values (``plain.plain_tree``)."""
     source = locate(reference)
-    stored = _open_exported(source) if source.is_dir() else _open_file(source, map_location)
+    exported = source.is_dir()
+    stored = _open_exported(source) if exported else _open_file(source, map_location, mmap)
     if expect is not None and stored.kind != expect:
         found = KINDS[stored.kind]
         raise InputValueError(
@@ -186,11 +208,16 @@ def checkpoint_file(source: Path) -> Path:
     )
 
 
-def _open_file(path: Path, map_location: str | torch.device) -> StoredCheckpoint:
-    content = read_checkpoint_file(path, map_location)  # CRCs, weights_only
-    kind, record = _kind_of(content)
-    if kind is None:
+def _open_file(path: Path, map_location: str | torch.device, mmap: bool) -> StoredCheckpoint:
+    """A .ckpt: its kind, told from what it holds, then its records (``RECORD_KEYS``) as
+    bounded trees of plain values (``plain_tree``; the rest, tensors and Lightning's states,
+    as read), before anything reads them."""
+    content = read_checkpoint_file(path, map_location, mmap=mmap)  # CRCs, weights_only
+    if _kind_of(content)[0] is None:  # another project's checkpoint: not checked, not read
         raise UnknownCheckpointError(path, content)
+    records = {key: plain_tree(content[key], path, key) for key in RECORD_KEYS if key in content}
+    content = {**content, **records}
+    kind, record = _kind_of(content)  # of some kind still: records only became plainer
     return StoredCheckpoint(kind, path, content, tokenizer_from_checkpoint(content), record)
 
 

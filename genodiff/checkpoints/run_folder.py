@@ -19,11 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from genodiff.atomic_files import remove_temporary_files
-from genodiff.checkpoints.io import is_loadable, read_checkpoint_file
+from genodiff.checkpoints.load import (
+    CHECKPOINT_FOLDER,
+    GENERATOR,
+    StoredCheckpoint,
+    open_checkpoint,
+)
 from genodiff.config import ConfigError
+from genodiff.errors import InputValueError, UserInputError
 
 LOCK_FILE = ".lock"
-CHECKPOINT_FOLDER = "checkpoints"
 LAST = "last.ckpt"
 # What a run that trained leaves in its output_dir: a folder holding any of these has a run.
 # (Its config.yaml, tokenizer.json and empty log folders alone are what a run stopped before
@@ -44,39 +49,61 @@ def is_main_process() -> bool:
     return int(os.environ.get("NODE_RANK", 0)) == 0 and int(os.environ.get("LOCAL_RANK", 0)) == 0
 
 
-def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> Path | None:
-    """The checkpoint a run resumes from: None for a new run; for ``ckpt_path=last``
-    ``output_dir/checkpoints/last.ckpt``, or when that is missing or damaged the newest
-    loadable checkpoint beside it (said on stderr); else the file ``ckpt_path`` names, which
-    must be loadable. ConfigError when there is none to resume from."""
+def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> StoredCheckpoint | None:
+    """The checkpoint a run resumes from, read once (``resumable``): None for a new run; for
+    ``ckpt_path=last`` ``output_dir/checkpoints/last.ckpt``, or when that is missing or cannot
+    be resumed the newest checkpoint beside it that can (said on stderr); else the file
+    ``ckpt_path`` names. ConfigError when there is none to resume from (for a file named, with
+    the reader's own line: damaged, unsafe, not a training checkpoint)."""
     if ckpt_path is None:
         return None
     if ckpt_path != "last":
         path = Path(ckpt_path).expanduser().resolve()
-        if not is_loadable(path):
-            state = "is damaged or not a training checkpoint" if path.exists() else "not found"
+        if not path.is_file():  # a folder, even an exported one, holds no training state
+            state = "is a folder" if path.is_dir() else "not found"
+            raise ConfigError(f"ckpt_path={ckpt_path}: {state}; pass a .ckpt or ckpt_path=last")
+        try:
+            return resumable(path)
+        except UserInputError as err:  # the reader's line, said of the setting
             raise ConfigError(
-                f"ckpt_path={ckpt_path}: {state}; pass another .ckpt or ckpt_path=last"
-            )
-        return path
+                f"ckpt_path={ckpt_path} is damaged or not a training checkpoint ({err}); pass "
+                "another .ckpt or ckpt_path=last"
+            ) from None
     folder = output_dir / CHECKPOINT_FOLDER
     candidates = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
     candidates.sort(key=lambda p: p.name != LAST)  # last.ckpt first, then newest first
     for path in candidates:
-        if is_loadable(path):
-            if path.name != LAST:
-                print(
-                    f"genodiff: {folder / LAST} is missing or damaged; resuming from {path}, the "
-                    "newest loadable checkpoint",
-                    file=sys.stderr,
-                )
-            return path.resolve()
+        try:
+            stored = resumable(path.resolve())
+        except (UserInputError, OSError):  # damaged, unsafe, not a training checkpoint
+            continue
+        if path.name != LAST:
+            print(
+                f"genodiff: {folder / LAST} is missing or damaged; resuming from {path}, the "
+                "newest loadable checkpoint",
+                file=sys.stderr,
+            )
+        return stored
     found = f"only damaged checkpoints ({', '.join(p.name for p in candidates)})"
     raise ConfigError(
         f"ckpt_path=last: {folder} holds {found if candidates else 'no checkpoint'}, so there is "
         f"nothing to resume. To start afresh, remove {output_dir} or choose another output_dir, "
         "and leave ckpt_path out"
     )
+
+
+def resumable(path: Path) -> StoredCheckpoint:
+    """The training checkpoint ``path`` as ``open_checkpoint`` reads it (CRC-checked,
+    ``weights_only``, its records plain; tensors mapped, not read), with the step it reached;
+    the reader's one-line error, or an InputValueError naming it, when it cannot be resumed.
+    Lightning's own read of it takes this one (``io.AtomicCheckpointIO.hand_over``)."""
+    stored = open_checkpoint(path, GENERATOR, mmap=True)
+    step = stored.content.get("global_step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise InputValueError(
+            f"{path} cannot be resumed: it records no training step (global_step is {step!r})"
+        )
+    return stored
 
 
 def check_steps(trainer: Mapping[str, Any], done: int = 0) -> None:
@@ -94,13 +121,12 @@ def check_steps(trainer: Mapping[str, Any], done: int = 0) -> None:
         )
 
 
-def check_resume(config: Mapping[str, Any], checkpoint: Path) -> list[str]:
-    """The settings ``config`` (the resumed run's) changes from those ``checkpoint`` was
-    trained with, as ``key: old -> new``. ConfigError, naming them, when a setting of
-    ``KEPT_ON_RESUME`` differs (the weights would not fit, or would mean something else) or
-    when ``trainer.max_steps`` leaves nothing to train (``check_steps``)."""
-    saved = read_checkpoint_file(checkpoint, mmap=True)  # CRC-checked, weights_only
-    recorded = _flat(saved["hyper_parameters"]["config"])
+def check_resume(config: Mapping[str, Any], checkpoint: StoredCheckpoint) -> list[str]:
+    """The settings ``config`` (the resumed run's) changes from those ``checkpoint`` (as
+    ``resumable`` read it) was trained with, as ``key: old -> new``. ConfigError, naming them,
+    when a setting of ``KEPT_ON_RESUME`` differs (the weights would not fit, or would mean
+    something else) or when ``trainer.max_steps`` leaves nothing to train (``check_steps``)."""
+    recorded = _flat(checkpoint.record)
     current = _flat(config)
     changed = {
         key: f"{key}: {recorded[key]} -> {current[key]}"
@@ -110,11 +136,11 @@ def check_resume(config: Mapping[str, Any], checkpoint: Path) -> list[str]:
     kept = [line for key, line in changed.items() if key.startswith(KEPT_ON_RESUME)]
     if kept:
         raise ConfigError(
-            f"{checkpoint} was trained with other settings than this run's ({'; '.join(kept)}); "
-            "a resumed run keeps its model, objective, tokenizer and data.max_length: leave "
-            "these overrides out, or start a new run in another output_dir"
+            f"{checkpoint.source} was trained with other settings than this run's "
+            f"({'; '.join(kept)}); a resumed run keeps its model, objective, tokenizer and "
+            "data.max_length: leave these overrides out, or start a new run in another output_dir"
         )
-    check_steps(config["trainer"], int(saved["global_step"]))
+    check_steps(config["trainer"], checkpoint.content["global_step"])
     return list(changed.values())
 
 

@@ -44,7 +44,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from genodiff.atomic_files import atomic_write
-from genodiff.checkpoints.io import AtomicCheckpointIO, is_loadable
+from genodiff.checkpoints.io import AtomicCheckpointIO, loadable_checkpoint
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
 from genodiff.data.benchmarks import (
@@ -174,7 +174,10 @@ def run_fold(
     ``workers``: the processes the runs are spread over (default: this one alone)."""
     folder = run.folder(Path(cfg.output_dir))
     resume = folder / CHECKPOINT_FOLDER / LAST
-    if is_loadable(resume):
+    checkpoint_io = AtomicCheckpointIO()
+    resumed = loadable_checkpoint(resume)
+    if resumed is not None:  # Lightning's read of it takes this one: the file is read once
+        checkpoint_io.hand_over(resume, resumed)
         print(f"genodiff finetune: {prefix}: resuming from {resume}")
     else:  # leftovers of a run interrupted before its first checkpoint
         resume = None
@@ -214,7 +217,7 @@ def run_fold(
         default_root_dir=folder,
         logger=CSVLogger(folder, name="logs"),
         callbacks=callbacks,
-        plugins=[AtomicCheckpointIO()],
+        plugins=[checkpoint_io],
         enable_model_summary=False,
         **kwargs,
     )

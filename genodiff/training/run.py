@@ -66,8 +66,9 @@ def train(
     if classes is not None:  # labelled data: a class-conditional model (genodiff.conditioning)
         record_class_names(cfg, classes)
     out = Path(cfg.output_dir)
-    resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)
-    check_output(out, resume, RESUME_HINT)
+    resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)  # read once, checked
+    resumed = resume.source if resume else None
+    check_output(out, resumed, RESUME_HINT)
     tokenizer = prepare_tokenizer(cfg, datamodule)
     datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)
@@ -87,19 +88,21 @@ def train(
         trainer = build_trainer(cfg, progress_bar=show)
     except ValueError as err:  # Lightning refuses the trainer section's settings
         raise ConfigError(str(err)) from err
+    if resume:  # Lightning's read of it takes what the checks read (io.AtomicCheckpointIO)
+        trainer.strategy.checkpoint_io.hand_over(resume.source, resume.content)
     # Windows that cannot be cut (length, split) and a batch above the train split fail here.
     datamodule.dataset_of("valid")
     datamodule.check_batch_size(trainer.world_size)
     with hold_output(out, model.config) as main_process:
         if main_process:
             if changes:
-                print(f"genodiff: resuming {resume} with: {', '.join(changes)}", file=sys.stderr)
+                print(f"genodiff: resuming {resumed} with: {', '.join(changes)}", file=sys.stderr)
             tokenizer.save(out)
             print(f"genodiff: training {cfg.name}; outputs in {out}")
             if classes is not None:
                 for line in class_count_lines(datamodule):
                     print(line)
-        fit(trainer, model, "train", RESUME_HINT, datamodule=datamodule, ckpt_path=resume)
+        fit(trainer, model, "train", RESUME_HINT, datamodule=datamodule, ckpt_path=resumed)
         with Progress("genodiff train", enabled=show) as bar:
             finish(cfg, model, trainer, datamodule, request, sampler, bar)
     return out.absolute()

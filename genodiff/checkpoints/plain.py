@@ -1,0 +1,97 @@
+"""What genodiff reads from a file's records, checked before anything walks it: a bounded tree
+of plain values (``plain_tree``).
+
+The config and records of a checkpoint (``hyper_parameters``, the run and tokenizer records)
+and an exported folder's config.json and genodiff.json come from other people's files. A few
+hundred unpickled bytes can hold lists that share themselves (``a = [a, a]`` sixty times:
+2**60 leaves when walked), an OmegaConf container whose interpolations (``${oc.env:HOME}``)
+would read the environment when resolved, or objects of any allow-listed type. So each record is
+first copied as dicts (str keys), lists, str, int, float, bool and None only: at most
+``MAX_DEPTH`` containers deep and ``MAX_NODES`` values, a value counted each time it is reached
+(a list shared by two places counts twice, so the 2**60 tree is refused after ``MAX_NODES``
+steps); an OmegaConf container is taken as the values it holds, unresolved, and a string that
+OmegaConf would resolve (an interpolation, or ``???``, its missing value) is refused. The copy
+shares nothing with the file's objects. Anything else is one ``InputValueError`` naming the
+file, the key and what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import Node
+
+from genodiff.errors import InputValueError
+
+MAX_DEPTH = 32
+MAX_NODES = 100_000
+# A leaf genodiff takes as it is (bool is an int).
+SCALARS = (str, int, float, type(None))
+# How OmegaConf tells a string it resolves (omegaconf._utils.get_value_kind, not strict).
+INTERPOLATION, MISSING = "${", "???"
+
+
+def plain_tree(value: Any, source: str | Path, where: str = "") -> Any:
+    """A copy of ``value`` as a bounded tree of plain values (see the module docstring), read
+    from ``source`` (a file, named in the error) at the key ``where`` (``hyper_parameters``);
+    one ``InputValueError`` naming both and what is wrong when it is not one."""
+    return _Walk(str(source)).copy(value, where, 0)
+
+
+class _Walk:
+    """One walk of a tree: the values counted so far, every visit of a shared one included."""
+
+    def __init__(self, source: str) -> None:
+        self.source, self.nodes = source, 0
+
+    def copy(self, value: Any, where: str, depth: int) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.refusal(
+                where,
+                f"is not a tree of at most {MAX_NODES:,} values (nested containers that hold "
+                "one another several times?)",
+            )
+        if depth > MAX_DEPTH:
+            raise self.refusal(where, f"is nested more than {MAX_DEPTH} containers deep")
+        if isinstance(value, Node):
+            value = self.omegaconf_value(value, where)
+        if isinstance(value, str) and (INTERPOLATION in value or value == MISSING):
+            shown = value if len(value) <= 60 else value[:57] + "..."
+            raise self.refusal(
+                where,
+                f"holds {shown!r}, which OmegaConf would resolve (an interpolation or a missing "
+                "value); genodiff does not resolve what a file holds: write the value itself",
+            )
+        if isinstance(value, SCALARS):
+            return value
+        if isinstance(value, dict):
+            keys = [key for key in value if not isinstance(key, str)]
+            if keys:
+                raise self.refusal(where, f"has a key that is not a string ({keys[0]!r})")
+            return {
+                key: self.copy(item, f"{where}.{key}" if where else key, depth + 1)
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [self.copy(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+        raise self.refusal(
+            where,
+            f"holds a {type(value).__module__}.{type(value).__qualname__}, not a plain value "
+            "(dict, list, str, number, bool or null)",
+        )
+
+    def omegaconf_value(self, node: Node, where: str) -> Any:
+        """What an OmegaConf node holds, unresolved: a container's dict or list of nodes, a
+        value node's value (an interpolation as its string)."""
+        try:
+            return node._value()  # OmegaConf's own accessor of the raw, unresolved content
+        except Exception as err:  # noqa: BLE001 (a node unpickled from a file may be any state)
+            detail = " ".join(str(err).split())[:160] or type(err).__name__
+            raise self.refusal(
+                where, f"holds an OmegaConf node that cannot be read ({detail})"
+            ) from None
+
+    def refusal(self, where: str, problem: str) -> InputValueError:
+        return InputValueError(f"{self.source}: {where or 'the record'} {problem}")
