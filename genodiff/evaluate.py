@@ -402,6 +402,10 @@ def score_sequences(
     for index in range(len(dataset)):
         groups.setdefault(len(dataset[index]["input_ids"]), []).append(index)
     scores = [math.nan] * len(dataset)
+    if 0 in groups:  # a window of no token: nothing to run the network on
+        raise InputValueError(
+            f"sequence {groups[0][0]} has no token to score (empty)", parameter="sequences"
+        )
     for indices in groups.values():
         sums, counts, _ = score_windows(
             objective, backbone, dataset, indices, t_samples, seed, batch_size

@@ -31,6 +31,10 @@ from typing import Any
 from genodiff.config_values import Range
 from genodiff.errors import InputValueError
 
+#: The most sampling steps a request may ask for: each is one pass of the sampler's loop, even
+#: where no token changes (the MDLM paper samples with thousands); more is a typo, not a plan.
+MAX_STEPS = 1_000_000
+
 #: The schedules of gamma: "constant", or "ramp" (weak while the sequence is mostly masked,
 #: full strength at the end; Rojas et al. 2025 find early guidance hurts and late guidance helps).
 GUIDANCE_SCHEDULES = ("constant", "ramp")
@@ -106,7 +110,7 @@ class GenerationConfig:
         "Plaid's samplers; first-hitting and AR models take none (set in the call, it is "
         "refused; from a generation config, unused)",
         int,
-        range=">=1",
+        range=f"[1, {MAX_STEPS}]",
         run_key="steps",
     )
     sampler: str | None = _option(

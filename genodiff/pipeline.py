@@ -386,6 +386,12 @@ class Model:
         file (DNA: N is missing data, never scored), with ``t_samples`` noise draws per
         sequence (default: the objective's) from ``seed``. A class-conditional model scores
         p(x) (the null label)."""
+        if isinstance(sequences, str):
+            raise InputValueError(
+                "sequences is one str: give a list of sequences (e.g. [sequence]); a str would "
+                "be scored letter by letter",
+                parameter="sequences",
+            )
         return score_sequences(self.network, list(sequences), t_samples, seed, batch_size)
 
     def windows(self, split: str = "test") -> list[str]:

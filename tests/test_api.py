@@ -245,3 +245,11 @@ def test_the_readme_python_example_runs_as_printed(run, tmp_path, monkeypatch):
     samples, nelbo = namespace["samples"], namespace["nelbo"]
     assert len(samples) == len(nelbo) == 8 and all(len(s) == 1024 for s in samples)
     assert [str(r.seq) for r in SeqIO.parse(tmp_path / "samples.fa", "fasta")] == samples
+
+
+def test_score_refuses_a_str_and_an_empty_sequence_in_one_line(run):
+    model = genodiff.load(run, device="cpu")
+    with pytest.raises(InputValueError, match="sequences is one str: give a list"):
+        model.score("ACGTACGT")
+    with pytest.raises(InputValueError, match=r"sequence 1 has no token to score \(empty\)"):
+        model.score(["ACGTACGT", ""])

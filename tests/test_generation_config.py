@@ -305,3 +305,11 @@ def test_generate_to_file_leaves_the_model_where_it_was(tmp_path, monkeypatch):
     assert Path(written.path).read_text().count(">") == 2
     assert moves == [elsewhere, torch.device("cpu")]  # drawn there, then back
     assert model.device == torch.device("cpu")
+
+
+def test_an_absurd_number_of_steps_is_refused_before_anything_is_drawn():
+    from genodiff.generation_config import MAX_STEPS, GenerationConfig
+
+    assert GenerationConfig(steps=MAX_STEPS).steps == MAX_STEPS
+    with pytest.raises(InputValueError, match=r"steps must be in \[1, 1000000\], got 10{15}"):
+        GenerationConfig(steps=10**15)
