@@ -462,3 +462,22 @@ def test_an_exported_folders_json_is_a_bounded_plain_tree(tmp_path, capsys, edit
         refusal = f"{record_path}: the record is nested more than 32 containers deep"
     assert cli.main(["info", str(folder)]) == 2
     assert refusal in one_line_error(capsys, "info")
+
+
+def test_an_integer_tensor_among_the_weights_is_one_line(checkpoint, tmp_path, capsys):  # noqa: F811
+    """A model.safetensors rewritten by another tool (no digest in its metadata) that holds a
+    weight as int32: refused, not cast to float and sampled from."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "exported"
+    assert cli.main(["export", "--checkpoint", checkpoint, "--out", str(folder)]) == 0
+    weights = load_file(folder / "model.safetensors")
+    name = sorted(n for n, t in weights.items() if t.is_floating_point())[0]
+    weights[name] = (weights[name] * 100).to(torch.int32)
+    save_file(weights, folder / "model.safetensors")  # no metadata: no digest to check
+    capsys.readouterr()
+    out = tmp_path / "s.fa"
+    assert cli.main(["sample", "--checkpoint", str(folder), *SAMPLE, "--out", str(out)]) == 2
+    err = one_line_error(capsys, "sample")
+    assert "tensors of another kind of number (1): " in err and not out.exists()
+    assert name.split(".", 1)[1] + " torch.int32 where the model has torch.float32" in err

@@ -30,9 +30,10 @@ class CheckpointError(InputValueError):
 def load_weights(module: nn.Module, state: Mapping[str, torch.Tensor], source: str | Path) -> None:
     """Load ``state`` into ``module`` strictly, then check the weights are finite.
 
-    One-line ``CheckpointError`` naming ``source`` and the missing, unexpected and reshaped
-    keys when ``state`` does not fit (tied tensors stored once are re-tied first, see the
-    module doc); ``InputValueError`` from ``check_finite_weights`` for a NaN or an infinity.
+    One-line ``CheckpointError`` naming ``source`` and the missing, unexpected, reshaped and
+    retyped (integer for float, or the reverse) keys when ``state`` does not fit (tied
+    tensors stored once are re-tied first, see the module doc); ``InputValueError`` from
+    ``check_finite_weights`` for a NaN or an infinity.
     """
     expected = module.state_dict()
     state = _drop_tied_head_copies(dict(state), expected)
@@ -50,12 +51,20 @@ def load_weights(module: nn.Module, state: Mapping[str, torch.Tensor], source: s
         for name, tensor in expected.items()
         if name in state and state[name].shape != tensor.shape
     ]
+    # an integer tensor where the model holds floats (or the reverse) is another tool's data,
+    # not weights: load_state_dict would cast it silently
+    retyped = [
+        f"{name} {state[name].dtype} where the model has {tensor.dtype}"
+        for name, tensor in expected.items()
+        if name in state and state[name].is_floating_point() != tensor.is_floating_point()
+    ]
     problems = [
         f"{label} ({len(names)}): {listing(names)}"
         for label, names in (
             ("missing keys", missing),
             ("unexpected keys", unexpected),
             ("tensors of another shape", reshaped),
+            ("tensors of another kind of number", retyped),
         )
         if names
     ]
