@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import lightning
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -172,6 +171,8 @@ def section_spec(cfg: DictConfig, section: str) -> Spec:
     ``config_ranges``; ``trainer``: ``lightning.Trainer``'s and ``TRAINER_RANGES``; the others:
     the dataclasses above."""
     if section == "trainer":
+        import lightning  # a run's trainer section only: loading a model imports no Lightning
+
         return callable_spec(lightning.Trainer.__init__, TRAINER_RANGES, drop=TRAINER_RESERVED)
     if section in ("model", "objective", "data", "tokenizer"):
         kind = "backbone" if section == "model" else section

@@ -86,7 +86,7 @@ def test_a_full_disk_at_checkpoint_write_keeps_the_previous_checkpoint(
 
 
 def test_the_disk_full_error_names_the_file_and_the_space_it_needed(tmp_path, monkeypatch):
-    from genodiff.checkpoints.io import AtomicCheckpointIO
+    from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 
     target = tmp_path / "last.ckpt"
     target.write_bytes(b"previous")

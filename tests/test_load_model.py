@@ -9,7 +9,7 @@ import lightning as L
 import pytest
 import torch
 
-from genodiff.checkpoints.io import AtomicCheckpointIO
+from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.training.module import GenerativeTrainingModule
 
 CADUCEUS = {"name": "caduceus", "d_model": 16, "n_layer": 1}

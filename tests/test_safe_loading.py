@@ -39,12 +39,8 @@ from genodiff.checkpoints import (
     open_checkpoint,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.io import (
-    AtomicCheckpointIO,
-    DamagedFileError,
-    Placeholder,
-    loadable_checkpoint,
-)
+from genodiff.checkpoints.io import DamagedFileError, Placeholder, loadable_checkpoint
+from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import check_resume, resume_checkpoint
 from genodiff.classifiers import load_classifier
 from genodiff.finetuning.trained import load_finetuned_classifier

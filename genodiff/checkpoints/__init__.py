@@ -1,12 +1,13 @@
 """Everything about checkpoints: writing, reading, loading, exporting and describing them.
 
-- ``io``: torch checkpoint files (.ckpt, .bin): atomic writes and Lightning's reads
-  (``AtomicCheckpointIO``, Lightning's CheckpointIO plugin), and the one reader of every
+- ``io``: torch checkpoint files (.ckpt, .bin): the one reader of every
   torch file genodiff and its plugins load, ``read_checkpoint_file``: CRC-checked (one clear
   error for a damaged file) and ``weights_only`` with a named allow-list (OmegaConf
   configs), so no code in a file runs;
   a file that needs more is refused, or read with inert placeholders for its other classes
   (``stub_unknown_classes=True``);
+- ``lightning_io``: ``AtomicCheckpointIO``, Lightning's CheckpointIO plugin: atomic writes,
+  and Lightning's reads through the one reader (imported by training only);
 - ``weights``: ``load_weights``, strict (one line naming what does not fit) and finite;
 - ``folders``: Hugging-Face-format folders (config.json + model.safetensors):
   ``save_pretrained``, ``load_pretrained`` (a backbone), ``init_backbone`` (``init_from=``),

@@ -9,55 +9,22 @@ The task folders are read by ``genodiff.data.benchmarks``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from importlib import import_module
 from typing import Any
 
-from genodiff.finetuning.config import load_finetune_config
-from genodiff.finetuning.protocol import run_benchmark
-from genodiff.finetuning.results import markdown_table, summarize, write_results
-from genodiff.progress import progress_wanted
-
-__all__ = ["FinetuneResults", "finetune", "load_finetune_config"]
-
-
-@dataclass
-class FinetuneResults:
-    """What a fine-tuning wrote: per task its classes, window, selected sweep point and every
-    run's record (``tasks``), the summary over the selected folds (``summary``: mean, min and
-    max test accuracy, ...), the paper-style table (``table``, Markdown) and the files
-    (``files``: csv, json, md, png under ``output_dir``)."""
-
-    output_dir: Path
-    model: str
-    tasks: dict[str, Any]
-    summary: dict[str, dict[str, float]]
-    table: str
-    files: dict[str, Path]
+# name -> the module that defines it, imported on first use: importing a submodule (the
+# classifier head, for a guidance classifier) imports no Lightning loop
+_API = {
+    "FinetuneResults": "genodiff.finetuning.run",
+    "finetune": "genodiff.finetuning.run",
+    "load_finetune_config": "genodiff.finetuning.config",
+}
+__all__ = sorted(_API)
 
 
-def finetune(
-    config: str | Path,
-    overrides: Sequence[str] = (),
-    output_dir: str | Path | None = None,
-    *,
-    progress: bool | None = None,
-) -> FinetuneResults | None:
-    """Run (or resume) every fold of the fine-tuning config ``config`` (a YAML path or a config
-    name such as ``genomic_benchmarks_demo``) with Hydra ``overrides`` (``["folds=3",
-    "pretrained=outputs/demo"]``) into ``output_dir`` (default: the config's) and write the
-    results; the same as ``genodiff finetune CONFIG OVERRIDES...``. ``progress``: Lightning's
-    bars on, off, or as ``genodiff.progress.progress_wanted`` says (None). Returns the
-    results in the main process; None in the other processes of a multi-process run
-    (``trainer.devices`` > 1: the runs are spread over them, ``genodiff.parallel``)."""
-    overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
-    cfg = load_finetune_config(config, overrides)
-    source = cfg.pretrained or f"{cfg.model.name} from scratch"
-    results = run_benchmark(cfg, progress_wanted() if progress is None else progress)
-    if results is None:
-        return None
-    out = Path(cfg.output_dir)
-    files = write_results(results, out, source)
-    table = markdown_table(results, source)
-    return FinetuneResults(out, source, results, summarize(results), table, files)
+def __getattr__(name: str) -> Any:
+    if name not in _API:
+        raise AttributeError(f"module 'genodiff.finetuning' has no attribute {name!r}")
+    value = getattr(import_module(_API[name]), name)
+    globals()[name] = value
+    return value

@@ -44,7 +44,8 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from genodiff.atomic_files import atomic_write
-from genodiff.checkpoints.io import AtomicCheckpointIO, loadable_checkpoint
+from genodiff.checkpoints.io import loadable_checkpoint
+from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
 from genodiff.data.benchmarks import (

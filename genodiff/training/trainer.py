@@ -24,7 +24,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from genodiff.checkpoints.io import AtomicCheckpointIO
+from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
 from genodiff.progress import is_terminal
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
