@@ -51,11 +51,11 @@ import numpy as np
 import torch
 
 from genodiff import registry
-from genodiff.checkpoints.io import read_checkpoint
+from genodiff.checkpoints.load import GENERATOR, open_checkpoint
 from genodiff.config import with_tokenizer_fields
 from genodiff.data.build import build_datamodule
 from genodiff.evaluate import heldout_windows, window_digest
-from genodiff.tokenizers import build_tokenizer, tokenizer_from_checkpoint
+from genodiff.tokenizers import build_tokenizer
 
 CHUNK = 8192  # windows per counting step
 # What the baselines score under each objective.padding, and how the run's number compares.
@@ -201,9 +201,8 @@ def compare(report: dict[str, Any], path: str) -> dict[str, Any]:
 
 
 def from_checkpoint(path: str) -> tuple[dict[str, Any], Any, str]:
-    checkpoint = read_checkpoint(path)  # CRC-checked, weights_only
-    config = checkpoint["hyper_parameters"]["config"]
-    tokenizer = tokenizer_from_checkpoint(checkpoint)
+    stored = open_checkpoint(path, GENERATOR)  # CRC-checked, weights_only, records checked
+    config, tokenizer = stored.record, stored.tokenizer
     return config["data"], tokenizer, padding_of(config["objective"], tokenizer)
 
 

@@ -225,13 +225,22 @@ def test_mamba_in_one_pass_equals_its_training_path(backend, separate_passes):
 
 @pytest.mark.parametrize("batch, threads", [(1, 7), (3, 2), (2, 64)])
 def test_scan_channel_chunks_cover_every_channel(monkeypatch, batch, threads):
-    """More threads than batch rows: each row's channels split into (uneven) chunks."""
+    """More threads than batch rows: each row's channels split into (uneven) chunks, the last
+    ones possibly empty (10 channels in 7 chunks of 2). Run on one real thread too, where an
+    error inside a work item surfaces (in a parallel region numba may lose it)."""
     monkeypatch.delenv("GENODIFF_DISABLE_NUMBA", raising=False)
     monkeypatch.setattr(_scan_cpu.numba, "get_num_threads", lambda: threads)
     torch.manual_seed(0)
     mixer = perturbed(BiMamba(5, d_state=3, expand=2))  # d_inner 10
-    new, old = both_paths(mixer, torch.randn(batch, 17, 5, dtype=torch.float64))
-    torch.testing.assert_close(new, old, **TOL)
+    hidden = torch.randn(batch, 17, 5, dtype=torch.float64)
+    before = torch.get_num_threads()
+    try:
+        for real_threads in (before, 1):
+            torch.set_num_threads(real_threads)  # the scan's pool follows torch's
+            new, old = both_paths(mixer, hidden)
+            torch.testing.assert_close(new, old, **TOL)
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_float32_mixer_within_rounding():

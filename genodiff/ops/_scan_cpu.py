@@ -456,7 +456,8 @@ def _mixer_scan_kernel(u, x_dbl, dt_weight_t, At2, D_skip, xz, bias, decay, n_ch
     chunk = (D + n_chunks - 1) // n_chunks
     for item in prange(Bsz * n_chunks):
         b, c = item // n_chunks, item % n_chunks
-        d0, d1 = c * chunk, min(D, (c + 1) * chunk)
+        # the last chunks can be empty (D = 10 in 7 chunks of 2: 10..10, 12..10)
+        d0, d1 = min(D, c * chunk), min(D, (c + 1) * chunk)
         k = _decay_tuple(decay)
         h = np.empty((N, d1 - d0), dtype=u.dtype)
         dt, dtu, acc = np.empty((3, d1 - d0), dtype=u.dtype)
