@@ -121,7 +121,7 @@ def test_an_unknown_option_is_one_line_listing_the_options():
 @pytest.mark.parametrize(
     ("option", "value", "expected"),
     [
-        ("steps", 0, "steps must be >= 1, got 0"),
+        ("steps", 0, "steps must be in [1, 1000000], got 0"),
         ("steps", 2.5, "steps must be an integer, got 2.5"),
         ("steps", True, "steps must be an integer, got True"),
         ("length", -3, "length must be >= 1, got -3"),
