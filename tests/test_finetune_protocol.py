@@ -13,6 +13,7 @@ import torch
 
 import genodiff
 from genodiff import cli
+from genodiff.checkpoints import read_checkpoint_file
 from genodiff.config_values import ConfigError
 from genodiff.finetuning import load_finetune_config, protocol
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone
@@ -80,7 +81,7 @@ def test_a_fold_stopped_mid_epoch_resumes_at_its_next_batch(toy, tmp_path, monke
             genodiff.finetune(str(config), overrides, split, progress=False)
     assert stopped.value.code == 143
     last = split / "runs" / "toy" / "lr0.003_bs8" / "fold0" / "checkpoints" / "last.ckpt"
-    saved = torch.load(last, map_location="cpu", weights_only=False)
+    saved = read_checkpoint_file(last)  # weights_only, allow-listed
     assert saved["global_step"] == 3
     loader_states = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"]
     assert loader_states == [{"epoch": 1, "batches": 1}]  # the loader's place is saved
