@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from genodiff.classifiers.run import train_classifier
     from genodiff.finetuning import FinetuneResults, finetune
     from genodiff.generation_config import GenerationConfig
-    from genodiff.pipeline import Model, Samples, evaluate_samples, load
+    from genodiff.pipeline import Model, Samples, load
+    from genodiff.sample_quality import evaluate_samples
     from genodiff.training.run import train
 
 # name -> the module that defines it
@@ -41,7 +42,7 @@ _API = {
     "load": "genodiff.pipeline",
     "Model": "genodiff.pipeline",
     "Samples": "genodiff.pipeline",
-    "evaluate_samples": "genodiff.pipeline",
+    "evaluate_samples": "genodiff.sample_quality",
     "train": "genodiff.training.run",
     "finetune": "genodiff.finetuning",
     "FinetuneResults": "genodiff.finetuning",

@@ -156,7 +156,7 @@ def _gen_ppl(args: argparse.Namespace) -> None:
 
 def _evaluate_samples(args: argparse.Namespace) -> None:
     from genodiff.metrics import QualitySettings
-    from genodiff.pipeline import evaluate_samples, report_folder
+    from genodiff.sample_quality import evaluate_samples, report_folder
 
     samples = Path(args.samples)
     out = Path(args.out) if args.out else report_folder(samples)

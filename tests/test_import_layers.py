@@ -62,6 +62,7 @@ LAYERS = (
     "classifiers",
     "metrics",
     "pipeline",
+    "sample_quality",
     "cli",
     "__init__",  # the package's front door: lazy names of the public API
 )

@@ -126,3 +126,15 @@ def test_the_ar_checkpoint_must_score_the_samples_letters(rna_domain, tmp_path):
     (tmp_path / "r.rna").write_text("\n".join(reference) + "\n")
     with pytest.raises(InputValueError, match=r"is a dna checkpoint \(alphabet ACGT\); samples of"):
         evaluate_sample_files(tmp_path / "s.rna", tmp_path / "r.rna", ar_checkpoint=checkpoint)
+
+
+def test_samples_of_a_domain_without_an_alphabet_are_refused(rna_domain, tmp_path):
+    from genodiff.pipeline import Samples
+    from genodiff.sample_quality import evaluate_samples as evaluate_report
+
+    tokenizer = DNATokenizer()
+    tokenizer.domain = "scores"  # its samples decode to letters, but the domain has no alphabet
+    samples = Samples(torch.tensor([tokenizer.encode("ACGTACGT")]), run=None, tokenizer=tokenizer)
+    with pytest.raises(InputValueError, match="the scores domain declares no alphabet"):
+        evaluate_report(samples, ["ACGTACGT"], out=tmp_path / "report")
+    assert not (tmp_path / "report" / "metrics.json").exists()
