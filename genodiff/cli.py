@@ -192,10 +192,10 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
-    from genodiff.checkpoints import export_checkpoint
+    from genodiff.checkpoints import export_model
 
     with _progress(args) as progress:
-        path = export_checkpoint(
+        path = export_model(
             Path(args.checkpoint),
             Path(args.out),
             weights=args.weights,

@@ -39,7 +39,7 @@ from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
 from genodiff.evaluate import score_sequences
 from genodiff.generate import SamplingPlan, check_feasible, draw_batches, plan
-from genodiff.generation_config import GenerationConfig
+from genodiff.generation_config import GenerationConfig, check_option
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers
@@ -93,11 +93,18 @@ class Samples(Sequence[str]):
     def __repr__(self) -> str:
         return f"Samples({list(self._texts)!r})"
 
-    def save(self, path: PathLike, inputs: Sequence[tuple[str, PathLike]] = ()) -> Path:
+    def save(
+        self,
+        path: PathLike,
+        inputs: Sequence[tuple[str, PathLike]] = (),
+        *,
+        overwrite: bool = False,
+    ) -> Path:
         """Write the samples to ``path`` in the format its suffix names (DNA: .fa FASTA with
         the provenance in each header; any domain: .txt, .jsonl), atomically; never over one
-        of ``inputs`` ((what, path) pairs). Returns the path."""
-        return write_samples(self._ids, path, self.run, self.tokenizer, inputs)
+        of ``inputs`` ((what, path) pairs); an existing ``path`` is refused unless
+        ``overwrite``, as ``genodiff sample --out`` refuses one. Returns the path."""
+        return write_samples(self._ids, path, self.run, self.tokenizer, inputs, overwrite)
 
 
 @dataclass(frozen=True)
@@ -244,8 +251,11 @@ class Model:
         classifier). Returns what was written (in the other processes of a multi-process run:
         ``main`` False)."""
         job = self._plan(num_samples, length, options, generation_config, generator)
-        settings = {"accelerator": accelerator or "auto", "devices": devices or 1}
-        settings["num_nodes"] = num_nodes or 1
+        settings = {
+            "accelerator": accelerator or "auto",
+            "devices": 1 if devices is None else devices,
+            "num_nodes": 1 if num_nodes is None else num_nodes,
+        }
 
         def stream_to(target: Path, replace: bool, **stamp: Any) -> SampleStream:
             reads = inputs if target == Path(path) else ()
@@ -381,6 +391,12 @@ class Model:
                 "sequences is one str: give a list of sequences (e.g. [sequence]); a str would "
                 "be scored letter by letter",
                 parameter="sequences",
+            )
+        check_option("seed", seed)
+        check_option("batch_size", batch_size)
+        if t_samples is not None and (not isinstance(t_samples, int) or t_samples < 1):
+            raise InputValueError(
+                f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
             )
         return score_sequences(self.network, list(sequences), t_samples, seed, batch_size)
 

@@ -116,7 +116,8 @@ def get(kind: str, name: str) -> type:
     if name not in registry:
         names = set(registry) | {entry.name for entry in _entry_points(kind)}
         known = ", ".join(sorted(names)) or "(none)"
-        raise InputKeyError(f"unknown {kind} {name!r}; known {kind}s: {known}")
+        what = "data module" if kind == "data" else kind  # "known data modules", not "datas"
+        raise InputKeyError(f"unknown {what} {name!r}; known {what}s: {known}")
     return registry[name]
 
 

@@ -20,7 +20,12 @@ from torch import Tensor
 from genodiff import registry
 from genodiff.atomic_files import StagedFile, atomic_write, check_writable
 from genodiff.domains import Domain, domain_of
-from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
+from genodiff.errors import (
+    InputFileExistsError,
+    InputFileNotFoundError,
+    InputValueError,
+    require_regular_file,
+)
 from genodiff.sample_formats import NEUTRAL_FORMATS, SampleFormat, SamplingRun
 from genodiff.tokenizers import Tokenizer
 
@@ -156,13 +161,19 @@ def write_samples(
     run: SamplingRun,
     tokenizer: Tokenizer,
     inputs: Sequence[tuple[str, str | os.PathLike]] = (),
+    overwrite: bool = False,
 ) -> Path:
     """Write one sample per row of ``samples`` (n, L), decoded by ``tokenizer``, to ``path``
     in the format its suffix names (one its domain writes), atomically; the samples are named
     ``sample_<i>_seed<S>``. ``path`` is checked first (``check_output``, never one of
-    ``inputs``)."""
+    ``inputs``); an existing ``path`` is refused unless ``overwrite``."""
     domain = domain_of(tokenizer)
     path = check_output(path, domain, inputs)
+    if path.exists() and not overwrite:
+        raise InputFileExistsError(
+            f"{path} exists: choose another file, or overwrite it (overwrite=True)",
+            parameter=("out", "overwrite"),
+        )
     with atomic_write(path) as handle:
         handle.write(_formatted(_format_for(domain, path), 0, samples, run, tokenizer))
     return path

@@ -8,7 +8,7 @@ import torch
 
 from genodiff import cli
 from genodiff.backbones.build import build
-from genodiff.checkpoints import export_checkpoint, folders, load_pretrained, save_pretrained
+from genodiff.checkpoints import export_model, folders, load_pretrained, save_pretrained
 from genodiff.checkpoints.folders import CheckpointError
 from genodiff.tokenizers import DNATokenizer
 
@@ -150,8 +150,8 @@ def test_export_reproduces_ema_backbone(tmp_path):
     ema.load_state_dict(
         {k.removeprefix(prefix): v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
     )
-    assert_same_model(ema, load_pretrained(export_checkpoint(ckpt_path, tmp_path / "ema")))
-    raw = load_pretrained(export_checkpoint(ckpt_path, tmp_path / "raw", weights="raw"))
+    assert_same_model(ema, load_pretrained(export_model(ckpt_path, tmp_path / "ema")))
+    raw = load_pretrained(export_model(ckpt_path, tmp_path / "raw", weights="raw"))
     assert not torch.equal(raw(IDS), ema(IDS))
 
 
@@ -208,9 +208,11 @@ def test_a_ps_checkpoint_saved_without_complement_map_still_exports(tmp_path):
     model = build(**section, complement_map=DNATokenizer().complement_map)
     state = {f"backbone.{k}": t for k, t in model.state_dict().items()}
     state |= {f"ema.module.{k}": t for k, t in model.state_dict().items()}
-    ckpt = {"state_dict": state, "hyper_parameters": {"config": {"model": section}}}
+    state["ema.n_averaged"] = torch.tensor(1)
+    config = {"model": section, "objective": {"name": "mdlm"}}
+    ckpt = {"state_dict": state, "hyper_parameters": {"config": config}}
     torch.save(ckpt, tmp_path / "old.ckpt")
-    loaded = load_pretrained(export_checkpoint(tmp_path / "old.ckpt", tmp_path / "export"))
+    loaded = load_pretrained(export_model(tmp_path / "old.ckpt", tmp_path / "export"))
     assert_same_model(model, loaded)
     # A=7 <-> T=10, C=8 <-> G=9; specials, N and the padding ids 12..15 map to themselves
     expected = [0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7, 11, 12, 13, 14, 15]

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from genodiff import cli
 from genodiff.checkpoints import (
-    export_checkpoint,
+    export_model,
     load_model,
     load_pretrained,
     read_checkpoint_file,
@@ -413,7 +413,7 @@ def test_a_plain_omegaconf_container_in_a_stored_config_loads_as_plain_values(tm
     assert type(data) is dict and data == OmegaConf.to_container(expected)
 
 
-@pytest.mark.parametrize("command", ["export", "sample", "eval"])
+@pytest.mark.parametrize("command", ["export", "sample", "eval", "info"])
 def test_an_unknown_objective_in_a_ckpt_is_one_line(tmp_path, capsys, command):
     def edit(content, config):
         config["objective"]["name"] = "edited"
@@ -424,6 +424,7 @@ def test_an_unknown_objective_in_a_ckpt_is_one_line(tmp_path, capsys, command):
         "export": ["export", "--checkpoint", path, "--out", str(out)],  # was: written anyway
         "sample": ["sample", "--checkpoint", path, *SAMPLE, "--out", str(out)],
         "eval": ["eval", "--checkpoint", path, "--num-windows", "1"],
+        "info": ["info", path],  # was: printed as the run's objective
     }[command]
     assert cli.main(args) == 2
     err = one_line_error(capsys, command)
@@ -434,7 +435,7 @@ def test_an_unknown_objective_in_a_ckpt_is_one_line(tmp_path, capsys, command):
 @pytest.mark.parametrize("command", ["info", "sample", "load_pretrained"])
 def test_a_config_json_field_of_another_type_is_one_line(tmp_path, capsys, command):
     training_checkpoint(tmp_path / "last.ckpt", seed=0)
-    folder = export_checkpoint(tmp_path / "last.ckpt", tmp_path / "exported")
+    folder = export_model(tmp_path / "last.ckpt", tmp_path / "exported")
     config = json.loads((folder / "config.json").read_text())
     config["n_layer"] = "two"
     (folder / "config.json").write_text(json.dumps(config))
@@ -455,7 +456,7 @@ def test_a_config_json_field_of_another_type_is_one_line(tmp_path, capsys, comma
 @pytest.mark.parametrize("edit", ["interpolation", "nested"])
 def test_an_exported_folders_json_is_a_bounded_plain_tree(tmp_path, capsys, edit):
     training_checkpoint(tmp_path / "last.ckpt", seed=0)
-    folder = export_checkpoint(tmp_path / "last.ckpt", tmp_path / "exported")
+    folder = export_model(tmp_path / "last.ckpt", tmp_path / "exported")
     record_path = folder / "genodiff.json"
     if edit == "interpolation":
         record = json.loads(record_path.read_text())
@@ -486,3 +487,90 @@ def test_an_integer_tensor_among_the_weights_is_one_line(checkpoint, tmp_path, c
     err = one_line_error(capsys, "sample")
     assert "tensors of another kind of number (1): " in err and not out.exists()
     assert name.split(".", 1)[1] + " torch.int32 where the model has torch.float32" in err
+
+
+# A run's data section edited in its record (what ``score``, ``windows`` and ``eval`` build):
+# the edit of the run's config, and the refusal. Each was a TypeError or an AttributeError.
+DATA_EDITS = {
+    "another module": ({"name": "hg38"}, "unknown config key 'data.split_fractions'"),
+    "no module": ({"name": "edited"}, "unknown data module 'edited'; known data modules: "),
+    "an unknown key": ({"extra_key": 3}, "unknown config key 'data.extra_key'"),
+    "not a section": (None, "config.data is a list, not a section of keys"),
+}
+
+
+def edited_data(config: dict, edit: str) -> None:
+    change = DATA_EDITS[edit][0]
+    if change is None:
+        config["data"] = [1, 2]
+    else:
+        config["data"].update(change)
+
+
+@pytest.mark.parametrize("edit", list(DATA_EDITS))
+@pytest.mark.parametrize("command", ["info", "sample", "eval"])
+def test_an_edited_data_section_of_an_export_is_one_line(tmp_path, capsys, edit, command):
+    training_checkpoint(tmp_path / "last.ckpt", seed=0)
+    folder = export_model(tmp_path / "last.ckpt", tmp_path / "exported")
+    record_path = folder / "genodiff.json"
+    record = json.loads(record_path.read_text())
+    edited_data(record["config"], edit)  # was: TypeError from the data module's constructor
+    record_path.write_text(json.dumps(record))
+    out = tmp_path / "s.fa"
+    args = {
+        "info": ["info", str(folder)],
+        "sample": ["sample", "--checkpoint", str(folder), *SAMPLE, "--out", str(out)],
+        "eval": ["eval", "--checkpoint", str(folder), "--num-windows", "1"],
+    }[command]
+    assert cli.main(args) == 2
+    err = one_line_error(capsys, command)
+    assert f"{record_path} is inconsistent" in err and DATA_EDITS[edit][1] in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("edit", list(DATA_EDITS))
+def test_an_edited_data_section_of_a_ckpt_is_one_line(tmp_path, edit):
+    path = hostile_checkpoint(tmp_path / "edited.ckpt", lambda _, c: edited_data(c, edit))
+    with pytest.raises(InputValueError, match="is inconsistent") as raised:
+        load_model(path)
+    assert str(path) in str(raised.value) and DATA_EDITS[edit][1] in str(raised.value)
+
+
+def test_samples_saved_over_a_file_are_refused_unless_overwrite(checkpoint, tmp_path):  # noqa: F811
+    model = Model(load_model(checkpoint), checkpoint)
+    samples = model.generate(2, length=16, steps=2)
+    path = tmp_path / "mine.fa"
+    path.write_text(">mine\nACGT\n")
+    with pytest.raises(FileExistsError, match="mine.fa exists: choose another file, or overwrite"):
+        samples.save(path)
+    assert path.read_text() == ">mine\nACGT\n"  # was: replaced without asking
+    samples.save(path, overwrite=True)
+    assert [line for line in path.read_text().splitlines() if not line.startswith(">")] == list(
+        samples
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "refusal"),
+    [
+        (lambda m: m.generate(2.5, length=16, steps=2), "num_samples must be an integer, got 2.5"),
+        (lambda m: m.generate("2", length=16, steps=2), "num_samples must be an integer, got '2'"),
+        (lambda m: m.score(["ACGTACGT"], seed=-1), "seed must be >= 0, got -1"),  # was: numpy's
+        (lambda m: m.score(["ACGTACGT"], seed=0.5), "seed must be an integer, got 0.5"),
+        (lambda m: m.score(["ACGTACGT"], t_samples=0), "t_samples must be an integer >= 1"),
+        (lambda m: m.score(["ACGTACGT"], batch_size=0), "batch_size must be >= 1, got 0"),
+    ],
+)
+def test_library_arguments_of_the_wrong_kind_are_one_line(checkpoint, call, refusal):  # noqa: F811
+    model = Model(load_model(checkpoint), checkpoint)
+    with pytest.raises(InputValueError, match=refusal.replace("(", r"\(")):
+        call(model)
+
+
+@pytest.mark.parametrize("setting", ["devices", "num_nodes"])
+def test_zero_processes_to_generate_to_a_file_are_refused(checkpoint, tmp_path, setting):  # noqa: F811
+    model = Model(load_model(checkpoint), checkpoint)
+    out = tmp_path / "s.fa"
+    with pytest.raises(InputValueError, match=f"{setting}=0"):  # was: devices 0 read as 1
+        model.generate_to_file(out, 2, length=16, steps=2, **{setting: 0})
+    assert not out.exists()

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import (
-    export_checkpoint,
+    export_model,
     init_backbone,
     load_model,
     load_pretrained,
@@ -184,7 +184,7 @@ def test_sample_and_eval_checkpoints_take_ids(tmp_path, offline_cache):
     run = tmp_path / "run"
     trained = training_checkpoint(run / "last.ckpt", seed=7)
     (run / "notes.txt").write_text("not a checkpoint")
-    exported = export_checkpoint(run / "last.ckpt", tmp_path / "exported")
+    exported = export_model(run / "last.ckpt", tmp_path / "exported")
     write_hub_cache(offline_cache, "test-org/run", {"main": run})
     write_hub_cache(offline_cache, "test-org/exported", {"main": exported})
     from_ckpt = load_model("test-org/run")

@@ -31,7 +31,7 @@ from genodiff.backbones import build
 from genodiff.checkpoints import (
     CheckpointError,
     UnsafePickleError,
-    export_checkpoint,
+    export_model,
     init_backbone,
     inspect_checkpoint,
     load_model,
@@ -259,7 +259,7 @@ FOLDER_LOADERS = {
 }
 FILE_LOADERS = {
     "inspect_checkpoint": inspect_checkpoint,
-    "export_checkpoint": lambda path: export_checkpoint(path, path.parent / "exported"),
+    "export_model": lambda path: export_model(path, path.parent / "exported"),
 }
 
 
@@ -288,7 +288,8 @@ def test_genodiff_info_refuses_it_in_one_line(tmp_path, payload, capsys):
 
 
 def test_a_resume_reads_through_the_crc_check(tmp_path):
-    config = {"model": {"name": "caduceus"}, "trainer": {"max_steps": 10}}
+    model = {"name": "caduceus", "d_model": 16, "n_layer": 2}  # a complete section, as trained
+    config = {"model": model, "trainer": {"max_steps": 10}}
     path = tmp_path / "last.ckpt"
     content = {
         "state_dict": {"w": torch.arange(4096, dtype=torch.float32)},

@@ -16,9 +16,8 @@
   a reference, read it, tell its kind: generator, guidance classifier, fine-tuned classifier;
   rebuild its tokenizer) and ``load_model``, the trained ``GenerativeModel``; the
   classifiers' builders (``genodiff.classifiers``, ``genodiff.finetuning``) sit on it too;
-- ``export``: a trained model as a folder with its run record: ``export_model`` (what
-  ``Model.save_pretrained`` writes) and ``export_checkpoint`` (.ckpt -> folder, ``genodiff
-  export``);
+- ``export``: a trained model, or a training checkpoint, as a folder with its run record:
+  ``export_model``, what ``Model.save_pretrained`` and ``genodiff export`` write;
 - ``run_folder``: a training run's output folder: its lock, and which checkpoint it resumes;
 - ``info``: ``inspect_checkpoint``, what ``genodiff info`` prints;
 - ``plain``: ``plain_tree``, what a file records (a checkpoint's config, an exported folder's
@@ -27,7 +26,7 @@
 References may be Hugging Face Hub ids ``org/name[@revision]`` (``genodiff.hub``).
 """
 
-from genodiff.checkpoints.export import export_checkpoint, export_model
+from genodiff.checkpoints.export import export_model
 from genodiff.checkpoints.folders import init_backbone, load_pretrained, save_pretrained
 from genodiff.checkpoints.info import inspect_checkpoint
 from genodiff.checkpoints.io import Placeholder, UnsafePickleError, read_checkpoint_file
@@ -39,7 +38,6 @@ __all__ = [
     "Placeholder",
     "StoredCheckpoint",
     "UnsafePickleError",
-    "export_checkpoint",
     "export_model",
     "init_backbone",
     "inspect_checkpoint",

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from torch import nn
 
-from genodiff.backbones.build import build
 from genodiff.checkpoints.folders import (
     CONFIG_FILE,
     RUN_RECORD_FILE,
@@ -25,32 +24,39 @@ from genodiff.checkpoints.folders import (
     _json_writer,
     _write_folder,
     as_trained,
-    check_run_config,
 )
-from genodiff.checkpoints.io import RUN_STATE_KEY
-from genodiff.checkpoints.load import GENERATOR, WEIGHTS_DIGEST_KEY, open_checkpoint
-from genodiff.checkpoints.weights import CheckpointError, load_weights
+from genodiff.checkpoints.load import WEIGHTS_DIGEST_KEY, load_model
+from genodiff.checkpoints.weights import CheckpointError
 from genodiff.config import completed_model_config
 from genodiff.errors import InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.progress import Progress
 from genodiff.tokenizers import Tokenizer
 
-# The state-dict prefix of each set of weights a training checkpoint holds.
-PREFIXES = {"ema": "ema.module.", "raw": "backbone."}
+# The sets of weights a training checkpoint holds: the average and the trained ones.
+WEIGHT_SETS = ("ema", "raw")
 
 
 def export_model(
-    model: GenerativeModel,
+    source: GenerativeModel | str | Path,
     out_dir: str | Path,
     weights: Literal["ema", "raw"] = "ema",
     overwrite: bool = False,
+    progress: Progress | None = None,
 ) -> Path:
-    """Write ``model`` into the folder ``out_dir`` (its other files are kept; ``overwrite``
-    replaces the files an export owns); ``weights`` "ema" (its average) or "raw" (its trained
-    weights). A model loaded from an export folder holds one set of weights: it is written as
-    that set. Returns the folder."""
+    """Write a trained model into the folder ``out_dir``: ``source`` is the model
+    (``Model.save_pretrained``), or a genodiff training checkpoint (.ckpt of ``genodiff train``,
+    read through the one reader, ``load_model``: ``genodiff export``). ``weights`` "ema" (the
+    average) or "raw" (the trained weights); a model loaded from an export folder holds one
+    set, written as that set. The folder's other files are kept; ``overwrite`` replaces the
+    files an export owns. ``progress`` hears of each stage. Returns the folder."""
     _check_weights(weights)
+    if not isinstance(source, GenerativeModel):
+        _check_export_paths(Path(source), Path(out_dir))
+        if progress is not None:
+            progress.note(f"reading {source}")
+        source = load_model(source)
+    model = source
     # Where it was read from and its weights' digest describe this copy, not the export.
     provenance = {
         k: v for k, v in model.provenance.items() if k not in ("source", WEIGHTS_DIGEST_KEY)
@@ -70,52 +76,13 @@ def export_model(
         )
     backbone = model.eval_backbone if weights == "ema" else model.backbone
     record = {"config": model.config, "weights": weights, **provenance}
+    if progress is not None:
+        progress.note(f"writing {out_dir}")
     return _write_export(backbone, model.config, model.tokenizer, record, out_dir, overwrite)
 
 
-def export_checkpoint(
-    ckpt_path: str | Path,
-    out_dir: str | Path,
-    weights: Literal["ema", "raw"] = "ema",
-    overwrite: bool = False,
-    progress: Progress | None = None,
-) -> Path:
-    """A genodiff training checkpoint (.ckpt of ``genodiff train``) -> a checkpoint folder,
-    as ``export_model`` writes one; only the backbone is built (the objective, and a config
-    section it would need, are not). ``progress`` hears of each stage."""
-    _check_weights(weights)
-    _check_export_paths(Path(ckpt_path), Path(out_dir))
-    if progress is not None:
-        progress.note(f"reading {ckpt_path}")
-    stored = open_checkpoint(ckpt_path, GENERATOR)  # safely read, its records checked
-    ckpt, tokenizer, run_config = stored.content, stored.tokenizer, stored.record
-    # What loading the folder will check of it (folders.read_run_record).
-    check_run_config(run_config, ckpt_path, "use the checkpoint as genodiff train wrote it")
-    prefix = PREFIXES[weights]
-    state = stored.weights(prefix)
-    if not state:
-        raise CheckpointError(
-            f"{ckpt_path} holds no {weights} weights (no '{prefix}*' keys); a run trained "
-            "without EMA (ema.decay=0) exports with weights='raw'",
-            parameter="weights",
-        )
-    backbone = build(**_model_config(run_config, tokenizer))
-    load_weights(backbone, state, f"{ckpt_path} ({weights} weights)")
-    record = {
-        "config": run_config,
-        "weights": weights,
-        "global_step": ckpt.get("global_step"),
-        "epoch": ckpt.get("epoch"),
-        "exported_from": Path(ckpt_path).name,
-        **ckpt.get(RUN_STATE_KEY, {}),
-    }
-    if progress is not None:
-        progress.note(f"writing {out_dir}")
-    return _write_export(backbone, run_config, tokenizer, record, out_dir, overwrite)
-
-
 def _check_weights(weights: str) -> None:
-    if weights not in PREFIXES:
+    if weights not in WEIGHT_SETS:
         raise InputValueError(
             f"weights must be 'ema' or 'raw', got {weights!r}", parameter="weights"
         )

@@ -71,8 +71,11 @@ FOLDER_FILES = (CONFIG_FILE, TOKENIZER_FILE, *WEIGHT_FILES)
 # Written by ``genodiff.checkpoints.export`` beside the backbone files: the run's config, step
 # and which weights were exported, so the folder can be sampled and evaluated like the .ckpt.
 RUN_RECORD_FILE = "genodiff.json"
-# The sections of a run's config that say what its weights are (checked on loading).
+# The sections of a run's config that say what its weights are (required on loading).
 RUN_SECTIONS = ("model", "objective")
+# The sections checked against the class each names when a run's config is read: the weights'
+# and, where the run has one, the data it read (what ``score``, ``windows`` and ``eval`` build).
+CHECKED_SECTIONS = (*RUN_SECTIONS, "data")
 
 # model.safetensors metadata key: the checksum of the tensors written (``tensors_digest``),
 # compared when the folder is read, so weights changed after writing are found.
@@ -315,10 +318,16 @@ def read_run_record(folder: Path) -> dict[str, Any]:
 
 def check_run_config(config: Mapping[str, Any], source: str | Path, remedy: str) -> None:
     """An input error naming ``source`` (and saying ``remedy``) when a section of
-    ``RUN_SECTIONS`` that a run's recorded ``config`` holds is not what the class it names
-    takes (edited, or written for another class; the class unknown): loading it would build
-    something else, or nothing."""
-    present = {s: config[s] for s in RUN_SECTIONS if isinstance(config.get(s), dict)}
+    ``CHECKED_SECTIONS`` that a run's recorded ``config`` holds is not what the class it names
+    takes (edited, or written for another class; the class unknown; not a mapping): loading
+    it would build something else, or nothing."""
+    for section in CHECKED_SECTIONS:
+        if section in config and not isinstance(config[section], dict):
+            raise InputValueError(
+                f"{source} is inconsistent: config.{section} is a "
+                f"{type(config[section]).__name__}, not a section of keys; {remedy}"
+            )
+    present = {s: config[s] for s in CHECKED_SECTIONS if isinstance(config.get(s), dict)}
     cfg = OmegaConf.create(present)  # plain values: nothing in it is resolved (plain_tree)
     for section, values in present.items():
         try:

@@ -33,6 +33,7 @@ from genodiff import hub
 from genodiff.checkpoints.folders import (
     FOLDER_FILES,
     RUN_RECORD_FILE,
+    check_run_config,
     load_pretrained,
     read_run_record,
     tensors_digest,
@@ -218,6 +219,8 @@ def _open_file(path: Path, map_location: str | torch.device, mmap: bool) -> Stor
     records = {key: plain_tree(content[key], path, key) for key in RECORD_KEYS if key in content}
     content = {**content, **records}
     kind, record = _kind_of(content)  # of some kind still: records only became plainer
+    if kind == GENERATOR:
+        check_run_config(record, path, "use the checkpoint as genodiff train wrote it")
     return StoredCheckpoint(kind, path, content, tokenizer_from_checkpoint(content), record)
 
 

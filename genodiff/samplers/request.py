@@ -50,10 +50,11 @@ class SampleRequest:
 
     def __post_init__(self) -> None:
         for name in ("num_samples", "length", "steps"):
-            if getattr(self, name) < 1:
-                raise InputValueError(
-                    f"{name} must be >= 1, got {getattr(self, name)}", parameter=name
-                )
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InputValueError(f"{name} must be an integer, got {value!r}", parameter=name)
+            if value < 1:
+                raise InputValueError(f"{name} must be >= 1, got {value}", parameter=name)
         if not (math.isfinite(self.temperature) and self.temperature > 0):
             raise InputValueError(
                 f"temperature must be > 0 and finite, got {self.temperature}",

@@ -189,5 +189,7 @@ def finish(
         samples = draw_samples(
             model.eval_objective, model.eval_backbone, job_request, s.seed, s.batch_size, progress
         )
-        path = write_samples(datamodule.end_samples(samples), out / name, run, tokenizer)
+        # the run folder's own file: a resumed or re-run training writes it again
+        ends = datamodule.end_samples(samples)
+        path = write_samples(ends, out / name, run, tokenizer, overwrite=True)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")

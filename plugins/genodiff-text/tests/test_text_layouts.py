@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 from genodiff import backbones
 from genodiff.checkpoints import (
     UnsafePickleError,
-    export_checkpoint,
+    export_model,
     load_pretrained,
     save_pretrained,
 )
@@ -144,10 +144,8 @@ def test_export_of_a_genodiff_training_checkpoint(tmp_path):
         "hyper_parameters": {"config": {"model": {"name": "dit", **DIT_CONFIG}}},
     }
     torch.save(ckpt, tmp_path / "last.ckpt")
-    assert same_state(
-        load_pretrained(export_checkpoint(tmp_path / "last.ckpt", tmp_path / "e")), ema
-    )
-    raw = export_checkpoint(tmp_path / "last.ckpt", tmp_path / "r", weights="raw")
+    assert same_state(load_pretrained(export_model(tmp_path / "last.ckpt", tmp_path / "e")), ema)
+    raw = export_model(tmp_path / "last.ckpt", tmp_path / "r", weights="raw")
     assert same_state(load_pretrained(raw), model)
 
 
@@ -166,7 +164,7 @@ def test_export_says_whether_the_run_conditioned_on_time(tmp_path, conditioned):
         },
     }
     torch.save(ckpt, tmp_path / "last.ckpt")
-    folder = export_checkpoint(tmp_path / "last.ckpt", tmp_path / "e")
+    folder = export_model(tmp_path / "last.ckpt", tmp_path / "e")
     assert json.loads((folder / "config.json").read_text())["time_conditioning"] is conditioned
     loaded = load_pretrained(folder)
     with torch.no_grad():
