@@ -783,6 +783,22 @@ def error_line(err: BaseException, command: str, options: dict[str, str]) -> str
     return f"genodiff {command}: error: {message}"
 
 
+# What a command's refusal of a file that needs unknown classes unpickled offers instead of the
+# library's keyword, which no command takes.
+UNSAFE_PICKLE_OPT_IN = (
+    "no command reads such a file; from Python, genodiff.checkpoints.load_pretrained(FOLDER, "
+    "stub_unknown_classes=True) (read_checkpoint_file for one file)"
+)
+
+
+def _for_the_command_line(err: Exception) -> Exception:
+    """``err`` as a command says it: an ``UnsafePickleError`` offers what a user can run."""
+    reader = sys.modules.get("genodiff.checkpoints.io")  # not loaded: no file was read
+    if reader is not None and isinstance(err, reader.UnsafePickleError):
+        return err.offering(UNSAFE_PICKLE_OPT_IN)
+    return err
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error is one line on stderr (exit status 2), any other error
     raises with its traceback (``GENODIFF_DEBUG=1``: every error does)."""
@@ -794,6 +810,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise
+        err = _for_the_command_line(err)
         print(error_line(err, args.command, option_names(parser)), file=sys.stderr)
         return 2
     return 0

@@ -283,7 +283,10 @@ def test_genodiff_info_refuses_it_in_one_line(tmp_path, payload, capsys):
     assert cli.main(["info", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("genodiff info: error:") and "\n" not in err
-    assert str(path) in err and SYSTEM in err and "stub_unknown_classes=True" in err
+    assert str(path) in err and SYSTEM in err
+    # the opt-in a user can run: the library's keyword, not a flag no command has
+    assert "no command reads such a file; from Python, genodiff.checkpoints." in err
+    assert "load_pretrained(FOLDER, stub_unknown_classes=True)" in err
     assert not marker.exists()
 
 
