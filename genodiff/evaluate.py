@@ -20,10 +20,10 @@ any company and order of windows, when several processes share the batches (``--
 each scores a block of batches, the main process gathers them, ``genodiff.parallel``), and for
 ``Model.score`` of the window as a sequence. Equal windows get equal numbers. The K draws ride
 in one batch (the batch of B windows repeated K times); an objective with low-discrepancy
-times (MDLM, SEDD, D3PM, UDLM, Plaid) gives the k-th draw of a window a time in the k-th of K
-strata of [0, 1), t_k = (k + v_k) / K with v_k uniform from that draw's stream: stratified
-within the window, so the mean over its K draws keeps a low variance, and no longer
-correlated across windows (their errors are independent, as the standard error assumes).
+times (MDLM, SEDD, D3PM, UDLM, Plaid) gives the k-th draw of a window the time of
+u_k = (U + k/K) mod 1, U drawn once for the window: one time in each K-th of [0, 1), so the
+mean over its K draws keeps a low variance. Windows no longer share one lattice, so their
+errors are independent, as the standard error over windows assumes.
 
 A class-conditional checkpoint is scored twice on the same draws: ``nelbo`` with each window's
 true label, a bound on -log p(x | y), and ``nelbo_unconditional`` with the null label, a bound

@@ -13,8 +13,9 @@ alone: the same under any batch size, any number of processes and any resume
 Scoring (``genodiff eval``, ``Model.score``: ``genodiff.evaluate.score_windows``) draws an
 objective's loss noise with ``Noise.per_window``: the K noise draws of a window are K rows, each
 with its own stream seeded from (``window_seed(seed, the window's token ids)``, k), and the
-rows' times are stratified within the window (``stratified``), so a window's score is a function
-of (its tokens, seed, K) alone: not of the batch size, the other windows or their order.
+rows' times are a shifted lattice within the window (``stratified``), so a window's score is a
+function of (its tokens, seed, K) alone: not of the batch size, the other windows or their
+order.
 
 The per-sequence generators live on the CPU (a fixed algorithm, mt19937, on every machine); the
 numbers are moved to the sampler's device. ``SEQUENCE_SEEDS`` names the scheme in the samples'
@@ -43,8 +44,10 @@ def sequence_seed(seed: int, index: int) -> int:
 
 
 #: How a scored window's draws are seeded (``Noise.per_window``): its seed is ``sequence_seed``
-#: of the run's seed and the SHA-256 of its token ids (little-endian int32, read as an integer),
-#: and its k-th draw's stream is seeded with ``sequence_seed`` of that and k.
+#: of the run's seed and the SHA-256 of its token ids (little-endian int32, read as an integer);
+#: its time offset U is the first float64 uniform of a torch CPU generator seeded with it; its
+#: k-th of K draws takes the uniform (U + k/K) mod 1 for its time and draws everything else
+#: from a stream seeded with ``sequence_seed`` of the window's seed and k.
 WINDOW_SEEDS = "per-window-content-v1"
 
 
@@ -53,6 +56,11 @@ def window_seed(seed: int, ids: Tensor) -> int:
     (``WINDOW_SEEDS``): equal windows draw equal noise wherever they are scored."""
     digest = hashlib.sha256(ids.cpu().numpy().astype("<i4").tobytes()).digest()
     return sequence_seed(seed, int.from_bytes(digest, "little"))
+
+
+def _first_uniform(seed: int) -> float:
+    """The first float64 uniform in [0, 1) of a torch CPU generator seeded with ``seed``."""
+    return float(torch.rand((), generator=torch.Generator().manual_seed(seed), dtype=torch.float64))
 
 
 def seed_from(generator: torch.Generator) -> int:
@@ -65,21 +73,21 @@ def seed_from(generator: torch.Generator) -> int:
 class Noise:
     """The random numbers of one batch of rows: from one ``generator`` for all rows (None:
     torch's global generator), or from one stream per row (``per_sequence``, ``per_window``:
-    row j's stream seeded with ``seeds[j]``). ``strata`` (per row: (k, K), stratum k of K)
-    places each row's ``stratified`` uniform; None: no strata (K = 1)."""
+    row j's stream seeded with ``seeds[j]``). ``lattice`` (per row, in [0, 1)): each row's
+    ``stratified`` uniform, fixed in advance (``per_window``); None: drawn from its stream."""
 
     def __init__(
         self,
         generator: torch.Generator | None = None,
         device: torch.device | str = "cpu",
         seeds: Sequence[int] | None = None,
-        strata: Sequence[tuple[int, int]] | None = None,
+        lattice: Sequence[float] | None = None,
     ) -> None:
         self.generator = generator
         self.device = torch.device(device)
         self.seeds = list(seeds) if seeds is not None else None
         self.rows = [torch.Generator().manual_seed(s) for s in self.seeds or ()]
-        self.strata = list(strata) if strata is not None else None
+        self.lattice = list(lattice) if lattice is not None else None
 
     @classmethod
     def per_sequence(cls, seed: int, indices: Sequence[int], device: torch.device | str) -> Noise:
@@ -92,12 +100,15 @@ class Noise:
     ) -> Noise:
         """The noise of ``draws`` (K) scorings of each of ``windows`` (B, L), as one batch of
         K B rows in ``windows.repeat(K, 1)``'s order: row k B + j, the k-th draw of window j,
-        has its own stream, seeded from (``window_seed(seed, windows[j])``, k), and stratum k
-        of K (``stratified``)."""
+        has its own stream, seeded from (``window_seed(seed, windows[j])``, k), and the
+        ``stratified`` uniform (U_j + k/K) mod 1, U_j drawn once for window j
+        (``WINDOW_SEEDS``): the window's K times form a randomly shifted lattice, one in each
+        K-th of [0, 1), as the times of one batch do under one generator."""
         keys = [window_seed(seed, ids) for ids in windows]
+        offsets = [_first_uniform(key) for key in keys]
         seeds = [sequence_seed(key, k) for k in range(draws) for key in keys]
-        strata = [(k, draws) for k in range(draws) for _ in keys]
-        return cls(device=device, seeds=seeds, strata=strata)
+        lattice = [(u + k / draws) % 1.0 for k in range(draws) for u in offsets]
+        return cls(device=device, seeds=seeds, lattice=lattice)
 
     def take(self, rows: Tensor) -> Noise:
         """The noise of the rows ``rows`` (indices into this batch), in that order: the same
@@ -108,7 +119,7 @@ class Noise:
         picked = rows.tolist()
         taken.seeds = [self.seeds[i] for i in picked]
         taken.rows = [self.rows[i] for i in picked]
-        taken.strata = None if self.strata is None else [self.strata[i] for i in picked]
+        taken.lattice = None if self.lattice is None else [self.lattice[i] for i in picked]
         return taken
 
     def branch(self, key: int) -> Noise:
@@ -118,7 +129,7 @@ class Noise:
         if self.seeds is None:
             return self
         seeds = [sequence_seed(s, key) for s in self.seeds]
-        return Noise(self.generator, self.device, seeds, self.strata)
+        return Noise(self.generator, self.device, seeds, self.lattice)
 
     def uniform(
         self, count: int, *shape: int, dtype: torch.dtype = torch.float64, row_axis: int = 0
@@ -141,19 +152,19 @@ class Noise:
 
     def stratified(self, count: int, dtype: torch.dtype = torch.float64) -> Tensor:
         """(count,) low-discrepancy uniforms in [0, 1). One generator: u_i = (U + i / count)
-        mod 1, one U for the batch. Row streams: row j in stratum k of K draws v from its
-        own stream, u = (k + v) / K (no strata: u = v), so the K draws of a window
-        (``per_window``) each fall in their own K-th of [0, 1)."""
+        mod 1, one U for the batch. Row streams: the rows' ``lattice`` (``per_window``: the K
+        draws of a window one in each K-th of [0, 1)); without one, each row's own uniform."""
         if self.seeds is None:
             offset = self._draw(torch.rand, 1, (), dtype)  # (1,)
             steps = torch.arange(count, device=self.device, dtype=dtype) / count
             return (offset + steps) % 1.0
-        v = self.uniform(count)  # (count,) float64
-        if self.strata is None:
-            return v.to(dtype)
-        stratum, strata = torch.tensor(self.strata, dtype=torch.float64, device=self.device).T
+        if self.lattice is None:
+            return self.uniform(count, dtype=dtype)
+        if count != len(self.lattice):
+            raise ValueError(f"{count} rows asked of the noise of {len(self.lattice)} sequences")
+        lattice = torch.tensor(self.lattice, dtype=torch.float64, device=self.device)
         below_one = 1 - torch.finfo(dtype).eps / 2  # rounding to dtype must not reach 1
-        return ((stratum + v) / strata).to(dtype).clamp_max(below_one)
+        return lattice.to(dtype).clamp_max(below_one)
 
     def _draw(
         self,
