@@ -12,9 +12,9 @@ R = sum S_i / sum n_i, its standard error over windows (delta method for a ratio
 SE(R) = sqrt(sum_i (S_i - R n_i)^2 / (N (N - 1))) / mean(n_i); perplexity = exp(R) with
 SE(ppl) = exp(R) SE(R), bits per token = R / ln 2.
 
-Noise. Each window draws its own noise (``genodiff.samplers.noise.Noise.per_window``): its
-stream is keyed by ``seed`` and the SHA-256 of its token ids (``window_seed``; a label is no
-part of it), and its k-th of K draws has a stream of its own seeded from that key and k. So
+Noise. Each window draws its own noise (``genodiff.samplers.noise.Noise.per_window``), keyed
+by ``seed`` and the SHA-256 of its token ids (``window_seed`` there; a label is no part of
+the key); its k-th of K draws has a stream of its own seeded from that key and k. So
 S_i is a function of (window i's tokens, seed, K) alone: the same under any batch size, in
 any company and order of windows, when several processes share the batches (``--devices``:
 each scores a block of batches, the main process gathers them, ``genodiff.parallel``), and for
