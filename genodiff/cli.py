@@ -508,7 +508,12 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint's objective.eval_t_power, 2.5)",
     )
     evaluate.add_argument("--seed", type=int, default=0)
-    evaluate.add_argument("--batch-size", type=int, default=16, help="windows per batch")
+    evaluate.add_argument(
+        "--batch-size",
+        type=int,
+        default=16,
+        help="windows per batch (the numbers do not depend on it)",
+    )
     evaluate.add_argument("--device", help="cpu, cuda, cuda:1 (default: best)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.add_argument(

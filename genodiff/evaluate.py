@@ -12,13 +12,18 @@ R = sum S_i / sum n_i, its standard error over windows (delta method for a ratio
 SE(R) = sqrt(sum_i (S_i - R n_i)^2 / (N (N - 1))) / mean(n_i); perplexity = exp(R) with
 SE(ppl) = exp(R) SE(R), bits per token = R / ln 2.
 
-The K draws of a window ride in one batch: the batch of B windows is repeated K times, so an
-objective with low-discrepancy times (MDLM) gives each window K stratified times
-(u + j/(BK) + k/K). Batch b (windows b B to (b + 1) B - 1 of the list) draws from its own
-generator, seeded from (``seed``, b) as a sampled sequence is (``genodiff.samplers.noise``):
-the numbers are repeatable for a given (seed, batch_size, t_samples), and the same when
-several processes share the batches (``--devices``: each scores a block of batches, the main
-process gathers them, ``genodiff.parallel``).
+Noise. Each window draws its own noise (``genodiff.samplers.noise.Noise.per_window``), keyed
+by ``seed`` and the SHA-256 of its token ids (``window_seed`` there; a label is no part of
+the key); its k-th of K draws has a stream of its own seeded from that key and k. So
+S_i is a function of (window i's tokens, seed, K) alone: the same under any batch size, in
+any company and order of windows, when several processes share the batches (``--devices``:
+each scores a block of batches, the main process gathers them, ``genodiff.parallel``), and for
+``Model.score`` of the window as a sequence. Equal windows get equal numbers. The K draws ride
+in one batch (the batch of B windows repeated K times); an objective with low-discrepancy
+times (MDLM, SEDD, D3PM, UDLM, Plaid) gives the k-th draw of a window the time of
+u_k = (U + k/K) mod 1, U drawn once for the window: one time in each K-th of [0, 1), so the
+mean over its K draws keeps a low variance. Windows no longer share one lattice, so their
+errors are independent, as the standard error over windows assumes.
 
 A class-conditional checkpoint is scored twice on the same draws: ``nelbo`` with each window's
 true label, a bound on -log p(x | y), and ``nelbo_unconditional`` with the null label, a bound
@@ -55,7 +60,7 @@ from genodiff.objectives import Objective
 from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress
-from genodiff.samplers.noise import sequence_seed
+from genodiff.samplers.noise import Noise
 
 
 @dataclass
@@ -294,10 +299,12 @@ def score_windows(
     and for a model with ``num_classes`` classes the NELBO with the null label on the same
     draws (N,), else None).
 
-    Batches of ``batch_size`` windows, each repeated ``t_samples`` times (see module doc);
-    ``batches`` (default: all) says which batches of the list to score: the arrays then hold
-    those batches' windows, in order. A conditional model scores ``nelbo`` with each item's
-    ``labels`` (the null label when the dataset's items carry none).
+    Batches of ``batch_size`` windows, each repeated ``t_samples`` times, each window drawing
+    its own noise (``Noise.per_window``, see module doc): a window's numbers do not depend on
+    ``batch_size`` or the other windows. ``batches`` (default: all) says which batches of the
+    list to score: the arrays then hold those batches' windows, in order. A conditional model
+    scores ``nelbo`` with each item's ``labels`` (the null label when the dataset's items
+    carry none), then the null label on the same draws.
     A window whose NELBO is NaN or infinite stops the scoring (``NonFiniteOutputError``): the
     model's outputs are not finite, and no average over windows could mean anything.
     """
@@ -323,28 +330,29 @@ def score_windows(
                 "another checkpoint, e.g. the previous one"
             )
 
+    def window_noise(windows: Tensor) -> Noise:  # windows (B, L): K B rows' streams, fresh
+        return Noise.per_window(seed, windows, t_samples, device)
+
     batches = range(math.ceil(len(indices) / batch_size)) if batches is None else batches
     total = sum(len(indices[b * batch_size : (b + 1) * batch_size]) for b in batches)
     done = 0
     for batch in batches:
         chunk = indices[batch * batch_size : (batch + 1) * batch_size]
         done += len(chunk)
-        generator = torch.Generator(device=device).manual_seed(sequence_seed(seed, batch))
         items = [dataset[i] for i in chunk]
-        ids = torch.stack([item["input_ids"] for item in items]).to(device)  # (B, L)
-        ids = ids.repeat(t_samples, 1)  # (K B, L)
+        windows = torch.stack([item["input_ids"] for item in items])  # (B, L)
+        ids = windows.to(device).repeat(t_samples, 1)  # (K B, L)
         if num_classes is None:
-            sums, counts = objective.loss(backbone, ids, generator)  # (K B,) each
+            sums, counts = objective.loss(backbone, ids, window_noise(windows))  # (K B,) each
         else:
             null = null_labels(ids.shape[0], num_classes, device)  # (K B,)
             labels = null
             if all("labels" in item for item in items):
                 labels = torch.stack([item["labels"] for item in items]).to(device)
                 labels = labels.repeat(t_samples)  # (K B,)
-            draws = generator.get_state()
-            sums, counts = objective.loss(backbone, ids, generator, labels=labels)
-            generator.set_state(draws)  # the same draws for p(x)
-            sums_null, _ = objective.loss(backbone, ids, generator, labels=null)
+            sums, counts = objective.loss(backbone, ids, window_noise(windows), labels=labels)
+            # the same draws for p(x): the streams again from their start
+            sums_null, _ = objective.loss(backbone, ids, window_noise(windows), labels=null)
             check_finite(sums_null, chunk)
             unconditional.append(per_window(sums_null))
         check_finite(sums, chunk)
@@ -385,8 +393,10 @@ def score_sequences(
     weights: each sequence is one window, read by the run's data module as it reads a window
     of a file (``DataModule.sequences_dataset``) and scored as ``genodiff eval --file`` scores
     one (``score_windows``; a class-conditional model with the null label, p(x)). Sequences
-    of one length are batched together in their order, so equal-length sequences get exactly
-    the numbers of ``eval --file --per-window`` on a file holding them. ``t_samples``: noise
+    of one length are batched together in their order; each draws its own noise, keyed by
+    ``seed`` and its tokens, so its score is a function of (its tokens, ``seed``,
+    ``t_samples``) alone: the same alone or among others, under any ``batch_size``, and the
+    number ``eval --file --per-window`` gives it as a window of a file. ``t_samples``: noise
     draws per sequence (default: the objective's)."""
     from genodiff.data.build import build_datamodule
 

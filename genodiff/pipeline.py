@@ -384,8 +384,10 @@ class Model:
         """Each sequence's NELBO (diffusion: a bound; AR: the exact NLL) in nats per scored
         token, read and scored as ``genodiff eval --file`` reads and scores one window of a
         file (DNA: N is missing data, never scored), with ``t_samples`` noise draws per
-        sequence (default: the objective's) from ``seed``. A class-conditional model scores
-        p(x) (the null label)."""
+        sequence (default: the objective's) from ``seed``, keyed by ``seed`` and the
+        sequence's tokens: a sequence's score is the same alone or among others, in any order
+        and under any ``batch_size``. A class-conditional model scores p(x) (the null
+        label)."""
         if isinstance(sequences, str):
             raise InputValueError(
                 "sequences is one str: give a list of sequences (e.g. [sequence]); a str would "

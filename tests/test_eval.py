@@ -1,5 +1,6 @@
 """`genodiff eval`: held-out NELBO / perplexity against independent recomputations."""
 
+import hashlib
 import json
 import math
 import re
@@ -13,7 +14,6 @@ from genodiff import cli
 from genodiff.data.datamodule import DEMO_FASTA
 from genodiff.data.overlap import TrainingOverlap
 from genodiff.data.windows import FastaWindowDataset
-from genodiff.samplers.noise import sequence_seed
 from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
 from tests.test_bad_input_cli import one_line_error
@@ -35,6 +35,11 @@ def checkpoints(tmp_path_factory):
     return {name: run / "checkpoints" / "last.ckpt" for name, run in (("mdlm", mdlm), ("ar", ar))}
 
 
+def seed_words(*entropy: int) -> int:
+    """The first 64-bit word of NumPy's SeedSequence(entropy)."""
+    return int(np.random.SeedSequence(list(entropy)).generate_state(1, np.uint64)[0])
+
+
 def run_eval(capsys, checkpoint, *args) -> dict:
     capsys.readouterr()
     assert cli.main(["eval", "--checkpoint", str(checkpoint), "--json", *args]) == 0
@@ -52,26 +57,40 @@ def test_json_nelbo_equals_a_recomputation_on_the_same_windows_and_seed(checkpoi
     listed = [w["window"] for w in result["per_window"]]
     assert listed == ["{}:{}-{}".format(*dataset.window(i)) for i in indices]
 
-    # Recompute with the EMA weights: batches of 2 windows, each repeated 3 times, batch b
-    # drawing from a generator seeded from (11, b).
+    # Recompute with the EMA weights, each window's 3 draws seeded from its tokens as
+    # WINDOW_SEEDS documents, whatever the batch (--batch-size 2 above, one window here).
     model = GenerativeTrainingModule.load_from_checkpoint(
         checkpoints["mdlm"], map_location="cpu"
     ).eval()
+    objective, process = model.eval_objective, model.eval_objective.process
     per_window, tokens = [], []
     with torch.no_grad():
-        for batch, chunk in enumerate((indices[0:2], indices[2:4], indices[4:])):
-            generator = torch.Generator().manual_seed(sequence_seed(11, batch))
-            ids = torch.stack([dataset[i]["input_ids"] for i in chunk])
-            sums, counts = model.eval_objective.loss(
-                model.eval_backbone, ids.repeat(3, 1), generator
-            )
-            for j in range(len(chunk)):
-                per_window.append(sums[j :: len(chunk)].double().mean().item())
-                tokens.append(int(counts[j]))
+        for index in indices:
+            ids = dataset[index]["input_ids"]  # (L,)
+            digest = hashlib.sha256(ids.numpy().astype("<i4").tobytes()).digest()
+            key = seed_words(11, int.from_bytes(digest, "little"))
+            offset = torch.Generator().manual_seed(key)
+            shift = torch.rand((), generator=offset, dtype=torch.float64)
+            sums = []
+            for k in range(3):
+                u = ((shift + k / 3) % 1.0).float()
+                t = ((1 - process.sampling_eps) * u + process.sampling_eps).reshape(1)  # (1,)
+                stream = torch.Generator().manual_seed(seed_words(key, k))
+                draw = torch.rand(len(ids), generator=stream)  # (L,) float32
+                masked = process.masked_by(ids[None], t, draw[None])  # (1, L)
+                nelbo, _ = objective.nelbo_terms(model.eval_backbone, ids[None], t, masked)
+                sums.append(nelbo.double().item())
+            per_window.append(sum(sums) / 3)
+            tokens.append(int((ids != TOK.pad_id).sum()))
     assert [w["nelbo"] for w in result["per_window"]] == pytest.approx(per_window, rel=1e-6)
     assert [w["tokens"] for w in result["per_window"]] == tokens
     assert result["tokens"] == sum(tokens) and result["windows"] == 5
     assert result["nelbo"] == pytest.approx(sum(per_window) / sum(tokens), rel=1e-6)
+    # and another batch size changes nothing
+    for batch_size in ("1", "5"):
+        again = run_eval(capsys, checkpoints["mdlm"], *args[:-1], batch_size, "--per-window")
+        got = [w["nelbo"] for w in again["per_window"]]
+        assert got == pytest.approx([w["nelbo"] for w in result["per_window"]], rel=1e-6)
 
 
 def test_reported_statistics_are_consistent(checkpoints, capsys):

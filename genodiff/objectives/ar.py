@@ -38,6 +38,7 @@ from genodiff.objectives.base import Objective
 from genodiff.registry import register_objective
 from genodiff.samplers.autoregressive import left_to_right
 from genodiff.samplers.base import Sampler
+from genodiff.samplers.noise import Noise
 
 # Backbones already probed for causality (weak: a checked model can still be freed).
 _CAUSAL_CHECKED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
@@ -178,7 +179,7 @@ class AR(Objective):
         self,
         model: nn.Module,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:

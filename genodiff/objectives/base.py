@@ -125,14 +125,17 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         self,
         model: nn.Module,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Per sequence: (NELBO summed over its scored tokens in nats (B,), scored tokens (B,)).
 
-        ``input_ids`` is (B, L); [PAD] positions are neither corrupted nor scored. ``shard``
-        places the batch in a data-parallel global batch (see ``BatchShard``). ``labels`` (B,)
+        ``input_ids`` is (B, L); [PAD] positions are neither corrupted nor scored.
+        ``generator``: where the noise comes from: one generator for the batch (None: torch's
+        global one; training), or per-row streams (``Noise``: scoring, ``Noise.per_window``),
+        each row's draws then a function of its own stream alone. ``shard`` places the batch
+        in a data-parallel global batch (see ``BatchShard``; one generator only). ``labels`` (B,)
         are the sequences' class labels for a class-conditional backbone (the null label
         stands for p(x)); every network call of the loss passes them on
         (``genodiff.conditioning.network_kwargs``), None keeps the unconditional call.

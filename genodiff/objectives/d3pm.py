@@ -40,6 +40,7 @@ from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess, 
 from genodiff.processes.schedules import LogLinearSchedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
+from genodiff.samplers.noise import Noise
 
 
 @register_objective("d3pm")
@@ -108,7 +109,7 @@ class D3PM(HoldsMaskedProcess, Objective):
         self,
         model: nn.Module,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:

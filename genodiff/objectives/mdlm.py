@@ -38,6 +38,7 @@ from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess, 
 from genodiff.processes.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
+from genodiff.samplers.noise import Noise
 
 
 @register_objective("mdlm")
@@ -134,7 +135,7 @@ class MDLM(HoldsMaskedProcess, Objective):
         self,
         model: nn.Module,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:

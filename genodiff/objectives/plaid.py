@@ -46,7 +46,7 @@ from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.categorical import sample_categorical, sharpen
-from genodiff.samplers.noise import Noise
+from genodiff.samplers.noise import Noise, as_noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
@@ -176,13 +176,15 @@ class Plaid(Objective):
         return matches.long().argmax(-1)
 
     def sample_t(
-        self, n: int, device: torch.device, generator: torch.Generator | None = None
+        self,
+        n: int,
+        device: torch.device,
+        generator: Noise | torch.Generator | None = None,
     ) -> Tensor:
-        """t in [0, 1) as float64; low-discrepancy: u_i = (U + i / n) mod 1."""
-        if self.low_discrepancy:
-            u0 = torch.rand(1, device=device, generator=generator, dtype=torch.float64)
-            return (u0 + torch.arange(n, device=device, dtype=torch.float64) / n) % 1.0
-        return torch.rand(n, device=device, generator=generator, dtype=torch.float64)
+        """(n,) t in [0, 1) as float64; low-discrepancy: ``Noise.stratified`` (one generator:
+        u_i = (U + i / n) mod 1; per-window streams: stratified within a window's draws)."""
+        noise = as_noise(generator, device)
+        return noise.stratified(n) if self.low_discrepancy else noise.uniform(n)
 
     def noised(self, e: Tensor, gamma: Tensor, noise: Tensor) -> Tensor:
         """z = alpha e + sigma eps: (N, L, D) float32 from (N, L, D) and gamma (N,)."""
@@ -236,7 +238,7 @@ class Plaid(Objective):
         self,
         model: nn.Module,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
@@ -248,15 +250,16 @@ class Plaid(Objective):
         k = self.categories(input_ids)  # (B, L)
         e = torch.where(scored[..., None], self.embeddings()[k], 0.0)  # (B, L, D)
         total, rows = shard_rows(shard, batch)  # noise for the global batch, our rows kept
-        at = self.schedule(self.sample_t(total, device, generator)[rows])  # (B,) each
+        noise = as_noise(generator, device)
+        at = self.schedule(self.sample_t(total, device, noise)[rows])  # (B,) each
         gamma_0, gamma_1 = self.schedule.endpoints()
         gamma = torch.cat([at.gamma, gamma_0.expand(batch)])  # (2B,): t, then t = 0
-        noise = torch.randn(2, total, length, self.embed_dim, device=device, generator=generator)
-        noise = noise[:, rows].reshape(2 * batch, length, self.embed_dim)  # (2B, L, D)
-        z = self.noised(torch.cat([e, e]), gamma, noise)  # (2B, L, D)
+        eps = noise.normal(total, 2, length, self.embed_dim, row_axis=1)  # (2, total, L, D)
+        eps = eps[:, rows].reshape(2 * batch, length, self.embed_dim)  # (2B, L, D)
+        z = self.noised(torch.cat([e, e]), gamma, eps)  # (2B, L, D)
         if self.training:
-            draw = torch.rand(2, total, device=device, generator=generator)[:, rows].reshape(-1)
-            self_cond = draw < 0.5
+            draw = noise.uniform(total, 2, dtype=torch.float32, row_axis=1)  # (2, total)
+            self_cond = draw[:, rows].reshape(-1) < 0.5
         else:
             self_cond = torch.ones(2 * batch, dtype=torch.bool, device=device)
         both = None if labels is None else torch.cat([labels, labels])  # (2B,): t, then t = 0

@@ -45,6 +45,7 @@ from genodiff.processes.schedules import build_schedule
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.categorical import NEG_INF
+from genodiff.samplers.noise import Noise
 from genodiff.samplers.score_entropy import tau_leaping
 
 
@@ -111,7 +112,7 @@ class SEDD(HoldsMaskedProcess, Objective):
         self,
         model: nn.Module,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:

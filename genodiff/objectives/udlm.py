@@ -49,6 +49,7 @@ from genodiff.processes.uniform import UniformForwardProcess
 from genodiff.processes.uniform_posterior import continuous_nelbo_rate, prior_kl, step_kl
 from genodiff.registry import register_objective
 from genodiff.samplers import UNIFORM_SAMPLERS
+from genodiff.samplers.noise import Noise
 
 
 @register_objective("udlm")
@@ -142,7 +143,7 @@ class UDLM(Objective):
         self,
         model: nn.Module,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:

@@ -20,7 +20,8 @@ The process owns what the masked objectives share and nothing of their losses:
 
 - time draws (``sample_t``): low-discrepancy or iid, continuous t in [sampling_eps, 1] or,
   with ``num_steps`` T > 0, discrete t on {1/T, ..., 1};
-- noise draws for a batch (``draw_noise``), honouring a data-parallel ``BatchShard``;
+- noise draws for a batch (``draw_noise``), from one generator honouring a data-parallel
+  ``BatchShard`` (training) or from per-row streams (``genodiff.samplers.noise.Noise``: scoring);
 - noisy states z_t as a noisy guidance classifier reads them (``draw_states``, ``states_at``:
   the names ``UniformForwardProcess`` offers too, ``genodiff.classifiers.noise``);
 - the ids a sampler may draw (``undrawable``: never [MASK], only ``sample_ids`` when set,
@@ -42,6 +43,7 @@ from genodiff.config_values import ConfigError
 from genodiff.errors import InputValueError
 from genodiff.processes.schedules import NoiseSchedule
 from genodiff.processes.time_draws import sample_times
+from genodiff.samplers.noise import Noise, as_noise
 
 # Time conditioning sees sigma(t) capped here (sigma(1) is infinite when alpha(1) = 0).
 MAX_CONDITIONING_SIGMA = 20.0
@@ -104,28 +106,31 @@ class MaskedForwardProcess:
         self.padding = padding
 
     def sample_t(
-        self, n: int, device: torch.device, generator: torch.Generator | None = None
+        self,
+        n: int,
+        device: torch.device,
+        generator: Noise | torch.Generator | None = None,
     ) -> Tensor:
         """(n,) times (``time_draws.sample_times``): continuous in [sampling_eps, 1], or on
         {1/T, ..., 1} with ``num_steps`` T > 0."""
-        return sample_times(
-            n, device, generator, self.low_discrepancy, self.num_steps, self.sampling_eps
-        )
+        noise = as_noise(generator, device)
+        return sample_times(n, noise, self.low_discrepancy, self.num_steps, self.sampling_eps)
 
     def draw_noise(
         self,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Times t (B,) and masked positions (B, L); [PAD] positions are masked unless
-        ``padding`` is "given". With a ``shard``, both are drawn for the global batch and our rows
-        kept."""
+        ``padding`` is "given". From one generator, or per-row streams (``Noise``: each row
+        draws its time, then its L uniforms). With a ``shard``, both are drawn for the global
+        batch and our rows kept."""
         batch, length = input_ids.shape
         total, rows = shard_rows(shard, batch)
-        device = input_ids.device
-        t = self.sample_t(total, device, generator)[rows]  # (B,)
-        draw = torch.rand(total, length, device=device, generator=generator)[rows]  # (B, L)
+        noise = as_noise(generator, input_ids.device)
+        t = self.sample_t(total, input_ids.device, noise)[rows]  # (B,)
+        draw = noise.uniform(total, length, dtype=torch.float32)[rows]  # (B, L)
         return t, self.masked_by(input_ids, t, draw)
 
     def masked_by(self, input_ids: Tensor, t: Tensor, draw: Tensor) -> Tensor:
@@ -144,7 +149,7 @@ class MaskedForwardProcess:
     def draw_states(
         self,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Times t (B,) and the states x_t (B, L) at them, drawn as ``draw_noise`` draws."""

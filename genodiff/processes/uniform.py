@@ -34,6 +34,7 @@ from genodiff.errors import InputValueError
 from genodiff.processes.schedules import LogLinearSchedule
 from genodiff.processes.time_draws import sample_times, weighted_times
 from genodiff.processes.uniform_posterior import posterior
+from genodiff.samplers.noise import Noise, as_noise
 
 
 class UniformForwardProcess:
@@ -100,29 +101,32 @@ class UniformForwardProcess:
         return -torch.log(self.alpha(t)).float()
 
     def sample_t(
-        self, n: int, device: torch.device, generator: torch.Generator | None = None
+        self,
+        n: int,
+        device: torch.device,
+        generator: Noise | torch.Generator | None = None,
     ) -> Tensor:
         """(n,) times (``time_draws.sample_times``), as the masked objectives draw them."""
-        return sample_times(
-            n, device, generator, self.low_discrepancy, self.num_steps, self.sampling_eps
-        )
+        noise = as_noise(generator, device)
+        return sample_times(n, noise, self.low_discrepancy, self.num_steps, self.sampling_eps)
 
     def states_at(
         self,
         input_ids: Tensor,
         t: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
     ) -> Tensor:
         """z_t (B, L) ~ q(z_t | x) at times ``t`` (B,): each letter is replaced with probability
-        1 - alpha_t by a uniform letter; other ids are kept. With a ``shard`` the draws are
-        those of the global batch, our rows kept."""
+        1 - alpha_t by a uniform letter; other ids are kept. From one generator, or per-row
+        streams (``Noise``). With a ``shard`` the draws are those of the global batch, our rows
+        kept."""
         batch, length = input_ids.shape
         total, rows = shard_rows(shard, batch)
         device = input_ids.device
-        replace = torch.rand(total, length, device=device, generator=generator, dtype=torch.float64)
-        letter = torch.randint(self.size, (total, length), device=device, generator=generator)
-        replace, letter = replace[rows], letter[rows]  # (B, L) each
+        noise = as_noise(generator, device)
+        replace = noise.uniform(total, length)[rows]  # (B, L) float64
+        letter = noise.integers(self.size, total, length)[rows]  # (B, L)
         noisy = replace < (1 - self.alpha(t))[:, None]  # (B, L)
         noisy &= self.scored(input_ids)
         return torch.where(noisy, self.alphabet_ids(device)[letter], input_ids)
@@ -130,7 +134,7 @@ class UniformForwardProcess:
     def draw_states(
         self,
         input_ids: Tensor,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Times t (B,) and z_t (B, L) for a batch (of the global batch with a ``shard``)."""
@@ -141,24 +145,18 @@ class UniformForwardProcess:
         self,
         input_ids: Tensor,
         power: float,
-        generator: torch.Generator | None = None,
+        generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Times t (B,), their weights (B,) (``time_draws.weighted_times`` with ``power``; 1
         draws exactly as ``draw_states``) and z_t (B, L), of the global batch with a
-        ``shard``."""
+        ``shard``; from one generator, or per-row streams (``Noise``)."""
         total, rows = shard_rows(shard, input_ids.shape[0])
-        t, weight = weighted_times(
-            total,
-            input_ids.device,
-            generator,
-            self.low_discrepancy,
-            self.num_steps,
-            self.sampling_eps,
-            power,
-        )
+        noise = as_noise(generator, input_ids.device)
+        args = (self.low_discrepancy, self.num_steps, self.sampling_eps, power)
+        t, weight = weighted_times(total, noise, *args)
         t, weight = t[rows], weight[rows]  # (B,) each
-        return t, weight, self.states_at(input_ids, t, generator, shard)
+        return t, weight, self.states_at(input_ids, t, noise, shard)
 
     @property
     def scoring(self) -> str:
