@@ -18,7 +18,12 @@ from pathlib import Path
 from genodiff.data.base import DataModule
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
-from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset, SequenceDataset
+from genodiff.data.windows import (
+    SPLITS,
+    FastaWindowDataset,
+    GenomeWindowDataset,
+    SequenceDataset,
+)
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.registry import register_data
 from genodiff.resources import resource
@@ -216,3 +221,16 @@ class Hg38DataModule(_GenomeDataModule):
             limit_windows=self.limit_windows,
             tokenizer=self.tokenizer,
         )
+
+
+def split_windows(datamodule: _GenomeDataModule, split: str) -> list[str]:
+    """The bases of every window of ``split`` ("train", "valid" or "test") of a genome data
+    module (``FastaDataModule``, ``Hg38DataModule``), as training cuts them, upper-cased and
+    without reverse-complement augmentation; InputValueError for another ``split``."""
+    if split not in SPLITS:
+        raise InputValueError(
+            f"split={split!r}: a run's data has the splits {', '.join(SPLITS)}", parameter="split"
+        )
+    datamodule.setup("fit" if split in ("train", "valid") else "test")
+    dataset = datamodule.datasets[split]
+    return [dataset.genome.fetch(*dataset.window(i)).upper() for i in range(len(dataset))]
