@@ -1,4 +1,4 @@
-"""Lightning DataModules over genome windows: ``fasta`` (any FASTA) and ``hg38`` (BED splits).
+"""Data modules over genome windows: ``fasta`` (any FASTA) and ``hg38`` (BED splits).
 
 The constructor keywords are the keys of the ``data:`` section of a config. Nothing is read
 in ``__init__``; call ``check_files()`` early (before building a model) to fail fast on a
@@ -6,7 +6,8 @@ missing genome, and ``setup()`` builds the datasets. Training order is shuffled 
 seeded from ``(seed, epoch)``; Lightning calls its ``set_epoch``, which also gives the train
 dataset new reverse-complement coins, so a run is reproducible for any ``num_workers``. The train
 loader is resumable: a checkpoint records the epoch and the batches consumed in it, and a resumed
-run goes on with the next batch of the same permutation.
+run goes on with the next batch of the same permutation. ``split_windows`` gives a split's
+windows as bases (``genodiff.Model.windows``: real sequences to compare samples with).
 """
 
 from __future__ import annotations
