@@ -31,8 +31,9 @@ from markov_baseline import context_codes, split_sequences
 
 from genodiff.config import load_config
 from genodiff.data.build import build_datamodule
+from genodiff.data.datamodule import split_windows
 from genodiff.domains import DNADomain
-from genodiff.metrics import evaluate_samples, read_sequences, split_windows, write_report
+from genodiff.metrics import evaluate_samples, read_sequences, write_report
 from genodiff.metrics.sequences import evenly_spaced
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hydra import compose, initialize_config_dir
-from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -331,6 +329,11 @@ def _search_path_override(config_file: Path) -> str:
 
 
 def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
+    """The experiment ``config_file`` composed by Hydra with ``overrides`` (Hydra is imported
+    here: loading a trained model reads its saved config and composes none)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
     search_path = _search_path_override(config_file)
     with initialize_config_dir(config_dir=str(config_file.parent), version_base=None):
         try:

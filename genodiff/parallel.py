@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from lightning.fabric import Fabric
-from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero
-from lightning.pytorch.utilities.rank_zero import rank_zero_only as trainer_rank_zero
 
 from genodiff.errors import InputValueError
+
+if TYPE_CHECKING:
+    from lightning.fabric import Fabric
 
 GPU_ACCELERATORS = ("gpu", "cuda")
 
@@ -90,7 +90,11 @@ class Workers:
 def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
     ``num_nodes``) asks for, started and joined in one process group; one process: no
-    launch."""
+    launch (Lightning is imported here, not by a command that runs in one process)."""
+    from lightning.fabric import Fabric
+    from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only as trainer_rank_zero
+
     accelerator = trainer.get("accelerator", "auto")
     try:
         fabric = Fabric(

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import lightning
 import pytest
@@ -20,8 +21,10 @@ from genodiff import cli, registry
 from genodiff.config import ConfigError, load_config
 from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule
+from genodiff.data.datamodule import FastaDataModule
 from genodiff.data.loaders import EpochShuffleSampler, HeldoutShard
 from genodiff.finetuning.classifier import load_backbone
+from genodiff.training.lightning_data import LightningData
 from tests.test_classifiers_training import write_toy
 from tests.test_cli import DEMO, ROOT, read_metrics
 
@@ -331,6 +334,50 @@ def test_a_data_module_cannot_bring_loaders_that_skip_the_split():
         class OwnLoader(DataModule):
             def train_dataloader(self):
                 return []
+
+
+def test_a_data_module_cannot_define_a_hook_lightning_never_calls_on_it():
+    with pytest.raises(TypeError, match="Teardown defines teardown: .* no LightningDataModule"):
+
+        class Teardown(DataModule):
+            def teardown(self, stage):
+                pass
+
+
+def test_the_trainer_reads_a_data_module_through_lightning_data():
+    """Lightning attaches its Trainer to the ``LightningData`` it is handed: the wrapped data
+    module's loaders then take that Trainer's process's share."""
+    datamodule = FastaDataModule(max_length=128, eval_batch_size=4)
+    data = LightningData(datamodule)
+    assert data.trainer is None and datamodule.trainer is None  # one process
+    rank_1_of_2 = SimpleNamespace(global_rank=1, world_size=2)
+    data.trainer = rank_1_of_2  # what Trainer.fit does to the data module it is given
+    assert datamodule.trainer is rank_1_of_2
+    data.setup("validate")
+    shard = data.val_dataloader().dataset
+    assert isinstance(shard, HeldoutShard) and (shard.rank, shard.world_size) == (1, 2)
+    valid = datamodule.dataset_of("valid")
+    # rank 1 of 2 reads the second block of 4 of each global batch of 8
+    assert torch.equal(shard[0]["input_ids"], valid[4]["input_ids"])
+
+
+def test_lightning_data_saves_and_restores_the_data_modules_state():
+    class Counting(FastaDataModule):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.passes = 0
+
+        def state_dict(self):
+            return {"passes": self.passes}
+
+        def load_state_dict(self, state):
+            self.passes = state["passes"]
+
+    saved = Counting()
+    saved.passes = 3
+    restored = Counting()
+    LightningData(restored).load_state_dict(LightningData(saved).state_dict())
+    assert restored.passes == 3
 
 
 def test_a_data_plugin_that_is_not_a_genodiff_data_module_is_refused(monkeypatch):

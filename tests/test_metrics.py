@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from genodiff.data import FastaDataModule
+from genodiff.data.datamodule import split_windows
 from genodiff.domains import DNADomain
 from genodiff.errors import InputValueError
 from genodiff.metrics import (
@@ -26,7 +27,6 @@ from genodiff.metrics import (
     low_complexity_bases,
     nearest_neighbours,
     pairwise_kmer_distance,
-    split_windows,
     tile_windows,
 )
 from genodiff.metrics.composition import pooled_fraction

@@ -23,6 +23,7 @@ from genodiff.data.labelled import class_count_lines
 from genodiff.model import GenerativeModel
 from genodiff.progress import progress_wanted
 from genodiff.tokenizers import Tokenizer, build_tokenizer
+from genodiff.training.lightning_data import LightningData
 from genodiff.training.session import check_output, fit, hold_output
 from genodiff.training.trainer import build_trainer
 
@@ -83,7 +84,7 @@ def train_classifier(
             print(f"genodiff: training a {cfg.kind} classifier {cfg.name}; outputs in {out}")
             for line in class_count_lines(datamodule):
                 print(line)
-        fit(trainer, module, "classifier", RESUME_HINT, datamodule=datamodule)
+        fit(trainer, module, "classifier", RESUME_HINT, datamodule=LightningData(datamodule))
     last = Path(trainer.checkpoint_callback.last_model_path)
     if trainer.is_global_zero:
         print(accuracy_line(trainer.callback_metrics))

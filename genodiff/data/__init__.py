@@ -1,4 +1,4 @@
-"""Genome data: FASTA access, windowed datasets, Lightning DataModules, the hg38 downloader,
+"""Genome data: FASTA access, windowed datasets, data modules, the hg38 downloader,
 and Genomic Benchmarks task folders (``benchmarks``).
 
 Importing this package registers the data modules ``fasta``, ``hg38`` and ``labelled``.

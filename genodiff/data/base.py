@@ -5,8 +5,15 @@ keys and which passes ``batch_size``, ``eval_batch_size``, ``num_workers`` and `
 ``DataModule.__init__``. Plugins register theirs through the ``genodiff.data`` entry-point
 group. The core calls, in order: ``check_files()`` (fail fast on missing input),
 ``training_texts()`` (only for a tokenizer that is trained on the data),
-``attach_tokenizer(tokenizer)``, then Lightning's ``setup`` and loaders. ``genodiff eval`` uses
+``attach_tokenizer(tokenizer)``, then ``setup(stage)`` and the loaders. ``genodiff eval`` uses
 ``heldout_dataset()`` and ``file_dataset()``.
+
+``DataModule`` is a plain class, not Lightning's ``LightningDataModule``: loading a model,
+generating and scoring build a data module and import no Lightning. A training run hands
+Lightning's Trainer a ``genodiff.training.lightning_data.LightningData`` wrapping the module,
+which forwards ``setup``, the loaders and ``state_dict`` / ``load_state_dict``, and sets
+``trainer`` (None outside a training run: one process). Lightning's other data-module hooks
+are never called, so a subclass that defines one is refused, as is one that defines a loader.
 
 A subclass returns datasets (``dataset_of(split)``), never loaders: this base builds the train,
 validation and test loaders (``genodiff.data.loaders``), shuffled per epoch from
@@ -27,9 +34,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
@@ -44,8 +50,22 @@ from genodiff.data.loaders import (
 from genodiff.errors import InputValueError
 from genodiff.tokenizers import Tokenizer
 
-# The LightningDataModule hooks that ``DataModule`` provides and a subclass must not redefine.
+if TYPE_CHECKING:
+    from lightning.pytorch import Trainer
+
+# The loaders that ``DataModule`` provides and a subclass must not redefine.
 LOADER_HOOKS = ("train_dataloader", "val_dataloader", "test_dataloader")
+# LightningDataModule's other hooks, which the Trainer never calls on a genodiff data module
+# (``LightningData`` forwards only setup, the loaders and the state).
+LIGHTNING_ONLY_HOOKS = (
+    "prepare_data",
+    "teardown",
+    "on_exception",
+    "predict_dataloader",
+    "transfer_batch_to_device",
+    "on_before_batch_transfer",
+    "on_after_batch_transfer",
+)
 
 
 class NamedItemDataset(Protocol):
@@ -60,10 +80,12 @@ class NamedItemDataset(Protocol):
     def item_name(self, index: int) -> str: ...
 
 
-class DataModule(L.LightningDataModule, ABC):
+class DataModule(ABC):
     """Base of every genodiff data module. ``domain`` is the tokenizer domain it takes
     (``genodiff.domains``: ``"dna"`` for the built-in modules). ``batch_size`` is each
-    process's training batch, ``eval_batch_size`` (default: ``batch_size``) its held-out batch."""
+    process's training batch, ``eval_batch_size`` (default: ``batch_size``) its held-out batch.
+    ``trainer`` is the Lightning Trainer reading the loaders (``LightningData`` sets it), whose
+    processes the loaders split the data over; None reads it in one process."""
 
     domain: ClassVar[str]
     #: The ``data:`` keys naming the files or folders the data are read from, in order
@@ -73,6 +95,7 @@ class DataModule(L.LightningDataModule, ABC):
     #: one is resolved against the project root when a config is loaded.
     path_keys: ClassVar[tuple[str, ...]] = ()
     tokenizer: Tokenizer
+    trainer: Trainer | None
     #: Allowed ranges of constructor arguments that data modules share, checked when a config
     #: is loaded (``genodiff.config_values``); a subclass adds its own in the same attribute.
     config_ranges: ClassVar[dict[str, str]] = {
@@ -91,7 +114,7 @@ class DataModule(L.LightningDataModule, ABC):
         num_workers: int = 0,
         seed: int = 0,
     ) -> None:
-        super().__init__()
+        self.trainer = None
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size if eval_batch_size is not None else batch_size
         self.num_workers = num_workers
@@ -106,10 +129,30 @@ class DataModule(L.LightningDataModule, ABC):
                 "datasets from dataset_of(split) and genodiff.data.base.DataModule builds the "
                 "loaders (which split every global batch over the processes of a DDP run)"
             )
+        lightning_only = [hook for hook in LIGHTNING_ONLY_HOOKS if hook in vars(cls)]
+        if lightning_only:
+            raise TypeError(
+                f"{cls.__name__} defines {', '.join(lightning_only)}: a genodiff data module "
+                "is no LightningDataModule and Lightning never calls these on it; do that "
+                "work in setup(stage) or dataset_of(split)"
+            )
 
     @abstractmethod
     def check_files(self) -> None:
         """Raise FileNotFoundError naming any missing input (and how to get it)."""
+
+    def setup(self, stage: str | None = None) -> None:  # noqa: B027 (optional: a no-op here)
+        """Build the datasets of ``stage`` ("fit", "validate" or "test"; None: every split)
+        ahead of the loaders; nothing here (``dataset_of`` builds a split on first use)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs of this module beyond the train loader's position (which
+        the loader records itself), saved in the training checkpoints unless empty; nothing
+        here."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 (a no-op here)
+        """Take back ``state_dict()``'s value from the checkpoint a run resumes from."""
 
     def attach_tokenizer(self, tokenizer: Tokenizer) -> None:
         """Use ``tokenizer`` for every dataset; ValueError when its domain is not ours."""

@@ -1,4 +1,4 @@
-"""Lightning DataModules over genome windows: ``fasta`` (any FASTA) and ``hg38`` (BED splits).
+"""Data modules over genome windows: ``fasta`` (any FASTA) and ``hg38`` (BED splits).
 
 The constructor keywords are the keys of the ``data:`` section of a config. Nothing is read
 in ``__init__``; call ``check_files()`` early (before building a model) to fail fast on a
@@ -6,7 +6,8 @@ missing genome, and ``setup()`` builds the datasets. Training order is shuffled 
 seeded from ``(seed, epoch)``; Lightning calls its ``set_epoch``, which also gives the train
 dataset new reverse-complement coins, so a run is reproducible for any ``num_workers``. The train
 loader is resumable: a checkpoint records the epoch and the batches consumed in it, and a resumed
-run goes on with the next batch of the same permutation.
+run goes on with the next batch of the same permutation. ``split_windows`` gives a split's
+windows as bases (``genodiff.Model.windows``: real sequences to compare samples with).
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from pathlib import Path
 from genodiff.data.base import DataModule
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
-from genodiff.data.windows import FastaWindowDataset, GenomeWindowDataset, SequenceDataset
+from genodiff.data.windows import (
+    SPLITS,
+    FastaWindowDataset,
+    GenomeWindowDataset,
+    SequenceDataset,
+)
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.registry import register_data
 from genodiff.resources import resource
@@ -216,3 +222,16 @@ class Hg38DataModule(_GenomeDataModule):
             limit_windows=self.limit_windows,
             tokenizer=self.tokenizer,
         )
+
+
+def split_windows(datamodule: _GenomeDataModule, split: str) -> list[str]:
+    """The bases of every window of ``split`` ("train", "valid" or "test") of a genome data
+    module (``FastaDataModule``, ``Hg38DataModule``), as training cuts them, upper-cased and
+    without reverse-complement augmentation; InputValueError for another ``split``."""
+    if split not in SPLITS:
+        raise InputValueError(
+            f"split={split!r}: a run's data has the splits {', '.join(SPLITS)}", parameter="split"
+        )
+    datamodule.setup("fit" if split in ("train", "valid") else "test")
+    dataset = datamodule.datasets[split]
+    return [dataset.genome.fetch(*dataset.window(i)).upper() for i in range(len(dataset))]

@@ -60,7 +60,7 @@ from genodiff.metrics.report import (
     write_oracle_report,
     write_report,
 )
-from genodiff.metrics.sequences import read_sequences, split_windows, tile_windows
+from genodiff.metrics.sequences import read_sequences, tile_windows
 from genodiff.metrics.suite import (
     QualitySettings,
     SampleQuality,
@@ -104,7 +104,6 @@ __all__ = [
     "plot_gc_histograms",
     "plot_kmer_spectra",
     "read_sequences",
-    "split_windows",
     "tile_windows",
     "write_oracle_report",
     "write_report",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -125,19 +124,3 @@ def evenly_spaced(items: Sequence[str], limit: int) -> list[str]:
     if len(items) <= limit:
         return list(items)
     return [items[i] for i in np.linspace(0, len(items) - 1, limit).astype(int)]
-
-
-SPLITS = ("train", "valid", "test")
-
-
-def split_windows(datamodule: Any, split: str) -> list[str]:
-    """The bases of every window of ``split`` ("train", "valid" or "test") of a genome data
-    module (``FastaDataModule``, ``Hg38DataModule``), as training cuts them, upper-cased and
-    without reverse-complement augmentation; InputValueError for another ``split``."""
-    if split not in SPLITS:
-        raise InputValueError(
-            f"split={split!r}: a run's data has the splits {', '.join(SPLITS)}", parameter="split"
-        )
-    datamodule.setup("fit" if split in ("train", "valid") else "test")
-    dataset = datamodule.datasets[split]
-    return [dataset.genome.fetch(*dataset.window(i)).upper() for i in range(len(dataset))]

@@ -35,6 +35,7 @@ from genodiff.progress import Progress, progress_wanted
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
+from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.session import check_output, fit, hold_output
 from genodiff.training.trainer import build_trainer, prepare_tokenizer
@@ -102,7 +103,8 @@ def train(
             if classes is not None:
                 for line in class_count_lines(datamodule):
                     print(line)
-        fit(trainer, model, "train", RESUME_HINT, datamodule=datamodule, ckpt_path=resumed)
+        data = LightningData(datamodule)
+        fit(trainer, model, "train", RESUME_HINT, datamodule=data, ckpt_path=resumed)
         with Progress("genodiff train", enabled=show) as bar:
             finish(cfg, model, trainer, datamodule, request, sampler, bar)
     return out.absolute()
@@ -142,7 +144,9 @@ def finish(
         )
     if cfg.evaluate_test:
         tested = best or checkpoint.last_model_path or None  # None: the weights held now
-        (result,) = trainer.test(model, datamodule=datamodule, ckpt_path=tested, verbose=False)
+        (result,) = trainer.test(
+            model, datamodule=LightningData(datamodule), ckpt_path=tested, verbose=False
+        )
         if best:
             weights = best  # trainer.test loaded them into `model`
             step = int(read_checkpoint_file(best, mmap=True)["global_step"])

@@ -1,0 +1,127 @@
+"""What loading a trained model and using it imports: ``genodiff.load`` (a run's .ckpt or an
+export folder), ``Model.generate``, ``Model.score`` and ``Model.windows`` in one process import
+none of the training stack (Lightning, Hydra) nor the sample-quality metrics' libraries
+(scikit-learn, matplotlib, SciPy): those come with the commands that use them (training,
+fine-tuning, ``evaluate-samples``, several processes). Each check runs in a fresh interpreter,
+where nothing was imported before. (numba, which compiles the CPU selective scan, imports parts
+of SciPy, its BLAS bindings among them, to compile anything: those modules are allowed, and
+only those.)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from genodiff.model import GenerativeModel
+from genodiff.pipeline import Model
+from tests.test_cli import ROOT
+from tests.test_load_model import lightning_checkpoint
+
+LENGTH = 16
+RECORD = 1600  # bases of the FASTA's one record; its test split: the last tenth, 10 windows
+# The training stack, then what the sample-quality metrics need; Lightning is one
+# distribution imported under three names.
+TRAINING = ("lightning", "lightning_fabric", "pytorch_lightning", "hydra")
+METRICS = ("sklearn", "matplotlib", "scipy")
+WATCHED = TRAINING + METRICS
+
+# The modules of the WATCHED packages that were imported, printed as JSON.
+REPORT_MODULES = f"sorted(name for name in sys.modules if name.split('.')[0] in {WATCHED!r})"
+
+# In a fresh interpreter: load, draw, score, cut the data's windows; what came of it and the
+# modules of the WATCHED packages imported meanwhile.
+USE_A_MODEL = f"""
+import json, sys
+import genodiff
+
+model = genodiff.load(sys.argv[1])
+samples = model.generate(2, length={LENGTH}, steps=4, seed=0)
+scores = model.score(list(samples), batch_size=2)
+windows = model.windows("test")
+print(json.dumps({{
+    "samples": list(samples),
+    "scores": scores,
+    "windows": windows,
+    "modules": {REPORT_MODULES},
+}}))
+"""
+
+
+def fresh_python(code: str, *args: str) -> str:
+    """The last line ``code`` prints, run in a new interpreter from the repository root."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory):
+    """A FASTA of one record of random bases, and the record."""
+    bases = "".join(random.Random(0).choice("ACGT") for _ in range(RECORD))
+    path = tmp_path_factory.mktemp("genome") / "genome.fa"
+    path.write_text(f">chr1\n{bases}\n")
+    return path, bases
+
+
+@pytest.fixture(scope="module")
+def config(genome) -> dict:
+    return {
+        "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
+        "objective": {"name": "mdlm"},
+        "data": {"name": "fasta", "fasta": str(genome[0]), "max_length": LENGTH},
+        "ema": {"decay": 0.5},
+    }
+
+
+@pytest.fixture(scope="module", params=["checkpoint", "export folder"])
+def used(request, config, tmp_path_factory) -> dict:
+    """What ``USE_A_MODEL`` printed for a run's .ckpt (as a Lightning Trainer saves it) or an
+    export folder (``save_pretrained``)."""
+    folder = tmp_path_factory.mktemp("model")
+    if request.param == "checkpoint":
+        reference = folder / "last.ckpt"
+        lightning_checkpoint(config, reference)
+    else:
+        reference = Model(GenerativeModel(config), "in memory").save_pretrained(folder / "m")
+    return json.loads(fresh_python(USE_A_MODEL, str(reference)))
+
+
+@pytest.fixture(scope="module")
+def numba_imports() -> set[str]:
+    """The modules of the WATCHED packages that numba imports to compile a function."""
+    code = "import json, sys, numba\nnumba.njit(lambda x: x + 1)(1)\n"
+    return set(json.loads(fresh_python(f"{code}print(json.dumps({REPORT_MODULES}))")))
+
+
+def test_the_model_was_loaded_and_used(used, genome):
+    """The run did what it was asked (so the imports below are those of real work)."""
+    assert [len(sample) for sample in used["samples"]] == [LENGTH, LENGTH]
+    assert set("".join(used["samples"])) <= set("ACGT")
+    assert len(used["scores"]) == 2 and all(score > 0 for score in used["scores"])
+    # the test split is the record's last tenth, tiled by windows of LENGTH bases
+    test_split = genome[1][-RECORD // 10 :]
+    assert "".join(used["windows"]) == test_split
+    assert [len(window) for window in used["windows"]] == [LENGTH] * (len(test_split) // LENGTH)
+
+
+def modules_of(package: str, modules: list[str]) -> set[str]:
+    return {name for name in modules if name.split(".")[0] == package}
+
+
+@pytest.mark.parametrize("package", TRAINING)
+def test_no_training_package_is_imported(used, package):
+    assert modules_of(package, used["modules"]) == set()
+
+
+@pytest.mark.parametrize("package", METRICS)
+def test_no_metrics_package_is_imported(used, numba_imports, package):
+    """These hold once ``genodiff.pipeline`` no longer imports ``genodiff.metrics``
+    (``evaluate_samples`` moved out of it)."""
+    assert modules_of(package, used["modules"]) <= numba_imports
