@@ -10,8 +10,9 @@ alone: the same under any batch size, any number of processes and any resume
 (the tests' exact laws, the training objectives), as torch does.
 
 The per-sequence generators live on the CPU (a fixed algorithm, mt19937, on every machine); the
-numbers are moved to the sampler's device. ``SEQUENCE_SEEDS`` names the scheme in the samples'
-provenance.
+numbers reach the sampler's device through ``genodiff.samplers.staging`` (pinned buffers and
+asynchronous copies on CUDA: no step waits for the device). ``SEQUENCE_SEEDS`` names the scheme
+in the samples' provenance.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 from torch import Tensor
+
+from genodiff.samplers.staging import Staging
 
 #: How a sequence's draws are seeded, recorded with the samples (``SamplingRun.draws``): one
 #: torch CPU generator per sequence, seeded with the first 64-bit word of NumPy's
@@ -43,18 +46,22 @@ def seed_from(generator: torch.Generator) -> int:
 class Noise:
     """The random numbers of one batch of rows: from one ``generator`` for all rows (None:
     torch's global generator), or from one stream per row (``per_sequence``: row j's stream
-    seeded with ``seeds[j]``)."""
+    seeded with ``seeds[j]``). ``staging`` sends numbers drawn on the CPU to ``device``
+    (default: ``Staging.for_device``); the noise of some of the rows (``take``, ``branch``)
+    shares it."""
 
     def __init__(
         self,
         generator: torch.Generator | None = None,
         device: torch.device | str = "cpu",
         seeds: Sequence[int] | None = None,
+        staging: Staging | None = None,
     ) -> None:
         self.generator = generator
         self.device = torch.device(device)
         self.seeds = list(seeds) if seeds is not None else None
         self.rows = [torch.Generator().manual_seed(s) for s in self.seeds or ()]
+        self.staging = staging if staging is not None else Staging.for_device(self.device)
 
     @classmethod
     def per_sequence(cls, seed: int, indices: Sequence[int], device: torch.device | str) -> Noise:
@@ -66,7 +73,7 @@ class Noise:
         streams, where they are now."""
         if self.seeds is None:
             return self
-        taken = Noise(self.generator, self.device, [])
+        taken = Noise(self.generator, self.device, [], self.staging)
         picked = rows.tolist()
         taken.seeds = [self.seeds[i] for i in picked]
         taken.rows = [self.rows[i] for i in picked]
@@ -78,7 +85,8 @@ class Noise:
         how much an earlier part drew. One generator for the batch: itself."""
         if self.seeds is None:
             return self
-        return Noise(self.generator, self.device, [sequence_seed(s, key) for s in self.seeds])
+        seeds = [sequence_seed(s, key) for s in self.seeds]
+        return Noise(self.generator, self.device, seeds, self.staging)
 
     def uniform(self, count: int, *shape: int) -> Tensor:
         """(count, *shape) float64 uniforms in [0, 1): row j from row j's stream (``count`` must
@@ -92,16 +100,24 @@ class Noise:
     def _draw(
         self, fn: Callable[..., Tensor], count: int, shape: tuple[int, ...], dtype: torch.dtype
     ) -> Tensor:
+        full = (count, *shape)
         if self.seeds is None:
             device = self.generator.device if self.generator is not None else self.device
-            out = fn((count, *shape), generator=self.generator, dtype=dtype, device=device)
-            return out.to(self.device)
+            if device.type != "cpu":  # a device's own generator
+                return fn(full, generator=self.generator, dtype=dtype, device=device).to(
+                    self.device
+                )
+            return self.staging.stage(
+                full, dtype, lambda out: fn(full, generator=self.generator, dtype=dtype, out=out)
+            )
         if count != len(self.rows):
             raise ValueError(f"{count} rows asked of the noise of {len(self.rows)} sequences")
-        if not self.rows:
-            return torch.empty((0, *shape), dtype=dtype, device=self.device)
-        out = torch.stack([fn(shape, generator=g, dtype=dtype) for g in self.rows])
-        return out.to(self.device)
+
+        def fill(out: Tensor) -> None:  # (count, *shape): row j from row j's stream
+            for row, generator in zip(out, self.rows, strict=True):
+                fn(shape, generator=generator, dtype=dtype, out=row)
+
+        return self.staging.stage(full, dtype, fill)
 
 
 def as_noise(source: Noise | torch.Generator | None, device: torch.device) -> Noise:
