@@ -102,6 +102,7 @@ class MaskedForwardProcess:
         self.time_conditioning = time_conditioning
         self.sample_ids = None if sample_ids is None else [int(i) for i in sample_ids]
         self.padding = padding
+        self._undrawable: dict[tuple[int, torch.device], Tensor] = {}  # undrawable's, made once
 
     def sample_t(
         self, n: int, device: torch.device, generator: torch.Generator | None = None
@@ -172,7 +173,15 @@ class MaskedForwardProcess:
     def undrawable(self, vocab: int, device: torch.device) -> Tensor:
         """(V,) bool: the columns a sampler must never draw ([MASK], and every id outside
         ``sample_ids`` when it is set, except [PAD] when it is corrupted: the model predicts
-        padding, so a sample ends where it draws it)."""
+        padding, so a sample ends where it draws it). Made once per (vocab, device) and kept
+        (read it, never write it): a sampler step replayed from a CUDA graph reads it, and
+        making it copies the ids from the host."""
+        key = (vocab, torch.device(device))
+        if key not in self._undrawable:
+            self._undrawable[key] = self._make_undrawable(vocab, device)
+        return self._undrawable[key]
+
+    def _make_undrawable(self, vocab: int, device: torch.device) -> Tensor:
         if self.sample_ids is None:
             blocked = torch.zeros(vocab, dtype=torch.bool, device=device)
         else:

@@ -16,6 +16,8 @@ import torch
 from genodiff.backbones import build
 from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.ops import upstream
+from genodiff.samplers.noise import Noise
+from genodiff.samplers.staging import DEPTH
 from tests import guided
 from tests.dna_objectives import DNA, mdlm
 
@@ -60,4 +62,18 @@ def test_cuda_graphs_draw_the_eager_sequences(dispatch, sampler):
     assert torch.equal(draw(graphed), eager)
     recorded = [key for key, r in graphed._recordings.items() if r is not None]
     assert len(recorded) == min(len(graphed._recordings), graphed.max_graphs)
-    assert recorded[0][0][0] == (16, 64)  # ids of the first step: both parts, one call
+    kind, signature = recorded[0]
+    if sampler == "first-hitting":  # the network call alone: both parts in one call
+        assert kind == "network" and signature[0][0] == (16, 64)
+    else:  # the whole sync-free step (genodiff.samplers.masked.unmask_sync_free) of 8 rows
+        assert kind[0] == "masked step" and signature[0][0] == (8, 64)
+
+
+def test_per_sequence_numbers_reach_the_device_unchanged():
+    """The staged, asynchronous copies (genodiff.samplers.staging) deliver each step's draws
+    as the CPU makes them, for more steps than the ring has buffers."""
+    on_gpu = Noise.per_sequence(4, range(6), CUDA)
+    on_cpu = Noise.per_sequence(4, range(6), "cpu")
+    sent = [on_gpu.uniform(6, 2, 1000) for _ in range(3 * DEPTH)]
+    for draw in sent:  # read after all were sent: no copy may have read a reused buffer
+        assert torch.equal(draw.cpu(), on_cpu.uniform(6, 2, 1000))
