@@ -123,9 +123,13 @@ def test_cuda_graphs_are_refused_for_a_model_on_the_cpu():
         net.enable_cuda_graphs()
 
 
-# every masked sampler that steps through ``unmask``, unguided and D-CFG
+# every masked sampler, unguided and D-CFG (a first-hitting run of D-CFG in both forms)
 STEP_CASES = [(name, options) for name, options in CASES if name in ("mdlm", "d3pm", "conditional")]
-STEP_CASES = [c for c in STEP_CASES if c[1].get("sampler") != "first-hitting"]
+STEP_CASES += [
+    ("conditional", {"sampler": "first-hitting", "label": "b", "guidance": 2.0}),
+    ("conditional", {"sampler": "first-hitting", "label": "a", "guidance": 3.0,
+                     "guidance_form": "transition"}),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -139,7 +143,8 @@ def test_whole_sync_free_steps_replayed_draw_the_eager_sequences(name, options, 
     net._graphed = GraphedNetwork(net.network.eval_backbone, capture=recorder)
     assert net.generate(5, LENGTH, seed=3, batch_size=2, **options) == eager
     keys = [key for key, recording in net._graphed._recordings.items() if recording is not None]
-    assert keys and all(key[0][0] == "masked step" for key in keys)  # whole steps only
+    kind = "first-hitting step" if options.get("sampler") == "first-hitting" else "masked step"
+    assert keys and all(key[0][0] == kind for key in keys)  # whole steps only
     assert recorder.replays > 2 * recorder.recorded
 
 
