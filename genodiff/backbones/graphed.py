@@ -1,4 +1,5 @@
-"""A backbone's network call replayed from CUDA graphs: sampling off the kernel-launch floor.
+"""A backbone's network call, or a sampler's whole step, replayed from CUDA graphs: sampling
+off the kernel-launch floor.
 
 A sampler calls the network once per step on inputs of one shape. On a GPU a small model's
 call is bound by launching its hundreds of kernels, not by their arithmetic (BENCHMARKS.md,
@@ -14,6 +15,12 @@ Calls a graph cannot serve run eagerly, with the same result: embeddings instead
 growing context), and a backbone whose call cannot be recorded (a host sync inside it: it is
 said once, as a warning). ``genodiff.pipeline.Model.enable_cuda_graphs`` and
 ``genodiff sample --cuda-graphs`` turn it on.
+
+``GraphedNetwork.call`` replays any pure function of tensors the same way. The masked samplers
+use it to replay their whole sync-free step -- network and sampler arithmetic, one graph per
+(rows, length, sampler settings) -- when handed a ``GraphedNetwork``
+(``genodiff.samplers.masked.whole_step_graphs``); the network call alone is then never
+recorded.
 """
 
 from __future__ import annotations
@@ -120,8 +127,7 @@ class GraphedNetwork(nn.Module):
         labels: Tensor | None = None,
     ) -> Tensor:
         eager = inputs_embeds is not None or input_ids is None  # Plaid's call: embeddings
-        eager = eager or self.network.training or torch.is_grad_enabled()
-        if eager:
+        if eager or self.network.training:
             kwargs = network_kwargs(labels)
             if inputs_embeds is not None:
                 kwargs["inputs_embeds"] = inputs_embeds
@@ -137,9 +143,11 @@ class GraphedNetwork(nn.Module):
         for: any constant it holds must be part of the key) replayed from the recording of
         (``key``, the inputs' signature), made on its first call while fewer than
         ``max_graphs`` exist: the inputs are copied into the recording's own tensors, the
-        recording replays, and its outputs are copied out. Where no recording serves, ``fn``
-        runs eagerly: the same result. How a sampler's whole step is replayed
-        (``genodiff.samplers.masked``)."""
+        recording replays, and its outputs are copied out. Where no recording serves (with
+        gradients on, too), ``fn`` runs eagerly: the same result. How a sampler's whole step is
+        replayed (``genodiff.samplers.masked``)."""
+        if torch.is_grad_enabled():  # a training-style call is never replayed
+            return fn(*inputs)
         key = (key, _signature(inputs))
         if key not in self._recordings:
             recorded = len(self._recordings) < self.max_graphs
