@@ -233,7 +233,8 @@ def unmasking(p_t: Tensor, p_s: Tensor, log_factor: Tensor, u: Tensor) -> Tensor
     float64 uniforms ``u`` (...). Both odds are divided by max(Z, 1) before the draw, so no Z
     overflows."""
     log_factor = log_factor.double()
-    # 0-d CPU tensors join CUDA ones as scalars: no copy to the device, no wait for it
+    # the sparse step's p_t, p_s are 0-d CPU tensors, which join CUDA ones as scalars; the
+    # sync-free step's are on the device, read anew by each replay of a CUDA graph
     stay = p_s * torch.exp(-log_factor.clamp_min(0.0))
     go = (p_t - p_s) * torch.exp(log_factor.clamp_max(0.0))
     return sample_categorical(torch.stack((stay, go), dim=-1), u=u[..., None]) == 1
