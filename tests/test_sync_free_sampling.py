@@ -92,7 +92,10 @@ def test_no_host_sync_inside_the_first_hitting_loop(case, monkeypatch):
     assert syncs_of(name, options, 0, 20) == syncs_of(name, options, 0, 8)
 
 
-def test_a_non_finite_network_output_is_refused_after_the_loop(sync_free, monkeypatch):
+@pytest.mark.parametrize(
+    "options", [{"sampler": "ancestral", "steps": 4}, {"sampler": "first-hitting"}]
+)
+def test_a_non_finite_network_output_is_refused_after_the_loop(sync_free, monkeypatch, options):
     net = MODELS["mdlm"]()
     objective = net.network.objective
     real = objective.x0_log_probs
@@ -103,7 +106,7 @@ def test_a_non_finite_network_output_is_refused_after_the_loop(sync_free, monkey
 
     monkeypatch.setattr(objective, "x0_log_probs", poisoned)
     with pytest.raises(NonFiniteOutputError, match="not finite"):
-        net.generate(2, LENGTH, steps=4, sampler="ancestral", seed=0)
+        net.generate(2, LENGTH, seed=0, **options)
 
 
 def test_the_label_range_is_checked_on_the_device_where_steps_are_sync_free(sync_free):
