@@ -20,6 +20,8 @@ reverse pass runs the mixer a second time, and the selective scan's own work is 
 network calls = T + 1 (ancestral: T steps and the final noise removal) or L + 1 (first-hitting:
 one per masked position, then the noise removal), tokens per call = rows x L. The share of the
 card is that over the card's dense peak for the dtype (``PEAK_FLOPS``, or ``--peak-tflops``).
+"host draws" is the CPU's time to draw one ancestral step's uniforms for the rows
+(per-sequence streams, mt19937): a step cannot be faster than that.
 
 The model: ``--checkpoint`` (any genodiff checkpoint or export), else a randomly initialised
 Caduceus-Ph d118 x 4 (configs/model/caduceus_ph.yaml, the model of configs/hg38.yaml; how fast a
@@ -49,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 import genodiff  # noqa: E402
 from genodiff.model import GenerativeModel  # noqa: E402
 from genodiff.pipeline import Model  # noqa: E402
+from genodiff.samplers.noise import Noise  # noqa: E402
 
 #: Dense peak FLOP/s by card and dtype (NVIDIA's data sheets; float32 without TF32, which
 #: PyTorch leaves off for matmuls): the first name found in ``torch.cuda.get_device_name()``.
@@ -118,6 +121,17 @@ def peak_flops(device: torch.device, dtype: str, given_tflops: float | None) -> 
     return next((peaks[dtype] for card, peaks in PEAK_FLOPS.items() if card in name), None)
 
 
+def host_draw_seconds(rows: int, length: int, repeats: int = 8) -> float:
+    """Seconds the CPU takes to draw one ancestral step's uniforms for ``rows`` sequences
+    ((rows, 2, length) float64 from per-sequence streams): the floor of a step's time when
+    the device is faster than the host."""
+    noise = Noise.per_sequence(0, range(rows), "cpu")
+    start = time.perf_counter()
+    for _ in range(repeats):
+        noise.uniform(rows, 2, length)
+    return (time.perf_counter() - start) / repeats
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -154,12 +168,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     peak = peak_flops(device, args.dtype, args.peak_tflops)
     results = []
+    host_draws = {rows: host_draw_seconds(rows, args.length) for rows in args.rows}
     for rows in args.rows:
         for sampler in args.samplers:
             eager = None
             for mode in ("eager", "graphed"):
                 row: dict[str, Any] = {"rows": rows, "length": args.length, "sampler": sampler}
                 row.update(mode=mode, steps=args.steps if sampler == "ancestral" else None)
+                row["host_draw_ms_per_step"] = 1e3 * host_draws[rows]
                 results.append(row)
                 if mode == "graphed" and device.type != "cuda":
                     row["skipped"] = "CUDA graphs need a CUDA device"
@@ -200,19 +216,19 @@ def markdown(report: dict[str, Any]) -> str:
         f"({report['parameters']:,} parameters); FLOPs: {report['flops_formula']}",
         "",
         "| rows x bp | sampler | T | step | bp/s | wall (s) | FLOP/s | share of peak | "
-        "same as eager |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "same as eager | host draws (ms a step) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
         head = f"| {r['rows']} x {r['length']} | {r['sampler']} | {r['steps'] or '-'} | {r['mode']}"
         if "skipped" in r:
-            lines.append(f"{head} | {r['skipped']} | | | | |")
+            lines.append(f"{head} | {r['skipped']} | | | | | |")
             continue
         share = "-" if r["peak_share"] is None else f"{100 * r['peak_share']:.2f}%"
         same = {True: "yes", False: "NO"}.get(r.get("same_as_eager"), "-")
         lines.append(
             f"{head} | {r['bp_per_s']:,.0f} | {r['seconds']:.2f} | {r['flop_per_s']:.3g} | "
-            f"{share} | {same} |"
+            f"{share} | {same} | {r['host_draw_ms_per_step']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
