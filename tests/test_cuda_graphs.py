@@ -192,3 +192,28 @@ def test_a_step_with_a_classifier_keeps_the_network_call_alone_replayed():
     assert whole_step_graphs(graphed, free) is graphed
     assert whole_step_graphs(graphed, steered) is None
     assert whole_step_graphs(backbone, free) is None  # no graphs asked for
+
+
+def test_each_sampler_setting_has_its_own_recorded_step(monkeypatch):
+    """A recording bakes in the settings its step was recorded with (temperature, nucleus,
+    label, gamma, sampler): one model drawing with each in turn must replay the right one."""
+    monkeypatch.setattr(syncs, "sync_free_on", lambda device: True)  # as on CUDA
+    net = MODELS["conditional"]()
+    with torch.no_grad():  # labels that matter: the classes' predictions differ
+        net.network.eval_backbone.backbone.label_embedding.embedding.weight.normal_(0, 3.0)
+    options = [
+        {"temperature": 0.5},
+        {"temperature": 2.0},
+        {"top_p": 0.6},
+        {"label": "a", "guidance": 2.0},
+        {"label": "b", "guidance": 2.0},
+        {"label": "b", "guidance": 4.0},
+        {"sampler": "first-hitting"},
+    ]
+    options = [o if "sampler" in o else {"steps": 6, **o} for o in options]
+    eager = [net.generate(4, LENGTH, seed=5, **o) for o in options]
+    assert len(set(eager)) == len(eager)  # every setting draws differently
+    recorder = Recorder()
+    net._graphed = GraphedNetwork(net.network.eval_backbone, capture=recorder, max_graphs=16)
+    assert [net.generate(4, LENGTH, seed=5, **o) for o in options] == eager
+    assert recorder.recorded == len(options)
