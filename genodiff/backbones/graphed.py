@@ -18,9 +18,9 @@ said once, as a warning). ``genodiff.pipeline.Model.enable_cuda_graphs`` and
 
 ``GraphedNetwork.call`` replays any pure function of tensors the same way. The masked samplers
 use it to replay their whole sync-free step -- network and sampler arithmetic, one graph per
-(rows, length, sampler settings) -- when handed a ``GraphedNetwork``
-(``genodiff.samplers.masked.whole_step_graphs``); the network call alone is then never
-recorded.
+(rows, length, sampler settings) -- when handed a ``GraphedNetwork``, except with a
+classifier, whose steps keep the network call alone replayed
+(``genodiff.samplers.masked.whole_step_graphs``).
 """
 
 from __future__ import annotations

@@ -164,8 +164,8 @@ def hit_sync_free(
     model = graphs.network if graphs is not None else model
     guide = masked_guide(objective, model, request)
     step = partial(first_hitting_step, objective, guide, request)
-    key = ("first-hitting step", id(objective), request.guidance, request.temperature)
-    key = (*key, request.top_p)
+    settings = (request.guidance, request.temperature, request.top_p)
+    key = ("first-hitting step", id(objective), *settings)
     process = objective.process
     p_t = process.schedule.mask_probability(torch.ones(n, dtype=torch.float64, device=x.device))
     running = torch.ones(n, dtype=torch.bool, device=x.device)  # (n,)
