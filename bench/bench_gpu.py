@@ -9,8 +9,10 @@ layers) with the mamba-ssm / causal-conv1d kernels.
 2. Sampling: bp/s of the MDLM samplers (ancestral, cached, first-hitting; random weights: when
    tokens unmask does not depend on them) in float32 as ``genodiff sample`` runs, and of an AR
    Mamba (configs/model/mamba.yaml) decoding with the recurrent step kernels; each eagerly and
-   with the network call replayed from CUDA graphs (``genodiff.backbones.graphed``, what
-   ``genodiff sample --cuda-graphs`` does), and whether both drew the same sequences; one row
+   with CUDA graphs (``genodiff.backbones.graphed``, what ``genodiff sample --cuda-graphs``
+   does: the MDLM samplers' whole step, the AR model's network call), and whether both drew
+   the same sequences (bench/bench_gpu_sampler.py measures the sampler alone at 16 to 1,024
+   rows); one row
    samples a 2-class model with D-CFG (gamma 2, T = 256), whose label and null parts are one
    network call of twice the rows.
 

@@ -12,7 +12,7 @@ R = sum S_i / sum n_i, its standard error over windows (delta method for a ratio
 SE(R) = sqrt(sum_i (S_i - R n_i)^2 / (N (N - 1))) / mean(n_i); perplexity = exp(R) with
 SE(ppl) = exp(R) SE(R), bits per token = R / ln 2.
 
-Noise. Each window draws its own noise (``genodiff.samplers.noise.Noise.per_window``), keyed
+Noise. Each window draws its own noise (``genodiff.randomness.noise.Noise.per_window``), keyed
 by ``seed`` and the SHA-256 of its token ids (``window_seed`` there; a label is no part of
 the key); its k-th of K draws has a stream of its own seeded from that key and k. So
 S_i is a function of (window i's tokens, seed, K) alone: the same under any batch size, in
@@ -60,7 +60,7 @@ from genodiff.objectives import Objective
 from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress
-from genodiff.samplers.noise import Noise
+from genodiff.randomness.noise import Noise
 
 
 @dataclass

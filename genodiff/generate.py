@@ -30,8 +30,8 @@ from genodiff.memory import memory_available, size_text
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.progress import Progress
+from genodiff.randomness.noise import Noise
 from genodiff.sample_formats import SamplingRun
-from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
 from genodiff.trained_window import warn_beyond_trained_window
@@ -229,7 +229,7 @@ def draw_batches(
     """The sequences ``indices`` (default: all of ``request.num_samples``) of a run, batch
     by batch of ``batch_size``: (the first one's index, its batch's ids (n, L) on the CPU).
     Sequence i draws from its own stream seeded with (``seed``, i)
-    (``genodiff.samplers.noise``): it is the same whatever the batch size, the process or the
+    (``genodiff.randomness.noise``): it is the same whatever the batch size, the process or the
     first index (a resumed run). ValueError up front for a ``batch_size`` < 1 or a request that
     cannot fit in memory (``check_feasible``). ``progress`` shows the sampler's steps over all
     batches."""

@@ -45,9 +45,9 @@ from genodiff.guidance import NoisyClassifierGuide
 from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress
+from genodiff.randomness.noise import seed_from
 from genodiff.sample_files import SampleStream, check_output, write_samples
 from genodiff.sample_formats import SamplingRun
-from genodiff.samplers.noise import seed_from
 from genodiff.tokenizers import Tokenizer
 
 PathLike = str | os.PathLike

@@ -19,7 +19,7 @@ from typing import IO
 
 from genodiff.errors import InputValueError
 from genodiff.guidance import Guidance
-from genodiff.samplers.noise import SEQUENCE_SEEDS
+from genodiff.randomness.noise import SEQUENCE_SEEDS
 
 # The weights' identity, recorded only when known (a model loaded from a file): older files
 # and in-memory models' samples lack them.
@@ -45,7 +45,7 @@ class SamplingRun:
     stride: int | None = None
     constraint: str | None = None  # Constraint.description
     guidance: Guidance | None = None  # the request's, as it is (guided runs only)
-    # How each sequence's random draws are seeded (``genodiff.samplers.noise``): sequence i of
+    # How each sequence's random draws are seeded (``genodiff.randomness.noise``): sequence i of
     # a run is a function of (seed, i) and the request alone.
     draws: str = SEQUENCE_SEEDS
     checkpoint_step: int | None = None

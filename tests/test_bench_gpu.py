@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,44 @@ def test_without_cuda_it_says_so_and_fails(bench, capsys):
     assert bench.main(["--steps", "1"]) == 1
     captured = capsys.readouterr()
     assert "needs a CUDA GPU" in captured.err and captured.out == ""
+
+
+SAMPLER_BENCH = BENCH.with_name("bench_gpu_sampler.py")
+
+
+@pytest.fixture(scope="module")
+def sampler_bench():
+    spec = importlib.util.spec_from_file_location("bench_gpu_sampler", SAMPLER_BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sampler_bench_defaults_are_the_issues_setting(sampler_bench):
+    args = sampler_bench.parse_args(["--out", "x"])
+    assert (args.rows, args.length, args.steps) == ([16, 64, 256, 1024], 1024, 1024)
+    assert args.samplers == ["ancestral", "first-hitting"] and args.dtype == "float32"
+    assert sampler_bench.network_calls("ancestral", 1024, 512) == 1025
+    assert sampler_bench.network_calls("first-hitting", 1024, 512) == 513
+    assert sampler_bench.forward_flops(470_702, 64 * 1024) == 2 * 470_702 * 65_536
+
+
+def test_the_sampler_bench_smoke_run_writes_its_tables(sampler_bench, tmp_path):
+    assert sampler_bench.main(["--smoke", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "bench_gpu_sampler.json").read_text())
+    rows = report["results"]
+    assert [(r["sampler"], r["mode"]) for r in rows] == [
+        ("ancestral", "eager"), ("ancestral", "graphed"),
+        ("first-hitting", "eager"), ("first-hitting", "graphed"),
+    ]  # fmt: skip
+    for eager in rows[::2]:
+        assert eager["bp_per_s"] == pytest.approx(2 * 12 / eager["seconds"])
+        calls = 3 + 1 if eager["sampler"] == "ancestral" else 12 + 1
+        flops = calls * 2 * report["parameters"] * 2 * 12
+        assert eager["flop_per_s"] == pytest.approx(flops / eager["seconds"])
+    if torch.cuda.is_available():  # graphed on the GPU: the eager sequences
+        assert all(r["same_as_eager"] is True for r in rows[1::2])
+    else:
+        assert all(r["skipped"] == "CUDA graphs need a CUDA device" for r in rows[1::2])
+    table = (tmp_path / "bench_gpu_sampler.md").read_text()
+    assert table.count("| 2 x 12 |") == 4 and "2 x parameters x rows x length" in table

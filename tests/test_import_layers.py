@@ -28,6 +28,7 @@ LAYERS = (
     "threads",
     "devices",
     "syncs",
+    "randomness",
     "resources",
     "named_models",
     "hub",

@@ -3,6 +3,7 @@
 import re
 
 import pytest
+import torch
 from Bio import SeqIO
 
 import genodiff
@@ -47,6 +48,26 @@ def test_each_sampler_writes_traceable_fasta(checkpoint, tmp_path, options):
     assert ("steps=6" in found[0].description) == (options[1] != "first-hitting")
     if options[1] == "semi-ar":
         assert "block=12 stride=5" in found[0].description
+
+
+def test_dtype_samples_with_the_weights_in_that_type(checkpoint, tmp_path, monkeypatch):
+    from genodiff.pipeline import Model
+
+    seen = []
+    real = Model.generate_to_file
+
+    def spy(self, *args, **kwargs):
+        seen.append({p.dtype for p in self.network.parameters()})
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Model, "generate_to_file", spy)
+    assert sample(checkpoint, tmp_path / "h.fa", "--length", "24", "--dtype", "bfloat16") == 0
+    assert sample(checkpoint, tmp_path / "f.fa", "--length", "24") == 0
+    assert seen == [{torch.bfloat16}, {torch.float32}]  # asked for, and as stored
+    found = records(tmp_path / "h.fa")
+    assert len(found) == 2 and all(
+        len(r.seq) == 24 and set(str(r.seq)) <= set("ACGT") for r in found
+    )
 
 
 def test_prefix_is_kept(checkpoint, tmp_path):

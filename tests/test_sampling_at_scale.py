@@ -22,7 +22,7 @@ from genodiff import cli
 from genodiff.errors import InputFileExistsError, InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
-from genodiff.samplers.noise import Noise, sequence_seed
+from genodiff.randomness.noise import Noise, sequence_seed
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
 from tests.test_cli import ROOT
 

@@ -14,7 +14,7 @@ from torch import nn
 from genodiff import backbones
 from genodiff.evaluate import score_windows
 from genodiff.objectives import UDLM
-from genodiff.samplers.noise import Noise
+from genodiff.randomness.noise import Noise
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import d3pm, mdlm, plaid, sedd
 from tests.test_generation_config import tiny as tiny_mdlm_model

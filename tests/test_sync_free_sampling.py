@@ -1,5 +1,6 @@
 """The masked samplers' sync-free step (``genodiff.samplers.masked.unmask(sync_free=True)``, the
-default on CUDA): the same sequences as the sparse step, and no host sync inside the loop.
+default on CUDA, and first-hitting's ``hit(sync_free=True)``): the same sequences as the sparse
+step, and no host sync inside the loop.
 
 A host sync is any op that needs a tensor's value on the host: ``nonzero`` (its output size),
 ``item`` / ``bool`` / ``int`` of a tensor (``_local_scalar_dense``, ``is_nonzero``). A dispatch
@@ -29,7 +30,13 @@ CASES = [
     ("conditional", {"label": "b", "guidance": 2.0}),
     ("conditional", {"label": "a", "guidance": 3.0, "guidance_schedule": "ramp"}),
     ("conditional", {"label": "a", "guidance": 2.0, "guidance_form": "transition"}),
-]
+    ("mdlm", {"sampler": "first-hitting"}),
+    ("mdlm", {"sampler": "first-hitting", "prefix": "ACGTAC", "top_p": 0.8, "temperature": 0.7}),
+    ("conditional", {"sampler": "first-hitting", "label": "b", "guidance": 2.0}),
+    ("conditional", {"sampler": "first-hitting", "label": "a", "guidance": 3.0,
+                     "guidance_form": "transition"}),
+]  # fmt: skip
+STEPLESS = ("semi-ar", "first-hitting")  # steps: per window, or none
 
 
 class SyncCounter(TorchDispatchMode):
@@ -49,9 +56,9 @@ def sync_free(monkeypatch):
     monkeypatch.setattr(syncs, "sync_free_on", lambda device: True)
 
 
-def draw(name: str, options: dict, steps: int = 6):
-    steps_option = {} if options.get("sampler") == "semi-ar" else {"steps": steps}
-    return MODELS[name]().generate(5, LENGTH, seed=3, batch_size=2, **steps_option, **options)
+def draw(name: str, options: dict, steps: int = 6, length: int = LENGTH):
+    steps_option = {} if options.get("sampler") in STEPLESS else {"steps": steps}
+    return MODELS[name]().generate(5, length, seed=3, batch_size=2, **steps_option, **options)
 
 
 @pytest.mark.parametrize(("name", "options"), CASES, ids=[str(i) for i in range(len(CASES))])
@@ -61,9 +68,9 @@ def test_the_sync_free_step_draws_the_sparse_steps_sequences(name, options, monk
     assert draw(name, options) == sparse
 
 
-def syncs_of(name: str, options: dict, steps: int) -> int:
+def syncs_of(name: str, options: dict, steps: int, length: int = LENGTH) -> int:
     with SyncCounter() as counter:
-        draw(name, options, steps)
+        draw(name, options, steps, length)
     return counter.syncs
 
 
@@ -76,7 +83,19 @@ def test_no_host_sync_inside_the_loop(case, monkeypatch):
     assert syncs_of(name, options, 16) == syncs_of(name, options, 4)
 
 
-def test_a_non_finite_network_output_is_refused_after_the_loop(sync_free, monkeypatch):
+@pytest.mark.parametrize("case", [8, 10, 11])
+def test_no_host_sync_inside_the_first_hitting_loop(case, monkeypatch):
+    name, options = CASES[case]  # one iteration per masked token: the length sets how many
+    sparse = syncs_of(name, options, 0, 8), syncs_of(name, options, 0, 20)
+    assert sparse[1] > sparse[0]
+    monkeypatch.setattr(syncs, "sync_free_on", lambda device: True)
+    assert syncs_of(name, options, 0, 20) == syncs_of(name, options, 0, 8)
+
+
+@pytest.mark.parametrize(
+    "options", [{"sampler": "ancestral", "steps": 4}, {"sampler": "first-hitting"}]
+)
+def test_a_non_finite_network_output_is_refused_after_the_loop(sync_free, monkeypatch, options):
     net = MODELS["mdlm"]()
     objective = net.network.objective
     real = objective.x0_log_probs
@@ -87,7 +106,7 @@ def test_a_non_finite_network_output_is_refused_after_the_loop(sync_free, monkey
 
     monkeypatch.setattr(objective, "x0_log_probs", poisoned)
     with pytest.raises(NonFiniteOutputError, match="not finite"):
-        net.generate(2, LENGTH, steps=4, sampler="ancestral", seed=0)
+        net.generate(2, LENGTH, seed=0, **options)
 
 
 def test_the_label_range_is_checked_on_the_device_where_steps_are_sync_free(sync_free):

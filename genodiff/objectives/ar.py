@@ -35,10 +35,10 @@ from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.guidance import GUIDANCE_FORMS
 from genodiff.objectives.base import Objective
+from genodiff.randomness.noise import Noise
 from genodiff.registry import register_objective
 from genodiff.samplers.autoregressive import left_to_right
 from genodiff.samplers.base import Sampler
-from genodiff.samplers.noise import Noise
 
 # Backbones already probed for causality (weak: a checked model can still be freed).
 _CAUSAL_CHECKED: weakref.WeakSet[nn.Module] = weakref.WeakSet()

@@ -19,8 +19,8 @@ from genodiff.batch_shard import BatchShard
 from genodiff.config_values import check_arguments
 from genodiff.errors import InputValueError
 from genodiff.guidance import Guidance
+from genodiff.randomness.noise import Noise
 from genodiff.samplers.base import Sampler
-from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 
 # Each ``Objective.likelihood`` in words: (what its score is called, what it is of the NLL).
@@ -150,7 +150,7 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
     ) -> Tensor:
         """(request.num_samples, request.length) token ids drawn from ``model`` by the sampler
         ``request`` names. Positions where ``request.given`` is True hold ``request.template``
-        unchanged. ``noise``: per-sequence streams (``genodiff.samplers.noise.Noise``), or one
+        unchanged. ``noise``: per-sequence streams (``genodiff.randomness.noise.Noise``), or one
         generator for the whole batch (None: torch's global one)."""
         request = self.resolve_guidance(request)
         return self.samplers[self.sampler_name(request)](self, model, request, noise)

@@ -38,9 +38,9 @@ from genodiff.objectives import x0_posterior
 from genodiff.objectives.base import Objective
 from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess, Padding
 from genodiff.processes.schedules import LogLinearSchedule
+from genodiff.randomness.noise import Noise
 from genodiff.registry import register_objective
 from genodiff.samplers import MASKED_SAMPLERS
-from genodiff.samplers.noise import Noise
 
 
 @register_objective("d3pm")

@@ -43,10 +43,10 @@ from genodiff.conditioning import network_kwargs
 from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
 from genodiff.objectives.gamma_schedule import LearnedGammaSchedule
+from genodiff.randomness.noise import Noise, as_noise
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.categorical import sample_categorical, sharpen
-from genodiff.samplers.noise import Noise, as_noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
@@ -72,7 +72,7 @@ def ancestral(
     template, given = request.canvas(objective.token_list[0], device)  # (n, L) each
     e_given = objective.embeddings()[objective.categories(template)]  # (n, L, D)
 
-    def randn() -> Tensor:  # (n, L, D), row by row (genodiff.samplers.noise)
+    def randn() -> Tensor:  # (n, L, D), row by row (genodiff.randomness.noise)
         return noise.normal(n, length, dim).to(device)
 
     def hold(z: Tensor, gamma: Tensor) -> Tensor:

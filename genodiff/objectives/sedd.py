@@ -42,10 +42,10 @@ from genodiff.errors import InputValueError
 from genodiff.objectives.base import Objective
 from genodiff.processes.masked import HoldsMaskedProcess, MaskedForwardProcess, Padding
 from genodiff.processes.schedules import build_schedule
+from genodiff.randomness.noise import Noise
 from genodiff.registry import register_objective
 from genodiff.samplers.base import Sampler
 from genodiff.samplers.categorical import NEG_INF
-from genodiff.samplers.noise import Noise
 from genodiff.samplers.score_entropy import tau_leaping
 
 

@@ -47,9 +47,9 @@ from genodiff.config_values import ConfigError
 from genodiff.objectives.base import Objective
 from genodiff.processes.uniform import UniformForwardProcess
 from genodiff.processes.uniform_posterior import continuous_nelbo_rate, prior_kl, step_kl
+from genodiff.randomness.noise import Noise
 from genodiff.registry import register_objective
 from genodiff.samplers import UNIFORM_SAMPLERS
-from genodiff.samplers.noise import Noise
 
 
 @register_objective("udlm")

@@ -21,7 +21,7 @@ The process owns what the masked objectives share and nothing of their losses:
 - time draws (``sample_t``): low-discrepancy or iid, continuous t in [sampling_eps, 1] or,
   with ``num_steps`` T > 0, discrete t on {1/T, ..., 1};
 - noise draws for a batch (``draw_noise``), from one generator honouring a data-parallel
-  ``BatchShard`` (training) or from per-row streams (``genodiff.samplers.noise.Noise``: scoring);
+  ``BatchShard`` (training) or from per-row streams (``genodiff.randomness.noise.Noise``: scoring);
 - noisy states z_t as a noisy guidance classifier reads them (``draw_states``, ``states_at``:
   the names ``UniformForwardProcess`` offers too, ``genodiff.classifiers.noise``);
 - the ids a sampler may draw (``undrawable``: never [MASK], only ``sample_ids`` when set,
@@ -43,7 +43,7 @@ from genodiff.config_values import ConfigError
 from genodiff.errors import InputValueError
 from genodiff.processes.schedules import NoiseSchedule
 from genodiff.processes.time_draws import sample_times
-from genodiff.samplers.noise import Noise, as_noise
+from genodiff.randomness.noise import Noise, as_noise
 
 # Time conditioning sees sigma(t) capped here (sigma(1) is infinite when alpha(1) = 0).
 MAX_CONDITIONING_SIGMA = 20.0
@@ -104,6 +104,7 @@ class MaskedForwardProcess:
         self.time_conditioning = time_conditioning
         self.sample_ids = None if sample_ids is None else [int(i) for i in sample_ids]
         self.padding = padding
+        self._undrawable: dict[tuple[int, torch.device], Tensor] = {}  # undrawable's, made once
 
     def sample_t(
         self,
@@ -177,7 +178,15 @@ class MaskedForwardProcess:
     def undrawable(self, vocab: int, device: torch.device) -> Tensor:
         """(V,) bool: the columns a sampler must never draw ([MASK], and every id outside
         ``sample_ids`` when it is set, except [PAD] when it is corrupted: the model predicts
-        padding, so a sample ends where it draws it)."""
+        padding, so a sample ends where it draws it). Made once per (vocab, device) and kept
+        (read it, never write it): a sampler step replayed from a CUDA graph reads it, and
+        making it copies the ids from the host."""
+        key = (vocab, torch.device(device))
+        if key not in self._undrawable:
+            self._undrawable[key] = self._make_undrawable(vocab, device)
+        return self._undrawable[key]
+
+    def _make_undrawable(self, vocab: int, device: torch.device) -> Tensor:
         if self.sample_ids is None:
             blocked = torch.zeros(vocab, dtype=torch.bool, device=device)
         else:

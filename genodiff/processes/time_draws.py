@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from genodiff.samplers.noise import Noise
+from genodiff.randomness.noise import Noise
 
 
 def sample_times(

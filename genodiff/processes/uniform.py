@@ -34,7 +34,7 @@ from genodiff.errors import InputValueError
 from genodiff.processes.schedules import LogLinearSchedule
 from genodiff.processes.time_draws import sample_times, weighted_times
 from genodiff.processes.uniform_posterior import posterior
-from genodiff.samplers.noise import Noise, as_noise
+from genodiff.randomness.noise import Noise, as_noise
 
 
 class UniformForwardProcess:

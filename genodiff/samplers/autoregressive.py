@@ -28,8 +28,8 @@ from torch import Tensor, nn
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.conditioning import network_kwargs
 from genodiff.guidance import Guide
+from genodiff.randomness.noise import Noise
 from genodiff.samplers.categorical import sample_categorical, sharpen
-from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 
 

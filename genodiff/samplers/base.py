@@ -15,14 +15,14 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.guidance import Guidance
-from genodiff.samplers.noise import Noise, as_noise
+from genodiff.randomness.noise import Noise, as_noise
 from genodiff.samplers.request import SampleRequest
 
 
 class Draw(Protocol):
     """(objective, model, request, noise) -> (request.num_samples, request.length) ids;
     positions where ``request.given`` is True hold ``request.template``. Every random number
-    comes from ``noise`` (``genodiff.samplers.noise``), row by row."""
+    comes from ``noise`` (``genodiff.randomness.noise``), row by row."""
 
     def __call__(
         self,

@@ -36,16 +36,34 @@ T -> infinity limit of the ancestral sampler in the transition form
 (tests/test_guidance_forms.py). With Z_l = 1 this is the unguided event law above. The rates
 need the guidance at every masked position, so the network (and classifier) is called on the
 current state before the event time is drawn.
+
+On CUDA (``genodiff.syncs.sync_free_on``) the loop runs without host syncs (``hit_sync_free``):
+every row goes through every iteration in fixed shapes, a row that has stopped drawing its
+three uniforms too and changing nothing, for as many iterations as the most masked row has
+masked tokens (each iteration reveals one token of every running row, or stops it). A row's
+draws are those of the sparse loop, so with per-sequence noise (``genodiff.generate``) the
+sequences are the same; with one generator for the whole batch the law is the same, the numbers
+are not. With CUDA graphs the whole iteration is replayed from one
+(``genodiff.samplers.masked.whole_step_graphs`` says when).
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import Tensor, nn
 
-from genodiff.samplers.categorical import sample_categorical, sharpen
-from genodiff.samplers.masked import MaskedDiffusion, denoise_remaining, masked_guide
-from genodiff.samplers.noise import Noise
+from genodiff import syncs
+from genodiff.guidance import Guide
+from genodiff.randomness.noise import Noise
+from genodiff.samplers.categorical import refuse_non_finite, sample_categorical, sharpen
+from genodiff.samplers.masked import (
+    MaskedDiffusion,
+    denoise_remaining,
+    masked_guide,
+    whole_step_graphs,
+)
 from genodiff.samplers.request import SampleRequest
 
 
@@ -67,6 +85,7 @@ def hit(
     given: Tensor,
     request: SampleRequest,
     noise: Noise,
+    sync_free: bool | None = None,
 ) -> Tensor:
     """First-hitting sampling of the partly masked ``x`` (n, L); ``given`` is never changed.
 
@@ -74,10 +93,13 @@ def hit(
     iteration calls the network once on the rows still running: in the x0 form (and unguided)
     at their own event times, with a classifier's tilt computed at the revealed position only;
     in the transition form on their current states, tilted at every masked position (the
-    rates need them all; module doc).
+    rates need them all; module doc). ``sync_free`` (default: on CUDA): ``hit_sync_free``.
     """
     n = x.shape[0]
     x = x.clone()
+    sync_free = syncs.sync_free_on(x.device) if sync_free is None else sync_free
+    if sync_free:
+        return hit_sync_free(objective, model, x, given, request, noise)
     guide = masked_guide(objective, model, request)
     schedule = objective.process.schedule
     p_t = schedule.mask_probability(torch.ones(n, dtype=torch.float64, device=x.device))  # (n,)
@@ -100,7 +122,7 @@ def hit(
         else:
             rates, total = masked[rows].double(), k[rows]  # every rate 1
         # Three uniforms per running row and event (time, position, value): a row's draws
-        # depend on its own state alone (genodiff.samplers.noise).
+        # depend on its own state alone (genodiff.randomness.noise).
         u_time, u_position, u_value = noise.take(rows).uniform(rows.numel(), 3).unbind(1)
         p_next = p_t[rows] * u_time ** (1.0 / total)  # (r,)
         running[rows[p_next < p_stop]] = False  # the next event would fall below sampling_eps
@@ -123,6 +145,86 @@ def hit(
         x[rows, position] = value
         p_t[rows] = p_next
     return denoise_remaining(objective, x, given, guide)
+
+
+def hit_sync_free(
+    objective: MaskedDiffusion,
+    model: nn.Module,
+    x: Tensor,
+    given: Tensor,
+    request: SampleRequest,
+    noise: Noise,
+) -> Tensor:
+    """``hit`` without host syncs in its loop (module doc): ``first_hitting_step`` once per
+    masked token of the most masked row, its uniforms sent to the device without a wait
+    (``Noise.staging``); with a ``GraphedNetwork`` each iteration is replayed whole from a
+    CUDA graph (``whole_step_graphs``)."""
+    n = x.shape[0]
+    graphs = whole_step_graphs(model, request)
+    model = graphs.network if graphs is not None else model
+    guide = masked_guide(objective, model, request)
+    step = partial(first_hitting_step, objective, guide, request)
+    settings = (request.guidance, request.temperature, request.top_p)
+    key = ("first-hitting step", id(objective), *settings)
+    process = objective.process
+    p_t = process.schedule.mask_probability(torch.ones(n, dtype=torch.float64, device=x.device))
+    running = torch.ones(n, dtype=torch.bool, device=x.device)  # (n,)
+    non_finite = torch.zeros((), dtype=torch.bool, device=x.device)  # seen a NaN
+    events = int(((x == process.mask_id) & ~given).sum(dim=-1).max())  # before the loop
+    for done in range(1, events + 1):
+        # three uniforms per row and event (time, position, value), as the sparse loop's
+        u = noise.uniform(n, 3)  # (n, 3)
+        inputs = (x, given, p_t, running, u)
+        x, p_t, running, seen = step(*inputs) if graphs is None else graphs.call(key, step, *inputs)
+        non_finite |= seen
+        request.report_step(done, events)
+    refuse_non_finite(non_finite)
+    return denoise_remaining(objective, x, given, guide)
+
+
+def first_hitting_step(
+    objective: MaskedDiffusion,
+    guide: Guide,
+    request: SampleRequest,
+    x: Tensor,
+    given: Tensor,
+    p_t: Tensor,
+    running: Tensor,
+    u: Tensor,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One iteration of ``hit`` for every row, in fixed shapes and with no host sync: x (n, L),
+    ``given`` (n, L), each row's mask probability ``p_t`` (n,) float64 and whether it still
+    runs (n,) bool, ``u`` (n, 3) float64 uniforms (time, position, value) -> x, p_t, running
+    after the iteration, and whether a revealed value was drawn from a NaN row (0-d bool).
+    Rows that do not run (or stop now) keep their state. Reads nothing but its tensor
+    arguments (and the request's settings): a CUDA graph can replay it."""
+    n = x.shape[0]
+    process = objective.process
+    schedule = process.schedule
+    masked = (x == process.mask_id) & ~given  # (n, L)
+    k = masked.sum(dim=-1)  # (n,)
+    running = running & (k > 0)
+    if guide.changes_rates:
+        t = schedule.time_of_mask_probability(p_t)  # (n,)
+        parts = guide.parts(x, t, masked)  # (n, L, K, V)
+        rates, total = event_rates(guide.log_rate_factor(parts, 1 - t[:, None]), masked)
+    else:
+        rates, total = masked.double(), k  # every rate 1
+    u_time, u_position, u_value = u.unbind(1)  # (n,) each
+    p_next = p_t * u_time ** (1.0 / total)  # (n,)
+    p_stop = schedule.mask_probability(torch.tensor(process.sampling_eps, dtype=torch.float64))
+    go = running & (p_next >= p_stop)  # (n,): the rows whose next event is above sampling_eps
+    s = schedule.time_of_mask_probability(p_next)  # (n,)
+    position = sample_categorical(rates, u=u_position[:, None])  # (n,) in proportion to the rates
+    at = torch.zeros_like(masked).scatter_(1, position[:, None], True)  # (n, L): the position
+    if not guide.changes_rates:
+        parts = guide.parts(x, s, at)  # (n, L, K, V), a classifier tilting ``at`` only
+    log_x0 = guide.combine(parts[torch.arange(n, device=x.device), position], 1 - s)  # (n, V)
+    p_x0 = sharpen(log_x0, request.temperature, request.top_p, False)
+    seen = (p_x0.isnan().any(dim=-1) & go).any()
+    value = sample_categorical(p_x0, u=u_value[:, None])  # (n,)
+    x = torch.where(at & go[:, None], value[:, None], x)
+    return x, torch.where(go, p_next, p_t), go, seen
 
 
 def event_rates(log_factor: Tensor, masked: Tensor) -> tuple[Tensor, Tensor]:

@@ -22,9 +22,10 @@ import torch
 from torch import Tensor, nn
 
 from genodiff import syncs
+from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.guidance import Guide
+from genodiff.randomness.noise import Noise
 from genodiff.samplers.categorical import refuse_non_finite, sample_categorical, sharpen
-from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 
@@ -112,24 +113,25 @@ def unmask(
     can be captured as a CUDA graph): every row goes through the network at every step
     (``reuse`` is then moot: a row that did not change gets the prediction it had), a value is
     drawn at every position from the same uniform and kept where the position unmasks, and the
-    finite-output check runs once, after the loop. Otherwise only unmasking positions draw a
-    value, the network sees only the rows that changed (``reuse``) and the loop stops once
-    nothing is masked. Both draw the same sequences: the same uniforms decide the same
-    positions.
+    finite-output check runs once, after the loop; the step's times and uniforms reach the
+    device without a wait (``Noise.staging``), and with CUDA graphs the whole step is replayed
+    from one (``unmask_sync_free``). Otherwise only unmasking positions draw a value, the
+    network sees only the rows that changed (``reuse``) and the loop stops once nothing is
+    masked. Both draw the same sequences: the same uniforms decide the same positions.
     """
-    n = x.shape[0]
     x = x.clone()
     sync_free = syncs.sync_free_on(x.device) if sync_free is None else sync_free
-    reuse = reuse and not sync_free
+    if sync_free:
+        return unmask_sync_free(objective, model, x, given, request, noise)
     schedule = objective.process.schedule
     guide = masked_guide(objective, model, request)
+    n = x.shape[0]
     parts = None  # (n, L, K, V): the network side of each row's latest call
     stale = torch.ones(n, dtype=torch.bool, device=x.device)  # rows needing a network call
-    non_finite = torch.zeros((), dtype=torch.bool, device=x.device)  # sync_free: seen a NaN
     grid = time_grid(1.0, objective.process.sampling_eps, request.steps)
     for t, s in request.reporting(grid, request.steps):
         masked = (x == objective.process.mask_id) & ~given  # (n, L)
-        if not sync_free and not masked.any():
+        if not masked.any():
             break
         rows = stale.nonzero().squeeze(-1) if reuse else None  # None: every row
         if rows is None:
@@ -139,22 +141,89 @@ def unmask(
             parts = fresh if parts is None else parts.index_copy_(0, rows, fresh)
         p_t, p_s = schedule.mask_probability(t), schedule.mask_probability(s)
         # Two uniforms per position of every row, used where the position is masked: a row's
-        # draws never depend on the other rows (genodiff.samplers.noise).
+        # draws never depend on the other rows (genodiff.randomness.noise).
         u_go, u_value = noise.uniform(n, 2, x.shape[1]).unbind(1)  # (n, L) each
         log_factor = guide.log_rate_factor(parts, 1 - t)  # (n, L)
         go = unmasking(p_t, p_s, log_factor, u_go) & masked  # (n, L): tokens that unmask
-        if sync_free:
-            p_x0 = sharpen(guide.combine(parts, 1 - t), request.temperature, request.top_p, False)
-            non_finite |= (p_x0.isnan().any(dim=-1) & go).any()
-            x = torch.where(go, sample_categorical(p_x0, u=u_value[..., None]), x)  # (n, L)
-        else:
-            row, position = go.nonzero().unbind(-1)  # (U,) each
-            log_x0 = guide.combine(parts[row, position], 1 - t)  # (U, V)
-            p_x0 = sharpen(log_x0, request.temperature, request.top_p)  # (U, V)
-            x[row, position] = sample_categorical(p_x0, u=u_value[row, position, None])
+        row, position = go.nonzero().unbind(-1)  # (U,) each
+        log_x0 = guide.combine(parts[row, position], 1 - t)  # (U, V)
+        p_x0 = sharpen(log_x0, request.temperature, request.top_p)  # (U, V)
+        x[row, position] = sample_categorical(p_x0, u=u_value[row, position, None])
         stale = go.any(dim=-1)
+    return denoise_remaining(objective, x, given, guide)
+
+
+def unmask_sync_free(
+    objective: MaskedDiffusion,
+    model: nn.Module,
+    x: Tensor,
+    given: Tensor,
+    request: SampleRequest,
+    noise: Noise,
+) -> Tensor:
+    """``unmask``'s sync-free form (its doc): every step is ``sync_free_step`` on the step's
+    numbers, sent to the device without waiting for it (``Noise.staging``). Given a
+    ``GraphedNetwork`` (``--cuda-graphs``), the whole step -- network and sampler arithmetic
+    -- is replayed from one CUDA graph per (rows, length, sampler settings); with a classifier
+    (D-CBG, which differentiates its input) only the network call is (``whole_step_graphs``)."""
+    n, length = x.shape
+    schedule = objective.process.schedule
+    graphs = whole_step_graphs(model, request)
+    model = graphs.network if graphs is not None else model
+    guide = masked_guide(objective, model, request)
+    step = partial(sync_free_step, objective.process.mask_id, guide, request)
+    key = ("masked step", id(objective), request.guidance, request.temperature, request.top_p)
+    non_finite = torch.zeros((), dtype=torch.bool, device=x.device)  # seen a NaN
+    grid = time_grid(1.0, objective.process.sampling_eps, request.steps)
+    for t, s in request.reporting(grid, request.steps):
+        times = torch.stack((t, schedule.mask_probability(t), schedule.mask_probability(s)))
+        times = noise.staging.stage((3,), torch.float64, partial(Tensor.copy_, other=times))
+        # Two uniforms per position of every row, used where the position is masked: a row's
+        # draws never depend on the other rows (genodiff.randomness.noise).
+        u = noise.uniform(n, 2, length)  # (n, 2, L)
+        inputs = (x, given, times, u)
+        x, seen = step(*inputs) if graphs is None else graphs.call(key, step, *inputs)
+        non_finite |= seen
     refuse_non_finite(non_finite)
     return denoise_remaining(objective, x, given, guide)
+
+
+def sync_free_step(
+    mask_id: int,
+    guide: Guide,
+    request: SampleRequest,
+    x: Tensor,
+    given: Tensor,
+    times: Tensor,
+    u: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """One step t -> s of ``unmask`` in fixed shapes, with no host sync: x (n, L) at t,
+    ``given`` (n, L), ``times`` (3,) float64 (t, p(t), p(s); p the mask probability), ``u``
+    (n, 2, L) float64 uniforms (whether each position unmasks, its value) -> x at s (n, L) and
+    whether a position that unmasked was drawn from a NaN row (0-d bool). Every row goes
+    through the network; a value is drawn at every position and kept where it unmasks. Reads
+    nothing but its tensor arguments (and the request's settings): a CUDA graph can replay it.
+    """
+    n = x.shape[0]
+    t, p_t, p_s = times.unbind()  # 0-d each
+    masked = (x == mask_id) & ~given  # (n, L)
+    parts = guide.parts(x, t.expand(n), masked)  # (n, L, K, V)
+    u_go, u_value = u.unbind(1)  # (n, L) each
+    go = unmasking(p_t, p_s, guide.log_rate_factor(parts, 1 - t), u_go) & masked  # (n, L)
+    p_x0 = sharpen(guide.combine(parts, 1 - t), request.temperature, request.top_p, False)
+    seen = (p_x0.isnan().any(dim=-1) & go).any()
+    return torch.where(go, sample_categorical(p_x0, u=u_value[..., None]), x), seen
+
+
+def whole_step_graphs(model: nn.Module, request: SampleRequest) -> GraphedNetwork | None:
+    """``model`` where a sync-free step is to be replayed whole from CUDA graphs: a
+    ``GraphedNetwork`` (CUDA graphs asked for), and no classifier (D-CBG's tilt differentiates
+    the classifier: its step keeps the network call alone replayed). None: steps run as
+    called."""
+    if not isinstance(model, GraphedNetwork):
+        return None
+    guidance = request.guidance
+    return model if guidance is None or guidance.classifier is None else None
 
 
 def unmasking(p_t: Tensor, p_s: Tensor, log_factor: Tensor, u: Tensor) -> Tensor:
@@ -164,7 +233,8 @@ def unmasking(p_t: Tensor, p_s: Tensor, log_factor: Tensor, u: Tensor) -> Tensor
     float64 uniforms ``u`` (...). Both odds are divided by max(Z, 1) before the draw, so no Z
     overflows."""
     log_factor = log_factor.double()
-    # 0-d CPU tensors join CUDA ones as scalars: no copy to the device, no wait for it
+    # the sparse step's p_t, p_s are 0-d CPU tensors, which join CUDA ones as scalars; the
+    # sync-free step's are on the device, read anew by each replay of a CUDA graph
     stay = p_s * torch.exp(-log_factor.clamp_min(0.0))
     go = (p_t - p_s) * torch.exp(log_factor.clamp_max(0.0))
     return sample_categorical(torch.stack((stay, go), dim=-1), u=u[..., None]) == 1

@@ -39,8 +39,8 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.guidance import Guide
+from genodiff.randomness.noise import Noise
 from genodiff.samplers.categorical import NEG_INF, sample_categorical, sharpen
-from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.time_grid import time_grid
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from genodiff.errors import InputValueError
+from genodiff.randomness.noise import Noise
 from genodiff.samplers.masked import MaskedDiffusion, unmask
-from genodiff.samplers.noise import Noise
 from genodiff.samplers.request import SampleRequest
 
 

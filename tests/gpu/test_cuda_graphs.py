@@ -16,6 +16,8 @@ import torch
 from genodiff.backbones import build
 from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.ops import upstream
+from genodiff.randomness.noise import Noise
+from genodiff.randomness.staging import DEPTH
 from tests import guided
 from tests.dna_objectives import DNA, mdlm
 
@@ -38,9 +40,10 @@ def dispatch(request, monkeypatch):
 
 @pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting"])
 def test_cuda_graphs_draw_the_eager_sequences(dispatch, sampler):
-    """Each step's network call (D-CFG's label and null parts as one doubled batch) replayed
-    from a CUDA graph draws exactly the eager sequences; every signature up to ``max_graphs``
-    was recorded (none fell back to eager because its call could not be recorded)."""
+    """Each whole sync-free step (network -- D-CFG's label and null parts as one doubled batch
+    -- and sampler arithmetic) replayed from a CUDA graph draws exactly the eager sequences;
+    every signature up to ``max_graphs`` was recorded (none fell back to eager because its
+    call could not be recorded)."""
     torch.manual_seed(0)
     # built from its config, as a checkpoint is: D-CFG's two parts then come from one call
     model = build(name="caduceus", d_model=32, n_layer=2, vocab_size=12, num_classes=2)
@@ -60,4 +63,16 @@ def test_cuda_graphs_draw_the_eager_sequences(dispatch, sampler):
     assert torch.equal(draw(graphed), eager)
     recorded = [key for key, r in graphed._recordings.items() if r is not None]
     assert len(recorded) == min(len(graphed._recordings), graphed.max_graphs)
-    assert recorded[0][0][0] == (16, 64)  # ids of the first step: both parts, one call
+    kind, signature = recorded[0]  # the whole sync-free step, of the 8 rows
+    assert kind[0] == ("first-hitting step" if sampler == "first-hitting" else "masked step")
+    assert signature[0][0] == (8, 64)
+
+
+def test_per_sequence_numbers_reach_the_device_unchanged():
+    """The staged, asynchronous copies (genodiff.randomness.staging) deliver each step's draws
+    as the CPU makes them, for more steps than the ring has buffers."""
+    on_gpu = Noise.per_sequence(4, range(6), CUDA)
+    on_cpu = Noise.per_sequence(4, range(6), "cpu")
+    sent = [on_gpu.uniform(6, 2, 1000) for _ in range(3 * DEPTH)]
+    for draw in sent:  # read after all were sent: no copy may have read a reused buffer
+        assert torch.equal(draw.cpu(), on_cpu.uniform(6, 2, 1000))

@@ -18,8 +18,9 @@ function of (its tokens, seed, K) alone: not of the batch size, the other window
 order.
 
 The per-sequence generators live on the CPU (a fixed algorithm, mt19937, on every machine); the
-numbers are moved to the sampler's device. ``SEQUENCE_SEEDS`` names the scheme in the samples'
-provenance.
+numbers reach the sampler's device through ``genodiff.randomness.staging`` (pinned buffers and
+asynchronous copies on CUDA: no step waits for the device). ``SEQUENCE_SEEDS`` names the scheme
+in the samples' provenance.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from functools import partial
 import numpy as np
 import torch
 from torch import Tensor
+
+from genodiff.randomness.staging import Staging
 
 #: How a sequence's draws are seeded, recorded with the samples (``SamplingRun.draws``): one
 #: torch CPU generator per sequence, seeded with the first 64-bit word of NumPy's
@@ -74,7 +77,9 @@ class Noise:
     """The random numbers of one batch of rows: from one ``generator`` for all rows (None:
     torch's global generator), or from one stream per row (``per_sequence``, ``per_window``:
     row j's stream seeded with ``seeds[j]``). ``lattice`` (per row, in [0, 1)): each row's
-    ``stratified`` uniform, fixed in advance (``per_window``); None: drawn from its stream."""
+    ``stratified`` uniform, fixed in advance (``per_window``); None: drawn from its stream.
+    ``staging`` sends numbers drawn on the CPU to ``device`` (default:
+    ``Staging.for_device``); the noise of some of the rows (``take``, ``branch``) shares it."""
 
     def __init__(
         self,
@@ -82,12 +87,14 @@ class Noise:
         device: torch.device | str = "cpu",
         seeds: Sequence[int] | None = None,
         lattice: Sequence[float] | None = None,
+        staging: Staging | None = None,
     ) -> None:
         self.generator = generator
         self.device = torch.device(device)
         self.seeds = list(seeds) if seeds is not None else None
         self.rows = [torch.Generator().manual_seed(s) for s in self.seeds or ()]
         self.lattice = list(lattice) if lattice is not None else None
+        self.staging = staging if staging is not None else Staging.for_device(self.device)
 
     @classmethod
     def per_sequence(cls, seed: int, indices: Sequence[int], device: torch.device | str) -> Noise:
@@ -115,7 +122,7 @@ class Noise:
         streams, where they are now."""
         if self.seeds is None:
             return self
-        taken = Noise(self.generator, self.device, [])
+        taken = Noise(self.generator, self.device, [], staging=self.staging)
         picked = rows.tolist()
         taken.seeds = [self.seeds[i] for i in picked]
         taken.rows = [self.rows[i] for i in picked]
@@ -129,7 +136,7 @@ class Noise:
         if self.seeds is None:
             return self
         seeds = [sequence_seed(s, key) for s in self.seeds]
-        return Noise(self.generator, self.device, seeds, self.lattice)
+        return Noise(self.generator, self.device, seeds, self.lattice, self.staging)
 
     def uniform(
         self, count: int, *shape: int, dtype: torch.dtype = torch.float64, row_axis: int = 0
@@ -174,17 +181,24 @@ class Noise:
         dtype: torch.dtype,
         row_axis: int = 0,
     ) -> Tensor:
-        full = (*shape[:row_axis], count, *shape[row_axis:])
-        if self.seeds is None:
+        if self.seeds is None:  # one generator fills the whole shape, its rows on row_axis
+            full = (*shape[:row_axis], count, *shape[row_axis:])
             device = self.generator.device if self.generator is not None else self.device
-            out = fn(full, generator=self.generator, dtype=dtype, device=device)
-            return out.to(self.device)
+            if device.type != "cpu":  # a device's own generator
+                return fn(full, generator=self.generator, dtype=dtype, device=device).to(
+                    self.device
+                )
+            return self.staging.stage(
+                full, dtype, lambda out: fn(full, generator=self.generator, dtype=dtype, out=out)
+            )
         if count != len(self.rows):
             raise ValueError(f"{count} rows asked of the noise of {len(self.rows)} sequences")
-        if not self.rows:
-            return torch.empty(full, dtype=dtype, device=self.device)
-        out = torch.stack([fn(shape, generator=g, dtype=dtype) for g in self.rows], dim=row_axis)
-        return out.to(self.device)
+
+        def fill(out: Tensor) -> None:  # (count, *shape): row j from row j's stream
+            for row, generator in zip(out, self.rows, strict=True):
+                fn(shape, generator=generator, dtype=dtype, out=row)
+
+        return self.staging.stage((count, *shape), dtype, fill).movedim(0, row_axis)
 
 
 def as_noise(source: Noise | torch.Generator | None, device: torch.device) -> Noise:

@@ -1,0 +1,250 @@
+"""GPU sampler throughput: bp/s of the MDLM samplers eager and with each whole step replayed from
+a CUDA graph, in one process on one GPU (genodiff issue 35, "A GPU sampler near the hardware").
+
+For each number of rows (default 16, 64, 256 and 1,024) x ``--length`` bp (1,024), the ancestral
+sampler with T = ``--steps`` (1,024) and the first-hitting sampler draw one batch through
+``Model.generate`` (what ``genodiff sample`` runs: per-sequence noise, ``batch_size`` = rows):
+
+- ``eager``: the step as the device runs it without graphs (on CUDA the sync-free step,
+  ``genodiff.samplers.masked.unmask_sync_free``; on the CPU the sparse step);
+- ``graphed``: ``Model.enable_cuda_graphs()``, each whole step (network and sampler arithmetic)
+  replayed from one CUDA graph (CUDA only: on the CPU the row says so).
+
+Every graphed draw is compared with the eager one (the same sequences are expected in float32).
+Each timed draw follows an untimed one of the same shapes (T = 2, or all but two positions given
+for first-hitting) that records the graphs and warms the kernels, so recording is not timed.
+
+Achieved FLOP/s estimate the network's arithmetic only: forward FLOPs = 2 x P x tokens per
+network call (P = the backbone's parameters; a lower bound for Caduceus, whose weight-tied
+reverse pass runs the mixer a second time, and the selective scan's own work is not counted),
+network calls = T + 1 (ancestral: T steps and the final noise removal) or L + 1 (first-hitting:
+one per masked position, then the noise removal), tokens per call = rows x L. The share of the
+card is that over the card's dense peak for the dtype (``PEAK_FLOPS``, or ``--peak-tflops``).
+"host draws" is the CPU's time to draw one ancestral step's uniforms for the rows
+(per-sequence streams, mt19937): a step cannot be faster than that.
+
+The model: ``--checkpoint`` (any genodiff checkpoint or export), else a randomly initialised
+Caduceus-Ph d118 x 4 (configs/model/caduceus_ph.yaml, the model of configs/hg38.yaml; how fast a
+sampler runs does not depend on its weights). ``--smoke``: tiny sizes on any device (CI).
+Writes ``bench_gpu_sampler.json`` and ``bench_gpu_sampler.md`` to ``--out``.
+
+    python bench/bench_gpu_sampler.py --out bench_runs/gpu_sampler [--rows 16 64 256 1024]
+        [--length 1024] [--steps 1024] [--samplers ancestral first-hitting]
+        [--dtype float32] [--checkpoint PATH] [--device cuda] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import genodiff  # noqa: E402
+from genodiff.model import GenerativeModel  # noqa: E402
+from genodiff.pipeline import Model  # noqa: E402
+from genodiff.randomness.noise import Noise  # noqa: E402
+
+#: Dense peak FLOP/s by card and dtype (NVIDIA's data sheets; float32 without TF32, which
+#: PyTorch leaves off for matmuls): the first name found in ``torch.cuda.get_device_name()``.
+PEAK_FLOPS = {
+    "H100 PCIe": {"float32": 51e12, "bfloat16": 756e12},
+    "H100": {"float32": 67e12, "bfloat16": 989e12},  # SXM
+    "H200": {"float32": 67e12, "bfloat16": 989e12},
+    "A100": {"float32": 19.5e12, "bfloat16": 312e12},
+}
+SAMPLERS = ("ancestral", "first-hitting")
+SMOKE = {"rows": [2], "length": 12, "steps": 3}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="folder for the JSON and markdown tables")
+    parser.add_argument("--rows", type=int, nargs="+", default=[16, 64, 256, 1024])
+    parser.add_argument("--length", type=int, default=1024, help="bp per sequence")
+    parser.add_argument("--steps", type=int, default=1024, help="T of the ancestral sampler")
+    parser.add_argument("--samplers", nargs="+", choices=SAMPLERS, default=list(SAMPLERS))
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--checkpoint", help="a genodiff checkpoint (default: random weights)")
+    parser.add_argument("--device", help="default: cuda where available, else cpu")
+    parser.add_argument("--peak-tflops", type=float, help="the card's peak for --dtype")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes and model, any device (CI)"
+    )
+    return parser.parse_args(argv)
+
+
+def build_model(args: argparse.Namespace, device: torch.device) -> Model:
+    """``--checkpoint``, else a random Caduceus-Ph d118 x 4 (``--smoke``: d16 x 1)."""
+    if args.checkpoint is not None:
+        return genodiff.load(args.checkpoint, device)
+    torch.manual_seed(args.seed)
+    section = OmegaConf.to_container(OmegaConf.load(ROOT / "configs/model/caduceus_ph.yaml"))
+    if args.smoke:
+        section.update(d_model=16, n_layer=1, fused_add_norm=False)
+    config = {
+        "model": section,
+        "objective": {"name": "mdlm"},
+        "data": {"name": "fasta", "max_length": args.length},
+        "ema": {"decay": 0},
+    }
+    return Model(GenerativeModel(config), "random Caduceus-Ph").to(device)
+
+
+def forward_flops(parameters: int, tokens: int) -> int:
+    """The network's forward FLOPs on ``tokens`` tokens: 2 x parameters x tokens."""
+    return 2 * parameters * tokens
+
+
+def network_calls(sampler: str, steps: int, length: int) -> int:
+    """Network calls of one draw (module doc): T + 1 (ancestral), L + 1 (first-hitting)."""
+    return (steps if sampler == "ancestral" else length) + 1
+
+
+def peak_flops(device: torch.device, dtype: str, given_tflops: float | None) -> float | None:
+    """The card's dense peak for ``dtype``: ``--peak-tflops``, else ``PEAK_FLOPS``; None for a
+    CPU or an unknown card."""
+    if given_tflops is not None:
+        return given_tflops * 1e12
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peaks[dtype] for card, peaks in PEAK_FLOPS.items() if card in name), None)
+
+
+def host_draw_seconds(rows: int, length: int, repeats: int = 8) -> float:
+    """Seconds the CPU takes to draw one ancestral step's uniforms for ``rows`` sequences
+    ((rows, 2, length) float64 from per-sequence streams): the floor of a step's time when
+    the device is faster than the host."""
+    noise = Noise.per_sequence(0, range(rows), "cpu")
+    start = time.perf_counter()
+    for _ in range(repeats):
+        noise.uniform(rows, 2, length)
+    return (time.perf_counter() - start) / repeats
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def draw(model: Model, sampler: str, rows: int, args: argparse.Namespace, warm: bool) -> Any:
+    """One batch of ``rows`` sequences (``warm``: the untimed draw of the same shapes)."""
+    options: dict[str, Any] = {"sampler": sampler, "seed": args.seed, "batch_size": rows}
+    if sampler == "ancestral":
+        options["steps"] = 2 if warm else args.steps
+    elif warm:  # every position but the last two given: two iterations, the same shapes
+        options["prefix"] = "A" * (args.length - 2)
+    return model.generate(rows, args.length, **options)
+
+
+def measure(model: Model, sampler: str, rows: int, args: argparse.Namespace) -> tuple[float, Any]:
+    """(seconds, samples) of one timed draw after its warm-up."""
+    draw(model, sampler, rows, args, warm=True)
+    synchronize(model.device)
+    start = time.perf_counter()
+    samples = draw(model, sampler, rows, args, warm=False)
+    synchronize(model.device)
+    return time.perf_counter() - start, samples
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every (rows, sampler, mode) measurement, as the JSON object written."""
+    if args.smoke:
+        args.rows, args.length, args.steps = SMOKE["rows"], SMOKE["length"], SMOKE["steps"]
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = getattr(torch, args.dtype)
+    parameters = sum(
+        p.numel() for p in build_model(args, device).network.eval_backbone.parameters()
+    )
+    peak = peak_flops(device, args.dtype, args.peak_tflops)
+    results = []
+    host_draws = {rows: host_draw_seconds(rows, args.length) for rows in args.rows}
+    for rows in args.rows:
+        for sampler in args.samplers:
+            eager = None
+            for mode in ("eager", "graphed"):
+                row: dict[str, Any] = {"rows": rows, "length": args.length, "sampler": sampler}
+                row.update(mode=mode, steps=args.steps if sampler == "ancestral" else None)
+                row["host_draw_ms_per_step"] = 1e3 * host_draws[rows]
+                results.append(row)
+                if mode == "graphed" and device.type != "cuda":
+                    row["skipped"] = "CUDA graphs need a CUDA device"
+                    continue
+                model = build_model(args, device).to(dtype=dtype)  # fresh: no earlier graphs
+                if mode == "graphed":
+                    model.enable_cuda_graphs()
+                seconds, samples = measure(model, sampler, rows, args)
+                calls = network_calls(sampler, args.steps, args.length)
+                flops = calls * forward_flops(parameters, rows * args.length)
+                row.update(seconds=seconds, bp_per_s=rows * args.length / seconds)
+                row.update(flop_per_s=flops / seconds)
+                row["peak_share"] = None if peak is None else flops / seconds / peak
+                if mode == "eager":
+                    eager = samples
+                else:
+                    row["same_as_eager"] = list(samples) == list(eager)
+                del model
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+    return {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "dtype": args.dtype,
+        "model": args.checkpoint or "random Caduceus-Ph" + (" (smoke: d16 x 1)" * args.smoke),
+        "parameters": parameters,
+        "peak_flop_per_s": peak,
+        "flops_formula": "2 x parameters x rows x length per network call; calls = T + 1 "
+        "(ancestral), L + 1 (first-hitting)",
+        "results": results,
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The results as a markdown table, with the setting above it."""
+    lines = [
+        f"{report['device']}, torch {report['torch']}, {report['dtype']}, {report['model']} "
+        f"({report['parameters']:,} parameters); FLOPs: {report['flops_formula']}",
+        "",
+        "| rows x bp | sampler | T | step | bp/s | wall (s) | FLOP/s | share of peak | "
+        "same as eager | host draws (ms a step) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        head = f"| {r['rows']} x {r['length']} | {r['sampler']} | {r['steps'] or '-'} | {r['mode']}"
+        if "skipped" in r:
+            lines.append(f"{head} | {r['skipped']} | | | | | |")
+            continue
+        share = "-" if r["peak_share"] is None else f"{100 * r['peak_share']:.2f}%"
+        same = {True: "yes", False: "NO"}.get(r.get("same_as_eager"), "-")
+        lines.append(
+            f"{head} | {r['bp_per_s']:,.0f} | {r['seconds']:.2f} | {r['flop_per_s']:.3g} | "
+            f"{share} | {same} | {r['host_draw_ms_per_step']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = run(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_gpu_sampler.json").write_text(json.dumps(report, indent=2) + "\n")
+    table = markdown(report)
+    (out / "bench_gpu_sampler.md").write_text(table)
+    print(table)
+    different = [r for r in report["results"] if r.get("same_as_eager") is False]
+    return 1 if different else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""Where random numbers come from: ``noise`` (one stream per sequence or per scored window, or
+one generator for a batch) and ``staging`` (numbers drawn on the CPU sent to the device without
+a step waiting for it). Below the forward processes, samplers and objectives that draw them."""
