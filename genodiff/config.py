@@ -30,6 +30,7 @@ from genodiff.generation_config import GenerationConfig
 from genodiff.generation_config import options as generation_options
 from genodiff.hub import parse_hub_id
 from genodiff.named_models import named_model_folder
+from genodiff.parallel import GPU_ACCELERATORS
 from genodiff.shipped_configs import config_folders
 
 GROUPS = ("model", "objective", "data", "trainer")
@@ -481,9 +482,6 @@ def resolve_data_paths(cfg: DictConfig, root: Path) -> None:
                 value[name] = resolve_path(value[name], root)
         elif value:
             cfg.data[key] = resolve_path(value, root)
-
-
-GPU_ACCELERATORS = ("gpu", "cuda")
 
 
 def check_training_config(cfg: DictConfig) -> None:

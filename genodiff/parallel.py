@@ -28,6 +28,7 @@ from genodiff.errors import InputValueError
 if TYPE_CHECKING:
     from lightning.fabric import Fabric
 
+# Lightning's names of a CUDA accelerator (a training config's check and the workers' devices).
 GPU_ACCELERATORS = ("gpu", "cuda")
 
 
