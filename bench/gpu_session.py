@@ -283,7 +283,8 @@ def install_wheels(wheels: Path | None, site: Path, session: Session) -> dict[st
 
 def training_fasta(source: Path, work: Path, session: Session) -> Path:
     """``source`` (xz with its ``chrX.json`` beside it, gzip or plain) as ``work/chrX.fa.gz``
-    (BGZF); the xz's FASTA must have the sha256 that ``prepare`` recorded."""
+    (BGZF); the xz's FASTA (kept as ``work/chrX.fa``) must have the sha256 that ``prepare``
+    recorded."""
     from genodiff.data.genome import bgzip_fasta
 
     if not source.is_file():
@@ -298,8 +299,7 @@ def training_fasta(source: Path, work: Path, session: Session) -> Path:
             if digest.hexdigest() != expected["fasta_sha256"]:
                 sys.exit(f"gpu_session.py: {source} is not the FASTA {CHRX_RECORD} names")
             session.record["data"] = expected
-            bgzip_fasta(plain, bgzf)
-            plain.unlink()
+            bgzip_fasta(plain, bgzf)  # the plain file stays: its sha256 goes on the card
         else:
             bgzip_fasta(source, bgzf)
         session.record.setdefault("data", {})["bgzf_sha256"] = sha256(bgzf)
@@ -464,8 +464,9 @@ def ship(
     """bench/ship_model.py's export and card into ``$OUT/NAME-model.tar``."""
     from omegaconf import OmegaConf
 
-    if job.chrx:
-        data, heldout = [str(fasta)], ["--heldout", f"chr22={CHR22.relative_to(ROOT)}"]
+    if job.chrx:  # the plain FASTA (sha256 of the public file's content) and the BGZF read
+        data = [str(path) for path in (fasta.with_suffix(""), fasta) if path.exists()]
+        heldout = ["--heldout", f"chr22={CHR22.relative_to(ROOT)}"]
     else:  # the labelled FASTA files the run's config names
         labelled = OmegaConf.load(run / "config.yaml").data.fasta_by_label
         data, heldout = [str(ROOT / path) for path in labelled.values()], []

@@ -177,6 +177,7 @@ def test_gpu_session_carries_chrx_as_xz_and_checks_it_before_writing_bgzf(tmp_pa
     work.mkdir()
     bgzf = session.training_fasta(carry / "chrX.fa.xz", work, log)
     assert gzip.decompress(bgzf.read_bytes()) == fasta and bgzf.read_bytes()[12:14] == b"BC"
+    assert (work / "chrX.fa").read_bytes() == fasta  # kept: its sha256 goes on the card
     record["fasta_sha256"] = "0" * 64  # a carried file that is not the one prepared
     (carry / "chrX.json").write_text(json.dumps(record))
     with pytest.raises(SystemExit, match="is not the FASTA"):
