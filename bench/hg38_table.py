@@ -54,14 +54,23 @@ PAPER = {"ar_mamba": 3.067, "ar_hyena": 3.153, "plaid": 3.240, "sedd": 3.216, "m
 
 
 def common_overrides(args: argparse.Namespace, out: Path) -> list[str]:
-    trainer = ["trainer=cpu"]
-    if args.trainer == "gpu":  # bf16-mixed; one optimizer step per batch; loader workers
-        trainer = ["trainer=gpu", "trainer.accumulate_grad_batches=1", "data.num_workers=4"]
+    """Every row's overrides: the FASTA's windows and splits, then ``recipe_overrides``."""
     return [
         "data=demo",
         f"data.fasta={args.fasta}",
         "data.split_fractions=[0.78,0.02,0.2]",
         "data.max_length=1024",
+        *recipe_overrides(args, out),
+    ]
+
+
+def recipe_overrides(args: argparse.Namespace, out: Path) -> list[str]:
+    """The training recipe of every row, whatever its data: trainer, batch, steps, validation,
+    learning rate, EMA; no test score or samples (``genodiff eval`` scores afterwards)."""
+    trainer = ["trainer=cpu"]
+    if args.trainer == "gpu":  # bf16-mixed; one optimizer step per batch; loader workers
+        trainer = ["trainer=gpu", "trainer.accumulate_grad_batches=1", "data.num_workers=4"]
+    return [
         f"data.batch_size={args.batch_size}",
         *trainer,
         f"trainer.max_steps={args.steps}",

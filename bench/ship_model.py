@@ -13,7 +13,7 @@ JS divergence beside the real-vs-real floor, GC, discriminator AUROC). The folde
         --license "weights CC0-1.0; data: public reference sequence (GRCh37)" \\
         --data chrX.fa.gz --heldout chr22=data/chr22_20-21Mb.fa.gz \\
         --command "genodiff train configs/hg38.yaml ..." --hardware "one NVIDIA H200" \\
-        --wall-seconds 330 [--num-samples 64] [--dest models]
+        --wall-seconds 330 [--num-samples 64] [--num-windows N] [--device D] [--dest models]
 
 The run folder's ``checkpoints/last.ckpt`` is what ships (its EMA weights); a run without EMA
 ships its trained weights.
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import genodiff
+from genodiff.data.build import build_datamodule
+from genodiff.devices import resolve_device
 from genodiff.evaluate import evaluate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,21 +43,51 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def heldout_rows(checkpoint: Path, files: dict[str, Path], seed: int) -> list[tuple[str, Any]]:
-    """(what was scored, EvalResult): the run's own test split, then each file."""
-    rows = [("the run's test split", evaluate_checkpoint(checkpoint, seed=seed))]
-    rows += [
-        (name, evaluate_checkpoint(checkpoint, path, seed=seed)) for name, path in files.items()
-    ]
+def heldout_rows(
+    checkpoint: Path,
+    files: dict[str, Path],
+    seed: int,
+    num_windows: int | None = None,
+    device: str | None = None,
+) -> list[tuple[str, Any]]:
+    """(what was scored, EvalResult): the run's own test split, then each file; at most
+    ``num_windows`` windows of each, spread over it (None: every window), on ``device``
+    (None: CUDA if present)."""
+    score = {"seed": seed, "num_windows": num_windows, "device": device}
+    rows = [("the run's test split", evaluate_checkpoint(checkpoint, **score))]
+    rows += [(name, evaluate_checkpoint(checkpoint, path, **score)) for name, path in files.items()]
     return rows
 
 
-def realism(model: genodiff.Model, num_samples: int, seed: int) -> dict[str, Any]:
-    """The sample-quality suite's metrics of ``num_samples`` samples against the test split."""
-    samples = model.generate(num_samples, seed=seed)
+def realism(model: genodiff.Model, num_samples: int, seed: int) -> dict[str | None, Any]:
+    """The sample-quality suite's metrics of ``num_samples`` samples against the test split:
+    ``{None: metrics}``; for a class-conditional model ``{class: metrics}``, the samples of
+    each class (``label=class``) against that class's test windows."""
+    if model.classes is None:
+        return {None: quality(model.generate(num_samples, seed=seed), model.windows("test"))}
+    references = class_test_windows(model)
+    return {
+        name: quality(model.generate(num_samples, seed=seed, label=name), references[name])
+        for name in model.classes
+    }
+
+
+def quality(samples: genodiff.Samples, reference: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
-        quality = genodiff.evaluate_samples(samples, model.windows("test"), out=out)
-    return quality.metrics
+        return genodiff.evaluate_samples(samples, reference, out=out).metrics
+
+
+def class_test_windows(model: genodiff.Model) -> dict[str, list[str]]:
+    """The bases of every test window of a labelled run's data, by class."""
+    datamodule = build_datamodule(model.config["data"])
+    datamodule.attach_tokenizer(model.tokenizer)
+    test = datamodule.dataset_of("test")
+    windows: dict[str, list[str]] = {name: [] for name in model.classes}
+    for index in range(len(test)):
+        item = test[index]  # {"input_ids": (L,), "labels": ()}
+        bases = model.tokenizer.decode_sample(item["input_ids"])
+        windows[model.classes[int(item["labels"])]].append(bases)
+    return windows
 
 
 def held_out(result: Any) -> str:
@@ -67,15 +99,8 @@ def held_out(result: Any) -> str:
     return f"no: {result.training_overlap_share:.0%} of the windows were trained on"
 
 
-def card(args: argparse.Namespace, model: genodiff.Model, rows, metrics) -> str:
-    """The model card: front matter for ``genodiff models``, then the facts."""
-    provenance = model.network.provenance
-    config = model.network.config
-    scored = "\n".join(
-        f"| {name} | {r.windows} x {r.length} | {held_out(r)} | {r.likelihood} | {r.nelbo:.4f} "
-        f"+- {r.nelbo_se or 0:.4f} | {r.perplexity:.4f} | `{r.windows_sha256[:16]}` |"
-        for name, r in rows
-    )
+def realism_section(metrics: dict[str, Any], num_samples: int, seed: int, label: str | None) -> str:
+    """The card's table of one set of realism metrics (``label``: the class sampled)."""
     js, floor, floor_sd = (
         metrics["kmer_js"],
         metrics["kmer_js_real_vs_real"],
@@ -86,6 +111,30 @@ def card(args: argparse.Namespace, model: genodiff.Model, rows, metrics) -> str:
         for k in js
     )
     gc, auroc = metrics["gc_content"], metrics["discriminator_auroc"]
+    what = "the test split" if label is None else f"the test windows of {label}"
+    drawn = f"{num_samples} samples" + ("" if label is None else f" with label={label}")
+    return f"""## Sample realism ({drawn}, seed {seed}, against {what})
+
+| metric | samples | real vs real |
+|---|---|---|
+{kmers}
+| GC content | {gc["samples_mean"]:.3f} | {gc["reference_mean"]:.3f} |
+| discriminator AUROC (0.5: no better than chance at telling them apart) | {auroc:.3f} | 0.5 |
+"""
+
+
+def card(args: argparse.Namespace, model: genodiff.Model, rows, metrics) -> str:
+    """The model card: front matter for ``genodiff models``, then the facts."""
+    provenance = model.network.provenance
+    config = model.network.config
+    scored = "\n".join(
+        f"| {name} | {r.windows} x {r.length} | {held_out(r)} | {r.likelihood} | {r.nelbo:.4f} "
+        f"+- {r.nelbo_se or 0:.4f} | {r.perplexity:.4f} | `{r.windows_sha256[:16]}` |"
+        for name, r in rows
+    )
+    realism_tables = "\n".join(
+        realism_section(m, args.num_samples, args.seed, label) for label, m in metrics.items()
+    )
     model_config = config["model"]
     backbone = (
         f"{model_config['name']}, d_model {model_config.get('d_model')}, "
@@ -122,14 +171,7 @@ license: {args.license}
 |---|---|---|---|---|---|---|
 {scored}
 
-## Sample realism ({args.num_samples} samples, seed {args.seed}, against the test split)
-
-| metric | samples | real vs real |
-|---|---|---|
-{kmers}
-| GC content | {gc["samples_mean"]:.3f} | {gc["reference_mean"]:.3f} |
-| discriminator AUROC (0.5: no better than chance at telling them apart) | {auroc:.3f} | 0.5 |
-
+{realism_tables}
 Written by `python bench/ship_model.py` (bench/ship_model.py) from the run's last checkpoint.
 """
 
@@ -146,13 +188,18 @@ def main() -> None:
     parser.add_argument("--hardware", required=True, help='e.g. "one NVIDIA H200"')
     parser.add_argument("--wall-seconds", type=float, required=True)
     parser.add_argument("--num-samples", type=int, default=64)
+    parser.add_argument(
+        "--num-windows", type=int, default=None, help="scored per file (default: every window)"
+    )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", help="for scoring and sampling (default: CUDA if present)")
     parser.add_argument("--dest", type=Path, default=ROOT / "models")
     args = parser.parse_args()
     checkpoint = args.run / "checkpoints" / "last.ckpt"
     files = dict(item.split("=", 1) for item in args.heldout)
-    model = genodiff.load(checkpoint)
-    rows = heldout_rows(checkpoint, {k: Path(v) for k, v in files.items()}, args.seed)
+    model = genodiff.load(checkpoint, device=resolve_device(args.device))  # samples there
+    heldout = {k: Path(v) for k, v in files.items()}
+    rows = heldout_rows(checkpoint, heldout, args.seed, args.num_windows, args.device)
     metrics = realism(model, args.num_samples, args.seed)
     folder = args.dest / args.name
     weights = "ema" if model.network.ema is not None else "raw"

@@ -1,11 +1,15 @@
 """Every script in bench/ answers ``--help`` with its usage and exit status 0, and does no work
 on the way (nothing is written where it runs)."""
 
+import json
+import math
 import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "bench").glob("*.py"))
@@ -71,3 +75,129 @@ def test_hg38_table_gpu_full_size_rows_compose_the_configs_own_models(tmp_path):
         assert full.trainer.max_steps == 40 and full.data.batch_size == 8
         small = load_config(config_file, [*cpu, *shrink])
         assert small.model.d_model < expected["d_model"] and small.trainer.accelerator == "cpu"
+
+
+def load_bench_script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def gpu_session(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), str(ROOT)])}
+    command = [sys.executable, str(ROOT / "bench" / "gpu_session.py"), "run", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+def tar_member(archive: Path, name: str, dest: Path) -> Path:
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        tar.extract(name, dest, filter="data")
+    return dest / name
+
+
+def test_gpu_session_smoke_trains_ships_and_a_later_session_resumes(tmp_path):
+    # bench/gpu_session.py run --smoke: the whole GPU session on the CPU (the chr22 slice
+    # standing in for chrX); its $OUT within the run tool's limits (8 files, 16 MiB each);
+    # then a second session goes on from the first one's run tar to a larger token target.
+    from genodiff.checkpoints.io import read_checkpoint_file
+
+    out1, out2 = tmp_path / "out1", tmp_path / "out2"
+    first = gpu_session(
+        "--job", "mdlm-chrx", "--smoke", "--tokens", str(2 * 4 * 1024), "--batch-size", "4",
+        "--out", str(out1), "--work", str(tmp_path / "work1"),
+    )  # fmt: skip
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    names = {"session.json", "session.log", "mdlm-chrx-run.tar", "mdlm-chrx-model.tar"}
+    assert {p.name for p in out1.iterdir()} == names
+    assert all(p.stat().st_size < 16 * 2**20 for p in out1.iterdir())
+    record = json.loads((out1 / "session.json").read_text())
+    assert record["target_steps"] == 2 and record["global_step"] == 2 and record["target_reached"]
+    assert set(record["steps_seconds"]) == {"data", "train", "pack run", "ship"}
+    run_tar = out1 / "mdlm-chrx-run.tar"
+    checkpoint = tar_member(run_tar, "run/checkpoints/last.ckpt", tmp_path / "x1")
+    stored = read_checkpoint_file(checkpoint)
+    assert stored["global_step"] == 2
+    timer = stored["callbacks"]["Timer"]["time_elapsed"]["train"]  # Lightning's max_time timer
+    card = tar_member(out1 / "mdlm-chrx-model.tar", "mdlm-chrx/README.md", tmp_path / "x1")
+    text = card.read_text()
+    assert text.startswith("---\nsummary: MDLM, Caduceus-Ph d118 x 4") and "| chr22 |" in text
+    assert "| training steps | 2 |" in text and "ckpt_path" not in text
+
+    second = gpu_session(
+        "--job", "mdlm-chrx", "--smoke", "--tokens", str(4 * 4 * 1024), "--batch-size", "4",
+        "--resume-from", str(run_tar), "--no-ship",
+        "--out", str(out2), "--work", str(tmp_path / "work2"),
+    )  # fmt: skip
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "Restored all states from the checkpoint" in second.stdout
+    assert {p.name for p in out2.iterdir()} == {"session.json", "session.log", "mdlm-chrx-run.tar"}
+    resumed = json.loads((out2 / "session.json").read_text())
+    assert resumed["timer_before"] == timer and resumed["trainer_max_time"] > timer
+    assert resumed["train_command"][-1] == "ckpt_path=last" and resumed["global_step"] == 4
+    history = tar_member(out2 / "mdlm-chrx-run.tar", "run/gpu_sessions.json", tmp_path / "x2")
+    assert [h["global_step"] for h in json.loads(history.read_text())] == [2, 4]
+    last = tar_member(out2 / "mdlm-chrx-run.tar", "run/checkpoints/last.ckpt", tmp_path / "x2")
+    assert read_checkpoint_file(last)["global_step"] == 4
+
+
+def test_gpu_session_max_time_stops_training_before_the_export_reserve():
+    session = load_bench_script("gpu_session")
+    startup = session.STARTUP_SECONDS
+    # 500 s left, 100 kept for the export, 1,000.5 s trained in earlier sessions
+    assert session.max_time_seconds(500, 100, 1000.5) == math.floor(1000.5 + 400 - startup)
+    with pytest.raises(SystemExit, match="left to train"):
+        session.max_time_seconds(100 + startup + 5, 100, 0.0)
+
+
+def test_gpu_session_carries_chrx_as_xz_and_checks_it_before_writing_bgzf(tmp_path):
+    import gzip
+    import hashlib
+    import lzma
+
+    session = load_bench_script("gpu_session")
+    fasta = b">X test\n" + b"ACGTTGCA" * 2000 + b"\nNNNN\n"
+    source = tmp_path / "chrX.fa.gz"
+    source.write_bytes(gzip.compress(fasta))
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    session.recompress_chrx(source, carry)
+    assert lzma.decompress((carry / "chrX.fa.xz").read_bytes()) == fasta
+    record = json.loads((carry / "chrX.json").read_text())
+    assert record["fasta_sha256"] == hashlib.sha256(fasta).hexdigest()
+    assert record["fasta_bytes"] == len(fasta)
+
+    log = session.Session(tmp_path / "out", {})
+    work = tmp_path / "work"
+    work.mkdir()
+    bgzf = session.training_fasta(carry / "chrX.fa.xz", work, log)
+    assert gzip.decompress(bgzf.read_bytes()) == fasta and bgzf.read_bytes()[12:14] == b"BC"
+    assert (work / "chrX.fa").read_bytes() == fasta  # kept: its sha256 goes on the card
+    record["fasta_sha256"] = "0" * 64  # a carried file that is not the one prepared
+    (carry / "chrX.json").write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match="is not the FASTA"):
+        session.training_fasta(carry / "chrX.fa.xz", tmp_path / "out", log)
+
+
+def test_gpu_session_refuses_a_wheel_that_does_not_match_its_sha256sums(tmp_path):
+    import hashlib
+
+    session = load_bench_script("gpu_session")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    good, bad = wheels / "a-1-py3-none-any.whl", wheels / "b-1-py3-none-any.whl"
+    good.write_bytes(b"a wheel")
+    bad.write_bytes(b"another wheel")
+    sums = f"{hashlib.sha256(b'a wheel').hexdigest()}  {good.name}\n"
+    (wheels / "SHA256SUMS").write_text(sums + f"{'0' * 64}  {bad.name}\n")
+    with pytest.raises(SystemExit, match=bad.name):
+        session.copy_wheels(wheels, tmp_path / "carry")
+    (wheels / "SHA256SUMS").write_text(sums)
+    bad.unlink()
+    session.copy_wheels(wheels, tmp_path / "carry")
+    assert (tmp_path / "carry" / good.name).read_bytes() == b"a wheel"
