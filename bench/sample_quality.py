@@ -31,7 +31,6 @@ from markov_baseline import context_codes, split_sequences
 
 from genodiff.config import load_config
 from genodiff.data.build import build_datamodule
-from genodiff.data.datamodule import split_windows
 from genodiff.domains import DNADomain
 from genodiff.metrics import evaluate_samples, read_sequences, write_report
 from genodiff.metrics.sequences import evenly_spaced
@@ -106,7 +105,7 @@ def main() -> None:
 
     cfg = load_config(args.config, [f"data.max_length={args.length}"])
     datamodule = build_datamodule(cfg.data)
-    reference, valid, train = (split_windows(datamodule, s) for s in ("test", "valid", "train"))
+    reference, valid, train = (datamodule.window_texts(s) for s in ("test", "valid", "train"))
     sources = {}
     for item in args.samples:
         name, _, path = item.partition("=")

@@ -34,7 +34,6 @@ from genodiff.checkpoints import export_model, load_model
 from genodiff.checkpoints.run_folder import is_main_process
 from genodiff.classifiers import load_classifier
 from genodiff.data.build import build_datamodule
-from genodiff.data.datamodule import split_windows
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
@@ -406,10 +405,11 @@ class Model:
     def windows(self, split: str = "test") -> list[str]:
         """Real sequences to compare samples with: every window of ``split`` ("train",
         "valid" or "test") of the data the run was trained on, cut as training cuts them
-        (genome data: the bases, upper case, no reverse complement)."""
+        (genome data: the bases, upper case, no reverse complement; a class-conditional
+        model's: every class's sequences)."""
         datamodule = build_datamodule(self.config["data"])
         datamodule.attach_tokenizer(self.tokenizer)
-        return split_windows(datamodule, split)
+        return datamodule.window_texts(split)
 
     def save_pretrained(
         self, folder: PathLike, *, weights: str = "ema", overwrite: bool = False

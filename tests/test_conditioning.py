@@ -354,3 +354,29 @@ def test_the_species_bundle_is_what_data_readme_records():
         assert hashlib.sha256(path.read_bytes()).hexdigest() in readme
         with gzip.open(path, "rt") as stream:
             assert set("".join(stream.read().split("\n")[1:])) <= set("ACGT")
+
+
+def test_a_labelled_modules_windows_are_the_bases_of_every_class(tmp_path):
+    """``Model.windows`` of a class-conditional run: every sequence of the split, of every
+    class, as its file holds it (was: a KeyError, the genome modules' code on labelled data)."""
+    rng = np.random.default_rng(1)
+    records = {
+        name: {f"{name}1": "".join(rng.choice(list("ACGTacgt"), 900))} for name in ("a", "b")
+    }
+    for name, seqs in records.items():
+        write_fasta(tmp_path / f"{name}.fa", seqs)
+    paths = {name: str(tmp_path / f"{name}.fa") for name in records}
+    fasta = LabelledDataModule(fasta_by_label=paths, max_length=64, rc_aug=False,
+                               cache_dir=str(tmp_path / "cache"))  # fmt: skip
+    dataset = fasta.heldout_dataset("test")
+    expected = []
+    for i in range(len(dataset)):
+        name, chrom, start, end = dataset.window(i)
+        expected.append(records[name][chrom][start:end].upper())  # from the records written
+    assert fasta.window_texts("test") == expected and len(expected) >= 2
+    assert {dataset.window(i)[0] for i in range(len(dataset))} == {"a", "b"}
+
+    benchmark = LabelledDataModule(root=str(TASK.parent), task=TASK.name, valid_fraction=0.1)
+    texts = benchmark.window_texts("test")
+    files = sorted((TASK / "test").glob("*/*.txt"))
+    assert sorted(texts) == sorted(f.read_text().strip().upper() for f in files)

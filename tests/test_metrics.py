@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from genodiff.data import FastaDataModule
-from genodiff.data.datamodule import split_windows
 from genodiff.domains import DNADomain
 from genodiff.errors import InputValueError
 from genodiff.metrics import (
@@ -73,7 +72,7 @@ def de_bruijn_triplets() -> str:
 def demo_splits():
     """Windows of the bundled demo genome, split as FastaDataModule defines it."""
     datamodule = FastaDataModule(max_length=1024)
-    return {split: split_windows(datamodule, split) for split in ("train", "valid", "test")}
+    return {split: datamodule.window_texts(split) for split in ("train", "valid", "test")}
 
 
 # --------------------------------------------------------------------------- sequences
@@ -343,6 +342,6 @@ def test_every_base4_index_is_its_kmer():
     assert np.array_equal(profiles, np.eye(64))
 
 
-def test_split_windows_refuses_a_split_a_run_does_not_have():
+def test_window_texts_refuses_a_split_a_run_does_not_have():
     with pytest.raises(InputValueError, match=r"split='bogus': a run's data has the splits train"):
-        split_windows(FastaDataModule(max_length=1024), "bogus")
+        FastaDataModule(max_length=1024).window_texts("bogus")

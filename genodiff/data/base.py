@@ -174,6 +174,17 @@ class DataModule(ABC):
         ``genodiff.conditioning``); None for unlabelled data."""
         return None
 
+    def window_texts(self, split: str) -> list[str]:
+        """The text of every window of ``split`` ("train", "valid" or "test") as training cuts
+        it (genome data: the bases, upper case, no reverse complement): the real sequences
+        ``Model.windows`` compares samples with. A module whose windows have no such text
+        (the default) refuses."""
+        raise InputValueError(
+            f"{type(self).__name__} gives no text of its windows to compare samples with; "
+            "give real sequences of your own",
+            parameter="split",
+        )
+
     def class_counts(self, split: str) -> list[int]:
         """A labelled module's number of items of each class in ``split``."""
         raise InputValueError(f"{type(self).__name__} holds unlabelled data: no class counts")

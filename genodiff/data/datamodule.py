@@ -6,7 +6,7 @@ missing genome, and ``setup()`` builds the datasets. Training order is shuffled 
 seeded from ``(seed, epoch)``; Lightning calls its ``set_epoch``, which also gives the train
 dataset new reverse-complement coins, so a run is reproducible for any ``num_workers``. The train
 loader is resumable: a checkpoint records the epoch and the batches consumed in it, and a resumed
-run goes on with the next batch of the same permutation. ``split_windows`` gives a split's
+run goes on with the next batch of the same permutation. ``window_texts`` gives a split's
 windows as bases (``genodiff.Model.windows``: real sequences to compare samples with).
 """
 
@@ -50,6 +50,19 @@ class _GenomeDataModule(DataModule, ABC):
     tokenizer until one is attached)."""
 
     domain = DNATokenizer.domain
+
+    def window_texts(self, split: str) -> list[str]:
+        """The bases of every window of ``split`` as training cuts them, upper-cased and
+        without reverse-complement augmentation."""
+        if split not in SPLITS:
+            raise InputValueError(
+                f"split={split!r}: a run's data has the splits {', '.join(SPLITS)}",
+                parameter="split",
+            )
+        self.setup("fit" if split in ("train", "valid") else "test")
+        dataset = self.datasets[split]
+        return [dataset.genome.fetch(*dataset.window(i)).upper() for i in range(len(dataset))]
+
     max_length: int
     add_eos: bool
 
@@ -222,16 +235,3 @@ class Hg38DataModule(_GenomeDataModule):
             limit_windows=self.limit_windows,
             tokenizer=self.tokenizer,
         )
-
-
-def split_windows(datamodule: _GenomeDataModule, split: str) -> list[str]:
-    """The bases of every window of ``split`` ("train", "valid" or "test") of a genome data
-    module (``FastaDataModule``, ``Hg38DataModule``), as training cuts them, upper-cased and
-    without reverse-complement augmentation; InputValueError for another ``split``."""
-    if split not in SPLITS:
-        raise InputValueError(
-            f"split={split!r}: a run's data has the splits {', '.join(SPLITS)}", parameter="split"
-        )
-    datamodule.setup("fit" if split in ("train", "valid") else "test")
-    dataset = datamodule.datasets[split]
-    return [dataset.genome.fetch(*dataset.window(i)).upper() for i in range(len(dataset))]

@@ -234,6 +234,18 @@ class LabelledDataModule(DataModule):
     def heldout_dataset(self, split: str = "test") -> LabelledDataset:
         return self._split(split)
 
+    def window_bases(self, dataset: LabelledDataset, index: int) -> str:
+        """The bases of item ``index`` of one of this module's splits, upper case: a FASTA
+        window as its class's file holds it, a benchmark sequence as its file holds it."""
+        if isinstance(dataset, LabelledWindows):
+            return dataset.bases(index).upper()
+        return (Path(self.root) / self.task / dataset.item_name(index)).read_text().strip().upper()
+
+    def window_texts(self, split: str) -> list[str]:
+        """The bases of every sequence of ``split``, every class's, in the split's order."""
+        dataset = self.heldout_dataset(split)
+        return [self.window_bases(dataset, index) for index in range(len(dataset))]
+
     def file_dataset(self, path: str | os.PathLike) -> FastaWindowDataset:
         """Every window of a FASTA (unlabelled), as the ``fasta`` module reads a file."""
         return FastaWindowDataset(

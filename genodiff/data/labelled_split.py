@@ -65,13 +65,10 @@ def split_windows_by_class(datamodule: LabelledDataModule, split: str) -> dict[s
     for index in range(len(dataset)):
         name = classes[int(dataset.labels[index])]
         item = dataset.item_name(index)
-        if isinstance(dataset, LabelledWindows):  # class|chrom:start-end, as its FASTA holds it
-            bases = dataset.bases(index)
-        else:  # a benchmark file: <split folder>/<class>/<file>, its text
-            bases = (Path(datamodule.root) / datamodule.task / item).read_text().strip()
-            item = f"{name}|{item}"
+        if not isinstance(dataset, LabelledWindows):  # already class|chrom:start-end
+            item = f"{name}|{item}"  # a benchmark file: <split folder>/<class>/<file>
         by_class[name].names.append(item)
-        by_class[name].bases.append(bases.upper())
+        by_class[name].bases.append(datamodule.window_bases(dataset, index))
     return by_class
 
 
