@@ -316,6 +316,11 @@ class Model:
         options = {"length": length, **options}
         config = base.updated(**options)
         given = {name for name, value in options.items() if value is not None}
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputValueError(
+                f"generator must be a torch.Generator, got {type(generator).__name__}",
+                parameter="generator",
+            )
         if generator is not None:
             if "seed" in given:
                 raise InputValueError(
@@ -394,13 +399,25 @@ class Model:
                 "be scored letter by letter",
                 parameter="sequences",
             )
+        if not isinstance(sequences, Iterable):
+            raise InputValueError(
+                f"sequences must be a list of str, got {type(sequences).__name__}",
+                parameter="sequences",
+            )
+        sequences = list(sequences)
+        other = next((s for s in sequences if not isinstance(s, str)), None)
+        if other is not None:
+            raise InputValueError(
+                f"sequences must be str, one of them is a {type(other).__name__}: {other!r:.40}",
+                parameter="sequences",
+            )
         check_option("seed", seed)
         check_option("batch_size", batch_size)
         if t_samples is not None and (not isinstance(t_samples, int) or t_samples < 1):
             raise InputValueError(
                 f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
             )
-        return score_sequences(self.network, list(sequences), t_samples, seed, batch_size)
+        return score_sequences(self.network, sequences, t_samples, seed, batch_size)
 
     def windows(self, split: str = "test") -> list[str]:
         """Real sequences to compare samples with: every window of ``split`` ("train",
@@ -451,6 +468,11 @@ def check_samples_output(
 def _progress_bar(progress: bool | Progress) -> Iterator[Progress | None]:
     """The progress display ``progress`` asks for: a new one (True, closed at the end), the
     caller's (a ``Progress``) or none."""
+    if not isinstance(progress, bool | Progress):
+        raise InputValueError(
+            f"progress must be True, False or a genodiff Progress, got {progress!r}",
+            parameter="progress",
+        )
     if progress is True:
         with Progress("genodiff") as bar:
             yield bar

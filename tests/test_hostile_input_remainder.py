@@ -559,6 +559,11 @@ def test_samples_saved_over_a_file_are_refused_unless_overwrite(checkpoint, tmp_
         (lambda m: m.score(["ACGTACGT"], seed=0.5), "seed must be an integer, got 0.5"),
         (lambda m: m.score(["ACGTACGT"], t_samples=0), "t_samples must be an integer >= 1"),
         (lambda m: m.score(["ACGTACGT"], batch_size=0), "batch_size must be >= 1, got 0"),
+        (lambda m: m.score(None), "sequences must be a list of str, got NoneType"),
+        (lambda m: m.score([b"ACGT"]), "sequences must be str, one of them is a bytes"),
+        (lambda m: m.score(["ACGT", 7]), "sequences must be str, one of them is a int: 7"),
+        (lambda m: m.generate(2, length=16, steps=2, generator=5), "generator must be a torch"),
+        (lambda m: m.generate(2, length=16, steps=2, progress="yes"), "progress must be True"),
     ],
 )
 def test_library_arguments_of_the_wrong_kind_are_one_line(checkpoint, call, refusal):  # noqa: F811
