@@ -21,7 +21,7 @@ OWN_COMMAND_LINES = {
 }
 OPTION = re.compile(r"--[A-Za-z]")
 # Parameters that are no option of the CLI: a positional argument, a Python-only argument.
-NOT_OPTIONS = {"samples", "sequences", "generation_config", "dtype"}
+NOT_OPTIONS = {"samples", "sequences", "generation_config", "generator", "progress"}
 
 
 def library_modules() -> list[Path]:

@@ -331,12 +331,25 @@ def check_run_config(config: Mapping[str, Any], source: str | Path, remedy: str)
     cfg = OmegaConf.create(present)  # plain values: nothing in it is resolved (plain_tree)
     for section, values in present.items():
         try:
+            if section == "objective":  # as this version names it (an older run's, too)
+                values = _current_objective_options(values)
             section_spec(cfg, section).check(section, values)
-        except ConfigError as err:
+        except (ConfigError, InputValueError) as err:
             raise InputValueError(
                 f"{source} is inconsistent (config.{section}.name is {values.get('name')!r}): "
                 f"{err}; {remedy}"
             ) from None
+
+
+def _current_objective_options(section: dict[str, Any]) -> dict[str, Any]:
+    """A saved objective section with an earlier version's option names translated
+    (``Objective.current_options``); as it is when its objective is unknown (the check of the
+    section says so)."""
+    try:
+        objective = registry.get("objective", section.get("name"))
+    except KeyError:
+        return section
+    return objective.current_options(section)
 
 
 def registered_layouts() -> list[tuple[str, CheckpointLayout]]:

@@ -93,9 +93,15 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
     @classmethod
     def from_saved(cls, options: Mapping[str, Any]) -> Objective:
         """The objective a run's ``objective`` section (its ``name`` removed) describes, also
-        when a checkpoint of an earlier version wrote it: a renamed option is translated to
-        the value that means what it meant; a retired option holding its one value is
-        dropped; any other value is a ValueError saying what to use instead."""
+        when a checkpoint of an earlier version wrote it (``current_options``)."""
+        return cls(**cls.current_options(options))
+
+    @classmethod
+    def current_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """A saved ``objective`` section as this version names it: a renamed option is
+        translated to the value that means what it meant; a retired option holding its one
+        value is dropped; any other value is an InputValueError saying what to use instead.
+        Other keys (``name`` too) pass through."""
         kwargs = dict(options)
         for old, (new, values) in cls.renamed_options.items():
             if old in kwargs:
@@ -118,7 +124,7 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
                     f"{cls.__name__} no longer takes {key} (it always does what "
                     f"{key}={value!r} did). {cls.retired_advice}"
                 )
-        return cls(**kwargs)
+        return kwargs
 
     @abstractmethod
     def loss(
