@@ -284,3 +284,25 @@ def test_bad_paddings_are_refused_in_one_line():
         MDLM(mask_id=MASK, pad_id=MASK, padding="bound")  # gpt2: [PAD] is the mask id
     assert "\n" not in str(caught.value)
     assert MDLM(mask_id=MASK, pad_id=MASK, padding="upstream").padding == "upstream"
+
+
+def test_a_d3pm_run_of_an_earlier_version_opens_and_an_edited_one_is_one_line(tmp_path):
+    """Opening a checkpoint checks its objective section as this version names it: D3PM's
+    retired flags, at the values earlier versions saved, pass; another value is refused."""
+    from genodiff.checkpoints import read_checkpoint_file
+    from genodiff.errors import InputValueError
+
+    config = {
+        "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
+        "objective": {"name": "d3pm", "num_steps": 20, "zero_masking": False, "carry_over": True},
+        "data": {"name": "fasta", "max_length": 32},
+        "ema": {"decay": 0.0},
+    }
+    path = save(GenerativeModel(config), tmp_path / "old.ckpt")
+    assert isinstance(load_model(path, torch.device("cpu")).eval_objective, D3PM)
+    content = read_checkpoint_file(path)
+    content["hyper_parameters"]["config"]["objective"]["carry_over"] = False
+    torch.save(content, path)
+    refusal = rf"{path} is inconsistent .*objective\.carry_over=False; D3PM no longer takes"
+    with pytest.raises(InputValueError, match=refusal):
+        load_model(path, torch.device("cpu"))
