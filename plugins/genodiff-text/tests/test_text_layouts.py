@@ -134,16 +134,26 @@ def test_layouts_do_not_overlap_with_the_builtin_ones():
         assert matching == [backbone]
 
 
-def test_export_of_a_genodiff_training_checkpoint(tmp_path):
-    model = randomised(DIT(**DIT_CONFIG))
-    ema = randomised(DIT(**DIT_CONFIG), seed=1)
-    state = {f"backbone.{k}": t for k, t in model.state_dict().items()}
+# A genodiff training run's DiT: the run's tokenizer (DNA, the default: 12 ids) sets its vocabulary.
+TRAINED_DIT = {**DIT_CONFIG, "vocab_size": 12}
+
+
+def training_checkpoint(path, objective: dict, seed: int = 0) -> tuple:
+    """A .ckpt as ``genodiff train`` saves one of a DiT run (its trained and averaged weights,
+    the EMA's count, its config); returns the (trained, averaged) DiTs."""
+    time_conditioning = objective.get("time_conditioning", True)
+    trained = randomised(DIT(**TRAINED_DIT, time_conditioning=time_conditioning), seed=seed)
+    ema = randomised(DIT(**TRAINED_DIT, time_conditioning=time_conditioning), seed=seed + 1)
+    state = {f"backbone.{k}": t for k, t in trained.state_dict().items()}
     state |= {f"ema.module.{k}": t for k, t in ema.state_dict().items()}
-    ckpt = {
-        "state_dict": state,
-        "hyper_parameters": {"config": {"model": {"name": "dit", **DIT_CONFIG}}},
-    }
-    torch.save(ckpt, tmp_path / "last.ckpt")
+    state["ema.n_averaged"] = torch.tensor(1)
+    config = {"model": {"name": "dit", **TRAINED_DIT}, "objective": objective}
+    torch.save({"state_dict": state, "hyper_parameters": {"config": config}}, path)
+    return trained, ema
+
+
+def test_export_of_a_genodiff_training_checkpoint(tmp_path):
+    model, ema = training_checkpoint(tmp_path / "last.ckpt", {"name": "mdlm"})
     assert same_state(load_pretrained(export_model(tmp_path / "last.ckpt", tmp_path / "e")), ema)
     raw = export_model(tmp_path / "last.ckpt", tmp_path / "r", weights="raw")
     assert same_state(load_pretrained(raw), model)
@@ -153,17 +163,8 @@ def test_export_of_a_genodiff_training_checkpoint(tmp_path):
 def test_export_says_whether_the_run_conditioned_on_time(tmp_path, conditioned):
     # The DiT's constructor default is time_conditioning=True; a run whose objective never
     # gave it the time (MDLM on LM1B) exports what it did, and the folder behaves the same.
-    model = randomised(DIT(**DIT_CONFIG))
-    ckpt = {
-        "state_dict": {f"ema.module.{k}": t for k, t in model.state_dict().items()},
-        "hyper_parameters": {
-            "config": {
-                "model": {"name": "dit", **DIT_CONFIG},
-                "objective": {"name": "mdlm", "time_conditioning": conditioned},
-            }
-        },
-    }
-    torch.save(ckpt, tmp_path / "last.ckpt")
+    objective = {"name": "mdlm", "time_conditioning": conditioned}
+    _, model = training_checkpoint(tmp_path / "last.ckpt", objective)
     folder = export_model(tmp_path / "last.ckpt", tmp_path / "e")
     assert json.loads((folder / "config.json").read_text())["time_conditioning"] is conditioned
     loaded = load_pretrained(folder)
