@@ -22,10 +22,11 @@ ships its trained weights.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from gpu_session import sha256  # bench/, beside this script: the one file hash of the bench scripts
 
 import genodiff
 from genodiff.data.build import build_datamodule
@@ -33,14 +34,6 @@ from genodiff.devices import resolve_device
 from genodiff.evaluate import evaluate_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def heldout_rows(
