@@ -269,6 +269,7 @@ def install_wheels(wheels: Path | None, site: Path, session: Session) -> dict[st
     environment for the commands this session starts (``site`` and the checkout first).
     ``wheels`` None or not a folder: the packages installed here."""
     path = [str(ROOT)]
+    sys.path.insert(0, str(ROOT))  # genodiff from this checkout: the GPU machine has no install
     if wheels is not None and wheels.is_dir():
         with session.step("install wheels"):
             command = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
@@ -501,7 +502,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     session.add_argument("--job", choices=JOBS, required=True)
     session.add_argument("--out", type=Path, required=True, help="what comes back ($OUT)")
     session.add_argument("--carry", type=Path, default=CARRY)
-    session.add_argument("--work", type=Path, default=Path("/tmp/genodiff_session"))
+    session.add_argument(
+        "--work", type=Path, help="scratch folder (default: /tmp/genodiff_session/JOB)"
+    )
     session.add_argument("--resume-from", type=Path, help="a NAME-run.tar of an earlier session")
     session.add_argument("--tokens", type=int, help="training tokens (default: the job's)")
     session.add_argument("--batch-size", type=int, help="windows per step (default 128)")
@@ -518,6 +521,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     session.add_argument("--smoke", action="store_true", help="the whole path on a CPU, tiny")
     args = parser.parse_args(argv)
     if args.command == "run":  # --smoke: a few steps of 4 windows, a few samples and windows
+        if args.work is None:  # one folder per job: two jobs can run on one warm machine
+            args.work = Path("/tmp/genodiff_session") / args.job
         window = JOBS[args.job].window
         smoke = (4, 3 * 4 * window, 4, 8)
         defaults = smoke if args.smoke else (128, JOBS[args.job].tokens, 64, None)
