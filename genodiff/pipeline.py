@@ -469,7 +469,8 @@ class Model:
                 "with portable_data=True",
                 parameter="data_source",
             )
-        entries = portable_record(self.config, data_source) if portable_data else None
+        known = self.network.provenance.get(DATA_FILES_KEY)  # a model exported so before
+        entries = portable_record(self.config, data_source, known) if portable_data else None
         return export_model(self.network, folder, weights, overwrite, record_entries=entries)
 
 

@@ -130,6 +130,38 @@ def test_eval_of_the_test_split_says_which_file_is_missing_in_one_line(shipped, 
     assert "train.fa.gz" in line and "--file" in line and "Traceback" not in line
 
 
+def test_eval_of_a_file_named_as_the_training_file_matches_it_by_content(
+    shipped, tmp_path, monkeypatch
+):
+    # a portable export names its FASTA train.fa.gz, relative to no folder: a file of that name
+    # in the working directory is the training data only when its bytes are (data_digest)
+    from genodiff.evaluate import evaluate_checkpoint
+
+    _, fasta, _, folder, _ = shipped
+    monkeypatch.chdir(tmp_path)
+    namesake = tmp_path / "train.fa.gz"
+    shutil.copyfile(SPECIES / "e_coli_536.fa.gz", namesake)
+    other = evaluate_checkpoint(folder, namesake, num_windows=2)
+    assert other.overlaps_training_data is False
+    shutil.copyfile(fasta, namesake)
+    same = evaluate_checkpoint(folder, namesake, num_windows=2)
+    assert same.overlaps_training_data is True
+
+
+def test_a_shipped_model_exported_again_keeps_the_records_of_its_data(shipped, tmp_path):
+    _, fasta, _, folder, _ = shipped
+    moved = tmp_path / "elsewhere.fa.gz"
+    shutil.move(fasta, moved)  # no file to hash: the records come from the first export
+    try:
+        again = genodiff.load(folder).save_pretrained(tmp_path / "again", portable_data=True)
+    finally:
+        shutil.move(moved, fasta)
+    first, second = (json.loads((f / "genodiff.json").read_text()) for f in (folder, again))
+    assert second["data_files"] == first["data_files"]
+    assert second["data_files"][0]["content_sha256"] == decompressed_sha256(fasta)
+    assert second["config"]["data"] == first["config"]["data"]
+
+
 def test_an_export_that_is_not_portable_names_the_path_it_recorded(shipped, tmp_path):
     _, fasta, run, _, _ = shipped
     folder = genodiff.load(run).save_pretrained(tmp_path / "local")

@@ -95,41 +95,61 @@ def repository_path(path: str | os.PathLike) -> str | None:
 
 
 def portable_data(
-    data: Mapping[str, Any], source: str | None = None
+    data: Mapping[str, Any],
+    source: str | None = None,
+    known: list[dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ``data:`` section ``data`` with no path of this machine, and the record of each of
     its files: each file named by its repository path when it lies in the repository, else by
     its name; any other path key (``cache_dir``: a machine's own) unset. ``source`` says where
-    to get the files that do not lie in the repository (recorded with each)."""
+    to get the files that do not lie in the repository (recorded with each). ``known``: the
+    records of a model exported so before, kept for the files its section already names
+    portably."""
+    recorded = {(r["key"], r.get("entry")): r for r in known or ()}
+    places = data_file_places(data)
     portable = dict(data)
     records = []
-    for place, value in data_file_places(data):
-        path = Path(value)
-        in_repository = repository_path(path)
-        _with(portable, place, in_repository or path.name)
-        records.append(
-            {
-                "key": place[0],
-                "entry": place[1],
-                "file": path.name,
-                "path": in_repository,
-                "content_sha256": content_sha256(path) if path.is_file() else None,
-                "source": None if in_repository else source,
-            }
-        )
-    files = {place[0] for place, _ in data_file_places(data)}
+    for place, value in places:
+        record = recorded.get(place) if not Path(value).is_absolute() else None
+        if record is None:
+            record = _file_record(place, value, source)
+        elif record.get("path") is None and source is not None:
+            record = {**record, "source": source}
+        _with(portable, place, record["path"] or record["file"])
+        records.append(record)
+    files = {key for (key, _), _ in places}
     for key in registry.get("data", data["name"]).path_keys:
         if key not in files and data.get(key) is not None:
             portable[key] = None
     return portable, records
 
 
-def portable_record(config: Mapping[str, Any], source: str | None = None) -> dict[str, Any]:
+def _file_record(place: Place, value: str, source: str | None) -> dict[str, Any]:
+    """The record of the file ``place`` names as ``value`` (a relative path: the
+    repository's, as the shipped configs name their files)."""
+    path = Path(value) if Path(value).is_absolute() else resource(value)
+    in_repository = repository_path(path) if path.exists() else None
+    return {
+        "key": place[0],
+        "entry": place[1],
+        "file": path.name,
+        "path": in_repository,
+        "content_sha256": content_sha256(path) if path.is_file() else None,
+        "source": None if in_repository else source,
+    }
+
+
+def portable_record(
+    config: Mapping[str, Any],
+    source: str | None = None,
+    known: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The genodiff.json entries of a model whose run's ``config`` must name no path of this
     machine: ``config`` with its data section made portable (``portable_data``; ``source``:
-    where to get the files that are not the repository's) and ``RUN_PATH_KEYS`` holding an
-    absolute path by its last component (a Hub id, ``last``, a relative path stay), and the
-    records of its data files."""
+    where to get the files that are not the repository's; ``known``: the records of an
+    earlier portable export) and ``RUN_PATH_KEYS`` holding an absolute path by its last
+    component (a Hub id, ``last``, a relative path stay), and the records of its data
+    files."""
     portable = {
         key: Path(value).name
         if key in RUN_PATH_KEYS and isinstance(value, str) and Path(value).is_absolute()
@@ -138,7 +158,7 @@ def portable_record(config: Mapping[str, Any], source: str | None = None) -> dic
     }
     records: list[dict[str, Any]] = []
     if "data" in config:
-        portable["data"], records = portable_data(config["data"], source)
+        portable["data"], records = portable_data(config["data"], source, known)
     return {"config": portable, DATA_FILES_KEY: records}
 
 
