@@ -114,6 +114,8 @@ def test_windows_of_a_model_whose_data_is_gone_names_it_and_reads_a_copy(shipped
             model.windows("test", genome=moved)
         with pytest.raises(InputFileNotFoundError, match="not found"):
             model.windows("test", fasta=tmp_path / "none.fa.gz")
+        with pytest.raises(InputValueError, match="path of a file"):
+            model.windows("test", fasta=3)
     finally:
         shutil.move(moved, fasta)
 

@@ -228,7 +228,7 @@ def _copies(data: Mapping[str, Any], copies: Mapping[str, Any]) -> dict[Place, P
                 parameter=key,
             )
         if (key, None) in places:
-            out[(key, None)] = Path(value)
+            out[(key, None)] = _path(key, value)
             continue
         entries = [entry for k, entry in places if k == key]
         if not isinstance(value, Mapping) or not set(value) <= set(entries):
@@ -237,8 +237,16 @@ def _copies(data: Mapping[str, Any], copies: Mapping[str, Any]) -> dict[Place, P
                 f"e.g. {key}={{{entries[0]!r}: PATH}}; got {value!r:.80}",
                 parameter=key,
             )
-        out.update({(key, entry): Path(path) for entry, path in value.items()})
+        out.update({(key, entry): _path(key, path) for entry, path in value.items()})
     return out
+
+
+def _path(key: str, value: Any) -> Path:
+    if not isinstance(value, str | os.PathLike):
+        raise InputValueError(
+            f"{key}= takes the path of a file, got {type(value).__name__}", parameter=key
+        )
+    return Path(value).expanduser()
 
 
 def _keyword(place: Place) -> str:
