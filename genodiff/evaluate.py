@@ -488,8 +488,11 @@ def evaluate_checkpoint(
         t_samples = objective.eval_t_samples
     data = model.config["data"]
     if data_file is None:  # the run's test split: its files where they are on this machine
-        point = "or score a file of your own (genodiff eval --file FILE)"
-        data = locate_data(data, model.provenance.get(DATA_FILES_KEY), point=point)
+        point = "or score a file of your own instead"
+        try:
+            data = locate_data(data, model.provenance.get(DATA_FILES_KEY), point=point)
+        except InputFileNotFoundError as err:
+            raise InputFileNotFoundError(str(err), parameter="data_file") from None
     windows = heldout_windows(data, model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
     overlap = None  # the test split, or a file that holds no training data
