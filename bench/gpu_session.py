@@ -72,6 +72,11 @@ TRAVEL_LIMIT = 64 * 2**20  # bytes of the working tree a run call may send (devi
 # first kernels); and the least training time worth a session.
 STARTUP_SECONDS, MIN_TRAIN_SECONDS = 40, 30
 LICENSE = "weights Apache-2.0 (as genodiff); data: public reference sequence (data/README.md)"
+# Where a user gets the chrX the chrX models trained on (recorded with the shipped model).
+CHRX_SOURCE = (
+    "hs37chrXtrunc.fa.gz of Debian's smalt-examples package, recompressed as BGZF "
+    '(data/README.md, "Human chrX")'
+)
 HISTORY = "gpu_sessions.json"  # in the run folder: one record per session that trained it
 
 
@@ -467,13 +472,13 @@ def ship(
 
     if job.chrx:  # the plain FASTA (sha256 of the public file's content) and the BGZF read
         data = [str(path) for path in (fasta.with_suffix(""), fasta) if path.exists()]
-        heldout = ["--heldout", f"chr22={CHR22.relative_to(ROOT)}"]
+        options = ["--heldout", f"chr22={CHR22.relative_to(ROOT)}", "--data-source", CHRX_SOURCE]
     else:  # the labelled FASTA files the run's config names
         labelled = OmegaConf.load(run / "config.yaml").data.fasta_by_label
-        data, heldout = [str(ROOT / path) for path in labelled.values()], []
+        data, options = [str(ROOT / path) for path in labelled.values()], []
     commands = " && ".join(shlex.join(h["train_command"]) for h in history)
     command = [sys.executable, "bench/ship_model.py", str(run), args.job]
-    command += ["--summary", job.summary, "--license", LICENSE, "--data", *data, *heldout]
+    command += ["--summary", job.summary, "--license", LICENSE, "--data", *data, *options]
     command += ["--command", commands, "--dest", str(args.work / "models")]
     command += ["--hardware", ", ".join(sorted({h["hardware"] for h in history}))]
     command += ["--wall-seconds", str(round(sum(h["train_seconds"] for h in history)))]

@@ -6,12 +6,17 @@ hardware, the held-out perplexity on the run's own test split and on other files
 repository's chr22 slice), and the samples' realism against real DNA of the test split (k-mer
 JS divergence beside the real-vs-real floor, GC, discriminator AUROC). The folder is
 ``genodiff export``'s (EMA weights) plus ``README.md`` with the front matter
-``genodiff models`` reads.
+``genodiff models`` reads. The export names no path of the training machine
+(``Model.save_pretrained(portable_data=True)``): each training data file by its repository
+path (``data/...``, found from any checkout or wheel) or by its name, with the sha256 of its
+content and, for a file genodiff does not ship, ``--data-source`` (where to get it), which
+``Model.windows`` says when the file is missing.
 
     python bench/ship_model.py outputs/chrx_mdlm mdlm-chrx \\
         --summary "MDLM, Caduceus-Ph d118 x 4, 500 M tokens of human chrX (GRCh37)" \\
         --license "weights CC0-1.0; data: public reference sequence (GRCh37)" \\
         --data chrX.fa.gz --heldout chr22=data/chr22_20-21Mb.fa.gz \\
+        --data-source "hs37chrXtrunc.fa.gz of Debian's smalt-examples (data/README.md)" \\
         --command "genodiff train configs/hg38.yaml ..." --hardware "one NVIDIA H200" \\
         --wall-seconds 330 [--num-samples 64] [--num-windows N] [--device D] [--dest models]
 
@@ -22,6 +27,7 @@ ships its trained weights.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,7 +35,9 @@ from typing import Any
 from gpu_session import sha256  # bench/, beside this script: the one file hash of the bench scripts
 
 import genodiff
+from genodiff.checkpoints.folders import RUN_RECORD_FILE
 from genodiff.data.build import build_datamodule
+from genodiff.data.training_files import DATA_FILES_KEY, dotted, locate_data
 from genodiff.devices import resolve_device
 from genodiff.evaluate import evaluate_checkpoint
 
@@ -72,7 +80,8 @@ def quality(samples: genodiff.Samples, reference: list[str]) -> dict[str, Any]:
 
 def class_test_windows(model: genodiff.Model) -> dict[str, list[str]]:
     """The bases of every test window of a labelled run's data, by class."""
-    datamodule = build_datamodule(model.config["data"])
+    data = locate_data(model.config["data"], model.network.provenance.get(DATA_FILES_KEY))
+    datamodule = build_datamodule(data)
     datamodule.attach_tokenizer(model.tokenizer)
     test = datamodule.dataset_of("test")
     windows: dict[str, list[str]] = {name: [] for name in model.classes}
@@ -116,7 +125,32 @@ def realism_section(metrics: dict[str, Any], num_samples: int, seed: int, label:
 """
 
 
-def card(args: argparse.Namespace, model: genodiff.Model, rows, metrics) -> str:
+def export(model: genodiff.Model, folder: Path, data_source: str | None) -> str:
+    """``model`` into ``folder`` as it ships: its EMA weights (its trained ones for a run
+    without EMA), its data files named portably, ``data_source`` saying where to get those
+    genodiff does not ship. Returns which weights."""
+    weights = "ema" if model.network.ema is not None else "raw"
+    model.save_pretrained(folder, weights=weights, portable_data=True, data_source=data_source)
+    return weights
+
+
+def found_by(records: list[dict[str, Any]]) -> str:
+    """The card's table of how the export names its training data (genodiff.json's
+    ``data_files``)."""
+    rows = []
+    for record in records:
+        place = (record["key"], record.get("entry"))
+        where = (
+            f"shipped: `{record['path']}`"
+            if record["path"]
+            else f"not shipped: {record['source'] or 'not recorded'}"
+        )
+        sha = record["content_sha256"] or "not recorded (a folder)"
+        rows.append(f"| `{dotted(place)}` | `{record['file']}` | `{sha}` | {where} |")
+    return "\n".join(rows)
+
+
+def card(args: argparse.Namespace, model: genodiff.Model, rows, metrics, records) -> str:
     """The model card: front matter for ``genodiff models``, then the facts."""
     provenance = model.network.provenance
     config = model.network.config
@@ -158,6 +192,15 @@ license: {args.license}
 |---|---|
 {data}
 
+The export names them by no path of the training machine. `genodiff.load("{args.name}").windows()`
+reads the shipped ones wherever genodiff is installed; for the others it says which file it
+needs and reads a copy given as `windows(split, KEY=PATH)` (e.g. `fasta=PATH`) whose content
+(decompressed) has the sha256 below:
+
+| data key | file | content sha256 | where |
+|---|---|---|---|
+{found_by(records)}
+
 ## Held-out likelihood (`genodiff eval`, seed {args.seed})
 
 | scored | windows x bp | held out | likelihood | nats / token | perplexity | windows sha256 |
@@ -176,6 +219,9 @@ def main() -> None:
     parser.add_argument("--summary", required=True, help="one line for genodiff models")
     parser.add_argument("--license", required=True, help="of the weights and their data")
     parser.add_argument("--data", nargs="+", required=True, help="the training data files")
+    parser.add_argument(
+        "--data-source", help="where to get the training data files genodiff does not ship"
+    )
     parser.add_argument("--heldout", nargs="*", default=[], metavar="NAME=FASTA")
     parser.add_argument("--command", required=True, help="the exact training command")
     parser.add_argument("--hardware", required=True, help='e.g. "one NVIDIA H200"')
@@ -195,9 +241,9 @@ def main() -> None:
     rows = heldout_rows(checkpoint, heldout, args.seed, args.num_windows, args.device)
     metrics = realism(model, args.num_samples, args.seed)
     folder = args.dest / args.name
-    weights = "ema" if model.network.ema is not None else "raw"
-    model.save_pretrained(folder, weights=weights)
-    (folder / "README.md").write_text(card(args, model, rows, metrics))
+    weights = export(model, folder, args.data_source)
+    records = json.loads((folder / RUN_RECORD_FILE).read_text())[DATA_FILES_KEY]
+    (folder / "README.md").write_text(card(args, model, rows, metrics, records))
     print(f"wrote {folder} ({weights} weights); `genodiff models {args.name}` shows its card")
 
 

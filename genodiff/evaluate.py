@@ -49,6 +49,7 @@ from torch.utils.data import Dataset
 from genodiff.conditioning import null_labels
 from genodiff.data.base import NamedItemDataset
 from genodiff.data.overlap import training_overlap
+from genodiff.data.training_files import DATA_FILES_KEY, locate_data
 from genodiff.errors import (
     InputFileNotFoundError,
     InputValueError,
@@ -485,7 +486,14 @@ def evaluate_checkpoint(
         set_eval_t_power(objective, eval_t_power, checkpoint)
     if objective.exact_likelihood or t_samples is None:
         t_samples = objective.eval_t_samples
-    windows = heldout_windows(model.config["data"], model.tokenizer, data_file, length, num_windows)
+    data = model.config["data"]
+    if data_file is None:  # the run's test split: its files where they are on this machine
+        point = "or score a file of your own instead"
+        try:
+            data = locate_data(data, model.provenance.get(DATA_FILES_KEY), point=point)
+        except InputFileNotFoundError as err:
+            raise InputFileNotFoundError(str(err), parameter="data_file") from None
+    windows = heldout_windows(data, model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
     overlap = None  # the test split, or a file that holds no training data
     if data_file is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,7 @@ from genodiff.checkpoints import export_model, load_model
 from genodiff.checkpoints.run_folder import is_main_process
 from genodiff.classifiers import load_classifier
 from genodiff.data.build import build_datamodule
+from genodiff.data.training_files import DATA_FILES_KEY, locate_data, portable_record
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
@@ -419,24 +420,58 @@ class Model:
             )
         return score_sequences(self.network, sequences, t_samples, seed, batch_size)
 
-    def windows(self, split: str = "test") -> list[str]:
+    def windows(
+        self, split: str = "test", **data_files: PathLike | Mapping[str, PathLike]
+    ) -> list[str]:
         """Real sequences to compare samples with: every window of ``split`` ("train",
         "valid" or "test") of the data the run was trained on, cut as training cuts them
         (genome data: the bases, upper case, no reverse complement; a class-conditional
-        model's: every class's sequences)."""
-        datamodule = build_datamodule(self.config["data"])
+        model's: every class's sequences).
+
+        The data files are where the run or the shipped model names them
+        (``genodiff.data.training_files.locate_data``); ``data_files`` point at copies
+        instead, by the ``data:`` key naming each (``fasta=PATH``; for a mapping key, some of
+        its entries: ``fasta_by_label={"human": PATH}``), each checked against the content
+        sha256 the model recorded. A file that is nowhere is one InputFileNotFoundError
+        naming it, its sha256 and where to get it."""
+        data = locate_data(
+            self.config["data"],
+            self.network.provenance.get(DATA_FILES_KEY),
+            data_files,
+            point="then give its path: model.windows(split, {keyword})",
+        )
+        datamodule = build_datamodule(data)
         datamodule.attach_tokenizer(self.tokenizer)
         return datamodule.window_texts(split)
 
     def save_pretrained(
-        self, folder: PathLike, *, weights: str = "ema", overwrite: bool = False
+        self,
+        folder: PathLike,
+        *,
+        weights: str = "ema",
+        overwrite: bool = False,
+        portable_data: bool = False,
+        data_source: str | None = None,
     ) -> Path:
         """Write the model as ``genodiff export`` does (config.json, model.safetensors,
         tokenizer.json and genodiff.json: the run's config and record), which ``load``, every
         command and the Hub read back; ``weights`` "ema" (the averaged weights, what sampling
         uses) or "raw" (the trained ones, from a .ckpt only). Files already in ``folder`` are
-        refused unless ``overwrite``; others there are kept."""
-        return export_model(self.network, folder, weights, overwrite)
+        refused unless ``overwrite``; others there are kept. ``portable_data``: for a model
+        that ships to other machines (bench/ship_model.py), the config names no path of this
+        one: its data files by their repository path or their name, recorded with the sha256
+        of their content and, for the files not in the repository, ``data_source`` (where to
+        get them), so that ``windows`` finds them or says which they are
+        (``genodiff.data.training_files.portable_record``)."""
+        if data_source is not None and not portable_data:
+            raise InputValueError(
+                "data_source says where to get the data files of a portable export; give it "
+                "with portable_data=True",
+                parameter="data_source",
+            )
+        known = self.network.provenance.get(DATA_FILES_KEY)  # a model exported so before
+        entries = portable_record(self.config, data_source, known) if portable_data else None
+        return export_model(self.network, folder, weights, overwrite, record_entries=entries)
 
 
 def load(

@@ -1,6 +1,8 @@
 """Every script in bench/ answers ``--help`` with its usage and exit status 0, and does no work
 on the way (nothing is written where it runs)."""
 
+import gzip
+import hashlib
 import json
 import math
 import os
@@ -128,6 +130,15 @@ def test_gpu_session_smoke_trains_ships_and_a_later_session_resumes(tmp_path):
     text = card.read_text()
     assert text.startswith("---\nsummary: MDLM, Caduceus-Ph d118 x 4") and "| chr22 |" in text
     assert "| training steps | 2 |" in text and "ckpt_path" not in text
+    # the export names its data by no path of the session's machine: chrX.fa.gz (here the chr22
+    # slice as BGZF), by the sha256 of its content and where to get it
+    exported = tar_member(out1 / "mdlm-chrx-model.tar", "mdlm-chrx/genodiff.json", tmp_path / "x1")
+    shipped = json.loads(exported.read_text())
+    assert '"/' not in json.dumps(shipped) and shipped["config"]["data"]["fasta"] == "chrX.fa.gz"
+    content = hashlib.sha256(gzip.decompress((ROOT / "data" / "chr22_20-21Mb.fa.gz").read_bytes()))
+    (chrx,) = shipped["data_files"]
+    assert chrx["content_sha256"] == content.hexdigest() and chrx["path"] is None
+    assert "smalt-examples" in chrx["source"] and f"`{content.hexdigest()}`" in text
 
     second = gpu_session(
         "--job", "mdlm-chrx", "--smoke", "--tokens", str(4 * 4 * 1024), "--batch-size", "4",

@@ -21,7 +21,7 @@ OWN_COMMAND_LINES = {
 }
 OPTION = re.compile(r"--[A-Za-z]")
 # Parameters that are no option of the CLI: a positional argument, a Python-only argument.
-NOT_OPTIONS = {"samples", "sequences", "generation_config", "generator", "progress"}
+NOT_OPTIONS = {"samples", "sequences", "generation_config", "generator", "progress", "data_source"}
 
 
 def library_modules() -> list[Path]:

@@ -10,6 +10,7 @@ command and the Hub read it back like the checkpoint.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,13 +44,18 @@ def export_model(
     weights: Literal["ema", "raw"] = "ema",
     overwrite: bool = False,
     progress: Progress | None = None,
+    *,
+    record_entries: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a trained model into the folder ``out_dir``: ``source`` is the model
     (``Model.save_pretrained``), or a genodiff training checkpoint (.ckpt of ``genodiff train``,
     read through the one reader, ``load_model``: ``genodiff export``). ``weights`` "ema" (the
     average) or "raw" (the trained weights); a model loaded from an export folder holds one
     set, written as that set. The folder's other files are kept; ``overwrite`` replaces the
-    files an export owns. ``progress`` hears of each stage. Returns the folder."""
+    files an export owns. ``progress`` hears of each stage. ``record_entries``: genodiff.json
+    entries written instead of the model's (``Model.save_pretrained(portable_data=True)``:
+    its config with no path of this machine and the records of its data files, see
+    ``genodiff.data.training_files.portable_record``). Returns the folder."""
     _check_weights(weights)
     if not isinstance(source, GenerativeModel):
         _check_export_paths(Path(source), Path(out_dir))
@@ -75,10 +81,10 @@ def export_model(
             parameter="weights",
         )
     backbone = model.eval_backbone if weights == "ema" else model.backbone
-    record = {"config": model.config, "weights": weights, **provenance}
+    record = {"config": model.config, "weights": weights, **provenance, **(record_entries or {})}
     if progress is not None:
         progress.note(f"writing {out_dir}")
-    return _write_export(backbone, model.config, model.tokenizer, record, out_dir, overwrite)
+    return _write_export(backbone, record["config"], model.tokenizer, record, out_dir, overwrite)
 
 
 def _check_weights(weights: str) -> None:

@@ -90,9 +90,12 @@ def _matched_by(
     candidate: DataModule, trained: list[Path], recorded_digest: str | None
 ) -> str | None:
     """How ``candidate``'s files are the training files: "path" when they are those ``trained``
-    names, "content" when they have the training files' ``recorded_digest``; else None."""
+    names (absolute paths: a portable export names its files relative to no folder of this
+    machine, genodiff.data.training_files), "content" when they have the training files'
+    ``recorded_digest``; else None."""
     files = candidate.data_files()
-    if [p.resolve() for p in files] == [p.resolve() for p in trained]:
+    by_path = all(p.is_absolute() for p in trained)
+    if by_path and [p.resolve() for p in files] == [p.resolve() for p in trained]:
         return "path"
     readable = recorded_digest is not None and all(p.is_file() for p in files)
     if readable and files_digest(files) == recorded_digest:
