@@ -30,7 +30,7 @@ Writes ``bench_gpu_sampler.json`` and ``bench_gpu_sampler.md`` to ``--out``.
 
     python bench/bench_gpu_sampler.py --out bench_runs/gpu_sampler [--rows 16 64 256 1024]
         [--length 1024] [--steps 1024] [--samplers ancestral first-hitting]
-        [--dtype float32] [--checkpoint PATH] [--device cuda] [--smoke]
+        [--dtype float32] [--checkpoint PATH] [--device cuda] [--profile ROWS] [--smoke]
 """
 
 from __future__ import annotations
@@ -77,6 +77,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", help="default: cuda where available, else cpu")
     parser.add_argument("--peak-tflops", type=float, help="the card's peak for --dtype")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="ROWS",
+        help="also profile a few eager ancestral steps at ROWS rows: profile.txt, time by op",
+    )
     parser.add_argument(
         "--smoke", action="store_true", help="tiny sizes and model, any device (CI)"
     )
@@ -209,6 +215,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+PROFILED_STEPS = 8  # ancestral steps of the profiled draw: enough to average, quick to read
+
+
+def profile(args: argparse.Namespace) -> str:
+    """The time of each op (and, on CUDA, each kernel) over one eager ancestral draw of
+    ``PROFILED_STEPS`` steps at ``--profile`` rows, after a warm-up draw: which work a step's
+    time goes to (the selective scan, the projections, the sampler's arithmetic)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = build_model(args, device).to(dtype=getattr(torch, args.dtype))
+    options = {"sampler": "ancestral", "steps": PROFILED_STEPS, "seed": args.seed}
+    options["batch_size"] = args.profile
+    model.generate(args.profile, args.length, **options)  # warm: kernels chosen, memory held
+    synchronize(device)
+    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device.type == "cuda")
+    with profiler(activities=activities) as recorded:
+        model.generate(args.profile, args.length, **options)
+        synchronize(device)
+    order = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    heading = (
+        f"{args.profile} rows x {args.length} bp, ancestral, {PROFILED_STEPS} steps "
+        f"({PROFILED_STEPS + 1} network calls), {args.dtype}, {device}, eager; by {order}\n"
+    )
+    return heading + recorded.key_averages().table(sort_by=order, row_limit=30)
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The results as a markdown table, with the setting above it."""
     lines = [
@@ -242,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(report)
     (out / "bench_gpu_sampler.md").write_text(table)
     print(table)
+    if args.profile is not None:
+        (out / "profile.txt").write_text(profile(args))
+        print(f"wrote {out / 'profile.txt'}")
     different = [r for r in report["results"] if r.get("same_as_eager") is False]
     return 1 if different else 0
 

@@ -73,3 +73,18 @@ def test_the_sampler_bench_smoke_run_writes_its_tables(sampler_bench, tmp_path):
         assert all(r["skipped"] == "CUDA graphs need a CUDA device" for r in rows[1::2])
     table = (tmp_path / "bench_gpu_sampler.md").read_text()
     assert table.count("| 2 x 12 |") == 4 and "2 x parameters x rows x length" in table
+
+
+def test_the_sampler_bench_profiles_a_few_steps_by_op(sampler_bench, tmp_path):
+    assert (
+        sampler_bench.main(
+            ["--smoke", "--samplers", "ancestral", "--profile", "3", "--out", str(tmp_path)]
+        )
+        == 0
+    )
+    text = (tmp_path / "profile.txt").read_text()
+    steps = sampler_bench.PROFILED_STEPS
+    assert text.startswith(f"3 rows x 12 bp, ancestral, {steps} steps ({steps + 1} network calls)")
+    assert "Self CPU" in text and "aten::" in text  # the profiler's table of ops
+    # the network ran in the profiled draw: its matrix products are among the ops
+    assert any(op in text for op in ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul"))
