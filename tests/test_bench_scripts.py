@@ -212,3 +212,30 @@ def test_gpu_session_refuses_a_wheel_that_does_not_match_its_sha256sums(tmp_path
     bad.unlink()
     session.copy_wheels(wheels, tmp_path / "carry")
     assert (tmp_path / "carry" / good.name).read_bytes() == b"a wheel"
+
+
+def test_markov_baseline_matches_counting_by_hand():
+    # An add-one order-k chain, counted here with a dict over (context, base) pairs, against
+    # the script's vectorised counts; an N breaks every context that spans it.
+    import collections
+    import random
+
+    markov = load_bench_script("markov_baseline")
+    rng = random.Random(0)
+    train_text = "".join(rng.choice("ACGT" * 3 + "N") for _ in range(3000))
+    test_text = "".join(rng.choice("AACGTT") for _ in range(500))
+    for order in (0, 1, 3):
+        counts = collections.Counter()
+        for i in range(order, len(train_text)):
+            if "N" not in train_text[i - order : i + 1]:
+                counts[train_text[i - order : i + 1]] += 1
+        log_sum, n = 0.0, 0
+        for i in range(order, len(test_text)):
+            context = test_text[i - order : i]
+            row = sum(counts[context + b] + 1 for b in "ACGT")
+            log_sum -= math.log((counts[test_text[i - order : i + 1]] + 1) / row)
+            n += 1
+        expected = math.exp(log_sum / n)
+        codes = [markov.base_codes(t) for t in (train_text, test_text)]
+        got = markov.markov_perplexity([codes[0]], [codes[1]], order)
+        assert got == pytest.approx(expected, rel=1e-9)
