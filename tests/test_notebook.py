@@ -1,6 +1,7 @@
 """notebooks/generate_dna.ipynb: stored without outputs, and executed top to bottom on a tiny
-checkpoint trained here, by the command docs/generating.md and the notebook give (``jupyter
-nbconvert --execute`` from the repository root, a checkpoint path relative to it)."""
+checkpoint trained here and, with nothing trained, on the shipped mdlm-chrx, by the command
+docs/generating.md and the notebook give (``jupyter nbconvert --execute`` from the repository
+root, a checkpoint path relative to it)."""
 
 import json
 import os
@@ -161,17 +162,25 @@ def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, conditional,
     assert set(metrics["kmer_js"]) == {"human"} and metrics["samples"]["sequences"] == 8
 
 
-@pytest.mark.parametrize("trained", ["nothing", "the quick start", "the class model, no oracle"])
+@pytest.mark.parametrize(
+    "trained",
+    ["nothing", "a checkpoint that is nowhere", "the quick start", "the class model, no oracle"],
+)
 def test_a_section_whose_inputs_are_missing_says_so_and_is_skipped(
     checkpoint, conditional, tmp_path, trained
 ):
-    # Before the quick start nothing is there; after it alone, the class-conditional model,
-    # its oracle and its real DNA are missing (the notebook's defaults point at the
-    # walkthrough's outputs); after step 1 of the walkthrough alone, the oracle and real DNA.
+    # Before any training the shipped model draws (its chrX data is not on this machine: the
+    # samples are judged against the shipped chr22 slice, no copy check); a CHECKPOINT that is
+    # no path, name or Hub id skips both sections. After the quick start alone, the
+    # class-conditional model, its oracle and its real DNA are missing (the notebook's defaults
+    # point at the walkthrough's outputs); after step 1 of the walkthrough alone, the oracle
+    # and real DNA.
     root = tmp_path / "repo"
     (root / "run").mkdir(parents=True)
     env = {}
-    if trained != "nothing":
+    if trained == "a checkpoint that is nowhere":
+        env["GENODIFF_CHECKPOINT"] = "no-such-model"
+    elif trained != "nothing":
         shutil.copy(checkpoint, root / "run" / "last.ckpt")
         env["GENODIFF_CHECKPOINT"] = "run/last.ckpt"
     if trained == "the class model, no oracle":
@@ -180,14 +189,36 @@ def test_a_section_whose_inputs_are_missing_says_so_and_is_skipped(
     done, outputs = execute(root, env)
     text = "".join(o.get("text", "") for o in outputs)
     assert [o.get("ename") for o in outputs if o.output_type == "error"] == []
-    written = sorted(p.name for p in (root / "outputs" / "notebook").iterdir())
-    if trained == "nothing":
-        missing = root / "outputs" / "demo" / "checkpoints" / "last.ckpt"
-        assert f"skipped: no checkpoint at {missing} (CHECKPOINT)" in text
-        assert "Train the demo with `genodiff train configs/demo.yaml`" in text
+    out = root / "outputs" / "notebook"
+    written = sorted(p.name for p in out.iterdir())
+    held_out = ROOT / "data" / "chr22_20-21Mb.fa.gz"
+    fallback = f"reference: {held_out} (human chr22:20-21 Mb, which genodiff ships), since the "
+    fallback += "model's test data is not on this machine"
+    no_copy_check = "copy check skipped: the data the model was trained on is not on this machine"
+    if trained == "a checkpoint that is nowhere":
+        missing = root / "no-such-model"
+        assert f"skipped: no-such-model (CHECKPOINT) is no checkpoint at {missing}" in text
+        assert "no named model (`genodiff models` lists them) and no Hub id" in text
         assert "skipped: no samples to judge" in text
     else:
-        assert "wrote 8 sequences of 64 bp" in text and "skipped: no checkpoint" not in text
+        assert f"wrote 8 sequences of 64 bp to {out / 'synthetic_dna.fa'}" in text
+        assert "skipped: no checkpoint" not in text
+        metrics = json.loads((out / "sample_quality" / "metrics.json").read_text())
+        assert metrics["samples"]["sequences"] == 8 and metrics["reference"]["mean_length"] == 64
+    if trained == "nothing":  # the shipped model, judged against chr22, no copy check
+        records = list(SeqIO.parse(out / "synthetic_dna.fa", "fasta"))
+        assert len(records) == 8 and all(set(str(r.seq)) <= set("ACGT") for r in records)
+        assert "checkpoint=mdlm-chrx " in records[0].description
+        assert "sampler=cached steps=64 " in records[0].description
+        assert fallback in text
+        assert f"{no_copy_check}; set TRAIN to a FASTA of it to look for copies" in text
+        assert metrics["reference"]["file"] == str(held_out)
+        assert metrics["reference"]["records"] == 1  # the one record of the chr22 slice
+        assert "memorisation" not in metrics
+    elif trained != "a checkpoint that is nowhere":  # the demo's data ships: its own splits
+        assert fallback not in text and no_copy_check not in text
+        assert "file" not in metrics["reference"] and metrics["reference"]["records"] > 1
+        assert metrics["memorisation"]["flagged"] == 0
     if trained != "the class model, no oracle":
         missing = root / "outputs" / "conditional_demo" / "checkpoints" / "last.ckpt"
         assert f"skipped: no class-conditional checkpoint at {missing}" in text
@@ -198,7 +229,8 @@ def test_a_section_whose_inputs_are_missing_says_so_and_is_skipped(
         assert "skipped: the verdict needs an oracle (ORACLE: nothing matches" in text
         assert "genodiff finetune configs/oracle_demo.yaml" in text
     expected = {
-        "nothing": [],
+        "nothing": ["sample_quality", "synthetic_dna.fa"],
+        "a checkpoint that is nowhere": [],
         "the quick start": ["sample_quality", "synthetic_dna.fa"],
         "the class model, no oracle": ["guided_human.fa", "sample_quality", "synthetic_dna.fa"],
     }[trained]
