@@ -1,5 +1,6 @@
 """Every script in bench/ answers ``--help`` with its usage and exit status 0, and does no work
-on the way (nothing is written where it runs)."""
+on the way (nothing is written where it runs); the scripts run as ``python SCRIPT --help``
+would, several in one interpreter (one per core), which imports torch once."""
 
 import gzip
 import hashlib
@@ -17,19 +18,46 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "bench").glob("*.py"))
 
 
-def ask_for_help(script: Path, cwd: Path) -> subprocess.CompletedProcess:
+# Runs each script given (its path, then the folder to run it in) as ``python SCRIPT --help``
+# would, one after the other in this one interpreter (torch is imported once, not once per
+# script); writes [exit status, stdout, stderr] per script as JSON to the last argument.
+HELP_EACH = """
+import contextlib, io, json, os, runpy, sys, traceback
+
+*pairs, report = sys.argv[1:]
+answers = []
+for script, folder in zip(pairs[::2], pairs[1::2]):
+    os.chdir(folder)
+    sys.argv = [script, "--help"]
+    sys.path.insert(0, os.path.dirname(script))
+    out, err, status = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as done:
+            status = done.code if isinstance(done.code, int) else int(done.code is not None)
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+    sys.path.pop(0)
+    answers.append([status, out.getvalue(), err.getvalue()])
+with open(report, "w") as file:
+    json.dump(answers, file)
+"""
+
+
+def ask_for_help(scripts: list[Path], folders: list[Path], report: Path) -> list[list]:
+    """[exit status, stdout, stderr] of ``python SCRIPT --help`` for each of ``scripts``, run
+    in its folder of ``folders``, all in one fresh interpreter."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    return subprocess.run(
-        [sys.executable, str(script), "--help"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    pairs = [str(path) for pair in zip(scripts, folders, strict=True) for path in pair]
+    command = [sys.executable, "-c", HELP_EACH, *pairs, str(report)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(report.read_text())
 
 
 def test_every_bench_script_answers_help(tmp_path):
@@ -37,13 +65,20 @@ def test_every_bench_script_answers_help(tmp_path):
     folders = [tmp_path / script.stem for script in SCRIPTS]
     for folder in folders:
         folder.mkdir()
-    # Each start-up imports torch: run them side by side, one per core.
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        answers = list(pool.map(ask_for_help, SCRIPTS, folders))
+    # Each interpreter imports torch once: one interpreter per core, the scripts dealt out.
+    cores = min(os.cpu_count() or 1, len(SCRIPTS))
+    deals = [(SCRIPTS[i::cores], folders[i::cores], tmp_path / f"{i}.json") for i in range(cores)]
+    with ThreadPoolExecutor(max_workers=cores) as pool:
+        dealt = list(pool.map(lambda deal: ask_for_help(*deal), deals))
+    answers = {
+        script: answer
+        for (scripts, _, _), deal_answers in zip(deals, dealt, strict=True)
+        for script, answer in zip(scripts, deal_answers, strict=True)
+    }
     failures = [
-        f"{script.name}: exit {answer.returncode}\n{answer.stdout[-500:]}{answer.stderr[-1500:]}"
-        for script, answer in zip(SCRIPTS, answers, strict=True)
-        if answer.returncode != 0 or not answer.stdout.startswith(f"usage: {script.name} ")
+        f"{script.name}: exit {status}\n{stdout[-500:]}{stderr[-1500:]}"
+        for script, (status, stdout, stderr) in answers.items()
+        if status != 0 or not stdout.startswith(f"usage: {script.name} ")
     ]
     assert not failures, "\n\n".join(failures)
     wrote = {folder.name: sorted(p.name for p in folder.iterdir()) for folder in folders}

@@ -11,6 +11,7 @@ time-dependent classifier p(y | z_t, t) of uniform noise.
 """
 
 import re
+from functools import partial
 
 import pytest
 import torch
@@ -43,6 +44,7 @@ from tests.test_udlm_exact_laws import (
     alpha_of,
     chi2_pvalue,
     kernel,
+    on_distinct_rows,
     sample_counts,
     toy_law,
     udlm,
@@ -204,6 +206,9 @@ class ExactTimeClassifier:
         self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []  # (where, t) of each call
 
     def log_p(self, ids: torch.Tensor, t: torch.Tensor, label: int) -> torch.Tensor:
+        return on_distinct_rows(partial(self.log_p_of_rows, label=label), ids, t)
+
+    def log_p_of_rows(self, ids: torch.Tensor, t: torch.Tensor, label: int) -> torch.Tensor:
         z = torch.stack([(ids == letter).long() * v for v, letter in enumerate(LETTERS)]).sum(0)
         alpha = (1 - (1 - EPS) * t.double())[:, None, None]  # (n, 1, 1)
         likelihood = kernel(z[:, None, :], SEQS[None], alpha).prod(-1)  # (n, K)
