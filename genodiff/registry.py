@@ -91,16 +91,22 @@ def _entry_points(kind: str) -> list[EntryPoint]:
     return list(entry_points(group=ENTRY_POINT_GROUPS[kind]))
 
 
-def available(kind: str) -> dict[str, type]:
+def available(kind: str, plugins: bool = True) -> dict[str, type]:
     """All classes of ``kind`` ("backbone", "objective", "data", "tokenizer", "domain",
-    "scorer"),
-    built-ins and plugins (every plugin of that kind is imported)."""
+    "scorer"): the built-ins, and with ``plugins`` every plugin's (each plugin of that kind is
+    imported; without, none is)."""
     importlib.import_module(_BUILTIN_MODULES[kind])
     registry = _REGISTRIES[kind]
+    if not plugins:
+        return {name: cls for name, cls in registry.items() if _is_builtin(cls)}
     for entry in _entry_points(kind):
         if entry.name not in registry:
             registry[entry.name] = _load(kind, entry)
     return dict(registry)
+
+
+def _is_builtin(cls: type) -> bool:
+    return cls.__module__.partition(".")[0] == "genodiff"
 
 
 def get(kind: str, name: str) -> type:

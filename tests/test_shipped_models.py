@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 import torch
 
 import genodiff
+from genodiff import registry
+from genodiff.checkpoints.folders import detect_layout
 from genodiff.evaluate import evaluate_checkpoint
 from genodiff.named_models import named_model, named_models
 
@@ -82,3 +85,14 @@ def test_mdlm_samples_are_dna_the_ar_model_finds_far_likelier_than_random_letter
     sampled, uniform = ar.score(list(samples), seed=0), ar.score(random_dna, seed=0)
     assert max(uniform) > math.log(4)
     assert sum(sampled) / 4 < sum(uniform) / 4 - 0.1, (sampled, uniform)
+
+
+def test_a_broken_backbone_plugin_does_not_block_the_shipped_models(monkeypatch):
+    # A plugin whose import fails: a built-in model's folder must load without importing it.
+    broken = EntryPoint("broken", "no_such_module:Thing", "genodiff.backbones")
+    monkeypatch.setattr(registry, "entry_points", lambda group: [broken])
+    registry._REGISTRIES["backbone"].pop("broken", None)
+    assert genodiff.load("mdlm-chrx", device="cpu").score(["ACGT" * 16], seed=0)[0] > 0
+    # A folder no built-in layout reads still reaches the plugins, and names the broken one.
+    with pytest.raises(ImportError, match="backbone plugin 'broken' .* failed to load"):
+        detect_layout({"model_type": "something_else"})

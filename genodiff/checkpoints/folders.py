@@ -352,11 +352,12 @@ def _current_objective_options(section: dict[str, Any]) -> dict[str, Any]:
     return objective.current_options(section)
 
 
-def registered_layouts() -> list[tuple[str, CheckpointLayout]]:
-    """(backbone name, layout) for every layout every registered backbone declares."""
+def registered_layouts(plugins: bool = True) -> list[tuple[str, CheckpointLayout]]:
+    """(backbone name, layout) for every layout every registered backbone declares: the
+    built-ins', and with ``plugins`` every plugin backbone's too (importing each plugin)."""
     return [
         (name, layout)
-        for name, cls in sorted(registry.available("backbone").items())
+        for name, cls in sorted(registry.available("backbone", plugins).items())
         for layout in layouts_of(cls)
     ]
 
@@ -364,18 +365,20 @@ def registered_layouts() -> list[tuple[str, CheckpointLayout]]:
 def detect_layout(
     config: Mapping[str, Any], source: str | Path = "config"
 ) -> tuple[str, CheckpointLayout]:
-    """The (backbone name, layout) whose ``matches`` accepts a config.json; exactly one must."""
-    found = [(name, layout) for name, layout in registered_layouts() if layout.matches(config)]
-    if len(found) == 1:
-        return found[0]
+    """The (backbone name, layout) whose ``matches`` accepts a config.json; exactly one must.
+    The built-in layouts are tried first, so that a config of a built-in backbone (every model
+    genodiff ships) loads without importing any plugin: a broken plugin cannot block it."""
+    for plugins in (False, True):
+        found = [(name, lay) for name, lay in registered_layouts(plugins) if lay.matches(config)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            names = ", ".join(layout.name for _, layout in found)
+            raise CheckpointError(f"{source}: config.json matches several layouts: {names}")
     known = ", ".join(layout.name for _, layout in registered_layouts())
-    if not found:
-        raise CheckpointError(
-            f"{source}: config.json matches no known layout ({known}; a plugin backbone may "
-            f"add more); its fields: {sorted(config)}"
-        )
     raise CheckpointError(
-        f"{source}: config.json matches several layouts: {', '.join(l.name for _, l in found)}"
+        f"{source}: config.json matches no known layout ({known}; a plugin backbone may "
+        f"add more); its fields: {sorted(config)}"
     )
 
 
