@@ -426,7 +426,7 @@ def run_session(args: argparse.Namespace) -> None:
             f"with prepare --resume-from {args.job}-run.tar and run --resume-from"
         )
     if args.ship:
-        ship(session, job, args, run, fasta, history, env)
+        ship(session, job, args, run, history, env)
     session.save()
 
 
@@ -463,22 +463,16 @@ def ship(
     job: Job,
     args: argparse.Namespace,
     run: Path,
-    fasta: Path | None,
     history: list[dict[str, Any]],
     env: dict[str, str],
 ) -> None:
     """bench/ship_model.py's export and card into ``$OUT/NAME-model.tar``."""
-    from omegaconf import OmegaConf
-
-    if job.chrx:  # the plain FASTA (sha256 of the public file's content) and the BGZF read
-        data = [str(path) for path in (fasta.with_suffix(""), fasta) if path.exists()]
+    options = []  # the species data ship with genodiff: the export names them in the repository
+    if job.chrx:
         options = ["--heldout", f"chr22={CHR22.relative_to(ROOT)}", "--data-source", CHRX_SOURCE]
-    else:  # the labelled FASTA files the run's config names
-        labelled = OmegaConf.load(run / "config.yaml").data.fasta_by_label
-        data, options = [str(ROOT / path) for path in labelled.values()], []
     commands = " && ".join(shlex.join(h["train_command"]) for h in history)
     command = [sys.executable, "bench/ship_model.py", str(run), args.job]
-    command += ["--summary", job.summary, "--license", LICENSE, "--data", *data, *options]
+    command += ["--summary", job.summary, "--license", LICENSE, *options]
     command += ["--command", commands, "--dest", str(args.work / "models")]
     command += ["--hardware", ", ".join(sorted({h["hardware"] for h in history}))]
     command += ["--wall-seconds", str(round(sum(h["train_seconds"] for h in history)))]

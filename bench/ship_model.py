@@ -1,12 +1,12 @@
 """Ship a trained run as a model that loads by name: its export and model card in models/NAME/.
 
 What a shipped model's card must say (issue 35; models/README.md), measured here rather than
-typed in: the training data and their sha256, the exact command, steps, tokens, wall time and
-hardware, the held-out perplexity on the run's own test split and on other files (the
-repository's chr22 slice), and the samples' realism against real DNA of the test split (k-mer
-JS divergence beside the real-vs-real floor, GC, discriminator AUROC). The folder is
-``genodiff export``'s (EMA weights) plus ``README.md`` with the front matter
-``genodiff models`` reads. The export names no path of the training machine
+typed in: the training data (each file's content sha256 and where to get it), the exact
+command, steps, tokens, wall time and hardware, the held-out perplexity on the run's own test
+split and on other files (the repository's chr22 slice), and the samples' realism against real
+DNA of the test split (k-mer JS divergence beside the real-vs-real floor, GC, discriminator
+AUROC). The folder is ``genodiff export``'s (EMA weights) plus ``README.md`` with the front
+matter ``genodiff models`` reads. The export names no path of the training machine
 (``Model.save_pretrained(portable_data=True)``): each training data file by its repository
 path (``data/...``, found from any checkout or wheel) or by its name, with the sha256 of its
 content and, for a file genodiff does not ship, ``--data-source`` (where to get it), which
@@ -15,7 +15,7 @@ content and, for a file genodiff does not ship, ``--data-source`` (where to get 
     python bench/ship_model.py outputs/chrx_mdlm mdlm-chrx \\
         --summary "MDLM, Caduceus-Ph d118 x 4, 500 M tokens of human chrX (GRCh37)" \\
         --license "weights CC0-1.0; data: public reference sequence (GRCh37)" \\
-        --data chrX.fa.gz --heldout chr22=data/chr22_20-21Mb.fa.gz \\
+        --heldout chr22=data/chr22_20-21Mb.fa.gz \\
         --data-source "hs37chrXtrunc.fa.gz of Debian's smalt-examples (data/README.md)" \\
         --command "genodiff train configs/hg38.yaml ..." --hardware "one NVIDIA H200" \\
         --wall-seconds 330 [--num-samples 64] [--num-windows N] [--device D] [--dest models]
@@ -32,12 +32,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gpu_session import sha256  # bench/, beside this script: the one file hash of the bench scripts
-
 import genodiff
 from genodiff.checkpoints.folders import RUN_RECORD_FILE
-from genodiff.data.build import build_datamodule
-from genodiff.data.training_files import DATA_FILES_KEY, dotted, locate_data
+from genodiff.data.training_files import DATA_FILES_KEY, dotted
 from genodiff.devices import resolve_device
 from genodiff.evaluate import evaluate_checkpoint
 
@@ -80,10 +77,7 @@ def quality(samples: genodiff.Samples, reference: list[str]) -> dict[str, Any]:
 
 def class_test_windows(model: genodiff.Model) -> dict[str, list[str]]:
     """The bases of every test window of a labelled run's data, by class."""
-    data = locate_data(model.config["data"], model.network.provenance.get(DATA_FILES_KEY))
-    datamodule = build_datamodule(data)
-    datamodule.attach_tokenizer(model.tokenizer)
-    test = datamodule.dataset_of("test")
+    test = model.data_module().dataset_of("test")
     windows: dict[str, list[str]] = {name: [] for name in model.classes}
     for index in range(len(test)):
         item = test[index]  # {"input_ids": (L,), "labels": ()}
@@ -167,7 +161,6 @@ def card(args: argparse.Namespace, model: genodiff.Model, rows, metrics, records
         f"{model_config['name']}, d_model {model_config.get('d_model')}, "
         f"{model_config.get('n_layer')} layers"
     )
-    data = "\n".join(f"| `{Path(p).name}` | `{sha256(Path(p))}` |" for p in args.data)
     return f"""---
 summary: {args.summary}
 license: {args.license}
@@ -188,14 +181,11 @@ license: {args.license}
 
 ## Training data
 
-| file | sha256 |
-|---|---|
-{data}
-
-The export names them by no path of the training machine. `genodiff.load("{args.name}").windows()`
-reads the shipped ones wherever genodiff is installed; for the others it says which file it
-needs and reads a copy given as `windows(split, KEY=PATH)` (e.g. `fasta=PATH`) whose content
-(decompressed) has the sha256 below:
+The export names its data files by no path of the training machine:
+`genodiff.load("{args.name}").windows()` reads the shipped ones wherever genodiff is installed;
+for the others it says which file it needs and reads a copy given as
+`windows(split, KEY=PATH)` (e.g. `fasta=PATH`) whose content (decompressed) has the sha256
+below:
 
 | data key | file | content sha256 | where |
 |---|---|---|---|
@@ -218,7 +208,6 @@ def main() -> None:
     parser.add_argument("name", help="the model's name (its folder under --dest)")
     parser.add_argument("--summary", required=True, help="one line for genodiff models")
     parser.add_argument("--license", required=True, help="of the weights and their data")
-    parser.add_argument("--data", nargs="+", required=True, help="the training data files")
     parser.add_argument(
         "--data-source", help="where to get the training data files genodiff does not ship"
     )

@@ -33,6 +33,7 @@ from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.checkpoints import export_model, load_model
 from genodiff.checkpoints.run_folder import is_main_process
 from genodiff.classifiers import load_classifier
+from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule
 from genodiff.data.training_files import DATA_FILES_KEY, locate_data, portable_record
 from genodiff.devices import resolve_device
@@ -434,6 +435,13 @@ class Model:
         its entries: ``fasta_by_label={"human": PATH}``), each checked against the content
         sha256 the model recorded. A file that is nowhere is one InputFileNotFoundError
         naming it, its sha256 and where to get it."""
+        return self.data_module(**data_files).window_texts(split)
+
+    def data_module(self, **data_files: PathLike | Mapping[str, PathLike]) -> DataModule:
+        """The run's data module, built from its data files (found as ``windows`` finds them;
+        ``data_files`` as there) and tokenized by this model's tokenizer: its splits'
+        datasets (``dataset_of(split)``) give each window's ids and, for labelled data, its
+        class."""
         data = locate_data(
             self.config["data"],
             self.network.provenance.get(DATA_FILES_KEY),
@@ -442,7 +450,7 @@ class Model:
         )
         datamodule = build_datamodule(data)
         datamodule.attach_tokenizer(self.tokenizer)
-        return datamodule.window_texts(split)
+        return datamodule
 
     def save_pretrained(
         self,

@@ -24,6 +24,7 @@ from genodiff.model import GenerativeModel
 from genodiff.objectives.mdlm import MDLM
 from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
+from tests.test_bench_scripts import load_bench_script
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / "tests" / "data" / "genomic_benchmarks" / "human_vs_phage"
@@ -339,6 +340,11 @@ def test_a_tiny_conditional_demo_trains_evaluates_twice_exports_and_shows_its_cl
         assert math.isfinite(result["nelbo"]) and math.isfinite(result["nelbo_unconditional"])
         assert result["nelbo"] != result["nelbo_unconditional"]
     assert results[0]["nelbo_unconditional"] == pytest.approx(results[1]["nelbo_unconditional"])
+    # What bench/ship_model.py's card samples each class against: that class's test files.
+    by_class = load_bench_script("ship_model").class_test_windows(genodiff.load(export))
+    for name in ("human", "phage"):
+        files = sorted((TASK / "test" / name).glob("*.txt"))
+        assert sorted(by_class[name]) == sorted(f.read_text().strip().upper() for f in files)
     for source in (checkpoint, export):
         capsys.readouterr()
         assert cli.main(["info", str(source)]) == 0

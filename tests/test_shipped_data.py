@@ -49,9 +49,7 @@ def shipped(tmp_path_factory):
     run = genodiff.train(DEMO, options, output_dir=machine / "run", progress=False)
     model = genodiff.load(run)
     before = model.windows("test")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(ROOT / "bench"))  # its neighbour gpu_session, as run there
-        ship_model = load_bench_script("ship_model")
+    ship_model = load_bench_script("ship_model")
     folder = tmp_path_factory.mktemp("models") / "tiny"
     assert ship_model.export(model, folder, SOURCE) == "ema"
     return machine, fasta, run, folder, before
