@@ -89,10 +89,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def device_of(args: argparse.Namespace) -> torch.device:
+    """``--device``, else CUDA where available, else the CPU."""
+    return torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
 def build_model(args: argparse.Namespace, device: torch.device) -> Model:
-    """``--checkpoint``, else a random Caduceus-Ph d118 x 4 (``--smoke``: d16 x 1)."""
+    """``--checkpoint``, else a random Caduceus-Ph d118 x 4 (``--smoke``: d16 x 1), on
+    ``device`` in ``--dtype``."""
+    dtype = getattr(torch, args.dtype)
     if args.checkpoint is not None:
-        return genodiff.load(args.checkpoint, device)
+        return genodiff.load(args.checkpoint, device).to(dtype=dtype)
     torch.manual_seed(args.seed)
     section = OmegaConf.to_container(OmegaConf.load(ROOT / "configs/model/caduceus_ph.yaml"))
     if args.smoke:
@@ -103,7 +110,7 @@ def build_model(args: argparse.Namespace, device: torch.device) -> Model:
         "data": {"name": "fasta", "max_length": args.length},
         "ema": {"decay": 0},
     }
-    return Model(GenerativeModel(config), "random Caduceus-Ph").to(device)
+    return Model(GenerativeModel(config), "random Caduceus-Ph").to(device, dtype=dtype)
 
 
 def forward_flops(parameters: int, tokens: int) -> int:
@@ -167,8 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every (rows, sampler, mode) measurement, as the JSON object written."""
     if args.smoke:
         args.rows, args.length, args.steps = SMOKE["rows"], SMOKE["length"], SMOKE["steps"]
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = getattr(torch, args.dtype)
+    device = device_of(args)
     parameters = sum(
         p.numel() for p in build_model(args, device).network.eval_backbone.parameters()
     )
@@ -186,7 +192,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if mode == "graphed" and device.type != "cuda":
                     row["skipped"] = "CUDA graphs need a CUDA device"
                     continue
-                model = build_model(args, device).to(dtype=dtype)  # fresh: no earlier graphs
+                model = build_model(args, device)  # fresh: no earlier graphs
                 if mode == "graphed":
                     model.enable_cuda_graphs()
                 seconds, samples = measure(model, sampler, rows, args)
@@ -225,8 +231,8 @@ def profile(args: argparse.Namespace) -> str:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiler
 
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = build_model(args, device).to(dtype=getattr(torch, args.dtype))
+    device = device_of(args)
+    model = build_model(args, device)
     options = {"sampler": "ancestral", "steps": PROFILED_STEPS, "seed": args.seed}
     options["batch_size"] = args.profile
     model.generate(args.profile, args.length, **options)  # warm: kernels chosen, memory held
