@@ -36,6 +36,7 @@ Writes ``bench_gpu_sampler.json`` and ``bench_gpu_sampler.md`` to ``--out``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -50,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 import genodiff  # noqa: E402
 from genodiff.model import GenerativeModel  # noqa: E402
+from genodiff.ops import upstream  # noqa: E402
 from genodiff.pipeline import Model  # noqa: E402
 from genodiff.randomness.noise import Noise  # noqa: E402
 
@@ -87,6 +89,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--smoke", action="store_true", help="tiny sizes and model, any device (CI)"
     )
     return parser.parse_args(argv)
+
+
+def mixer_kernels(device: torch.device) -> str:
+    """Which code a Mamba mixer runs on ``device`` (``genodiff.ops.upstream``'s rule): the
+    numbers mean little without it."""
+    probe = torch.zeros(1, device=device)
+    if upstream.upstream(upstream.SELECTIVE_SCAN, probe) is None:
+        return "genodiff's exact path (no mamba-ssm kernels for this device)"
+    scan = f"mamba-ssm {version_of('mamba_ssm')}"
+    if upstream.upstream(upstream.CAUSAL_CONV1D, probe) is None:
+        return f"{scan} selective_scan_fn, the short convolution in PyTorch (no causal-conv1d)"
+    return f"{scan} mamba_inner_fn with causal-conv1d {version_of('causal_conv1d')}"
+
+
+def version_of(module: str) -> str:
+    return getattr(importlib.import_module(module), "__version__", "(no version)")
 
 
 def device_of(args: argparse.Namespace) -> torch.device:
@@ -214,6 +232,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "dtype": args.dtype,
         "model": args.checkpoint or "random Caduceus-Ph" + (" (smoke: d16 x 1)" * args.smoke),
         "parameters": parameters,
+        "mixer_kernels": mixer_kernels(device),
         "peak_flop_per_s": peak,
         "flops_formula": "2 x parameters x rows x length per network call; calls = T + 1 "
         "(ancestral), L + 1 (first-hitting)",
@@ -253,7 +272,8 @@ def markdown(report: dict[str, Any]) -> str:
     """The results as a markdown table, with the setting above it."""
     lines = [
         f"{report['device']}, torch {report['torch']}, {report['dtype']}, {report['model']} "
-        f"({report['parameters']:,} parameters); FLOPs: {report['flops_formula']}",
+        f"({report['parameters']:,} parameters); mixers: {report['mixer_kernels']}; "
+        f"FLOPs: {report['flops_formula']}",
         "",
         "| rows x bp | sampler | T | step | bp/s | wall (s) | FLOP/s | share of peak | "
         "same as eager | host draws (ms a step) |",

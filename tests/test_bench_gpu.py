@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,9 @@ def test_the_sampler_bench_smoke_run_writes_its_tables(sampler_bench, tmp_path):
         assert all(r["skipped"] == "CUDA graphs need a CUDA device" for r in rows[1::2])
     table = (tmp_path / "bench_gpu_sampler.md").read_text()
     assert table.count("| 2 x 12 |") == 4 and "2 x parameters x rows x length" in table
+    if not torch.cuda.is_available():  # the CPU runs genodiff's own kernels, and says so
+        assert report["mixer_kernels"].startswith("genodiff's exact path")
+        assert f"mixers: {report['mixer_kernels']}" in table
 
 
 def test_the_sampler_bench_profiles_a_few_steps_by_op(sampler_bench, tmp_path):
@@ -88,3 +92,17 @@ def test_the_sampler_bench_profiles_a_few_steps_by_op(sampler_bench, tmp_path):
     assert "Self CPU" in text and "aten::" in text  # the profiler's table of ops
     # the network ran in the profiled draw: its matrix products are among the ops
     assert any(op in text for op in ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul"))
+
+
+def test_the_sampler_bench_names_the_mixer_kernels_it_ran(
+    sampler_bench, upstream_fakes, monkeypatch
+):
+    from genodiff.ops import upstream_kernels_on_cpu
+
+    cpu = torch.device("cpu")
+    with upstream_kernels_on_cpu():  # the fakes stand in for mamba-ssm and causal-conv1d
+        assert "mamba_inner_fn with causal-conv1d" in sampler_bench.mixer_kernels(cpu)
+    monkeypatch.setitem(sys.modules, "causal_conv1d", None)  # mamba-ssm alone
+    with upstream_kernels_on_cpu():
+        assert "short convolution in PyTorch" in sampler_bench.mixer_kernels(cpu)
+    assert sampler_bench.mixer_kernels(cpu).startswith("genodiff's exact path")
