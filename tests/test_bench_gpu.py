@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -106,3 +107,26 @@ def test_the_sampler_bench_names_the_mixer_kernels_it_ran(
     with upstream_kernels_on_cpu():
         assert "short convolution in PyTorch" in sampler_bench.mixer_kernels(cpu)
     assert sampler_bench.mixer_kernels(cpu).startswith("genodiff's exact path")
+
+
+def test_the_gpu_measurements_script_runs_its_sampler_parts_in_smoke_form(tmp_path):
+    # bench/gpu_measurements.sh --smoke: the same parts on any machine, each with its exit
+    # status; OUT holds one tar (the device tool brings back 8 files at most) of every part's
+    # log and files
+    import tarfile
+
+    done = subprocess.run(
+        ["bash", str(BENCH.with_name("gpu_measurements.sh")), str(tmp_path), "--smoke"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [line.split(" (")[0] for line in done.stdout.splitlines()] == [
+        "profile: exit 0", "bf16: exit 0",
+    ]  # fmt: skip
+    assert [p.name for p in tmp_path.iterdir()] == ["measurements.tar"]
+    with tarfile.open(tmp_path / "measurements.tar") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    parts = tmp_path / "x"
+    assert (parts / "profile" / "profile.txt").read_text().startswith("2 rows x 12 bp")
+    report = json.loads((parts / "bf16" / "bench_gpu_sampler.json").read_text())
+    assert report["dtype"] == "bfloat16" and (parts / "bf16.log").is_file()
