@@ -36,7 +36,9 @@ import genodiff
 from genodiff.checkpoints.folders import RUN_RECORD_FILE
 from genodiff.data.training_files import DATA_FILES_KEY, dotted
 from genodiff.devices import resolve_device
+from genodiff.domains import domain_of
 from genodiff.evaluate import evaluate_checkpoint
+from genodiff.metrics.kmers import kmer_js
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,17 +59,68 @@ def heldout_rows(
     return rows
 
 
-def realism(model: genodiff.Model, num_samples: int, seed: int) -> dict[str | None, Any]:
+#: Guidance strengths a class-conditional model's card samples each class at: the conditional
+#: model p(x | class), and D-CFG at gamma 2 (genodiff.guidance).
+GAMMAS = (1.0, 2.0)
+#: k of the steering table's k-mer spectra: 256 k-mers, well estimated from 64 samples.
+STEERING_K = 4
+
+
+def class_samples(
+    model: genodiff.Model, num_samples: int, seed: int
+) -> dict[tuple[str, float], genodiff.Samples]:
+    """``num_samples`` samples of every class at every guidance strength of ``GAMMAS``."""
+    return {
+        (name, gamma): model.generate(num_samples, seed=seed, label=name, guidance=gamma)
+        for name in model.classes
+        for gamma in GAMMAS
+    }
+
+
+def realism(
+    model: genodiff.Model,
+    num_samples: int,
+    seed: int,
+    drawn: dict[tuple[str, float], genodiff.Samples] | None = None,
+) -> dict[str | None, Any]:
     """The sample-quality suite's metrics of ``num_samples`` samples against the test split:
-    ``{None: metrics}``; for a class-conditional model ``{class: metrics}``, the samples of
-    each class (``label=class``) against that class's test windows."""
+    ``{None: metrics}``; for a class-conditional model ``{class: metrics}``, each class's
+    conditional samples (``drawn[class, 1.0]``) against that class's test windows."""
     if model.classes is None:
         return {None: quality(model.generate(num_samples, seed=seed), model.windows("test"))}
     references = class_test_windows(model)
-    return {
-        name: quality(model.generate(num_samples, seed=seed, label=name), references[name])
-        for name in model.classes
-    }
+    return {name: quality(drawn[name, 1.0], references[name]) for name in model.classes}
+
+
+def steering_section(
+    model: genodiff.Model, drawn: dict[tuple[str, float], genodiff.Samples], seed: int
+) -> str:
+    """The card's verdict of a class-conditional model without an oracle: the k-mer JS
+    divergence of each class's samples (each guidance strength) to every class's test
+    windows; steering works where each row is nearest its own class."""
+    references = class_test_windows(model)
+    alphabet = domain_of(model.tokenizer).alphabet
+    rows = []
+    for (label, gamma), samples in drawn.items():
+        js = {
+            name: kmer_js(list(samples), reference, alphabet, ks=[STEERING_K])[STEERING_K]
+            for name, reference in references.items()
+        }
+        nearest = min(js, key=js.get)
+        cells = " | ".join(f"{js[name]:.4f}" for name in references)
+        mark = "yes" if nearest == label else f"no: {nearest}"
+        rows.append(f"| {label} | {gamma:g} | {cells} | {mark} |")
+    names = " | ".join(references)
+    n = len(next(iter(drawn.values())))
+    return f"""## Steering ({n} samples a row, seed {seed}; {STEERING_K}-mer JS divergence, bits)
+
+Each class's samples against every class's test windows: guidance 1 is the conditional model
+p(x | class), 2 is D-CFG at gamma 2. Steering works where each row lies nearest its own class.
+
+| label | guidance | {names} | nearest its class |
+|---|---|{"---|" * len(references)}---|
+{chr(10).join(rows)}
+"""
 
 
 def quality(samples: genodiff.Samples, reference: list[str]) -> dict[str, Any]:
@@ -144,8 +197,11 @@ def found_by(records: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-def card(args: argparse.Namespace, model: genodiff.Model, rows, metrics, records) -> str:
-    """The model card: front matter for ``genodiff models``, then the facts."""
+def card(
+    args: argparse.Namespace, model: genodiff.Model, rows, metrics, records, steering: str
+) -> str:
+    """The model card: front matter for ``genodiff models``, then the facts (``steering``: a
+    class-conditional model's ``steering_section``, else empty)."""
     provenance = model.network.provenance
     config = model.network.config
     scored = "\n".join(
@@ -198,6 +254,7 @@ below:
 {scored}
 
 {realism_tables}
+{steering}
 Written by `python bench/ship_model.py` (bench/ship_model.py) from the run's last checkpoint.
 """
 
@@ -228,11 +285,13 @@ def main() -> None:
     model = genodiff.load(checkpoint, device=resolve_device(args.device))  # samples there
     heldout = {k: Path(v) for k, v in files.items()}
     rows = heldout_rows(checkpoint, heldout, args.seed, args.num_windows, args.device)
-    metrics = realism(model, args.num_samples, args.seed)
+    drawn = None if model.classes is None else class_samples(model, args.num_samples, args.seed)
+    metrics = realism(model, args.num_samples, args.seed, drawn)
+    steering = "" if drawn is None else steering_section(model, drawn, args.seed)
     folder = args.dest / args.name
     weights = export(model, folder, args.data_source)
     records = json.loads((folder / RUN_RECORD_FILE).read_text())[DATA_FILES_KEY]
-    (folder / "README.md").write_text(card(args, model, rows, metrics, records))
+    (folder / "README.md").write_text(card(args, model, rows, metrics, records, steering))
     print(f"wrote {folder} ({weights} weights); `genodiff models {args.name}` shows its card")
 
 

@@ -341,10 +341,24 @@ def test_a_tiny_conditional_demo_trains_evaluates_twice_exports_and_shows_its_cl
         assert result["nelbo"] != result["nelbo_unconditional"]
     assert results[0]["nelbo_unconditional"] == pytest.approx(results[1]["nelbo_unconditional"])
     # What bench/ship_model.py's card samples each class against: that class's test files.
-    by_class = load_bench_script("ship_model").class_test_windows(genodiff.load(export))
+    ship_model, model = load_bench_script("ship_model"), genodiff.load(export)
+    by_class = ship_model.class_test_windows(model)
     for name in ("human", "phage"):
         files = sorted((TASK / "test" / name).glob("*.txt"))
         assert sorted(by_class[name]) == sorted(f.read_text().strip().upper() for f in files)
+    # Its steering verdict: real windows of a class stand in for samples steered to it (each
+    # is nearest its own class); under the other class's label the row says which is nearest.
+    stand_ins = {
+        ("human", 1.0): by_class["human"][:20],
+        ("phage", 2.0): by_class["phage"][:20],
+        ("phage", 1.0): by_class["human"][20:40],
+    }
+    table = ship_model.steering_section(model, stand_ins, seed=0)
+    assert "| human | 1 | " in table and table.count(" | yes |") == 2
+    assert table.rstrip().endswith("| no: human |")
+    drawn = ship_model.class_samples(model, 2, seed=0)  # every class at every strength
+    assert sorted(drawn) == [(c, g) for c in ("human", "phage") for g in ship_model.GAMMAS]
+    assert all(len(samples) == 2 for samples in drawn.values())
     for source in (checkpoint, export):
         capsys.readouterr()
         assert cli.main(["info", str(source)]) == 0

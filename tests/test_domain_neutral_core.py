@@ -4,6 +4,8 @@ the same commands; ids and sizes come from the tokenizer; capabilities are decla
 layouts are open; plugins ship configs found from any folder."""
 
 import json
+import os
+import subprocess
 import sys
 import types
 from importlib.metadata import EntryPoint
@@ -466,3 +468,37 @@ def test_the_core_sample_files_name_no_domains_format():
         used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert not used & {"FASTA", "fasta_template", "header_label", "LABEL_WORD"}, module
+
+
+TRACED_TEST = """
+from importlib.metadata import EntryPoint
+
+from genodiff import registry
+
+
+def test_looks_up_a_plugin(monkeypatch):
+    entry = EntryPoint("fake", "genodiff_text.fake:Domain", "genodiff.domains")
+    monkeypatch.setattr(registry, "entry_points", lambda group: [entry])
+    assert registry._entry_points("domain") == [entry]
+
+
+def test_looks_up_nothing():
+    assert registry.get("backbone", "caduceus").__name__ == "Caduceus"
+"""
+
+
+def test_the_plugin_lookup_trace_names_the_tests_that_look_a_plugin_up(tmp_path):
+    # tests/trace_plugin_lookups.py, which drew tests/conftest.py's INSTALLED_PLUGINS_MODULES
+    (tmp_path / "test_traced.py").write_text(TRACED_TEST)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "tests.trace_plugin_lookups"]
+    done = subprocess.run(
+        [*command, "-p", "no:cacheprovider", "test_traced.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:]
+    lines = (tmp_path / "plugin_lookups.txt").read_text().splitlines()
+    assert lines == ["test_traced.py::test_looks_up_a_plugin\tentry points: domain"]
