@@ -502,3 +502,12 @@ def test_the_plugin_lookup_trace_names_the_tests_that_look_a_plugin_up(tmp_path)
     assert done.returncode == 0, done.stdout[-2000:]
     lines = (tmp_path / "plugin_lookups.txt").read_text().splitlines()
     assert lines == ["test_traced.py::test_looks_up_a_plugin\tentry points: domain"]
+
+
+def test_every_module_marked_as_depending_on_installed_plugins_exists():
+    # tests/conftest.py marks by file name: a renamed module would leave CI's plugin pass
+    # silently
+    from tests.conftest import INSTALLED_PLUGINS_MODULES
+
+    modules = {path.name for path in (ROOT / "tests").glob("test_*.py")}
+    assert not INSTALLED_PLUGINS_MODULES - modules, INSTALLED_PLUGINS_MODULES - modules
