@@ -38,7 +38,7 @@ from genodiff.data.training_files import DATA_FILES_KEY, dotted
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.evaluate import evaluate_checkpoint
-from genodiff.metrics.kmers import kmer_js
+from genodiff.metrics.kmers import js_divergence, kmer_spectrum
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,30 +82,32 @@ def realism(
     num_samples: int,
     seed: int,
     drawn: dict[tuple[str, float], genodiff.Samples] | None = None,
+    references: dict[str, list[str]] | None = None,
 ) -> dict[str | None, Any]:
     """The sample-quality suite's metrics of ``num_samples`` samples against the test split:
     ``{None: metrics}``; for a class-conditional model ``{class: metrics}``, each class's
-    conditional samples (``drawn[class, 1.0]``) against that class's test windows."""
+    conditional samples (``drawn[class, 1.0]``) against its test windows (``references``)."""
     if model.classes is None:
         return {None: quality(model.generate(num_samples, seed=seed), model.windows("test"))}
-    references = class_test_windows(model)
     return {name: quality(drawn[name, 1.0], references[name]) for name in model.classes}
 
 
 def steering_section(
-    model: genodiff.Model, drawn: dict[tuple[str, float], genodiff.Samples], seed: int
+    drawn: dict[tuple[str, float], genodiff.Samples],
+    references: dict[str, list[str]],
+    alphabet: str,
+    seed: int,
 ) -> str:
     """The card's verdict of a class-conditional model without an oracle: the k-mer JS
     divergence of each class's samples (each guidance strength) to every class's test
-    windows; steering works where each row is nearest its own class."""
-    references = class_test_windows(model)
-    alphabet = domain_of(model.tokenizer).alphabet
+    windows (``references``); steering works where each row is nearest its own class."""
+    spectra = {
+        name: kmer_spectrum(windows, STEERING_K, alphabet) for name, windows in references.items()
+    }
     rows = []
     for (label, gamma), samples in drawn.items():
-        js = {
-            name: kmer_js(list(samples), reference, alphabet, ks=[STEERING_K])[STEERING_K]
-            for name, reference in references.items()
-        }
+        drawn_spectrum = kmer_spectrum(list(samples), STEERING_K, alphabet)
+        js = {name: js_divergence(drawn_spectrum, spectrum) for name, spectrum in spectra.items()}
         nearest = min(js, key=js.get)
         cells = " | ".join(f"{js[name]:.4f}" for name in references)
         mark = "yes" if nearest == label else f"no: {nearest}"
@@ -285,9 +287,14 @@ def main() -> None:
     model = genodiff.load(checkpoint, device=resolve_device(args.device))  # samples there
     heldout = {k: Path(v) for k, v in files.items()}
     rows = heldout_rows(checkpoint, heldout, args.seed, args.num_windows, args.device)
-    drawn = None if model.classes is None else class_samples(model, args.num_samples, args.seed)
-    metrics = realism(model, args.num_samples, args.seed, drawn)
-    steering = "" if drawn is None else steering_section(model, drawn, args.seed)
+    drawn = references = None
+    steering = ""
+    if model.classes is not None:  # every class's samples and test windows, once
+        drawn = class_samples(model, args.num_samples, args.seed)
+        references = class_test_windows(model)
+        alphabet = domain_of(model.tokenizer).alphabet
+        steering = steering_section(drawn, references, alphabet, args.seed)
+    metrics = realism(model, args.num_samples, args.seed, drawn, references)
     folder = args.dest / args.name
     weights = export(model, folder, args.data_source)
     records = json.loads((folder / RUN_RECORD_FILE).read_text())[DATA_FILES_KEY]

@@ -353,7 +353,7 @@ def test_a_tiny_conditional_demo_trains_evaluates_twice_exports_and_shows_its_cl
         ("phage", 2.0): by_class["phage"][:20],
         ("phage", 1.0): by_class["human"][20:40],
     }
-    table = ship_model.steering_section(model, stand_ins, seed=0)
+    table = ship_model.steering_section(stand_ins, by_class, "ACGT", seed=0)
     assert "| human | 1 | " in table and table.count(" | yes |") == 2
     assert table.rstrip().endswith("| no: human |")
     drawn = ship_model.class_samples(model, 2, seed=0)  # every class at every strength
