@@ -1,11 +1,9 @@
-"""Shared fixtures: the contract fakes of the GPU libraries (``tests/fakes``); the core's test
-modules whose outcome depends on the plugins installed (marker ``installed_plugins``)."""
+"""Shared fixtures: the contract fakes of the GPU libraries (``tests/fakes``)."""
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -24,39 +22,6 @@ def upstream_fakes(monkeypatch) -> Counter:
     upstream._load.cache_clear()  # forget what an earlier test found importable
     yield fakes.calls
     upstream._load.cache_clear()
-
-
-# The core reaches a plugin only through its entry points (genodiff.registry): these modules'
-# tests list what is installed or run code that does (which domains own a sample file's
-# format, ``gen-ppl``'s scorers, the configs ``train --help`` shows), found by tracing every
-# entry-point lookup of the core's suite run with the text plugin installed; the tests of the
-# plugin mechanism itself (fake plugins beside the installed ones: test_domain_neutral_core.py,
-# test_plugins_and_failures.py, test_shipped_models.py); and test_import_cost.py, whose fresh
-# interpreters the trace does not see and whose point is what a command imports. CI's
-# second pass runs them, and the plugin's own tests, with the plugin installed:
-# ``-m installed_plugins``.
-INSTALLED_PLUGINS_MODULES = {
-    "test_bad_input_cli.py",
-    "test_cli.py",
-    "test_doc_examples.py",
-    "test_domain_neutral_core.py",
-    "test_generative_perplexity.py",
-    "test_hostile_input_remainder.py",
-    "test_import_cost.py",
-    "test_metrics_alphabet.py",
-    "test_metrics_cli.py",
-    "test_oracle.py",
-    "test_plugins_and_failures.py",
-    "test_shipped_models.py",
-    "test_weights_provenance.py",
-}
-HERE = Path(__file__).parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.parent == HERE and item.path.name in INSTALLED_PLUGINS_MODULES:
-            item.add_marker(pytest.mark.installed_plugins)
 
 
 TOY_FINETUNE_CONFIG = """

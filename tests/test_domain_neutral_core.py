@@ -488,7 +488,7 @@ def test_looks_up_nothing():
 
 
 def test_the_plugin_lookup_trace_names_the_tests_that_look_a_plugin_up(tmp_path):
-    # tests/trace_plugin_lookups.py, which drew tests/conftest.py's INSTALLED_PLUGINS_MODULES
+    # tests/trace_plugin_lookups.py, which drew conftest.py's INSTALLED_PLUGINS_MODULES
     (tmp_path / "test_traced.py").write_text(TRACED_TEST)
     env = {
         **os.environ,
@@ -505,9 +505,9 @@ def test_the_plugin_lookup_trace_names_the_tests_that_look_a_plugin_up(tmp_path)
 
 
 def test_every_module_marked_as_depending_on_installed_plugins_exists():
-    # tests/conftest.py marks by file name: a renamed module would leave CI's plugin pass
+    # conftest.py marks by file name: a renamed module would leave CI's plugin pass
     # silently
-    from tests.conftest import INSTALLED_PLUGINS_MODULES
+    from conftest import INSTALLED_PLUGINS_MODULES
 
     modules = {path.name for path in (ROOT / "tests").glob("test_*.py")}
     assert not INSTALLED_PLUGINS_MODULES - modules, INSTALLED_PLUGINS_MODULES - modules

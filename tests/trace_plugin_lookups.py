@@ -5,7 +5,7 @@ the shipped experiment configs (plugins add theirs). With the text plugin instal
     python -m pytest -q -n auto -p tests.trace_plugin_lookups tests
 
 appends to ``plugin_lookups.txt`` (one line per test: its id, then what it looked up), from which
-tests/conftest.py's ``INSTALLED_PLUGINS_MODULES`` was drawn. Only lookups in the pytest
+the root conftest.py's ``INSTALLED_PLUGINS_MODULES`` was drawn. Only lookups in the pytest
 process are seen, not those of the subprocesses a test starts.
 """
 
