@@ -16,23 +16,8 @@
 set -uo pipefail
 out=${1:?usage: bench/gpu_measurements.sh OUT [--smoke]}
 smoke=${2:-}
-cd "$(dirname "$0")/.."
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-work=$(mktemp -d)
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-if [[ -z $smoke && -d .gpu_carry/wheels ]]; then  # the prebuilt kernels (../shared/gpu/README.md)
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu_carry/wheels/*.whl
-    export PYTHONPATH="/tmp/site:$PYTHONPATH"
-fi
-
-part() {  # NAME SECONDS SCRIPT ARGS...: one measurement, its log and exit status, then the tar
-    local name=$1 seconds=$2
-    shift 2
-    timeout "$seconds" python3 "$@" >"$work/$name.log" 2>&1
-    echo "$name: exit $? ($(tail -n 1 "$work/$name.log"))"
-    tar -cf "$out/measurements.tar" -C "$work" .
-}
+tarname=measurements.tar
+source "$(dirname "$0")/gpu_parts.sh"
 
 sampler=(bench/bench_gpu_sampler.py --samplers ancestral)
 if [[ -n $smoke ]]; then

@@ -405,21 +405,14 @@ def run_session(args: argparse.Namespace) -> None:
         unpack(args.resume_from, work)  # the tar holds the folder "run"
         before = timer_seconds(run / "checkpoints" / "last.ckpt")
         history = json.loads((run / HISTORY).read_text())
-    overrides = train_overrides(job, args, fasta, run, steps)
-    max_time = max_time_seconds(deadline - time.monotonic(), args.export_reserve, before)
-    overrides.append(f"trainer.max_time={{seconds:{max_time}}}")
-    if args.resume_from is not None:
-        overrides.append("ckpt_path=last")
-    command = [sys.executable, "-m", "genodiff.cli", "train", job.config, *overrides]
-    shown = ["genodiff", *command[3:]]  # the command as a user types it
-    record.update(train_command=shown, trainer_max_time=max_time, timer_before=before)
     checkpoint = run / "checkpoints" / "last.ckpt"
-    try:
-        with session.step("train"):
-            session.run(command, env)
-    finally:  # a training that failed brings back the checkpoint it saved too
-        if checkpoint.exists():
-            bring_back_run(session, checkpoint, history, job, args, steps)
+    if args.resume_from is not None and checkpoint_step(checkpoint) >= steps:
+        # trained in full by earlier sessions (one whose export failed): ship it as it is
+        record.update(global_step=checkpoint_step(checkpoint), target_reached=True)
+        session.say(f"the run reached step {record['global_step']} of {steps}: no training")
+    else:
+        progress = {"steps": steps, "deadline": deadline, "timer_before": before}
+        train(session, job, args, run, fasta, progress, history, env)
     if not record["target_reached"]:
         session.say(
             f"stopped at step {record['global_step']} of {steps}: resume in another session "
@@ -428,6 +421,43 @@ def run_session(args: argparse.Namespace) -> None:
     if args.ship:
         ship(session, job, args, run, history, env)
     session.save()
+
+
+def train(
+    session: Session,
+    job: Job,
+    args: argparse.Namespace,
+    run: Path,
+    fasta: Path | None,
+    progress: dict[str, float],
+    history: list[dict[str, Any]],
+    env: dict[str, str],
+) -> None:
+    """``genodiff train`` of the job into ``run`` towards ``progress["steps"]``, stopped by
+    ``trainer.max_time`` in time for the export before the session's ``deadline`` (Lightning's
+    timer stood at ``timer_before`` seconds); the run comes back even if training fails."""
+    steps, deadline, before = progress["steps"], progress["deadline"], progress["timer_before"]
+    overrides = train_overrides(job, args, fasta, run, steps)
+    max_time = max_time_seconds(deadline - time.monotonic(), args.export_reserve, before)
+    overrides.append(f"trainer.max_time={{seconds:{max_time}}}")
+    if args.resume_from is not None:
+        overrides.append("ckpt_path=last")
+    command = [sys.executable, "-m", "genodiff.cli", "train", job.config, *overrides]
+    shown = ["genodiff", *command[3:]]  # the command as a user types it
+    session.record.update(train_command=shown, trainer_max_time=max_time, timer_before=before)
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    try:
+        with session.step("train"):
+            session.run(command, env)
+    finally:  # a training that failed brings back the checkpoint it saved too
+        if checkpoint.exists():
+            bring_back_run(session, checkpoint, history, job, args, steps)
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    from genodiff.checkpoints.io import read_checkpoint_file
+
+    return int(read_checkpoint_file(checkpoint, mmap=True)["global_step"])
 
 
 def bring_back_run(
@@ -441,10 +471,8 @@ def bring_back_run(
     """Steps and tokens of ``checkpoint`` into the record, this session into the run's
     ``gpu_sessions.json``, and the run folder (no best-step checkpoint) into
     ``$OUT/NAME-run.tar``."""
-    from genodiff.checkpoints.io import read_checkpoint_file
-
     record, run = session.record, checkpoint.parent.parent
-    step = int(read_checkpoint_file(checkpoint, mmap=True)["global_step"])
+    step = checkpoint_step(checkpoint)
     record.update(
         global_step=step,
         tokens=step * args.batch_size * job.window,

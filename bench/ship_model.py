@@ -83,13 +83,19 @@ def realism(
     seed: int,
     drawn: dict[tuple[str, float], genodiff.Samples] | None = None,
     references: dict[str, list[str]] | None = None,
-) -> dict[str | None, Any]:
-    """The sample-quality suite's metrics of ``num_samples`` samples against the test split:
-    ``{None: metrics}``; for a class-conditional model ``{class: metrics}``, each class's
-    conditional samples (``drawn[class, 1.0]``) against its test windows (``references``)."""
+) -> dict[str | None, tuple[int, Any]]:
+    """(samples compared, the sample-quality suite's metrics) of ``num_samples`` samples
+    against the test split: ``{None: ...}``; for a class-conditional model ``{class: ...}``,
+    each class's conditional samples (``drawn[class, 1.0]``) against its test windows
+    (``references``). The suite holds out as many real windows as samples, so a class with
+    fewer than twice ``num_samples`` test windows is compared with half its windows' worth."""
     if model.classes is None:
-        return {None: quality(model.generate(num_samples, seed=seed), model.windows("test"))}
-    return {name: quality(drawn[name, 1.0], references[name]) for name in model.classes}
+        samples = model.generate(num_samples, seed=seed)
+        return {None: (num_samples, quality(samples, model.windows("test")))}
+    compared = {name: min(num_samples, len(references[name]) // 2) for name in model.classes}
+    return {
+        name: (n, quality(drawn[name, 1.0][:n], references[name])) for name, n in compared.items()
+    }
 
 
 def steering_section(
@@ -212,7 +218,7 @@ def card(
         for name, r in rows
     )
     realism_tables = "\n".join(
-        realism_section(m, args.num_samples, args.seed, label) for label, m in metrics.items()
+        realism_section(m, n, args.seed, label) for label, (n, m) in metrics.items()
     )
     model_config = config["model"]
     backbone = (

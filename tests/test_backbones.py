@@ -198,3 +198,50 @@ def test_init_follows_reference():
     assert mamba.out_proj.weight.abs().max() <= bound
     assert mamba.out_proj.weight.abs().max() > 0.9 * bound
     assert F.softplus(mamba.dt_proj.bias).min() >= 0.999e-3  # dt bias is not zeroed
+
+
+def test_the_unfused_mixer_copies_no_channels_by_length_tensor(monkeypatch):
+    # On CUDA without causal-conv1d, Mamba.mix runs ``ssm`` around mamba-ssm's scan, whose
+    # wrapper copies every input whose last stride is not 1; a matmul that folds a transposed
+    # operand copies it too. Each copy of a (B, d_inner, L) tensor costs the memory traffic of
+    # a kernel (BENCHMARKS.md, "GPU sampler"). With the conv and the scan replaced by stand-ins
+    # that record their inputs, nothing else in the mixer may copy a tensor that large.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import genodiff.backbones.mamba as mamba_module
+
+    batch, length, mixer = 3, 64, Mamba(16, d_state=4)
+    big = batch * mixer.d_inner * length
+    scanned = {}
+
+    def conv(x, weight, bias, activation):
+        return torch.empty(x.shape)  # (B, d_inner, L), contiguous, as the conv kernel's output
+
+    def scan(u, delta, A, B, C, D, z, delta_bias, delta_softplus):
+        scanned.update(u=u, delta=delta, B=B, C=C, z=z)
+        return torch.ones(u.shape)  # (B, d_inner, L)
+
+    class BigCopies(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            copying = func._schema.name in ("aten::copy_", "aten::clone", "aten::_to_copy")
+            if copying and out.numel() >= big:
+                self.seen.append(func._schema.name)
+            return out
+
+    monkeypatch.setattr(mamba_module, "causal_conv1d", conv)
+    monkeypatch.setattr(mamba_module, "selective_scan", scan)
+    hidden = torch.randn(batch, length, 16)
+    with torch.no_grad(), BigCopies() as copies:
+        out = mixer.mix(mixer.in_proj_xz(hidden), mixer.out_proj)
+    assert copies.seen == []
+    assert all(t.stride(-1) == 1 for t in scanned.values())  # the scan's wrapper copies none
+    assert scanned["delta"].shape == (batch, mixer.d_inner, length)
+    assert scanned["B"].shape == scanned["C"].shape == (batch, 4, length)
+    # y (all ones) through out_proj, read transposed: each output is the sum of out_proj's row
+    expected = mixer.out_proj.weight.sum(-1).expand(batch, length, -1)
+    torch.testing.assert_close(out, expected)

@@ -130,3 +130,37 @@ def test_the_gpu_measurements_script_runs_its_sampler_parts_in_smoke_form(tmp_pa
     assert (parts / "profile" / "profile.txt").read_text().startswith("2 rows x 12 bp")
     report = json.loads((parts / "bf16" / "bench_gpu_sampler.json").read_text())
     assert report["dtype"] == "bfloat16" and (parts / "bf16.log").is_file()
+
+
+def test_the_gpu_sampler_ab_script_runs_both_revisions_in_smoke_form(tmp_path):
+    # bench/gpu_sampler_ab.sh OUT BASE --smoke: BASE's bench and this checkout's, alternately,
+    # each in float32 and bfloat16; here BASE is a copy of this checkout whose bench script
+    # says where it ran from, so each part is seen to run its own tree
+    import shutil
+    import tarfile
+
+    base = tmp_path / "base"
+    shutil.copytree(BENCH.parents[1] / "genodiff", base / "genodiff")
+    shutil.copytree(BENCH.parent, base / "bench")
+    shutil.copytree(BENCH.parents[1] / "configs", base / "configs")
+    script = base / "bench" / "bench_gpu_sampler.py"
+    marked = script.read_text().replace("\ndef main(", "\nprint('ran', __file__)\n\n\ndef main(")
+    script.write_text(marked)
+    done = subprocess.run(
+        ["bash", str(BENCH.with_name("gpu_sampler_ab.sh")), str(tmp_path / "out"), str(base),
+         "--smoke"], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parts = [line.split(" (")[0] for line in done.stdout.splitlines()]
+    assert parts == [
+        "base_float32: exit 0", "head_float32: exit 0",
+        "base_bfloat16: exit 0", "head_bfloat16: exit 0",
+    ]  # fmt: skip
+    with tarfile.open(tmp_path / "out" / "ab.tar") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    parts = tmp_path / "x"
+    assert f"ran {script}" in (parts / "base_float32.log").read_text()
+    assert "ran " not in (parts / "head_float32.log").read_text()
+    assert (parts / "head_bfloat16" / "profile.txt").is_file()
+    report = json.loads((parts / "base_bfloat16" / "bench_gpu_sampler.json").read_text())
+    assert report["dtype"] == "bfloat16"

@@ -138,7 +138,7 @@ def tar_member(archive: Path, name: str, dest: Path) -> Path:
     return dest / name
 
 
-def test_gpu_session_smoke_trains_ships_and_a_later_session_resumes(tmp_path):
+def test_gpu_session_smoke_trains_ships_and_later_sessions_resume_or_ship(tmp_path):
     # bench/gpu_session.py run --smoke: the whole GPU session on the CPU (the chr22 slice
     # standing in for chrX); its $OUT within the run tool's limits (8 files, 16 MiB each);
     # then a second session goes on from the first one's run tar to a larger token target.
@@ -190,6 +190,19 @@ def test_gpu_session_smoke_trains_ships_and_a_later_session_resumes(tmp_path):
     assert [h["global_step"] for h in json.loads(history.read_text())] == [2, 4]
     last = tar_member(out2 / "mdlm-chrx-run.tar", "run/checkpoints/last.ckpt", tmp_path / "x2")
     assert read_checkpoint_file(last)["global_step"] == 4
+
+    # a run trained in full whose export failed ships in a later session without training
+    out3 = tmp_path / "out3"
+    third = gpu_session(
+        "--job", "mdlm-chrx", "--smoke", "--tokens", str(2 * 4 * 1024), "--batch-size", "4",
+        "--resume-from", str(run_tar), "--out", str(out3), "--work", str(tmp_path / "work3"),
+    )  # fmt: skip
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    shipped_again = json.loads((out3 / "session.json").read_text())
+    assert "train" not in shipped_again["steps_seconds"] and shipped_again["target_reached"]
+    assert "the run reached step 2 of 2: no training" in (out3 / "session.log").read_text()
+    card = tar_member(out3 / "mdlm-chrx-model.tar", "mdlm-chrx/README.md", tmp_path / "x3")
+    assert "| training steps | 2 |" in card.read_text() and "ckpt_path" not in card.read_text()
 
 
 def test_gpu_session_max_time_stops_training_before_the_export_reserve():

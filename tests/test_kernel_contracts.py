@@ -165,7 +165,7 @@ def test_fake_mamba_inner_matches_the_unfused_mixer():
     m = Mamba(8, d_state=4)
     xz = m.in_proj_xz(randn(2, 10, 8, seed=1))
     A = -torch.exp(m.A_log.float())
-    expected = m.out_proj(m.ssm(xz, A))
+    expected = m.out_proj(m.ssm(xz, A).mT)  # y (B, d_inner, L)
     out = mamba_inner_fn(
         xz, m.conv1d.weight, m.conv1d.bias, m.x_proj.weight, m.dt_proj.weight,
         m.out_proj.weight, m.out_proj.bias, A, None, None, m.D.float(),

@@ -208,7 +208,8 @@ def test_installed_wheel_trains_the_demo_from_another_folder(wheel, tmp_path):
     assert f"fasta: {site / 'genodiff' / '_bundle' / 'data'}" in (out / "config.yaml").read_text()
     # the shipped models come with the wheel and load by name from anywhere
     listed = run([venv / "bin" / "genodiff", "models"], cwd=elsewhere)
-    assert {"ar-chrx", "mdlm-chrx"} <= {line.split()[0] for line in listed.splitlines()}
+    names = {line.split()[0] for line in listed.splitlines()}
+    assert {"ar-chrx", "mdlm-chrx", "species-conditional"} <= names
     probe = "import genodiff; print(*genodiff.load('mdlm-chrx').generate(1, 32, steps=8, seed=0))"
     (sample,) = run([python, "-c", probe], cwd=elsewhere).split()
     assert len(sample) == 32 and set(sample) <= set("ACGT")

@@ -9,6 +9,8 @@ import torch
 from scipy.stats import chi2
 from torch import nn
 
+from genodiff.samplers.categorical import sample_categorical
+from genodiff.samplers.masked import unmasking
 from genodiff.samplers.request import SampleRequest
 from genodiff.samplers.semi_ar import windows
 from genodiff.tokenizers import DNATokenizer
@@ -278,6 +280,27 @@ def test_ancestral_unmasking_follows_the_schedule():
         masked = (ids == TOK.mask_id).double().mean()
         t = t[0].item()
         assert abs(masked - t) <= 5 * math.sqrt(t * (1 - t) / (n * length)) + 1e-9
+
+
+def test_unmasking_inverts_each_uniform_as_the_two_category_draw():
+    # ``unmasking`` skips the cumulative sum: it must unmask exactly where the float64 inverse
+    # CDF over (stay, unmask) draws the second category, boundaries and zero odds included.
+    g = torch.Generator().manual_seed(0)
+    p_t, p_s = torch.tensor(0.7, dtype=torch.float64), torch.tensor(0.3, dtype=torch.float64)
+    log_factor = torch.randn(4000, generator=g, dtype=torch.float64) * 3  # guided odds
+    u = torch.rand(4000, generator=g, dtype=torch.float64)
+    stay = p_s * torch.exp(-log_factor.clamp_min(0.0))
+    go = (p_t - p_s) * torch.exp(log_factor.clamp_max(0.0))
+    u[:100] = stay[:100] / (stay[:100] + go[:100])  # on the boundary itself
+    expected = sample_categorical(torch.stack((stay, go), dim=-1), u=u[:, None]) == 1
+    assert torch.equal(unmasking(p_t, p_s, log_factor, u), expected)
+    # unguided odds (p_t - p_s) : p_s: the unmasking frequency is (p_t - p_s) / p_t
+    unguided = unmasking(p_t, p_s, torch.zeros(4000, dtype=torch.float64), u)
+    share = unguided.double().mean().item()
+    assert abs(share - 4 / 7) <= 5 * math.sqrt(4 / 7 * 3 / 7 / 4000)
+    # nothing left to unmask (p_t = p_s = 0): the draw's clamp gives the last category
+    zero = torch.zeros((), dtype=torch.float64)
+    assert unmasking(zero, zero, torch.zeros(3, dtype=torch.float64), u[:3]).all()
 
 
 def test_first_hitting_event_times_are_the_forward_masking_times():

@@ -145,28 +145,34 @@ class Mamba(nn.Module):
                 delta_bias=self.dt_proj.bias.float(),
                 delta_softplus=True,
             )
-        return out_proj(self.ssm(xz, A))
+        y = self.ssm(xz, A)  # (B, d_inner, L)
+        weight = out_proj.weight.mT.expand(y.shape[0], -1, -1)  # (B, d_inner, d)
+        if out_proj.bias is None:  # y read transposed in place, as out_proj(y.mT) would copy it
+            return torch.bmm(y.mT, weight)  # (B, L, d)
+        return torch.baddbmm(out_proj.bias, y.mT, weight)
 
     def ssm(self, xz: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
-        """The unfused mixer between the projections: xz (B, 2 d_inner, L) -> y (B, L, d_inner),
-        ready for out_proj; A = -exp(A_log) (d_inner, N)."""
+        """The unfused mixer between the projections: xz (B, 2 d_inner, L) -> y (B, d_inner, L);
+        A = -exp(A_log) (d_inner, N). Every tensor keeps L innermost, as the scan wants it: the
+        projections are batched matmuls from the left (``left_matmul``), never a copy of a
+        (B, d_inner, L) tensor in the transposed layout."""
         x, z = xz.chunk(2, dim=1)  # (B, d_inner, L) each
         x = causal_conv1d(x, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation="silu")
-        x_dbl = self.x_proj(x.transpose(1, 2))  # (B, L, dt_rank + 2N)
-        dt, B, C = x_dbl.split([self.dt_rank, self.d_state, self.d_state], dim=-1)
-        dt = (dt @ self.dt_proj.weight.t()).transpose(1, 2)  # (B, d_inner, L); bias in the scan
+        x_dbl = left_matmul(self.x_proj.weight, x)  # (B, dt_rank + 2N, L); x_proj has no bias
+        dt, B, C = x_dbl.split([self.dt_rank, self.d_state, self.d_state], dim=1)
+        dt = left_matmul(self.dt_proj.weight, dt)  # (B, d_inner, L); the bias is in the scan
         y = selective_scan(
             x,
             dt,
             A,
-            B.transpose(1, 2),  # (B, N, L)
-            C.transpose(1, 2),
+            B,  # (B, N, L)
+            C,
             self.D.float(),
             z=z,
             delta_bias=self.dt_proj.bias.float(),
             delta_softplus=True,
-        )  # (B, d_inner, L)
-        return y.transpose(1, 2)
+        )
+        return y  # (B, d_inner, L)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, L, d_model) -> (B, L, d_model)."""
@@ -207,6 +213,12 @@ class Mamba(nn.Module):
             ssm_state, x, dt, A, B, C, self.D, z=z, dt_bias=self.dt_proj.bias, dt_softplus=True
         )  # (B, d_inner)
         return self.out_proj(y).unsqueeze(1), conv_state, ssm_state
+
+
+def left_matmul(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """weight (P, Q) @ x (B, Q, L) -> (B, P, L), as one batched matmul. (``weight @ x`` folds
+    x into one (B L, Q) matrix: a copy of x transposed.)"""
+    return torch.bmm(weight.expand(x.shape[0], -1, -1), x)
 
 
 def one_pass(module: nn.Module, hidden_states: torch.Tensor) -> bool:

@@ -230,14 +230,15 @@ def unmasking(p_t: Tensor, p_s: Tensor, log_factor: Tensor, u: Tensor) -> Tensor
     """(...) bool: which masked tokens unmask in the step t -> s (mask probabilities ``p_t``,
     ``p_s``, 0-d float64), each with odds (p_t - p_s) Z : p_s against staying masked,
     log Z = ``log_factor`` (...) (0: the unguided (p_t - p_s) / p_t), drawn by inverting the
-    float64 uniforms ``u`` (...). Both odds are divided by max(Z, 1) before the draw, so no Z
-    overflows."""
+    float64 uniforms ``u`` (...) as ``sample_categorical`` would invert them over the two
+    categories (it unmasks where u (stay + go) >= stay), without a cumulative sum. Both odds
+    are divided by max(Z, 1) before the draw, so no Z overflows."""
     log_factor = log_factor.double()
     # the sparse step's p_t, p_s are 0-d CPU tensors, which join CUDA ones as scalars; the
     # sync-free step's are on the device, read anew by each replay of a CUDA graph
     stay = p_s * torch.exp(-log_factor.clamp_min(0.0))
     go = (p_t - p_s) * torch.exp(log_factor.clamp_max(0.0))
-    return sample_categorical(torch.stack((stay, go), dim=-1), u=u[..., None]) == 1
+    return u * (stay + go) >= stay
 
 
 def denoise_remaining(objective: MaskedDiffusion, x: Tensor, given: Tensor, guide: Guide) -> Tensor:

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU sampler of two revisions in one call on one GPU, so that their ratio is measured on
+# one machine (BENCHMARKS.md, "GPU sampler"): BASE, a folder holding another revision's
+# genodiff/, bench/ and configs/, and this checkout run bench/bench_gpu_sampler.py alternately with the
+# same settings (64 rows x 1,024 bp, ancestral, T = 256: the step costs the same as at
+# T = 1,024, so bp/s at T = 1,024 is 257/1,025 of it), in float32 and bfloat16, this checkout
+# with a per-kernel profile of 64-row steps; then this checkout's GPU tests (tests/gpu: the
+# kernels against the exact CPU path, graphed draws against eager ones). Everything lands in
+# OUT/ab.tar, packed after each part.
+#
+#   git archive REV genodiff bench configs | tar -x -C .gpu_carry/base   # here, before the session
+#   bench/gpu_sampler_ab.sh OUT .gpu_carry/base           # on the GPU machine
+#   bench/gpu_sampler_ab.sh OUT BASE --smoke              # any machine, tiny (tests)
+#
+# From the session: run(command="bash bench/gpu_sampler_ab.sh $OUT .gpu_carry/base",
+# carry=[".gpu_carry"], timeout_s=300): the parts' limits add up to 270 s.
+set -uo pipefail
+out=${1:?usage: bench/gpu_sampler_ab.sh OUT BASE [--smoke]}
+base=$(cd "${2:?usage: bench/gpu_sampler_ab.sh OUT BASE [--smoke]}" && pwd)
+smoke=${3:-}
+tarname=ab.tar
+source "$(dirname "$0")/gpu_parts.sh"
+
+if [[ -n $smoke ]]; then
+    settings=(--samplers ancestral --smoke)
+    profile=(--profile 2)
+else
+    settings=(--samplers ancestral --rows 64 --steps 256)
+    profile=(--profile 64)
+fi
+for dtype in float32 bfloat16; do
+    part "base_$dtype" 60 "$base/bench/bench_gpu_sampler.py" "${settings[@]}" \
+        --dtype "$dtype" --out "$work/base_$dtype"
+    part "head_$dtype" 60 bench/bench_gpu_sampler.py "${settings[@]}" "${profile[@]}" \
+        --dtype "$dtype" --out "$work/head_$dtype"
+done
+[[ -n $smoke ]] || part gpu_tests 150 -m pytest -q -x -p no:cacheprovider tests/gpu
