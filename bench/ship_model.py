@@ -136,17 +136,6 @@ def quality(samples: genodiff.Samples, reference: list[str]) -> dict[str, Any]:
         return genodiff.evaluate_samples(samples, reference, out=out).metrics
 
 
-def class_test_windows(model: genodiff.Model) -> dict[str, list[str]]:
-    """The bases of every test window of a labelled run's data, by class."""
-    test = model.data_module().dataset_of("test")
-    windows: dict[str, list[str]] = {name: [] for name in model.classes}
-    for index in range(len(test)):
-        item = test[index]  # {"input_ids": (L,), "labels": ()}
-        bases = model.tokenizer.decode_sample(item["input_ids"])
-        windows[model.classes[int(item["labels"])]].append(bases)
-    return windows
-
-
 def held_out(result: Any) -> str:
     """Whether the scored windows are held out (``genodiff eval``'s training-overlap check)."""
     if result.overlaps_training_data is None:
@@ -297,7 +286,7 @@ def main() -> None:
     steering = ""
     if model.classes is not None:  # every class's samples and test windows, once
         drawn = class_samples(model, args.num_samples, args.seed)
-        references = class_test_windows(model)
+        references = model.class_windows("test")
         alphabet = domain_of(model.tokenizer).alphabet
         steering = steering_section(drawn, references, alphabet, args.seed)
     metrics = realism(model, args.num_samples, args.seed, drawn, references)

@@ -437,6 +437,19 @@ class Model:
         naming it, its sha256 and where to get it."""
         return self.data_module(**data_files).window_texts(split)
 
+    def class_windows(
+        self, split: str = "test", **data_files: PathLike | Mapping[str, PathLike]
+    ) -> dict[str, list[str]]:
+        """A class-conditional model's ``windows``, by class name (``classes``): the real DNA
+        of each class to compare its guided samples with; the data files as ``windows``."""
+        if self.classes is None:
+            raise InputValueError(
+                "this model was not trained on labelled data: it has no classes; use "
+                "model.windows(split)",
+                parameter="split",
+            )
+        return self.data_module(**data_files).window_texts_by_class(split)
+
     def data_module(self, **data_files: PathLike | Mapping[str, PathLike]) -> DataModule:
         """The run's data module, built from its data files (found as ``windows`` finds them;
         ``data_files`` as there) and tokenized by this model's tokenizer: its splits'

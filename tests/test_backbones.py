@@ -200,7 +200,8 @@ def test_init_follows_reference():
     assert F.softplus(mamba.dt_proj.bias).min() >= 0.999e-3  # dt bias is not zeroed
 
 
-def test_the_unfused_mixer_copies_no_channels_by_length_tensor(monkeypatch):
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_unfused_mixer_copies_no_channels_by_length_tensor(monkeypatch, bias):
     # On CUDA without causal-conv1d, Mamba.mix runs ``ssm`` around mamba-ssm's scan, whose
     # wrapper copies every input whose last stride is not 1; a matmul that folds a transposed
     # operand copies it too. Each copy of a (B, d_inner, L) tensor costs the memory traffic of
@@ -210,7 +211,7 @@ def test_the_unfused_mixer_copies_no_channels_by_length_tensor(monkeypatch):
 
     import genodiff.backbones.mamba as mamba_module
 
-    batch, length, mixer = 3, 64, Mamba(16, d_state=4)
+    batch, length, mixer = 3, 64, Mamba(16, d_state=4, bias=bias)
     big = batch * mixer.d_inner * length
     scanned = {}
 
@@ -244,4 +245,6 @@ def test_the_unfused_mixer_copies_no_channels_by_length_tensor(monkeypatch):
     assert scanned["B"].shape == scanned["C"].shape == (batch, 4, length)
     # y (all ones) through out_proj, read transposed: each output is the sum of out_proj's row
     expected = mixer.out_proj.weight.sum(-1).expand(batch, length, -1)
+    if bias:
+        expected = expected + mixer.out_proj.bias
     torch.testing.assert_close(out, expected)

@@ -19,6 +19,7 @@ from genodiff.batch_shard import BatchShard
 from genodiff.conditioning import drop_labels, null_label
 from genodiff.config import ConfigError
 from genodiff.data.labelled import LabelledDataModule, class_count_lines
+from genodiff.errors import InputValueError
 from genodiff.evaluate import score_windows
 from genodiff.model import GenerativeModel
 from genodiff.objectives.mdlm import MDLM
@@ -340,9 +341,11 @@ def test_a_tiny_conditional_demo_trains_evaluates_twice_exports_and_shows_its_cl
         assert math.isfinite(result["nelbo"]) and math.isfinite(result["nelbo_unconditional"])
         assert result["nelbo"] != result["nelbo_unconditional"]
     assert results[0]["nelbo_unconditional"] == pytest.approx(results[1]["nelbo_unconditional"])
-    # What bench/ship_model.py's card samples each class against: that class's test files.
+    # Model.class_windows, what bench/ship_model.py's card samples each class against: that
+    # class's test files.
     ship_model, model = load_bench_script("ship_model"), genodiff.load(export)
-    by_class = ship_model.class_test_windows(model)
+    by_class = model.class_windows("test")
+    assert list(by_class) == ["human", "phage"]
     for name in ("human", "phage"):
         files = sorted((TASK / "test" / name).glob("*.txt"))
         assert sorted(by_class[name]) == sorted(f.read_text().strip().upper() for f in files)
@@ -363,6 +366,11 @@ def test_a_tiny_conditional_demo_trains_evaluates_twice_exports_and_shows_its_cl
         capsys.readouterr()
         assert cli.main(["info", str(source)]) == 0
         assert "classes:     human, phage (+ the null label: p(x))" in capsys.readouterr().out
+
+
+def test_class_windows_of_a_model_without_classes_says_so():
+    with pytest.raises(InputValueError, match="not trained on labelled data: it has no classes"):
+        genodiff.load("mdlm-chrx", device="cpu").class_windows("test")
 
 
 def test_the_species_bundle_is_what_data_readme_records():

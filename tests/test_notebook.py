@@ -169,17 +169,17 @@ def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, conditional,
 def test_a_section_whose_inputs_are_missing_says_so_and_is_skipped(
     checkpoint, conditional, tmp_path, trained
 ):
-    # Before any training the shipped model draws (its chrX data is not on this machine: the
-    # samples are judged against the shipped chr22 slice, no copy check); a CHECKPOINT that is
-    # no path, name or Hub id skips both sections. After the quick start alone, the
-    # class-conditional model, its oracle and its real DNA are missing (the notebook's defaults
-    # point at the walkthrough's outputs); after step 1 of the walkthrough alone, the oracle
-    # and real DNA.
+    # Before any training the shipped models draw: mdlm-chrx (its chrX data is not on this
+    # machine: the samples are judged against the shipped chr22 slice, no copy check) and
+    # species-conditional (its data ships: its guided samples are judged against its own test
+    # windows of the class; no oracle). Checkpoints that are no path, name or Hub id skip every
+    # section. After the quick start alone, the same class section; after step 1 of the
+    # walkthrough alone (its class model), its own test windows judge its samples.
     root = tmp_path / "repo"
     (root / "run").mkdir(parents=True)
     env = {}
     if trained == "a checkpoint that is nowhere":
-        env["GENODIFF_CHECKPOINT"] = "no-such-model"
+        env["GENODIFF_CHECKPOINT"] = env["GENODIFF_CONDITIONAL_CHECKPOINT"] = "no-such-model"
     elif trained != "nothing":
         shutil.copy(checkpoint, root / "run" / "last.ckpt")
         env["GENODIFF_CHECKPOINT"] = "run/last.ckpt"
@@ -219,19 +219,25 @@ def test_a_section_whose_inputs_are_missing_says_so_and_is_skipped(
         assert fallback not in text and no_copy_check not in text
         assert "file" not in metrics["reference"] and metrics["reference"]["records"] > 1
         assert metrics["memorisation"]["flagged"] == 0
-    if trained != "the class model, no oracle":
-        missing = root / "outputs" / "conditional_demo" / "checkpoints" / "last.ckpt"
-        assert f"skipped: no class-conditional checkpoint at {missing}" in text
-        assert "Train it with `genodiff train configs/conditional_demo.yaml`" in text
+    if trained == "a checkpoint that is nowhere":
+        missing = root / "no-such-model"
+        assert (
+            f"skipped: no-such-model (CONDITIONAL_CHECKPOINT) is no checkpoint at {missing}" in text
+        )
         assert "skipped: no samples of a class to judge" in text
-    else:
+    else:  # the first class at gamma 2, against that class's test windows of the model's data
         assert "wrote 8 sequences of class human (gamma 2)" in text
-        assert "skipped: the verdict needs an oracle (ORACLE: nothing matches" in text
+        assert "no oracle's verdict: it needs an oracle (ORACLE: nothing matches" in text
         assert "genodiff finetune configs/oracle_demo.yaml" in text
-    expected = {
-        "nothing": ["sample_quality", "synthetic_dna.fa"],
-        "a checkpoint that is nowhere": [],
-        "the quick start": ["sample_quality", "synthetic_dna.fa"],
-        "the class model, no oracle": ["guided_human.fa", "sample_quality", "synthetic_dna.fa"],
-    }[trained]
+        guided = list(SeqIO.parse(out / "guided_human.fa", "fasta"))
+        shipped = trained != "the class model, no oracle"
+        assert len(guided) == 8 and all(len(r.seq) == (256 if shipped else 200) for r in guided)
+        assert ("checkpoint=species-conditional " in guided[0].description) == shipped
+        quality = json.loads((out / "guided_quality" / "metrics.json").read_text())
+        # species-conditional's human test windows: 390 (its card); the demo's: its test files
+        human_test = 390 if shipped else len(list((TASK / "test" / "human").glob("*.txt")))
+        assert quality["reference"]["records"] == human_test
+        assert quality["samples"]["sequences"] == 8 and "oracle_accuracy" not in quality
+    drawn = ["guided_human.fa", "guided_quality", "sample_quality", "synthetic_dna.fa"]
+    expected = [] if trained == "a checkpoint that is nowhere" else drawn
     assert written == ["generate_dna.ipynb", *expected]

@@ -185,6 +185,13 @@ class DataModule(ABC):
             parameter="split",
         )
 
+    def window_texts_by_class(self, split: str) -> dict[str, list[str]]:
+        """A labelled module's ``window_texts``, by class name."""
+        raise InputValueError(
+            f"{type(self).__name__} holds unlabelled data: its windows have no classes",
+            parameter="split",
+        )
+
     def class_counts(self, split: str) -> list[int]:
         """A labelled module's number of items of each class in ``split``."""
         raise InputValueError(f"{type(self).__name__} holds unlabelled data: no class counts")

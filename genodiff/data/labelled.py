@@ -246,6 +246,15 @@ class LabelledDataModule(DataModule):
         dataset = self.heldout_dataset(split)
         return [self.window_bases(dataset, index) for index in range(len(dataset))]
 
+    def window_texts_by_class(self, split: str) -> dict[str, list[str]]:
+        """``window_texts`` by class name, each class's in the split's order."""
+        dataset = self.heldout_dataset(split)
+        texts: dict[str, list[str]] = {name: [] for name in self.class_names()}
+        names = list(texts)
+        for index, label in enumerate(dataset.labels):
+            texts[names[int(label)]].append(self.window_bases(dataset, index))
+        return texts
+
     def file_dataset(self, path: str | os.PathLike) -> FastaWindowDataset:
         """Every window of a FASTA (unlabelled), as the ``fasta`` module reads a file."""
         return FastaWindowDataset(
