@@ -228,9 +228,14 @@ def test_a_section_whose_inputs_are_missing_says_so_and_is_skipped(
     else:  # the first class at gamma 2, against that class's test windows of the model's data
         assert "wrote 8 sequences of class human (gamma 2)" in text
         assert "no oracle's verdict: it needs an oracle (ORACLE: nothing matches" in text
-        assert "genodiff finetune configs/oracle_demo.yaml" in text
-        guided = list(SeqIO.parse(out / "guided_human.fa", "fasta"))
+        # the oracle of the model's own config: conditional_X -> oracle_X
         shipped = trained != "the class model, no oracle"
+        oracle = "oracle_species" if shipped else "oracle_demo"
+        assert f"nothing matches outputs/{oracle}/runs/*/*/fold0/checkpoints/best-*.ckpt" in text
+        assert (
+            f"--dest outputs/{oracle}_data` and `genodiff finetune configs/{oracle}.yaml`" in text
+        )
+        guided = list(SeqIO.parse(out / "guided_human.fa", "fasta"))
         assert len(guided) == 8 and all(len(r.seq) == (256 if shipped else 200) for r in guided)
         assert ("checkpoint=species-conditional " in guided[0].description) == shipped
         quality = json.loads((out / "guided_quality" / "metrics.json").read_text())
