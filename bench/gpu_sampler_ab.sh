@@ -10,7 +10,7 @@
 #
 #   git archive REV genodiff bench configs | tar -x -C .gpu_carry/base   # here, before the session
 #   bench/gpu_sampler_ab.sh OUT .gpu_carry/base           # on the GPU machine
-#   bench/gpu_sampler_ab.sh OUT BASE --smoke              # any machine, tiny (tests)
+#   bench/gpu_sampler_ab.sh OUT BASE --smoke              # any machine, tiny, float32 (tests)
 #
 # From the session: run(command="bash bench/gpu_sampler_ab.sh $OUT .gpu_carry/base",
 # carry=[".gpu_carry"], timeout_s=300): the parts' limits add up to 270 s.
@@ -21,14 +21,16 @@ smoke=${3:-}
 tarname=ab.tar
 source "$(dirname "$0")/gpu_parts.sh"
 
-if [[ -n $smoke ]]; then
+if [[ -n $smoke ]]; then  # one dtype: bench/gpu_measurements.sh --smoke runs bfloat16
     settings=(--samplers ancestral --smoke)
     profile=(--profile 2)
+    dtypes=(float32)
 else
     settings=(--samplers ancestral --rows 64 --steps 256)
     profile=(--profile 64)
+    dtypes=(float32 bfloat16)
 fi
-for dtype in float32 bfloat16; do
+for dtype in "${dtypes[@]}"; do
     part "base_$dtype" 60 "$base/bench/bench_gpu_sampler.py" "${settings[@]}" \
         --dtype "$dtype" --out "$work/base_$dtype"
     part "head_$dtype" 60 bench/bench_gpu_sampler.py "${settings[@]}" "${profile[@]}" \
