@@ -104,6 +104,35 @@ def test_sample_categorical_matches_probabilities():
     assert ((freq - probs).abs() <= 5 * sd + 1e-12).all()
 
 
+@pytest.mark.parametrize("leading", [False, True])  # both ways of summing (True: CUDA's)
+def test_sample_categorical_inverts_each_uniform_as_a_sorted_search(leading, monkeypatch):
+    # Against numpy's searchsorted over numpy's running sum: the first category whose
+    # cumulative mass exceeds u * total; zero-mass categories never, boundaries included.
+    import numpy as np
+
+    from genodiff.samplers import categorical
+
+    monkeypatch.setattr(categorical, "leading_axis_sum", lambda probs: leading)
+    categories = 6
+
+    g = torch.Generator().manual_seed(0)
+    probs = torch.rand(500, categories, generator=g, dtype=torch.float64)
+    probs[:, 2] = 0.0  # never drawn
+    probs[:100] *= 3.7  # unnormalised rows
+    u = torch.rand(500, 1, generator=g, dtype=torch.float64)
+    cdf = np.cumsum(probs.numpy(), axis=-1)
+    u[:50, 0] = torch.from_numpy(cdf[:50, 1] / cdf[:50, -1])  # on a boundary
+    u[50:60, 0] = 0.0
+    draws = sample_categorical(probs, u=u)
+    expected = [
+        min(np.searchsorted(row, x * row[-1], side="right"), categories - 1)
+        for row, x in zip(cdf, u[:, 0].numpy(), strict=True)
+    ]
+    assert draws.tolist() == expected and 2 not in draws.tolist()
+    batched = sample_categorical(probs.view(50, 10, -1), u=u.view(50, 10, 1))  # (..., V)
+    assert torch.equal(batched.view(-1), draws)
+
+
 def test_ancestral_sampler_marginals_and_no_mask_left():
     objective = mdlm()
     probs = {7: 0.7, 9: 0.2, 10: 0.1}
