@@ -27,7 +27,7 @@ def leading_axis_sum(probs: Tensor) -> bool:
     scan of a short innermost axis runs one small block per row (0.4 ms for 64 x 1,024 rows of
     DNA's vocabulary, BENCHMARKS.md "GPU sampler") and over an outer axis each thread sums one
     row in order. Elsewhere the innermost sum and a binary search are faster (on the CPU 1.8
-    against 9 ms for those rows). Either way the same sums in the same order on the CPU."""
+    against 9 ms for those rows, in a quick check). On the CPU either way sums in the same order."""
     return probs.device.type == "cuda" and probs.shape[-1] <= FEW_CATEGORIES
 
 
