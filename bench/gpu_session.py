@@ -391,7 +391,6 @@ def run_session(args: argparse.Namespace) -> None:
     steps = math.ceil(args.tokens / (args.batch_size * job.window))
     record = {"job": args.job, "argv": sys.argv[1:], "target_steps": steps}
     session = Session(out, record)
-    deadline = session.start + args.budget_seconds
     record["hardware"] = hardware()
     if not args.smoke and record["hardware"] == "CPU":
         sys.exit("gpu_session.py run needs a CUDA GPU (use --smoke on a CPU)")
@@ -399,20 +398,17 @@ def run_session(args: argparse.Namespace) -> None:
     fasta = None
     if job.chrx:
         fasta = training_fasta(CHR22 if args.smoke else args.carry / CHRX_XZ, work, session)
-    run = work / "run"
-    before, history = 0.0, []
+    run, history, trained = work / "run", [], 0
     if args.resume_from is not None:
         unpack(args.resume_from, work)  # the tar holds the folder "run"
-        before = timer_seconds(run / "checkpoints" / "last.ckpt")
         history = json.loads((run / HISTORY).read_text())
-    checkpoint = run / "checkpoints" / "last.ckpt"
-    if args.resume_from is not None and checkpoint_step(checkpoint) >= steps:
+        trained = checkpoint_step(run / "checkpoints" / "last.ckpt")
+    if trained >= steps:
         # trained in full by earlier sessions (one whose export failed): ship it as it is
-        record.update(global_step=checkpoint_step(checkpoint), target_reached=True)
-        session.say(f"the run reached step {record['global_step']} of {steps}: no training")
+        record.update(global_step=trained, target_reached=True)
+        session.say(f"the run reached step {trained} of {steps}: no training")
     else:
-        progress = {"steps": steps, "deadline": deadline, "timer_before": before}
-        train(session, job, args, run, fasta, progress, history, env)
+        train(session, job, args, run, fasta, steps, history, env)
     if not record["target_reached"]:
         session.say(
             f"stopped at step {record['global_step']} of {steps}: resume in another session "
@@ -429,23 +425,24 @@ def train(
     args: argparse.Namespace,
     run: Path,
     fasta: Path | None,
-    progress: dict[str, float],
+    steps: int,
     history: list[dict[str, Any]],
     env: dict[str, str],
 ) -> None:
-    """``genodiff train`` of the job into ``run`` towards ``progress["steps"]``, stopped by
-    ``trainer.max_time`` in time for the export before the session's ``deadline`` (Lightning's
-    timer stood at ``timer_before`` seconds); the run comes back even if training fails."""
-    steps, deadline, before = progress["steps"], progress["deadline"], progress["timer_before"]
+    """``genodiff train`` of the job into ``run`` (resumed from its ``last.ckpt`` if there)
+    towards ``steps``, stopped by ``trainer.max_time`` in time for the export before the
+    session's ``--budget-seconds`` end; the run comes back even if training fails."""
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    before = timer_seconds(checkpoint) if checkpoint.exists() else 0.0
+    seconds_left = session.start + args.budget_seconds - time.monotonic()
     overrides = train_overrides(job, args, fasta, run, steps)
-    max_time = max_time_seconds(deadline - time.monotonic(), args.export_reserve, before)
+    max_time = max_time_seconds(seconds_left, args.export_reserve, before)
     overrides.append(f"trainer.max_time={{seconds:{max_time}}}")
     if args.resume_from is not None:
         overrides.append("ckpt_path=last")
     command = [sys.executable, "-m", "genodiff.cli", "train", job.config, *overrides]
     shown = ["genodiff", *command[3:]]  # the command as a user types it
     session.record.update(train_command=shown, trainer_max_time=max_time, timer_before=before)
-    checkpoint = run / "checkpoints" / "last.ckpt"
     try:
         with session.step("train"):
             session.run(command, env)
