@@ -78,10 +78,15 @@ def _sample(args: argparse.Namespace) -> None:
             progress=progress,
             **{name: getattr(args, name) for name in option_names()},  # None: not given
         )
-    if written.main:
+    if written.main and written.finished_before:
         print(
-            f"genodiff: wrote {written.count} samples of {written.length} {model.tokenizer.unit} "
-            f"({written.run.sampler}) to {written.path}"
+            f"genodiff: {written.path} holds this command's {written.count} samples already "
+            "(--resume): nothing to draw"
+        )
+    elif written.main:
+        print(
+            f"genodiff: wrote {written.count} samples of {written.length} "
+            f"{model.tokenizer.unit} ({written.run.sampler}) to {written.path}"
         )
 
 

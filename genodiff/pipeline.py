@@ -113,13 +113,15 @@ class Samples(Sequence[str]):
 class SampleFile:
     """What ``Model.generate_to_file`` wrote: ``count`` samples of ``length`` tokens at
     ``path``, drawn as ``run`` records (``main``: False in the other processes of a
-    multi-process run, which wrote their share only)."""
+    multi-process run, which wrote their share only; ``finished_before``: ``path`` was this
+    call's finished file already, found by ``resume=True``, and nothing was drawn)."""
 
     path: Path
     count: int
     length: int
     run: SamplingRun
     main: bool = True
+    finished_before: bool = False
 
 
 class Model:
@@ -262,8 +264,9 @@ class Model:
         def stream_to(target: Path, replace: bool, **stamp: Any) -> SampleStream:
             reads = inputs if target == Path(path) else ()
             stamp = {"settings": settings, **stamp}
+            length = job.request.length
             return SampleStream(
-                target, job.run, self.tokenizer, num_samples, reads, resume, replace, stamp
+                target, job.run, self.tokenizer, num_samples, length, reads, resume, replace, stamp
             )
 
         # The output is checked before any other process starts or anything is drawn.
@@ -286,7 +289,9 @@ class Model:
         if not workers.main:
             stream.finish()
         workers.wait_for_all()
-        written = SampleFile(Path(path), num_samples, job.request.length, job.run, workers.main)
+        written = SampleFile(
+            Path(path), num_samples, job.request.length, job.run, workers.main, stream.complete
+        )
         if not workers.main:
             return written
         for rank in range(1, workers.world_size):  # the other processes' blocks, in order

@@ -116,6 +116,11 @@ def sample_alphabet(*paths: str | os.PathLike | None) -> str:
 
 # --------------------------------------------------------------------------- writing
 
+#: Bounds on a finished sample file that ``--resume`` reads back (``SampleStream``): bytes a
+#: sample's name and provenance take, and bytes one decoded token takes (a DNA letter: 1).
+MAX_BYTES_PER_SAMPLE = 4096
+MAX_BYTES_PER_TOKEN = 64
+
 
 def check_output(
     path: str | os.PathLike, domain: Domain, inputs: Sequence[tuple[str, str | os.PathLike]] = ()
@@ -183,10 +188,11 @@ class SampleStream:
     """Samples written to ``path`` as they are drawn, batch by batch, complete or not at all
     (``genodiff.atomic_files.StagedFile``): the same bytes ``write_samples`` writes for all of
     them at once. A killed run leaves its staged file; ``resume=True`` goes on after its last
-    complete batch (``done`` samples are written). ``path`` is checked first
-    (``check_output``); an existing ``path`` is refused unless ``overwrite`` (or ``resume``:
-    a complete file is then left as it is, ``complete``). ``stamp`` adds what must not change
-    between a run and its resumption (e.g. the number of processes)."""
+    complete batch (``done`` samples are written), when its run, number and ``length`` of
+    samples and ``stamp`` (what else must not change between a run and its resumption, e.g.
+    the number of processes) are the same. ``path`` is checked first (``check_output``); an
+    existing ``path`` is refused unless ``overwrite`` (or ``resume`` with nothing staged: it
+    must then be this run's finished file, ``complete``, and is left as it is)."""
 
     def __init__(
         self,
@@ -194,6 +200,7 @@ class SampleStream:
         run: SamplingRun,
         tokenizer: Tokenizer,
         num_samples: int,
+        length: int,
         inputs: Sequence[tuple[str, str | os.PathLike]] = (),
         resume: bool = False,
         overwrite: bool = False,
@@ -205,11 +212,39 @@ class SampleStream:
         self.run, self.tokenizer = run, tokenizer
         self.stage = StagedFile(
             self.path,
-            {"run": run.describe(), "num_samples": num_samples, **(stamp or {})},
+            {"run": run.describe(), "num_samples": num_samples, "length": length, **(stamp or {})},
             resume,
             overwrite,
         )
         self.complete = resume and not self.stage.staged.exists() and self.path.exists()
+        if self.complete:
+            try:
+                self._check_finished(num_samples, length)
+            except BaseException:
+                self.release()
+                raise
+
+    def _check_finished(self, num_samples: int, length: int) -> None:
+        """That ``path`` is what this run writes, its sequences aside: ``num_samples`` samples
+        named and described as this run names and describes them (the samples read back and
+        written again give its bytes; their length is not recorded in the file). A larger file
+        than such samples of ``length`` tokens can take (``MAX_BYTES_PER_TOKEN`` each,
+        ``MAX_BYTES_PER_SAMPLE`` more) is not read."""
+        limit = num_samples * (MAX_BYTES_PER_SAMPLE + MAX_BYTES_PER_TOKEN * length)
+        text, texts = "", []
+        if self.path.is_file() and self.path.stat().st_size <= limit:
+            try:
+                text = self.path.read_bytes().decode("utf-8")
+                texts = self.format.read(io.StringIO(text), self.path)
+            except (UnicodeDecodeError, InputValueError):
+                text, texts = "", []
+        if len(texts) != num_samples or _formatted_texts(self.format, 0, texts, self.run) != text:
+            raise InputFileExistsError(
+                f"{self.path} exists and is not this command's finished file ({num_samples} "
+                "samples, named and described as this run names them), and nothing is staged "
+                "to resume: choose another output file, or overwrite it",
+                parameter=("out", "overwrite"),
+            )
 
     @property
     def done(self) -> int:
@@ -247,8 +282,13 @@ def _formatted(
     fmt: SampleFormat, start: int, samples: Tensor, run: SamplingRun, tokenizer: Tokenizer
 ) -> str:
     """The text ``fmt`` writes for ``samples`` (n, L), named ``sample_<start + j>_seed<S>``."""
-    names = [f"sample_{start + j}_seed{run.seed}" for j in range(len(samples))]
     texts = [tokenizer.decode_sample(row.tolist()) for row in samples]
+    return _formatted_texts(fmt, start, texts, run)
+
+
+def _formatted_texts(fmt: SampleFormat, start: int, texts: Sequence[str], run: SamplingRun) -> str:
+    """The text ``fmt`` writes for the decoded samples ``texts``, named as ``_formatted``."""
+    names = [f"sample_{start + j}_seed{run.seed}" for j in range(len(texts))]
     buffer = io.StringIO()
     fmt.write(buffer, names, texts, run)
     return buffer.getvalue()

@@ -162,6 +162,9 @@ def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, mo
     # other settings: refused, naming the one that changed
     with pytest.raises(InputValueError, match=r"another job \(run\.seed: '4' then, '5' now\)"):
         net.generate_to_file(out, 7, LENGTH, resume=True, **{**options, "seed": 5})
+    # another length: the file would mix sequences of two lengths
+    with pytest.raises(InputValueError, match=rf"another job \(length: {LENGTH} then, 12 now\)"):
+        net.generate_to_file(out, 7, 12, resume=True, **options)
     drawn = []
     real_draw = Model._draw
 
@@ -174,6 +177,42 @@ def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, mo
     assert drawn == [range(4, 7)]  # only the sequences not written yet
     assert out.read_bytes() == whole.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["split.fa", "whole.fa"]
+
+
+def test_resume_with_nothing_staged_takes_only_this_runs_finished_file(tmp_path, monkeypatch):
+    """With nothing staged, resume finds an existing file finished when it holds this run's
+    samples, named and described as the run names them: nothing is drawn. Anything else (a
+    user's file, another run's samples, fewer or more of them) is refused and left as it is."""
+    net = model()
+    options = {"steps": 4, "seed": 3, "batch_size": 2}
+    drawn = []
+    real_draw = Model._draw
+
+    def counting(self, job, indices, progress):
+        drawn.extend(indices)
+        return real_draw(self, job, indices, progress)
+
+    monkeypatch.setattr(Model, "_draw", counting)
+    for suffix in (".fa", ".jsonl", ".txt"):
+        out = net.generate_to_file(tmp_path / f"s{suffix}", 3, LENGTH, **options).path
+        finished = out.read_bytes()
+        drawn.clear()
+        again = net.generate_to_file(out, 3, LENGTH, resume=True, **options)
+        assert again.finished_before and drawn == [] and out.read_bytes() == finished
+        others = [(3, {**options, "seed": 4}), (2, options), (4, options)]
+        if suffix == ".txt":  # a line per sample: no names, no provenance
+            others = others[1:]
+        for count, changed in others:
+            with pytest.raises(InputFileExistsError, match="not this command's finished file"):
+                net.generate_to_file(out, count, LENGTH, resume=True, **changed)
+            assert drawn == [] and out.read_bytes() == finished
+    users = tmp_path / "mine.fa"
+    users.write_text("precious\n")
+    with pytest.raises(InputFileExistsError, match="nothing is staged to resume") as caught:
+        net.generate_to_file(users, 1, LENGTH, resume=True, **options)
+    assert caught.value.parameter == ("out", "overwrite")
+    assert users.read_text() == "precious\n" and drawn == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.fa", "s.fa", "s.jsonl", "s.txt"]
 
 
 def write_checkpoint(path, net: Model):
@@ -248,6 +287,17 @@ def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path,
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.strip().endswith("(--out, --overwrite)")
     assert out.read_text() == ">kept\nACGT\n"
+    # --resume with nothing staged: the user's file is no finished run of this command
+    assert cli.main([*argv, "--resume"]) == 2
+    assert "nothing is staged to resume" in capsys.readouterr().err
+    assert out.read_text() == ">kept\nACGT\n"
+    # the command's own finished file: nothing to draw, and it says so
+    argv[argv.index(str(out))] = str(tmp_path / "t.fa")
+    argv += ["--num-samples", "1", "--steps", "2"]
+    assert cli.main(argv) == 0 and "wrote 1 samples" in capsys.readouterr().out
+    assert cli.main([*argv, "--resume"]) == 0
+    said = capsys.readouterr().out
+    assert f"{tmp_path / 't.fa'} holds this command's 1 samples already" in said
 
 
 @pytest.mark.process_level
