@@ -38,6 +38,14 @@ def test_the_hg38_configs_are_found():
 
 
 @pytest.mark.parametrize("config", HG38_CONFIGS, ids=[path.stem for path in HG38_CONFIGS])
+def test_the_gpu_trainer_is_one_device_and_ddp_every_one(config):
+    # docs/training.md: `gpu` (one GPU), `ddp` (every GPU). Lightning's devices="auto" takes
+    # every visible GPU and then picks DDP, which would multiply the global batch.
+    assert load_config(config).trainer.devices == 1
+    assert load_config(config, ["trainer=ddp"]).trainer.devices == "auto"
+
+
+@pytest.mark.parametrize("config", HG38_CONFIGS, ids=[path.stem for path in HG38_CONFIGS])
 def test_config_trains_on_demo_data_and_evaluates(config, tmp_path, capsys):
     model_section = load_config(config, ["data=demo"]).model
     tiny = [f"model.{key}={value}" for key, value in TINY_MODEL.items() if key in model_section]
