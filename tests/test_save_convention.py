@@ -54,7 +54,7 @@ def test_owned_files_are_replaced_only_with_overwrite(user_folder):
     save_pretrained(a, user_folder)
     before = snapshot(user_folder)
     with pytest.raises(
-        FileExistsError, match="config.json, model.safetensors already exist.*overwrite=True"
+        FileExistsError, match="config.json, model.safetensors already exist.*or overwrite them"
     ) as caught:
         save_pretrained(b, user_folder)
     assert caught.value.parameter == "overwrite"
@@ -125,7 +125,10 @@ def test_export_writes_into_an_existing_folder(tmp_path, user_folder, capsys):
 
     assert cli.main(args) == 2  # owned files exist: refused without --overwrite
     err = capsys.readouterr().err.strip()
-    assert "already exist" in err and err.endswith("(--overwrite)")
+    assert "already exist" in err and err.endswith(
+        "or overwrite them (other files there are kept) (--overwrite)"
+    )
+    assert "overwrite=True" not in err  # the command line has no Python keywords
     training_checkpoint(ckpt, seed=4)
     assert cli.main([*args, "--overwrite"]) == 0
     after = snapshot(user_folder)

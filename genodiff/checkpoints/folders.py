@@ -179,8 +179,8 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
     existing = sorted(name for name in files if (directory / name).exists())
     if existing and not overwrite:
         raise InputFileExistsError(
-            f"{', '.join(existing)} already exist in {directory}; pass overwrite=True to "
-            "replace them (other files there are kept)",
+            f"{', '.join(existing)} already exist in {directory}: choose another folder, or "
+            "overwrite them (other files there are kept)",
             parameter="overwrite",
         )
     created = not directory.exists()
