@@ -13,12 +13,18 @@ sampler with T = ``--steps`` (1,024) and the first-hitting sampler draw one batc
 Every graphed draw is compared with the eager one (the same sequences are expected in float32).
 Each timed draw follows an untimed one of the same shapes (T = 2, or all but two positions given
 for first-hitting) that records the graphs and warms the kernels, so recording is not timed.
+``--masked N``: first-hitting draws only the last N positions of each sequence (the others are
+given, a prefix): N calls of the same full-length windows, each drawing one position a row, so
+its bp/s (of the rows x N positions drawn) is a full draw's, in N / L of the time (1,024 rows:
+a full draw's 1,024 calls take minutes).
 
-Achieved FLOP/s estimate the network's arithmetic only: forward FLOPs = 2 x P x tokens per
-network call (P = the backbone's parameters; a lower bound for Caduceus, whose weight-tied
-reverse pass runs the mixer a second time, and the selective scan's own work is not counted),
-network calls = T + 1 (ancestral: T steps and the final noise removal) or L + 1 (first-hitting:
-one per masked position, then the noise removal), tokens per call = rows x L. The share of the
+Achieved FLOP/s estimate the network's arithmetic only: forward FLOPs = 2 x P x the tokens the
+network was called on (P = the backbone's parameters; a lower bound for Caduceus, whose
+weight-tied reverse pass runs the mixer a second time, and the selective scan's own work is not
+counted). The calls and their tokens are counted in the eager draw (a hook on the backbone):
+T steps (ancestral) or one per drawn position (first-hitting), each on rows x L tokens, then
+the final noise removal on the rows that still hold a mask (at T = L = 1,024 nearly always
+some); the graphed draw makes the same calls (it draws the same sequences). The share of the
 card is that over the card's dense peak for the dtype (``PEAK_FLOPS``, or ``--peak-tflops``).
 "host draws" is the CPU's time to draw one ancestral step's uniforms for the rows
 (per-sequence streams, mt19937): a step cannot be faster than that.
@@ -30,7 +36,8 @@ Writes ``bench_gpu_sampler.json`` and ``bench_gpu_sampler.md`` to ``--out``.
 
     python bench/bench_gpu_sampler.py --out bench_runs/gpu_sampler [--rows 16 64 256 1024]
         [--length 1024] [--steps 1024] [--samplers ancestral first-hitting]
-        [--dtype float32] [--checkpoint PATH] [--device cuda] [--profile ROWS] [--smoke]
+        [--dtype float32] [--checkpoint PATH] [--device cuda] [--profile ROWS] [--masked N]
+        [--smoke]
 """
 
 from __future__ import annotations
@@ -78,6 +85,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint", help="a genodiff checkpoint (default: random weights)")
     parser.add_argument("--device", help="default: cuda where available, else cpu")
     parser.add_argument("--peak-tflops", type=float, help="the card's peak for --dtype")
+    parser.add_argument(
+        "--masked",
+        type=int,
+        metavar="N",
+        help="first-hitting draws the last N positions only, the rest given (module doc)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--profile",
@@ -136,9 +149,28 @@ def forward_flops(parameters: int, tokens: int) -> int:
     return 2 * parameters * tokens
 
 
-def network_calls(sampler: str, steps: int, length: int) -> int:
-    """Network calls of one draw (module doc): T + 1 (ancestral), L + 1 (first-hitting)."""
-    return (steps if sampler == "ancestral" else length) + 1
+def drawn_positions(sampler: str, length: int, masked: int | None) -> int:
+    """Positions of a sequence one timed draw draws: L, or ``--masked`` N for first-hitting."""
+    return length if sampler == "ancestral" or masked is None else masked
+
+
+class CallCounter:
+    """Counts the calls of ``module`` inside its context, and the tokens (rows x length of
+    the first input) they were made on."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module, self.calls, self.tokens = module, 0, 0
+
+    def __enter__(self) -> CallCounter:
+        self.hook = self.module.register_forward_hook(self.count)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.hook.remove()
+
+    def count(self, module: torch.nn.Module, inputs: tuple, output: object) -> None:
+        self.calls += 1
+        self.tokens += inputs[0].shape[0] * inputs[0].shape[1]  # ids (B, L)
 
 
 def peak_flops(device: torch.device, dtype: str, given_tflops: float | None) -> float | None:
@@ -173,19 +205,26 @@ def draw(model: Model, sampler: str, rows: int, args: argparse.Namespace, warm: 
     options: dict[str, Any] = {"sampler": sampler, "seed": args.seed, "batch_size": rows}
     if sampler == "ancestral":
         options["steps"] = 2 if warm else args.steps
-    elif warm:  # every position but the last two given: two iterations, the same shapes
-        options["prefix"] = "A" * (args.length - 2)
+    else:  # warm: every position but the last two given, two iterations of the same shapes
+        drawn = 2 if warm else drawn_positions(sampler, args.length, args.masked)
+        if drawn < args.length:
+            options["prefix"] = "A" * (args.length - drawn)
     return model.generate(rows, args.length, **options)
 
 
-def measure(model: Model, sampler: str, rows: int, args: argparse.Namespace) -> tuple[float, Any]:
-    """(seconds, samples) of one timed draw after its warm-up."""
+def measure(
+    model: Model, sampler: str, rows: int, args: argparse.Namespace, counter: CallCounter
+) -> tuple[float, Any]:
+    """(seconds, samples) of one timed draw after its warm-up; ``counter`` counts the timed
+    draw's network calls (a CUDA graph's replays are not calls: none are counted then)."""
     draw(model, sampler, rows, args, warm=True)
     synchronize(model.device)
-    start = time.perf_counter()
-    samples = draw(model, sampler, rows, args, warm=False)
-    synchronize(model.device)
-    return time.perf_counter() - start, samples
+    with counter:
+        start = time.perf_counter()
+        samples = draw(model, sampler, rows, args, warm=False)
+        synchronize(model.device)
+        seconds = time.perf_counter() - start
+    return seconds, samples
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -201,10 +240,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     host_draws = {rows: host_draw_seconds(rows, args.length) for rows in args.rows}
     for rows in args.rows:
         for sampler in args.samplers:
-            eager = None
+            eager, calls = None, None
             for mode in ("eager", "graphed"):
                 row: dict[str, Any] = {"rows": rows, "length": args.length, "sampler": sampler}
                 row.update(mode=mode, steps=args.steps if sampler == "ancestral" else None)
+                drawn = drawn_positions(sampler, args.length, args.masked)
+                row["drawn"] = drawn
                 row["host_draw_ms_per_step"] = 1e3 * host_draws[rows]
                 results.append(row)
                 if mode == "graphed" and device.type != "cuda":
@@ -213,10 +254,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 model = build_model(args, device)  # fresh: no earlier graphs
                 if mode == "graphed":
                     model.enable_cuda_graphs()
-                seconds, samples = measure(model, sampler, rows, args)
-                calls = network_calls(sampler, args.steps, args.length)
-                flops = calls * forward_flops(parameters, rows * args.length)
-                row.update(seconds=seconds, bp_per_s=rows * args.length / seconds)
+                counted = CallCounter(model.network.eval_backbone)
+                seconds, samples = measure(model, sampler, rows, args, counted)
+                calls = counted if mode == "eager" else calls  # graphed: the eager draw's calls
+                row.update(network_calls=calls.calls, network_tokens=calls.tokens)
+                flops = forward_flops(parameters, calls.tokens)
+                row.update(seconds=seconds, bp_per_s=rows * drawn / seconds)
                 row.update(flop_per_s=flops / seconds)
                 row["peak_share"] = None if peak is None else flops / seconds / peak
                 if mode == "eager":
@@ -234,8 +277,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "parameters": parameters,
         "mixer_kernels": mixer_kernels(device),
         "peak_flop_per_s": peak,
-        "flops_formula": "2 x parameters x rows x length per network call; calls = T + 1 "
-        "(ancestral), L + 1 (first-hitting)",
+        "flops_formula": "2 x parameters x the tokens of the eager draw's network calls "
+        "(rows x length a call; the final noise removal on the rows holding a mask)",
         "results": results,
     }
 
@@ -275,19 +318,22 @@ def markdown(report: dict[str, Any]) -> str:
         f"({report['parameters']:,} parameters); mixers: {report['mixer_kernels']}; "
         f"FLOPs: {report['flops_formula']}",
         "",
-        "| rows x bp | sampler | T | step | bp/s | wall (s) | FLOP/s | share of peak | "
-        "same as eager | host draws (ms a step) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| rows x bp | sampler | T | step | bp/s | wall (s) | network calls | FLOP/s | "
+        "share of peak | same as eager | host draws (ms a step) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
-        head = f"| {r['rows']} x {r['length']} | {r['sampler']} | {r['steps'] or '-'} | {r['mode']}"
+        drawn = f" (the last {r['drawn']} drawn)" if r["drawn"] < r["length"] else ""
+        head = f"| {r['rows']} x {r['length']}{drawn} | {r['sampler']} | {r['steps'] or '-'} | "
+        head += r["mode"]
         if "skipped" in r:
-            lines.append(f"{head} | {r['skipped']} | | | | | |")
+            lines.append(f"{head} | {r['skipped']} | | | | | | |")
             continue
         share = "-" if r["peak_share"] is None else f"{100 * r['peak_share']:.2f}%"
         same = {True: "yes", False: "NO"}.get(r.get("same_as_eager"), "-")
         lines.append(
-            f"{head} | {r['bp_per_s']:,.0f} | {r['seconds']:.2f} | {r['flop_per_s']:.3g} | "
+            f"{head} | {r['bp_per_s']:,.0f} | {r['seconds']:.2f} | {r['network_calls']:,} | "
+            f"{r['flop_per_s']:.3g} | "
             f"{share} | {same} | {r['host_draw_ms_per_step']:.2f} |"
         )
     return "\n".join(lines) + "\n"

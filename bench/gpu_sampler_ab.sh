@@ -6,15 +6,16 @@
 # T = 1,024, so bp/s at T = 1,024 is 257/1,025 of it), in float32 and bfloat16, this checkout
 # with a per-kernel profile of 64-row steps; then this checkout's GPU tests (tests/gpu: the
 # kernels against the exact CPU path, graphed draws against eager ones), and last this checkout's
-# first-hitting sampler at 256 rows x 1,024 bp (L + 1 = 1,025 calls a draw, ~45 s). Everything
-# lands in OUT/ab.tar, packed after each part.
+# first-hitting sampler at 256 rows x 1,024 bp (a call per position, ~45 s a draw) and at 1,024
+# rows drawing the last 64 positions (--masked 64: the same calls, 64 of them). Everything lands
+# in OUT/ab.tar, packed after each part.
 #
 #   git archive REV genodiff bench configs | tar -x -C .gpu_carry/base   # here, before the session
 #   bench/gpu_sampler_ab.sh OUT .gpu_carry/base           # on the GPU machine
 #   bench/gpu_sampler_ab.sh OUT BASE --smoke              # any machine, tiny, float32 (tests)
 #
 # From the session: run(command="bash bench/gpu_sampler_ab.sh $OUT .gpu_carry/base",
-# carry=[".gpu_carry"], timeout_s=560, kind="nvidia-h200"): the parts' limits add up to 540 s.
+# carry=[".gpu_carry"], timeout_s=600, kind="nvidia-h200"): the parts' limits add up to 600 s.
 set -uo pipefail
 out=${1:?usage: bench/gpu_sampler_ab.sh OUT BASE [--smoke]}
 base=$(cd "${2:?usage: bench/gpu_sampler_ab.sh OUT BASE [--smoke]}" && pwd)
@@ -38,5 +39,7 @@ for dtype in "${dtypes[@]}"; do
         --dtype "$dtype" --out "$work/head_$dtype"
 done
 [[ -n $smoke ]] || part gpu_tests 150 -m pytest -q -x -p no:cacheprovider tests/gpu
-[[ -n $smoke ]] || part first_hitting_256 150 bench/bench_gpu_sampler.py --samplers first-hitting \
+[[ -n $smoke ]] || part first_hitting_256 130 bench/bench_gpu_sampler.py --samplers first-hitting \
     --rows 256 --out "$work/first_hitting_256"
+[[ -n $smoke ]] || part first_hitting_1024 80 bench/bench_gpu_sampler.py --samplers first-hitting \
+    --rows 1024 --masked 64 --out "$work/first_hitting_1024"

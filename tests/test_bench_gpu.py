@@ -51,8 +51,6 @@ def test_the_sampler_bench_defaults_are_the_issues_setting(sampler_bench):
     args = sampler_bench.parse_args(["--out", "x"])
     assert (args.rows, args.length, args.steps) == ([16, 64, 256, 1024], 1024, 1024)
     assert args.samplers == ["ancestral", "first-hitting"] and args.dtype == "float32"
-    assert sampler_bench.network_calls("ancestral", 1024, 512) == 1025
-    assert sampler_bench.network_calls("first-hitting", 1024, 512) == 513
     assert sampler_bench.forward_flops(470_702, 64 * 1024) == 2 * 470_702 * 65_536
 
 
@@ -66,18 +64,44 @@ def test_the_sampler_bench_smoke_run_writes_its_tables(sampler_bench, tmp_path):
     ]  # fmt: skip
     for eager in rows[::2]:
         assert eager["bp_per_s"] == pytest.approx(2 * 12 / eager["seconds"])
-        calls = 3 + 1 if eager["sampler"] == "ancestral" else 12 + 1
-        flops = calls * 2 * report["parameters"] * 2 * 12
+        # T = 3 steps or one call a position, each on 2 x 12 tokens, then the final noise
+        # removal on the rows (of 2) that still hold a mask, if any
+        steps = 3 if eager["sampler"] == "ancestral" else 12
+        assert eager["network_calls"] in (steps, steps + 1)
+        final = eager["network_tokens"] - steps * 2 * 12
+        assert final in ((0,) if eager["network_calls"] == steps else (12, 24))
+        flops = 2 * report["parameters"] * eager["network_tokens"]
         assert eager["flop_per_s"] == pytest.approx(flops / eager["seconds"])
     if torch.cuda.is_available():  # graphed on the GPU: the eager sequences
         assert all(r["same_as_eager"] is True for r in rows[1::2])
     else:
         assert all(r["skipped"] == "CUDA graphs need a CUDA device" for r in rows[1::2])
     table = (tmp_path / "bench_gpu_sampler.md").read_text()
-    assert table.count("| 2 x 12 |") == 4 and "2 x parameters x rows x length" in table
+    assert table.count("| 2 x 12 |") == 4 and "2 x parameters x the tokens" in table
     if not torch.cuda.is_available():  # the CPU runs genodiff's own kernels, and says so
         assert report["mixer_kernels"].startswith("genodiff's exact path")
         assert f"mixers: {report['mixer_kernels']}" in table
+
+
+def test_the_sampler_bench_masked_first_hitting_draws_the_last_n_positions(sampler_bench, tmp_path):
+    # --masked 5 of 12 bp: the first 7 positions given, one network call a drawn position
+    # (then the final noise removal where a row keeps a mask), bp/s of the 2 x 5 drawn
+    args = ["--smoke", "--samplers", "first-hitting", "--masked", "5", "--out", str(tmp_path)]
+    assert sampler_bench.main(args) == 0
+    report = json.loads((tmp_path / "bench_gpu_sampler.json").read_text())
+    eager = report["results"][0]
+    assert eager["drawn"] == 5 and eager["bp_per_s"] == pytest.approx(2 * 5 / eager["seconds"])
+    assert eager["network_calls"] in (5, 6)
+    flops = 2 * report["parameters"] * eager["network_tokens"]
+    assert eager["flop_per_s"] == pytest.approx(flops / eager["seconds"])
+    table = (tmp_path / "bench_gpu_sampler.md").read_text()
+    assert "| 2 x 12 (the last 5 drawn) | first-hitting |" in table
+
+    parsed = sampler_bench.parse_args(args)
+    parsed.rows, parsed.length = [2], 12
+    model = sampler_bench.build_model(parsed, torch.device("cpu"))
+    samples = sampler_bench.draw(model, "first-hitting", 2, parsed, warm=False)
+    assert all(s.startswith("A" * 7) and len(s) == 12 for s in samples)
 
 
 def test_the_sampler_bench_profiles_a_few_steps_by_op(sampler_bench, tmp_path):
