@@ -261,13 +261,13 @@ class Model:
             "num_nodes": 1 if num_nodes is None else num_nodes,
         }
 
-        def stream_to(target: Path, replace: bool, **stamp: Any) -> SampleStream:
+        def stream_to(target: Path, replace: bool, block: range | None = None) -> SampleStream:
             reads = inputs if target == Path(path) else ()
-            stamp = {"settings": settings, **stamp}
-            length = job.request.length
+            stamp = {"settings": settings}
             return SampleStream(
-                target, job.run, self.tokenizer, num_samples, length, reads, resume, replace, stamp
-            )
+                target, job.run, self.tokenizer, num_samples, job.request.length, reads, resume,
+                replace, stamp, block,
+            )  # fmt: skip
 
         # The output is checked before any other process starts or anything is drawn.
         stream = stream_to(Path(path), overwrite) if is_main_process() else None
@@ -276,8 +276,8 @@ class Model:
         share = workers.block(num_samples)
         if not workers.main:  # another process: its block into a part file of its own
             part = _part_file(Path(path), workers)
-            stream = stream_to(part, True, block=[share.start, share.stop])
-        todo = range(share.start + stream.done, share.stop) if not stream.complete else range(0)
+            stream = stream_to(part, True, share)
+        todo = range(share.start + stream.done, share.stop)  # empty once ``complete``
         placed = self._placed_on(workers.device)  # its own device; back on the model's after
         try:
             with placed, _progress_bar(progress if workers.main else False) as bar:

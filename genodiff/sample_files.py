@@ -190,9 +190,11 @@ class SampleStream:
     them at once. A killed run leaves its staged file; ``resume=True`` goes on after its last
     complete batch (``done`` samples are written), when its run, number and ``length`` of
     samples and ``stamp`` (what else must not change between a run and its resumption, e.g.
-    the number of processes) are the same. ``path`` is checked first (``check_output``); an
-    existing ``path`` is refused unless ``overwrite`` (or ``resume`` with nothing staged: it
-    must then be this run's finished file, ``complete``, and is left as it is)."""
+    the number of processes) are the same. ``block``: the file holds these samples of the run
+    only (a process's share; default: all ``num_samples``). ``path`` is checked first
+    (``check_output``); an existing ``path`` is refused unless ``overwrite`` (or ``resume``
+    with nothing staged: it must then be this run's finished file, ``complete``, and is left
+    as it is)."""
 
     def __init__(
         self,
@@ -205,7 +207,11 @@ class SampleStream:
         resume: bool = False,
         overwrite: bool = False,
         stamp: dict[str, Any] | None = None,
+        block: range | None = None,
     ) -> None:
+        self.block = range(num_samples) if block is None else block
+        if block is not None:
+            stamp = {**(stamp or {}), "block": [block.start, block.stop]}
         domain = domain_of(tokenizer)
         self.path = check_output(path, domain, inputs)
         self.format = _format_for(domain, self.path)
@@ -219,18 +225,19 @@ class SampleStream:
         self.complete = resume and not self.stage.staged.exists() and self.path.exists()
         if self.complete:
             try:
-                self._check_finished(num_samples, length)
+                self._check_finished(length)
             except BaseException:
                 self.release()
                 raise
 
-    def _check_finished(self, num_samples: int, length: int) -> None:
-        """That ``path`` is what this run writes, its sequences aside: ``num_samples`` samples
+    def _check_finished(self, length: int) -> None:
+        """That ``path`` is what this run writes, its sequences aside: the samples of ``block``,
         named and described as this run names and describes them (the samples read back and
         written again give its bytes; their length is not recorded in the file). A larger file
         than such samples of ``length`` tokens can take (``MAX_BYTES_PER_TOKEN`` each,
         ``MAX_BYTES_PER_SAMPLE`` more) is not read."""
-        limit = num_samples * (MAX_BYTES_PER_SAMPLE + MAX_BYTES_PER_TOKEN * length)
+        count = len(self.block)
+        limit = count * (MAX_BYTES_PER_SAMPLE + MAX_BYTES_PER_TOKEN * length)
         text, texts = "", []
         if self.path.is_file() and self.path.stat().st_size <= limit:
             try:
@@ -238,9 +245,10 @@ class SampleStream:
                 texts = self.format.read(io.StringIO(text), self.path)
             except (UnicodeDecodeError, InputValueError):
                 text, texts = "", []
-        if len(texts) != num_samples or _formatted_texts(self.format, 0, texts, self.run) != text:
+        written = _formatted_texts(self.format, self.block.start, texts, self.run)
+        if len(texts) != count or written != text:
             raise InputFileExistsError(
-                f"{self.path} exists and is not this command's finished file ({num_samples} "
+                f"{self.path} exists and is not this command's finished file ({count} "
                 "samples, named and described as this run names them), and nothing is staged "
                 "to resume: choose another output file, or overwrite it",
                 parameter=("out", "overwrite"),
@@ -248,8 +256,8 @@ class SampleStream:
 
     @property
     def done(self) -> int:
-        """The samples written so far (all of them once ``complete``)."""
-        return self.stage.done
+        """The samples of ``block`` written so far (all of them once ``complete``)."""
+        return len(self.block) if self.complete else self.stage.done
 
     def write(self, start: int, samples: Tensor) -> None:
         """Add the batch ``samples`` (n, L) whose first sample is sample ``start`` of the run."""

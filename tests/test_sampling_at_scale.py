@@ -215,6 +215,30 @@ def test_resume_with_nothing_staged_takes_only_this_runs_finished_file(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.fa", "s.fa", "s.jsonl", "s.txt"]
 
 
+def test_a_finished_share_of_a_run_is_taken_as_its_samples_alone(tmp_path):
+    """A process's part file (samples 3 and 4 of 6) counts as finished on resume when it holds
+    those two, named as the run names them; as another share, or as the whole run, it does not."""
+    from genodiff.sample_files import SampleStream
+
+    net = model()
+    job = net._plan(6, LENGTH, {"steps": 2, "seed": 1})
+    part = tmp_path / ".s.part1of2.fa"
+
+    def stream(block, resume=True):
+        return SampleStream(part, job.run, net.tokenizer, 6, LENGTH, (), resume, False, {}, block)
+
+    first = stream(range(3, 5), resume=False)
+    first.write(3, torch.full((2, LENGTH), net.tokenizer.encode("A")[0]))
+    first.finish()
+    assert part.read_text().startswith(">sample_3_seed1 ")
+    again = stream(range(3, 5))
+    assert again.complete and again.done == 2
+    again.finish()
+    for other in (range(1, 3), None):
+        with pytest.raises(InputFileExistsError, match="not this command's finished file"):
+            stream(other)
+
+
 def write_checkpoint(path, net: Model):
     torch.save(
         {
