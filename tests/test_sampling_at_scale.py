@@ -135,7 +135,21 @@ def test_an_existing_output_or_a_killed_runs_work_is_refused_before_drawing(tmp_
     assert staged.read_text() == ">sample_0_seed0 x\nACGT\n"
 
 
-def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, monkeypatch):
+@pytest.fixture
+def drawn(monkeypatch) -> list[int]:
+    """The indices of the sequences ``Model.generate_to_file`` draws in the test, in order."""
+    indices: list[int] = []
+    real_draw = Model._draw
+
+    def counting(self, job, todo, progress):
+        indices.extend(todo)
+        return real_draw(self, job, todo, progress)
+
+    monkeypatch.setattr(Model, "_draw", counting)
+    return indices
+
+
+def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, monkeypatch, drawn):
     """A failure after two batches leaves the staged file and its record; the same call with
     resume draws only the rest and ends with the uninterrupted run's bytes."""
     net = model()
@@ -165,34 +179,19 @@ def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, mo
     # another length: the file would mix sequences of two lengths
     with pytest.raises(InputValueError, match=rf"another job \(length: {LENGTH} then, 12 now\)"):
         net.generate_to_file(out, 7, 12, resume=True, **options)
-    drawn = []
-    real_draw = Model._draw
-
-    def counting(self, job, indices, progress):
-        drawn.append(indices)
-        return real_draw(self, job, indices, progress)
-
-    monkeypatch.setattr(Model, "_draw", counting)
+    drawn.clear()
     net.generate_to_file(out, 7, LENGTH, resume=True, **options)
-    assert drawn == [range(4, 7)]  # only the sequences not written yet
+    assert drawn == [4, 5, 6]  # only the sequences not written yet
     assert out.read_bytes() == whole.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["split.fa", "whole.fa"]
 
 
-def test_resume_with_nothing_staged_takes_only_this_runs_finished_file(tmp_path, monkeypatch):
+def test_resume_with_nothing_staged_takes_only_this_runs_finished_file(tmp_path, drawn):
     """With nothing staged, resume finds an existing file finished when it holds this run's
     samples, named and described as the run names them: nothing is drawn. Anything else (a
     user's file, another run's samples, fewer or more of them) is refused and left as it is."""
     net = model()
     options = {"steps": 4, "seed": 3, "batch_size": 2}
-    drawn = []
-    real_draw = Model._draw
-
-    def counting(self, job, indices, progress):
-        drawn.extend(indices)
-        return real_draw(self, job, indices, progress)
-
-    monkeypatch.setattr(Model, "_draw", counting)
     for suffix in (".fa", ".jsonl", ".txt"):
         out = net.generate_to_file(tmp_path / f"s{suffix}", 3, LENGTH, **options).path
         finished = out.read_bytes()
