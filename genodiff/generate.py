@@ -16,7 +16,7 @@ from torch import Tensor
 
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.domains import domain_of
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputValueError, require_regular_file
 from genodiff.generation_config import GenerationConfig
 from genodiff.guidance import (
     CLASSIFIER_FORMS,
@@ -78,9 +78,7 @@ class Constraint:
         (``Domain.read_template``; DNA: the first FASTA record, upper-case A/C/G/T kept, N and
         lower case generated; by default the first non-empty line, mask tokens generated);
         its length is the sample length."""
-        path = Path(path)
-        if not path.is_file():
-            raise InputFileNotFoundError(f"infill file {path} not found", parameter="infill")
+        path = require_regular_file(path, "infill file", parameter="infill")
         text = domain_of(tokenizer).read_template(path)
         ids = torch.tensor(tokenizer.encode_template(text), dtype=torch.long)
         given = ids != tokenizer.mask_id

@@ -48,7 +48,7 @@ from genodiff import registry
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.evaluate import ratio_and_se
 from genodiff.progress import Progress
-from genodiff.sample_files import format_owner, read_samples
+from genodiff.sample_files import check_sample_file, format_owner, read_samples
 from genodiff.scorers import CheckpointScorer, SampleScorer, registered_scorer
 
 DISTINCT_N = (1, 2, 3, 4)
@@ -460,7 +460,9 @@ def score_sample_file(
     check_scoring_options(batch_size, max_length, stride)  # before anything is loaded
     torch_device = resolve_device(device)
     samples = read_samples(samples_path)
-    reference = read_samples(reference_path) if reference_path is not None else None
+    reference = None
+    if reference_path is not None:  # a folder, a FIFO: named as the reference, not a sample file
+        reference = read_samples(check_sample_file(reference_path, "reference", "reference"))
     paths = (samples_path, reference_path)
     built: SampleScorer
     if scorer is not None:

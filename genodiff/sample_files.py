@@ -22,7 +22,6 @@ from genodiff.atomic_files import StagedFile, atomic_write, check_writable
 from genodiff.domains import Domain, domain_of
 from genodiff.errors import (
     InputFileExistsError,
-    InputFileNotFoundError,
     InputValueError,
     require_regular_file,
 )
@@ -131,7 +130,13 @@ def check_output(
     samples would overwrite, or a place that cannot be written (``check_writable``)."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if not any(suffix in fmt.suffixes for fmt in domain.sample_formats):
+    written = any(suffix in fmt.suffixes for fmt in domain.sample_formats)
+    if path.is_dir():  # whatever its suffix: the user named a folder to write into
+        example = path / ("samples" + suffix if written else domain.samples_file)
+        raise InputValueError(
+            f"{path} is a folder; name a file in it, e.g. {example}", parameter="out"
+        )
+    if not written:
         usable = _listing(domain.sample_formats)
         found = _lookup(suffix)
         if found is not None:
@@ -142,11 +147,6 @@ def check_output(
             )
         raise InputValueError(
             f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {usable}",
-            parameter="out",
-        )
-    if path.is_dir():
-        raise InputValueError(
-            f"{path} is a folder; name a file in it, e.g. {path / ('samples' + suffix)}",
             parameter="out",
         )
     for what, source in inputs:
@@ -318,8 +318,7 @@ def read_samples(path: str | os.PathLike) -> list[str]:
     line (named by its number)."""
     path = Path(path)
     fmt, _, gzipped = _format_of(path)
-    if not path.is_file():
-        raise InputFileNotFoundError(f"sample file {path} not found")
+    require_regular_file(path, "sample file")
     try:
         with _open_text(path, gzipped) as handle:
             samples = fmt.read(handle, path)

@@ -155,13 +155,15 @@ def test_out_never_overwrites_the_checkpoint_or_the_template(checkpoint, tmp_pat
     assert files_in(tmp_path) == before
 
 
-def test_out_folder_is_an_error_without_a_part_file(checkpoint, tmp_path, capsys):
-    folder = tmp_path / "samples.fa"
+@pytest.mark.parametrize("name", ["samples.fa", "samples"])
+def test_out_folder_is_an_error_without_a_part_file(checkpoint, tmp_path, capsys, name):
+    folder = tmp_path / name
     folder.mkdir()
     assert sample(checkpoint, folder, "--length", "8") == 2  # was "[Errno 21]" + samples.fa.part
-    err = one_line_error(capsys, "sample")
-    assert "is a folder" in err and "--out" in err
-    assert [p.name for p in tmp_path.rglob("*")] == ["samples.fa"]
+    err = one_line_error(capsys, "sample")  # without a suffix, was "unknown output format"
+    assert f"{folder} is a folder; name a file in it, e.g. {folder / 'samples.fa'}" in err
+    assert err.endswith("(--out)")
+    assert [p.name for p in tmp_path.rglob("*")] == [name]
 
 
 # ------------------------------------------------------------- item 6: gzip --infill

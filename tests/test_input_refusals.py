@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -240,15 +241,64 @@ def test_a_fasta_with_crlf_line_endings_still_reads(tmp_path):
     assert Genome(fasta).fetch("chrA", 0, 500) == sequence
 
 
-def test_eval_file_that_is_a_folder_or_a_fifo(checkpoint, tmp_path, capsys):  # noqa: F811
+def a_folder_and_a_fifo(tmp_path: Path) -> list[tuple[Path, str]]:
+    """A folder and a FIFO named as FASTA files, each with what an error should call it."""
     folder = tmp_path / "folder.fa"
     folder.mkdir()
     fifo = tmp_path / "pipe.fa"
     os.mkfifo(fifo)
-    for path, words in ((folder, "is a folder"), (fifo, "is not a regular file")):
+    return [(folder, "is a folder"), (fifo, "is not a regular file")]
+
+
+def test_eval_file_that_is_a_folder_or_a_fifo(checkpoint, tmp_path, capsys):  # noqa: F811
+    for path, words in a_folder_and_a_fifo(tmp_path):
         assert cli.main(["eval", "--checkpoint", checkpoint, "--file", str(path)]) == 2
         err = one_line_error(capsys, "eval")  # was "not found"
         assert words in err and "not found" not in err and err.endswith("(--file)")
+
+
+@pytest.mark.parametrize(
+    ("args", "what", "option"),
+    [
+        (["sample", "--checkpoint", "CKPT", "--steps", "2", "--infill", "PATH", "--out", "OUT"],
+         "infill file", "--infill"),
+        (["gen-ppl", "PATH", "--checkpoint", "missing.ckpt"], "sample file", None),
+        (["gen-ppl", "SAMPLES", "--checkpoint", "missing.ckpt", "--reference", "PATH"],
+         "reference", "--reference"),
+    ],
+)  # fmt: skip
+def test_inputs_that_are_folders_or_fifos(checkpoint, fastas, tmp_path, capsys, args, what, option):  # noqa: F811
+    out = tmp_path / "out.fa"
+    for path, words in a_folder_and_a_fifo(tmp_path):
+        given = {"CKPT": checkpoint, "SAMPLES": fastas[0], "PATH": str(path), "OUT": str(out)}
+        assert cli.main([given.get(arg, arg) for arg in args]) == 2
+        err = one_line_error(capsys, args[0])  # was "not found"; the reference a "sample file"
+        assert f"{what} {path} {words}" in err and "not found" not in err
+        assert err.endswith(f"({option})") if option else not err.endswith(")")
+        assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args", [["info", "PATH"], ["sample", "--checkpoint", "PATH", "--out", "OUT"]]
+)
+def test_a_checkpoint_that_is_a_fifo_or_a_device(tmp_path, capsys, args):
+    fifo = tmp_path / "pipe.ckpt"
+    os.mkfifo(fifo)
+    for path in (fifo, Path(os.devnull)):
+        given = {"PATH": str(path), "OUT": str(tmp_path / "s.fa")}
+        assert cli.main([given.get(arg, arg) for arg in args]) == 2
+        err = one_line_error(capsys, args[0])  # was "holds no genodiff.json ... and no *.ckpt"
+        assert f"checkpoint {path} is not a regular file" in err and "genodiff.json" not in err
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe.ckpt"]
+
+
+def test_eval_of_a_fasta_of_mostly_n_says_why_it_has_no_window(checkpoint, tmp_path, capsys):  # noqa: F811
+    ambiguous = "".join(random.Random(3).choice("NRYSWKMBDHV") for _ in range(2000))
+    fasta = write_fasta(tmp_path / "ambiguous.fa", {"chrA": ambiguous})
+    args = ["eval", "--checkpoint", checkpoint, "--file", str(fasta), "--length", "128"]
+    assert cli.main(args) == 2
+    err = one_line_error(capsys, "eval")  # was "pass a smaller length" alone: no length helps
+    assert "no 128-bp window" in err and "more than half N or ambiguity codes is skipped" in err
 
 
 @pytest.mark.parametrize(

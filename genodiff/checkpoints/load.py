@@ -46,7 +46,7 @@ from genodiff.checkpoints.io import (
 )
 from genodiff.checkpoints.plain import plain_tree
 from genodiff.checkpoints.weights import load_weights
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import (
     CHECKPOINT_KEY,
@@ -196,8 +196,8 @@ def locate(reference: str | Path) -> Path:
 def checkpoint_file(source: Path) -> Path:
     """``source`` when it is a file, else the checkpoint in that folder: its ``last.ckpt``, or
     its only ``*.ckpt``."""
-    if source.is_file():
-        return source
+    if not source.is_dir():
+        return require_regular_file(source, "checkpoint")
     if (source / "last.ckpt").is_file():
         return source / "last.ckpt"
     found = sorted(p.name for p in source.glob("*.ckpt"))

@@ -34,7 +34,8 @@ from genodiff.tokenizers import DNATokenizer
 # the repository's data/ in a checkout, package data in a wheel (genodiff.resources).
 DEMO_FASTA = resource("data/chr22_20-21Mb.fa.gz")
 HG38_FETCH_HINT = "genodiff data hg38 --dest {folder}"
-# ``genodiff eval --file FILE`` skips a window when more than this fraction of it is N.
+# ``genodiff eval --file FILE`` skips a window when more than this fraction of it is N (its
+# error for a file of no window says so: ``DNADomain.eval_file``).
 FILE_MAX_N_FRACTION = 0.5
 
 

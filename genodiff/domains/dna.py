@@ -19,7 +19,11 @@ class DNADomain(Domain):
     name = "dna"
     sample_formats = (FASTA, *NEUTRAL_FORMATS)
     samples_file = "samples.fa"
-    eval_file = "a FASTA (non-overlapping windows tiling every record)"
+    # genodiff.data.datamodule.FILE_MAX_N_FRACTION: the windows skipped
+    eval_file = (
+        "a FASTA (non-overlapping windows tiling every record; a window more than half N "
+        "or ambiguity codes is skipped)"
+    )
     default_ar_checkpoints = ("outputs/hg38_ar_mamba/checkpoints/last.ckpt",)  # hg38_ar_mamba.yaml
     alphabet = "ACGT"  # N and the IUPAC ambiguity codes are read but never counted
 
