@@ -19,9 +19,9 @@ def upstream_fakes(monkeypatch) -> Counter:
     for name, module in fakes.modules().items():
         monkeypatch.setitem(sys.modules, name, module)
     fakes.calls.clear()
-    upstream._load.cache_clear()  # forget what an earlier test found importable
+    upstream.importable.cache_clear()  # forget what an earlier test found importable
     yield fakes.calls
-    upstream._load.cache_clear()
+    upstream.importable.cache_clear()
 
 
 TOY_FINETUNE_CONFIG = """

@@ -1,8 +1,9 @@
 """Depthwise causal 1-D convolution with the semantics of the ``causal_conv1d`` package: the full
 sequence (``causal_conv1d_fn``) and one recurrent step (``causal_conv1d_update``).
 
-The upstream kernels (widths 2 to 4) run where ``genodiff.ops.upstream`` sends a call; otherwise
-the exact PyTorch code below.
+The upstream kernels (widths 2 to 4) run where ``genodiff.ops.upstream`` sends a call; else, for
+CUDA tensors that need no gradient (sampling, evaluation), genodiff's Triton kernel
+(``genodiff.ops.conv_triton``); otherwise the exact PyTorch code below.
 """
 
 from __future__ import annotations
@@ -10,7 +11,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from genodiff.ops.upstream import CAUSAL_CONV1D, CAUSAL_CONV1D_UPDATE, upstream
+from genodiff.ops.upstream import (
+    CAUSAL_CONV1D,
+    CAUSAL_CONV1D_UPDATE,
+    TRITON_CAUSAL_CONV1D,
+    triton_kernel,
+    upstream,
+)
 
 ACTIVATIONS = (None, "silu", "swish")
 
@@ -29,12 +36,15 @@ def causal_conv1d(
     """out[:, d, t] = act(bias[d] + sum_k weight[d, k] x[:, d, t - K + 1 + k]), zeros before t=0.
 
     x: (B, D, L); weight: (D, K); bias: (D,); activation: None, "silu" or "swish". Computed in
-    weight's dtype, returned in x's (as upstream: bf16 x with a float32 weight is fine).
+    weight's dtype (in float32 by the kernels), returned in x's (as upstream: bf16 x with a
+    float32 weight is fine).
     """
     _check_activation(activation)
     K = weight.shape[1]
     if 2 <= K <= 4 and (kernel := upstream(CAUSAL_CONV1D, x)) is not None:
         return kernel(x, weight, bias, activation=activation)
+    if (kernel := triton_kernel(TRITON_CAUSAL_CONV1D, x, weight, bias)) is not None:
+        return kernel(x, weight, bias, silu=activation is not None)
     padded = F.pad(x, (K - 1, 0)).to(weight.dtype)
     out = F.conv1d(padded, weight.unsqueeze(1), bias, groups=x.shape[1])  # (B, D, L)
     return (F.silu(out) if activation is not None else out).to(x.dtype)

@@ -34,7 +34,7 @@ def dispatch(request, monkeypatch):
     if request.param == "kernels" and KERNELS_INSTALLED is None:
         pytest.skip("mamba-ssm with its CUDA kernels is not installed")
     if request.param == "pytorch":
-        monkeypatch.setattr(upstream, "_load", lambda module, name: None)
+        monkeypatch.setattr(upstream, "importable", lambda module, name: None)
     return request.param
 
 

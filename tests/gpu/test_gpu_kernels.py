@@ -16,6 +16,7 @@ whole models in float32 within 2e-3 (TF32 is switched off for these tests).
 from __future__ import annotations
 
 import copy
+import importlib
 
 import pytest
 import torch
@@ -163,6 +164,28 @@ def test_causal_conv1d_kernel_and_its_update(width, dtype):
     with torch.no_grad():
         steps = [ops.causal_conv1d_update(x[..., t], state, weight, bias, "silu") for t in range(8)]
     torch.testing.assert_close(torch.stack(steps, -1).cpu().float(), out[..., :8].float(), **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("width", [1, 4, 5])
+def test_triton_conv_kernel_without_gradients(width, dtype, monkeypatch):
+    """genodiff's compiled Triton convolution (where causal-conv1d is absent, or its kernel does
+    not take the width) on x as the mixer passes it (a channel slice), against the exact path;
+    a call that asks for a gradient stays on PyTorch's autograd."""
+    conv_module = importlib.import_module("genodiff.ops.causal_conv1d")  # not the function
+    monkeypatch.setattr(conv_module, "upstream", lambda kernel, x: None)  # no causal-conv1d
+    xz = randn(2, 128, 1030, seed=0).to(dtype)  # (B, 2 D, L): a second block of positions
+    inputs = {"x": xz[:, :64], "weight": randn(64, width, seed=1).to(dtype), "bias": randn(64)}
+    with torch.no_grad():
+        out = ops.causal_conv1d(**{k: v.float() for k, v in inputs.items()}, activation="silu")
+        cuda = {k: v.to(CUDA) for k, v in inputs.items()}
+        assert upstream.triton_kernel(upstream.TRITON_CAUSAL_CONV1D, *cuda.values()) is not None
+        out_k = ops.causal_conv1d(**cuda, activation="silu")
+    assert out_k.dtype == dtype and out_k.is_contiguous()
+    torch.testing.assert_close(out_k.cpu().float(), out, **SCAN_TOL[dtype])
+    weight = cuda["weight"].float().requires_grad_()
+    ops.causal_conv1d(cuda["x"].float(), weight, activation="silu").sum().backward()
+    assert weight.grad is not None
 
 
 @pytest.mark.parametrize("use_fast_path", [pytest.param(True, marks=needs_causal_conv1d), False])
