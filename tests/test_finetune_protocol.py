@@ -118,6 +118,15 @@ def test_config_errors_are_clear(toy, capsys):
     assert "holds results of a different config (differs in: " in capsys.readouterr().err
 
 
+def test_an_empty_test_class_folder_is_refused_before_any_write(toy, capsys):
+    config, out = toy
+    for file in (config.parent / "data" / "toy" / "test" / "gc").iterdir():
+        file.unlink()
+    assert cli.main(["finetune", str(config)]) == 2
+    assert "toy/test/gc has no .txt files" in capsys.readouterr().err
+    assert not out.exists()  # was: config.yaml written, then the error
+
+
 def test_selection_and_table_from_hand_made_records():
     def rec(lr, fold, val, test):
         return dict(lr=lr, batch_size=8, fold=fold, val_acc=val, test_acc=test,

@@ -22,6 +22,7 @@ interruption.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import shutil
@@ -34,9 +35,11 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+import yaml
 from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.class_weight import compute_class_weight
@@ -59,12 +62,13 @@ from genodiff.data.benchmarks import (
 from genodiff.data.loaders import EpochShuffleSampler, ResumableLoader, train_position
 from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone, load_backbone
-from genodiff.finetuning.config import FinetuneOptimConfig
+from genodiff.finetuning.config import FinetuneConfig, FinetuneOptimConfig, sweep_tag
 from genodiff.finetuning.module import ClassifierModule
+from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
 from genodiff.tokenizers import Tokenizer, tokenizer_record
-from genodiff.training.session import fit, hold_output
+from genodiff.training.session import CONFIG_FILE, fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
     progress_bars,
@@ -78,14 +82,22 @@ RESULT_FILE = "result.json"
 RESUME_HINT = "Run the same command again to resume (finished runs are skipped)"
 
 
-def check_fold_counts(counts: np.ndarray, folds: int) -> None:
-    """ValueError when a class (``counts``: training sequences per class) has fewer
-    sequences than ``folds``: some fold's validation part would lack it."""
-    if counts.min() < folds:
-        raise InputValueError(
-            f"a class has only {counts.min()} training sequences, fewer than folds={folds}; "
-            "lower folds or add sequences"
-        )
+def check_fold_counts(
+    counts: np.ndarray, folds: int, classes: list[str] | None = None, task: str | None = None
+) -> None:
+    """ValueError when a class (``counts``: training sequences per class, named ``classes``
+    of ``task`` where given) has fewer sequences than ``folds``: some fold's validation part
+    would lack it."""
+    short = np.flatnonzero(counts < folds)
+    if len(short) == 0:
+        return
+    c = int(short[0])
+    which = f"class {classes[c]!r}" if classes else "a class"
+    raise InputValueError(
+        ("" if task is None else f"task {task!r}: ")
+        + f"{which} has only {counts[c]} training sequences, fewer than folds={folds}; lower "
+        "folds or add sequences"
+    )
 
 
 def fold_splits(labels: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -106,7 +118,7 @@ class Run:
 
     @property
     def sweep_tag(self) -> str:
-        return f"lr{self.lr:g}_bs{self.batch_size}"
+        return sweep_tag(self.lr, self.batch_size)
 
     def folder(self, output_dir: Path) -> Path:
         return output_dir / "runs" / self.task / self.sweep_tag / f"fold{self.fold}"
@@ -282,23 +294,53 @@ def check_encoding(tokenizer: Tokenizer | None, source: str) -> None:
 
 
 def check_tasks(cfg: DictConfig, tasks: list[str]) -> None:
-    """Every task's folder layout and its classes' sizes against ``folds``, checked (without
-    reading the sequences) before anything is written."""
+    """Every task's folder layout (each class of each split holds files) and its classes'
+    sizes against ``folds``, checked (without reading the sequences) before anything is
+    written."""
     for name in tasks:
         folder, classes = task_layout(cfg.benchmark.root, name, cfg.benchmark.download)
         counts = np.array([len(files) for files in class_files(folder / "train", classes)])
-        check_fold_counts(counts, int(cfg.folds))
+        check_fold_counts(counts, int(cfg.folds), classes, name)
+        class_files(folder / "test", classes)  # every test class has files
 
 
-def _check_resume(cfg: DictConfig, output_dir: Path) -> None:
-    """Refuse to mix fold results made with a different config in one output_dir (a folder
-    without any fold's result or checkpoint, left by a run that failed first, holds none)."""
-    saved_file = output_dir / "config.yaml"
+def _saved_finetune_config(path: Path) -> dict[str, Any] | None:
+    """The fine-tuning config a run wrote at ``path`` (``config.yaml``); None when there is no
+    such file or it is not a fine-tuning's (another command's run, a user's own file)."""
+    if not path.is_file():
+        return None
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OSError, yaml.YAMLError, OmegaConfBaseException):  # not a config this wrote
+        return None
+    keys = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    if not isinstance(saved, dict) or "folds" not in saved or not saved.keys() <= keys:
+        return None
+    return saved
+
+
+def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
+    """Refuse an ``output_dir`` this run would spoil: a file; a folder holding files where a
+    fine-tuning writes (config.yaml, results.*) or fold results without a fine-tuning's
+    config.yaml beside them; fold results of a different config (a folder without any fold's
+    result or checkpoint, left by a run that failed first, holds none)."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConfigError(f"output_dir={output_dir} is a file; choose a folder")
+    saved = _saved_finetune_config(output_dir / CONFIG_FILE)
     runs = output_dir / "runs"
     done = any(runs.glob(f"**/{RESULT_FILE}")) or any(runs.glob("**/*.ckpt"))
-    if not saved_file.is_file() or not done:
+    if saved is None:
+        found = [n for n in (CONFIG_FILE, *RESULT_FILES) if (output_dir / n).exists()]
+        found += ["fold results in runs/"] if done else []
+        if found:
+            raise ConfigError(
+                f"output_dir={output_dir} holds {', '.join(found)}, not written by a "
+                "fine-tuning (no fine-tuning config.yaml there): this run would overwrite or "
+                "mix with them; choose another output_dir"
+            )
         return
-    saved = OmegaConf.to_container(OmegaConf.load(saved_file), resolve=True)
+    if not done:
+        return
     current = OmegaConf.to_container(cfg, resolve=True)
     for c in (saved, current):
         c.get("benchmark", {}).pop("tasks", None)
@@ -319,7 +361,7 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
     output_dir = Path(cfg.output_dir)
     names = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
     # Every check comes before the first write into output_dir.
-    _check_resume(cfg, output_dir)
+    _check_output_dir(cfg, output_dir)
     pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
     if pretrained is not None:
         check_encoding(pretrained[1], cfg.pretrained)
