@@ -14,6 +14,7 @@ import torch
 import genodiff
 from genodiff import cli
 from genodiff.checkpoints import read_checkpoint_file
+from genodiff.checkpoints.folders import save_pretrained
 from genodiff.config_values import ConfigError
 from genodiff.finetuning import load_finetune_config, protocol
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone
@@ -21,6 +22,7 @@ from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import markdown_table, summarize
 from genodiff.tokenizers import DNATokenizer
+from tests.test_bad_input_cli import files_in, one_line_error
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,6 +127,31 @@ def test_an_empty_test_class_folder_is_refused_before_any_write(toy, capsys):
     assert cli.main(["finetune", str(config)]) == 2
     assert "toy/test/gc has no .txt files" in capsys.readouterr().err
     assert not out.exists()  # was: config.yaml written, then the error
+
+
+def test_a_resume_from_other_weights_at_the_same_pretrained_path_is_refused(toy, capsys):
+    config, out = toy
+    tokenizer = DNATokenizer()
+    folder = config.parent / "weights"
+
+    def save_weights(seed: int) -> None:  # a new backbone's weights at one path
+        torch.manual_seed(seed)
+        backbone = build_backbone({"name": "caduceus", "d_model": 16, "n_layer": 1}, tokenizer)
+        save_pretrained(backbone, folder, overwrite=True, tokenizer=tokenizer)
+
+    save_weights(0)
+    assert cli.main(["finetune", str(config), f"pretrained={folder}"]) == 0
+    fold1 = out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "result.json"
+    fold1.unlink()  # a fold left to do
+    save_weights(1)  # the pretrained run went on training, say
+    before = files_in(out)
+    capsys.readouterr()
+    assert cli.main(["finetune", str(config), f"pretrained={folder}"]) == 2
+    assert "holds other weights" in one_line_error(capsys, "finetune")
+    assert files_in(out) == before  # was: fold 1 fine-tuned from the new weights, mixed in
+    save_weights(0)  # the weights the folds started from: the resume goes on
+    assert cli.main(["finetune", str(config), f"pretrained={folder}"]) == 0
+    assert fold1.is_file()
 
 
 def test_selection_and_table_from_hand_made_records():

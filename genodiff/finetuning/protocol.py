@@ -16,7 +16,9 @@ epoch's validation and on SIGTERM; a re-run resumes an unfinished fold from it (
 optimizer, schedule, early-stopping state, the best checkpoint so far, the random state, the
 epoch's data order and the position in it)
 and restarts a fold without one from scratch, so the table is the same as without the
-interruption.
+interruption. Once a fold has a result or a checkpoint, a re-run with another config
+(``config.yaml``) or other weights under ``pretrained`` (their CRC-32 in ``pretrained.json``)
+is refused: one table never mixes the two.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from sklearn.utils.class_weight import compute_class_weight
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import atomic_write, write_text
+from genodiff.checkpoints.folders import tensors_digest
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
@@ -77,6 +80,7 @@ from genodiff.training.trainer import (
 )
 
 RESULT_FILE = "result.json"
+PRETRAINED_FILE = "pretrained.json"  # in output_dir: which weights the folds start from
 # A stopped fine-tuning goes on where it stopped: finished runs are skipped, an unfinished one
 # resumes from its last.ckpt.
 RESUME_HINT = "Run the same command again to resume (finished runs are skipped)"
@@ -319,18 +323,41 @@ def _saved_finetune_config(path: Path) -> dict[str, Any] | None:
     return saved
 
 
+def _holds_fold_results(output_dir: Path) -> bool:
+    """Whether a fold in ``output_dir`` has a result or a checkpoint (to resume or to keep)."""
+    runs = output_dir / "runs"
+    return any(runs.glob(f"**/{RESULT_FILE}")) or any(runs.glob("**/*.ckpt"))
+
+
+def _check_pretrained_weights(output_dir: Path, source: str, weights: str) -> None:
+    """Refuse to mix fold results of two states of the weights ``pretrained=source`` names
+    (a training run's last.ckpt that went on training, a Hub id's newer revision): the CRC-32
+    ``weights`` of the backbone against the one in ``PRETRAINED_FILE`` (folders written before
+    it was recorded: nothing to check)."""
+    path = output_dir / PRETRAINED_FILE
+    if not path.is_file() or not _holds_fold_results(output_dir):
+        return
+    saved = json.loads(path.read_text()).get("weights_crc32")
+    if saved != weights:
+        raise ConfigError(
+            f"pretrained={source} holds other weights (CRC-32 {weights}) than the ones the "
+            f"folds in output_dir={output_dir} were fine-tuned from ({saved}); pick a new "
+            "output_dir, or point pretrained at a copy of the old weights"
+        )
+
+
 def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
     """Refuse an ``output_dir`` this run would spoil: a file; a folder holding files where a
-    fine-tuning writes (config.yaml, results.*) or fold results without a fine-tuning's
-    config.yaml beside them; fold results of a different config (a folder without any fold's
-    result or checkpoint, left by a run that failed first, holds none)."""
+    fine-tuning writes (config.yaml, pretrained.json, results.*) or fold results without a
+    fine-tuning's config.yaml beside them; fold results of a different config (a folder
+    without any fold's result or checkpoint, left by a run that failed first, holds none)."""
     if output_dir.exists() and not output_dir.is_dir():
         raise ConfigError(f"output_dir={output_dir} is a file; choose a folder")
     saved = _saved_finetune_config(output_dir / CONFIG_FILE)
-    runs = output_dir / "runs"
-    done = any(runs.glob(f"**/{RESULT_FILE}")) or any(runs.glob("**/*.ckpt"))
+    done = _holds_fold_results(output_dir)
     if saved is None:
-        found = [n for n in (CONFIG_FILE, *RESULT_FILES) if (output_dir / n).exists()]
+        ours = (CONFIG_FILE, PRETRAINED_FILE, *RESULT_FILES)
+        found = [n for n in ours if (output_dir / n).exists()]
         found += ["fold results in runs/"] if done else []
         if found:
             raise ConfigError(
@@ -363,10 +390,16 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
     # Every check comes before the first write into output_dir.
     _check_output_dir(cfg, output_dir)
     pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
+    weights = None
     if pretrained is not None:
         check_encoding(pretrained[1], cfg.pretrained)
+        weights = tensors_digest(pretrained[0].state_dict())
+        _check_pretrained_weights(output_dir, cfg.pretrained, weights)
     check_tasks(cfg, names)
-    with hold_output(output_dir, OmegaConf.to_container(cfg, resolve=True)):
+    with hold_output(output_dir, OmegaConf.to_container(cfg, resolve=True)) as main:
+        if main and weights is not None:
+            record = {"pretrained": cfg.pretrained, "weights_crc32": weights}
+            write_text(output_dir / PRETRAINED_FILE, json.dumps(record, indent=2) + "\n")
         workers = launch_workers(cfg.trainer)
         b = cfg.benchmark
         tasks = [load_task(b.root, name, b.max_length, b.download) for name in names]
