@@ -154,6 +154,19 @@ def test_a_resume_from_other_weights_at_the_same_pretrained_path_is_refused(toy,
     assert fold1.is_file()
 
 
+def test_a_resume_after_a_tasks_files_changed_is_refused(toy, capsys):
+    config, out = toy
+    assert cli.main(["finetune", str(config)]) == 0
+    (out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "result.json").unlink()  # a fold to do
+    runs = files_in(out / "runs")
+    (config.parent / "data" / "toy" / "train" / "at" / "3.txt").write_text("GATTACA")
+    capsys.readouterr()
+    assert cli.main(["finetune", str(config)]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert err.startswith("genodiff finetune: error: task 'toy': its files changed since its")
+    assert files_in(out / "runs") == runs  # was: fold 1 on other folds of other data, mixed in
+
+
 def test_selection_and_table_from_hand_made_records():
     def rec(lr, fold, val, test):
         return dict(lr=lr, batch_size=8, fold=fold, val_acc=val, test_acc=test,

@@ -17,8 +17,9 @@ optimizer, schedule, early-stopping state, the best checkpoint so far, the rando
 epoch's data order and the position in it)
 and restarts a fold without one from scratch, so the table is the same as without the
 interruption. Once a fold has a result or a checkpoint, a re-run with another config
-(``config.yaml``) or other weights under ``pretrained`` (their CRC-32 in ``pretrained.json``)
-is refused: one table never mixes the two.
+(``config.yaml``), other weights under ``pretrained`` (their CRC-32 in ``pretrained.json``) or
+other files of the fold's task (the CRC-32 of its sequences in ``runs/<task>/data.json``) is
+refused: one table never mixes the two.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
 from genodiff.data.benchmarks import (
     GENOMIC_BENCHMARKS,
+    SPLITS,
     TaskData,
     class_files,
     load_task,
@@ -81,6 +83,7 @@ from genodiff.training.trainer import (
 
 RESULT_FILE = "result.json"
 PRETRAINED_FILE = "pretrained.json"  # in output_dir: which weights the folds start from
+DATA_FILE = "data.json"  # in runs/<task>: which state of the task's files its folds read
 # A stopped fine-tuning goes on where it stopped: finished runs are skipped, an unfinished one
 # resumes from its last.ckpt.
 RESUME_HINT = "Run the same command again to resume (finished runs are skipped)"
@@ -323,10 +326,28 @@ def _saved_finetune_config(path: Path) -> dict[str, Any] | None:
     return saved
 
 
-def _holds_fold_results(output_dir: Path) -> bool:
-    """Whether a fold in ``output_dir`` has a result or a checkpoint (to resume or to keep)."""
-    runs = output_dir / "runs"
+def _holds_fold_results(runs: Path) -> bool:
+    """Whether a fold under ``runs`` (an output_dir's runs/, or one task's folder in it) has a
+    result or a checkpoint (to resume or to keep)."""
     return any(runs.glob(f"**/{RESULT_FILE}")) or any(runs.glob("**/*.ckpt"))
+
+
+def check_task_data(task: TaskData, output_dir: Path, record: bool) -> None:
+    """Refuse to mix folds of two states of a task's files: the CRC-32 of its sequences and
+    labels as read against the one in ``runs/<task>/DATA_FILE``, once a fold of the task has
+    a result or a checkpoint; ``record``: write it there (the main process)."""
+    tensors = {f"{s}.{k}": getattr(getattr(task, s), k) for s in SPLITS for k in ("ids", "labels")}
+    digest = tensors_digest(tensors)
+    path = output_dir / "runs" / task.name / DATA_FILE
+    saved = json.loads(path.read_text())["crc32"] if path.is_file() else None
+    if saved not in (None, digest) and _holds_fold_results(path.parent):
+        raise InputValueError(
+            f"task {task.name!r}: its files changed since its folds in {path.parent} ran "
+            f"(CRC-32 of the sequences {saved} then, {digest} now); restore them, or delete "
+            f"{path.parent} (or pick a new output_dir) to fine-tune it again"
+        )
+    if record and saved != digest:
+        write_text(path, json.dumps({"crc32": digest}) + "\n")
 
 
 def _check_pretrained_weights(output_dir: Path, source: str, weights: str) -> None:
@@ -335,7 +356,7 @@ def _check_pretrained_weights(output_dir: Path, source: str, weights: str) -> No
     ``weights`` of the backbone against the one in ``PRETRAINED_FILE`` (folders written before
     it was recorded: nothing to check)."""
     path = output_dir / PRETRAINED_FILE
-    if not path.is_file() or not _holds_fold_results(output_dir):
+    if not path.is_file() or not _holds_fold_results(output_dir / "runs"):
         return
     saved = json.loads(path.read_text()).get("weights_crc32")
     if saved != weights:
@@ -354,7 +375,7 @@ def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
     if output_dir.exists() and not output_dir.is_dir():
         raise ConfigError(f"output_dir={output_dir} is a file; choose a folder")
     saved = _saved_finetune_config(output_dir / CONFIG_FILE)
-    done = _holds_fold_results(output_dir)
+    done = _holds_fold_results(output_dir / "runs")
     if saved is None:
         ours = (CONFIG_FILE, PRETRAINED_FILE, *RESULT_FILES)
         found = [n for n in ours if (output_dir / n).exists()]
@@ -403,6 +424,8 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
         workers = launch_workers(cfg.trainer)
         b = cfg.benchmark
         tasks = [load_task(b.root, name, b.max_length, b.download) for name in names]
+        for task in tasks:
+            check_task_data(task, output_dir, main)
         splits = {
             t.name: fold_splits(t.train.labels.numpy(), int(cfg.folds), int(cfg.seed))
             for t in tasks
