@@ -21,6 +21,7 @@ from genodiff.finetuning.classifier import SequenceClassifier, build_backbone
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import markdown_table, summarize
+from genodiff.finetuning.trained import load_finetuned_classifier
 from genodiff.tokenizers import DNATokenizer
 from tests.test_bad_input_cli import files_in, one_line_error
 
@@ -165,6 +166,16 @@ def test_a_resume_after_a_tasks_files_changed_is_refused(toy, capsys):
     err = one_line_error(capsys, "finetune")
     assert err.startswith("genodiff finetune: error: task 'toy': its files changed since its")
     assert files_in(out / "runs") == runs  # was: fold 1 on other folds of other data, mixed in
+
+
+def test_a_kept_fold_folder_loads_as_its_selected_checkpoint(toy):
+    config, out = toy
+    genodiff.finetune(str(config), ["keep_checkpoints=true"], progress=False)
+    fold = out / "runs" / "toy" / "lr0.003_bs8" / "fold0"
+    selected = json.loads((fold / "result.json").read_text())["checkpoint"]
+    assert [p.name for p in (fold / "checkpoints").iterdir()] == [Path(selected).name]
+    # was: last.ckpt kept beside it, which a folder reference loads: the last epoch's weights
+    assert load_finetuned_classifier(fold / "checkpoints").source == selected
 
 
 def test_selection_and_table_from_hand_made_records():

@@ -255,6 +255,9 @@ def run_fold(
     predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
     if not cfg.keep_checkpoints:
         shutil.rmtree(folder / CHECKPOINT_FOLDER, ignore_errors=True)
+    else:  # the fold is done: its last epoch's state is no longer needed to resume it, and the
+        # folder's only checkpoint is the selected one (what loading the folder gives)
+        (folder / CHECKPOINT_FOLDER / LAST).unlink(missing_ok=True)
     record = {
         "task": run.task,
         "fold": run.fold,
