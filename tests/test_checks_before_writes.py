@@ -124,10 +124,18 @@ FINETUNE_QUICK = [
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["folds=400"], "fewer than folds=400"),
+        # 250 training sequences per class; the classes are human and phage
+        (["folds=400"], "task 'human_vs_phage': class 'human' has only 250 training sequences"),
         (["benchmark.tasks=[no_such_task]"], "task 'no_such_task' not found"),
         (["model.d_model=0"], "model.d_model"),
         (["trainer.max_epochs=0"], "trainer.max_epochs=0 trains nothing"),
+        # Two values that name one folder: the second point would read the first's results.
+        (["sweep.lr=[3e-3,0.003]"], "gives the sweep point lr0.003_bs32 twice"),
+        (["sweep.lr=[1e-3,1.0000001e-3]"], "gives the sweep point lr0.001_bs32 twice"),
+        (["benchmark.tasks=[]"], "benchmark.tasks is empty"),  # was: all 8 tasks
+        (["benchmark.tasks=[human_vs_phage,human_vs_phage]"], "names human_vs_phage more than"),
+        # folds=2: fold 1 trains with seed + 1, which seed_everything refused after fold 0
+        (["seed=4294967295"], "set seed at most 4294967294"),
     ],
 )
 def test_a_refused_finetune_writes_nothing(tmp_path, capsys, overrides, message):
@@ -143,6 +151,27 @@ def test_a_finetune_folder_without_results_takes_another_config(tmp_path):
     (out / "config.yaml").write_text("folds: 3\n")  # a run that failed before its first fold
     assert cli.main(["finetune", GB_DEMO, *FINETUNE_QUICK, f"output_dir={out}"]) == 0
     assert (out / "results.json").is_file()
+
+
+def test_a_finetune_leaves_another_runs_folder_as_it_was(trained_run, tmp_path, capsys):
+    before = files_in(trained_run)
+    assert cli.main(["finetune", GB_DEMO, *FINETUNE_QUICK, f"output_dir={trained_run}"]) == 2
+    assert "holds config.yaml, not written by a fine-tuning" in one_line_error(capsys, "finetune")
+    assert files_in(trained_run) == before  # its config.yaml was overwritten
+
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    assert cli.main(["finetune", GB_DEMO, *FINETUNE_QUICK, f"output_dir={file}"]) == 2
+    assert "is a file; choose a folder" in one_line_error(capsys, "finetune")  # was: [Errno 17]
+
+    # fold results with no config.yaml to tell which config made them
+    out = tmp_path / "gb"
+    fold = out / "runs" / "human_vs_phage" / "lr0.003_bs32" / "fold0"
+    fold.mkdir(parents=True)
+    (fold / "result.json").write_text("{}")
+    assert cli.main(["finetune", GB_DEMO, *FINETUNE_QUICK, f"output_dir={out}"]) == 2
+    assert "holds fold results in runs/, not written" in one_line_error(capsys, "finetune")
+    assert files_in(out) == {"runs/human_vs_phage/lr0.003_bs32/fold0/result.json": b"{}"}
 
 
 def test_check_resume_names_a_changed_tokenizer_and_keeps_old_keys_out(tmp_path):

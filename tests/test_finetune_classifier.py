@@ -136,3 +136,14 @@ def test_backbone_from_training_checkpoint_is_the_ema_copy(tmp_path):
     assert all(torch.equal(v, raw[k]) for k, v in from_folder.state_dict().items())
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         load_backbone(str(tmp_path / "missing.ckpt"))
+
+
+def test_a_pretrained_folder_of_no_kind_names_every_kind(tmp_path):
+    folder = tmp_path / "downloaded"
+    folder.mkdir()
+    (folder / "pytorch_model.bin").write_bytes(b"")  # weights without their config.json
+    with pytest.raises(FileNotFoundError) as err:
+        load_backbone(str(folder))
+    message = str(err.value)  # was: no genodiff.json and no *.ckpt, as if folders were not taken
+    assert message.startswith(f"pretrained={folder} holds no genodiff.json")
+    assert "nor config.json (a Hugging-Face-format folder); give a genodiff training" in message

@@ -70,6 +70,19 @@ def test_bad_character_names_file_and_position(tmp_path):
         load_task(tmp_path, "t", download=False)
 
 
+def test_a_txt_entry_that_is_no_file_is_named(tmp_path):
+    write_task(
+        tmp_path, "t", {"train": {"a": ["AC"], "b": ["GT"]}, "test": {"a": ["A"], "b": ["C"]}}
+    )
+    (tmp_path / "t" / "train" / "a" / "more.txt").mkdir()
+    with pytest.raises(ValueError, match=r"sequence file .*train/a/more\.txt is a folder"):
+        load_task(tmp_path, "t", download=False)  # was IsADirectoryError, [Errno 21]
+    (tmp_path / "t" / "train" / "a" / "more.txt").rmdir()
+    (tmp_path / "t" / "test" / "b" / "moved.txt").symlink_to(tmp_path / "gone.txt")
+    with pytest.raises(FileNotFoundError, match=r"sequence file .*test/b/moved\.txt not found"):
+        load_task(tmp_path, "t", download=False)
+
+
 def test_classes_differ_between_splits(tmp_path):
     write_task(tmp_path, "t", {"train": {"a": ["AC"], "b": ["GT"]}, "test": {"a": ["AC"]}})
     with pytest.raises(ValueError, match=r"train classes \['a', 'b'\] differ from test"):

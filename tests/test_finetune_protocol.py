@@ -14,13 +14,16 @@ import torch
 import genodiff
 from genodiff import cli
 from genodiff.checkpoints import read_checkpoint_file
+from genodiff.checkpoints.folders import save_pretrained
 from genodiff.config_values import ConfigError
 from genodiff.finetuning import load_finetune_config, protocol
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import markdown_table, summarize
+from genodiff.finetuning.trained import load_finetuned_classifier
 from genodiff.tokenizers import DNATokenizer
+from tests.test_bad_input_cli import files_in, one_line_error
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,6 +119,63 @@ def test_config_errors_are_clear(toy, capsys):
     (out / "config.yaml").write_text("name: toy\nfolds: 3\n")  # results of another config
     assert cli.main(["finetune", str(config)]) == 2
     assert "holds results of a different config (differs in: " in capsys.readouterr().err
+
+
+def test_an_empty_test_class_folder_is_refused_before_any_write(toy, capsys):
+    config, out = toy
+    for file in (config.parent / "data" / "toy" / "test" / "gc").iterdir():
+        file.unlink()
+    assert cli.main(["finetune", str(config)]) == 2
+    assert "toy/test/gc has no .txt files" in capsys.readouterr().err
+    assert not out.exists()  # was: config.yaml written, then the error
+
+
+def test_a_resume_from_other_weights_at_the_same_pretrained_path_is_refused(toy, capsys):
+    config, out = toy
+    tokenizer = DNATokenizer()
+    folder = config.parent / "weights"
+
+    def save_weights(seed: int) -> None:  # a new backbone's weights at one path
+        torch.manual_seed(seed)
+        backbone = build_backbone({"name": "caduceus", "d_model": 16, "n_layer": 1}, tokenizer)
+        save_pretrained(backbone, folder, overwrite=True, tokenizer=tokenizer)
+
+    save_weights(0)
+    assert cli.main(["finetune", str(config), f"pretrained={folder}"]) == 0
+    fold1 = out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "result.json"
+    fold1.unlink()  # a fold left to do
+    save_weights(1)  # the pretrained run went on training, say
+    before = files_in(out)
+    capsys.readouterr()
+    assert cli.main(["finetune", str(config), f"pretrained={folder}"]) == 2
+    assert "holds other weights" in one_line_error(capsys, "finetune")
+    assert files_in(out) == before  # was: fold 1 fine-tuned from the new weights, mixed in
+    save_weights(0)  # the weights the folds started from: the resume goes on
+    assert cli.main(["finetune", str(config), f"pretrained={folder}"]) == 0
+    assert fold1.is_file()
+
+
+def test_a_resume_after_a_tasks_files_changed_is_refused(toy, capsys):
+    config, out = toy
+    assert cli.main(["finetune", str(config)]) == 0
+    (out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "result.json").unlink()  # a fold to do
+    runs = files_in(out / "runs")
+    (config.parent / "data" / "toy" / "train" / "at" / "3.txt").write_text("GATTACA")
+    capsys.readouterr()
+    assert cli.main(["finetune", str(config)]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert err.startswith("genodiff finetune: error: task 'toy': its files changed since its")
+    assert files_in(out / "runs") == runs  # was: fold 1 on other folds of other data, mixed in
+
+
+def test_a_kept_fold_folder_loads_as_its_selected_checkpoint(toy):
+    config, out = toy
+    genodiff.finetune(str(config), ["keep_checkpoints=true"], progress=False)
+    fold = out / "runs" / "toy" / "lr0.003_bs8" / "fold0"
+    selected = json.loads((fold / "result.json").read_text())["checkpoint"]
+    assert [p.name for p in (fold / "checkpoints").iterdir()] == [Path(selected).name]
+    # was: last.ckpt kept beside it, which a folder reference loads: the last epoch's weights
+    assert load_finetuned_classifier(fold / "checkpoints").source == selected
 
 
 def test_selection_and_table_from_hand_made_records():

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from genodiff.errors import InputFileNotFoundError, InputValueError
+from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
 from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import id_dtype
 
@@ -124,8 +124,11 @@ def task_layout(root: str | Path, task: str, download: bool) -> tuple[Path, list
 
 def class_files(split_dir: Path, classes: list[str]) -> list[list[Path]]:
     """The sequence files of each class in ``split_dir``, in order; ValueError for a class
-    without any."""
-    files = [sorted((split_dir / name).glob("*.txt")) for name in classes]
+    without any, and an input error for a ``.txt`` that is no file (a folder, a broken link)."""
+    files = [
+        [require_regular_file(path, "sequence file") for path in sorted(folder.glob("*.txt"))]
+        for folder in (split_dir / name for name in classes)
+    ]
     for name, paths in zip(classes, files, strict=True):
         if not paths:
             raise InputValueError(f"class folder {split_dir / name} has no .txt files")

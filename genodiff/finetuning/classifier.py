@@ -38,6 +38,11 @@ from genodiff.hub import resolve
 from genodiff.registry import get
 from genodiff.tokenizers import Tokenizer, load_tokenizer
 
+PRETRAINED_KINDS = (
+    "give a genodiff training checkpoint (.ckpt), a Hugging-Face-format folder, a Hub id, or "
+    "null to train from scratch"
+)
+
 
 def load_backbone(pretrained: str) -> tuple[nn.Module, Tokenizer | None]:
     """The backbone to fine-tune and the tokenizer it was trained with: the EMA backbone of a
@@ -49,16 +54,21 @@ def load_backbone(pretrained: str) -> tuple[nn.Module, Tokenizer | None]:
     try:
         path = resolve(pretrained, RUN_FILES)
     except FileNotFoundError as err:
-        raise InputFileNotFoundError(
-            f"pretrained={err}; give a genodiff training checkpoint (.ckpt), a "
-            "Hugging-Face-format folder, a Hub id, or null to train from scratch"
-        ) from None
+        raise InputFileNotFoundError(f"pretrained={err}; {PRETRAINED_KINDS}") from None
     if path.is_dir() and (path / CONFIG_FILE).is_file():
         tokenizer = load_tokenizer(path)
         _check_dna(tokenizer, pretrained)
         backbone = load_pretrained(path)
     else:
-        model = load_model(path)
+        try:
+            model = load_model(path)
+        except InputFileNotFoundError as err:
+            if not path.is_dir():
+                raise
+            raise InputFileNotFoundError(  # a folder of neither kind
+                f"pretrained={err}, nor {CONFIG_FILE} (a Hugging-Face-format folder); "
+                + PRETRAINED_KINDS
+            ) from None
         tokenizer = model.tokenizer
         _check_dna(tokenizer, pretrained)
         backbone = model.eval_backbone

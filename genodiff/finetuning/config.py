@@ -11,6 +11,7 @@ dataclasses below (the backbone's and ``TRAINER_RANGES`` for ``model`` and ``tra
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +32,7 @@ from genodiff.config_values import Spec, dataclass_spec
 
 POOLINGS = ("mean", "max", "first", "last")
 CLASS_WEIGHTS = ("none", "balanced")
+MAX_SEED = 4294967295  # seed_everything takes uint32 seeds
 
 
 @dataclass
@@ -105,7 +107,7 @@ class FinetuneConfig:
     """Top-level keys of a fine-tuning config."""
 
     config_ranges: ClassVar[dict[str, str]] = {
-        "seed": "[0, 4294967295]",  # seed_everything: uint32
+        "seed": f"[0, {MAX_SEED}]",  # seed_everything: uint32
         "folds": ">=2; cross-validation needs at least 2 folds",
     }
 
@@ -169,9 +171,53 @@ def check_values(cfg: DictConfig) -> None:
             cfg.sweep[key] = [values]  # a scalar is a one-point sweep
         elif len(values) == 0:
             raise ConfigError(f"sweep.{key} is empty: give at least one value")
+    _check_sweep_points(list(cfg.sweep.lr), list(cfg.sweep.batch_size))
     tasks = cfg.benchmark.tasks
     if isinstance(tasks, str):
         cfg.benchmark.tasks = [tasks]
+    _check_task_list(cfg.benchmark.tasks)
+    last_seed = int(cfg.seed) + int(cfg.folds) - 1  # fold k trains with seed + k
+    if last_seed > MAX_SEED:
+        raise ConfigError(
+            f"seed={cfg.seed}: fold k trains with seed + k, and the last fold's "
+            f"{last_seed} is above {MAX_SEED} (seed_everything's limit); set seed at most "
+            f"{MAX_SEED - int(cfg.folds) + 1}"
+        )
+
+
+def sweep_tag(lr: float, batch_size: int) -> str:
+    """The name of a sweep point's folder (``runs/<task>/<tag>/fold<k>``)."""
+    return f"lr{lr:g}_bs{batch_size}"
+
+
+def _check_sweep_points(lrs: list[float], batch_sizes: list[int]) -> None:
+    """ConfigError when two (lr, batch_size) points share a folder: a value listed twice, or
+    two lrs alike to 6 significant digits. The second would take the first's results."""
+    seen: set[str] = set()
+    for lr, batch_size in itertools.product(lrs, batch_sizes):
+        tag = sweep_tag(lr, batch_size)
+        if tag in seen:
+            raise ConfigError(
+                f"sweep.lr={lrs} with sweep.batch_size={batch_sizes} gives the sweep point "
+                f"{tag} twice; list each value once (lrs equal to 6 significant digits "
+                "are one point)"
+            )
+        seen.add(tag)
+
+
+def _check_task_list(tasks: ListConfig | None) -> None:
+    """ConfigError for an empty ``benchmark.tasks`` (null means all 8) or a task named twice."""
+    if tasks is None:
+        return
+    if len(tasks) == 0:
+        raise ConfigError(
+            "benchmark.tasks is empty: name at least one task, or null for the 8 Genomic Benchmarks"
+        )
+    repeated = sorted({str(t) for t in tasks if list(tasks).count(t) > 1})
+    if repeated:
+        raise ConfigError(
+            f"benchmark.tasks names {', '.join(repeated)} more than once; name each task once"
+        )
 
 
 def load_finetune_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:

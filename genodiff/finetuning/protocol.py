@@ -16,12 +16,16 @@ epoch's validation and on SIGTERM; a re-run resumes an unfinished fold from it (
 optimizer, schedule, early-stopping state, the best checkpoint so far, the random state, the
 epoch's data order and the position in it)
 and restarts a fold without one from scratch, so the table is the same as without the
-interruption.
+interruption. Once a fold has a result or a checkpoint, a re-run with another config
+(``config.yaml``), other weights under ``pretrained`` (their CRC-32 in ``pretrained.json``) or
+other files of the fold's task (the CRC-32 of its sequences in ``runs/<task>/data.json``) is
+refused: one table never mixes the two.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import shutil
@@ -34,22 +38,26 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+import yaml
 from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.class_weight import compute_class_weight
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from genodiff.atomic_files import atomic_write
+from genodiff.atomic_files import atomic_write, write_text
+from genodiff.checkpoints.folders import tensors_digest
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
 from genodiff.config import ConfigError
 from genodiff.data.benchmarks import (
     GENOMIC_BENCHMARKS,
+    SPLITS,
     TaskData,
     class_files,
     load_task,
@@ -59,12 +67,13 @@ from genodiff.data.benchmarks import (
 from genodiff.data.loaders import EpochShuffleSampler, ResumableLoader, train_position
 from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone, load_backbone
-from genodiff.finetuning.config import FinetuneOptimConfig
+from genodiff.finetuning.config import FinetuneConfig, FinetuneOptimConfig, sweep_tag
 from genodiff.finetuning.module import ClassifierModule
+from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
 from genodiff.tokenizers import Tokenizer, tokenizer_record
-from genodiff.training.session import fit, hold_output
+from genodiff.training.session import CONFIG_FILE, fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
     progress_bars,
@@ -73,19 +82,29 @@ from genodiff.training.trainer import (
 )
 
 RESULT_FILE = "result.json"
+PRETRAINED_FILE = "pretrained.json"  # in output_dir: which weights the folds start from
+DATA_FILE = "data.json"  # in runs/<task>: which state of the task's files its folds read
 # A stopped fine-tuning goes on where it stopped: finished runs are skipped, an unfinished one
 # resumes from its last.ckpt.
 RESUME_HINT = "Run the same command again to resume (finished runs are skipped)"
 
 
-def check_fold_counts(counts: np.ndarray, folds: int) -> None:
-    """ValueError when a class (``counts``: training sequences per class) has fewer
-    sequences than ``folds``: some fold's validation part would lack it."""
-    if counts.min() < folds:
-        raise InputValueError(
-            f"a class has only {counts.min()} training sequences, fewer than folds={folds}; "
-            "lower folds or add sequences"
-        )
+def check_fold_counts(
+    counts: np.ndarray, folds: int, classes: list[str] | None = None, task: str | None = None
+) -> None:
+    """ValueError when a class (``counts``: training sequences per class, named ``classes``
+    of ``task`` where given) has fewer sequences than ``folds``: some fold's validation part
+    would lack it."""
+    short = np.flatnonzero(counts < folds)
+    if len(short) == 0:
+        return
+    c = int(short[0])
+    which = f"class {classes[c]!r}" if classes else "a class"
+    raise InputValueError(
+        ("" if task is None else f"task {task!r}: ")
+        + f"{which} has only {counts[c]} training sequences, fewer than folds={folds}; lower "
+        "folds or add sequences"
+    )
 
 
 def fold_splits(labels: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -106,7 +125,7 @@ class Run:
 
     @property
     def sweep_tag(self) -> str:
-        return f"lr{self.lr:g}_bs{self.batch_size}"
+        return sweep_tag(self.lr, self.batch_size)
 
     def folder(self, output_dir: Path) -> Path:
         return output_dir / "runs" / self.task / self.sweep_tag / f"fold{self.fold}"
@@ -236,6 +255,9 @@ def run_fold(
     predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
     if not cfg.keep_checkpoints:
         shutil.rmtree(folder / CHECKPOINT_FOLDER, ignore_errors=True)
+    else:  # the fold is done: its last epoch's state is no longer needed to resume it, and the
+        # folder's only checkpoint is the selected one (what loading the folder gives)
+        (folder / CHECKPOINT_FOLDER / LAST).unlink(missing_ok=True)
     record = {
         "task": run.task,
         "fold": run.fold,
@@ -282,23 +304,94 @@ def check_encoding(tokenizer: Tokenizer | None, source: str) -> None:
 
 
 def check_tasks(cfg: DictConfig, tasks: list[str]) -> None:
-    """Every task's folder layout and its classes' sizes against ``folds``, checked (without
-    reading the sequences) before anything is written."""
+    """Every task's folder layout (each class of each split holds files) and its classes'
+    sizes against ``folds``, checked (without reading the sequences) before anything is
+    written."""
     for name in tasks:
         folder, classes = task_layout(cfg.benchmark.root, name, cfg.benchmark.download)
         counts = np.array([len(files) for files in class_files(folder / "train", classes)])
-        check_fold_counts(counts, int(cfg.folds))
+        check_fold_counts(counts, int(cfg.folds), classes, name)
+        class_files(folder / "test", classes)  # every test class has files
 
 
-def _check_resume(cfg: DictConfig, output_dir: Path) -> None:
-    """Refuse to mix fold results made with a different config in one output_dir (a folder
-    without any fold's result or checkpoint, left by a run that failed first, holds none)."""
-    saved_file = output_dir / "config.yaml"
-    runs = output_dir / "runs"
-    done = any(runs.glob(f"**/{RESULT_FILE}")) or any(runs.glob("**/*.ckpt"))
-    if not saved_file.is_file() or not done:
+def _saved_finetune_config(path: Path) -> dict[str, Any] | None:
+    """The fine-tuning config a run wrote at ``path`` (``config.yaml``); None when there is no
+    such file or it is not a fine-tuning's (another command's run, a user's own file)."""
+    if not path.is_file():
+        return None
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OSError, yaml.YAMLError, OmegaConfBaseException):  # not a config this wrote
+        return None
+    keys = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    if not isinstance(saved, dict) or "folds" not in saved or not saved.keys() <= keys:
+        return None
+    return saved
+
+
+def _holds_fold_results(runs: Path) -> bool:
+    """Whether a fold under ``runs`` (an output_dir's runs/, or one task's folder in it) has a
+    result or a checkpoint (to resume or to keep)."""
+    return any(runs.glob(f"**/{RESULT_FILE}")) or any(runs.glob("**/*.ckpt"))
+
+
+def check_task_data(task: TaskData, output_dir: Path, record: bool) -> None:
+    """Refuse to mix folds of two states of a task's files: the CRC-32 of its sequences and
+    labels as read against the one in ``runs/<task>/DATA_FILE``, once a fold of the task has
+    a result or a checkpoint; ``record``: write it there (the main process)."""
+    tensors = {f"{s}.{k}": getattr(getattr(task, s), k) for s in SPLITS for k in ("ids", "labels")}
+    digest = tensors_digest(tensors)
+    path = output_dir / "runs" / task.name / DATA_FILE
+    saved = json.loads(path.read_text())["crc32"] if path.is_file() else None
+    if saved not in (None, digest) and _holds_fold_results(path.parent):
+        raise InputValueError(
+            f"task {task.name!r}: its files changed since its folds in {path.parent} ran "
+            f"(CRC-32 of the sequences {saved} then, {digest} now); restore them, or delete "
+            f"{path.parent} (or pick a new output_dir) to fine-tune it again"
+        )
+    if record and saved != digest:
+        write_text(path, json.dumps({"crc32": digest}) + "\n")
+
+
+def _check_pretrained_weights(output_dir: Path, source: str, weights: str) -> None:
+    """Refuse to mix fold results of two states of the weights ``pretrained=source`` names
+    (a training run's last.ckpt that went on training, a Hub id's newer revision): the CRC-32
+    ``weights`` of the backbone against the one in ``PRETRAINED_FILE`` (folders written before
+    it was recorded: nothing to check)."""
+    path = output_dir / PRETRAINED_FILE
+    if not path.is_file() or not _holds_fold_results(output_dir / "runs"):
         return
-    saved = OmegaConf.to_container(OmegaConf.load(saved_file), resolve=True)
+    saved = json.loads(path.read_text()).get("weights_crc32")
+    if saved != weights:
+        raise ConfigError(
+            f"pretrained={source} holds other weights (CRC-32 {weights}) than the ones the "
+            f"folds in output_dir={output_dir} were fine-tuned from ({saved}); pick a new "
+            "output_dir, or point pretrained at a copy of the old weights"
+        )
+
+
+def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
+    """Refuse an ``output_dir`` this run would spoil: a file; a folder holding files where a
+    fine-tuning writes (config.yaml, pretrained.json, results.*) or fold results without a
+    fine-tuning's config.yaml beside them; fold results of a different config (a folder
+    without any fold's result or checkpoint, left by a run that failed first, holds none)."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConfigError(f"output_dir={output_dir} is a file; choose a folder")
+    saved = _saved_finetune_config(output_dir / CONFIG_FILE)
+    done = _holds_fold_results(output_dir / "runs")
+    if saved is None:
+        ours = (CONFIG_FILE, PRETRAINED_FILE, *RESULT_FILES)
+        found = [n for n in ours if (output_dir / n).exists()]
+        found += ["fold results in runs/"] if done else []
+        if found:
+            raise ConfigError(
+                f"output_dir={output_dir} holds {', '.join(found)}, not written by a "
+                "fine-tuning (no fine-tuning config.yaml there): this run would overwrite or "
+                "mix with them; choose another output_dir"
+            )
+        return
+    if not done:
+        return
     current = OmegaConf.to_container(cfg, resolve=True)
     for c in (saved, current):
         c.get("benchmark", {}).pop("tasks", None)
@@ -319,15 +412,23 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
     output_dir = Path(cfg.output_dir)
     names = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
     # Every check comes before the first write into output_dir.
-    _check_resume(cfg, output_dir)
+    _check_output_dir(cfg, output_dir)
     pretrained = load_backbone(cfg.pretrained) if cfg.pretrained else None
+    weights = None
     if pretrained is not None:
         check_encoding(pretrained[1], cfg.pretrained)
+        weights = tensors_digest(pretrained[0].state_dict())
+        _check_pretrained_weights(output_dir, cfg.pretrained, weights)
     check_tasks(cfg, names)
-    with hold_output(output_dir, OmegaConf.to_container(cfg, resolve=True)):
+    with hold_output(output_dir, OmegaConf.to_container(cfg, resolve=True)) as main:
+        if main and weights is not None:
+            record = {"pretrained": cfg.pretrained, "weights_crc32": weights}
+            write_text(output_dir / PRETRAINED_FILE, json.dumps(record, indent=2) + "\n")
         workers = launch_workers(cfg.trainer)
         b = cfg.benchmark
         tasks = [load_task(b.root, name, b.max_length, b.download) for name in names]
+        for task in tasks:
+            check_task_data(task, output_dir, main)
         splits = {
             t.name: fold_splits(t.train.labels.numpy(), int(cfg.folds), int(cfg.seed))
             for t in tasks

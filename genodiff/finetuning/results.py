@@ -26,6 +26,8 @@ PUBLISHED_CADUCEUS_MDLM = {
     "human_ocr_ensembl": 0.823,
     "human_nontata_promoters": 0.940,
 }
+RESULT_EXTENSIONS = ("csv", "json", "md", "png")
+RESULT_FILES = tuple(f"results.{ext}" for ext in RESULT_EXTENSIONS)  # in output_dir
 CSV_COLUMNS = (
     "task", "lr", "batch_size", "fold", "seed", "selected", "val_acc", "test_acc", "test_mcc",
     "test_f1", "test_loss", "epochs", "n_train", "n_val", "n_test", "wall_s", "cpu_s", "checkpoint",
@@ -124,7 +126,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 def write_results(results: dict[str, Any], output_dir: Path, source: str) -> dict[str, Path]:
     """results.csv, results.json, results.md and results.png in ``output_dir``, each written
     atomically (a reader sees the previous file or the new one)."""
-    paths = {ext: output_dir / f"results.{ext}" for ext in ("csv", "json", "md", "png")}
+    paths = {ext: output_dir / f"results.{ext}" for ext in RESULT_EXTENSIONS}
     write_csv(results, paths["csv"])
     payload = {"model": source, "summary": summarize(results), "tasks": results}
     write_text(paths["json"], json.dumps(payload, indent=2))

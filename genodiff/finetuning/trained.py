@@ -91,10 +91,11 @@ def load_finetuned_classifier(
 ) -> FinetunedClassifier:
     """The classifier a ``genodiff finetune`` checkpoint holds, with the tokenizer it stores,
     on ``device``, in eval mode. ``path`` is anything
-    ``genodiff.checkpoints.load.open_checkpoint`` takes (a .ckpt, a fold's checkpoints folder:
-    its ``last.ckpt``, a Hub id). One ValueError naming the file for a damaged or unsafe file,
-    for any other kind of checkpoint (saying what it is), for a checkpoint from before the
-    record was stored, and for weights that do not fit or are not finite."""
+    ``genodiff.checkpoints.load.open_checkpoint`` takes (a .ckpt, a finished fold's checkpoints
+    folder: its selected checkpoint, the only one left there; a Hub id). One ValueError naming
+    the file for a damaged or unsafe file, for any other kind of checkpoint (saying what it
+    is), for a checkpoint from before the record was stored, and for weights that do not fit
+    or are not finite."""
     try:
         stored = open_checkpoint(path, FINETUNED)
     except UnknownCheckpointError as err:
