@@ -12,14 +12,19 @@ type against the annotation of that field or argument, their range against the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import itertools
 import re
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -329,6 +334,29 @@ def _search_path_override(config_file: Path) -> str:
     return f"hydra.searchpath=[{','.join(quoted)}]"
 
 
+@contextlib.contextmanager
+def _experiment_folder(config_file: Path) -> Iterator[Path]:
+    """A temporary copy of what Hydra should read of the experiment's folder: its YAML files,
+    and the YAML files in its folders named as config groups (``GROUPS``).
+
+    Hydra takes every folder of its primary config folder for a config group, and an override
+    ``key=VALUE`` naming one for a choice in it: a user's own folder beside the experiment
+    (``pretrained/``, ``init_from/``) made ``pretrained=PATH`` fail as "Could not find
+    'pretrained/PATH'". Nothing else of the folder is read (a data folder is not walked)."""
+    source = config_file.parent
+    with tempfile.TemporaryDirectory(prefix="genodiff-config-") as temporary:
+        folder = Path(temporary)
+        groups = [source / group for group in GROUPS if (source / group).is_dir()]
+        for group in groups:
+            (folder / group.name).mkdir()
+        for yaml_file in itertools.chain(
+            source.glob("*.yaml"), *(g.glob("*.yaml") for g in groups)
+        ):
+            if yaml_file.is_file():
+                shutil.copyfile(yaml_file, folder / yaml_file.relative_to(source))
+        yield folder
+
+
 def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
     """The experiment ``config_file`` composed by Hydra with ``overrides`` (Hydra is imported
     here: loading a trained model reads its saved config and composes none)."""
@@ -336,12 +364,19 @@ def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
     from hydra.errors import HydraException
 
     search_path = _search_path_override(config_file)
-    with initialize_config_dir(config_dir=str(config_file.parent), version_base=None):
+    with (
+        _experiment_folder(config_file) as folder,
+        initialize_config_dir(config_dir=str(folder), version_base=None),
+    ):
         try:
             return compose(config_name=config_file.stem, overrides=[search_path, *overrides])
         except HydraException as err:
             message = str(err).split("\nConfig search path:")[0].strip()
+            message = message.replace(str(folder), str(config_file.parent))
             raise ConfigError(_hydra_message(config_file, message)) from None
+        except yaml.YAMLError as err:  # the experiment file or a group's, with its line
+            where = " ".join(str(err).replace(str(folder), str(config_file.parent)).split())
+            raise ConfigError(f"{config_file}: a config file is not valid YAML: {where}") from None
 
 
 _OVERRIDE_KEY = re.compile(r"^[+~]*(?P<key>[^=]*)")

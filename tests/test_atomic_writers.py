@@ -32,6 +32,7 @@ ALLOWED = {
     ("genodiff/checkpoints/folders.py", "_write_folder"): "a folder's files renamed together",
     ("genodiff/data/download.py", "download"): "the resumable .part file, renamed when whole",
     ("genodiff/checkpoints/run_folder.py", "hold"): "the run's lock file, not an output",
+    ("genodiff/config.py", "_experiment_folder"): "a temporary copy of configs Hydra reads",
 }
 
 # Calls that write whatever object they are called on (Path.write_text, Figure.savefig, ...).

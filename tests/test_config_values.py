@@ -28,7 +28,15 @@ from genodiff.config import (
     RunConfig,
     load_config,
 )
-from genodiff.config_values import Key, Range, class_spec, dataclass_spec, describe, fits
+from genodiff.config_values import (
+    ConfigError,
+    Key,
+    Range,
+    class_spec,
+    dataclass_spec,
+    describe,
+    fits,
+)
 from genodiff.data import genome
 from genodiff.data.benchmarks import load_task
 from genodiff.model import GenerativeModel
@@ -383,3 +391,29 @@ def test_trainer_ranges_name_trainer_arguments():
     parameters = inspect.signature(lightning.Trainer.__init__).parameters
     assert set(TRAINER_RANGES) <= set(parameters) - set(TRAINER_RESERVED)
     assert all(dataclasses.is_dataclass(c) for c in SECTION_DATACLASSES.values())
+
+
+def test_a_folder_beside_the_experiment_is_no_config_group_unless_named_as_one(tmp_path):
+    """Hydra would take any folder beside the experiment file for a config group, so that
+    ``init_from=NAME`` with a user's ``init_from/`` folder there failed as "Could not find
+    'init_from/NAME'"; only the groups genodiff composes (``model/``, ...) are read there, and a
+    group option of the user's own there is still found. A file that is not YAML is named with
+    its line, in one error."""
+    experiment = tmp_path / "my_run.yaml"
+    experiment.write_text((ROOT / "configs" / "demo_quick.yaml").read_text())
+    (tmp_path / "init_from").mkdir()
+    (tmp_path / "init_from" / "notes.txt").write_text("the user's own folder\n")
+    (tmp_path / "model").mkdir()
+    tiny = (ROOT / "configs" / "model" / "caduceus_tiny.yaml").read_text()
+    (tmp_path / "model" / "my_model.yaml").write_text(tiny.replace("d_model: 64", "d_model: 24"))
+    cfg = load_config(experiment, ["init_from=mdlm-chrx", "model=my_model"])
+    assert cfg.init_from == "mdlm-chrx" and cfg.model.d_model == 24
+
+    (tmp_path / "model" / "broken.yaml").write_text("d_model: [1\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(experiment, ["model=broken"])
+    message = str(raised.value)
+    assert (
+        "not valid YAML" in message and f'"{tmp_path / "model" / "broken.yaml"}", line 1' in message
+    )
+    assert "\n" not in message
