@@ -83,6 +83,15 @@ def test_a_txt_entry_that_is_no_file_is_named(tmp_path):
         load_task(tmp_path, "t", download=False)
 
 
+def test_a_byte_order_mark_and_windows_line_ends_are_no_bases(tmp_path):
+    splits = {"train": {"a": ["ACGT"], "b": ["GGA"]}, "test": {"a": ["AC"], "b": ["GG"]}}
+    write_task(tmp_path, "t", splits)
+    (tmp_path / "t" / "train" / "a" / "000.txt").write_bytes(b"\xef\xbb\xbfACGT\r\n")
+    task = load_task(tmp_path, "t", download=False)
+    tok = DNATokenizer()
+    assert task.train.ids.tolist() == [tok.encode("ACGT"), [tok.pad_id] + tok.encode("GGA")]
+
+
 def test_classes_differ_between_splits(tmp_path):
     write_task(tmp_path, "t", {"train": {"a": ["AC"], "b": ["GT"]}, "test": {"a": ["AC"]}})
     with pytest.raises(ValueError, match=r"train classes \['a', 'b'\] differ from test"):

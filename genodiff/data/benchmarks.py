@@ -9,6 +9,7 @@ LEFT-padded with ``[PAD]`` (id 4) to ``max_length``.
 
 from __future__ import annotations
 
+import codecs
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +143,8 @@ def _read_split(
     for label, paths in enumerate(class_files(split_dir, classes)):
         for path in paths:
             try:
-                text = path.read_bytes().decode("ascii").strip()
+                # a leading UTF-8 byte-order mark (some Windows editors write one) is no base
+                text = path.read_bytes().removeprefix(codecs.BOM_UTF8).decode("ascii").strip()
             except UnicodeDecodeError as err:
                 raise InputValueError(
                     f"{path}: byte {err.start} is not an ASCII letter; a benchmark file holds "
