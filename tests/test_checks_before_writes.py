@@ -134,6 +134,7 @@ FINETUNE_QUICK = [
         (["sweep.lr=[1e-3,1.0000001e-3]"], "gives the sweep point lr0.001_bs32 twice"),
         (["benchmark.tasks=[]"], "benchmark.tasks is empty"),  # was: all 8 tasks
         (["benchmark.tasks=[human_vs_phage,human_vs_phage]"], "names human_vs_phage more than"),
+        (["benchmark.tasks=[../demo]"], "'../demo' is not a task's folder name"),  # was: read
         # folds=2: fold 1 trains with seed + 1, which seed_everything refused after fold 0
         (["seed=4294967295"], "set seed at most 4294967294"),
     ],

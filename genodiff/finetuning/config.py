@@ -206,13 +206,20 @@ def _check_sweep_points(lrs: list[float], batch_sizes: list[int]) -> None:
 
 
 def _check_task_list(tasks: ListConfig | None) -> None:
-    """ConfigError for an empty ``benchmark.tasks`` (null means all 8) or a task named twice."""
+    """ConfigError for an empty ``benchmark.tasks`` (null means all 8), a task that is no
+    folder name (``a/b``, ``..``) or one named twice."""
     if tasks is None:
         return
     if len(tasks) == 0:
         raise ConfigError(
             "benchmark.tasks is empty: name at least one task, or null for the 8 Genomic Benchmarks"
         )
+    for task in map(str, tasks):  # a folder under benchmark.root, and under output_dir/runs
+        if task in ("", ".", "..") or "/" in task or "\\" in task:
+            raise ConfigError(
+                f"benchmark.tasks: {task!r} is not a task's folder name; name a folder directly "
+                "under benchmark.root (no / or ..)"
+            )
     repeated = sorted({str(t) for t in tasks if list(tasks).count(t) > 1})
     if repeated:
         raise ConfigError(
