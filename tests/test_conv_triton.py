@@ -1,8 +1,8 @@
 """genodiff's Triton kernel of the short convolution (``genodiff.ops.conv_triton``), run on CPU
 tensors in Triton's interpreter (``TRITON_INTERPRET=1``), against the convolution's definition
 computed in float64 with numpy; and the routing that sends only CUDA calls without gradients to
-it (``genodiff.ops.upstream.triton_kernel``). tests/gpu/test_gpu_kernels.py runs the compiled
-kernel on a GPU.
+it (``genodiff.ops.upstream.triton_kernel``); its compilation for a Hopper GPU.
+tests/gpu/test_gpu_kernels.py runs the compiled kernel on a GPU.
 
 The ``test`` extra installs triton (the interpreter needs no GPU)."""
 
@@ -108,3 +108,28 @@ def test_only_cuda_calls_without_gradients_are_routed_to_it():
         with torch.no_grad():
             found = upstream.triton_kernel(upstream.TRITON_CAUSAL_CONV1D, cuda_x, cuda_weight)
         assert found is importlib.import_module("genodiff.ops.conv_triton").causal_conv1d_triton
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_kernel_compiles_for_a_hopper_gpu(dtype):
+    """Triton's compiler (with the ptxas its wheel carries) builds the kernel for sm_90, the
+    H100 / H200 the GPU sessions use, with no GPU here: type and shape errors the interpreter
+    lets pass fail here. The signature is built from the kernel's own argument names."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, compile
+
+    from genodiff.ops.conv_triton import _causal_conv1d_kernel as kernel
+
+    constants = {"K": 4, "HAS_BIAS": True, "SILU": True, "BLOCK": 1024}
+    tensors = {"x_ptr": dtype, "weight_ptr": "fp32", "bias_ptr": "fp32", "out_ptr": dtype}
+    signature = {
+        name: "constexpr"
+        if name in constants
+        else f"*{tensors[name]}"
+        if name in tensors
+        else "i32"
+        for name in kernel.arg_names
+    }
+    source = ASTSource(fn=kernel, signature=signature, constexprs=constants)
+    compiled = compile(source, target=GPUTarget("cuda", 90, 32))
+    assert len(compiled.asm["cubin"]) > 0
