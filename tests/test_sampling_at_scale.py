@@ -65,7 +65,8 @@ MODELS = {
 # an infill template of LENGTH bp: upper case kept, lower case and N drawn
 TEMPLATE = "ACGTnnnnnnACGTNNNNNNACGT"
 # (model, generate's options): every sampler, guidance in every form and kind (D-CFG, D-CBG,
-# FUDGE), a prefix, an infill template; "classifier" names a kind, built in the test
+# FUDGE), a prefix, an infill template (TEMPLATE, written in the test); "classifier" names a
+# kind (``built``)
 CASES = [
     ("mdlm", {"sampler": "ancestral", "steps": 6}),
     ("mdlm", {"sampler": "cached", "steps": 6}),
@@ -80,55 +81,41 @@ CASES = [
     ("ar", {"temperature": 0.8}),
     ("conditional", {"label": "b", "guidance": 2.0, "steps": 6}),
     ("conditional", {"label": "a", "guidance": 3.0, "guidance_schedule": "ramp", "steps": 6}),
-    (
-        "conditional",
-        {"sampler": "first-hitting", "label": "b", "guidance": 2.0, "guidance_form": "transition"},
-    ),
-    ("mdlm", {"sampler": "first-hitting", "infill": TEMPLATE, "temperature": 0.8}),
-    (
-        "mdlm",
-        {"sampler": "cached", "steps": 6, "label": "b", "guidance": 2.0, "classifier": "noisy"},
-    ),
-    (
-        "mdlm",
-        {
-            "sampler": "semi-ar",
-            "block": 12,
-            "stride": 6,
-            "steps": 4,
-            "label": "a",
-            "guidance": 2.0,
-            "classifier": "noisy",
-            "classifier_form": "exact",
-        },
-    ),
+    ("conditional", {"sampler": "first-hitting", "label": "b", "guidance": 2.0,
+                     "guidance_form": "transition"}),
+    ("mdlm", {"sampler": "first-hitting", "infill": True, "temperature": 0.8}),
+    ("mdlm", {"sampler": "cached", "steps": 6, "label": "b", "guidance": 2.0,
+              "classifier": "noisy"}),
+    # D-CBG, exact, past a step after which a batch's changed rows are all revealed (a
+    # classifier call on no position)
+    ("mdlm", {"sampler": "cached", "steps": 48, "label": "a", "guidance": 2.0,
+              "classifier": "noisy", "classifier_form": "exact"}),
     ("mdlm-timed", {"sampler": "semi-ar", "block": 12, "stride": 6, "steps": 4}),
-    ("sedd-conditional", {"steps": 6, "label": "a", "guidance": 2.5, "infill": TEMPLATE}),
+    ("sedd-conditional", {"steps": 6, "label": "a", "guidance": 2.5, "infill": True}),
     ("udlm", {"steps": 6, "label": "b", "guidance": 2.0, "classifier": "noisy"}),
     ("ar-hyena", {"prefix": "ACGTAC", "top_p": 0.9}),
     ("ar-conditional", {"label": "b", "guidance": 2.0, "guidance_schedule": "ramp"}),
-    ("ar", {"infill": TEMPLATE, "label": "a", "guidance": 2.0, "classifier": "causal"}),
-]
+    ("ar", {"infill": True, "label": "a", "guidance": 2.0, "classifier": "causal"}),
+]  # fmt: skip
 
 
-def resolved(options: dict, tmp_path) -> dict:
-    """``options`` with its infill template written to a file and its classifier built."""
-    resolved = dict(options)
-    if "infill" in options:
-        resolved["infill"] = tmp_path / "template.fa"
-        resolved["infill"].write_text(f">template\n{options['infill']}\n")
-    if "classifier" in options:
-        backbone = "mamba" if options["classifier"] == "causal" else "caduceus"
-        network = classifier(options["classifier"], backbone, classes=2)
-        resolved["classifier"] = ClassifierGuide(network, TOK, ["a", "b"])
-    return resolved
+def built(options: dict) -> dict:
+    """A copy of ``options`` with the classifier they name ("noisy" or "causal") built."""
+    if "classifier" not in options:
+        return dict(options)
+    backbone = "mamba" if options["classifier"] == "causal" else "caduceus"
+    network = classifier(options["classifier"], backbone, classes=2)
+    return {**options, "classifier": ClassifierGuide(network, TOK, ["a", "b"])}
 
 
 @pytest.mark.parametrize(
     ("name", "options"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
 )
 def test_a_sequence_is_the_same_under_any_batch_size(name, options, tmp_path):
-    net, options = MODELS[name](), resolved(options, tmp_path)
+    net, options = MODELS[name](), built(options)
+    if "infill" in options:
+        options["infill"] = tmp_path / "template.fa"
+        options["infill"].write_text(f">template\n{TEMPLATE}\n")
     runs = [net.generate(5, LENGTH, seed=7, batch_size=size, **options) for size in (1, 2, 5)]
     assert runs[0] == runs[1] == runs[2]
     # and sequence i alone, as the first of a run of one, is the run's i-th: a function of
