@@ -227,10 +227,11 @@ def draw_batches(
     """The sequences ``indices`` (default: all of ``request.num_samples``) of a run, batch
     by batch of ``batch_size``: (the first one's index, its batch's ids (n, L) on the CPU).
     Sequence i draws from its own stream seeded with (``seed``, i)
-    (``genodiff.randomness.noise``): it is the same whatever the batch size, the process or the
-    first index (a resumed run). ValueError up front for a ``batch_size`` < 1 or a request that
-    cannot fit in memory (``check_feasible``). ``progress`` shows the sampler's steps over all
-    batches."""
+    (``genodiff.randomness.noise``): its draws are the same whatever the batch size, the process
+    or the first index (a resumed run); the network's float arithmetic on a call of only a few
+    tokens may differ in its last bits (docs/generating.md, "What the same seed does not fix").
+    ValueError up front for a ``batch_size`` < 1 or a request that cannot fit in memory
+    (``check_feasible``). ``progress`` shows the sampler's steps over all batches."""
     check_feasible(request, batch_size, backbone, held=False)
     indices = range(request.num_samples) if indices is None else indices
     device = next(backbone.parameters()).device

@@ -215,7 +215,7 @@ class Model:
         of the wrong type or out of range, is an InputValueError naming it.
         ``generator``: a ``torch.Generator`` to draw the seed from instead of ``seed`` (one
         number from it; sequence i then draws from its own stream of (seed, i), as with
-        ``seed``, so the batch size changes nothing; ``samples.run.seed`` records it).
+        ``seed``, so the batch size changes no draw; ``samples.run.seed`` records it).
         ``progress`` shows the steps."""
         job = self._plan(num_samples, length, options, generation_config, generator)
         check_feasible(job.request, job.batch_size, self.network.eval_backbone)  # all held

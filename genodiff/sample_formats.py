@@ -45,8 +45,8 @@ class SamplingRun:
     stride: int | None = None
     constraint: str | None = None  # Constraint.description
     guidance: Guidance | None = None  # the request's, as it is (guided runs only)
-    # How each sequence's random draws are seeded (``genodiff.randomness.noise``): sequence i of
-    # a run is a function of (seed, i) and the request alone.
+    # How each sequence's random draws are seeded (``genodiff.randomness.noise``): the draws of
+    # sequence i of a run are a function of (seed, i) and the request alone.
     draws: str = SEQUENCE_SEEDS
     checkpoint_step: int | None = None
     weights_crc32: str | None = None

@@ -117,6 +117,8 @@ def test_exact_tilt_of_a_nonlinear_classifier_is_one_call_per_position_and_value
     undrawable[BASES] = False
     assert tilt[..., undrawable].abs().max() == 0  # values a sampler may not draw
     assert tilt[where][:, BASES].abs().min() > 0
+    # no position to tilt (every row revealed): zeros, with no classifier call on no rows
+    assert torch.equal(guide.tilt(x, 2, torch.zeros_like(where), True), torch.zeros(2, 9, 16))
 
 
 @pytest.mark.parametrize("rcps", [False, True])

@@ -19,11 +19,13 @@ import pytest
 import torch
 
 from genodiff import cli
+from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.errors import InputFileExistsError, InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from genodiff.randomness.noise import Noise, sequence_seed
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
+from tests.test_classifiers import TOK, classifier
 from tests.test_cli import ROOT
 
 CADUCEUS = {"name": "caduceus", "d_model": 16, "n_layer": 1}
@@ -44,16 +46,27 @@ def model(
     return Model(GenerativeModel(section), "in memory")
 
 
+MAMBA = {"name": "mamba", "d_model": 16, "n_layer": 1}
+TIMED = {**CADUCEUS, "time_conditioning": True}
+LABELS = {"labels": ["a", "b"]}
 MODELS = {
     "mdlm": lambda: model(),
+    "mdlm-timed": lambda: model(backbone=TIMED),
     "d3pm": lambda: model("d3pm"),
     "sedd": lambda: model("sedd"),
-    "udlm": lambda: model("udlm", {**CADUCEUS, "time_conditioning": True}),
+    "sedd-conditional": lambda: model("sedd", conditioning=LABELS),
+    "udlm": lambda: model("udlm", TIMED),
     "plaid": lambda: model("plaid", objective_options={"d_model": 16}),
-    "ar": lambda: model("ar", {"name": "mamba", "d_model": 16, "n_layer": 1}),
-    "conditional": lambda: model(conditioning={"labels": ["a", "b"]}),
+    "ar": lambda: model("ar", MAMBA),
+    "ar-hyena": lambda: model("ar", {**MAMBA, "name": "hyena"}),
+    "ar-conditional": lambda: model("ar", MAMBA, conditioning=LABELS),
+    "conditional": lambda: model(conditioning=LABELS),
 }
-# (model, generate's options): every sampler, guidance, a prefix
+# an infill template of LENGTH bp: upper case kept, lower case and N drawn
+TEMPLATE = "ACGTnnnnnnACGTNNNNNNACGT"
+# (model, generate's options): every sampler, guidance in every form and kind (D-CFG, D-CBG,
+# FUDGE), a prefix, an infill template (TEMPLATE, written in the test); "classifier" names a
+# kind (``built``)
 CASES = [
     ("mdlm", {"sampler": "ancestral", "steps": 6}),
     ("mdlm", {"sampler": "cached", "steps": 6}),
@@ -68,14 +81,41 @@ CASES = [
     ("ar", {"temperature": 0.8}),
     ("conditional", {"label": "b", "guidance": 2.0, "steps": 6}),
     ("conditional", {"label": "a", "guidance": 3.0, "guidance_schedule": "ramp", "steps": 6}),
-]
+    ("conditional", {"sampler": "first-hitting", "label": "b", "guidance": 2.0,
+                     "guidance_form": "transition"}),
+    ("mdlm", {"sampler": "first-hitting", "infill": True, "temperature": 0.8}),
+    ("mdlm", {"sampler": "cached", "steps": 6, "label": "b", "guidance": 2.0,
+              "classifier": "noisy"}),
+    # D-CBG, exact, past a step after which a batch's changed rows are all revealed (a
+    # classifier call on no position)
+    ("mdlm", {"sampler": "cached", "steps": 48, "label": "a", "guidance": 2.0,
+              "classifier": "noisy", "classifier_form": "exact"}),
+    ("mdlm-timed", {"sampler": "semi-ar", "block": 12, "stride": 6, "steps": 4}),
+    ("sedd-conditional", {"steps": 6, "label": "a", "guidance": 2.5, "infill": True}),
+    ("udlm", {"steps": 6, "label": "b", "guidance": 2.0, "classifier": "noisy"}),
+    ("ar-hyena", {"prefix": "ACGTAC", "top_p": 0.9}),
+    ("ar-conditional", {"label": "b", "guidance": 2.0, "guidance_schedule": "ramp"}),
+    ("ar", {"infill": True, "label": "a", "guidance": 2.0, "classifier": "causal"}),
+]  # fmt: skip
+
+
+def built(options: dict) -> dict:
+    """A copy of ``options`` with the classifier they name ("noisy" or "causal") built."""
+    if "classifier" not in options:
+        return dict(options)
+    backbone = "mamba" if options["classifier"] == "causal" else "caduceus"
+    network = classifier(options["classifier"], backbone, classes=2)
+    return {**options, "classifier": ClassifierGuide(network, TOK, ["a", "b"])}
 
 
 @pytest.mark.parametrize(
     ("name", "options"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
 )
-def test_a_sequence_is_the_same_under_any_batch_size(name, options):
-    net = MODELS[name]()
+def test_a_sequence_is_the_same_under_any_batch_size(name, options, tmp_path):
+    net, options = MODELS[name](), built(options)
+    if "infill" in options:
+        options["infill"] = tmp_path / "template.fa"
+        options["infill"].write_text(f">template\n{TEMPLATE}\n")
     runs = [net.generate(5, LENGTH, seed=7, batch_size=size, **options) for size in (1, 2, 5)]
     assert runs[0] == runs[1] == runs[2]
     # and sequence i alone, as the first of a run of one, is the run's i-th: a function of
@@ -151,7 +191,8 @@ def drawn(monkeypatch) -> list[int]:
 
 def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, monkeypatch, drawn):
     """A failure after two batches leaves the staged file and its record; the same call with
-    resume draws only the rest and ends with the uninterrupted run's bytes."""
+    resume (in batches of another size) draws only the rest and ends with the uninterrupted
+    run's bytes."""
     net = model()
     options = {"steps": 4, "seed": 4, "batch_size": 2}
     whole = net.generate_to_file(tmp_path / "whole.fa", 7, LENGTH, **options).path
@@ -179,8 +220,8 @@ def test_a_run_interrupted_between_batches_resumes_to_the_same_file(tmp_path, mo
     # another length: the file would mix sequences of two lengths
     with pytest.raises(InputValueError, match=rf"another job \(length: {LENGTH} then, 12 now\)"):
         net.generate_to_file(out, 7, 12, resume=True, **options)
-    drawn.clear()
-    net.generate_to_file(out, 7, LENGTH, resume=True, **options)
+    drawn.clear()  # another batch size is the same job: it changes no sequence
+    net.generate_to_file(out, 7, LENGTH, resume=True, **{**options, "batch_size": 3})
     assert drawn == [4, 5, 6]  # only the sequences not written yet
     assert out.read_bytes() == whole.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["split.fa", "whole.fa"]

@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from genodiff import syncs
 from genodiff.errors import NonFiniteOutputError
-from tests.test_sampling_at_scale import LENGTH, MODELS
+from tests.test_sampling_at_scale import LENGTH, MODELS, built
 
 SYNCS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::item"}
 
@@ -35,6 +35,9 @@ CASES = [
     ("conditional", {"sampler": "first-hitting", "label": "b", "guidance": 2.0}),
     ("conditional", {"sampler": "first-hitting", "label": "a", "guidance": 3.0,
                      "guidance_form": "transition"}),
+    # D-CBG, exact: steps go on once a batch is revealed, with no position left to tilt
+    ("mdlm", {"sampler": "semi-ar", "block": 12, "stride": 6, "label": "a", "guidance": 2.0,
+              "classifier": "noisy", "classifier_form": "exact"}),
 ]  # fmt: skip
 STEPLESS = ("first-hitting",)  # no steps (semi-ar's are per window)
 
@@ -58,6 +61,7 @@ def sync_free(monkeypatch):
 
 def draw(name: str, options: dict, steps: int = 6, length: int = LENGTH):
     steps_option = {} if options.get("sampler") in STEPLESS else {"steps": steps}
+    options = built(options)
     return MODELS[name]().generate(5, length, seed=3, batch_size=2, **steps_option, **options)
 
 

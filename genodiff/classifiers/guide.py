@@ -88,8 +88,11 @@ class ClassifierGuide:
                 f"these sequences have {length}: use the classifier form 'first-order'",
                 parameter="classifier_form",
             )
+        tilt = torch.zeros(n, length, self.classifier.vocab_size, device=x.device)
         values = self.drawable.nonzero().squeeze(1).to(x.device)  # (K,)
         rows, positions = where.nonzero(as_tuple=True)  # (M,) each
+        if not len(rows):  # nothing to tilt (a sync-free step after every row is revealed)
+            return tilt
         k = len(values)
         # one edited copy of x per (tilted position, value): (M K,) rows, positions, values
         edited_rows = rows.repeat_interleave(k)
@@ -100,11 +103,7 @@ class ClassifierGuide:
         with torch.no_grad():
             base = self._log_p(x, label)  # (n,)
             scores = [self._log_p(chunk, label) for chunk in edited.split(EXACT_BATCH_ROWS)]
-        tilt = torch.zeros(n, length, self.classifier.vocab_size, device=x.device)
-        if scores:
-            tilt[edited_rows, edited_positions, edited_values] = (
-                torch.cat(scores) - base[edited_rows]
-            )
+        tilt[edited_rows, edited_positions, edited_values] = torch.cat(scores) - base[edited_rows]
         return tilt
 
     def _first_order_tilt(self, x: Tensor, label: int, where: Tensor) -> Tensor:

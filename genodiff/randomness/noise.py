@@ -5,9 +5,11 @@ Every sampler draws its randomness through ``Noise``, row by row and in shapes t
 nothing but the row's own state (a step's uniforms for every position of a row, whether or not
 it is masked), so that what row i draws never depends on the other rows. With
 ``Noise.per_sequence(seed, indices)`` each row has its own generator, seeded from (seed, the
-row's index in the run), and sequence i of a run is then a function of (seed, i) and the request
-alone: the same under any batch size, any number of processes and any resume
-(``genodiff.generate.draw_samples``). ``Noise(generator)`` draws every row from one generator
+row's index in the run), and the draws of sequence i of a run are then a function of (seed, i)
+and the request alone: the same under any batch size, any number of processes and any resume
+(``genodiff.generate.draw_samples``); so is the sequence, up to the last bits of the network's
+arithmetic on a call of only a few tokens (docs/generating.md, "What the same seed does not
+fix"). ``Noise(generator)`` draws every row from one generator
 (the tests' exact laws, the training objectives), as torch does.
 
 Scoring (``genodiff eval``, ``Model.score``: ``genodiff.evaluate.score_windows``) draws an
