@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -99,23 +100,26 @@ CASES = [
 ]  # fmt: skip
 
 
-def built(options: dict) -> dict:
-    """A copy of ``options`` with the classifier they name ("noisy" or "causal") built."""
-    if "classifier" not in options:
-        return dict(options)
-    backbone = "mamba" if options["classifier"] == "causal" else "caduceus"
-    network = classifier(options["classifier"], backbone, classes=2)
-    return {**options, "classifier": ClassifierGuide(network, TOK, ["a", "b"])}
+def built(options: dict, folder: Path | None = None) -> dict:
+    """A copy of ``options`` as ``generate`` takes them: the classifier they name ("noisy" or
+    "causal") built, and for ``infill`` the template (TEMPLATE) written into ``folder``."""
+    options = dict(options)
+    if "classifier" in options:
+        backbone = "mamba" if options["classifier"] == "causal" else "caduceus"
+        network = classifier(options["classifier"], backbone, classes=2)
+        options["classifier"] = ClassifierGuide(network, TOK, ["a", "b"])
+    if "infill" in options:
+        assert folder is not None, "an infill case writes its template: give a folder"
+        options["infill"] = folder / "template.fa"
+        options["infill"].write_text(f">template\n{TEMPLATE}\n")
+    return options
 
 
 @pytest.mark.parametrize(
     ("name", "options"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
 )
 def test_a_sequence_is_the_same_under_any_batch_size(name, options, tmp_path):
-    net, options = MODELS[name](), built(options)
-    if "infill" in options:
-        options["infill"] = tmp_path / "template.fa"
-        options["infill"].write_text(f">template\n{TEMPLATE}\n")
+    net, options = MODELS[name](), built(options, tmp_path)
     runs = [net.generate(5, LENGTH, seed=7, batch_size=size, **options) for size in (1, 2, 5)]
     assert runs[0] == runs[1] == runs[2]
     # and sequence i alone, as the first of a run of one, is the run's i-th: a function of
