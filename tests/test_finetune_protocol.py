@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import warnings
 from pathlib import Path
 
@@ -75,11 +76,23 @@ def test_a_fold_stopped_mid_epoch_resumes_at_its_next_batch(toy, tmp_path, monke
 
     def sigterm_after_step_3(self, outputs, batch, batch_idx):
         if self.global_step == 3:  # the first batch of epoch 1; Lightning's handler hears it
+            skipped[0] = HOUR  # the fold's first part took an hour, as far as its clock knows
             os.kill(os.getpid(), signal.SIGTERM)
 
+    # protocol's clock, an hour ahead once the first part is stopped
+    HOUR, skipped = 3600.0, [0.0]
+    late = type(
+        "Time",
+        (),
+        {
+            "perf_counter": staticmethod(lambda: time.perf_counter() + skipped[0]),
+            "process_time": staticmethod(lambda: time.process_time() + skipped[0]),
+        },
+    )
     split = tmp_path / "split"
     with monkeypatch.context() as patch:
         patch.setattr(ClassifierModule, "on_train_batch_end", sigterm_after_step_3)
+        patch.setattr(protocol, "time", late)
         with pytest.raises(SystemExit) as stopped:
             genodiff.finetune(str(config), overrides, split, progress=False)
     assert stopped.value.code == 143
@@ -97,6 +110,12 @@ def test_a_fold_stopped_mid_epoch_resumes_at_its_next_batch(toy, tmp_path, monke
     same = ("fold", "seed", "val_acc", "test_acc", "test_mcc", "test_f1", "test_loss", "epochs")
     for a, b in zip(whole.tasks["toy"]["runs"], resumed.tasks["toy"]["runs"], strict=True):
         assert {k: a[k] for k in same} == {k: b[k] for k in same}
+    # Its times count the hour before the resume (they counted only the part after it), once:
+    # the test's load of the selected checkpoint does not set the clock back to that one's.
+    fold0 = resumed.tasks["toy"]["runs"][0]
+    clock = saved["callbacks"]["FoldClock"]
+    assert HOUR <= clock["wall_s"] < fold0["wall_s"] < HOUR + 600
+    assert HOUR <= clock["cpu_s"] < fold0["cpu_s"] < HOUR + 600
 
 
 def test_config_errors_are_clear(toy, capsys):

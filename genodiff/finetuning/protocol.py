@@ -41,6 +41,7 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.trainer.states import TrainerFn
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
@@ -143,6 +144,33 @@ class FoldProgressBar(TQDMProgressBar):
         self.train_progress_bar.set_description(f"{self.prefix} epoch {trainer.current_epoch}")
 
 
+class FoldClock(L.Callback):
+    """The wall and CPU seconds a fold has run, over its interruptions: the time up to each
+    checkpoint rides in it (Lightning saves a callback's ``state_dict``), so a resumed fold's
+    ``wall_s`` / ``cpu_s`` count the parts before the resume too. Only a resumed fit reads it
+    back: the test's load of the selected checkpoint leaves the clock running."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter(), time.process_time()
+        self.before = 0.0, 0.0  # (wall, CPU) seconds of the parts before a resume
+
+    def seconds(self) -> tuple[float, float]:
+        """(wall, CPU) seconds so far."""
+        now = time.perf_counter(), time.process_time()
+        return tuple(b + n - s for b, n, s in zip(self.before, now, self.start, strict=True))
+
+    def state_dict(self) -> dict[str, float]:
+        wall, cpu = self.seconds()
+        return {"wall_s": wall, "cpu_s": cpu}
+
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        state = checkpoint.get("callbacks", {}).get(self.state_key)
+        if trainer.state.fn == TrainerFn.FITTING and state is not None:
+            self.before = float(state["wall_s"]), float(state["cpu_s"])
+
+
 def _loader(
     task: TaskData,
     split: str,
@@ -202,7 +230,7 @@ def run_fold(
     else:  # leftovers of a run interrupted before its first checkpoint
         resume = None
         shutil.rmtree(folder, ignore_errors=True)
-    start_wall, start_cpu = time.perf_counter(), time.process_time()
+    clock = FoldClock()
     seed = int(cfg.seed) + run.fold
     L.seed_everything(seed, workers=True, verbose=False)
     tokenizer = task.tokenizer  # what the task is encoded with, unless the pretrained run has one
@@ -232,7 +260,7 @@ def run_fold(
     batches = -(-len(train_idx) // run.batch_size)
     kwargs["log_every_n_steps"] = max(1, min(kwargs.get("log_every_n_steps") or 50, batches))
     bars = progress_bars(kwargs, f"genodiff finetune {prefix}", FoldProgressBar(prefix))
-    callbacks = [checkpoint, stopper, *bars]
+    callbacks = [checkpoint, stopper, clock, *bars]
     trainer = L.Trainer(
         default_root_dir=folder,
         logger=CSVLogger(folder, name="logs"),
@@ -274,8 +302,8 @@ def run_fold(
         "n_train": len(train_idx),
         "n_val": len(val_idx),
         "n_test": len(task.test),
-        "wall_s": round(time.perf_counter() - start_wall, 2),
-        "cpu_s": round(time.process_time() - start_cpu, 2),
+        "wall_s": round(clock.seconds()[0], 2),  # before a resume too (FoldClock)
+        "cpu_s": round(clock.seconds()[1], 2),
         "rank": workers.rank,  # the process that ran it (genodiff.parallel)
     }
     with atomic_write(folder / RESULT_FILE) as handle:  # a result.json is always complete
