@@ -357,17 +357,15 @@ def _experiment_folder(config_file: Path) -> Iterator[Path]:
         yield folder
 
 
-def _compose(config_file: Path, overrides: list[str]) -> DictConfig:
-    """The experiment ``config_file`` composed by Hydra with ``overrides`` (Hydra is imported
-    here: loading a trained model reads its saved config and composes none)."""
+def _compose(config_file: Path, folder: Path, overrides: list[str]) -> DictConfig:
+    """The experiment ``config_file`` composed by Hydra with ``overrides``, read from
+    ``folder`` (its ``_experiment_folder``; Hydra is imported here: loading a trained model
+    reads its saved config and composes none)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     search_path = _search_path_override(config_file)
-    with (
-        _experiment_folder(config_file) as folder,
-        initialize_config_dir(config_dir=str(folder), version_base=None),
-    ):
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
         try:
             return compose(config_name=config_file.stem, overrides=[search_path, *overrides])
         except HydraException as err:
@@ -484,9 +482,10 @@ def compose_config(
     config_file = resolve_config_path(config)
     _refuse_hydra_keys(list(overrides or []))
     group_overrides, value_overrides = _split_overrides(list(overrides or []))
-    base = _compose(config_file, group_overrides)
-    additions = _with_additions(base, value_overrides, schema)
-    cfg = _compose(config_file, group_overrides + additions)
+    with _experiment_folder(config_file) as folder:
+        base = _compose(config_file, folder, group_overrides)
+        additions = _with_additions(base, value_overrides, schema)
+        cfg = _compose(config_file, folder, group_overrides + additions)
     OmegaConf.set_struct(cfg, False)
     defaults = dataclasses.asdict(schema.top())  # (not OmegaConf.structured: no union types)
     cfg = OmegaConf.merge({k: v for k, v in defaults.items() if k not in GROUPS}, cfg)

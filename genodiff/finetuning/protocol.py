@@ -286,6 +286,7 @@ def run_fold(
     else:  # the fold is done: its last epoch's state is no longer needed to resume it, and the
         # folder's only checkpoint is the selected one (what loading the folder gives)
         (folder / CHECKPOINT_FOLDER / LAST).unlink(missing_ok=True)
+    wall, cpu = clock.seconds()  # before a resume too (FoldClock)
     record = {
         "task": run.task,
         "fold": run.fold,
@@ -302,8 +303,8 @@ def run_fold(
         "n_train": len(train_idx),
         "n_val": len(val_idx),
         "n_test": len(task.test),
-        "wall_s": round(clock.seconds()[0], 2),  # before a resume too (FoldClock)
-        "cpu_s": round(clock.seconds()[1], 2),
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "rank": workers.rank,  # the process that ran it (genodiff.parallel)
     }
     with atomic_write(folder / RESULT_FILE) as handle:  # a result.json is always complete
