@@ -13,6 +13,7 @@ from genodiff_text.data import lm1b
 from genodiff_text.data.datamodule import TextDataModule
 from genodiff_text.data.lm1b import lm1b_detokenizer
 from genodiff_text.resources import CORPUS
+from genodiff_text.tokenizers import TrainedTokenizer
 
 from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import Tokenizer
@@ -120,6 +121,36 @@ def test_wrap_true_blocks_follow_mdlm_group_texts(tiny_file):
     assert _names(dataset) == ["block 0 (line 1)", "block 1 (lines 3-4)", "block 2 (line 4)"]
     with pytest.raises(IndexError):
         dataset[3]
+
+
+def test_texts_scored_in_memory_are_one_item_each_wrapped_or_not(tiny_file):
+    """Model.score: one item per text. Wrapped, each text whole as [CLS] text [SEP] (was: the
+    texts joined into one stream cut into blocks: items mixing texts, none at all for short
+    ones, so Model.score returned [] or misaligned scores); padded, the window file_dataset
+    reads for that line."""
+    texts = ["a b c", "d e", "a a a a a a"]
+    wrapped = _module(tiny_file, max_length=6, wrap=True).sequences_dataset(texts)
+    assert _ids(wrapped) == [[CLS, A, B, C, SEP], [CLS, D, E, SEP], [CLS, *[A] * 6, SEP]]
+    assert _names(wrapped) == ["line 1", "line 2", "line 3"]
+    padded = _module(tiny_file, max_length=6).sequences_dataset(texts)
+    with pytest.warns(UserWarning, match="longer than"):
+        assert _ids(padded) == _ids(_module(tiny_file, max_length=6).file_dataset(tiny_file))
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_a_text_scored_in_memory_is_read_as_a_line_of_a_file(tmp_path, wrap):
+    """Surrounding whitespace (a line read with its newline) is dropped as read_lines drops it:
+    a byte-level BPE would otherwise score it as tokens of its own."""
+    tokenizer = TrainedTokenizer(kind="bpe", vocab_size=300).train(["she was here"] * 20)
+    path = tmp_path / "line.txt"
+    path.write_text("  she was here \n", encoding="utf-8")
+    module = TextDataModule(path=str(path), max_length=8, wrap=wrap)
+    module.attach_tokenizer(tokenizer)
+    expected = [tokenizer.bos_id, *tokenizer.encode("she was here"), tokenizer.eos_id]
+    scored = _ids(module.sequences_dataset(["  she was here \n"]))
+    assert [row[: len(expected)] for row in scored] == [expected]
+    if not wrap:
+        assert scored == _ids(module.file_dataset(path))
 
 
 def test_a_generated_sentence_ends_at_its_first_sep(tiny_file):
