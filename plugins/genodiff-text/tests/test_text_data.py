@@ -153,6 +153,23 @@ def test_a_text_scored_in_memory_is_read_as_a_line_of_a_file(tmp_path, wrap):
         assert scored == _ids(module.file_dataset(path))
 
 
+def test_a_wrapped_block_survives_the_round_trip_of_its_sample_text(tmp_path):
+    """decode_sample writes a wrapped block's sentence ends as `` [SEP] ``; encode_sample (what
+    gen-ppl's AR scorer reads) restores the block's ids: one [SEP] between sentences, as the
+    stream holds them (was: [SEP] [CLS], a [CLS] no wrapped window has there)."""
+    path = tmp_path / "three.txt"
+    path.write_text("mr bennet replied\nshe was here\nhe was not\n", encoding="utf-8")
+    tokenizer = TrainedTokenizer(vocab_size=300).train(path.read_text().splitlines() * 5)
+    module = TextDataModule(path=str(path), max_length=12, wrap=True)
+    module.attach_tokenizer(tokenizer)
+    block = module.file_dataset(path)[0]["input_ids"].tolist()  # [CLS] ... [SEP]
+    text = tokenizer.decode_sample(block)
+    assert text.count(" [SEP] ") == 2  # two sentence ends inside the block
+    while block[-1] == tokenizer.eos_id:  # a closing [SEP] ends the text: nothing written
+        block.pop()
+    assert tokenizer.encode_sample(text) == block
+
+
 def test_a_generated_sentence_ends_at_its_first_sep(tiny_file):
     """wrap: false windows hold one sentence, so a sample ends where a sentence does: at its
     first [SEP] (or [PAD]), everything after it [PAD]; wrapped blocks run on unchanged."""
