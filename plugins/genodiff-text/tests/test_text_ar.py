@@ -91,6 +91,22 @@ def test_kv_cache_steps_equal_the_full_forward_at_every_position():
     torch.testing.assert_close(model.step(IDS[:, :1], cache), full[:, 0], **TOL)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_model_cast_to_half_precision_runs_and_steps_on_cpu(dtype):
+    """``genodiff sample --dtype`` on an AR checkpoint: the full forward and the cached steps
+    (was: a dtype-mismatch RuntimeError on CPU)."""
+    half = tiny_ar().to(dtype)
+    expected = reference_log_probs(half, IDS, MASK)  # of the rounded weights
+    cache = half.allocate_inference_cache(2)
+    steps = torch.stack([half.step(IDS[:, i], cache) for i in range(IDS.shape[1])], dim=1)
+    for log_probs in (half(IDS), steps):
+        assert log_probs.dtype == torch.float32
+        # the mask column (-1000 before the log-softmax) aside: within 5% of the largest value
+        kept = expected[..., :MASK]
+        scale = kept.abs().max().item()
+        torch.testing.assert_close(log_probs[..., :MASK].double(), kept, rtol=0, atol=0.05 * scale)
+
+
 def test_capabilities_and_parameter_count():
     assert tiny_ar().capabilities == Capabilities(
         vocab_size=VOCAB, hidden_size=HIDDEN, causal=True, recurrent_step=True

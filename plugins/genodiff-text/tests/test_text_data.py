@@ -13,6 +13,7 @@ from genodiff_text.data import lm1b
 from genodiff_text.data.datamodule import TextDataModule
 from genodiff_text.data.lm1b import lm1b_detokenizer
 from genodiff_text.resources import CORPUS
+from genodiff_text.tokenizers import TrainedTokenizer
 
 from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import Tokenizer
@@ -120,6 +121,56 @@ def test_wrap_true_blocks_follow_mdlm_group_texts(tiny_file):
     assert _names(dataset) == ["block 0 (line 1)", "block 1 (lines 3-4)", "block 2 (line 4)"]
     with pytest.raises(IndexError):
         dataset[3]
+
+
+def test_texts_scored_in_memory_are_one_item_each_wrapped_or_not(tiny_file):
+    """Model.score: one item per text. Wrapped, each text whole as [CLS] text [SEP] (was: the
+    texts joined into one stream cut into blocks: items mixing texts, none at all for short
+    ones, so Model.score returned [] or misaligned scores); padded, the window file_dataset
+    reads for that line."""
+    texts = ["a b c", "d e", "a a a a a a"]
+    wrapped = _module(tiny_file, max_length=6, wrap=True).sequences_dataset(texts)
+    assert _ids(wrapped) == [[CLS, A, B, C, SEP], [CLS, D, E, SEP], [CLS, *[A] * 6, SEP]]
+    assert _names(wrapped) == ["line 1", "line 2", "line 3"]
+    # the third text is cut to the window, as eval --file cuts a line: never silently (was: no
+    # warning from Model.score)
+    with pytest.warns(UserWarning, match=r"1 of 3 texts are longer than the 6-token window"):
+        padded = _module(tiny_file, max_length=6).sequences_dataset(texts)
+    with pytest.warns(UserWarning, match="1 of 3 lines are longer"):
+        assert _ids(padded) == _ids(_module(tiny_file, max_length=6).file_dataset(tiny_file))
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_a_text_scored_in_memory_is_read_as_a_line_of_a_file(tmp_path, wrap):
+    """Surrounding whitespace (a line read with its newline) is dropped as read_lines drops it:
+    a byte-level BPE would otherwise score it as tokens of its own."""
+    tokenizer = TrainedTokenizer(kind="bpe", vocab_size=300).train(["she was here"] * 20)
+    path = tmp_path / "line.txt"
+    path.write_text("  she was here \n", encoding="utf-8")
+    module = TextDataModule(path=str(path), max_length=8, wrap=wrap)
+    module.attach_tokenizer(tokenizer)
+    expected = [tokenizer.bos_id, *tokenizer.encode("she was here"), tokenizer.eos_id]
+    scored = _ids(module.sequences_dataset(["  she was here \n"]))
+    assert [row[: len(expected)] for row in scored] == [expected]
+    if not wrap:
+        assert scored == _ids(module.file_dataset(path))
+
+
+def test_a_wrapped_block_survives_the_round_trip_of_its_sample_text(tmp_path):
+    """decode_sample writes a wrapped block's sentence ends as `` [SEP] ``; encode_sample (what
+    gen-ppl's AR scorer reads) restores the block's ids: one [SEP] between sentences, as the
+    stream holds them (was: [SEP] [CLS], a [CLS] no wrapped window has there)."""
+    path = tmp_path / "three.txt"
+    path.write_text("mr bennet replied\nshe was here\nhe was not\n", encoding="utf-8")
+    tokenizer = TrainedTokenizer(vocab_size=300).train(path.read_text().splitlines() * 5)
+    module = TextDataModule(path=str(path), max_length=12, wrap=True)
+    module.attach_tokenizer(tokenizer)
+    block = module.file_dataset(path)[0]["input_ids"].tolist()  # [CLS] ... [SEP]
+    text = tokenizer.decode_sample(block)
+    assert text.count(" [SEP] ") == 2  # two sentence ends inside the block
+    while block[-1] == tokenizer.eos_id:  # a closing [SEP] ends the text: nothing written
+        block.pop()
+    assert tokenizer.encode_sample(text) == block
 
 
 def test_a_generated_sentence_ends_at_its_first_sep(tiny_file):

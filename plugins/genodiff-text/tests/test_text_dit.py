@@ -304,3 +304,16 @@ def test_cuda_runs_in_bf16_autocast_and_returns_float32():
     logits = cuda(IDS.cuda(), SIGMA.float().cuda())
     assert logits.dtype == torch.float32
     torch.testing.assert_close(logits.cpu(), expected, rtol=0.05, atol=0.1)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_model_cast_to_half_precision_runs_on_cpu(dtype):
+    """``genodiff sample --dtype bfloat16`` casts the weights: the fp32 LayerNorm outputs must
+    still reach the half-precision linears (was: a dtype-mismatch RuntimeError on CPU)."""
+    model, sigma = tiny_dit().to(dtype), SIGMA.to(dtype)
+    expected = reference_logits(model, IDS, HEADS, sigma=sigma.double())  # the rounded weights
+    logits = model(IDS, sigma)
+    assert logits.dtype == torch.float32
+    # bf16 keeps 8 significant bits: within 5% of the largest logit (|logit| up to 16 here)
+    scale = expected.abs().max().item()
+    torch.testing.assert_close(logits.double(), expected, rtol=0, atol=0.05 * scale)

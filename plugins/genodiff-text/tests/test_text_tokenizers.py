@@ -276,8 +276,10 @@ def test_sample_ends_at_its_first_pad_and_keeps_sentence_boundaries():
     # a padded sentence, as a model that predicts [PAD] (objective.padding) ends it
     ended = [cls, *mr, *bennet, sep, pad, pad, *replied]  # nothing after the first [PAD]
     assert tok.decode_sample(ended) == "mr bennet"
-    # two sentences in one sample (wrap: true): the boundary survives a round trip
-    two = [cls, *mr, sep, cls, *bennet, *replied]
+    # two sentences in one sample, laid out as a wrap: true block lays them out (one [SEP]
+    # between them, no [CLS]): the ids survive a round trip (was: a [CLS] added after the
+    # [SEP], a token at a place no wrapped window has it, scored by gen-ppl's AR scorer)
+    two = [cls, *mr, sep, *bennet, *replied]
     assert tok.decode_sample(two) == "mr [SEP] bennet replied"
     assert tok.encode_sample("mr [SEP] bennet replied") == two
     assert tok.encode_sample(tok.decode_sample(ended)) == [cls, *mr, *bennet]

@@ -181,17 +181,16 @@ class BackendTokenizer(Tokenizer):
 
     def encode_sample(self, text: str) -> list[int]:
         """Ids of a sample as ``decode_sample`` wrote it, laid out as the data module lays out
-        sentences: [BOS] first, and each EOS token written in the text is a sentence boundary
-        ([EOS] [BOS], or one [EOS] when both are the same token, as gpt2's)."""
+        a window of several sentences (``wrap: true``, MDLM's ``_group_texts``): [BOS] first,
+        and each EOS token written in the text is a sentence boundary, one [EOS] (no [BOS]
+        after it: a wrapped stream has none)."""
         eos_token = self.special_tokens["eos_token"]
         pieces = text.split(eos_token) if eos_token else [text]
         ids = [] if self.bos_id is None else [self.bos_id]
         for k, piece in enumerate(pieces):
-            ids += self.encode(piece.strip())
-            if k < len(pieces) - 1:
+            if k:
                 ids.append(self.eos_id)
-                if self.bos_id is not None and self.bos_id != self.eos_id:
-                    ids.append(self.bos_id)
+            ids += self.encode(piece.strip())
         return ids
 
     def encode_template(self, text: str) -> list[int]:

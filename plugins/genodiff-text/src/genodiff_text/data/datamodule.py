@@ -188,6 +188,25 @@ class SentenceDataset(_TextDataset):
         return int(cut.sum()), int((sizes[cut] - self.room).sum()), longest
 
 
+class WholeSentenceDataset(_TextDataset):
+    """``wrap: true``'s reading of sentences scored one by one (``sequences_dataset``): one
+    item per sentence, whole, framed as a block frames its chunk, ``[BOS] tokens [EOS]``,
+    without padding (a wrapped stream has none): each item has its own length."""
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        self._check(index)
+        lo, hi = self.lines.offsets[index], self.lines.offsets[index + 1]
+        row = np.concatenate([self.bos, self.lines.tokens[lo:hi].astype(np.int64), self.eos])
+        return {"input_ids": torch.from_numpy(row.astype(np.int64))}  # [n + 2]
+
+    def item_name(self, index: int) -> str:
+        self._check(index)
+        return self.lines.where(index)
+
+
 class BlockDataset(_TextDataset):
     """``wrap: true``: ``[BOS] chunk [EOS]`` blocks of the sentence stream (see the module doc)."""
 
@@ -387,23 +406,38 @@ class TextDataModule(DataModule):
         count_lines(path, "data file")  # missing, binary, empty: a clear error first
         rows = ((Path(path).name, n, text) for n, text in read_lines(path, "data file"))
         dataset = self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
-        if isinstance(dataset, SentenceDataset):
-            lines, tokens, longest = dataset.overflow()
-            if lines:
-                extra = self.max_length - dataset.room
-                warnings.warn(
-                    f"{path}: {lines} of {len(dataset)} lines are longer than the "
-                    f"{self.max_length}-token window and are truncated to it ({tokens} of their "
-                    f"tokens are not scored); length={longest + extra} scores every line whole",
-                    stacklevel=2,
-                )
+        self._warn_truncated(dataset, str(path), "lines", "length={} scores every line whole")
         return dataset
 
+    def _warn_truncated(self, dataset: _TextDataset, source: str, what: str, hint: str) -> None:
+        """Warn, counting them, when sentences of ``dataset`` (padded windows) are longer than
+        the window and truncated; ``hint`` formats the window length that holds them all."""
+        if not isinstance(dataset, SentenceDataset):
+            return
+        lines, tokens, longest = dataset.overflow()
+        if lines:
+            whole = longest + self.max_length - dataset.room
+            warnings.warn(
+                f"{source}: {lines} of {len(dataset)} {what} are longer than the "
+                f"{self.max_length}-token window and are truncated to it ({tokens} of their "
+                f"tokens are not scored); {hint.format(whole)}",
+                stacklevel=3,
+            )
+
     def sequences_dataset(self, sequences: Sequence[str]) -> _TextDataset:
-        """Each text one line of a file, windowed and detokenized as ``file_dataset`` reads
-        it (``genodiff.Model.score``)."""
-        rows = (("(in memory)", number, text) for number, text in enumerate(sequences, 1))
-        return self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
+        """One item per text (``genodiff.Model.score``), read as ``file_dataset`` reads a line:
+        surrounding whitespace dropped, detokenized as configured. ``wrap: false``: the line's
+        padded or truncated window (a warning counts the texts cut, as ``file_dataset``'s);
+        ``wrap: true`` (whose blocks would join the texts into a stream): each whole,
+        ``[BOS] tokens [EOS]`` (``WholeSentenceDataset``)."""
+        rows = (("(in memory)", n, text.strip()) for n, text in enumerate(sequences, 1))
+        lines = tokenize_lines(self._texts(rows), self._require_tokenizer())
+        if self.wrap:
+            return WholeSentenceDataset(lines, self.max_length, self._require_tokenizer())
+        dataset = self._windows(lines)
+        hint = "each text is read in one window of the length the model was trained on"
+        self._warn_truncated(dataset, "the scored texts", "texts", hint)
+        return dataset
 
     def end_samples(self, samples: torch.Tensor) -> torch.Tensor:
         """``wrap: false``: a generated window ends as a sentence does, at its first [EOS]

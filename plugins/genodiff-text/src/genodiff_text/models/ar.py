@@ -20,7 +20,6 @@ from genodiff_text.models.layers import (
     KVCache,
     Transformer,
     at_least_fp32,
-    autocast_for,
     input_device,
 )
 
@@ -78,7 +77,7 @@ class ARTransformer(Transformer):
     ) -> Tensor:
         """Next-token log-probabilities (B, L, V): position i depends on tokens <= i only.
         ``sigma`` is accepted for the backbone contract and ignored."""
-        with autocast_for(input_device(input_ids, inputs_embeds)):
+        with self.autocast(input_device(input_ids, inputs_embeds)):
             hidden = self.final_hidden(input_ids, inputs_embeds)  # (B, L, D), normed
             logits = self.output_layer.linear(hidden)  # (B, L, V)
         return self.log_probs(logits)
@@ -87,7 +86,7 @@ class ARTransformer(Transformer):
         self, input_ids: Tensor | None, inputs_embeds: Tensor | None = None
     ) -> Tensor:
         """(B, L, D): the final normed hidden states (what the output linear reads)."""
-        with autocast_for(input_device(input_ids, inputs_embeds)):
+        with self.autocast(input_device(input_ids, inputs_embeds)):
             return self.final_hidden(input_ids, inputs_embeds)
 
     def allocate_inference_cache(
@@ -101,7 +100,7 @@ class ARTransformer(Transformer):
         """Feed one token per sequence, ids (n,) or (n, 1): float32 log-probabilities (n, V)
         of the next token. ``cache`` advances in place by one position."""
         ids = input_ids.reshape(-1, 1)  # (n, 1)
-        with autocast_for(ids.device):
+        with self.autocast(ids.device):
             hidden = self.final_hidden(ids, kv_caches=cache)  # (n, 1, D), normed
             logits = self.output_layer.linear(hidden)  # (n, 1, V)
         return self.log_probs(logits[:, 0])

@@ -19,7 +19,7 @@ from torch import Tensor
 from genodiff.backbones.capabilities import Capabilities
 from genodiff.conditioning import label_embedding_for
 from genodiff_text.layouts import MDLM_LAYOUT
-from genodiff_text.models.layers import Transformer, at_least_fp32, autocast_for, input_device
+from genodiff_text.models.layers import Transformer, at_least_fp32, input_device
 
 
 class DIT(Transformer):
@@ -86,7 +86,7 @@ class DIT(Transformer):
         """Logits (B, L, V), float32 (float64 for a float64 model); ``labels`` (B,) for a
         class-conditional model (None: the null label)."""
         device = input_device(input_ids, inputs_embeds)
-        with autocast_for(device):
+        with self.autocast(device):
             hidden = self._hidden(input_ids, sigma, inputs_embeds, labels)  # (B, L, D)
             logits = self.output_layer.linear(hidden)  # (B, L, V)
         return at_least_fp32(logits)
@@ -98,7 +98,7 @@ class DIT(Transformer):
         labels: Tensor | None = None,
     ) -> Tensor:
         """(B, L, D): what the output linear reads (norm_final, modulated at sigma = 0)."""
-        with autocast_for(input_device(input_ids, inputs_embeds)):
+        with self.autocast(input_device(input_ids, inputs_embeds)):
             return self._hidden(input_ids, None, inputs_embeds, labels)
 
     def _hidden(

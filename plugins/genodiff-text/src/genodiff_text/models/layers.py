@@ -7,9 +7,10 @@ Parameter names are upstream's (the core repository's docs/architecture.md §10)
 ``output_layer.{norm_final,adaLN_modulation,linear}``. Modules are registered in upstream's
 order, so ``parameters()`` yields them in the order of upstream's EMA ``shadow_params``.
 
-Precision: on CUDA the forward runs under bf16 autocast (as upstream trains); the LayerNorms and
-the rotary rotation are computed in fp32 at least (float64 stays float64), and the residual
-stream stays fp32.
+Precision: on CUDA the forward runs under bf16 autocast (as upstream trains), and on any other
+device under autocast to the weights' dtype when they are bf16 or fp16 (``genodiff sample
+--dtype``); the LayerNorms and the rotary rotation are computed in fp32 at least (float64 stays
+float64), and the residual stream of fp32 weights stays fp32.
 """
 
 from __future__ import annotations
@@ -38,10 +39,16 @@ def at_least_fp32(x: Tensor) -> Tensor:
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
-def autocast_for(device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast for CUDA inputs (upstream trains in bf16); nothing elsewhere."""
+def autocast_for(
+    device: torch.device, weight_dtype: torch.dtype
+) -> contextlib.AbstractContextManager:
+    """bf16 autocast for CUDA inputs (upstream trains in bf16). Elsewhere autocast to the
+    weights' dtype when they are bf16 or fp16 (a model cast with ``genodiff sample --dtype``):
+    the fp32 LayerNorm outputs then meet half-precision linears. Nothing otherwise."""
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
+    if weight_dtype in (torch.bfloat16, torch.float16):
+        return torch.autocast(device.type, dtype=weight_dtype)
     return contextlib.nullcontext()
 
 
@@ -316,6 +323,10 @@ class Transformer(nn.Module):
             for _ in range(n_blocks)
         )
         self.output_layer = FinalLayer(hidden_dim, vocab_size, cond_dim)
+
+    def autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
+        """``autocast_for`` inputs on ``device`` and this model's weights."""
+        return autocast_for(device, self.vocab_embed.embedding.dtype)
 
     def final_hidden(
         self,
