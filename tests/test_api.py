@@ -28,7 +28,7 @@ from genodiff.pipeline import Model
 from genodiff.tokenizers import DNATokenizer
 from tests.test_cli import DEMO, ROOT, TINY
 from tests.test_conditioning import TINY_RUN
-from tests.test_generation_config import network_calls
+from tests.test_generation_config import network_calls, tiny
 
 CONDITIONAL = str(ROOT / "configs" / "conditional_demo.yaml")
 
@@ -255,3 +255,11 @@ def test_score_refuses_a_str_and_an_empty_sequence_in_one_line(run):
         model.score("ACGTACGT")
     with pytest.raises(InputValueError, match=r"sequence 1 has no token to score \(empty\)"):
         model.score(["ACGTACGT", ""])
+
+
+def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    with pytest.raises(InputValueError, match="taken is a file; export writes a folder"):
+        tiny().save_pretrained(taken, weights="raw")
+    assert taken.read_text() == "mine"
