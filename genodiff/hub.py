@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from genodiff.errors import InputFileNotFoundError, UserInputError
-from genodiff.named_models import named_model_folder
+from genodiff.named_models import close_names, named_model_folder
 
 # Hub repository names: letters, digits, '-', '_', '.', not starting with a separator.
 _HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>\S+))?")
@@ -71,9 +71,11 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
         return named
     hub_id = parse_hub_id(reference)
     if hub_id is None:
+        close = close_names(reference)
+        meant = f"; did you mean {' or '.join(close)}?" if close else ""
         raise InputFileNotFoundError(
             f"{reference}: not found (no such file or folder, named model (genodiff models "
-            "lists them) or Hugging Face Hub id org/name[@revision])"
+            f"lists them) or Hugging Face Hub id org/name[@revision]){meant}"
         )
     folder = Path(_snapshot(hub_id, list(patterns)))
     if not folder.is_dir():
