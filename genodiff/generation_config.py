@@ -256,6 +256,27 @@ class GenerationConfig:
         saved = {f.name: section.get(option.run_key) for f, option in options() if option.run_key}
         return cls().updated(**saved)
 
+    def run_section(self) -> dict[str, Any]:
+        """The run ``samples:`` section's values that ``from_run_config`` reads back as this
+        config (``Option.run_key``: sampler, steps, seed, batch_size), what a saved model keeps
+        (``Model.save_pretrained``). InputValueError (``parameter`` ``generation_config``)
+        naming an option that a run section does not hold and that differs from its default:
+        saved, it would be lost."""
+        default = GenerationConfig()
+        unsaved = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f, option in options()
+            if not option.run_key and getattr(self, f.name) != getattr(default, f.name)
+        ]
+        if unsaved:
+            kept = ", ".join(f.name for f, option in options() if option.run_key)
+            raise InputValueError(
+                f"the generation config sets {', '.join(unsaved)}, which a saved model does not "
+                f"keep (it keeps {kept}): give it to generate instead, or reset it",
+                parameter="generation_config",
+            )
+        return {option.run_key: getattr(self, f.name) for f, option in options() if option.run_key}
+
 
 def options() -> Iterator[tuple[dataclasses.Field, Option]]:
     """Each field of ``GenerationConfig`` with its ``Option``, in declaration order."""

@@ -41,7 +41,7 @@ from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
 from genodiff.evaluate import score_sequences
 from genodiff.generate import SamplingPlan, check_feasible, draw_batches, plan
-from genodiff.generation_config import GenerationConfig, check_option
+from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_option
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers
@@ -482,21 +482,27 @@ class Model:
         """Write the model as ``genodiff export`` does (config.json, model.safetensors,
         tokenizer.json and genodiff.json: the run's config and record), which ``load``, every
         command and the Hub read back; ``weights`` "ema" (the averaged weights, what sampling
-        uses) or "raw" (the trained ones, from a .ckpt only). Files already in ``folder`` are
-        refused unless ``overwrite``; others there are kept. ``portable_data``: for a model
-        that ships to other machines (bench/ship_model.py), the config names no path of this
-        one: its data files by their repository path or their name, recorded with the sha256
-        of their content and, for the files not in the repository, ``data_source`` (where to
-        get them), so that ``windows`` finds them or says which they are
-        (``genodiff.data.training_files.portable_record``)."""
+        uses) or "raw" (the trained ones, from a .ckpt only), and ``generation_config`` (its
+        sampler, steps, seed and batch_size, as the run's ``samples:`` section: an option no
+        run section holds, set away from its default, is an InputValueError, not lost).
+        Files already in ``folder`` are refused unless ``overwrite``; others there are kept.
+        ``portable_data``: for a model that ships to other machines (bench/ship_model.py), the
+        config names no path of this one: its data files by their repository path or their
+        name, recorded with the sha256 of their content and, for the files not in the
+        repository, ``data_source`` (where to get them), so that ``windows`` finds them or says
+        which they are (``genodiff.data.training_files.portable_record``)."""
         if data_source is not None and not portable_data:
             raise InputValueError(
                 "data_source says where to get the data files of a portable export; give it "
                 "with portable_data=True",
                 parameter="data_source",
             )
+        # generation_config as load reads it back: the run's samples: section
+        samples = {**self.config.get(RUN_SECTION, {}), **self.generation_config.run_section()}
+        config = {**self.config, RUN_SECTION: samples}
         known = self.network.provenance.get(DATA_FILES_KEY)  # a model exported so before
-        entries = portable_record(self.config, data_source, known) if portable_data else None
+        portable = portable_record(config, data_source, known) if portable_data else None
+        entries = portable or {"config": config}
         return export_model(self.network, folder, weights, overwrite, record_entries=entries)
 
 

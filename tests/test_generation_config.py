@@ -94,6 +94,25 @@ def test_save_pretrained_writes_the_generation_config_and_load_reads_it(tmp_path
     assert network_calls(again, 1) == 7
 
 
+def test_save_pretrained_keeps_an_assigned_generation_config(tmp_path):
+    model = tiny({"steps": 5})
+    model.generation_config = GenerationConfig(steps=7, sampler="ancestral", seed=3, batch_size=2)
+    again = genodiff.load(model.save_pretrained(tmp_path / "exported", weights="raw"))
+    assert again.generation_config == GenerationConfig(
+        steps=7, sampler="ancestral", seed=3, batch_size=2
+    )
+    assert network_calls(again, 1) == 7 and again.generate(1, steps=2).run.seed == 3
+
+
+def test_save_pretrained_refuses_a_generation_config_it_cannot_keep(tmp_path):
+    model = tiny()
+    model.generation_config = GenerationConfig(top_p=0.9, steps=7)
+    with pytest.raises(InputValueError, match=r"sets top_p=0\.9, which a saved model") as refused:
+        model.save_pretrained(tmp_path / "exported", weights="raw")
+    assert refused.value.parameter == "generation_config" and "\n" not in str(refused.value)
+    assert not (tmp_path / "exported").exists()
+
+
 def test_genodiff_sample_draws_with_the_saved_config_unless_a_flag_says(tmp_path):
     folder = tiny({"steps": 7, "seed": 5}).save_pretrained(tmp_path / "m", weights="raw")
     base = ["sample", "--checkpoint", str(folder), "--num-samples", "1", "--length", "8"]
