@@ -138,12 +138,17 @@ class Model:
         self.generation_config = GenerationConfig.from_run_config(network.config)
 
     def to(
-        self, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+        self,
+        device: str | torch.device | torch.dtype | None = None,
+        dtype: torch.dtype | None = None,
     ) -> Model:
         """Move the model to ``device`` (``cpu``, ``cuda``, ``cuda:1``; checked as ``load``
         checks it) and/or cast its floating-point weights to ``dtype`` (e.g.
-        ``torch.bfloat16``); None leaves either as it is. Returns the model. CUDA graphs
-        (``enable_cuda_graphs``) are recorded afresh on a CUDA device, and off on any other."""
+        ``torch.bfloat16``; alone, it may come first, as torch's ``Module.to(dtype)``); None
+        leaves either as it is. Returns the model. CUDA graphs (``enable_cuda_graphs``) are
+        recorded afresh on a CUDA device, and off on any other."""
+        if isinstance(device, torch.dtype) and dtype is None:  # model.to(torch.bfloat16)
+            device, dtype = None, device
         if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise InputValueError(
                 f"dtype must be a floating-point torch dtype (torch.float32, torch.bfloat16, "

@@ -292,6 +292,9 @@ def test_load_takes_a_device_and_a_dtype_and_to_returns_the_model(tmp_path):
     assert len(half.generate(1, length=8)[0]) == 8
     assert model.to("cpu", torch.bfloat16) is model
     assert {p.dtype for p in model.network.parameters()} == {torch.bfloat16}
+    assert model.to(torch.float32) is model  # a dtype alone comes first, as torch's Module.to
+    assert {p.dtype for p in model.network.parameters()} == {torch.float32}
+    assert model.device == torch.device("cpu")
     with pytest.raises(InputValueError, match="floating-point") as refused:
         model.to(dtype=torch.int64)
     assert refused.value.parameter == "dtype"
