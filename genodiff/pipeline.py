@@ -425,7 +425,8 @@ class Model:
             )
         check_option("seed", seed)
         check_option("batch_size", batch_size)
-        if t_samples is not None and (not isinstance(t_samples, int) or t_samples < 1):
+        whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
+        if t_samples is not None and (not whole or t_samples < 1):
             raise InputValueError(
                 f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
             )

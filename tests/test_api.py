@@ -257,6 +257,12 @@ def test_score_refuses_a_str_and_an_empty_sequence_in_one_line(run):
         model.score(["ACGTACGT", ""])
 
 
+def test_score_refuses_a_bool_number_of_noise_draws_in_one_line():
+    with pytest.raises(InputValueError, match="t_samples must be an integer >= 1, got True") as no:
+        tiny().score(["ACGTACGT"], t_samples=True)
+    assert no.value.parameter == "t_samples"
+
+
 def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("mine")
