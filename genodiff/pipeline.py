@@ -133,9 +133,18 @@ class Model:
         self.network = network.eval()
         self.source = source
         self._graphed: GraphedNetwork | None = None  # enable_cuda_graphs
-        #: ``generate``'s defaults: the run's ``samples:`` section (its sampler, steps, seed,
-        #: batch size), saved with every checkpoint and export; assign another to change them.
         self.generation_config = GenerationConfig.from_run_config(network.config)
+
+    @property
+    def generation_config(self) -> GenerationConfig:
+        """``generate``'s defaults: the run's ``samples:`` section (its sampler, steps, seed,
+        batch size), saved with every checkpoint and export; assign another
+        ``GenerationConfig`` to change them (anything else is an InputValueError)."""
+        return self._generation_config
+
+    @generation_config.setter
+    def generation_config(self, config: GenerationConfig) -> None:
+        self._generation_config = _checked_generation_config(config)
 
     def to(
         self,
@@ -319,12 +328,10 @@ class Model:
         """``genodiff.generate.plan`` of ``generate``'s arguments for this model: ``options``
         over ``generation_config`` (default: the model's), the seed drawn from ``generator``
         when given, the classifier loaded when given as a path."""
-        base = self.generation_config if generation_config is None else generation_config
-        if not isinstance(base, GenerationConfig):
-            raise InputValueError(
-                f"generation_config must be a genodiff GenerationConfig, got {type(base).__name__}",
-                parameter="generation_config",
-            )
+        if generation_config is None:
+            base = self.generation_config
+        else:
+            base = _checked_generation_config(generation_config)
         options = {"length": length, **options}
         config = base.updated(**options)
         given = {name for name, value in options.items() if value is not None}
@@ -535,6 +542,16 @@ def check_samples_output(
     """``path`` as a place ``Samples.save`` may write ``model``'s samples to (a format of its
     domain, not a folder, not one of ``inputs``), checked before anything is drawn."""
     return check_output(path, domain_of(model.tokenizer), inputs)
+
+
+def _checked_generation_config(config: GenerationConfig) -> GenerationConfig:
+    """``config``, an InputValueError unless it is a ``GenerationConfig``."""
+    if not isinstance(config, GenerationConfig):
+        raise InputValueError(
+            f"generation_config must be a genodiff GenerationConfig, got {type(config).__name__}",
+            parameter="generation_config",
+        )
+    return config
 
 
 @contextmanager

@@ -113,6 +113,16 @@ def test_save_pretrained_refuses_a_generation_config_it_cannot_keep(tmp_path):
     assert not (tmp_path / "exported").exists()
 
 
+def test_a_generation_config_of_another_type_is_refused_when_assigned():
+    model = tiny()
+    with pytest.raises(
+        InputValueError, match="must be a genodiff GenerationConfig, got dict"
+    ) as no:
+        model.generation_config = {"steps": 3}
+    assert no.value.parameter == "generation_config"
+    assert model.generation_config == GenerationConfig()  # kept
+
+
 def test_genodiff_sample_draws_with_the_saved_config_unless_a_flag_says(tmp_path):
     folder = tiny({"steps": 7, "seed": 5}).save_pretrained(tmp_path / "m", weights="raw")
     base = ["sample", "--checkpoint", str(folder), "--num-samples", "1", "--length", "8"]
