@@ -528,9 +528,10 @@ def load(
     ``checkpoints/last.ckpt``), a .ckpt, a folder from ``genodiff export`` /
     ``Model.save_pretrained``, or a Hugging Face Hub id ``org/name[@revision]`` of either; on
     ``device`` (default: the CPU, as transformers' ``from_pretrained``: ask for ``"cuda"``
-    here or move it with ``Model.to``), its floating-point weights in ``dtype`` (default: as
-    stored). Its generation config (``Model.generation_config``) is the one its run saved.
-    Nothing is unpickled beyond tensors and plain containers: a checkpoint cannot run code
+    here or move it with ``Model.to``), its floating-point weights in ``dtype`` (default:
+    float32, whatever the files store: a model saved in bfloat16 reads back in float32). Its
+    generation config (``Model.generation_config``) is the one its run saved. Nothing is
+    unpickled beyond tensors and plain containers: a checkpoint cannot run code
     (``genodiff.checkpoints``)."""
     network = load_model(reference, resolve_device("cpu" if device is None else device))
     return Model(network, str(reference)).to(dtype=dtype)

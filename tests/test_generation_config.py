@@ -310,6 +310,16 @@ def test_load_takes_a_device_and_a_dtype_and_to_returns_the_model(tmp_path):
     assert refused.value.parameter == "dtype"
 
 
+def test_a_model_saved_in_bfloat16_loads_in_float32_unless_asked(tmp_path):
+    model = tiny().to(torch.bfloat16)
+    folder = model.save_pretrained(tmp_path / "m", weights="raw")
+    assert {p.dtype for p in genodiff.load(folder).network.parameters()} == {torch.float32}
+    kept = genodiff.load(folder, dtype=torch.bfloat16)
+    assert {p.dtype for p in kept.network.parameters()} == {torch.bfloat16}
+    sequences = ["ACGTACGTACGTACGT", "TTGACCAGTAGGCATA"]
+    assert kept.score(sequences, t_samples=2) == model.score(sequences, t_samples=2)
+
+
 class _OneProcess:
     """A one-process run's stand-in for Lightning's Fabric, on ``device``."""
 
