@@ -247,6 +247,24 @@ class GenerationConfig:
         given = {name: value for name, value in changes.items() if value is not None}
         return dataclasses.replace(self, **given)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every option by name, as transformers' ``GenerationConfig.to_dict``; ``from_dict``
+        reads it back (JSON holds it where ``infill`` and ``classifier`` are paths as str)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> GenerationConfig:
+        """The defaults with ``values`` applied (``to_dict``'s, a JSON object's): checked as
+        ``updated`` checks them, so an unknown name is an InputValueError listing the options;
+        a value of None leaves the default."""
+        if not isinstance(values, Mapping):
+            raise InputValueError(
+                f"a generation config is read from a mapping of options, got "
+                f"{type(values).__name__}",
+                parameter="generation_config",
+            )
+        return cls().updated(**values)
+
     @classmethod
     def from_run_config(cls, config: Mapping[str, Any]) -> GenerationConfig:
         """The generation config a run's config (``Model.config``) saves: the defaults, with

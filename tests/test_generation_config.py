@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -181,6 +182,23 @@ def test_a_generation_config_is_frozen_and_updated_by_copy():
         config.steps = 3
     changed = config.updated(steps=3, sampler=None)  # None: not given
     assert (changed.steps, changed.sampler, config.steps) == (3, None, 1024)
+
+
+def test_a_generation_config_round_trips_through_a_dict_and_a_json_file(tmp_path):
+    config = GenerationConfig(steps=7, top_p=0.9, label="human", infill="t.fa", seed=3)
+    as_dict = config.to_dict()
+    assert list(as_dict) == [f.name for f in dataclasses.fields(GenerationConfig)]
+    assert (as_dict["steps"], as_dict["top_p"], as_dict["label"], as_dict["length"]) == (
+        7, 0.9, "human", None
+    )  # fmt: skip
+    path = tmp_path / "generation.json"
+    path.write_text(json.dumps(as_dict))
+    assert GenerationConfig.from_dict(json.loads(path.read_text())) == config
+    assert GenerationConfig.from_dict({"steps": 5}) == GenerationConfig(steps=5)
+    with pytest.raises(InputValueError, match="unknown generation option 'stepz'; the options"):
+        GenerationConfig.from_dict({"stepz": 5})
+    with pytest.raises(InputValueError, match=r"steps must be in \[1, 1000000\], got 0"):
+        GenerationConfig.from_dict({"steps": 0})
 
 
 # ------------------------------------------------------------------ the command's flags
