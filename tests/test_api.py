@@ -269,3 +269,11 @@ def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
     with pytest.raises(InputValueError, match="taken is a file; export writes a folder"):
         tiny().save_pretrained(taken, weights="raw")
     assert taken.read_text() == "mine"
+
+
+def test_score_names_the_sequence_holding_a_letter_it_cannot_read():
+    with pytest.raises(InputValueError) as refused:
+        tiny().score(["ACGTACGT", "ACGTNNAC", "ACGT\n"], t_samples=1)
+    message = str(refused.value)
+    assert message.startswith("sequence 2: cannot tokenize character '\\n' at position 4")
+    assert "\n" not in message and refused.value.parameter == "sequences"
