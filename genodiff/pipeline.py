@@ -133,7 +133,14 @@ class Model:
         self.network = network.eval()
         self.source = source
         self._graphed: GraphedNetwork | None = None  # enable_cuda_graphs
-        self.generation_config = GenerationConfig.from_run_config(network.config)
+        try:
+            self.generation_config = GenerationConfig.from_run_config(network.config)
+        except InputValueError as err:  # an edited record: say whose, and which part
+            raise InputValueError(
+                f"{source}: the generation config its run saved (config.{RUN_SECTION}) is not "
+                f"valid: {err}; set it right there, or export the folder again from the run's "
+                ".ckpt"
+            ) from None
 
     @property
     def generation_config(self) -> GenerationConfig:

@@ -114,6 +114,19 @@ def test_save_pretrained_refuses_a_generation_config_it_cannot_keep(tmp_path):
     assert not (tmp_path / "exported").exists()
 
 
+def test_a_saved_generation_config_out_of_range_is_refused_naming_the_model(tmp_path):
+    folder = tiny({"steps": 7}).save_pretrained(tmp_path / "m", weights="raw")
+    record = json.loads((folder / "genodiff.json").read_text())
+    record["config"]["samples"]["steps"] = 0  # edited by hand
+    (folder / "genodiff.json").write_text(json.dumps(record))
+    with pytest.raises(InputValueError) as refused:
+        genodiff.load(folder)
+    message = str(refused.value)
+    assert message.startswith(f"{folder}: the generation config its run saved (config.samples)")
+    assert "steps must be in [1, 1000000], got 0" in message and "\n" not in message
+    assert refused.value.parameter is None  # no option of the call is at fault
+
+
 def test_a_generation_config_of_another_type_is_refused_when_assigned():
     model = tiny()
     with pytest.raises(
