@@ -518,7 +518,7 @@ class Model:
                 parameter="data_source",
             )
         # generation_config as load reads it back: the run's samples: section
-        samples = {**self.config.get(RUN_SECTION, {}), **self.generation_config.run_section()}
+        samples = {**(self.config.get(RUN_SECTION) or {}), **self.generation_config.run_section()}
         config = {**self.config, RUN_SECTION: samples}
         known = self.network.provenance.get(DATA_FILES_KEY)  # a model exported so before
         portable = portable_record(config, data_source, known) if portable_data else None
