@@ -277,3 +277,12 @@ def test_score_names_the_sequence_holding_a_letter_it_cannot_read():
     message = str(refused.value)
     assert message.startswith("sequence 2: cannot tokenize character '\\n' at position 4")
     assert "\n" not in message and refused.value.parameter == "sequences"
+
+
+def test_load_of_an_empty_name_is_refused_not_read_as_the_working_directory(tmp_path, monkeypatch):
+    tiny().save_pretrained(tmp_path, weights="raw")  # the working directory holds a model
+    monkeypatch.chdir(tmp_path)
+    assert genodiff.load(".").config["objective"]["name"] == "mdlm"  # named: read
+    for nothing in ("", None):
+        with pytest.raises(InputValueError, match="a checkpoint must be named by a path"):
+            genodiff.load(nothing)
