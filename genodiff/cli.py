@@ -57,7 +57,7 @@ def _sample(args: argparse.Namespace) -> None:
     from genodiff.generation_config import option_names
     from genodiff.pipeline import check_samples_output, load
 
-    dtype = None if args.dtype is None else getattr(torch, args.dtype)  # None: as stored
+    dtype = None if args.dtype is None else getattr(torch, args.dtype)  # None: float32
     model = load(args.checkpoint, resolve_device(args.device), dtype=dtype)  # device None: best
     if args.cuda_graphs:
         model.enable_cuda_graphs()
@@ -467,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=SAMPLING_DTYPES,
         help="the weights' and the network's floating-point type while sampling (bfloat16: "
         "about half the memory and faster on a GPU, the network's rounding changes the "
-        "sequences; every draw stays float64) (default: as stored, float32)",
+        "sequences; every draw stays float64) (default: float32, whatever the checkpoint stores)",
     )
     sample.add_argument(
         "--cuda-graphs",

@@ -411,7 +411,11 @@ def score_sequences(
     dataset = datamodule.sequences_dataset(sequences)
     groups: dict[int, list[int]] = {}  # item length -> indices, in order
     for index in range(len(dataset)):
-        groups.setdefault(len(dataset[index]["input_ids"]), []).append(index)
+        try:
+            item = dataset[index]
+        except InputValueError as err:  # a letter the tokenizer cannot read: which sequence
+            raise InputValueError(f"sequence {index}: {err}", parameter="sequences") from None
+        groups.setdefault(len(item["input_ids"]), []).append(index)
     scores = [math.nan] * len(dataset)
     if 0 in groups:  # a window of no token: nothing to run the network on
         raise InputValueError(

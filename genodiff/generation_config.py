@@ -247,6 +247,24 @@ class GenerationConfig:
         given = {name: value for name, value in changes.items() if value is not None}
         return dataclasses.replace(self, **given)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every option by name, as transformers' ``GenerationConfig.to_dict``; ``from_dict``
+        reads it back (JSON holds it where ``infill`` and ``classifier`` are paths as str)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> GenerationConfig:
+        """The defaults with ``values`` applied (``to_dict``'s, a JSON object's): checked as
+        ``updated`` checks them, so an unknown name is an InputValueError listing the options;
+        a value of None leaves the default."""
+        if not isinstance(values, Mapping):
+            raise InputValueError(
+                f"a generation config is read from a mapping of options, got "
+                f"{type(values).__name__}",
+                parameter="generation_config",
+            )
+        return cls().updated(**values)
+
     @classmethod
     def from_run_config(cls, config: Mapping[str, Any]) -> GenerationConfig:
         """The generation config a run's config (``Model.config``) saves: the defaults, with
@@ -255,6 +273,27 @@ class GenerationConfig:
         section = config.get(RUN_SECTION) or {}
         saved = {f.name: section.get(option.run_key) for f, option in options() if option.run_key}
         return cls().updated(**saved)
+
+    def run_section(self) -> dict[str, Any]:
+        """The run ``samples:`` section's values that ``from_run_config`` reads back as this
+        config (``Option.run_key``: sampler, steps, seed, batch_size), what a saved model keeps
+        (``Model.save_pretrained``). InputValueError (``parameter`` ``generation_config``)
+        naming an option that a run section does not hold and that differs from its default:
+        saved, it would be lost."""
+        default = GenerationConfig()
+        unsaved = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f, option in options()
+            if not option.run_key and getattr(self, f.name) != getattr(default, f.name)
+        ]
+        if unsaved:
+            kept = ", ".join(f.name for f, option in options() if option.run_key)
+            raise InputValueError(
+                f"the generation config sets {', '.join(unsaved)}, which a saved model does not "
+                f"keep (it keeps {kept}): give it to generate instead, or reset it",
+                parameter="generation_config",
+            )
+        return {option.run_key: getattr(self, f.name) for f, option in options() if option.run_key}
 
 
 def options() -> Iterator[tuple[dataclasses.Field, Option]]:

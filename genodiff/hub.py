@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from genodiff.errors import InputFileNotFoundError, UserInputError
-from genodiff.named_models import named_model_folder
+from genodiff.errors import InputFileNotFoundError, InputValueError, UserInputError
+from genodiff.named_models import close_names, named_model_folder
 
 # Hub repository names: letters, digits, '-', '_', '.', not starting with a separator.
 _HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>\S+))?")
@@ -62,7 +62,14 @@ def parse_hub_id(reference: str | os.PathLike) -> HubId | None:
 def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
     """The local file or folder ``reference`` names: itself when it exists, else the snapshot
     folder of the Hub id it spells, holding the repository's files that match ``patterns``
-    (fnmatch globs such as ``config.json`` or ``*.ckpt``)."""
+    (fnmatch globs such as ``config.json`` or ``*.ckpt``). An empty reference (which
+    ``Path`` would read as the working directory) or one of another type is an
+    InputValueError."""
+    if not isinstance(reference, str | os.PathLike) or not str(reference):
+        raise InputValueError(
+            f"a checkpoint must be named by a path, a model's name or a Hugging Face Hub id "
+            f"org/name[@revision], got {reference!r}"
+        )
     path = Path(reference).expanduser()
     if path.exists():
         return path
@@ -71,9 +78,11 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
         return named
     hub_id = parse_hub_id(reference)
     if hub_id is None:
+        close = close_names(reference)
+        meant = f"; did you mean {' or '.join(close)}?" if close else ""
         raise InputFileNotFoundError(
             f"{reference}: not found (no such file or folder, named model (genodiff models "
-            "lists them) or Hugging Face Hub id org/name[@revision])"
+            f"lists them) or Hugging Face Hub id org/name[@revision]){meant}"
         )
     folder = Path(_snapshot(hub_id, list(patterns)))
     if not folder.is_dir():

@@ -19,6 +19,7 @@ Nothing is downloaded: the weights are on disk. ``genodiff models`` lists them (
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,14 @@ def named_model_folder(reference: str | os.PathLike) -> Path | None:
         return None
     model = named_models().get(text)
     return model.folder if model is not None else None
+
+
+def close_names(reference: str | os.PathLike) -> list[str]:
+    """The named models whose names are spelled close to ``reference`` (case aside), closest
+    first: what a mistyped name probably meant."""
+    names = {name.lower(): name for name in named_models()}
+    close = difflib.get_close_matches(str(reference).lower(), names, n=3, cutoff=0.75)
+    return [names[name] for name in close]
 
 
 def _is_model(folder: Path) -> bool:

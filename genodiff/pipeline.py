@@ -41,7 +41,7 @@ from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
 from genodiff.evaluate import score_sequences
 from genodiff.generate import SamplingPlan, check_feasible, draw_batches, plan
-from genodiff.generation_config import GenerationConfig, check_option
+from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_option
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers
@@ -133,17 +133,38 @@ class Model:
         self.network = network.eval()
         self.source = source
         self._graphed: GraphedNetwork | None = None  # enable_cuda_graphs
-        #: ``generate``'s defaults: the run's ``samples:`` section (its sampler, steps, seed,
-        #: batch size), saved with every checkpoint and export; assign another to change them.
-        self.generation_config = GenerationConfig.from_run_config(network.config)
+        try:
+            self.generation_config = GenerationConfig.from_run_config(network.config)
+        except InputValueError as err:  # an edited record: say whose, and which part
+            raise InputValueError(
+                f"{source}: the generation config its run saved (config.{RUN_SECTION}) is not "
+                f"valid: {err}; set it right there, or export the folder again from the run's "
+                ".ckpt"
+            ) from None
+
+    @property
+    def generation_config(self) -> GenerationConfig:
+        """``generate``'s defaults: the run's ``samples:`` section (its sampler, steps, seed,
+        batch size), saved with every checkpoint and export; assign another
+        ``GenerationConfig`` to change them (anything else is an InputValueError)."""
+        return self._generation_config
+
+    @generation_config.setter
+    def generation_config(self, config: GenerationConfig) -> None:
+        self._generation_config = _checked_generation_config(config)
 
     def to(
-        self, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+        self,
+        device: str | torch.device | torch.dtype | None = None,
+        dtype: torch.dtype | None = None,
     ) -> Model:
         """Move the model to ``device`` (``cpu``, ``cuda``, ``cuda:1``; checked as ``load``
         checks it) and/or cast its floating-point weights to ``dtype`` (e.g.
-        ``torch.bfloat16``); None leaves either as it is. Returns the model. CUDA graphs
-        (``enable_cuda_graphs``) are recorded afresh on a CUDA device, and off on any other."""
+        ``torch.bfloat16``; alone, it may come first, as torch's ``Module.to(dtype)``); None
+        leaves either as it is. Returns the model. CUDA graphs (``enable_cuda_graphs``) are
+        recorded afresh on a CUDA device, and off on any other."""
+        if isinstance(device, torch.dtype) and dtype is None:  # model.to(torch.bfloat16)
+            device, dtype = None, device
         if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise InputValueError(
                 f"dtype must be a floating-point torch dtype (torch.float32, torch.bfloat16, "
@@ -314,12 +335,10 @@ class Model:
         """``genodiff.generate.plan`` of ``generate``'s arguments for this model: ``options``
         over ``generation_config`` (default: the model's), the seed drawn from ``generator``
         when given, the classifier loaded when given as a path."""
-        base = self.generation_config if generation_config is None else generation_config
-        if not isinstance(base, GenerationConfig):
-            raise InputValueError(
-                f"generation_config must be a genodiff GenerationConfig, got {type(base).__name__}",
-                parameter="generation_config",
-            )
+        if generation_config is None:
+            base = self.generation_config
+        else:
+            base = _checked_generation_config(generation_config)
         options = {"length": length, **options}
         config = base.updated(**options)
         given = {name for name, value in options.items() if value is not None}
@@ -420,7 +439,8 @@ class Model:
             )
         check_option("seed", seed)
         check_option("batch_size", batch_size)
-        if t_samples is not None and (not isinstance(t_samples, int) or t_samples < 1):
+        whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
+        if t_samples is not None and (not whole or t_samples < 1):
             raise InputValueError(
                 f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
             )
@@ -482,21 +502,27 @@ class Model:
         """Write the model as ``genodiff export`` does (config.json, model.safetensors,
         tokenizer.json and genodiff.json: the run's config and record), which ``load``, every
         command and the Hub read back; ``weights`` "ema" (the averaged weights, what sampling
-        uses) or "raw" (the trained ones, from a .ckpt only). Files already in ``folder`` are
-        refused unless ``overwrite``; others there are kept. ``portable_data``: for a model
-        that ships to other machines (bench/ship_model.py), the config names no path of this
-        one: its data files by their repository path or their name, recorded with the sha256
-        of their content and, for the files not in the repository, ``data_source`` (where to
-        get them), so that ``windows`` finds them or says which they are
-        (``genodiff.data.training_files.portable_record``)."""
+        uses) or "raw" (the trained ones, from a .ckpt only), and ``generation_config`` (its
+        sampler, steps, seed and batch_size, as the run's ``samples:`` section: an option no
+        run section holds, set away from its default, is an InputValueError, not lost).
+        Files already in ``folder`` are refused unless ``overwrite``; others there are kept.
+        ``portable_data``: for a model that ships to other machines (bench/ship_model.py), the
+        config names no path of this one: its data files by their repository path or their
+        name, recorded with the sha256 of their content and, for the files not in the
+        repository, ``data_source`` (where to get them), so that ``windows`` finds them or says
+        which they are (``genodiff.data.training_files.portable_record``)."""
         if data_source is not None and not portable_data:
             raise InputValueError(
                 "data_source says where to get the data files of a portable export; give it "
                 "with portable_data=True",
                 parameter="data_source",
             )
+        # generation_config as load reads it back: the run's samples: section
+        samples = {**(self.config.get(RUN_SECTION) or {}), **self.generation_config.run_section()}
+        config = {**self.config, RUN_SECTION: samples}
         known = self.network.provenance.get(DATA_FILES_KEY)  # a model exported so before
-        entries = portable_record(self.config, data_source, known) if portable_data else None
+        portable = portable_record(config, data_source, known) if portable_data else None
+        entries = portable or {"config": config}
         return export_model(self.network, folder, weights, overwrite, record_entries=entries)
 
 
@@ -509,9 +535,10 @@ def load(
     ``checkpoints/last.ckpt``), a .ckpt, a folder from ``genodiff export`` /
     ``Model.save_pretrained``, or a Hugging Face Hub id ``org/name[@revision]`` of either; on
     ``device`` (default: the CPU, as transformers' ``from_pretrained``: ask for ``"cuda"``
-    here or move it with ``Model.to``), its floating-point weights in ``dtype`` (default: as
-    stored). Its generation config (``Model.generation_config``) is the one its run saved.
-    Nothing is unpickled beyond tensors and plain containers: a checkpoint cannot run code
+    here or move it with ``Model.to``), its floating-point weights in ``dtype`` (default:
+    float32, whatever the files store: a model saved in bfloat16 reads back in float32). Its
+    generation config (``Model.generation_config``) is the one its run saved. Nothing is
+    unpickled beyond tensors and plain containers: a checkpoint cannot run code
     (``genodiff.checkpoints``)."""
     network = load_model(reference, resolve_device("cpu" if device is None else device))
     return Model(network, str(reference)).to(dtype=dtype)
@@ -523,6 +550,16 @@ def check_samples_output(
     """``path`` as a place ``Samples.save`` may write ``model``'s samples to (a format of its
     domain, not a folder, not one of ``inputs``), checked before anything is drawn."""
     return check_output(path, domain_of(model.tokenizer), inputs)
+
+
+def _checked_generation_config(config: GenerationConfig) -> GenerationConfig:
+    """``config``, an InputValueError unless it is a ``GenerationConfig``."""
+    if not isinstance(config, GenerationConfig):
+        raise InputValueError(
+            f"generation_config must be a genodiff GenerationConfig, got {type(config).__name__}",
+            parameter="generation_config",
+        )
+    return config
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from genodiff.pipeline import Model
 from genodiff.tokenizers import DNATokenizer
 from tests.test_cli import DEMO, ROOT, TINY
 from tests.test_conditioning import TINY_RUN
-from tests.test_generation_config import network_calls
+from tests.test_generation_config import network_calls, tiny
 
 CONDITIONAL = str(ROOT / "configs" / "conditional_demo.yaml")
 
@@ -255,3 +255,34 @@ def test_score_refuses_a_str_and_an_empty_sequence_in_one_line(run):
         model.score("ACGTACGT")
     with pytest.raises(InputValueError, match=r"sequence 1 has no token to score \(empty\)"):
         model.score(["ACGTACGT", ""])
+
+
+def test_score_refuses_a_bool_number_of_noise_draws_in_one_line():
+    with pytest.raises(InputValueError, match="t_samples must be an integer >= 1, got True") as no:
+        tiny().score(["ACGTACGT"], t_samples=True)
+    assert no.value.parameter == "t_samples"
+
+
+def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    with pytest.raises(InputValueError, match="taken is a file; export writes a folder"):
+        tiny().save_pretrained(taken, weights="raw")
+    assert taken.read_text() == "mine"
+
+
+def test_score_names_the_sequence_holding_a_letter_it_cannot_read():
+    with pytest.raises(InputValueError) as refused:
+        tiny().score(["ACGTACGT", "ACGTNNAC", "ACGT\n"], t_samples=1)
+    message = str(refused.value)
+    assert message.startswith("sequence 2: cannot tokenize character '\\n' at position 4")
+    assert "\n" not in message and refused.value.parameter == "sequences"
+
+
+def test_load_of_an_empty_name_is_refused_not_read_as_the_working_directory(tmp_path, monkeypatch):
+    tiny().save_pretrained(tmp_path, weights="raw")  # the working directory holds a model
+    monkeypatch.chdir(tmp_path)
+    assert genodiff.load(".").config["objective"]["name"] == "mdlm"  # named: read
+    for nothing in ("", None):
+        with pytest.raises(InputValueError, match="a checkpoint must be named by a path"):
+            genodiff.load(nothing)

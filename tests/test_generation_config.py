@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -94,6 +95,48 @@ def test_save_pretrained_writes_the_generation_config_and_load_reads_it(tmp_path
     assert network_calls(again, 1) == 7
 
 
+def test_save_pretrained_keeps_an_assigned_generation_config(tmp_path):
+    model = tiny({"steps": 5})
+    model.generation_config = GenerationConfig(steps=7, sampler="ancestral", seed=3, batch_size=2)
+    again = genodiff.load(model.save_pretrained(tmp_path / "exported", weights="raw"))
+    assert again.generation_config == GenerationConfig(
+        steps=7, sampler="ancestral", seed=3, batch_size=2
+    )
+    assert network_calls(again, 1) == 7 and again.generate(1, steps=2).run.seed == 3
+
+
+def test_save_pretrained_refuses_a_generation_config_it_cannot_keep(tmp_path):
+    model = tiny()
+    model.generation_config = GenerationConfig(top_p=0.9, steps=7)
+    with pytest.raises(InputValueError, match=r"sets top_p=0\.9, which a saved model") as refused:
+        model.save_pretrained(tmp_path / "exported", weights="raw")
+    assert refused.value.parameter == "generation_config" and "\n" not in str(refused.value)
+    assert not (tmp_path / "exported").exists()
+
+
+def test_a_saved_generation_config_out_of_range_is_refused_naming_the_model(tmp_path):
+    folder = tiny({"steps": 7}).save_pretrained(tmp_path / "m", weights="raw")
+    record = json.loads((folder / "genodiff.json").read_text())
+    record["config"]["samples"]["steps"] = 0  # edited by hand
+    (folder / "genodiff.json").write_text(json.dumps(record))
+    with pytest.raises(InputValueError) as refused:
+        genodiff.load(folder)
+    message = str(refused.value)
+    assert message.startswith(f"{folder}: the generation config its run saved (config.samples)")
+    assert "steps must be in [1, 1000000], got 0" in message and "\n" not in message
+    assert refused.value.parameter is None  # no option of the call is at fault
+
+
+def test_a_generation_config_of_another_type_is_refused_when_assigned():
+    model = tiny()
+    with pytest.raises(
+        InputValueError, match="must be a genodiff GenerationConfig, got dict"
+    ) as no:
+        model.generation_config = {"steps": 3}
+    assert no.value.parameter == "generation_config"
+    assert model.generation_config == GenerationConfig()  # kept
+
+
 def test_genodiff_sample_draws_with_the_saved_config_unless_a_flag_says(tmp_path):
     folder = tiny({"steps": 7, "seed": 5}).save_pretrained(tmp_path / "m", weights="raw")
     base = ["sample", "--checkpoint", str(folder), "--num-samples", "1", "--length", "8"]
@@ -152,6 +195,23 @@ def test_a_generation_config_is_frozen_and_updated_by_copy():
         config.steps = 3
     changed = config.updated(steps=3, sampler=None)  # None: not given
     assert (changed.steps, changed.sampler, config.steps) == (3, None, 1024)
+
+
+def test_a_generation_config_round_trips_through_a_dict_and_a_json_file(tmp_path):
+    config = GenerationConfig(steps=7, top_p=0.9, label="human", infill="t.fa", seed=3)
+    as_dict = config.to_dict()
+    assert list(as_dict) == [f.name for f in dataclasses.fields(GenerationConfig)]
+    assert (as_dict["steps"], as_dict["top_p"], as_dict["label"], as_dict["length"]) == (
+        7, 0.9, "human", None
+    )  # fmt: skip
+    path = tmp_path / "generation.json"
+    path.write_text(json.dumps(as_dict))
+    assert GenerationConfig.from_dict(json.loads(path.read_text())) == config
+    assert GenerationConfig.from_dict({"steps": 5}) == GenerationConfig(steps=5)
+    with pytest.raises(InputValueError, match="unknown generation option 'stepz'; the options"):
+        GenerationConfig.from_dict({"stepz": 5})
+    with pytest.raises(InputValueError, match=r"steps must be in \[1, 1000000\], got 0"):
+        GenerationConfig.from_dict({"steps": 0})
 
 
 # ------------------------------------------------------------------ the command's flags
@@ -273,9 +333,22 @@ def test_load_takes_a_device_and_a_dtype_and_to_returns_the_model(tmp_path):
     assert len(half.generate(1, length=8)[0]) == 8
     assert model.to("cpu", torch.bfloat16) is model
     assert {p.dtype for p in model.network.parameters()} == {torch.bfloat16}
+    assert model.to(torch.float32) is model  # a dtype alone comes first, as torch's Module.to
+    assert {p.dtype for p in model.network.parameters()} == {torch.float32}
+    assert model.device == torch.device("cpu")
     with pytest.raises(InputValueError, match="floating-point") as refused:
         model.to(dtype=torch.int64)
     assert refused.value.parameter == "dtype"
+
+
+def test_a_model_saved_in_bfloat16_loads_in_float32_unless_asked(tmp_path):
+    model = tiny().to(torch.bfloat16)
+    folder = model.save_pretrained(tmp_path / "m", weights="raw")
+    assert {p.dtype for p in genodiff.load(folder).network.parameters()} == {torch.float32}
+    kept = genodiff.load(folder, dtype=torch.bfloat16)
+    assert {p.dtype for p in kept.network.parameters()} == {torch.bfloat16}
+    sequences = ["ACGTACGTACGTACGT", "TTGACCAGTAGGCATA"]
+    assert kept.score(sequences, t_samples=2) == model.score(sequences, t_samples=2)
 
 
 class _OneProcess:

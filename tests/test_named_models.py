@@ -66,6 +66,17 @@ def test_an_unknown_name_is_one_line_naming_the_models_there_are(zoo, capsys):
     assert "'huge'" in err and "bare" in err and "tiny-mdlm" in err
 
 
+def test_a_mistyped_name_is_not_found_and_the_error_names_the_model_it_meant(zoo):
+    for typed in ("Tiny-MDLM", "tiny_mdlm", "tiny-mdl"):
+        with pytest.raises(FileNotFoundError) as missing:
+            genodiff.load(typed)
+        message = str(missing.value)
+        assert "\n" not in message and message.endswith("did you mean tiny-mdlm?")
+    with pytest.raises(FileNotFoundError) as missing:
+        genodiff.load("huge")  # nothing close: no guess
+    assert "did you mean" not in str(missing.value)
+
+
 def test_load_by_name_is_the_exported_model(zoo):
     loaded = genodiff.load("tiny-mdlm")
     expected = zoo.network.eval_backbone.state_dict()

@@ -63,7 +63,7 @@ def test_dtype_samples_with_the_weights_in_that_type(checkpoint, tmp_path, monke
     monkeypatch.setattr(Model, "generate_to_file", spy)
     assert sample(checkpoint, tmp_path / "h.fa", "--length", "24", "--dtype", "bfloat16") == 0
     assert sample(checkpoint, tmp_path / "f.fa", "--length", "24") == 0
-    assert seen == [{torch.bfloat16}, {torch.float32}]  # asked for, and as stored
+    assert seen == [{torch.bfloat16}, {torch.float32}]  # asked for, and the default
     found = records(tmp_path / "h.fa")
     assert len(found) == 2 and all(
         len(r.seq) == 24 and set(str(r.seq)) <= set("ACGT") for r in found

@@ -57,8 +57,9 @@ def export_model(
     its config with no path of this machine and the records of its data files, see
     ``genodiff.data.training_files.portable_record``). Returns the folder."""
     _check_weights(weights)
+    _check_out_dir(Path(out_dir))
     if not isinstance(source, GenerativeModel):
-        _check_export_paths(Path(source), Path(out_dir))
+        _check_checkpoint_path(Path(source))
         if progress is not None:
             progress.note(f"reading {source}")
         source = load_model(source)
@@ -115,9 +116,20 @@ def _write_export(
     return _write_folder(Path(out_dir), files, overwrite)
 
 
-def _check_export_paths(ckpt_path: Path, out_dir: Path) -> None:
-    """Input errors, before anything is read, for a checkpoint that is a folder (an exported
-    one needs no export) and an output folder that is a file."""
+def _check_out_dir(out_dir: Path) -> None:
+    """An input error, before anything is read or written, for an output folder that is a
+    file."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputValueError(
+            f"{out_dir} is a file; export writes a folder ({CONFIG_FILE}, {WEIGHTS_FILE}, "
+            f"{TOKENIZER_FILE}, {RUN_RECORD_FILE}): name a new folder, or one to add them to",
+            parameter="out",
+        )
+
+
+def _check_checkpoint_path(ckpt_path: Path) -> None:
+    """An input error, before anything is read, for a checkpoint that is a folder (an
+    exported one needs no export)."""
     if ckpt_path.is_dir():
         if (ckpt_path / RUN_RECORD_FILE).is_file():
             raise InputValueError(
@@ -130,10 +142,4 @@ def _check_export_paths(ckpt_path: Path, out_dir: Path) -> None:
             f"{ckpt_path} is a folder; export takes a training checkpoint file, e.g. "
             f"{ckpt_path / 'checkpoints' / 'last.ckpt'}",
             parameter="checkpoint",
-        )
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputValueError(
-            f"{out_dir} is a file; export writes a folder ({CONFIG_FILE}, {WEIGHTS_FILE}, "
-            f"{TOKENIZER_FILE}, {RUN_RECORD_FILE}): name a new folder, or one to add them to",
-            parameter="out",
         )
