@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from genodiff.config_values import Range
 from genodiff.errors import InputValueError
@@ -231,8 +234,8 @@ class GenerationConfig:
     )
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            check_option(f.name, getattr(self, f.name))
+        for f in fields(self):  # frozen: a NumPy number is kept as the Python one it equals
+            object.__setattr__(self, f.name, check_option(f.name, getattr(self, f.name)))
 
     def updated(self, **changes: Any) -> GenerationConfig:
         """A copy with ``changes`` applied (a change of None leaves the value as it is);
@@ -312,17 +315,21 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def check_option(name: str, value: Any) -> None:
-    """InputValueError (``parameter`` ``name``) unless ``value`` fits option ``name``: its
-    type, a finite number in its range, one of its choices; None where the default is None."""
+def check_option(name: str, value: Any) -> Any:
+    """``value`` of option ``name``, a number as a Python int or float (a NumPy
+    integer is an integer: ``seed=np.int64(3)``); InputValueError (``parameter`` ``name``)
+    unless it fits: its type, a finite number in its range, one of its choices; None where the
+    default is None."""
     f = next(f for f in fields(GenerationConfig) if f.name == name)
     option: Option = f.metadata["option"]
     if value is None and f.default is None:
-        return
+        return value
     if not _is_kind(value, option):
         raise InputValueError(
             f"{name} must be {_KIND_WORDS[option.kind]}, got {value!r}", parameter=name
         )
+    if option.kind in (int, float):
+        value = option.kind(value)
     if option.kind is float and not math.isfinite(value):
         raise InputValueError(f"{name} must be a finite number, got {value}", parameter=name)
     if option.range is not None and value not in Range.parse(option.range):
@@ -333,16 +340,19 @@ def check_option(name: str, value: Any) -> None:
         raise InputValueError(
             f"{name} must be one of: {', '.join(option.choices)}; got {value!r}", parameter=name
         )
+    return value
 
 
 _KIND_WORDS = {int: "an integer", float: "a number", str: "a string"}
 
 
 def _is_kind(value: Any, option: Option) -> bool:
-    if isinstance(value, bool):
+    if isinstance(value, bool | np.bool_):
         return False
     if option.kind is float:
-        return isinstance(value, int | float)
+        return isinstance(value, numbers.Real)
+    if option.kind is int:
+        return isinstance(value, numbers.Integral)
     if option.paths and isinstance(value, os.PathLike):
         return True
     if option.guide and not isinstance(value, str):

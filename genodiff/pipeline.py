@@ -437,8 +437,7 @@ class Model:
                 f"sequences must be str, one of them is a {type(other).__name__}: {other!r:.40}",
                 parameter="sequences",
             )
-        check_option("seed", seed)
-        check_option("batch_size", batch_size)
+        seed, batch_size = check_option("seed", seed), check_option("batch_size", batch_size)
         whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
         if t_samples is not None and (not whole or t_samples < 1):
             raise InputValueError(

@@ -14,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -187,6 +188,26 @@ def test_a_value_out_of_its_range_is_refused_naming_the_option(option, value, ex
     assert refused.value.parameter == option
     with pytest.raises(InputValueError):  # and the same from the dataclass itself
         GenerationConfig(**{option: value})
+
+
+def test_numpy_numbers_are_the_python_numbers_they_equal():
+    # A seed or a count that comes out of NumPy (np.arange, an array's element) draws what the
+    # Python number draws, and the config holds Python numbers (its JSON, the sample headers).
+    model = tiny()
+    plain = dict(steps=3, seed=5, temperature=0.5, batch_size=2)
+    numpy = dict(steps=np.int64(3), seed=np.uint32(5), temperature=np.float32(0.5),
+                 batch_size=np.int16(2))  # fmt: skip
+    expected = model.generate(3, 16, **plain)
+    drawn = model.generate(np.int64(3), np.int32(16), **numpy)
+    assert list(drawn) == list(expected)
+    config = GenerationConfig(**numpy)
+    assert [type(getattr(config, name)) for name in numpy] == [int, int, float, int]
+    assert config == GenerationConfig(**plain)
+    json.dumps(config.to_dict())
+    assert model.score(list(expected), seed=np.int64(7)) == model.score(list(expected), seed=7)
+    for refused in (np.bool_(True), np.float64(2.0)):
+        with pytest.raises(InputValueError, match="steps must be an integer"):
+            GenerationConfig(steps=refused)
 
 
 def test_a_generation_config_is_frozen_and_updated_by_copy():

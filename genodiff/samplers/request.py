@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -51,8 +53,10 @@ class SampleRequest:
     def __post_init__(self) -> None:
         for name in ("num_samples", "length", "steps"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
                 raise InputValueError(f"{name} must be an integer, got {value!r}", parameter=name)
+            value = int(value)  # a NumPy integer as the Python one it equals
+            setattr(self, name, value)
             if value < 1:
                 raise InputValueError(f"{name} must be >= 1, got {value}", parameter=name)
         if not (math.isfinite(self.temperature) and self.temperature > 0):
