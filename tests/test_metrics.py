@@ -336,6 +336,25 @@ def test_discriminator_folds_follow_the_smaller_set():
         discriminator_auroc(random_dna(1, 100, seed=1), random_dna(10, 100, seed=2), DNA)
 
 
+def test_discriminator_fits_on_one_blas_thread(monkeypatch):
+    # Spinning OpenBLAS threads made each fit ~10x slower on a busy machine (BENCHMARKS.md):
+    # every fit of the cross-validation sees one thread in each BLAS pool, whatever the default.
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    seen, fit = [], LogisticRegression.fit
+
+    def watched(self, *args, **kwargs):
+        seen.append({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(LogisticRegression, "fit", watched)
+    with threadpool_limits(limits=2, user_api="blas"):  # a default of more than one
+        discriminator_auroc(random_dna(10, 100, seed=1), random_dna(10, 100, seed=2), DNA)
+        assert all(p["num_threads"] == 2 for p in threadpool_info() if p["user_api"] == "blas")
+    assert seen == [{1}] * 5  # each fold's fit
+
+
 def test_every_base4_index_is_its_kmer():
     kmers = ["".join(p) for p in product("ACGT", repeat=3)]
     profiles = kmer_profiles(kmers, 3, DNA)

@@ -6,6 +6,11 @@ standardised features is scored by stratified ``folds``-fold cross-validated AUR
 generated sequences being the positive class. 0.5 means the classifier cannot tell the two
 sets apart from their k-mer content (it says nothing about longer-range structure); 1.0 means
 it separates them perfectly. The fold spread is reported beside the mean.
+
+The fits run on one BLAS thread: the problem is small (a few thousand sequences, a few hundred
+features), and NumPy's and SciPy's OpenBLAS threads spin while they wait, so on a machine whose
+cores are busy two threads made each fit ~10x slower than one (BENCHMARKS.md, "The sample
+report's discriminator on one BLAS thread").
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ def discriminator_auroc(
     from sklearn.model_selection import StratifiedKFold, cross_val_score
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
 
     folds = min(folds, len(samples), len(reference))
     if folds < 2:
@@ -81,7 +87,8 @@ def discriminator_auroc(
     labels = np.r_[np.ones(len(samples), dtype=int), np.zeros(len(reference), dtype=int)]
     classifier = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000))
     splits = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    scores = cross_val_score(classifier, features, labels, cv=splits, scoring="roc_auc")
+    with threadpool_limits(limits=1, user_api="blas"):
+        scores = cross_val_score(classifier, features, labels, cv=splits, scoring="roc_auc")
     return DiscriminatorResult(
         auroc=float(scores.mean()),
         auroc_sd=float(scores.std()),
