@@ -148,7 +148,10 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         self.tokens_seen += ids.numel() * self.trainer.world_size
         return nelbo.sum() * self.trainer.world_size / global_tokens
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+        # The averages follow the optimizer's steps: with trainer.accumulate_grad_batches=k a
+        # step takes k batches, and averaging after each batch would count each step k times.
+        super().optimizer_step(*args, **kwargs)
         if self.ema is not None:
             self.ema.update_parameters(self.backbone)
         if self.objective_ema is not None:
