@@ -99,16 +99,29 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
     assert step_of(split / "checkpoints" / "last.ckpt") == 4
     genodiff.train(DEMO, [*EXACT, "ckpt_path=last"], output_dir=split)
 
+    assert_same_run(whole, split, resumed_at=4)
+    a = torch.load(whole / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert a["genodiff_run"]["tokens_seen"] == 8 * 4 * 128  # steps x data.batch_size x window
+
+
+def assert_same_run(whole: Path, split: Path, resumed_at: int) -> None:
+    """The run in ``split``, stopped and resumed from step ``resumed_at``, logged (before and
+    after the stop) and saved what the uninterrupted run in ``whole`` did: losses,
+    validations, weights, EMA, optimizer, schedule."""
+
     def losses(rows: list[dict], key: str) -> dict[int, float]:
         return {int(r["step"]): float(r[key]) for r in rows if r.get(key)}
 
-    expected, resumed = read_metrics(whole), read_metrics(split, 1)
+    expected, stopped, resumed = read_metrics(whole), read_metrics(split), read_metrics(split, 1)
     for key in ("train/nelbo", "val/nelbo"):
-        after = {s: v for s, v in losses(expected, key).items() if s >= 4}
+        after = {s: v for s, v in losses(expected, key).items() if s >= resumed_at}
         assert after and losses(resumed, key) == pytest.approx(after, rel=1e-5, abs=1e-6)
+        # and nothing is missing: every step logged before or after the stop
+        both = losses(stopped, key) | losses(resumed, key)
+        assert both == pytest.approx(losses(expected, key), rel=1e-5, abs=1e-6)
     a = torch.load(whole / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     b = torch.load(split / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    assert a["global_step"] == b["global_step"] == 8
+    assert a["global_step"] == b["global_step"]
     for name, value in a["state_dict"].items():  # weights and EMA
         torch.testing.assert_close(b["state_dict"][name], value)
     (opt_a,), (opt_b,) = a["optimizer_states"], b["optimizer_states"]
@@ -116,6 +129,41 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
         for name in ("exp_avg", "exp_avg_sq"):
             torch.testing.assert_close(opt_b["state"][key][name], state[name])
     assert a["lr_schedulers"] == b["lr_schedulers"]
-    # The token count continues across the resume: 8 steps of the same batches either way.
+    # The token count continues across the resume: the same batches either way.
     assert a["genodiff_run"] == b["genodiff_run"]
-    assert a["genodiff_run"]["tokens_seen"] == 8 * 4 * 128  # steps x data.batch_size x window
+
+
+@pytest.mark.parametrize(
+    ("hook", "call", "overrides", "stopped_at"),
+    [
+        # the 3rd batch is the first half of step 2: the stop waits for the step's end
+        ("training_step", 3, ["trainer.accumulate_grad_batches=2"], 2),
+        # the 3rd validation batch is the first of step 4's validation: it is finished first
+        ("validation_step", 3, [], 4),
+    ],
+    ids=["accumulating", "validating"],
+)
+def test_a_stop_in_the_middle_of_a_step_resumes_like_the_uninterrupted_run(
+    tmp_path, monkeypatch, hook, call, overrides, stopped_at
+):
+    exact = [*BASE, "trainer.max_steps=6", "trainer.log_every_n_steps=1", *overrides]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    genodiff.train(DEMO, exact, output_dir=whole)
+
+    original = getattr(GenerativeTrainingModule, hook)
+    calls = []
+
+    def sigterm_at_the_call(self, batch, batch_idx):
+        calls.append(batch_idx)
+        if len(calls) == call:  # what Lightning's SIGTERM handler does
+            self.trainer._signal_connector.received_sigterm = True
+        return original(self, batch, batch_idx)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(GenerativeTrainingModule, hook, sigterm_at_the_call)
+        with pytest.raises(SystemExit) as stopped:
+            genodiff.train(DEMO, exact, output_dir=split)
+    assert stopped.value.code == 143
+    assert step_of(split / "checkpoints" / "last.ckpt") == stopped_at
+    genodiff.train(DEMO, [*exact, "ckpt_path=last"], output_dir=split)
+    assert_same_run(whole, split, resumed_at=stopped_at)

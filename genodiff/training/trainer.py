@@ -1,5 +1,6 @@
 """Setting up a ``genodiff train`` run: its tokenizer, and the Trainer with its checkpoints
-(``LatestCheckpoint``, written atomically), learning-rate monitor and logs."""
+(``LatestCheckpoint``, written atomically), learning-rate monitor, logs, and stops between
+steps (``StopBetweenSteps``)."""
 
 from __future__ import annotations
 
@@ -140,6 +141,41 @@ class LatestCheckpoint(ModelCheckpoint):
         self._latest_step = trainer.global_step
 
 
+class StopBetweenSteps(Callback):
+    """A stop asked for by SIGTERM or a first Ctrl-C (``Trainer.received_sigterm``) waits for
+    the end of the optimizer step and of the validation in progress. Lightning stops after any
+    batch: in the middle of ``trainer.accumulate_grad_batches`` the checkpoint would hold a
+    step half done (a resume drops the gradients accumulated so far), and in a validation a
+    resume skips what is left of it (no ``val/nelbo`` nor best checkpoint for that step)."""
+
+    def __init__(self) -> None:
+        self._held = False
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        self._hold(trainer, mid_step(trainer))
+
+    def on_validation_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        self._hold(trainer, True)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._hold(trainer, mid_step(trainer))
+
+    def _hold(self, trainer: L.Trainer, hold: bool) -> None:
+        """Hold a stop asked for until ``hold`` is False, then hand it back to Lightning."""
+        connector = trainer._signal_connector  # where Lightning's SIGTERM handler notes it
+        if hold and connector.received_sigterm:
+            self._held, connector.received_sigterm = True, False
+        elif not hold and self._held:
+            self._held, connector.received_sigterm = False, True
+
+
+def mid_step(trainer: L.Trainer) -> bool:
+    """Whether the batch just trained left its optimizer step to a later batch (accumulated
+    batches); False outside fitting."""
+    fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+    return fitting and trainer.fit_loop.epoch_loop._should_accumulate()
+
+
 class StepRunProgressBar(RichProgressBar):
     """Lightning's Rich progress bar, whose description reads "Epoch 3" in a run counted in
     steps (``trainer.max_epochs`` -1), where Lightning's own reads "Epoch 3/-2"."""
@@ -175,7 +211,8 @@ def build_trainer(
 ) -> L.Trainer:
     """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically; the best by
     ``monitor``, lowest or highest as ``mode`` says), CSV and TensorBoard logs under
-    ``output_dir``; no progress bar when ``progress_bar`` is False (else as
+    ``output_dir``, SIGTERM and Ctrl-C stopping between steps (``StopBetweenSteps``); no
+    progress bar when ``progress_bar`` is False (else as
     ``trainer.enable_progress_bar`` says; plain lines starting with ``label`` where stderr is
     no terminal, ``progress_bars``)."""
     silence_lightning_notices()
@@ -192,6 +229,7 @@ def build_trainer(
         callbacks=[
             LatestCheckpoint(out / CHECKPOINT_FOLDER, monitor, mode),
             LearningRateMonitor(logging_interval="step"),
+            StopBetweenSteps(),
             *progress_bars(kwargs, label),
         ],
         plugins=[AtomicCheckpointIO()],
