@@ -167,3 +167,24 @@ def test_a_stop_in_the_middle_of_a_step_resumes_like_the_uninterrupted_run(
     assert step_of(split / "checkpoints" / "last.ckpt") == stopped_at
     genodiff.train(DEMO, [*exact, "ckpt_path=last"], output_dir=split)
     assert_same_run(whole, split, resumed_at=stopped_at)
+
+
+def test_a_stop_at_the_last_step_says_the_training_is_done_not_to_resume(
+    tmp_path, monkeypatch, capsys
+):
+    original = GenerativeTrainingModule.training_step
+
+    def sigterm_in_the_last_step(self, batch, batch_idx):
+        if self.global_step == 3:  # the 4th and last step
+            self.trainer._signal_connector.received_sigterm = True
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(GenerativeTrainingModule, "training_step", sigterm_in_the_last_step)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["train", DEMO, *BASE, "trainer.max_steps=4", f"output_dir={tmp_path}"])
+    assert stopped.value.code == 143
+    assert step_of(tmp_path / "checkpoints" / "last.ckpt") == 4
+    err = capsys.readouterr().err
+    # a resume of step 4 with trainer.max_steps=4 is refused: what is left is said instead
+    assert "stopped by SIGTERM at step 4" in err and "training is complete" in err
+    assert "ckpt_path=last" not in err and "genodiff eval --checkpoint" in err

@@ -41,6 +41,12 @@ from genodiff.training.session import check_output, fit, hold_output
 from genodiff.training.trainer import build_trainer, prepare_tokenizer
 
 RESUME_HINT = "Resume it with ckpt_path=last"
+# A stop once trainer.max_steps is reached: the training is done, what follows it is not.
+DONE_HINT = (
+    "Its training is complete (a resume would have no step left to train), but its test score "
+    "and samples were not made: genodiff eval --checkpoint and genodiff sample --checkpoint "
+    "take its best-step*.ckpt or last.ckpt"
+)
 
 
 def train(
@@ -104,7 +110,7 @@ def train(
                 for line in class_count_lines(datamodule):
                     print(line)
         data = LightningData(datamodule)
-        fit(trainer, model, "train", RESUME_HINT, datamodule=data, ckpt_path=resumed)
+        fit(trainer, model, "train", RESUME_HINT, DONE_HINT, datamodule=data, ckpt_path=resumed)
         with Progress("genodiff train", enabled=show) as bar:
             finish(cfg, model, trainer, datamodule, request, sampler, bar)
     return out.absolute()

@@ -59,11 +59,18 @@ def hold_output(output_dir: Path, config: Mapping[str, Any]) -> Iterator[bool]:
 
 
 def fit(
-    trainer: L.Trainer, module: L.LightningModule, command: str, resume_hint: str, **kwargs: Any
+    trainer: L.Trainer,
+    module: L.LightningModule,
+    command: str,
+    resume_hint: str,
+    done_hint: str | None = None,
+    **kwargs: Any,
 ) -> None:
     """``trainer.fit(module, **kwargs)``; on SIGTERM or a first Ctrl-C, a line naming the step
-    reached, the checkpoint kept and ``resume_hint``, then exit status 128 + the signal's
-    number (what a scheduler or a shell expects of a process it stopped)."""
+    reached, the checkpoint kept and ``resume_hint`` (``done_hint`` instead, when given, if
+    the stop came once ``trainer.max_steps`` was reached: a resume would have no step left),
+    then exit status 128 + the signal's number (what a scheduler or a shell expects of a
+    process it stopped)."""
     stopped_by: list[signal.Signals] = [signal.SIGTERM]
     try:
         with _ctrl_c_stops_like_sigterm(trainer, stopped_by):
@@ -72,10 +79,12 @@ def fit(
         callback = trainer.checkpoint_callback
         saved = callback.last_model_path if callback is not None else ""
         what = "Ctrl-C" if stopped_by[-1] == signal.SIGINT else "SIGTERM"
+        trained = 0 <= trainer.max_steps <= trainer.global_step
+        hint = done_hint if trained and done_hint is not None else resume_hint
         print(
             f"genodiff {command}: stopped by {what} at step {trainer.global_step}"
             + (f"; saved {saved}" if saved else "")
-            + f". {resume_hint}",
+            + f". {hint}",
             file=sys.stderr,
         )
         raise SystemExit(128 + stopped_by[-1]) from None
