@@ -75,7 +75,7 @@ def train(
     out = Path(cfg.output_dir)
     resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)  # read once, checked
     resumed = resume.source if resume else None
-    check_output(out, resumed, RESUME_HINT)
+    check_output(out, resumed, RESUME_HINT, config)
     tokenizer = prepare_tokenizer(cfg, datamodule)
     datamodule.attach_tokenizer(tokenizer)
     L.seed_everything(cfg.seed, workers=True)

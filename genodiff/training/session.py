@@ -28,16 +28,29 @@ from omegaconf import OmegaConf
 
 from genodiff.atomic_files import write_text
 from genodiff.checkpoints import run_folder
+from genodiff.config import ConfigError, resolve_config_path
 
 CONFIG_FILE = "config.yaml"
 
 
-def check_output(output_dir: Path, resume: Path | None, resume_hint: str | None) -> None:
+def check_output(
+    output_dir: Path, resume: Path | None, resume_hint: str | None, experiment: str | Path
+) -> None:
     """In the main process only: ConfigError unless ``output_dir`` may take this run (it
-    holds no other run's results, ``run_folder.check_output_dir``); ``resume_hint`` says how
-    to continue the run that is there (None: the command cannot resume)."""
-    if run_folder.is_main_process():
-        run_folder.check_output_dir(output_dir, resume, resume_hint)
+    holds no other run's results, ``run_folder.check_output_dir``, and a new run's
+    ``config.yaml`` would not replace the ``experiment`` file it was composed from);
+    ``resume_hint`` says how to continue the run that is there (None: the command cannot
+    resume)."""
+    if not run_folder.is_main_process():
+        return
+    run_folder.check_output_dir(output_dir, resume, resume_hint)
+    written = output_dir / CONFIG_FILE
+    new_run = resume is None  # a resumed run's config.yaml is a run's, written by genodiff
+    if new_run and written.is_file() and written.samefile(resolve_config_path(experiment)):
+        raise ConfigError(
+            f"output_dir={output_dir} holds the experiment file {written} this run reads, "
+            f"which the run would replace with its resolved config; choose another output_dir"
+        )
 
 
 def write_config(config: Mapping[str, Any], path: Path) -> None:
