@@ -1,6 +1,7 @@
 """Checkpoints that are what they say: last.ckpt is the latest state, a non-finite held-out
 NELBO never ranks as best, and a resumed run continues exactly as an uninterrupted one."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,26 @@ def test_last_ckpt_is_the_latest_state_when_the_best_was_early(tmp_path, monkeyp
     assert cli.main(args) == 0
     assert step_of(folder / "last.ckpt") == 7
     assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {5}
+
+
+def test_a_moved_run_folder_resumes_with_its_best_checkpoint(tmp_path, monkeypatch, capsys):
+    original = GenerativeTrainingModule._log_heldout
+
+    def worse_every_validation(self, stage):
+        if stage == "val":
+            self.heldout_nelbo.update(torch.tensor(1000.0 * self.global_step))
+        original(self, stage)
+
+    monkeypatch.setattr(GenerativeTrainingModule, "_log_heldout", worse_every_validation)
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    genodiff.train(DEMO, [*BASE, "trainer.max_steps=4"], output_dir=first)
+    shutil.move(first, moved)
+    capsys.readouterr()
+    genodiff.train(DEMO, [*BASE, "trainer.max_steps=6", "ckpt_path=last"], output_dir=moved)
+    folder = moved / "checkpoints"
+    # validated at 2, 4 and 6, each worse: the best is still step 2's, in its new place
+    assert sorted(p.name for p in folder.glob("best-step*.ckpt")) == ["best-step2.ckpt"]
+    assert f"at {folder / 'best-step2.ckpt'}" in capsys.readouterr().out
 
 
 def test_non_finite_validation_nelbo_stops_the_run_and_never_ranks_best(

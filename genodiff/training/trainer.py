@@ -126,6 +126,18 @@ class LatestCheckpoint(ModelCheckpoint):
         if isinstance(exception, SIGTERMException):  # pre-emption: keep the work done so far
             self._save_latest(trainer)
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # A run folder moved or copied, then resumed where it now is: its checkpoints moved
+        # with it, and the best so far stays the best (Lightning forgets its score when the
+        # folder's path changed). A run started from another folder's checkpoint, whose best
+        # is not here, is left as Lightning has it.
+        before = Path(state_dict.get("dirpath") or self.dirpath)
+        here = Path(self.dirpath)
+        best = state_dict.get("best_model_path")
+        if before != here and (not best or (here / Path(best).name).is_file()):
+            state_dict = moved_state(state_dict, before, here)
+        super().load_state_dict(state_dict)
+
     def _ModelCheckpoint__warn_if_dir_not_empty(self, dirpath: Any) -> None:  # noqa: N802
         """Lightning warns "Checkpoint directory ... exists and is not empty" when a fit starts
         in a folder holding checkpoints: here always the run's own (a resume), since
@@ -139,6 +151,21 @@ class LatestCheckpoint(ModelCheckpoint):
     def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict) -> None:
         super()._save_last_checkpoint(trainer, monitor_candidates)
         self._latest_step = trainer.global_step
+
+
+def moved_state(state: dict[str, Any], before: Path, here: Path) -> dict[str, Any]:
+    """A ``ModelCheckpoint`` state recorded in folder ``before`` with its paths in ``here``."""
+
+    def moved(path: str) -> str:
+        return str(here / Path(path).name) if path and Path(path).parent == before else path
+
+    paths = ("best_model_path", "kth_best_model_path", "last_model_path")
+    return {
+        **state,
+        "dirpath": str(here),
+        **{key: moved(state[key]) for key in paths if key in state},
+        "best_k_models": {moved(p): v for p, v in state.get("best_k_models", {}).items()},
+    }
 
 
 class StopBetweenSteps(Callback):
