@@ -209,3 +209,35 @@ def test_a_stop_at_the_last_step_says_the_training_is_done_not_to_resume(
     # a resume of step 4 with trainer.max_steps=4 is refused: what is left is said instead
     assert "stopped by SIGTERM at step 4" in err and "training is complete" in err
     assert "ckpt_path=last" not in err and "genodiff eval --checkpoint" in err
+
+
+def test_a_crash_after_a_validation_in_the_middle_of_a_step_resumes_exactly(tmp_path, monkeypatch):
+    # 2 batches a step, validation every 3 batches: at batches 3 and 9 (in the middle of steps
+    # 2 and 5), 6 (the end of step 3) and 12 (the end); the crash comes in batch 11.
+    exact = [
+        *BASE,
+        "trainer.max_steps=6",
+        "trainer.accumulate_grad_batches=2",
+        "trainer.val_check_interval=3",
+        "trainer.log_every_n_steps=1",
+    ]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    genodiff.train(DEMO, exact, output_dir=whole)
+
+    original = GenerativeTrainingModule.training_step
+    batches = []
+
+    def crash_in_batch_11(self, batch, batch_idx):
+        batches.append(batch_idx)
+        if len(batches) == 11:
+            raise StopTrainingError("a crash in batch 11")
+        return original(self, batch, batch_idx)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(GenerativeTrainingModule, "training_step", crash_in_batch_11)
+        with pytest.raises(StopTrainingError):
+            genodiff.train(DEMO, exact, output_dir=split)
+    # batch 9's validation came half-way through step 5: last.ckpt is still step 3's
+    assert step_of(split / "checkpoints" / "last.ckpt") == 3
+    genodiff.train(DEMO, [*exact, "ckpt_path=last"], output_dir=split)
+    assert_same_run(whole, split, resumed_at=3)

@@ -83,9 +83,11 @@ def silence_lightning_notices() -> None:
 
 class LatestCheckpoint(ModelCheckpoint):
     """The best checkpoint by ``monitor`` (``best-step<N>.ckpt``: lowest ``val/nelbo``) and a
-    ``last.ckpt`` that is always the latest state: rewritten at every validation, at the end of
-    training and when SIGTERM stops the run (Lightning's ``save_last`` rewrites it only in a
-    step where the best checkpoint changed)."""
+    ``last.ckpt`` that is always the latest state between optimizer steps: rewritten at every
+    validation, at the end of training and when SIGTERM stops the run (Lightning's
+    ``save_last`` rewrites it only in a step where the best checkpoint changed); a validation
+    in the middle of an optimizer step (``trainer.accumulate_grad_batches``) leaves it as it
+    is, since a resume from there would drop the batches accumulated so far."""
 
     def __init__(
         self,
@@ -149,6 +151,8 @@ class LatestCheckpoint(ModelCheckpoint):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict) -> None:
+        if mid_step(trainer):
+            return
         super()._save_last_checkpoint(trainer, monitor_candidates)
         self._latest_step = trainer.global_step
 
