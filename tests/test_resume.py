@@ -190,25 +190,32 @@ def test_a_stop_in_the_middle_of_a_step_resumes_like_the_uninterrupted_run(
     assert_same_run(whole, split, resumed_at=stopped_at)
 
 
-def test_a_stop_at_the_last_step_says_the_training_is_done_not_to_resume(
-    tmp_path, monkeypatch, capsys
+@pytest.mark.parametrize(
+    ("hook", "when"),
+    [("training_step", lambda module: module.global_step == 3), ("test_step", None)],
+    ids=["in-the-last-step", "in-the-test"],
+)
+def test_a_stop_after_the_training_says_it_is_done_and_exits_143(
+    tmp_path, monkeypatch, capsys, hook, when
 ):
-    original = GenerativeTrainingModule.training_step
+    original = getattr(GenerativeTrainingModule, hook)
 
-    def sigterm_in_the_last_step(self, batch, batch_idx):
-        if self.global_step == 3:  # the 4th and last step
+    def sigterm(self, batch, batch_idx):
+        if when is None or when(self):  # in the 4th and last step, or in the test after it
             self.trainer._signal_connector.received_sigterm = True
         return original(self, batch, batch_idx)
 
-    monkeypatch.setattr(GenerativeTrainingModule, "training_step", sigterm_in_the_last_step)
+    monkeypatch.setattr(GenerativeTrainingModule, hook, sigterm)
+    overrides = [o for o in BASE if o != "evaluate_test=false"]
     with pytest.raises(SystemExit) as stopped:
-        cli.main(["train", DEMO, *BASE, "trainer.max_steps=4", f"output_dir={tmp_path}"])
+        cli.main(["train", DEMO, *overrides, "trainer.max_steps=4", f"output_dir={tmp_path}"])
     assert stopped.value.code == 143
     assert step_of(tmp_path / "checkpoints" / "last.ckpt") == 4
     err = capsys.readouterr().err
     # a resume of step 4 with trainer.max_steps=4 is refused: what is left is said instead
     assert "stopped by SIGTERM at step 4" in err and "training is complete" in err
     assert "ckpt_path=last" not in err and "genodiff eval --checkpoint" in err
+    assert not (tmp_path / "samples.fa").exists()
 
 
 def test_a_crash_after_a_validation_in_the_middle_of_a_step_resumes_exactly(tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
 from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
-from genodiff.training.session import check_output, fit, hold_output
+from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import build_trainer, prepare_tokenizer
 
 RESUME_HINT = "Resume it with ckpt_path=last"
@@ -111,7 +111,10 @@ def train(
                     print(line)
         data = LightningData(datamodule)
         fit(trainer, model, "train", RESUME_HINT, DONE_HINT, datamodule=data, ckpt_path=resumed)
-        with Progress("genodiff train", enabled=show) as bar:
+        with (
+            Progress("genodiff train", enabled=show) as bar,
+            exit_when_stopped(trainer, "train", RESUME_HINT, DONE_HINT),  # in the test
+        ):
             finish(cfg, model, trainer, datamodule, request, sampler, bar)
     return out.absolute()
 

@@ -8,8 +8,9 @@
    run's ``config.yaml`` atomically; the other processes of a DDP run write nothing there.
 3. ``fit``: Lightning's ``Trainer.fit``; a SIGTERM (a scheduler's pre-emption) leaves the
    latest checkpoint (``LatestCheckpoint``) and ends the process with status 143 and a line
-   saying how to resume. A first Ctrl-C (SIGINT) stops the run the same way (status 130); a
-   second one interrupts at once, as Lightning does.
+   saying how to resume (``exit_when_stopped``, which also takes a test after the fit). A
+   first Ctrl-C (SIGINT) stops the run the same way (status 130); a second one interrupts at
+   once, as Lightning does.
 """
 
 from __future__ import annotations
@@ -79,15 +80,33 @@ def fit(
     done_hint: str | None = None,
     **kwargs: Any,
 ) -> None:
-    """``trainer.fit(module, **kwargs)``; on SIGTERM or a first Ctrl-C, a line naming the step
-    reached, the checkpoint kept and ``resume_hint`` (``done_hint`` instead, when given, if
-    the stop came once ``trainer.max_steps`` was reached: a resume would have no step left),
-    then exit status 128 + the signal's number (what a scheduler or a shell expects of a
-    process it stopped)."""
+    """``trainer.fit(module, **kwargs)``; on SIGTERM or a first Ctrl-C, the run stops as
+    ``exit_when_stopped`` says."""
     stopped_by: list[signal.Signals] = [signal.SIGTERM]
+    with (
+        exit_when_stopped(trainer, command, resume_hint, done_hint, stopped_by),
+        _ctrl_c_stops_like_sigterm(trainer, stopped_by),
+    ):
+        trainer.fit(module, **kwargs)
+
+
+@contextmanager
+def exit_when_stopped(
+    trainer: L.Trainer,
+    command: str,
+    resume_hint: str,
+    done_hint: str | None = None,
+    stopped_by: list[signal.Signals] | None = None,
+) -> Iterator[None]:
+    """For the ``with`` block (a fit, or the test that follows it): when Lightning stops it on
+    SIGTERM (or a first Ctrl-C: the last of ``stopped_by``), a line naming the step reached,
+    the checkpoint kept and ``resume_hint`` (``done_hint`` instead, when given, if the stop
+    came once ``trainer.max_steps`` was reached: a resume would have no step left), then exit
+    status 128 + the signal's number (what a scheduler or a shell expects of a process it
+    stopped; Lightning's own exception would exit with status 0)."""
+    stopped_by = stopped_by or [signal.SIGTERM]
     try:
-        with _ctrl_c_stops_like_sigterm(trainer, stopped_by):
-            trainer.fit(module, **kwargs)
+        yield
     except SIGTERMException:
         callback = trainer.checkpoint_callback
         saved = callback.last_model_path if callback is not None else ""
