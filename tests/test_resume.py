@@ -248,3 +248,28 @@ def test_a_crash_after_a_validation_in_the_middle_of_a_step_resumes_exactly(tmp_
     assert step_of(split / "checkpoints" / "last.ckpt") == 3
     genodiff.train(DEMO, [*exact, "ckpt_path=last"], output_dir=split)
     assert_same_run(whole, split, resumed_at=3)
+
+
+def test_a_resume_trains_with_its_own_optim_settings(tmp_path):
+    constant = [*BASE, "optim.warmup_fraction=0", "optim.min_lr_ratio=1"]  # lr = optim.lr
+    constant += ["trainer.log_every_n_steps=1"]
+    genodiff.train(DEMO, [*constant, "trainer.max_steps=2"], output_dir=tmp_path)
+    changed = [
+        "optim.lr=1e-4",
+        "optim.betas=[0.8,0.9]",
+        "optim.eps=1e-6",
+        "optim.weight_decay=0.01",
+    ]
+    genodiff.train(
+        DEMO, [*constant, *changed, "trainer.max_steps=4", "ckpt_path=last"], output_dir=tmp_path
+    )
+    rows = read_metrics(tmp_path, 1)
+    lrs = {int(r["step"]): float(r["lr-AdamW/pg1"]) for r in rows if r.get("lr-AdamW/pg1")}
+    assert lrs and set(lrs.values()) == {1e-4}  # every resumed step, not the checkpoint's 3e-3
+    state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    decay, no_decay = state["optimizer_states"][0]["param_groups"]
+    for group, weight_decay in ((decay, 0.01), (no_decay, 0.0)):
+        assert group["lr"] == group["initial_lr"] == 1e-4
+        assert tuple(group["betas"]) == (0.8, 0.9) and group["eps"] == 1e-6
+        assert group["weight_decay"] == weight_decay
+    assert state["lr_schedulers"][0]["base_lrs"] == [1e-4, 1e-4]

@@ -21,7 +21,7 @@ from genodiff.data.loaders import batch_shard
 from genodiff.errors import InputValueError, TrainingDivergedError
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import CHECKPOINT_KEY, Tokenizer, tokenizer_record
-from genodiff.training.optim import adamw_with_cosine
+from genodiff.training.optim import adamw_with_cosine, apply_settings
 from genodiff.training.random_state import RandomStateInCheckpoints, seeded_generator
 
 NOISE_KEY = "genodiff_training_noise"  # the state of GenerativeTrainingModule.training_noise
@@ -99,6 +99,10 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         if self._noise_to_restore is not None:  # resuming: go on where the checkpoint left it
             self.training_noise.set_state(self._noise_to_restore)
             self._noise_to_restore = None
+        # A resumed run trains with its own optim settings (another optim.lr, say), not those
+        # Lightning restored from the checkpoint with the optimizer's state.
+        schedule = self.trainer.lr_scheduler_configs[0].scheduler
+        apply_settings(self.trainer.optimizers[0], schedule, self.optim_cfg.lr, self.optim_cfg)
         super().on_train_start()
 
     def _start_heldout(self) -> None:
