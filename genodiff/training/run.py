@@ -78,7 +78,7 @@ def train(
     check_output(out, resumed, RESUME_HINT, config)
     tokenizer = prepare_tokenizer(cfg, datamodule)
     datamodule.attach_tokenizer(tokenizer)
-    L.seed_everything(cfg.seed, workers=True)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)  # a refused run says one line
     model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
     # Another model, window or tokenizer than the checkpoint's, or no step left: refused.
     changes = run_folder.check_resume(model.config, resume) if resume else []
@@ -91,15 +91,15 @@ def train(
         for backbone in (model.backbone, *([model.ema.module] if model.ema else [])):
             init_backbone(backbone, cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
+    # Windows that cannot be cut (length, split) fail here, before the Trainer logs a line.
+    datamodule.dataset_of("valid")
     try:  # writes nothing yet; a trainer setting that cannot work fails
         trainer = build_trainer(cfg, progress_bar=show)
     except ValueError as err:  # Lightning refuses the trainer section's settings
         raise ConfigError(str(err)) from err
     if resume:  # Lightning's read of it takes what the checks read (io.AtomicCheckpointIO)
         trainer.strategy.checkpoint_io.hand_over(resume.source, resume.content)
-    # Windows that cannot be cut (length, split) and a batch above the train split fail here.
-    datamodule.dataset_of("valid")
-    datamodule.check_batch_size(trainer.world_size)
+    datamodule.check_batch_size(trainer.world_size)  # a batch above the train split fails
     with hold_output(out, model.config) as main_process:
         if main_process:
             if changes:
