@@ -63,6 +63,18 @@ def test_a_folder_from_a_run_that_never_trained_holds_no_run(tmp_path):
         run_folder.check_output_dir(out, None)
 
 
+def test_an_experiment_file_named_config_yaml_in_output_dir_is_not_replaced(tmp_path, capsys):
+    # An experiment kept in its own folder, trained into that folder: the run would write its
+    # resolved config.yaml over the experiment file (its defaults list and comments).
+    experiment = tmp_path / "config.yaml"
+    text = "# my experiment\ndefaults:\n  - demo\n  - _self_\nname: mine\n"
+    experiment.write_text(text)
+    assert cli.main(["train", str(experiment), *QUICK, f"output_dir={tmp_path}"]) == 2
+    assert "holds the experiment file" in one_line_error(capsys, "train")
+    assert experiment.read_text() == text
+    assert not (tmp_path / "checkpoints").exists()
+
+
 # ------------------------------------------------------------- resume
 
 

@@ -1,4 +1,5 @@
-"""Pieces of the training loop with known answers: LR schedule, EMA, NaN guard, optimizer groups."""
+"""Pieces of the training loop with known answers: LR schedule, EMA (alone and in a run with
+accumulated batches), NaN guard, optimizer groups."""
 
 import math
 
@@ -6,8 +7,12 @@ import pytest
 import torch
 from torch import nn
 
+import genodiff
 from genodiff.model import EMA
+from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import cosine_with_warmup
+from tests.test_cli import DEMO
+from tests.test_resume import BASE
 
 
 def test_cosine_with_warmup_values():
@@ -45,3 +50,36 @@ def test_ema_warmup_uses_smaller_decay_early():
         model.weight.fill_(1.0)
     ema.update_parameters(model)  # k = 1: decay = 2 / 11
     assert ema.module.weight.item() == pytest.approx(1 - 2 / 11)
+
+
+def test_ema_averages_once_per_optimizer_step_with_accumulated_batches(tmp_path, monkeypatch):
+    accumulate, steps, decay = 2, 3, 0.5
+    before_batch = []  # the backbone's weights before each training batch
+    original = GenerativeTrainingModule.training_step
+
+    def recording(self, batch, batch_idx):
+        before_batch.append({k: v.clone() for k, v in self.backbone.state_dict().items()})
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(GenerativeTrainingModule, "training_step", recording)
+    overrides = [
+        *BASE,
+        f"trainer.max_steps={steps}",
+        f"trainer.accumulate_grad_batches={accumulate}",
+        f"ema.decay={decay}",
+        "ema.warmup=false",
+    ]
+    genodiff.train(DEMO, overrides, output_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert len(before_batch) == accumulate * steps
+    # The weights after optimizer step k: before batch k * accumulate, or the final ones.
+    final = {k[len("backbone.") :]: v for k, v in state.items() if k.startswith("backbone.")}
+    after_step = before_batch[accumulate::accumulate] + [final]
+    assert int(state["ema.n_averaged"]) == steps
+    for name, first in after_step[0].items():
+        if not first.is_floating_point():
+            continue
+        expected = first  # the first average copies the weights, later ones blend them in
+        for weights in after_step[1:]:
+            expected = decay * expected + (1 - decay) * weights[name]
+        torch.testing.assert_close(state[f"ema.module.{name}"], expected)

@@ -78,7 +78,7 @@ def train_classifier(
     datamodule.dataset_of("valid")  # windows that cannot be cut fail here
     datamodule.check_batch_size(trainer.world_size)
     out = Path(cfg.output_dir)
-    check_output(out, None, None)
+    check_output(out, None, None, config)
     with hold_output(out, config) as main_process:
         if main_process:
             print(f"genodiff: training a {cfg.kind} classifier {cfg.name}; outputs in {out}")

@@ -21,7 +21,7 @@ from genodiff.data.loaders import batch_shard
 from genodiff.errors import InputValueError, TrainingDivergedError
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import CHECKPOINT_KEY, Tokenizer, tokenizer_record
-from genodiff.training.optim import adamw_with_cosine
+from genodiff.training.optim import adamw_with_cosine, apply_settings
 from genodiff.training.random_state import RandomStateInCheckpoints, seeded_generator
 
 NOISE_KEY = "genodiff_training_noise"  # the state of GenerativeTrainingModule.training_noise
@@ -99,6 +99,10 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         if self._noise_to_restore is not None:  # resuming: go on where the checkpoint left it
             self.training_noise.set_state(self._noise_to_restore)
             self._noise_to_restore = None
+        # A resumed run trains with its own optim settings (another optim.lr, say), not those
+        # Lightning restored from the checkpoint with the optimizer's state.
+        schedule = self.trainer.lr_scheduler_configs[0].scheduler
+        apply_settings(self.trainer.optimizers[0], schedule, self.optim_cfg.lr, self.optim_cfg)
         super().on_train_start()
 
     def _start_heldout(self) -> None:
@@ -148,7 +152,10 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         self.tokens_seen += ids.numel() * self.trainer.world_size
         return nelbo.sum() * self.trainer.world_size / global_tokens
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+        # The averages follow the optimizer's steps: with trainer.accumulate_grad_batches=k a
+        # step takes k batches, and averaging after each batch would count each step k times.
+        super().optimizer_step(*args, **kwargs)
         if self.ema is not None:
             self.ema.update_parameters(self.backbone)
         if self.objective_ema is not None:

@@ -38,3 +38,26 @@ def cosine_with_warmup(step: int, warmup: int, total: int, min_ratio: float) -> 
         return (step + 1) / warmup
     progress = min((step - warmup) / max(total - warmup, 1), 1.0)
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def apply_settings(
+    optimizer: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LambdaLR,
+    lr: float,
+    cfg: Any,
+) -> None:
+    """Give an optimizer and schedule built by ``adamw_with_cosine`` the settings ``lr`` and
+    ``cfg`` (``betas``, ``eps``, ``weight_decay``) again: a resumed run's own, over those
+    Lightning restored from its checkpoint with the optimizer's state. The schedule keeps its
+    step; the lr becomes the schedule's at that step."""
+    decays = (cfg.weight_decay, 0.0)  # adamw_with_cosine's groups: with, without weight decay
+    factors = schedule.lr_lambdas
+    for group, decay, factor in zip(optimizer.param_groups, decays, factors, strict=True):
+        group.update(
+            initial_lr=lr,
+            lr=lr * factor(schedule.last_epoch),
+            betas=tuple(cfg.betas),
+            eps=cfg.eps,
+            weight_decay=decay,
+        )
+    schedule.base_lrs = [lr] * len(optimizer.param_groups)

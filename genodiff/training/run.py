@@ -37,10 +37,16 @@ from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
 from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
-from genodiff.training.session import check_output, fit, hold_output
+from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import build_trainer, prepare_tokenizer
 
 RESUME_HINT = "Resume it with ckpt_path=last"
+# A stop once trainer.max_steps is reached: the training is done, what follows it is not.
+DONE_HINT = (
+    "Its training is complete (a resume would have no step left to train), but its test score "
+    "and samples were not made: genodiff eval --checkpoint and genodiff sample --checkpoint "
+    "take its best-step*.ckpt or last.ckpt"
+)
 
 
 def train(
@@ -69,10 +75,10 @@ def train(
     out = Path(cfg.output_dir)
     resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)  # read once, checked
     resumed = resume.source if resume else None
-    check_output(out, resumed, RESUME_HINT)
+    check_output(out, resumed, RESUME_HINT, config)
     tokenizer = prepare_tokenizer(cfg, datamodule)
     datamodule.attach_tokenizer(tokenizer)
-    L.seed_everything(cfg.seed, workers=True)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)  # a refused run says one line
     model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
     # Another model, window or tokenizer than the checkpoint's, or no step left: refused.
     changes = run_folder.check_resume(model.config, resume) if resume else []
@@ -85,15 +91,15 @@ def train(
         for backbone in (model.backbone, *([model.ema.module] if model.ema else [])):
             init_backbone(backbone, cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
+    # Windows that cannot be cut (length, split) fail here, before the Trainer logs a line.
+    datamodule.dataset_of("valid")
     try:  # writes nothing yet; a trainer setting that cannot work fails
         trainer = build_trainer(cfg, progress_bar=show)
     except ValueError as err:  # Lightning refuses the trainer section's settings
         raise ConfigError(str(err)) from err
     if resume:  # Lightning's read of it takes what the checks read (io.AtomicCheckpointIO)
         trainer.strategy.checkpoint_io.hand_over(resume.source, resume.content)
-    # Windows that cannot be cut (length, split) and a batch above the train split fail here.
-    datamodule.dataset_of("valid")
-    datamodule.check_batch_size(trainer.world_size)
+    datamodule.check_batch_size(trainer.world_size)  # a batch above the train split fails
     with hold_output(out, model.config) as main_process:
         if main_process:
             if changes:
@@ -104,8 +110,11 @@ def train(
                 for line in class_count_lines(datamodule):
                     print(line)
         data = LightningData(datamodule)
-        fit(trainer, model, "train", RESUME_HINT, datamodule=data, ckpt_path=resumed)
-        with Progress("genodiff train", enabled=show) as bar:
+        fit(trainer, model, "train", RESUME_HINT, DONE_HINT, datamodule=data, ckpt_path=resumed)
+        with (
+            Progress("genodiff train", enabled=show) as bar,
+            exit_when_stopped(trainer, "train", RESUME_HINT, DONE_HINT),  # in the test
+        ):
             finish(cfg, model, trainer, datamodule, request, sampler, bar)
     return out.absolute()
 

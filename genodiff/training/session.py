@@ -8,8 +8,9 @@
    run's ``config.yaml`` atomically; the other processes of a DDP run write nothing there.
 3. ``fit``: Lightning's ``Trainer.fit``; a SIGTERM (a scheduler's pre-emption) leaves the
    latest checkpoint (``LatestCheckpoint``) and ends the process with status 143 and a line
-   saying how to resume. A first Ctrl-C (SIGINT) stops the run the same way (status 130); a
-   second one interrupts at once, as Lightning does.
+   saying how to resume (``exit_when_stopped``, which also takes a test after the fit). A
+   first Ctrl-C (SIGINT) stops the run the same way (status 130); a second one interrupts at
+   once, as Lightning does.
 """
 
 from __future__ import annotations
@@ -28,16 +29,29 @@ from omegaconf import OmegaConf
 
 from genodiff.atomic_files import write_text
 from genodiff.checkpoints import run_folder
+from genodiff.config import ConfigError, resolve_config_path
 
 CONFIG_FILE = "config.yaml"
 
 
-def check_output(output_dir: Path, resume: Path | None, resume_hint: str | None) -> None:
+def check_output(
+    output_dir: Path, resume: Path | None, resume_hint: str | None, experiment: str | Path
+) -> None:
     """In the main process only: ConfigError unless ``output_dir`` may take this run (it
-    holds no other run's results, ``run_folder.check_output_dir``); ``resume_hint`` says how
-    to continue the run that is there (None: the command cannot resume)."""
-    if run_folder.is_main_process():
-        run_folder.check_output_dir(output_dir, resume, resume_hint)
+    holds no other run's results, ``run_folder.check_output_dir``, and a new run's
+    ``config.yaml`` would not replace the ``experiment`` file it was composed from);
+    ``resume_hint`` says how to continue the run that is there (None: the command cannot
+    resume)."""
+    if not run_folder.is_main_process():
+        return
+    run_folder.check_output_dir(output_dir, resume, resume_hint)
+    written = output_dir / CONFIG_FILE
+    new_run = resume is None  # a resumed run's config.yaml is a run's, written by genodiff
+    if new_run and written.is_file() and written.samefile(resolve_config_path(experiment)):
+        raise ConfigError(
+            f"output_dir={output_dir} holds the experiment file {written} this run reads, "
+            f"which the run would replace with its resolved config; choose another output_dir"
+        )
 
 
 def write_config(config: Mapping[str, Any], path: Path) -> None:
@@ -59,23 +73,50 @@ def hold_output(output_dir: Path, config: Mapping[str, Any]) -> Iterator[bool]:
 
 
 def fit(
-    trainer: L.Trainer, module: L.LightningModule, command: str, resume_hint: str, **kwargs: Any
+    trainer: L.Trainer,
+    module: L.LightningModule,
+    command: str,
+    resume_hint: str,
+    done_hint: str | None = None,
+    **kwargs: Any,
 ) -> None:
-    """``trainer.fit(module, **kwargs)``; on SIGTERM or a first Ctrl-C, a line naming the step
-    reached, the checkpoint kept and ``resume_hint``, then exit status 128 + the signal's
-    number (what a scheduler or a shell expects of a process it stopped)."""
+    """``trainer.fit(module, **kwargs)``; on SIGTERM or a first Ctrl-C, the run stops as
+    ``exit_when_stopped`` says."""
     stopped_by: list[signal.Signals] = [signal.SIGTERM]
+    with (
+        exit_when_stopped(trainer, command, resume_hint, done_hint, stopped_by),
+        _ctrl_c_stops_like_sigterm(trainer, stopped_by),
+    ):
+        trainer.fit(module, **kwargs)
+
+
+@contextmanager
+def exit_when_stopped(
+    trainer: L.Trainer,
+    command: str,
+    resume_hint: str,
+    done_hint: str | None = None,
+    stopped_by: list[signal.Signals] | None = None,
+) -> Iterator[None]:
+    """For the ``with`` block (a fit, or the test that follows it): when Lightning stops it on
+    SIGTERM (or a first Ctrl-C: the last of ``stopped_by``), a line naming the step reached,
+    the checkpoint kept and ``resume_hint`` (``done_hint`` instead, when given, if the stop
+    came once ``trainer.max_steps`` was reached: a resume would have no step left), then exit
+    status 128 + the signal's number (what a scheduler or a shell expects of a process it
+    stopped; Lightning's own exception would exit with status 0)."""
+    stopped_by = stopped_by or [signal.SIGTERM]
     try:
-        with _ctrl_c_stops_like_sigterm(trainer, stopped_by):
-            trainer.fit(module, **kwargs)
+        yield
     except SIGTERMException:
         callback = trainer.checkpoint_callback
         saved = callback.last_model_path if callback is not None else ""
         what = "Ctrl-C" if stopped_by[-1] == signal.SIGINT else "SIGTERM"
+        trained = 0 <= trainer.max_steps <= trainer.global_step
+        hint = done_hint if trained and done_hint is not None else resume_hint
         print(
             f"genodiff {command}: stopped by {what} at step {trainer.global_step}"
             + (f"; saved {saved}" if saved else "")
-            + f". {resume_hint}",
+            + f". {hint}",
             file=sys.stderr,
         )
         raise SystemExit(128 + stopped_by[-1]) from None

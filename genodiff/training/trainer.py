@@ -1,5 +1,6 @@
 """Setting up a ``genodiff train`` run: its tokenizer, and the Trainer with its checkpoints
-(``LatestCheckpoint``, written atomically), learning-rate monitor and logs."""
+(``LatestCheckpoint``, written atomically), learning-rate monitor, logs, and stops between
+steps (``StopBetweenSteps``)."""
 
 from __future__ import annotations
 
@@ -82,9 +83,11 @@ def silence_lightning_notices() -> None:
 
 class LatestCheckpoint(ModelCheckpoint):
     """The best checkpoint by ``monitor`` (``best-step<N>.ckpt``: lowest ``val/nelbo``) and a
-    ``last.ckpt`` that is always the latest state: rewritten at every validation, at the end of
-    training and when SIGTERM stops the run (Lightning's ``save_last`` rewrites it only in a
-    step where the best checkpoint changed)."""
+    ``last.ckpt`` that is always the latest state between optimizer steps: rewritten at every
+    validation, at the end of training and when SIGTERM stops the run (Lightning's
+    ``save_last`` rewrites it only in a step where the best checkpoint changed); a validation
+    in the middle of an optimizer step (``trainer.accumulate_grad_batches``) leaves it as it
+    is, since a resume from there would drop the batches accumulated so far."""
 
     def __init__(
         self,
@@ -125,6 +128,18 @@ class LatestCheckpoint(ModelCheckpoint):
         if isinstance(exception, SIGTERMException):  # pre-emption: keep the work done so far
             self._save_latest(trainer)
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # A run folder moved or copied, then resumed where it now is: its checkpoints moved
+        # with it, and the best so far stays the best (Lightning forgets its score when the
+        # folder's path changed). A run started from another folder's checkpoint, whose best
+        # is not here, is left as Lightning has it.
+        before = Path(state_dict.get("dirpath") or self.dirpath)
+        here = Path(self.dirpath)
+        best = state_dict.get("best_model_path")
+        if before != here and (not best or (here / Path(best).name).is_file()):
+            state_dict = moved_state(state_dict, before, here)
+        super().load_state_dict(state_dict)
+
     def _ModelCheckpoint__warn_if_dir_not_empty(self, dirpath: Any) -> None:  # noqa: N802
         """Lightning warns "Checkpoint directory ... exists and is not empty" when a fit starts
         in a folder holding checkpoints: here always the run's own (a resume), since
@@ -136,8 +151,60 @@ class LatestCheckpoint(ModelCheckpoint):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict) -> None:
+        if mid_step(trainer):
+            return
         super()._save_last_checkpoint(trainer, monitor_candidates)
         self._latest_step = trainer.global_step
+
+
+def moved_state(state: dict[str, Any], before: Path, here: Path) -> dict[str, Any]:
+    """A ``ModelCheckpoint`` state recorded in folder ``before`` with its paths in ``here``."""
+
+    def moved(path: str) -> str:
+        return str(here / Path(path).name) if path and Path(path).parent == before else path
+
+    paths = ("best_model_path", "kth_best_model_path", "last_model_path")
+    return {
+        **state,
+        "dirpath": str(here),
+        **{key: moved(state[key]) for key in paths if key in state},
+        "best_k_models": {moved(p): v for p, v in state.get("best_k_models", {}).items()},
+    }
+
+
+class StopBetweenSteps(Callback):
+    """A stop asked for by SIGTERM or a first Ctrl-C (``Trainer.received_sigterm``) waits for
+    the end of the optimizer step and of the validation in progress. Lightning stops after any
+    batch: in the middle of ``trainer.accumulate_grad_batches`` the checkpoint would hold a
+    step half done (a resume drops the gradients accumulated so far), and in a validation a
+    resume skips what is left of it (no ``val/nelbo`` nor best checkpoint for that step)."""
+
+    def __init__(self) -> None:
+        self._held = False
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        self._hold(trainer, mid_step(trainer))
+
+    def on_validation_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        self._hold(trainer, True)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._hold(trainer, mid_step(trainer))
+
+    def _hold(self, trainer: L.Trainer, hold: bool) -> None:
+        """Hold a stop asked for until ``hold`` is False, then hand it back to Lightning."""
+        connector = trainer._signal_connector  # where Lightning's SIGTERM handler notes it
+        if hold and connector.received_sigterm:
+            self._held, connector.received_sigterm = True, False
+        elif not hold and self._held:
+            self._held, connector.received_sigterm = False, True
+
+
+def mid_step(trainer: L.Trainer) -> bool:
+    """Whether the batch just trained left its optimizer step to a later batch (accumulated
+    batches); False outside fitting."""
+    fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+    return fitting and trainer.fit_loop.epoch_loop._should_accumulate()
 
 
 class StepRunProgressBar(RichProgressBar):
@@ -175,7 +242,8 @@ def build_trainer(
 ) -> L.Trainer:
     """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically; the best by
     ``monitor``, lowest or highest as ``mode`` says), CSV and TensorBoard logs under
-    ``output_dir``; no progress bar when ``progress_bar`` is False (else as
+    ``output_dir``, SIGTERM and Ctrl-C stopping between steps (``StopBetweenSteps``); no
+    progress bar when ``progress_bar`` is False (else as
     ``trainer.enable_progress_bar`` says; plain lines starting with ``label`` where stderr is
     no terminal, ``progress_bars``)."""
     silence_lightning_notices()
@@ -192,6 +260,7 @@ def build_trainer(
         callbacks=[
             LatestCheckpoint(out / CHECKPOINT_FOLDER, monitor, mode),
             LearningRateMonitor(logging_interval="step"),
+            StopBetweenSteps(),
             *progress_bars(kwargs, label),
         ],
         plugins=[AtomicCheckpointIO()],
