@@ -301,6 +301,48 @@ def test_an_interrupted_fold_resumes_from_its_last_epoch_and_ends_the_same(
         }
 
 
+def test_a_sigterm_in_a_folds_test_exits_143_and_the_same_command_finishes_it(
+    toy, tmp_path, monkeypatch, capsys
+):
+    # Lightning's SIGTERM exception is a SystemExit of status 0: a scheduler took the stopped
+    # fine-tuning for a finished one, with fold 1 unscored.
+    config, out = toy
+    # two test batches: Lightning stops a test after a batch that is not its last
+    epochs = [
+        "trainer.max_epochs=2",
+        "folds=2",
+        "early_stopping.patience=5",
+        "sweep.batch_size=[4]",
+    ]
+    genodiff.finetune(str(config), epochs, progress=False)
+    whole = json.loads((out / "results.json").read_text())["tasks"]["toy"]["runs"]
+
+    split = tmp_path / "split"
+    again = [*epochs, f"output_dir={split}"]
+    original = ClassifierModule.test_step
+
+    def sigterm_in_the_test_of_fold_1(self, batch, batch_idx):
+        if self.trainer.default_root_dir.endswith("fold1"):  # what Lightning's handler does
+            self.trainer._signal_connector.received_sigterm = True
+        return original(self, batch, batch_idx)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ClassifierModule, "test_step", sigterm_in_the_test_of_fold_1)
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["finetune", str(config), *again])
+    assert stopped.value.code == 143
+    assert "genodiff finetune: stopped by SIGTERM" in capsys.readouterr().err
+    fold1 = split / "runs" / "toy" / "lr0.003_bs4" / "fold1"
+    assert not (fold1 / "result.json").exists() and (fold1 / "checkpoints" / "last.ckpt").is_file()
+    genodiff.finetune(str(config), again, progress=False)
+    resumed = json.loads((split / "results.json").read_text())["tasks"]["toy"]["runs"]
+    varying = ("wall_s", "cpu_s", "checkpoint")
+    for a, b in zip(whole, resumed, strict=True):
+        assert {k: v for k, v in a.items() if k not in varying} == {
+            k: v for k, v in b.items() if k not in varying
+        }
+
+
 def test_balanced_class_weights_are_n_over_classes_times_count():
     # 6 training labels: class 0 four times, class 1 once, class 2 once -> 6 / (3 * n_c)
     weights = protocol.class_weights("balanced", torch.tensor([0, 0, 1, 0, 2, 0]), 3)

@@ -74,7 +74,7 @@ from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
 from genodiff.tokenizers import Tokenizer, tokenizer_record
-from genodiff.training.session import CONFIG_FILE, fit, hold_output
+from genodiff.training.session import CONFIG_FILE, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
     progress_bars,
@@ -279,7 +279,8 @@ def run_fold(
         ckpt_path=resume,
     )
     best = checkpoint.best_model_path
-    trainer.test(module, _loader(task, "test", None, run.batch_size), best, verbose=False)
+    with exit_when_stopped(trainer, "finetune", RESUME_HINT):  # a SIGTERM in the test: 143
+        trainer.test(module, _loader(task, "test", None, run.batch_size), best, verbose=False)
     predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
     if not cfg.keep_checkpoints:
         shutil.rmtree(folder / CHECKPOINT_FOLDER, ignore_errors=True)
