@@ -301,21 +301,20 @@ def test_an_interrupted_fold_resumes_from_its_last_epoch_and_ends_the_same(
         }
 
 
+@pytest.mark.parametrize("patience", [5, 1], ids=["trained-to-the-end", "stopped-early"])
 def test_a_sigterm_in_a_folds_test_exits_143_and_the_same_command_finishes_it(
-    toy, tmp_path, monkeypatch, capsys
+    toy, tmp_path, monkeypatch, capsys, patience
 ):
     # Lightning's SIGTERM exception is a SystemExit of status 0: a scheduler took the stopped
-    # fine-tuning for a finished one, with fold 1 unscored.
+    # fine-tuning for a finished one, with fold 1 unscored. A fold that early stopping ended
+    # is not trained further when it resumes.
     config, out = toy
-    # two test batches: Lightning stops a test after a batch that is not its last
-    epochs = [
-        "trainer.max_epochs=2",
-        "folds=2",
-        "early_stopping.patience=5",
-        "sweep.batch_size=[4]",
-    ]
+    # two test batches (Lightning stops a test after a batch that is not its last)
+    epochs = ["trainer.max_epochs=6", "folds=2", f"early_stopping.patience={patience}"]
+    epochs += ["early_stopping.min_delta=0.2", "sweep.batch_size=[4]"]
     genodiff.finetune(str(config), epochs, progress=False)
     whole = json.loads((out / "results.json").read_text())["tasks"]["toy"]["runs"]
+    assert [run["epochs"] < 5 for run in whole] == [patience == 1] * 2  # stopped early, or not
 
     split = tmp_path / "split"
     again = [*epochs, f"output_dir={split}"]

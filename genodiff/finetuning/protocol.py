@@ -171,6 +171,17 @@ class FoldClock(L.Callback):
             self.before = float(state["wall_s"]), float(state["cpu_s"])
 
 
+class StoppedEarlyStopping(EarlyStopping):
+    """Lightning's ``EarlyStopping``, whose stop holds across a resume: a fold it ended, then
+    interrupted before its record was written (in its test), resumes from a checkpoint that
+    remembers the stop (``stopped_epoch``) but not the Trainer's ``should_stop``, and Lightning
+    would train it on."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.stopped_epoch > 0:  # restored from a checkpoint saved after it stopped the fit
+            trainer.should_stop = True
+
+
 def _loader(
     task: TaskData,
     split: str,
@@ -252,7 +263,9 @@ def run_fold(
         folder / CHECKPOINT_FOLDER, monitor="val/acc", mode="max", filename="best-epoch{epoch}"
     )
     es = cfg.early_stopping
-    stopper = EarlyStopping("val/acc", min_delta=es.min_delta, patience=es.patience, mode="max")
+    stopper = StoppedEarlyStopping(
+        "val/acc", min_delta=es.min_delta, patience=es.patience, mode="max"
+    )
     silence_lightning_notices()
     workers = workers or Workers()
     kwargs = workers.run_trainer_kwargs(trainer_kwargs(cfg, progress_bar))
