@@ -49,6 +49,23 @@ def test_a_run_ended_before_its_first_validation_scores_its_last_weights(run, ca
     assert float(test["test/nelbo"]) > 0
 
 
+def test_a_resume_into_another_folder_does_not_say_no_validation_ever_ran(tmp_path, capsys):
+    # The first run validated at steps 2 and 4 in its folder; the resume, into another one,
+    # trains to step 5 without a validation: the best checkpoint is the first folder's.
+    validated = [o for o in NO_VALIDATION if not o.startswith(("trainer.max_steps", "trainer.val"))]
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    args = ["train", DEMO, *validated, "trainer.val_check_interval=2"]
+    assert cli.main([*args, "trainer.max_steps=4", f"output_dir={first}"]) == 0
+    capsys.readouterr()
+    last = first / "checkpoints" / "last.ckpt"
+    again = [*args, "trainer.max_steps=5", f"ckpt_path={last}", f"output_dir={resumed}"]
+    assert cli.main(again) == 0
+    printed = capsys.readouterr().out
+    assert "trainer.max_steps=5 ended the run before" not in printed  # validations did run
+    assert f"no validation ran since the resume, and none before it is in {resumed}" in printed
+    assert "genodiff: test NELBO" in printed
+
+
 def test_the_weights_digest_is_a_crc_of_the_sampling_weights(run):
     model = load_model(run / "checkpoints" / "last.ckpt")
     state = {f"backbone.{k}": t for k, t in model.eval_backbone.state_dict().items()}

@@ -36,11 +36,12 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
     Logged metrics: ``train/nelbo``, ``val/nelbo`` and ``test/nelbo`` (nats per token; the
     training one is the objective's training loss, which for D3PM adds ``hybrid_lambda`` times
     its cross-entropy to the NELBO), and ``val/ppl``, ``test/ppl`` (perplexity bound = exp of
-    the NELBO summed over all held-out tokens divided by their number). A class-conditional run (``conditioning.labels``) trains
-    with label dropout (``conditioning.cond_dropout``, coins from the training noise) and
-    scores held-out data twice on the same noise draws: ``val/nelbo`` with each sequence's
-    true label (p(x | y)) and ``val/nelbo_unconditional`` with the null label (p(x), the
-    number to compare with an unconditional model); likewise ``test/``.
+    the NELBO summed over all held-out tokens divided by their number). A class-conditional
+    run (``conditioning.labels``) trains with label dropout (``conditioning.cond_dropout``,
+    coins from the training noise) and scores held-out data twice on the same noise draws:
+    ``val/nelbo`` with each sequence's true label (p(x | y)) and ``val/nelbo_unconditional``
+    with the null label (p(x), the number to compare with an unconditional model); likewise
+    ``test/``.
     """
 
     state_copies = 3  # each parameter's gradient and AdamW's two moments

@@ -144,12 +144,18 @@ def finish(
         )
     weights = checkpoint.last_model_path or "in-memory"  # the weights `model` holds now
     step = trainer.global_step
-    if cfg.evaluate_test and not best:  # the run ended before its first validation
+    if cfg.evaluate_test and not best:  # no validation, or the resumed run's best elsewhere
         t = cfg.trainer
+        if cfg.ckpt_path:  # validations may have run before the resume, into another folder
+            why = f"no validation ran since the resume, and none before it is in {out}"
+        else:
+            why = (
+                f"no validation ran (trainer.max_steps={t.max_steps} ended the run before "
+                f"trainer.val_check_interval={t.get('val_check_interval')} was reached)"
+            )
         report.append(
-            f"genodiff: no validation ran (trainer.max_steps={t.max_steps} ended the run before "
-            f"trainer.val_check_interval={t.get('val_check_interval')} was reached), so there is "
-            f"no best checkpoint: the test score is of the last weights ({weights})"
+            f"genodiff: {why}, so there is no best checkpoint: the test score is of the last "
+            f"weights ({weights})"
         )
     if cfg.evaluate_test:
         tested = best or checkpoint.last_model_path or None  # None: the weights held now
