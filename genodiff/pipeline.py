@@ -390,16 +390,17 @@ class Model:
                 indices,
                 progress,
             ):
-                yield start, end(ids)
+                yield start, end(ids, job.request.given)
         except NonFiniteOutputError as err:
             raise NonFiniteOutputError(f"{self.source}: {err}") from None
 
-    def _ending(self) -> Callable[[Tensor], Tensor]:
-        """How drawn ids (n, L) end as a window of the run's data ends
-        (``DataModule.end_samples``: text's padded sentences at their first [SEP]); as they are
-        for a model built without a data section."""
+    def _ending(self) -> Callable[[Tensor, Tensor | None], Tensor]:
+        """How drawn ids (n, L), with the positions the user gave (L,) or None, end as a
+        window of the run's data ends (``DataModule.end_samples``: text's padded sentences at
+        their first [SEP] after the last given token); as they are for a model built without a
+        data section."""
         if "data" not in self.config:
-            return lambda ids: ids
+            return lambda ids, given: ids
         datamodule = build_datamodule(self.config["data"])
         datamodule.attach_tokenizer(self.tokenizer)
         return datamodule.end_samples

@@ -210,6 +210,25 @@ def test_numpy_numbers_are_the_python_numbers_they_equal():
             GenerationConfig(steps=refused)
 
 
+def test_the_data_module_ends_samples_knowing_the_given_positions(monkeypatch):
+    # DataModule.end_samples hears which positions a prefix or template fixed: the text
+    # plugin's padded sentences then never end before the user's last given token.
+    from genodiff.data.datamodule import FastaDataModule
+
+    heard = []
+    original = FastaDataModule.end_samples
+
+    def ends(self, samples, given=None):
+        heard.append(None if given is None else given.tolist())
+        return original(self, samples, given)
+
+    monkeypatch.setattr(FastaDataModule, "end_samples", ends)
+    model = tiny()
+    model.generate(2, 8, steps=2, prefix="ACG")
+    model.generate(2, 8, steps=2)
+    assert heard == [[True] * 3 + [False] * 5, None]
+
+
 def test_a_generation_config_is_frozen_and_updated_by_copy():
     config = GenerationConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):

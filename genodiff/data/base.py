@@ -215,11 +215,13 @@ class DataModule(ABC):
         """Every window of the file ``path`` (``genodiff eval --file FILE``), with the
         configured window length."""
 
-    def end_samples(self, samples: torch.Tensor) -> torch.Tensor:
+    def end_samples(self, samples: torch.Tensor, given: torch.Tensor | None = None) -> torch.Tensor:
         """Generated windows (n, L) ended as this module's windows end, before they are
         decoded: unchanged here (a window runs to its last position). A module whose windows
         each hold one sequence and then padding (the text plugin's padded sentences) pads
-        every position after a sample's end."""
+        every position after a sample's end. ``given`` (L,) marks the positions the user fixed
+        (a prefix, an infilling template's known tokens; None: none): no sample ends before
+        the last of them, whatever was drawn before it."""
         return samples
 
     def training_overlap(

@@ -209,6 +209,6 @@ def finish(
             model.eval_objective, model.eval_backbone, job_request, s.seed, s.batch_size, progress
         )
         # the run folder's own file: a resumed or re-run training writes it again
-        ends = datamodule.end_samples(samples)
+        ends = datamodule.end_samples(samples, job_request.given)
         path = write_samples(ends, out / name, run, tokenizer, overwrite=True)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")

@@ -198,6 +198,33 @@ def test_a_generated_sentence_ends_at_its_first_sep(tiny_file):
     assert module.end_samples(torch.tensor([[SEP, A, SEP, B]])).tolist() == [[SEP, A, SEP, PAD]]
 
 
+def test_an_infilled_sample_keeps_every_given_token(tiny_file):
+    """A template [CLS] a _ _ b _ (positions 0, 1 and 4 given): a sample runs at least to its
+    last given token; a [PAD] drawn before it is the sentence end it stands for ([SEP]), a
+    [SEP] drawn there stays one (was: the sample ended there and b, the user's, was lost)."""
+    module = _module(tiny_file, max_length=6)
+    given = torch.tensor([True, True, False, False, True, False])
+    drawn = torch.tensor(
+        [
+            [CLS, A, PAD, C, B, SEP],  # [PAD] drawn inside the template
+            [CLS, A, SEP, C, B, D],  # [SEP] drawn inside, no end after b
+            [CLS, A, C, D, B, PAD],  # the model ended it after b
+        ]
+    )
+    assert module.end_samples(drawn, given).tolist() == [
+        [CLS, A, SEP, C, B, SEP],
+        [CLS, A, SEP, C, B, D],
+        [CLS, A, C, D, B, PAD],
+    ]
+    text = WordTokenizer().decode(module.end_samples(drawn, given)[0].tolist(), True)
+    assert text == "a c b"  # every given word written
+    # without a template (a free sample) a sentence ends at its first [PAD] or [SEP]
+    assert module.end_samples(drawn)[:2].tolist() == [
+        [CLS, A] + [PAD] * 4,
+        [CLS, A, SEP] + [PAD] * 3,
+    ]
+
+
 def test_unknown_words_and_the_detokenize_flag(tmp_path):
     path = tmp_path / "t.txt"
     path.write_text("a , b zzz\n")

@@ -439,18 +439,27 @@ class TextDataModule(DataModule):
         self._warn_truncated(dataset, "the scored texts", "texts", hint)
         return dataset
 
-    def end_samples(self, samples: torch.Tensor) -> torch.Tensor:
+    def end_samples(self, samples: torch.Tensor, given: torch.Tensor | None = None) -> torch.Tensor:
         """``wrap: false``: a generated window ends as a sentence does, at its first [EOS]
         after the start (or its first [PAD]); every position after it becomes [PAD], so the
-        decoded sample stops there too. Wrapped blocks run on through their sentences,
-        unchanged (as without an [EOS] token)."""
+        decoded sample stops there too. With an infilling template (``given`` (L,): its known
+        tokens), the sample runs at least to its last given token: a [PAD] drawn before it
+        becomes the sentence end it stands for ([EOS], written between sentences), and an
+        [EOS] drawn there stays a sentence boundary. Wrapped blocks run on through their
+        sentences, unchanged (as without an [EOS] token)."""
         tokenizer = self._require_tokenizer()
         if self.wrap or tokenizer.eos_id is None:
             return samples
-        ends = (samples == tokenizer.eos_id) | (samples == tokenizer.pad_id)  # (n, L)
-        ends[:, 0] = samples[:, 0] == tokenizer.pad_id  # a BOS that is also the EOS (gpt2)
+        pad, eos = tokenizer.pad_id, tokenizer.eos_id
+        ends = (samples == eos) | (samples == pad)  # (n, L)
+        ends[:, 0] = samples[:, 0] == pad  # a BOS that is also the EOS (gpt2)
+        if given is not None and bool(given.any()):
+            positions = torch.arange(samples.shape[1], device=samples.device)  # (L,)
+            kept = positions <= positions[given.to(samples.device)].max()  # (L,)
+            samples = torch.where(kept & (samples == pad), eos, samples)
+            ends &= ~kept
         after = (ends.long().cumsum(dim=1) - ends.long()) > 0  # (n, L): past the first end
-        return samples.masked_fill(after, tokenizer.pad_id)
+        return samples.masked_fill(after, pad)
 
     def dataset_of(self, split: str) -> _TextDataset:
         if split not in self.datasets:
