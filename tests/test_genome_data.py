@@ -217,6 +217,15 @@ def test_split_bounds():
         split_bounds(10, (0.8, 0.1, 0.1), "val")
 
 
+def test_split_bounds_whole_boundaries_survive_float_rounding():
+    # 29% of 100 bases is 29 and 29% + 61% is 90, though 100 * 0.29 == 28.999999999999996 and
+    # 100 * (0.29 + 0.61) == 89.99999999999999 in floats
+    fractions = (0.29, 0.61, 0.1)
+    assert split_bounds(100, fractions, "train") == (0, 29)
+    assert split_bounds(100, fractions, "valid") == (29, 90)
+    assert split_bounds(100, fractions, "test") == (90, 100)
+
+
 @pytest.fixture
 def gd_two_records(tmp_path):
     # chr1: 1000 bp with an N run filling [100, 180); chr2: 450 bp.
