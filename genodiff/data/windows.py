@@ -128,7 +128,9 @@ def split_bounds(length: int, split_fractions: Sequence[float], split: str) -> t
     lost to binary rounding (100 * 0.29 is 28.999999999999996 in floats).
     """
     fractions = tuple(float(f) for f in split_fractions)
-    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
+    if (
+        len(fractions) != 3 or min(fractions) < 0 or not abs(sum(fractions) - 1.0) <= 1e-6
+    ):  # NaN too
         raise InputValueError(
             f"split_fractions must be 3 non-negative numbers (train, valid, test) summing to 1, "
             f"got {tuple(split_fractions)}"
