@@ -12,6 +12,7 @@ from genodiff.data.datamodule import DEMO_FASTA, FastaDataModule, Hg38DataModule
 from genodiff.data.genome import Genome, bgzip_fasta, compression
 from genodiff.data.hg38 import BedRow, Hg38Dataset, hg38_windows, read_bed
 from genodiff.data.windows import FastaWindowDataset, fasta_split_windows, split_bounds
+from genodiff.errors import InputValueError
 from genodiff.registry import get
 from genodiff.tokenizers import DNATokenizer
 
@@ -213,8 +214,19 @@ def test_split_bounds():
     assert split_bounds(7, (0.5, 0.25, 0.25), "valid") == (3, 5)
     with pytest.raises(ValueError, match="summing to 1"):
         split_bounds(10, (0.8, 0.3, 0.1), "train")
+    with pytest.raises(InputValueError, match="summing to 1"):
+        split_bounds(10, (float("nan"), 0.5, 0.5), "train")
     with pytest.raises(ValueError, match="split must be one of"):
         split_bounds(10, (0.8, 0.1, 0.1), "val")
+
+
+def test_split_bounds_whole_boundaries_survive_float_rounding():
+    # 29% of 100 bases is 29 and 29% + 61% is 90, though 100 * 0.29 == 28.999999999999996 and
+    # 100 * (0.29 + 0.61) == 89.99999999999999 in floats
+    fractions = (0.29, 0.61, 0.1)
+    assert split_bounds(100, fractions, "train") == (0, 29)
+    assert split_bounds(100, fractions, "valid") == (29, 90)
+    assert split_bounds(100, fractions, "test") == (90, 100)
 
 
 @pytest.fixture

@@ -13,9 +13,11 @@ the DNA tokenizer).
 
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -121,17 +123,22 @@ def split_bounds(length: int, split_fractions: Sequence[float], split: str) -> t
     """``[start, end)`` of ``split``'s region in a record of ``length`` bases.
 
     The record is cut into consecutive regions train | valid | test whose sizes follow
-    ``split_fractions`` (boundaries rounded down).
+    ``split_fractions`` (boundaries rounded down). The fractions are taken as the decimals
+    they print as (0.29 is 29/100), so a boundary that is a whole number of bases is not
+    lost to binary rounding (100 * 0.29 is 28.999999999999996 in floats).
     """
     fractions = tuple(float(f) for f in split_fractions)
-    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
+    if (
+        len(fractions) != 3 or min(fractions) < 0 or not abs(sum(fractions) - 1.0) <= 1e-6
+    ):  # NaN too
         raise InputValueError(
             f"split_fractions must be 3 non-negative numbers (train, valid, test) summing to 1, "
             f"got {tuple(split_fractions)}"
         )
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    cuts = [0, int(length * fractions[0]), int(length * (fractions[0] + fractions[1])), length]
+    train, valid = (Fraction(repr(f)) for f in fractions[:2])
+    cuts = [0, math.floor(length * train), math.floor(length * (train + valid)), length]
     i = SPLITS.index(split)
     return cuts[i], cuts[i + 1]
 
