@@ -29,8 +29,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import numpy as np
-
 from genodiff.config_values import Range
 from genodiff.errors import InputValueError
 
@@ -347,7 +345,7 @@ _KIND_WORDS = {int: "an integer", float: "a number", str: "a string"}
 
 
 def _is_kind(value: Any, option: Option) -> bool:
-    if isinstance(value, bool | np.bool_):
+    if isinstance(value, bool):  # NumPy's bool is no numbers.Integral either
         return False
     if option.kind is float:
         return isinstance(value, numbers.Real)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TypeVar
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -53,7 +52,7 @@ class SampleRequest:
     def __post_init__(self) -> None:
         for name in ("num_samples", "length", "steps"):
             value = getattr(self, name)
-            if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise InputValueError(f"{name} must be an integer, got {value!r}", parameter=name)
             value = int(value)  # a NumPy integer as the Python one it equals
             setattr(self, name, value)
