@@ -17,12 +17,9 @@ def adamw_with_cosine(params: list[nn.Parameter], lr: float, cfg: Any, total_ste
     """
     decay = [p for p in params if not getattr(p, "_no_weight_decay", False)]
     no_decay = [p for p in params if getattr(p, "_no_weight_decay", False)]
+    with_decay, without = group_settings(lr, cfg)
     optimizer = torch.optim.AdamW(
-        [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=lr,
-        betas=tuple(cfg.betas),
-        eps=cfg.eps,
-        weight_decay=cfg.weight_decay,
+        [{"params": decay, **with_decay}, {"params": no_decay, **without}], lr=lr
     )
     total = max(total_steps, 1)
     warmup = int(cfg.warmup_fraction * total)
@@ -50,14 +47,14 @@ def apply_settings(
     ``cfg`` (``betas``, ``eps``, ``weight_decay``) again: a resumed run's own, over those
     Lightning restored from its checkpoint with the optimizer's state. The schedule keeps its
     step; the lr becomes the schedule's at that step."""
-    decays = (cfg.weight_decay, 0.0)  # adamw_with_cosine's groups: with, without weight decay
-    factors = schedule.lr_lambdas
-    for group, decay, factor in zip(optimizer.param_groups, decays, factors, strict=True):
-        group.update(
-            initial_lr=lr,
-            lr=lr * factor(schedule.last_epoch),
-            betas=tuple(cfg.betas),
-            eps=cfg.eps,
-            weight_decay=decay,
-        )
-    schedule.base_lrs = [lr] * len(optimizer.param_groups)
+    groups, factors = optimizer.param_groups, schedule.lr_lambdas
+    for group, settings, factor in zip(groups, group_settings(lr, cfg), factors, strict=True):
+        group.update(settings, initial_lr=lr, lr=lr * factor(schedule.last_epoch))
+    schedule.base_lrs = [lr] * len(groups)
+
+
+def group_settings(lr: float, cfg: Any) -> list[dict[str, Any]]:
+    """AdamW's settings of ``adamw_with_cosine``'s two parameter groups: with weight decay,
+    without it."""
+    common = {"lr": lr, "betas": tuple(cfg.betas), "eps": cfg.eps}
+    return [{**common, "weight_decay": cfg.weight_decay}, {**common, "weight_decay": 0.0}]
