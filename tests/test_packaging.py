@@ -57,10 +57,26 @@ def checkout_files() -> list[str]:
 
 
 def run(command: list, cwd: Path | None = None) -> str:
+    return completed(command, cwd).stdout
+
+
+def completed(command: list, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+    return done
+
+
+def build_wheel(project: Path, dist: Path, pattern: str) -> Path:
+    """The wheel of the project folder, built as pip builds it; setuptools' deprecation
+    warnings fail the build here, since each is a packaging rule a later setuptools enforces
+    (a data folder outside `packages` stops being shipped, for one)."""
+    done = completed([sys.executable, "-m", "pip", "wheel", ".", "--no-deps",
+                      "--no-build-isolation", "-q", "-w", str(dist)], cwd=project)  # fmt: skip
+    warnings = [line.strip() for line in done.stderr.splitlines() if "Warning" in line]
+    assert not warnings, f"building {project.name} warned:\n" + "\n".join(warnings)
+    (built,) = dist.glob(pattern)
+    return built
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +90,7 @@ def wheel(sources, tmp_path_factory) -> Path:
     for name in sources:
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, src / name)
-    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
-         "-q", "-w", str(dist)], cwd=src)  # fmt: skip
-    (built,) = dist.glob("genodiff-*.whl")
-    return built
+    return build_wheel(src, dist, "genodiff-*.whl")
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +100,7 @@ def plugin_wheel(sources, tmp_path_factory) -> Path:
         if name.startswith(PLUGIN):
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, src / name)
-    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
-         "-q", "-w", str(dist)], cwd=src / PLUGIN)  # fmt: skip
-    (built,) = dist.glob("genodiff_text-*.whl")
-    return built
+    return build_wheel(src / PLUGIN, dist, "genodiff_text-*.whl")
 
 
 def fresh_venv(folder: Path) -> tuple[Path, Path]:
