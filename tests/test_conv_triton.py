@@ -12,6 +12,7 @@ import importlib
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,7 @@ def test_the_kernel_compiles_for_a_hopper_gpu(dtype):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, compile
 
+    from genodiff.ops.conv_triton import FP_FUSION
     from genodiff.ops.conv_triton import _causal_conv1d_kernel as kernel
 
     constants = {"K": 4, "HAS_BIAS": True, "SILU": True, "BLOCK": 1024}
@@ -131,5 +133,9 @@ def test_the_kernel_compiles_for_a_hopper_gpu(dtype):
         for name in kernel.arg_names
     }
     source = ASTSource(fn=kernel, signature=signature, constexprs=constants)
-    compiled = compile(source, target=GPUTarget("cuda", 90, 32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a launch names every option Triton warns about
+        compiled = compile(
+            source, target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": FP_FUSION}
+        )
     assert len(compiled.asm["cubin"]) > 0
