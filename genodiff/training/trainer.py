@@ -71,14 +71,18 @@ class _DropAdverts(logging.Filter):
 
 
 def silence_lightning_notices() -> None:
-    """Keep two lines that tell a genodiff user nothing out of a run's output: Lightning's
-    advertisement for its cloud logger, and the deprecation warning torch raises inside
-    Lightning's own code (``isinstance(treespec, LeafSpec)`` in ``_pytree.py``)."""
+    """Keep three lines that tell a genodiff user nothing out of a run's output: Lightning's
+    advertisement for its cloud logger, the deprecation warning torch raises inside Lightning's
+    own code (``isinstance(treespec, LeafSpec)`` in ``_pytree.py``), and the model summary's
+    "Precision bf16-mixed is not supported" of every mixed-precision run (the GPU default),
+    whose float32 size is right: mixed precision keeps the parameters in float32."""
     logger = logging.getLogger(LIGHTNING_INFO_LOGGER)
     if not any(isinstance(f, _DropAdverts) for f in logger.filters):
         logger.addFilter(_DropAdverts())
     leafspec = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
     warnings.filterwarnings("ignore", message=leafspec, category=FutureWarning)
+    mixed = r"Precision \S+-mixed is not supported by the model summary"
+    warnings.filterwarnings("ignore", message=mixed, category=UserWarning)
 
 
 class LatestCheckpoint(ModelCheckpoint):
@@ -138,7 +142,11 @@ class LatestCheckpoint(ModelCheckpoint):
         best = state_dict.get("best_model_path")
         if before != here and (not best or (here / Path(best).name).is_file()):
             state_dict = moved_state(state_dict, before, here)
-        super().load_state_dict(state_dict)
+        with warnings.catch_warnings():
+            # "The dirpath has changed ...": a resume into another folder, which the run's
+            # report states in genodiff's words (training/run.py)
+            warnings.filterwarnings("ignore", message="The dirpath has changed")
+            super().load_state_dict(state_dict)
 
     def _ModelCheckpoint__warn_if_dir_not_empty(self, dirpath: Any) -> None:  # noqa: N802
         """Lightning warns "Checkpoint directory ... exists and is not empty" when a fit starts
