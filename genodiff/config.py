@@ -31,6 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 from genodiff import registry
 from genodiff.conditioning import ConditioningConfig
 from genodiff.config_values import ConfigError, Key, Spec, callable_spec, class_spec, dataclass_spec
+from genodiff.errors import require_regular_file
 from genodiff.generation_config import GenerationConfig
 from genodiff.generation_config import options as generation_options
 from genodiff.hub import parse_hub_id
@@ -443,8 +444,11 @@ def resolve_config_path(config: str | Path) -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
+    if path.exists():  # a folder, a FIFO, a device: said as such, not "not found"
+        require_regular_file(path, "config file")
+    looked_at = ", ".join(map(str, dict.fromkeys(candidates)))  # an absolute path once
     raise ConfigError(
-        f"config file {str(config)!r} not found (looked at {', '.join(map(str, candidates))}); "
+        f"config file {str(config)!r} not found (looked at {looked_at}); "
         "pass a path such as configs/demo.yaml"
     )
 

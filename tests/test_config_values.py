@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -417,3 +418,22 @@ def test_a_folder_beside_the_experiment_is_no_config_group_unless_named_as_one(t
         "not valid YAML" in message and f'"{tmp_path / "model" / "broken.yaml"}", line 1' in message
     )
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "missing"])
+def test_a_config_path_that_is_no_file_is_named_for_what_it_is(kind, tmp_path, capsys):
+    # A folder or a FIFO was "not found"; an absolute path was listed twice among the places
+    # looked at (path.yaml, then configs/path.yaml, the same absolute path).
+    path = tmp_path / "experiment"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    assert cli.main(["train", str(path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    expected = {
+        "folder": f"config file {path} is a folder; name a file",
+        "fifo": f"config file {path} is not a regular file (a FIFO, socket or device)",
+        "missing": f"config file '{path}' not found (looked at {path}, {path}.yaml); pass a path",
+    }[kind]
+    assert expected in line
