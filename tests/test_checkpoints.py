@@ -83,6 +83,39 @@ def test_reference_caduceus_ph_folder_loads(tmp_path):
     assert_same_model(model, load_pretrained(tmp_path))
 
 
+def upstream_caduceus_folder(folder, model, reverse_copy=lambda t: t):
+    """A folder as upstream's CaduceusForMaskedLM writes it with torch.save (or with
+    save_pretrained(safe_serialization=False)): its state_dict lists the weight-tied reverse
+    in_proj / out_proj under mamba_rev as well as under mamba_fwd (``reverse_copy`` of them)."""
+    state = {"caduceus." + k: v.clone() for k, v in model.state_dict().items()}
+    for name in list(state):
+        if ".mamba_fwd." in name and name.endswith(("in_proj.weight", "out_proj.weight")):
+            state[name.replace(".mamba_fwd.", ".mamba_rev.")] = reverse_copy(state[name])
+    config = {"model_type": "caduceus", **model.genodiff_config}
+    if model.complement_map is not None:  # JSON keys are strings
+        config["complement_map"] = {str(k): v for k, v in model.complement_map.items()}
+    (folder / "config.json").write_text(json.dumps(config))
+    torch.save(state, folder / "pytorch_model.bin")
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["caduceus_ph", "caduceus_ps"])
+def test_upstream_state_dict_with_tied_reverse_projections_loads(kind, tmp_path):
+    model = build(**CONFIGS[kind])
+    loaded = load_pretrained(upstream_caduceus_folder(tmp_path, model))
+    assert_same_model(model, loaded)
+    mixer = loaded.backbone.layers[0].mixer
+    mixer = getattr(mixer, "submodule", mixer)
+    assert mixer.mamba_rev.in_proj is None  # still tied: the forward direction's projections
+
+
+def test_tied_reverse_projection_holding_other_values_is_refused(tmp_path):
+    model = build(**CONFIGS["caduceus_ph"])
+    upstream_caduceus_folder(tmp_path, model, reverse_copy=lambda t: t + 1)
+    with pytest.raises(CheckpointError, match=r"mamba_rev\.in_proj\.weight holds other values"):
+        load_pretrained(tmp_path)
+
+
 def test_reference_mamba_ssm_folder_with_tied_head_loads(tmp_path):
     model = build(**CONFIGS["mamba"])
     state = {k: v.clone() for k, v in model.state_dict().items()}

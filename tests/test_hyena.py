@@ -93,16 +93,22 @@ def test_checkpoint_with_freq_stored_once_loads():
     )
 
 
-def test_fftconv_equals_direct_causal_convolution():
+@pytest.mark.parametrize(
+    "dtype, tolerance", [(torch.float32, 1e-5), (torch.float64, 1e-12)], ids=["fp32", "fp64"]
+)
+def test_fftconv_equals_direct_causal_convolution(dtype, tolerance):
+    """In float64 too (as upstream, which transforms in k's dtype), not rounded to float32."""
     torch.manual_seed(0)
     B, D, L = 2, 3, 17
-    u, k, bias = torch.randn(B, D, L), torch.randn(D, L), torch.randn(D)
-    direct = torch.zeros(B, D, L)
+    u, k, bias = (torch.randn(*shape, dtype=dtype) for shape in ((B, D, L), (D, L), (D,)))
+    direct = torch.zeros(B, D, L, dtype=dtype)
     for t in range(L):
         for s in range(t + 1):
             direct[..., t] += k[:, s] * u[..., t - s]
     direct += bias[:, None] * u
-    torch.testing.assert_close(fftconv(u, k, bias), direct, rtol=1e-4, atol=1e-5)
+    out = fftconv(u, k, bias)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out, direct, rtol=10 * tolerance, atol=tolerance)
 
 
 def test_operator_matches_explicit_formula():

@@ -262,3 +262,20 @@ def _apply_kernel_function(fn, x):
 def test_returns_output_only_by_default():
     inputs = make_inputs(7, z=False)
     assert isinstance(selective_scan(**inputs), torch.Tensor)
+
+
+MISFITS = {  # u (2, 4, 7), A (4, 3): arguments that do not fit, which the kernels would misread
+    "B": torch.randn(2, 3, 3, 7),  # 3 groups do not divide D = 4 (read past B's end)
+    "C": torch.randn(1, 3, 7),  # batch 1 for a batch of 2 (row 0 read for both)
+    "delta": torch.randn(2, 4, 6),  # one step short
+    "D": torch.randn(3),  # one channel short
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISFITS))
+def test_misfit_shapes_are_one_line_errors(backend, name):
+    inputs = make_inputs(7, B_mode="g2")
+    inputs[name] = MISFITS[name].to(torch.float64)
+    with pytest.raises(ValueError, match=f"^selective_scan: {name} ") as caught:
+        selective_scan(**inputs)
+    assert "\n" not in str(caught.value)

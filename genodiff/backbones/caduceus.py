@@ -4,8 +4,11 @@ Follows kuleshov-group/caduceus (``CaduceusForMaskedLM``). State-dict keys are t
 checkpoint keys without their ``caduceus.`` prefix.
 
 - Ph (rcps=False), e.g. ``backbone.layers.0.mixer.mamba_fwd.in_proj.weight``; the LM head is
-  tied to the embedding and stored nowhere. Ph models are trained with reverse-complement
-  augmentation; ``conjoin_logits`` does the post-hoc conjoining.
+  tied to the embedding and stored nowhere. With bidirectional_weight_tie the reverse
+  direction's in_proj and out_proj are stored once, under mamba_fwd; upstream's own state dict
+  lists them under mamba_rev too, and such files load (the copies must equal mamba_fwd's).
+  Ph models are trained with reverse-complement augmentation; ``conjoin_logits`` does the
+  post-hoc conjoining.
 - PS (rcps=True): reverse-complement equivariant (pieces in ``genodiff.backbones.rcps``), with
   hidden states of 2*d_model channels and the same parameter tensors as Ph. Keys:
   ``backbone.embeddings.word_embeddings.{embedding.weight,complement_map}``,
@@ -20,6 +23,7 @@ checkpoint keys without their ``caduceus.`` prefix.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -357,6 +361,18 @@ def _caduceus_reference_name(name: str) -> str:
     return "caduceus." + name if name.startswith("backbone.") else name
 
 
+# mamba_rev's in_proj / out_proj: with bidirectional_weight_tie upstream's module holds them as
+# mamba_fwd's parameters, and its state dict (a torch.save, a pytorch_model.bin written with
+# safe_serialization=False, a Lightning checkpoint) lists them under both directions.
+_TIED_REVERSE_PROJECTION = re.compile(r"(.*\.)mamba_rev\.((?:in|out)_proj\.(?:weight|bias))")
+
+
+def _tied_reverse_projection(name: str) -> str | None:
+    """The mamba_fwd name a weight-tied reverse projection repeats; None for other names."""
+    match = _TIED_REVERSE_PROJECTION.fullmatch(name)
+    return None if match is None else f"{match[1]}mamba_fwd.{match[2]}"
+
+
 Caduceus.checkpoint_layouts = (
     CheckpointLayout(
         name="caduceus",
@@ -365,5 +381,6 @@ Caduceus.checkpoint_layouts = (
         write_config=_write_caduceus_config,
         to_genodiff=lambda name: name.removeprefix("caduceus."),
         to_reference=_caduceus_reference_name,
+        tied_copy_of=_tied_reverse_projection,
     ),
 )

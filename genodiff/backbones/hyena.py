@@ -38,13 +38,15 @@ from genodiff.registry import register_backbone
 def fftconv(u: torch.Tensor, k: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """Causal long convolution y[t] = sum_{s<=t} k[s] u[t-s] + bias * u[t], by FFT of size 2L.
 
-    u (B, D, L), k (D, L), bias (D,) -> (B, D, L) in u's dtype. The transforms run in float32
-    (upstream casts u to k's dtype; both are float32 outside autocast).
+    u (B, D, L), k (D, L), bias (D,) -> (B, D, L) in u's dtype. The transforms run in float32,
+    or in float64 when u or k is float64 (upstream casts u to k's dtype: float32 outside
+    autocast, float64 in a float64 model; under autocast k is bf16, too coarse for the FFT).
     """
     seqlen = u.shape[-1]
     n = 2 * seqlen  # zero padding to 2L turns the circular convolution into a linear one
-    k_f = torch.fft.rfft(k.float(), n=n)  # (D, L + 1)
-    u_f = torch.fft.rfft(u.float(), n=n)  # (B, D, L + 1)
+    dtype = torch.float64 if torch.float64 in (u.dtype, k.dtype) else torch.float32
+    k_f = torch.fft.rfft(k.to(dtype), n=n)  # (D, L + 1)
+    u_f = torch.fft.rfft(u.to(dtype), n=n)  # (B, D, L + 1)
     y = torch.fft.irfft(u_f * k_f, n=n)[..., :seqlen]  # (B, D, L)
     return (y + u * bias[:, None]).to(u.dtype)
 

@@ -20,6 +20,10 @@ def _same(name: str) -> str:
     return name
 
 
+def _no_copy(name: str) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class CheckpointLayout:
     """One family of checkpoint folders and the genodiff backbone that reads them.
@@ -31,6 +35,11 @@ class CheckpointLayout:
       config (constructor defaults filled in); None for a read-only layout.
     - ``to_genodiff`` / ``to_reference``: state-dict name as stored -> as the genodiff module
       names it, and back.
+    - ``tied_copy_of``: a name (as genodiff names it) under which an upstream file may store a
+      second copy of a tensor the genodiff module holds once, tied (upstream's state dict
+      lists a shared parameter under each module that uses it) -> the name the module holds
+      it under; None for every other name. On loading such a copy is dropped when it equals
+      that tensor (``genodiff.checkpoints.weights.drop_tied_copies``).
     """
 
     name: str
@@ -39,6 +48,7 @@ class CheckpointLayout:
     write_config: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
     to_genodiff: Callable[[str], str] = field(default=_same)
     to_reference: Callable[[str], str] = field(default=_same)
+    tied_copy_of: Callable[[str], str | None] = field(default=_no_copy)
 
 
 # genodiff's own config.json field (no upstream project has it): the number of classes of a

@@ -53,7 +53,12 @@ from genodiff.checkpoints.io import (
     read_checkpoint_file,
 )
 from genodiff.checkpoints.plain import MAX_DEPTH, plain_tree
-from genodiff.checkpoints.weights import CheckpointError, load_weights, storage_key
+from genodiff.checkpoints.weights import (
+    CheckpointError,
+    drop_tied_copies,
+    load_weights,
+    storage_key,
+)
 from genodiff.config import ConfigError, section_spec
 from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import (
@@ -240,8 +245,10 @@ def load_pretrained(
     model = build(backbone, **{**config, **overrides})
     weights = _weights_file(directory)
     stored = _read_weights(weights, stub_unknown_classes)
+    source = f"{weights} (read as the {layout.name} layout)"
     state = {layout.to_genodiff(k): t for k, t in stored.items()}
-    load_weights(model, state, f"{weights} (read as the {layout.name} layout)")
+    state = drop_tied_copies(state, model.state_dict().keys(), layout.tied_copy_of, source)
+    load_weights(model, state, source)
     return model.eval()
 
 

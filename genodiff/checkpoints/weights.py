@@ -4,13 +4,15 @@ training checkpoint, a classifier, ``init_from=``) loads its weights here.
 
 Tied tensors (one storage under several names, such as an LM head tied to the embedding) may be
 stored once, under any of their names, and are re-tied; an upstream file's redundant copy of a
-tied LM head the model does not have is dropped when it equals a tensor stored beside it.
+tied LM head the model does not have is dropped when it equals a tensor stored beside it, and so
+are the copies a checkpoint layout names (``drop_tied_copies``: Caduceus' weight-tied reverse
+projections).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import torch
@@ -75,6 +77,34 @@ def load_weights(module: nn.Module, state: Mapping[str, torch.Tensor], source: s
         )
     module.load_state_dict(state, strict=True)
     check_finite_weights(module, source)
+
+
+def drop_tied_copies(
+    state: Mapping[str, torch.Tensor],
+    expected: Collection[str],
+    copy_of: Callable[[str], str | None],
+    source: str | Path,
+) -> dict[str, torch.Tensor]:
+    """``state`` without the second copies of tied tensors that an upstream file stores and the
+    module (whose state-dict names are ``expected``) holds once: a name the module lacks for
+    which ``copy_of`` names the tensor it repeats (a layout's ``tied_copy_of``). A copy equal
+    to that tensor is dropped (kept under that name when the file stores only the copy); a
+    copy that differs is a one-line ``CheckpointError``: the module cannot hold both."""
+    kept = dict(state)
+    for name in list(kept):
+        original = copy_of(name)
+        if name in expected or original is None or original not in expected:
+            continue
+        copy = kept.pop(name)
+        if original not in kept:
+            kept[original] = copy
+        elif not torch.equal(copy, kept[original]):
+            raise CheckpointError(
+                f"{source}: {name} holds other values than {original}, which the model ties it "
+                "to (one tensor for both); the file was written for an untied model: build it "
+                "without the weight tying (e.g. bidirectional_weight_tie=false)"
+            )
+    return kept
 
 
 def check_finite_weights(module: nn.Module, source: str | Path) -> None:

@@ -141,6 +141,43 @@ def _drops_constant_b_from_state(kernel, device: torch.device) -> bool:
     return abs(float(last) - 1.0) < 0.5
 
 
+def _check_shapes(u, delta, A, B, C, D, z, delta_bias) -> None:
+    """ValueError, in one line, for arguments whose shapes do not fit together (the kernels
+    index by them: a misfit read past the tensors' ends or mixed up rows)."""
+    if u.dim() != 3 or A.dim() != 2 or A.shape[0] != u.shape[1]:
+        raise ValueError(
+            f"selective_scan: u {tuple(u.shape)} and A {tuple(A.shape)} must be (batch, D, L) "
+            "and (D, N) with the same D"
+        )
+    (batch, channels, length), n_state = u.shape, A.shape[1]
+    for name, x in (("delta", delta), ("z", z)):
+        if x is not None and x.shape != u.shape:
+            raise ValueError(
+                f"selective_scan: {name} {tuple(x.shape)} must have u's shape {tuple(u.shape)}"
+            )
+    for name, x in (("D", D), ("delta_bias", delta_bias)):
+        if x is not None and x.shape != (channels,):
+            raise ValueError(
+                f"selective_scan: {name} {tuple(x.shape)} must be ({channels},), one per channel"
+            )
+    for name, x in (("B", B), ("C", C)):
+        if not _fits_b_or_c(x, batch, channels, n_state, length):
+            raise ValueError(
+                f"selective_scan: {name} {tuple(x.shape)} must be (batch, N, L) = "
+                f"{(batch, n_state, length)}, (batch, G, N, L) with G dividing D = {channels}, "
+                f"or constant (D, N) = {(channels, n_state)}"
+            )
+
+
+def _fits_b_or_c(x: torch.Tensor, batch: int, channels: int, n_state: int, length: int) -> bool:
+    """Whether B or C is (D, N), (batch, N, L) or (batch, G, N, L) with G dividing D."""
+    if x.dim() == 4:
+        groups = x.shape[1]
+        grouped = (batch, groups, n_state, length)
+        return x.shape == grouped and groups > 0 and channels % groups == 0
+    return x.shape in ((channels, n_state), (batch, n_state, length))
+
+
 def selective_scan(
     u: torch.Tensor,
     delta: torch.Tensor,
@@ -156,7 +193,8 @@ def selective_scan(
     """y = selective scan of u (as ``mamba_ssm.ops.selective_scan_interface.selective_scan_fn``).
 
     u, delta, z: (B, D, L); A: (D, N) real; B, C: (B, N, L), grouped (B, G, N, L) (channel d uses
-    group d // (D / G)), or constant (D, N); D, delta_bias: (D,).
+    group d // (D / G)), or constant (D, N); D, delta_bias: (D,). Shapes that do not fit
+    together are a one-line ValueError (as upstream's shape checks).
     delta <- softplus(delta + delta_bias) if delta_softplus; h_t = exp(delta_t A) h_{t-1} +
     delta_t B_t u_t; y_t = <C_t, h_t> + D u_t; y *= silu(z). Returns y (B, D, L) in u's dtype,
     and with return_last_state also h_L (B, D, N) in float32 (float64 for float64 u), which
@@ -164,6 +202,7 @@ def selective_scan(
     """
     if A.is_complex():
         raise ValueError("selective_scan supports real A only")
+    _check_shapes(u, delta, A, B, C, D, z, delta_bias)
     if (kernel := upstream(SELECTIVE_SCAN, u)) is not None:
         result = kernel(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
         if return_last_state and B.dim() == 2 and _drops_constant_b_from_state(kernel, u.device):
