@@ -165,12 +165,13 @@ class EvalResult:
                     "token (text its vocabulary lacks): the number scores that token there",
                 )
             )
-        if self.classes is not None:  # the NELBO given the true label, then the null label's
-            rows[5] = ("NELBO p(x|y)", f"{rows[5][1]} ({kind}, true label)")
+        if self.classes is not None:  # the number given the true label, then the null label's
+            measure = kind.split()[0]  # NLL (AR, exact) or NELBO
+            rows[5] = (f"{measure} p(x|y)", f"{rows[5][1]} ({kind}, true label)")
             rows += [
                 ("classes", ", ".join(self.classes)),
                 (
-                    "NELBO p(x)",
+                    f"{measure} p(x)",
                     f"{self.nelbo_unconditional:.4f}{pm(self.nelbo_unconditional_se)} "
                     f"nats/token (null label: compare with unconditional models), "
                     f"perplexity {self.perplexity_unconditional:.4f}",

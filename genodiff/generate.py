@@ -97,6 +97,19 @@ class SamplingPlan:
     seed: int
 
 
+def check_classifier_noise(classifier: NoisyClassifierGuide, objective: str) -> None:
+    """InputValueError (parameter ``classifier``) when a noisy classifier learnt p(y | z_t) on
+    the other kind of noisy states (masked, uniform) than the ``objective`` generator makes;
+    read from the generator objective its checkpoint records, so a classifier loaded in
+    Python is checked as one named by its path is."""
+    from genodiff.classifiers.checkpoint import check_noisy_states
+
+    trained_for = getattr(classifier, "generator_objective", None)
+    if getattr(classifier, "kind", None) == "noisy" and trained_for:
+        source = getattr(classifier, "source", "the classifier")
+        check_noisy_states(trained_for["name"], objective, source)
+
+
 def plan(
     model: GenerativeModel,
     source: str,
@@ -146,6 +159,7 @@ def plan(
         classes = model.class_names
         if classifier is not None:
             check_classifier(classifier, classes, tokenizer.name)
+            check_classifier_noise(classifier, model.config["objective"]["name"])
             classes = classes or list(classifier.class_names)
         steer = Guidance(
             label_id(config.label, classes, source),

@@ -267,6 +267,13 @@ class Guide:
         # The null label's id (genodiff.conditioning.null_label), when the backbone records its
         # number of classes: D-CFG's two parts then come from one network call.
         self.null = getattr(model, CONFIG_ATTR, {}).get("num_classes")
+        if self.null is not None and self.label >= self.null:
+            raise InputValueError(
+                f"label {self.label} is not a class id of this model, whose {self.null} classes "
+                f"are 0..{self.null - 1} ({null_label(self.null)} is the null label, p(x): "
+                "sample without a label, or with gamma 0, for it)",
+                parameter="label",
+            )
         self.changes_rates = self.kind == "free" and guidance.form == "transition"
 
     def calls(self, batch: int, device: torch.device) -> list[Tensor | None]:

@@ -296,3 +296,26 @@ def test_eval_t_power_refusals(tmp_path, capsys, objective, power, message):
     args = ["--checkpoint", str(checkpoint), "--fasta", str(DEMO_FASTA), "--length", "64"]
     assert cli.main(["eval", *args, "--eval-t-power", power]) == 2
     assert re.search(message, one_line_error(capsys, "eval"))
+
+
+@pytest.mark.parametrize(
+    ("likelihood", "measure"), [("exact", "NLL"), ("bound", "NELBO"), ("upstream", "NELBO")]
+)
+def test_a_conditional_report_names_its_numbers_for_what_they_are(likelihood, measure):
+    """A class-conditional AR checkpoint's numbers are exact NLLs, with the true label and
+    with the null label; a diffusion checkpoint's are NELBOs (was: "NELBO" for both)."""
+    from genodiff.evaluate import EvalResult
+
+    result = EvalResult(
+        checkpoint="c.ckpt", objective="ar", likelihood=likelihood, scoring="every base",
+        source="test split", length=8, windows=2, tokens=16, t_samples=1, seed=0,
+        batch_size=2, nelbo=1.25, nelbo_se=0.5, bits_per_token=1.25 / math.log(2),
+        bits_per_token_se=0.5 / math.log(2), perplexity=math.exp(1.25),
+        perplexity_se=math.exp(1.25) * 0.5, windows_sha256="0" * 64, classes=["a", "b"],
+        nelbo_unconditional=1.5, nelbo_unconditional_se=0.25,
+        perplexity_unconditional=math.exp(1.5),
+    )  # fmt: skip
+    labels = [line[:14].strip() for line in result.describe().splitlines()]
+    assert f"{measure} p(x|y)" in labels and f"{measure} p(x)" in labels
+    other = {"NLL": "NELBO", "NELBO": "NLL"}[measure]
+    assert not any(label.startswith(other) for label in labels)

@@ -413,3 +413,21 @@ def test_refusals():
         Guidance(0, schedule="cosine")
     with pytest.raises(ValueError, match="classifier form"):
         Guidance(0, classifier_form="second-order")
+
+
+@pytest.mark.parametrize(
+    ("name", "objective"), [("caduceus", mdlm), ("caduceus", sedd), ("mamba", ar)]
+)
+def test_a_label_that_is_not_a_class_id_of_the_model_is_refused(name, objective):
+    """A model of C classes holds C + 1 label rows, the last the null label: Guidance(C) is no
+    class (it drew p(x) as an unguided request does, silently), C + 1 was a bare ValueError of
+    the label embedding. Both are refused in one line naming the label; C - 1 is drawn."""
+    from genodiff import backbones
+    from genodiff.errors import InputValueError
+
+    model = backbones.build(name, d_model=8, n_layer=1, vocab_size=16, num_classes=3).eval()
+    for label in (3, 4):
+        with pytest.raises(InputValueError, match=f"label {label} is not a class id") as refused:
+            draw(model, None, objective(), n=2, steps=2, label=label, length=4)
+        assert refused.value.parameter == "label" and "\n" not in str(refused.value)
+    assert draw(model, None, objective(), n=2, steps=2, label=2, length=4).shape == (2, 4)

@@ -3,6 +3,7 @@ splits, the samples compared with the same pools) beside every JS row, a
 warning when too few samples make the discriminator AUROC unreliable, and a k-mer scatter plot
 that draws only k-mers both sides produced."""
 
+import json
 from collections import Counter
 
 import numpy as np
@@ -16,7 +17,9 @@ from genodiff.metrics import (
     evaluate_samples,
     heldout_kmer_js,
     markdown_table,
+    plot_gc_histograms,
     plot_kmer_spectra,
+    write_report,
 )
 from tests.test_metrics import random_dna
 
@@ -136,3 +139,33 @@ def test_the_scatter_plot_draws_only_kmers_both_sides_produced():
     labels = [text.get_text() for text in scatter.get_legend().get_texts()]
     assert f"never in the samples (not drawn): {len(set(theirs) - set(ours))}" in labels
     assert f"never in the reference (not drawn): {len(set(ours) - set(theirs))}" in labels
+
+
+def cpg_oe_by_hand(seq: str) -> float:
+    """CpG * n / (C * G) for a sequence of A/C/G/T only."""
+    return seq.count("CG") * len(seq) / (seq.count("C") * seq.count("G"))
+
+
+def test_samples_without_c_or_g_leave_cpg_undefined_and_the_report_whole(tmp_path):
+    """Samples made of A and T alone (a collapsed generator, an AT-rich genome): CpG o/e is
+    undefined for each of them, so its comparison has no samples side, while the reference's
+    side and every other metric are still reported (was: ValueError, no report)."""
+    samples = random_dna(6, 60, seed=7, p=(0.5, 0.0, 0.0, 0.5))
+    reference = random_dna(20, 60, seed=8)
+    quality = evaluate_samples(samples, reference, DNA)
+    cpg = quality.metrics["cpg_oe"]
+    assert cpg["samples_mean"] is None and cpg["samples_sd"] is None
+    assert cpg["wasserstein"] is None and cpg["ks_statistic"] is None
+    by_hand = np.array([cpg_oe_by_hand(w) for w in reference])
+    assert cpg["reference_mean"] == pytest.approx(by_hand.mean(), abs=1e-12)
+    assert cpg["reference_sd"] == pytest.approx(by_hand.std(), abs=1e-12)
+    assert quality.metrics["gc_content"]["samples_mean"] == 0.0
+    warning = "cpg_oe is undefined for every sequence of the samples (no C or no G)"
+    assert any(w.startswith(warning) for w in quality.metrics["warnings"])
+    row = next(line for line in markdown_table(quality.metrics).splitlines() if "CpG" in line)
+    reference_cell = f"{by_hand.mean():.3f} +- {by_hand.std():.3f}"
+    assert row == f"| CpG observed/expected, mean +- sd | - | {reference_cell} | - |"
+    written = write_report(quality, tmp_path / "report")
+    assert json.loads(written[0].read_text())["cpg_oe"]["samples_mean"] is None
+    labels = [t.get_text() for t in plot_gc_histograms(quality).axes[1].get_legend().get_texts()]
+    assert labels == ["samples: undefined for every sequence", f"reference ({len(reference)})"]

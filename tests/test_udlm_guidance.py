@@ -423,6 +423,21 @@ def test_a_classifier_for_the_other_noise_is_refused(generators, classifiers, tm
         assert not any(tmp_path.iterdir())
 
 
+def test_a_loaded_classifier_for_the_other_noise_is_refused_too(generators, classifiers):
+    """The same check for a classifier loaded in Python (``genodiff.load_classifier``) and
+    given to ``Model.generate``: it guided with the other noise's p(y | z_t), silently."""
+    for generator, classifier, message in (
+        (generators[0], classifiers[1], "masked states of a mdlm generator.*udlm generator's are"),
+        (generators[1], classifiers[0], "uniform states of a udlm generator.*mdlm generator's"),
+    ):
+        model, guide = genodiff.load(generator), genodiff.load_classifier(classifier)
+        with pytest.raises(InputValueError, match=message) as refused:
+            model.generate(2, length=8, steps=2, label="poly_a", classifier=guide)
+        assert refused.value.parameter == "classifier" and "\n" not in str(refused.value)
+    model, guide = genodiff.load(generators[0]), genodiff.load_classifier(classifiers[0])
+    assert len(model.generate(2, length=8, steps=2, label="poly_a", classifier=guide)) == 2
+
+
 def test_bad_guidance_on_a_udlm_checkpoint_is_one_line(tmp_path, capsys):
     unconditional = write_generator(tmp_path / "u.ckpt", None, "udlm", UDLM_MODEL)
     out = tmp_path / "out"

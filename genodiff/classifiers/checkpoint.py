@@ -89,7 +89,7 @@ def load_classifier(
     )
 
 
-def check_noisy_states(trained_for: str, generator_objective: str, source: Path) -> None:
+def check_noisy_states(trained_for: str, generator_objective: str, source: str | Path) -> None:
     """InputValueError when a noisy classifier trained for a ``trained_for`` generator reads
     other noisy states than a ``generator_objective`` generator makes (masked vs uniform). A
     generator without noisy states (AR) is left to the guide, which names the kind it needs."""
@@ -99,5 +99,6 @@ def check_noisy_states(trained_for: str, generator_objective: str, source: Path)
         raise InputValueError(
             f"{source} learnt p(y | z_t) on the {trained_states} states of a {trained_for} "
             f"generator, and this {generator_objective} generator's are {states}; train one "
-            "for it (genodiff classifier CONFIG generator=CKPT)"
+            "for it (genodiff classifier CONFIG generator=CKPT)",
+            parameter="classifier",
         )

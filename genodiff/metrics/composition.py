@@ -110,31 +110,48 @@ def pooled_fraction(
 
 @dataclass
 class DistributionComparison:
-    """One per-sequence statistic, samples vs reference (NaNs dropped)."""
+    """One per-sequence statistic, samples vs reference (NaNs dropped). A side without any
+    defined value (CpG o/e of sequences that all lack C or G) has None for its mean and sd,
+    and so have the distances between the sides (``undefined`` names such sides)."""
 
-    samples_mean: float
-    samples_sd: float
-    reference_mean: float
-    reference_sd: float
-    wasserstein: float  # earth mover's distance between the two empirical distributions
-    ks_statistic: float  # two-sample Kolmogorov-Smirnov D (0 = same, 1 = disjoint)
-    ks_pvalue: float
+    samples_mean: float | None
+    samples_sd: float | None
+    reference_mean: float | None
+    reference_sd: float | None
+    wasserstein: float | None  # earth mover's distance between the two empirical distributions
+    ks_statistic: float | None  # two-sample Kolmogorov-Smirnov D (0 = same, 1 = disjoint)
+    ks_pvalue: float | None
 
     @classmethod
     def of(cls, samples: np.ndarray, reference: np.ndarray) -> DistributionComparison:
         samples, reference = samples[~np.isnan(samples)], reference[~np.isnan(reference)]
-        if samples.size == 0 or reference.size == 0:
-            raise ValueError("a distribution comparison needs at least one defined value a side")
-        ks = stats.ks_2samp(samples, reference)
+        sides = {"samples": _mean_sd(samples), "reference": _mean_sd(reference)}
+        distances = dict.fromkeys(("wasserstein", "ks_statistic", "ks_pvalue"))
+        if samples.size and reference.size:
+            ks = stats.ks_2samp(samples, reference)
+            distances = {
+                "wasserstein": float(stats.wasserstein_distance(samples, reference)),
+                "ks_statistic": float(ks.statistic),
+                "ks_pvalue": float(ks.pvalue),
+            }
         return cls(
-            samples_mean=float(samples.mean()),
-            samples_sd=float(samples.std()),
-            reference_mean=float(reference.mean()),
-            reference_sd=float(reference.std()),
-            wasserstein=float(stats.wasserstein_distance(samples, reference)),
-            ks_statistic=float(ks.statistic),
-            ks_pvalue=float(ks.pvalue),
+            samples_mean=sides["samples"][0],
+            samples_sd=sides["samples"][1],
+            reference_mean=sides["reference"][0],
+            reference_sd=sides["reference"][1],
+            **distances,
         )
 
-    def to_dict(self) -> dict[str, float]:
+    def undefined(self) -> list[str]:
+        """The sides ("samples", "reference") without any defined value."""
+        return [side for side in ("samples", "reference") if getattr(self, f"{side}_mean") is None]
+
+    def to_dict(self) -> dict[str, float | None]:
         return asdict(self)
+
+
+def _mean_sd(values: np.ndarray) -> tuple[float | None, float | None]:
+    """The mean and (population) sd of ``values``; None, None without any."""
+    if values.size == 0:
+        return None, None
+    return float(values.mean()), float(values.std())

@@ -36,7 +36,10 @@ def _baseline(means: dict[str, float], sds: dict[str, float], k: str) -> str:
     return f"{_number(means[k])} +- {_number(sds[k])}"
 
 
-def _mean_sd(stats: dict[str, float], side: str) -> str:
+def _mean_sd(stats: dict[str, float | None], side: str) -> str:
+    """``mean +- sd`` of one side of a ``DistributionComparison``; "-" when undefined."""
+    if stats[f"{side}_mean"] is None:
+        return "-"
     return f"{stats[f'{side}_mean']:.3f} +- {stats[f'{side}_sd']:.3f}"
 
 
@@ -77,7 +80,9 @@ def markdown_table(metrics: dict[str, Any]) -> str:
                 f"{label}, mean +- sd",
                 _mean_sd(d, "samples"),
                 _mean_sd(d, "reference"),
-                f"Wasserstein {d['wasserstein']:.4f}; KS D {d['ks_statistic']:.3f} "
+                "-"
+                if d["wasserstein"] is None
+                else f"Wasserstein {d['wasserstein']:.4f}; KS D {d['ks_statistic']:.3f} "
                 f"(p {d['ks_pvalue']:.2g})",
             )
         )
@@ -194,7 +199,10 @@ def plot_gc_histograms(quality: SampleQuality) -> Figure:
         values = [v[~np.isnan(v)] for v in values]
         bins = np.histogram_bin_edges(np.concatenate(values), bins=30)
         for v, name in zip(values, ("samples", "reference"), strict=True):
-            axis.hist(v, bins=bins, density=True, alpha=0.5, label=f"{name} ({v.size})")
+            if v.size:
+                axis.hist(v, bins=bins, density=True, alpha=0.5, label=f"{name} ({v.size})")
+            else:  # no histogram of no value (CpG o/e of sequences without C or G)
+                axis.plot([], [], " ", label=f"{name}: undefined for every sequence")
         axis.set_xlabel(f"{label} per sequence")
         axis.set_ylabel("density")
         axis.legend()

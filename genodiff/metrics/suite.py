@@ -54,6 +54,8 @@ from genodiff.metrics.sequences import base_codes, evenly_spaced, read_sequences
 from genodiff.progress import Progress
 
 KMAX = 6
+# Why a per-sequence statistic can be undefined for a sequence (DistributionComparison).
+UNDEFINED = {"gc_content": "no letter of the alphabet", "cpg_oe": "no C or no G"}
 # How an error names each input file (its argument: the parameter at fault).
 INPUT_NAMES = {"samples": "samples file", "reference": "reference", "train": "training file"}
 
@@ -209,7 +211,13 @@ def evaluate_samples(
     stage("composition, low complexity and diversity")
     for name, statistic in (("gc_content", gc_content), ("cpg_oe", cpg_observed_expected)):
         values = [np.array([statistic(x, alphabet) for x in seqs]) for seqs in (samples, windows)]
-        metrics[name] = DistributionComparison.of(*values).to_dict()
+        comparison = DistributionComparison.of(*values)
+        metrics[name] = comparison.to_dict()
+        metrics["warnings"] += [
+            f"{name} is undefined for every sequence of the {side} ({UNDEFINED[name]}): the "
+            f"{side} values and the distances are null"
+            for side in comparison.undefined()
+        ]
     homopolymer = partial(homopolymer_bases, min_run=settings.min_homopolymer)
     low_complexity = partial(
         low_complexity_bases, window=settings.dust_window, level=settings.dust_level
