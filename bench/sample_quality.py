@@ -67,6 +67,12 @@ def shuffled(seqs: list[str], seed: int) -> list[str]:
     return ["".join(rng.permutation(list(s))) for s in seqs]
 
 
+def cell(value: float | None, spec: str) -> str:
+    """``value`` formatted, or "-" for a statistic undefined on every sequence (CpG o/e of
+    sequences without C or G: DistributionComparison)."""
+    return "-" if value is None else format(value, spec)
+
+
 def row(name: str, metrics: dict, seconds: float) -> str:
     js = metrics["kmer_js"]
     mem = metrics["memorisation"]
@@ -74,9 +80,9 @@ def row(name: str, metrics: dict, seconds: float) -> str:
     cells = [
         name,
         *(f"{js[k]:.4f}" for k in ("1", "2", "4", "6")),
-        f"{metrics['gc_content']['samples_sd']:.3f}",
-        f"{metrics['gc_content']['wasserstein']:.4f}",
-        f"{metrics['cpg_oe']['samples_mean']:.3f}",
+        cell(metrics["gc_content"]["samples_sd"], ".3f"),
+        cell(metrics["gc_content"]["wasserstein"], ".4f"),
+        cell(metrics["cpg_oe"]["samples_mean"], ".3f"),
         f"{metrics['low_complexity_fraction']['samples']:.3f}",
         f"{metrics['pairwise_kmer_distance']['samples']:.3f}",
         "-" if mem["max_identity"] is None else f"{mem['max_identity']:.3f} ({mem['flagged']})",
@@ -145,7 +151,7 @@ def main() -> None:
     reference_metrics = quality.metrics
     print(
         f"reference windows: GC sd {reference_metrics['gc_content']['reference_sd']:.3f}, "
-        f"CpG o/e {reference_metrics['cpg_oe']['reference_mean']:.3f}, "
+        f"CpG o/e {cell(reference_metrics['cpg_oe']['reference_mean'], '.3f')}, "
         f"low-complexity {reference_metrics['low_complexity_fraction']['reference']:.3f}, "
         f"6-mer distance {reference_metrics['pairwise_kmer_distance']['reference']:.3f}"
         + (
