@@ -44,7 +44,12 @@ def test_mass_on_mask_is_scored_by_the_mixture_posterior():
 
 
 def test_hybrid_term_only_in_training_mode():
-    objective = d3pm(num_steps=50, hybrid_lambda=0.5)
+    # Austin et al.'s hybrid loss at the sampled step t is KL_t + lambda * CE_t: ONE bound term
+    # (their vb_terms at t, not T of them) beside the cross-entropy -log x_theta(x0 | x_t),
+    # both over the same tokens. D3PM.loss estimates the NELBO as T * KL_t, so the training
+    # loss must be T times Austin's. Reference: KL_t from explicit distributions.
+    steps, lam = 50, 0.5
+    objective = d3pm(num_steps=steps, hybrid_lambda=lam)
     probs = {7: 0.1, 8: 0.2, 9: 0.3, 10: 0.4}
     model = FixedDistribution(probs)
     x0 = torch.tensor([[7, 8, 9, 10, 4, 7, 7, 10]] * 16)
@@ -54,24 +59,28 @@ def test_hybrid_term_only_in_training_mode():
     objective.train()
     trained, _ = objective.loss(model, x0, torch.Generator().manual_seed(4))
 
-    # The same draws by hand: the masked positions and -log x_theta(x0) there.
+    # The same draws by hand: the times and masked positions, then Austin's per-step loss.
     t, masked = objective.process.draw_noise(x0, torch.Generator().manual_seed(4))
-    nelbo, _ = objective.nelbo_terms(model, x0, t, masked)
-    nll = {k: -math.log(v) for k, v in probs.items()}
-    cross_entropy = torch.tensor(
-        [
-            sum(nll[int(x)] for x, m in zip(row, mask, strict=True) if m)
-            for row, mask in zip(x0, masked, strict=True)
-        ]
-    )
+    x_theta = torch.tensor([*probs.values(), 0.0], dtype=torch.float64)  # A C G T [MASK]
+    austin, kl_only = [], []
+    for row, mask, t_row in zip(x0, masked, t.tolist(), strict=True):
+        alpha_t, alpha_s = 1 - t_row, 1 - (t_row - 1 / steps)
+        kl = [explicit_absorbing_kl(x_theta, int(x) - 7, alpha_s, alpha_t) for x in row[mask]]
+        ce = [-math.log(probs[int(x)]) for x in row[mask]]
+        austin.append(sum(kl) + lam * sum(ce))
+        kl_only.append(sum(kl))
     assert masked.any() and not masked[:, 4].any()  # [PAD] never masked
-    torch.testing.assert_close(evaluated, nelbo)
-    torch.testing.assert_close(trained, nelbo + 0.5 * cross_entropy.float(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(
+        evaluated.double(), steps * torch.tensor(kl_only, dtype=torch.float64), rtol=1e-4, atol=1e-4
+    )
+    torch.testing.assert_close(
+        trained.double(), steps * torch.tensor(austin, dtype=torch.float64), rtol=1e-4, atol=1e-3
+    )
     assert torch.equal(tokens, torch.full((16,), 7))
 
-    pure = d3pm(num_steps=50, hybrid_lambda=0.0).train()
+    pure = d3pm(num_steps=steps, hybrid_lambda=0.0).train()
     again, _ = pure.loss(model, x0, torch.Generator().manual_seed(4))
-    torch.testing.assert_close(again, nelbo)
+    torch.testing.assert_close(again, evaluated)
 
 
 def test_d3pm_is_mdlm_discrete_time_without_zero_masking():

@@ -14,10 +14,16 @@ logit kept: both hold a ``MaskedForwardProcess`` and share the KL terms (``x0_po
 and both are sampled by the masked-diffusion samplers.
 
 Hybrid loss: in training mode (``self.training``, i.e. ``nn.Module.train()``) ``loss`` adds
-``hybrid_lambda`` * the cross-entropy -log x_theta(x0 | x_t) of the masked tokens to the
-NELBO (Austin et al.'s L_vb + lambda L_aux, lambda = 0.01). In eval mode (validation and test
-run the module in eval mode) ``loss`` returns the NELBO alone, so reported perplexities are
-bounds. ``hybrid_lambda=0`` trains on the pure NELBO.
+the auxiliary cross-entropy -log x_theta(x0 | x_t) of the masked tokens, weighted as Austin et
+al. weight it. Their training loss at the sampled step is KL_t + lambda * CE_t (one bound term,
+not T of them, beside the cross-entropy at the same x_t; lambda = 0.01 was tuned on that
+scale). ``loss`` estimates the NELBO as T * KL_t, so the same loss on this scale is
+T * (KL_t + lambda CE_t) = NELBO + T * ``hybrid_lambda`` * CE: lambda = 0.01 weighs the
+cross-entropy as it does there (without the factor T it would be T times weaker, and at
+T = 1000 negligible). Unmasked tokens add no cross-entropy: the reverse process copies them,
+so x_theta there is never used. In eval mode (validation and test run the module in eval
+mode) ``loss`` returns the NELBO alone, so reported perplexities are bounds.
+``hybrid_lambda=0`` trains on the pure NELBO.
 
 Checkpoints of earlier genodiff versions list ``zero_masking: false`` and ``carry_over: true`` in
 their objective section (MDLM's flags, which D3PM took then); they load (``retired_options``,
@@ -113,9 +119,10 @@ class D3PM(HoldsMaskedProcess, Objective):
         shard: BatchShard | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """(NELBO (B,) [+ hybrid_lambda * CE (B,) in training mode], scored tokens (B,))."""
+        """(NELBO (B,) [+ T * hybrid_lambda * CE (B,) in training mode: module doc], scored
+        tokens (B,))."""
         t, masked = self.process.draw_noise(input_ids, generator, shard)
         nelbo, cross_entropy = self.nelbo_terms(model, input_ids, t, masked, labels)  # (B,) x 2
         if self.training and self.hybrid_lambda > 0:
-            nelbo = nelbo + self.hybrid_lambda * cross_entropy
+            nelbo = nelbo + self.process.num_steps * self.hybrid_lambda * cross_entropy
         return nelbo, self.process.scored(input_ids).sum(dim=-1)

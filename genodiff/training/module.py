@@ -34,8 +34,8 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
     objective: diffusion or next-token prediction); validation and sampling use the EMA weights.
 
     Logged metrics: ``train/nelbo``, ``val/nelbo`` and ``test/nelbo`` (nats per token; the
-    training one is the objective's training loss, which for D3PM adds ``hybrid_lambda`` times
-    its cross-entropy to the NELBO), and ``val/ppl``, ``test/ppl`` (perplexity bound = exp of
+    training one is the objective's training loss, which for D3PM adds T * ``hybrid_lambda``
+    times its cross-entropy to the NELBO), and ``val/ppl``, ``test/ppl`` (perplexity bound = exp of
     the NELBO summed over all held-out tokens divided by their number). A class-conditional
     run (``conditioning.labels``) trains with label dropout (``conditioning.cond_dropout``,
     coins from the training noise) and scores held-out data twice on the same noise draws:
