@@ -208,6 +208,35 @@ def test_the_guide_refuses_the_other_kind_and_unknown_labels():
         noisy.tilt(x, 3, where, exact=False)
 
 
+class PerPositionClassifier(nn.Module):
+    """A causal classifier reduced to its shape: log p(y | x_<=i) from the token at i alone."""
+
+    kind = "causal"
+    vocab_size = 16
+
+    def __init__(self, classes: int = 3) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(self.vocab_size, classes, generator=gen(2)))
+
+    def forward(self, input_ids=None, one_hot=None) -> torch.Tensor:
+        return self.table[input_ids].log_softmax(dim=-1)  # (B, L, C)
+
+
+def test_the_guide_reads_on_the_device_of_the_state_it_is_given():
+    # A guide loaded on one device (load_classifier's default CPU) guiding a sampler on another
+    # (a CUDA model; generate_to_file moving the model to a worker's device). The "meta" device
+    # stands in for the second device on a CPU machine: what is checked is where the classifier
+    # runs (the outputs' device), and that the calls go through instead of failing.
+    x, where = masked_state(2, 6)
+    noisy = ClassifierGuide(LinearInOneHot(6), TOK, ["a", "b"])
+    tilt = noisy.tilt(x.to("meta"), 1, where.to("meta"), exact=False)
+    assert tilt.device.type == "meta" and noisy.device.type == "meta"
+    assert tilt.shape == (2, 6, 16)
+    causal = ClassifierGuide(PerPositionClassifier(), TOK, ["a", "b", "c"])
+    scores = causal.next_token_scores(BASES[None, :3].to("meta"), BASES.to("meta"), 0)
+    assert scores.device.type == "meta" and scores.shape == (1, 4)
+
+
 # ---------------------------------------------------------------------------------- FUDGE
 
 

@@ -71,6 +71,7 @@ class ClassifierGuide:
         classifier")."""
         self._require("noisy", "diffusion sampling (D-CBG)")
         self._check_label(label)
+        self._follow(x)
         if exact:
             return self._exact_tilt(x, label, where)
         return self._first_order_tilt(x, label, where)
@@ -124,6 +125,7 @@ class ClassifierGuide:
         log p(y=label | prefix + candidate) from the causal classifier."""
         self._require("causal", "autoregressive sampling (FUDGE)")
         self._check_label(label)
+        self._follow(prefix)
         n, k = prefix.shape[0], candidates.shape[0]
         extended = torch.cat(
             [prefix.repeat_interleave(k, dim=0), candidates.repeat(n)[:, None]], dim=1
@@ -133,6 +135,13 @@ class ClassifierGuide:
         return scores.view(n, k)
 
     # ------------------------------------------------------------------ checks
+
+    def _follow(self, x: Tensor) -> None:
+        """Put the classifier on the device of the ids it is to read: the sampler's, which may
+        not be the one the guide was loaded on (``load_classifier``'s default CPU beside a
+        CUDA model, or a model moved to its worker's device by ``Model.generate_to_file``)."""
+        if self.device != x.device:
+            self.classifier.to(x.device)
 
     def _require(self, kind: str, use: str) -> None:
         if self.kind != kind:
