@@ -54,7 +54,8 @@ def load_classifier(
     generator_objective: str | None = None,
 ) -> ClassifierGuide:
     """The guidance classifier a ``genodiff classifier`` checkpoint holds, frozen, on
-    ``device``, with the tokenizer it stores. ``path`` is anything
+    ``device`` (the guide moves it to the device of the states a sampler gives it), with the
+    tokenizer it stores. ``path`` is anything
     ``genodiff.checkpoints.load.open_checkpoint`` takes: a .ckpt, a run's output folder or its
     checkpoints folder (``last.ckpt``), a Hub id. ``kind`` (noisy | causal), when given, is
     required of it. ``generator_objective``: the objective name of the generator it is to
