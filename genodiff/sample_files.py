@@ -313,9 +313,11 @@ def _open_text(path: Path, gzipped: bool) -> IO[str]:
 
 def read_samples(path: str | os.PathLike) -> list[str]:
     """The samples in ``path``, in any format of an installed domain (FASTA: every record's
-    sequence; ``.txt``: every non-blank line, stripped; ``.jsonl``: every line's ``"text"``),
-    gzipped or not. ValueError on an unknown format, an empty file or sample, or a malformed
-    line (named by its number)."""
+    sequence; ``.txt``: every line, stripped, a blank one an empty sample; ``.jsonl``: every
+    non-blank line's ``"text"``), gzipped or not: a file reads back as the samples written to
+    it, an empty one (a text model's that ended at once) included. ValueError on an unknown
+    format, a file of no or only empty samples, an empty FASTA record, or a malformed line
+    (named by its number)."""
     path = Path(path)
     fmt, _, gzipped = _format_of(path)
     require_regular_file(path, "sample file")
@@ -326,8 +328,9 @@ def read_samples(path: str | os.PathLike) -> list[str]:
         raise InputValueError(f"{path} is not UTF-8 text ({err.reason})") from None
     except (gzip.BadGzipFile, EOFError) as err:
         raise InputValueError(f"{path} is not a readable gzip file ({err})") from None
-    if not samples:
-        raise InputValueError(f"{path} holds no sample")
+    if not any(samples):
+        empty = f": its {len(samples)} samples are empty" if samples else ""
+        raise InputValueError(f"{path} holds no sample{empty}")
     return samples
 
 

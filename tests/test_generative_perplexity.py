@@ -219,8 +219,10 @@ def test_readers_round_trip_what_genodiff_sample_writes(tmp_path):
     with gzip.open(tmp_path / "s.fa.gz", "wt") as handle:
         handle.write((tmp_path / "s.fa").read_text())
     assert read_samples(tmp_path / "s.fa.gz") == texts
+    # In a .txt file every line is a sample, a blank one an empty sample (as a text model's
+    # sample that ends at once is written): none is dropped, so none after it moves up.
     (tmp_path / "blank.txt").write_text("\nACGT\n\n  \nGGCC  \n")
-    assert read_samples(tmp_path / "blank.txt") == ["ACGT", "GGCC"]
+    assert read_samples(tmp_path / "blank.txt") == ["", "ACGT", "", "", "GGCC"]
 
 
 @pytest.mark.parametrize(
@@ -228,13 +230,14 @@ def test_readers_round_trip_what_genodiff_sample_writes(tmp_path):
     [
         ("s.csv", "ACGT\n", "unknown sample file format '.csv'"),
         ("s", "ACGT\n", "unknown sample file format '\\(no suffix\\)'"),
-        ("s.txt", "\n \n", "holds no sample"),
+        ("s.txt", "", "holds no sample"),
+        ("s.txt", "\n \n", "holds no sample: its 2 samples are empty"),
         ("s.fa", "", "holds no sample"),
         ("s.fa", "ACGT\n", "is not FASTA"),
         ("s.fa", ">a\n>b\nACGT\n", "record 'a' has no sequence"),
         ("s.jsonl", '{"text": "ACGT"}\n{"text": "AC"\n', "line 2: invalid JSON"),
         ("s.jsonl", '{"id": "a"}\n', 'line 1: expected a JSON object with a string "text"'),
-        ("s.jsonl", '\n{"text": " "}\n', 'line 2: the "text" field is empty'),
+        ("s.jsonl", '\n{"text": ""}\n', "holds no sample: its 1 samples are empty"),
     ],
 )
 def test_reader_errors(tmp_path, name, content, message):
