@@ -25,6 +25,7 @@ from genodiff.errors import InputFileExistsError, InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from genodiff.randomness.noise import Noise, sequence_seed
+from genodiff.sample_files import read_samples
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
 from tests.test_classifiers import TOK, classifier
 from tests.test_cli import ROOT
@@ -407,3 +408,42 @@ def test_a_streamed_run_needs_the_memory_of_a_batch_not_of_every_sample():
     check_feasible(request, 16, net, held=False)
     with pytest.raises(InputValueError, match="write them to a file as they are drawn"):
         check_feasible(request, 16, net)
+
+
+def test_a_resume_with_another_prefix_or_template_of_the_same_size_is_refused(
+    tmp_path, monkeypatch
+):
+    """The provenance records a prefix's length and a template's name and generated count
+    only, so the job's record also holds what they fix: another prefix of as many bases, or
+    another template of the same name and shape, is another job (its samples would otherwise
+    be appended to the first one's)."""
+    from genodiff import sample_files
+
+    net = model()
+    options = {"steps": 2, "seed": 1, "batch_size": 2}
+
+    def kill_after_a_batch(self, start, ids):
+        real_write(self, start, ids)
+        raise KeyboardInterrupt
+
+    real_write = sample_files.SampleStream.write
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    (first / "t.fa").write_text(">t\n" + "ACGT" * 3 + "n" * (LENGTH - 12) + "\n")
+    (second / "t.fa").write_text(">t\n" + "TTGA" * 3 + "n" * (LENGTH - 12) + "\n")
+    changes = {
+        "prefix": ({"prefix": "ACGTAC"}, {"prefix": "TTTTTT"}),
+        "infill": ({"infill": str(first / "t.fa")}, {"infill": str(second / "t.fa")}),
+    }
+    for name, (before, after) in changes.items():
+        out = tmp_path / f"{name}.fa"
+        monkeypatch.setattr(sample_files.SampleStream, "write", kill_after_a_batch)
+        with pytest.raises(KeyboardInterrupt):
+            net.generate_to_file(out, 4, LENGTH, **options, **before)
+        monkeypatch.setattr(sample_files.SampleStream, "write", real_write)
+        with pytest.raises(InputValueError, match=r"another job \(prefix_or_infill_sha256: '"):
+            net.generate_to_file(out, 4, LENGTH, resume=True, **options, **after)
+        # the same constraint goes on, and every sample holds it
+        net.generate_to_file(out, 4, LENGTH, resume=True, **options, **before)
+        fixed = "ACGTAC" if name == "prefix" else "ACGT" * 3
+        assert [s[: len(fixed)] for s in read_samples(out)] == [fixed] * 4
