@@ -447,3 +447,21 @@ def test_a_resume_with_another_prefix_or_template_of_the_same_size_is_refused(
         net.generate_to_file(out, 4, LENGTH, resume=True, **options, **before)
         fixed = "ACGTAC" if name == "prefix" else "ACGT" * 3
         assert [s[: len(fixed)] for s in read_samples(out)] == [fixed] * 4
+
+
+def test_resume_with_overwrite_replaces_a_file_that_is_not_this_runs(tmp_path, drawn):
+    """--resume --overwrite (a job script run again and again): nothing staged and an existing
+    file that is not this run's finished one is replaced by the run's samples (it was refused,
+    the message asking for the overwrite already given); this run's finished file is kept."""
+    net = model()
+    options = {"steps": 2, "seed": 5, "batch_size": 2}
+    fresh = net.generate_to_file(tmp_path / "fresh.fa", 3, LENGTH, **options).path
+    out = tmp_path / "out.fa"
+    out.write_text("an older run's samples\n")
+    drawn.clear()
+    written = net.generate_to_file(out, 3, LENGTH, resume=True, overwrite=True, **options)
+    assert not written.finished_before and drawn == [0, 1, 2]
+    assert out.read_bytes() == fresh.read_bytes()
+    drawn.clear()
+    again = net.generate_to_file(out, 3, LENGTH, resume=True, overwrite=True, **options)
+    assert again.finished_before and drawn == [] and out.read_bytes() == fresh.read_bytes()
