@@ -17,6 +17,7 @@ from genodiff.generative_perplexity import (
     Diversity,
     default_ar_checkpoints,
     distinct_n,
+    encode_samples,
     generative_perplexity,
     unigram_entropy,
 )
@@ -404,3 +405,15 @@ def test_a_scorer_without_a_plugin_that_provides_it_says_what_to_install(
     err = capsys.readouterr().err.strip()
     assert "(registered: none)" in err and len(err.splitlines()) == 1
     assert "pip install 'genodiff-text[hub]'" in err
+
+
+def test_an_empty_dna_sample_is_named_as_such(tmp_path):
+    # A blank line of a .txt file is an empty sample; a DNA sample has no [BOS], so it holds
+    # no token at all: the error says why, rather than leaving the user to guess.
+    (tmp_path / "s.txt").write_text("ACGT\n\nGGCC\n")
+
+    class DNAEncoding:
+        encode = staticmethod(TOK.encode_sample)
+
+    with pytest.raises(InputValueError, match=r"^sample 1 encodes to no token \(it is empty"):
+        encode_samples(read_samples(tmp_path / "s.txt"), DNAEncoding())
