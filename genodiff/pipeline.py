@@ -301,6 +301,11 @@ class Model:
         spread = devices is not None or num_nodes is not None
         workers = launch_workers(settings) if spread else Workers()
         share = workers.block(num_samples)
+        # The main process's verdict, in every process: --resume found the file finished.
+        finished = workers.gather(stream.complete if workers.main else None)[0]
+        if finished and not workers.main:  # nothing to draw here either
+            workers.wait_for_all()
+            return SampleFile(Path(path), num_samples, job.request.length, job.run, False, True)
         if not workers.main:  # another process: its block into a part file of its own
             part = _part_file(Path(path), workers)
             stream = stream_to(part, True, share)

@@ -465,3 +465,40 @@ def test_resume_with_overwrite_replaces_a_file_that_is_not_this_runs(tmp_path, d
     drawn.clear()
     again = net.generate_to_file(out, 3, LENGTH, resume=True, overwrite=True, **options)
     assert again.finished_before and drawn == [] and out.read_bytes() == fresh.read_bytes()
+
+
+@pytest.mark.process_level
+def test_resume_of_a_finished_two_process_run_draws_nothing_in_any_process(tmp_path):
+    """--resume of a finished run finds its file finished in the main process; the other
+    processes drew their whole share again (and threw it away) before this."""
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    out = tmp_path / "s.fa"
+    drawn = tmp_path / "drawn"
+    drawn.mkdir()
+    driver = tmp_path / "driver.py"  # each process notes what it draws, then runs the CLI
+    driver.write_text(
+        "import os, sys\n"
+        "from genodiff import cli, pipeline\n"
+        "real = pipeline.Model._draw\n"
+        "def noting(self, job, todo, progress):\n"
+        f"    note = os.path.join({str(drawn)!r}, str(os.getpid()))\n"
+        "    with open(note, 'a') as handle:\n"
+        "        handle.write(''.join(f'{i}\\n' for i in todo))\n"
+        "    return real(self, job, todo, progress)\n"
+        "pipeline.Model._draw = noting\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    command = [sys.executable, str(driver), *sample_command(checkpoint, out)[3:]]
+    command += ["--num-samples", "6", "--accelerator", "cpu", "--devices", "2"]
+    first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    notes = [p.read_text().split() for p in drawn.iterdir()]
+    assert sorted(i for note in notes for i in note) == [str(i) for i in range(6)]
+    for note in drawn.iterdir():
+        note.unlink()
+    finished = out.read_bytes()
+    again = subprocess.run([*command, "--resume"], cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "holds this command's 6 samples already" in again.stdout
+    assert [p.read_text() for p in drawn.iterdir() if p.read_text()] == []  # nothing drawn
+    assert out.read_bytes() == finished
