@@ -145,6 +145,12 @@ def check_output(
                 f"samples; use {usable}",
                 parameter="out",
             )
+        if suffix == ".gz":  # read everywhere, never written: say so
+            raise InputValueError(
+                f"{path}: samples are written uncompressed (gzip the file afterwards: every "
+                f"reader takes it); use {usable}",
+                parameter="out",
+            )
         raise InputValueError(
             f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {usable}",
             parameter="out",

@@ -417,3 +417,11 @@ def test_an_empty_dna_sample_is_named_as_such(tmp_path):
 
     with pytest.raises(InputValueError, match=r"^sample 1 encodes to no token \(it is empty"):
         encode_samples(read_samples(tmp_path / "s.txt"), DNAEncoding())
+
+
+def test_a_gzipped_output_is_refused_saying_samples_are_written_uncompressed(tmp_path):
+    ids = torch.tensor([TOK.encode("ACGT")])
+    run = SamplingRun(checkpoint="x.ckpt", sampler="ancestral", steps=8, seed=0)
+    with pytest.raises(InputValueError, match="samples are written uncompressed") as caught:
+        write_samples(ids, tmp_path / "s.fa.gz", run, TOK)  # was "unknown output format '.gz'"
+    assert caught.value.parameter == "out" and not (tmp_path / "s.fa.gz").exists()
