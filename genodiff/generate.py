@@ -6,6 +6,8 @@ the front ends."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
@@ -95,6 +97,17 @@ class SamplingPlan:
     run: SamplingRun
     batch_size: int
     seed: int
+
+
+def fixed_positions_stamp(request: SampleRequest) -> dict[str, str]:
+    """What a job's record (``SampleStream``'s stamp) holds of the positions ``request`` fixes
+    (a prefix, an infill template): a SHA-256 of their places and ids, since the provenance
+    tells two prefixes of one length, or two templates of one name and shape, not apart;
+    empty for a request that fixes none."""
+    if request.given is None:
+        return {}
+    fixed = json.dumps([request.template.tolist(), request.given.tolist()])
+    return {"prefix_or_infill_sha256": hashlib.sha256(fixed.encode()).hexdigest()[:16]}
 
 
 def check_classifier_noise(classifier: NoisyClassifierGuide, objective: str) -> None:

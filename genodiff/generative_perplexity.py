@@ -193,7 +193,8 @@ def encode_samples(samples: Sequence[str], scorer: SampleScorer) -> list[np.ndar
         except InputValueError as err:
             raise InputValueError(f"sample {i}: {err}") from None
         if ids.size == 0:
-            raise InputValueError(f"sample {i} encodes to no token")
+            blank = " (it is empty: a blank line of a .txt file is an empty sample)"
+            raise InputValueError(f"sample {i} encodes to no token{'' if text else blank}")
         out.append(ids)
     return out
 

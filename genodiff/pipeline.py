@@ -40,7 +40,13 @@ from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
 from genodiff.evaluate import score_sequences
-from genodiff.generate import SamplingPlan, check_feasible, draw_batches, plan
+from genodiff.generate import (
+    SamplingPlan,
+    check_feasible,
+    draw_batches,
+    fixed_positions_stamp,
+    plan,
+)
 from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_option
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.model import GenerativeModel
@@ -284,7 +290,7 @@ class Model:
 
         def stream_to(target: Path, replace: bool, block: range | None = None) -> SampleStream:
             reads = inputs if target == Path(path) else ()
-            stamp = {"settings": settings}
+            stamp = {"settings": settings, **fixed_positions_stamp(job.request)}
             return SampleStream(
                 target, job.run, self.tokenizer, num_samples, job.request.length, reads, resume,
                 replace, stamp, block,
@@ -295,6 +301,11 @@ class Model:
         spread = devices is not None or num_nodes is not None
         workers = launch_workers(settings) if spread else Workers()
         share = workers.block(num_samples)
+        # The main process's verdict, in every process: --resume found the file finished.
+        finished = workers.gather(stream.complete if workers.main else None)[0]
+        if finished and not workers.main:  # nothing to draw here either
+            workers.wait_for_all()
+            return SampleFile(Path(path), num_samples, job.request.length, job.run, False, True)
         if not workers.main:  # another process: its block into a part file of its own
             part = _part_file(Path(path), workers)
             stream = stream_to(part, True, share)

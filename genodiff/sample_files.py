@@ -145,6 +145,12 @@ def check_output(
                 f"samples; use {usable}",
                 parameter="out",
             )
+        if suffix == ".gz":  # read everywhere, never written: say so
+            raise InputValueError(
+                f"{path}: samples are written uncompressed (gzip the file afterwards: every "
+                f"reader takes it); use {usable}",
+                parameter="out",
+            )
         raise InputValueError(
             f"{path}: unknown output format {suffix or '(no suffix)'!r}; use {usable}",
             parameter="out",
@@ -192,9 +198,9 @@ class SampleStream:
     samples and ``stamp`` (what else must not change between a run and its resumption, e.g.
     the number of processes) are the same. ``block``: the file holds these samples of the run
     only (a process's share; default: all ``num_samples``). ``path`` is checked first
-    (``check_output``); an existing ``path`` is refused unless ``overwrite`` (or ``resume``
-    with nothing staged: it must then be this run's finished file, ``complete``, and is left
-    as it is)."""
+    (``check_output``); an existing ``path`` is refused unless ``overwrite``, or ``resume``
+    with nothing staged finds it this run's finished file (``complete``: it is left as it is;
+    any other file is then refused unless ``overwrite``, and replaced)."""
 
     def __init__(
         self,
@@ -222,20 +228,27 @@ class SampleStream:
             resume,
             overwrite,
         )
-        self.complete = resume and not self.stage.staged.exists() and self.path.exists()
-        if self.complete:
-            try:
-                self._check_finished(length)
-            except BaseException:
-                self.release()
-                raise
+        finished = resume and not self.stage.staged.exists() and self.path.exists()
+        try:
+            self.complete = finished and self._holds_this_run(length)
+        except BaseException:
+            self.release()
+            raise
+        if finished and not self.complete and not overwrite:  # else: replaced when written
+            self.release()
+            raise InputFileExistsError(
+                f"{self.path} exists and is not this command's finished file "
+                f"({len(self.block)} samples, named and described as this run names them), and "
+                "nothing is staged to resume: choose another output file, or overwrite it",
+                parameter=("out", "overwrite"),
+            )
 
-    def _check_finished(self, length: int) -> None:
-        """That ``path`` is what this run writes, its sequences aside: the samples of ``block``,
-        named and described as this run names and describes them (the samples read back and
-        written again give its bytes; their length is not recorded in the file). A larger file
-        than such samples of ``length`` tokens can take (``MAX_BYTES_PER_TOKEN`` each,
-        ``MAX_BYTES_PER_SAMPLE`` more) is not read."""
+    def _holds_this_run(self, length: int) -> bool:
+        """Whether ``path`` is what this run writes, its sequences aside: the samples of
+        ``block``, named and described as this run names and describes them (the samples read
+        back and written again give its bytes; their length is not recorded in the file). A
+        larger file than such samples of ``length`` tokens can take (``MAX_BYTES_PER_TOKEN``
+        each, ``MAX_BYTES_PER_SAMPLE`` more) is not read."""
         count = len(self.block)
         limit = count * (MAX_BYTES_PER_SAMPLE + MAX_BYTES_PER_TOKEN * length)
         text, texts = "", []
@@ -246,13 +259,7 @@ class SampleStream:
             except (UnicodeDecodeError, InputValueError):
                 text, texts = "", []
         written = _formatted_texts(self.format, self.block.start, texts, self.run)
-        if len(texts) != count or written != text:
-            raise InputFileExistsError(
-                f"{self.path} exists and is not this command's finished file ({count} "
-                "samples, named and described as this run names them), and nothing is staged "
-                "to resume: choose another output file, or overwrite it",
-                parameter=("out", "overwrite"),
-            )
+        return len(texts) == count and written == text
 
     @property
     def done(self) -> int:
@@ -313,9 +320,11 @@ def _open_text(path: Path, gzipped: bool) -> IO[str]:
 
 def read_samples(path: str | os.PathLike) -> list[str]:
     """The samples in ``path``, in any format of an installed domain (FASTA: every record's
-    sequence; ``.txt``: every non-blank line, stripped; ``.jsonl``: every line's ``"text"``),
-    gzipped or not. ValueError on an unknown format, an empty file or sample, or a malformed
-    line (named by its number)."""
+    sequence; ``.txt``: every line, stripped, a blank one an empty sample; ``.jsonl``: every
+    non-blank line's ``"text"``), gzipped or not: a file reads back as the samples written to
+    it, an empty one (a text model's that ended at once) included. ValueError on an unknown
+    format, a file of no or only empty samples, an empty FASTA record, or a malformed line
+    (named by its number)."""
     path = Path(path)
     fmt, _, gzipped = _format_of(path)
     require_regular_file(path, "sample file")
@@ -326,8 +335,9 @@ def read_samples(path: str | os.PathLike) -> list[str]:
         raise InputValueError(f"{path} is not UTF-8 text ({err.reason})") from None
     except (gzip.BadGzipFile, EOFError) as err:
         raise InputValueError(f"{path} is not a readable gzip file ({err})") from None
-    if not samples:
-        raise InputValueError(f"{path} holds no sample")
+    if not any(samples):
+        empty = f": its {len(samples)} samples are empty" if samples else ""
+        raise InputValueError(f"{path} holds no sample{empty}")
     return samples
 
 

@@ -116,7 +116,9 @@ def _write_lines(handle: IO[str], names: Sequence[str], texts: Sequence[str], ru
 
 
 def _read_lines(handle: IO[str], path: Path) -> list[str]:
-    return [line.strip() for line in handle if line.strip()]
+    # Every line is a sample: a blank one is an empty sample (``_write_lines`` writes a sample
+    # with no text so), never skipped, or the samples after it would lose their place.
+    return [line.strip() for line in handle]
 
 
 def _write_jsonl(handle: IO[str], names: Sequence[str], texts: Sequence[str], run) -> None:
@@ -140,8 +142,6 @@ def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
             raise InputValueError(
                 f'{path}, line {number}: expected a JSON object with a string "text" field'
             )
-        if not item["text"].strip():
-            raise InputValueError(f'{path}, line {number}: the "text" field is empty')
         samples.append(item["text"])
     return samples
 

@@ -110,8 +110,11 @@ def evaluate_samples(
 
 
 def report_folder(samples: Path) -> Path:
-    """``<name>_quality/`` beside the samples file ``<name>.fa``."""
-    return samples.with_name(samples.name.split(".")[0] + "_quality")
+    """``<name>_quality/`` beside the samples file ``<name>.fa`` (or ``<name>.fa.gz``): only
+    the format's suffix and ``.gz`` are dropped, so ``samples_t0.9.fa`` and ``samples_t1.1.fa``
+    get folders of their own."""
+    name = samples.name[:-3] if samples.name.lower().endswith(".gz") else samples.name
+    return samples.with_name(Path(name).stem + "_quality")
 
 
 def _domain_alphabet(samples: Samples) -> str:

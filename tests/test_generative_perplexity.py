@@ -17,6 +17,7 @@ from genodiff.generative_perplexity import (
     Diversity,
     default_ar_checkpoints,
     distinct_n,
+    encode_samples,
     generative_perplexity,
     unigram_entropy,
 )
@@ -219,8 +220,10 @@ def test_readers_round_trip_what_genodiff_sample_writes(tmp_path):
     with gzip.open(tmp_path / "s.fa.gz", "wt") as handle:
         handle.write((tmp_path / "s.fa").read_text())
     assert read_samples(tmp_path / "s.fa.gz") == texts
+    # In a .txt file every line is a sample, a blank one an empty sample (as a text model's
+    # sample that ends at once is written): none is dropped, so none after it moves up.
     (tmp_path / "blank.txt").write_text("\nACGT\n\n  \nGGCC  \n")
-    assert read_samples(tmp_path / "blank.txt") == ["ACGT", "GGCC"]
+    assert read_samples(tmp_path / "blank.txt") == ["", "ACGT", "", "", "GGCC"]
 
 
 @pytest.mark.parametrize(
@@ -228,13 +231,14 @@ def test_readers_round_trip_what_genodiff_sample_writes(tmp_path):
     [
         ("s.csv", "ACGT\n", "unknown sample file format '.csv'"),
         ("s", "ACGT\n", "unknown sample file format '\\(no suffix\\)'"),
-        ("s.txt", "\n \n", "holds no sample"),
+        ("s.txt", "", "holds no sample"),
+        ("s.txt", "\n \n", "holds no sample: its 2 samples are empty"),
         ("s.fa", "", "holds no sample"),
         ("s.fa", "ACGT\n", "is not FASTA"),
         ("s.fa", ">a\n>b\nACGT\n", "record 'a' has no sequence"),
         ("s.jsonl", '{"text": "ACGT"}\n{"text": "AC"\n', "line 2: invalid JSON"),
         ("s.jsonl", '{"id": "a"}\n', 'line 1: expected a JSON object with a string "text"'),
-        ("s.jsonl", '\n{"text": " "}\n', 'line 2: the "text" field is empty'),
+        ("s.jsonl", '\n{"text": ""}\n', "holds no sample: its 1 samples are empty"),
     ],
 )
 def test_reader_errors(tmp_path, name, content, message):
@@ -401,3 +405,23 @@ def test_a_scorer_without_a_plugin_that_provides_it_says_what_to_install(
     err = capsys.readouterr().err.strip()
     assert "(registered: none)" in err and len(err.splitlines()) == 1
     assert "pip install 'genodiff-text[hub]'" in err
+
+
+def test_an_empty_dna_sample_is_named_as_such(tmp_path):
+    # A blank line of a .txt file is an empty sample; a DNA sample has no [BOS], so it holds
+    # no token at all: the error says why, rather than leaving the user to guess.
+    (tmp_path / "s.txt").write_text("ACGT\n\nGGCC\n")
+
+    class DNAEncoding:
+        encode = staticmethod(TOK.encode_sample)
+
+    with pytest.raises(InputValueError, match=r"^sample 1 encodes to no token \(it is empty"):
+        encode_samples(read_samples(tmp_path / "s.txt"), DNAEncoding())
+
+
+def test_a_gzipped_output_is_refused_saying_samples_are_written_uncompressed(tmp_path):
+    ids = torch.tensor([TOK.encode("ACGT")])
+    run = SamplingRun(checkpoint="x.ckpt", sampler="ancestral", steps=8, seed=0)
+    with pytest.raises(InputValueError, match="samples are written uncompressed") as caught:
+        write_samples(ids, tmp_path / "s.fa.gz", run, TOK)  # was "unknown output format '.gz'"
+    assert caught.value.parameter == "out" and not (tmp_path / "s.fa.gz").exists()

@@ -172,3 +172,22 @@ def test_a_classifier_for_other_classes_or_tokens_is_refused(
     assert sample(conditional, tmp_path / "s.fa", *options) == 2
     assert message in one_line_error(capsys, "sample")
     assert not any(Path(tmp_path).iterdir())
+
+
+def test_class_names_that_would_share_a_samples_file_get_one_each():
+    # the training run's per-class files: "a b" and "a_b" were both samples_a_b.fa (the second
+    # class's samples overwrote the first's), as Human / human on a case-blind file system
+    from genodiff.training.run import class_sample_files
+
+    file = Path("run/samples.fa")
+    assert class_sample_files(file, ["human", "phage"]) == [
+        Path("run/samples_human.fa"),
+        Path("run/samples_phage.fa"),
+    ]
+    assert class_sample_files(file, ["a b", "a_b", "c"]) == [
+        Path("run/samples_0_a_b.fa"),
+        Path("run/samples_1_a_b.fa"),
+        Path("run/samples_2_c.fa"),
+    ]
+    named = class_sample_files(file, ["Human", "human"])
+    assert len({str(path).lower() for path in named}) == 2

@@ -13,6 +13,7 @@ from genodiff.checkpoints import load_model
 from genodiff.generative_perplexity import generative_perplexity
 from genodiff.metrics import REPORT_FILES
 from genodiff.model import GenerativeModel
+from genodiff.sample_quality import report_folder
 from tests.test_generative_perplexity import save
 from tests.test_metrics import COMPLEMENT, random_dna
 
@@ -146,3 +147,15 @@ def test_errors_are_one_line(inputs, tmp_path, capsys):
     assert f"english.txt: only {share:.0%} of its characters are A/C/G/T letters" in err
     assert cli.main([*base, "--ar-checkpoint", str(tmp_path / "no.ckpt")]) == 2
     assert "no.ckpt" in capsys.readouterr().err
+
+
+def test_the_default_folder_drops_only_the_format_suffix(tmp_path):
+    # A temperature sweep's files, whose names hold dots: each its own report folder (both
+    # used to be "samples_t0_quality", and the second run was refused or replaced the first's).
+    sweep = [tmp_path / "samples_t0.9.fa", tmp_path / "samples_t1.1.fa"]
+    assert [report_folder(path) for path in sweep] == [
+        tmp_path / "samples_t0.9_quality",
+        tmp_path / "samples_t1.1_quality",
+    ]
+    assert report_folder(tmp_path / "mdlm.fa.gz") == tmp_path / "mdlm_quality"
+    assert report_folder(tmp_path / "mdlm.jsonl") == tmp_path / "mdlm_quality"

@@ -25,6 +25,7 @@ from genodiff.errors import InputFileExistsError, InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from genodiff.randomness.noise import Noise, sequence_seed
+from genodiff.sample_files import read_samples
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
 from tests.test_classifiers import TOK, classifier
 from tests.test_cli import ROOT
@@ -407,3 +408,97 @@ def test_a_streamed_run_needs_the_memory_of_a_batch_not_of_every_sample():
     check_feasible(request, 16, net, held=False)
     with pytest.raises(InputValueError, match="write them to a file as they are drawn"):
         check_feasible(request, 16, net)
+
+
+def test_a_resume_with_another_prefix_or_template_of_the_same_size_is_refused(
+    tmp_path, monkeypatch
+):
+    """The provenance records a prefix's length and a template's name and generated count
+    only, so the job's record also holds what they fix: another prefix of as many bases, or
+    another template of the same name and shape, is another job (its samples would otherwise
+    be appended to the first one's)."""
+    from genodiff import sample_files
+
+    net = model()
+    options = {"steps": 2, "seed": 1, "batch_size": 2}
+
+    def kill_after_a_batch(self, start, ids):
+        real_write(self, start, ids)
+        raise KeyboardInterrupt
+
+    real_write = sample_files.SampleStream.write
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    (first / "t.fa").write_text(">t\n" + "ACGT" * 3 + "n" * (LENGTH - 12) + "\n")
+    (second / "t.fa").write_text(">t\n" + "TTGA" * 3 + "n" * (LENGTH - 12) + "\n")
+    changes = {
+        "prefix": ({"prefix": "ACGTAC"}, {"prefix": "TTTTTT"}),
+        "infill": ({"infill": str(first / "t.fa")}, {"infill": str(second / "t.fa")}),
+    }
+    for name, (before, after) in changes.items():
+        out = tmp_path / f"{name}.fa"
+        monkeypatch.setattr(sample_files.SampleStream, "write", kill_after_a_batch)
+        with pytest.raises(KeyboardInterrupt):
+            net.generate_to_file(out, 4, LENGTH, **options, **before)
+        monkeypatch.setattr(sample_files.SampleStream, "write", real_write)
+        with pytest.raises(InputValueError, match=r"another job \(prefix_or_infill_sha256: '"):
+            net.generate_to_file(out, 4, LENGTH, resume=True, **options, **after)
+        # the same constraint goes on, and every sample holds it
+        net.generate_to_file(out, 4, LENGTH, resume=True, **options, **before)
+        fixed = "ACGTAC" if name == "prefix" else "ACGT" * 3
+        assert [s[: len(fixed)] for s in read_samples(out)] == [fixed] * 4
+
+
+def test_resume_with_overwrite_replaces_a_file_that_is_not_this_runs(tmp_path, drawn):
+    """--resume --overwrite (a job script run again and again): nothing staged and an existing
+    file that is not this run's finished one is replaced by the run's samples (it was refused,
+    the message asking for the overwrite already given); this run's finished file is kept."""
+    net = model()
+    options = {"steps": 2, "seed": 5, "batch_size": 2}
+    fresh = net.generate_to_file(tmp_path / "fresh.fa", 3, LENGTH, **options).path
+    out = tmp_path / "out.fa"
+    out.write_text("an older run's samples\n")
+    drawn.clear()
+    written = net.generate_to_file(out, 3, LENGTH, resume=True, overwrite=True, **options)
+    assert not written.finished_before and drawn == [0, 1, 2]
+    assert out.read_bytes() == fresh.read_bytes()
+    drawn.clear()
+    again = net.generate_to_file(out, 3, LENGTH, resume=True, overwrite=True, **options)
+    assert again.finished_before and drawn == [] and out.read_bytes() == fresh.read_bytes()
+
+
+@pytest.mark.process_level
+def test_resume_of_a_finished_two_process_run_draws_nothing_in_any_process(tmp_path):
+    """--resume of a finished run finds its file finished in the main process; the other
+    processes drew their whole share again (and threw it away) before this."""
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    out = tmp_path / "s.fa"
+    drawn = tmp_path / "drawn"
+    drawn.mkdir()
+    driver = tmp_path / "driver.py"  # each process notes what it draws, then runs the CLI
+    driver.write_text(
+        "import os, sys\n"
+        "from genodiff import cli, pipeline\n"
+        "real = pipeline.Model._draw\n"
+        "def noting(self, job, todo, progress):\n"
+        f"    note = os.path.join({str(drawn)!r}, str(os.getpid()))\n"
+        "    with open(note, 'a') as handle:\n"
+        "        handle.write(''.join(f'{i}\\n' for i in todo))\n"
+        "    return real(self, job, todo, progress)\n"
+        "pipeline.Model._draw = noting\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    command = [sys.executable, str(driver), *sample_command(checkpoint, out)[3:]]
+    command += ["--num-samples", "6", "--accelerator", "cpu", "--devices", "2"]
+    first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    notes = [p.read_text().split() for p in drawn.iterdir()]
+    assert sorted(i for note in notes for i in note) == [str(i) for i in range(6)]
+    for note in drawn.iterdir():
+        note.unlink()
+    finished = out.read_bytes()
+    again = subprocess.run([*command, "--resume"], cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "holds this command's 6 samples already" in again.stdout
+    assert [p.read_text() for p in drawn.iterdir() if p.read_text()] == []  # nothing drawn
+    assert out.read_bytes() == finished

@@ -193,17 +193,11 @@ def finish(
     jobs = [(request, unlabelled, file)]  # (request, provenance, file name)
     if model.class_names is not None and model.eval_objective.samplers[sampler].guided:
         jobs = []
+        names = class_sample_files(file, model.class_names)
         for index, name in enumerate(model.class_names):  # p(x | class), one file each
             labelled = replace(request, guidance=Guidance(index, label_name=name))
             labelled = model.eval_objective.resolve_guidance(labelled)
-            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-            jobs.append(
-                (
-                    labelled,
-                    replace(unlabelled, guidance=labelled.guidance),
-                    file.with_stem(f"{file.stem}_{safe}"),
-                )
-            )
+            jobs.append((labelled, replace(unlabelled, guidance=labelled.guidance), names[index]))
     for job_request, run, name in jobs:
         samples = draw_samples(
             model.eval_objective, model.eval_backbone, job_request, s.seed, s.batch_size, progress
@@ -212,3 +206,15 @@ def finish(
         ends = datamodule.end_samples(samples, job_request.given)
         path = write_samples(ends, out / name, run, tokenizer, overwrite=True)
         print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")
+
+
+def class_sample_files(file: Path, class_names: Sequence[str]) -> list[Path]:
+    """The file of each class's samples beside ``file`` (``samples_NAME.fa``): NAME is the
+    class name with any character but letters, digits, ``_``, ``.`` and ``-`` as ``_``; where
+    two names would then give one file (``a b`` and ``a_b``; ``Human`` and ``human`` on a file
+    system that ignores case) every NAME is led by its class's index (``samples_0_a_b.fa``), so
+    no class's samples overwrite another's."""
+    safe = [re.sub(r"[^A-Za-z0-9_.-]", "_", name) for name in class_names]
+    if len({name.lower() for name in safe}) < len(safe):
+        safe = [f"{index}_{name}" for index, name in enumerate(safe)]
+    return [file.with_stem(f"{file.stem}_{name}") for name in safe]

@@ -245,3 +245,18 @@ def test_a_folder_without_a_model_is_a_one_line_error(tmp_path, capsys, monkeypa
     err = capsys.readouterr().err.strip()
     assert f"scorer model {empty}: cannot load" in err and len(err.splitlines()) == 1
     assert err.endswith("(--scorer-model)")
+
+
+def test_an_empty_sample_is_counted_and_scores_no_token(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    # A text model's sample that ended at once is a blank line of samples.txt: it is one of
+    # the samples (it used to be dropped), with no token to score.
+    monkeypatch.setitem(registry._REGISTRIES["scorer"], "hf", HFCausalLMScorer)
+    samples = tmp_path / "samples.txt"
+    samples.write_text(f"{SAMPLES[0]}\n\n{SAMPLES[1]}\n")
+    args = ["gen-ppl", str(samples), "--scorer", "hf", "--scorer-model", tiny_gpt2]
+    assert cli.main([*args, "--device", "cpu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    texts_only = score_samples(SAMPLES[:2], HFCausalLMScorer(tiny_gpt2, CPU), batch_size=16)
+    assert report["samples"] == 3
+    assert report["tokens"] == texts_only.tokens
+    assert report["gen_ppl"] == pytest.approx(texts_only.gen_ppl, rel=1e-6)
