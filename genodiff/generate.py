@@ -26,6 +26,7 @@ from genodiff.guidance import (
     Guidance,
     NoisyClassifierGuide,
     check_classifier,
+    check_noisy_states,
     label_id,
 )
 from genodiff.memory import memory_available, size_text
@@ -115,8 +116,6 @@ def check_classifier_noise(classifier: NoisyClassifierGuide, objective: str) -> 
     the other kind of noisy states (masked, uniform) than the ``objective`` generator makes;
     read from the generator objective its checkpoint records, so a classifier loaded in
     Python is checked as one named by its path is."""
-    from genodiff.classifiers.checkpoint import check_noisy_states
-
     trained_for = getattr(classifier, "generator_objective", None)
     if getattr(classifier, "kind", None) == "noisy" and trained_for:
         source = getattr(classifier, "source", "the classifier")

@@ -69,6 +69,7 @@ Autoregressive models use the same combine on next-token distributions (CFG; FUD
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -76,6 +77,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
+from genodiff import registry
 from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.conditioning import null_label
@@ -405,5 +407,22 @@ def check_classifier(
             f"the classifier {source} was trained for the classes "
             f"{', '.join(classifier.class_names)}; the generator's are {', '.join(class_names)} "
             "(same names, same order)",
+            parameter="classifier",
+        )
+
+
+def check_noisy_states(
+    trained_for: str, generator_objective: str, source: str | os.PathLike
+) -> None:
+    """InputValueError when a noisy classifier trained for a ``trained_for`` generator reads
+    other noisy states than a ``generator_objective`` generator makes (masked vs uniform). A
+    generator without noisy states (AR) is left to the guide, which names the kind it needs."""
+    trained_states = registry.get("objective", trained_for).noisy_states
+    states = registry.get("objective", generator_objective).noisy_states
+    if states is not None and states != trained_states:
+        raise InputValueError(
+            f"{source} learnt p(y | z_t) on the {trained_states} states of a {trained_for} "
+            f"generator, and this {generator_objective} generator's are {states}; train one "
+            "for it (genodiff classifier CONFIG generator=CKPT)",
             parameter="classifier",
         )

@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from genodiff import registry
 from genodiff.checkpoints.load import CLASSIFIER, open_checkpoint
 from genodiff.checkpoints.weights import load_weights
 from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.classifiers.model import KINDS, build_classifier
 from genodiff.errors import InputValueError
+from genodiff.guidance import check_noisy_states
 
 #: The state-dict prefix of the classifier's weights (the training module's attribute).
 WEIGHTS_PREFIX = "classifier."
@@ -88,18 +88,3 @@ def load_classifier(
         record["generator_objective"],
         source=str(source),
     )
-
-
-def check_noisy_states(trained_for: str, generator_objective: str, source: str | Path) -> None:
-    """InputValueError when a noisy classifier trained for a ``trained_for`` generator reads
-    other noisy states than a ``generator_objective`` generator makes (masked vs uniform). A
-    generator without noisy states (AR) is left to the guide, which names the kind it needs."""
-    trained_states = registry.get("objective", trained_for).noisy_states
-    states = registry.get("objective", generator_objective).noisy_states
-    if states is not None and states != trained_states:
-        raise InputValueError(
-            f"{source} learnt p(y | z_t) on the {trained_states} states of a {trained_for} "
-            f"generator, and this {generator_objective} generator's are {states}; train one "
-            "for it (genodiff classifier CONFIG generator=CKPT)",
-            parameter="classifier",
-        )
