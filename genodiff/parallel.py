@@ -61,8 +61,9 @@ class Workers:
         )
 
     def gather(self, value: Any) -> list[Any]:
-        """Every process's ``value`` (any picklable object), in rank order, in every process."""
-        if self.fabric is None:
+        """Every process's ``value`` (any picklable object), in rank order, in every process
+        (one process, with or without a Fabric, has no process group to gather over)."""
+        if self.fabric is None or self.world_size == 1:
             return [value]
         gathered: list[Any] = [None] * self.world_size
         torch.distributed.all_gather_object(gathered, value)
