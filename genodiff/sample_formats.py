@@ -12,10 +12,12 @@ domain writes them: ``.txt`` (one sample per line) and ``.jsonl`` (one JSON obje
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
+from urllib.parse import unquote
 
 from genodiff.errors import InputValueError
 from genodiff.guidance import Guidance
@@ -65,23 +67,38 @@ class SamplingRun:
         return fields
 
     def describe(self) -> str:
-        parts = [f"checkpoint={self.checkpoint}"]
-        parts += [f"{key}={value}" for key, value in self._weights().items()]
-        parts.append(f"sampler={self.sampler}")
+        """The run as a FASTA header's description: ``key=value`` words (``header_word``)."""
+        fields: list[tuple[str, object]] = [("checkpoint", self.checkpoint)]
+        fields += list(self._weights().items())
+        fields.append(("sampler", self.sampler))
         if self.steps is not None:
-            parts.append(f"steps={self.steps}")
-        parts += [f"seed={self.seed}", f"draws={self.draws}"]
-        parts += [f"temperature={self.temperature:g}", f"top_p={self.top_p:g}"]
+            fields.append(("steps", self.steps))
+        fields += [("seed", self.seed), ("draws", self.draws)]
+        fields += [("temperature", f"{self.temperature:g}"), ("top_p", f"{self.top_p:g}")]
         if self.block is not None:
-            parts += [f"block={self.block}", f"stride={self.stride}"]
+            fields += [("block", self.block), ("stride", self.stride)]
+        words = [header_word(key, value) for key, value in fields]
         if self.constraint:
-            parts.append(self.constraint)
+            words.append(self.constraint)
         if self.guidance is not None:
-            parts += [
-                f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+            words += [
+                header_word(key, f"{value:g}" if isinstance(value, float) else value)
                 for key, value in self.guidance.provenance().items()
             ]
-        return " ".join(parts)
+        return " ".join(words)
+
+
+def header_word(key: str, value: object) -> str:
+    """``key=value`` as one word of a header: a ``%`` or whitespace in the value
+    percent-encoded (class ``human enhancer``: ``label=human%20enhancer``), which
+    ``header_value`` reverses, so that every word reads back whole."""
+    text = re.sub(r"[%\s]", lambda match: f"%{ord(match[0]):02X}", str(value))
+    return f"{key}={text}"
+
+
+def header_value(text: str) -> str:
+    """The value ``header_word`` wrote as ``text``."""
+    return unquote(text)
 
 
 # (handle, sample names, sample texts, provenance) -> writes the file's content

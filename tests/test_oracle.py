@@ -25,6 +25,7 @@ from genodiff.data.build import build_datamodule
 from genodiff.domains import DNADomain
 from genodiff.errors import InputValueError
 from genodiff.finetuning.trained import RECORD_KEY, load_finetuned_classifier
+from genodiff.guidance import Guidance
 from genodiff.metrics.oracle import (
     evaluate_with_oracle,
     oracle_scores,
@@ -33,7 +34,8 @@ from genodiff.metrics.oracle import (
 )
 from genodiff.metrics.report import oracle_markdown
 from genodiff.metrics.suite import QualitySettings
-from genodiff.sample_files import read_sample_labels
+from genodiff.sample_files import read_sample_labels, write_samples
+from genodiff.sample_formats import SamplingRun
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 
 AT_RICH, GC_RICH = (4, 1, 1, 4), (1, 4, 4, 1)  # weights of A, C, G, T
@@ -331,6 +333,21 @@ def test_header_labels_route_samples_and_label_fills_the_rest(tmp_path):
     with pytest.raises(InputValueError, match="^label names class 'xx'") as caught:
         sample_classes([None], "xx", ["at", "gc"], "s.fa")
     assert caught.value.parameter == "label"
+
+
+def test_a_class_name_with_spaces_reads_back_whole_from_a_fasta_header(tmp_path):
+    # A header is split into words at whitespace: "label=human enhancer" read back as the
+    # class "human". The name is percent-encoded in the header (its "%" too) and decoded.
+    name = "human enhancer, 50% GC"
+    guidance = Guidance(0, gamma=2.0, label_name=name)
+    run = SamplingRun("my run/last.ckpt", "cached", 8, 5, guidance=guidance)
+    tokenizer = DNATokenizer()
+    ids = torch.tensor([tokenizer.encode("ACGT"), tokenizer.encode("GGCC")])  # (2, 4)
+    path = write_samples(ids, tmp_path / "s.fa", run, tokenizer)
+    header = path.read_text().splitlines()[0]
+    assert "label=human%20enhancer,%2050%25%20GC guidance=2 " in header
+    assert "checkpoint=my%20run/last.ckpt " in header
+    assert read_sample_labels(path) == [name, name]
 
 
 def test_jsonl_samples_carry_their_label_field(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from genodiff.errors import InputValueError
-from genodiff.sample_formats import SampleFormat
+from genodiff.sample_formats import SampleFormat, header_value
 
 LABEL_WORD = "label="  # a header's word naming the class a sample was drawn for
 
@@ -55,7 +55,8 @@ def _read_fasta_labels(handle: IO[str], path: Path) -> list[str | None]:
 def header_label(header: str) -> str | None:
     """NAME of the first ``label=NAME`` word after a FASTA record's id; None without one."""
     words = header[1:].split()[1:]
-    return next((w[len(LABEL_WORD) :] for w in words if w.startswith(LABEL_WORD)), None)
+    label = next((w[len(LABEL_WORD) :] for w in words if w.startswith(LABEL_WORD)), None)
+    return None if label is None else header_value(label)  # as header_word wrote it
 
 
 FASTA = SampleFormat(
