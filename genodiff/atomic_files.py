@@ -388,14 +388,27 @@ def _held_lock(lock_path: Path, path: Path) -> IO[bytes] | None:
     InputFileExistsError when another writer holds it."""
     if fcntl is None:
         return None
-    handle = open(lock_path, "ab")  # noqa: SIM115 (held until release or the process ends)
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    while True:
+        handle = open(lock_path, "ab")  # noqa: SIM115 (held until release or the process ends)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise InputFileExistsError(
+                f"{path} is being written by another run right now (it holds {lock_path}): "
+                "wait for it to finish, or choose another file",
+                parameter="out",
+            ) from None
+        if _same_file(handle, lock_path):
+            return handle
+        # The writer that held it released it (and removed the lock file) between this open
+        # and this lock: the lock is on a file no one else can open; take the one there now.
         handle.close()
-        raise InputFileExistsError(
-            f"{path} is being written by another run right now (it holds {lock_path}): wait "
-            "for it to finish, or choose another file",
-            parameter="out",
-        ) from None
-    return handle
+
+
+def _same_file(handle: IO[bytes], path: Path) -> bool:
+    """Whether ``path`` still names the file ``handle`` has open."""
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False

@@ -81,3 +81,29 @@ def test_the_lock_of_a_killed_writer_is_not_held(tmp_path):
     assert resumed.done == 1
     resumed.append(">b\nGT\n", 1)
     assert resumed.commit().read_text() == ">a\nAC\n>b\nGT\n"
+
+
+def test_a_lock_released_between_its_open_and_its_lock_is_taken_again(tmp_path, monkeypatch):
+    """The first writer releases (closes and removes the lock file) after the second opened
+    the lock file and before it locked it: the second's lock is then on a file no third writer
+    can open, so it must take the lock file that is there now, or a third writer is let in."""
+    import fcntl
+
+    from genodiff import atomic_files
+
+    path = tmp_path / "out.fa"
+    lock_path = tmp_path / ".out.fa.partial.lock"
+    real_flock, released = fcntl.flock, []
+
+    def flock_after_a_release(fd, operation):
+        if not released:  # the first writer's release, just before this lock
+            released.append(lock_path.unlink())
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(atomic_files.fcntl, "flock", flock_after_a_release)
+    second = StagedFile(path, {"job": 1}, resume=False, overwrite=False)
+    monkeypatch.setattr(atomic_files.fcntl, "flock", real_flock)
+    assert released and lock_path.exists()
+    with pytest.raises(InputFileExistsError, match="being written by another run right now"):
+        StagedFile(path, {"job": 1}, resume=True, overwrite=False)  # the third writer
+    second.release()
