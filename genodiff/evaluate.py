@@ -166,7 +166,7 @@ class EvalResult:
                 )
             )
         if self.classes is not None:  # the number given the true label, then the null label's
-            measure = kind.split()[0]  # NLL (AR, exact) or NELBO
+            measure = "NLL" if self.likelihood == "exact" else "NELBO"
             rows[5] = (f"{measure} p(x|y)", f"{rows[5][1]} ({kind}, true label)")
             rows += [
                 ("classes", ", ".join(self.classes)),

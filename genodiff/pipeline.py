@@ -367,8 +367,8 @@ class Model:
             config = config.updated(seed=seed_from(generator))
         classifier = config.classifier
         if classifier is not None and not isinstance(classifier, NoisyClassifierGuide):
-            objective = self.config["objective"]["name"]
-            guide = load_classifier(classifier, self.device, generator_objective=objective)
+            # plan checks its noisy states against the generator's, loaded here or in Python
+            guide = load_classifier(classifier, self.device)
             config = dataclasses.replace(config, classifier=guide)
         return plan(self.network, self.source, num_samples, config, given)
 

@@ -99,7 +99,7 @@ def classifier_loader(monkeypatch):
     (``genodiff.pipeline``) calls: it returns the given double, as loaded from the path."""
 
     def install(double):
-        def load(path, device, generator_objective):
+        def load(path, device):
             double.source = str(path)
             return double
 
