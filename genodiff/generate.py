@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -100,15 +101,25 @@ class SamplingPlan:
     seed: int
 
 
-def fixed_positions_stamp(request: SampleRequest) -> dict[str, str]:
-    """What a job's record (``SampleStream``'s stamp) holds of the positions ``request`` fixes
-    (a prefix, an infill template): a SHA-256 of their places and ids, since the provenance
-    tells two prefixes of one length, or two templates of one name and shape, not apart;
-    empty for a request that fixes none."""
-    if request.given is None:
-        return {}
-    fixed = json.dumps([request.template.tolist(), request.given.tolist()])
-    return {"prefix_or_infill_sha256": hashlib.sha256(fixed.encode()).hexdigest()[:16]}
+def job_stamp(request: SampleRequest, run: SamplingRun, dtype: torch.dtype) -> dict[str, Any]:
+    """What a job's record (``SampleStream``'s stamp) holds beside its provenance, which a
+    resumed run must match too: the weights' ``dtype`` (float32 and bfloat16 draw other
+    sequences), the real-valued settings written exactly (the provenance rounds them to six
+    digits: a temperature of 0.9 and 0.9000001 are two jobs), and for a request that fixes
+    positions (a prefix, an infill template) a SHA-256 of their places and ids, since the
+    provenance tells two prefixes of one length, or two templates of one name and shape, not
+    apart."""
+    exact = {"temperature": run.temperature, "top_p": run.top_p}
+    if run.guidance is not None:
+        exact["guidance"] = run.guidance.gamma
+    stamp: dict[str, Any] = {
+        "dtype": str(dtype).removeprefix("torch."),
+        "exact": {key: repr(float(value)) for key, value in exact.items()},
+    }
+    if request.given is not None:
+        fixed = json.dumps([request.template.tolist(), request.given.tolist()])
+        stamp["prefix_or_infill_sha256"] = hashlib.sha256(fixed.encode()).hexdigest()[:16]
+    return stamp
 
 
 def check_classifier_noise(classifier: NoisyClassifierGuide, objective: str) -> None:

@@ -44,7 +44,7 @@ from genodiff.generate import (
     SamplingPlan,
     check_feasible,
     draw_batches,
-    fixed_positions_stamp,
+    job_stamp,
     plan,
 )
 from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_option
@@ -215,6 +215,11 @@ class Model:
     def device(self) -> torch.device:
         return next(self.network.parameters()).device
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating-point weights' dtype (``Model.to``'s)."""
+        return next(p.dtype for p in self.network.parameters() if p.is_floating_point())
+
     def __repr__(self) -> str:
         objective, backbone = self.config["objective"]["name"], self.config["model"]["name"]
         classes = f", classes={self.classes}" if self.classes else ""
@@ -290,7 +295,7 @@ class Model:
 
         def stream_to(target: Path, replace: bool, block: range | None = None) -> SampleStream:
             reads = inputs if target == Path(path) else ()
-            stamp = {"settings": settings, **fixed_positions_stamp(job.request)}
+            stamp = {"settings": settings, **job_stamp(job.request, job.run, self.dtype)}
             return SampleStream(
                 target, job.run, self.tokenizer, num_samples, job.request.length, reads, resume,
                 replace, stamp, block,

@@ -449,6 +449,37 @@ def test_a_resume_with_another_prefix_or_template_of_the_same_size_is_refused(
         assert [s[: len(fixed)] for s in read_samples(out)] == [fixed] * 4
 
 
+def test_a_resume_in_another_dtype_or_with_a_setting_changed_past_six_digits_is_refused(
+    tmp_path, monkeypatch
+):
+    """The provenance writes a temperature to six digits and no dtype, so the job's record
+    holds both exactly: a resume in bfloat16 of a float32 run, or at a temperature that
+    differs in the seventh digit, draws other sequences and is another job (they would
+    otherwise be appended to the first run's); the same settings go on."""
+    from genodiff import sample_files
+
+    def kill_after_a_batch(self, start, ids):
+        real_write(self, start, ids)
+        raise KeyboardInterrupt
+
+    real_write = sample_files.SampleStream.write
+    options = {"steps": 2, "seed": 1, "batch_size": 2, "temperature": 0.9}
+    out = tmp_path / "out.fa"
+    monkeypatch.setattr(sample_files.SampleStream, "write", kill_after_a_batch)
+    with pytest.raises(KeyboardInterrupt):
+        model().generate_to_file(out, 4, LENGTH, **options)
+    monkeypatch.setattr(sample_files.SampleStream, "write", real_write)
+    with pytest.raises(InputValueError, match=r"another job \(dtype: 'float32' then, 'bfloat16'"):
+        model().to(torch.bfloat16).generate_to_file(out, 4, LENGTH, resume=True, **options)
+    nearly = {**options, "temperature": 0.9000001}
+    assert f"{nearly['temperature']:g}" == f"{options['temperature']:g}"  # the header's words
+    with pytest.raises(InputValueError, match=r"exact\.temperature: '0\.9' then, '0\.9000001'"):
+        model().generate_to_file(out, 4, LENGTH, resume=True, **nearly)
+    whole = model().generate_to_file(tmp_path / "whole.fa", 4, LENGTH, **options).path
+    model().generate_to_file(out, 4, LENGTH, resume=True, **options)
+    assert out.read_bytes() == whole.read_bytes()
+
+
 def test_resume_with_overwrite_replaces_a_file_that_is_not_this_runs(tmp_path, drawn):
     """--resume --overwrite (a job script run again and again): nothing staged and an existing
     file that is not this run's finished one is replaced by the run's samples (it was refused,
