@@ -3,7 +3,9 @@
 A model learns from windows of ``data.max_length`` tokens. Sampling reads the whole sequence at
 once (semi-ar: one ``block`` at a time), so a longer sequence is read at lengths the network
 never saw, and nothing fails: the samples are simply not what the model learned. The
-semi-autoregressive sampler makes long sequences from windows of the trained length.
+semi-autoregressive sampler makes long sequences from windows of the trained length. A
+guidance classifier is likewise trained on windows of its data's length, and guides well only
+sequences of about that length.
 """
 
 from __future__ import annotations
@@ -47,5 +49,19 @@ def warn_beyond_trained_window(
         f"sampling {what} from a model trained on windows of {trained} {unit} (data.max_length): "
         f"the network never read sequences that long, so what it draws is not what it learned; "
         f"{advice}",
+        stacklevel=2,
+    )
+
+
+def warn_beyond_classifier_window(trained: int | None, length: int, unit: str, source: str) -> None:
+    """``warnings.warn`` when a guidance classifier (``source``) trained on windows of
+    ``trained`` tokens (None: unknown) is to judge sequences of ``length`` tokens."""
+    if trained is None or length <= trained:
+        return
+    warnings.warn(
+        f"guiding {length} {unit} with {source}, a classifier trained on windows of {trained} "
+        f"{unit} (its data.max_length): it never read sequences that long, so its verdicts, "
+        f"and the guidance, are not what it learned; keep the length at most {trained} {unit}, "
+        f"or train a classifier on windows of {length} {unit}",
         stacklevel=2,
     )

@@ -5,11 +5,13 @@ refusals (genodiff/classifiers/)."""
 import contextlib
 import io
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli
 from genodiff.classifiers import load_classifier
 from genodiff.classifiers.noise import inputs_at_time
@@ -152,6 +154,25 @@ def test_a_classifier_checkpoint_holds_its_classes_tokenizer_kind_and_generator(
     a, c = TOK.encode("A")[0], TOK.encode("C")[0]
     assert (tilt[..., a] > tilt[..., c]).all()  # an A makes poly_a likelier
     assert guide.tilt(x, 1, where, exact=True)[..., c].gt(0).all()
+
+
+def test_guiding_longer_sequences_than_the_classifier_read_warns(noisy_run, toy):
+    """The toy classifier trained on windows of LENGTH bp (its config's data.max_length):
+    guiding LENGTH + 8 bp warns, naming both lengths; LENGTH bp, or semi-ar blocks of LENGTH
+    bp over a longer sequence (the classifier reads a block at a time), do not."""
+    out, _ = noisy_run
+    _, generator = toy
+    guide = load_classifier(out)
+    assert guide.trained_length == LENGTH
+    model = genodiff.load(str(generator))
+    guided = {"label": "poly_a", "classifier": guide, "steps": 2, "seed": 0}
+    with pytest.warns(UserWarning, match=rf"guiding {LENGTH + 8} bp .* windows of {LENGTH} bp"):
+        model.generate(1, LENGTH + 8, **guided)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="guiding")
+        model.generate(1, LENGTH, **guided)
+        semi_ar = {"sampler": "semi-ar", "block": LENGTH, "stride": LENGTH // 2}
+        model.generate(1, 2 * LENGTH, **guided, **semi_ar)
 
 
 def test_info_says_a_classifier_checkpoint_is_a_guidance_classifier(noisy_run, capsys):

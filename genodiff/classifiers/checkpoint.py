@@ -87,4 +87,15 @@ def load_classifier(
         record["class_names"],
         record["generator_objective"],
         source=str(source),
+        trained_length=trained_length(stored.content),
     )
+
+
+def trained_length(content: dict[str, Any]) -> int | None:
+    """The window length (``data.max_length``) a classifier checkpoint's run config trained
+    on; None when it records none."""
+    config: Any = content
+    for key in ("hyper_parameters", "config", "data"):
+        config = config.get(key) if isinstance(config, dict) else None
+    length = config.get("max_length") if isinstance(config, dict) else None
+    return length if isinstance(length, int) and not isinstance(length, bool) else None

@@ -34,7 +34,8 @@ class ClassifierGuide:
     """A trained ``GuidanceClassifier`` (frozen, eval mode) with its ``class_names``, its
     tokenizer's name (``tokenizer_name``), ``kind`` (noisy | causal) and the objective section
     of the generator it was trained for (``generator_objective``; None for a causal one
-    trained without a generator)."""
+    trained without a generator) and the window length it trained on (``trained_length``;
+    None when unknown)."""
 
     def __init__(
         self,
@@ -43,6 +44,7 @@ class ClassifierGuide:
         class_names: list[str],
         generator_objective: dict | None = None,
         source: str = "the classifier",
+        trained_length: int | None = None,
     ) -> None:
         self.classifier = classifier.eval().requires_grad_(False)
         self.kind = classifier.kind
@@ -50,6 +52,7 @@ class ClassifierGuide:
         self.tokenizer_name = tokenizer.name
         self.generator_objective = generator_objective
         self.source = source
+        self.trained_length = trained_length
         drawable = torch.zeros(classifier.vocab_size, dtype=torch.bool)
         drawable[list(tokenizer.sample_ids)] = True
         self.drawable = drawable  # (V,)
