@@ -258,6 +258,37 @@ def test_low_temperature_approaches_argmax(sampler):
     assert (warm != 8).float().mean() > 0.5  # at T = 1 C is drawn only 40% of the time
 
 
+SAMPLERS_OF_EVERY_MASKED_OBJECTIVE = [
+    (mdlm, "ancestral"),
+    (mdlm, "cached"),
+    (mdlm, "first-hitting"),
+    (sedd, "analytic"),
+    (sedd, "euler"),
+]
+
+
+@pytest.mark.parametrize(("objective", "sampler"), SAMPLERS_OF_EVERY_MASKED_OBJECTIVE)
+def test_a_huge_temperature_flattens_over_the_drawable_ids_only(objective, sampler):
+    # p^(1/T) tends to the uniform law on p's support, A/C/G/T: the ids the prediction removes
+    # ([MASK], specials, N: a finite -1e6) have probability 0 at every temperature. Dividing
+    # -1e6 by T = 1e6 made them as likely as the bases.
+    model = FixedDistribution({7: 0.7, 8: 0.2, 9: 0.07, 10: 0.03})
+    made = objective(sample_ids=TOK.sample_ids, sampling_eps=1e-3)
+    samples = draw(model, sampler, n=100, length=20, steps=16, objective=made, temperature=1e6)
+    counts = torch.bincount(base_index(samples).flatten(), minlength=4).double()
+    assert chi_square_p(counts, torch.full((4,), 0.25, dtype=torch.float64)) > P_MIN
+
+
+@pytest.mark.parametrize(("objective", "sampler"), SAMPLERS_OF_EVERY_MASKED_OBJECTIVE)
+def test_a_tiny_temperature_takes_the_most_likely_id(objective, sampler):
+    # Any temperature > 0 is accepted; log-probabilities divided by 1e-310 overflowed to -inf
+    # everywhere, a NaN distribution, reported as a broken network (NonFiniteOutputError).
+    model = FixedDistribution({7: 0.2, 8: 0.4, 9: 0.25, 10: 0.15})
+    made = objective(sample_ids=TOK.sample_ids, sampling_eps=1e-3)
+    cold = draw(model, sampler, n=4, length=10, steps=8, objective=made, temperature=1e-310)
+    assert (cold == 8).all()
+
+
 class TimeRecorder(FixedDistribution):
     """Uniform over A/C/G/T; records the times t (from sigma) and the inputs of every call."""
 

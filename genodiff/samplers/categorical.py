@@ -61,7 +61,9 @@ def sharpen(
 
     Temperature divides the log-probabilities; nucleus (top-p) keeps the smallest set of
     most likely categories whose mass reaches ``top_p`` (always at least the top one) and
-    renormalises. ``temperature=1, top_p=1`` returns the distribution unchanged.
+    renormalises. ``temperature=1, top_p=1`` returns the distribution unchanged. A category of
+    probability 0 at temperature 1 (a removed id, ``NEG_INF``) stays impossible at every
+    temperature, and no temperature > 0 overflows (``temper``).
     Every sampler draws from what this returns, so a network output that is NaN or +inf (or a
     row without any possible category) stops sampling here (``refuse_non_finite``); a
     sampler that must not wait for the device in its loop passes ``check=False`` and checks
@@ -69,7 +71,7 @@ def sharpen(
     """
     log_probs = log_probs.to(torch.float64)
     if temperature != 1.0:
-        log_probs = log_probs / temperature
+        log_probs = temper(log_probs, temperature)
     probs = log_probs.softmax(dim=-1)  # (..., V)
     if check:
         refuse_non_finite(probs.isnan().any())
@@ -81,6 +83,19 @@ def sharpen(
         probs = torch.where(keep, probs, 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return probs
+
+
+def temper(log_probs: Tensor, temperature: float) -> Tensor:
+    """float64 log-probabilities (..., V) divided by ``temperature``, up to a constant per row.
+
+    They are taken relative to the row's most likely category first (0 there), so the division
+    never overflows however small the temperature. A category whose probability is 0 in float64
+    (exp underflows: the finite ``NEG_INF`` of a removed id) gets -inf: divided by a large
+    temperature, -1e6 would otherwise become a likely log-probability and draw [MASK] or a
+    special token. A row with a NaN or +inf stays NaN after the softmax (``refuse_non_finite``).
+    """
+    shifted = log_probs - log_probs.amax(dim=-1, keepdim=True)  # (..., V), <= 0
+    return torch.where(shifted.exp() > 0, shifted / temperature, -torch.inf)
 
 
 def refuse_non_finite(seen: Tensor) -> None:
