@@ -145,7 +145,10 @@ def check_backbone_fits(model_config: dict[str, Any], copies: int) -> None:
 
 
 class EMA(AveragedModel):
-    """torch's AveragedModel with a constant decay, or min(decay, (1+k)/(10+k)) with warm-up."""
+    """torch's AveragedModel with a constant decay, or min(decay, (1+k)/(10+k)) with warm-up.
+
+    Floating-point parameters and buffers are averaged; an integer buffer (Caduceus-PS's
+    ``complement_map``) has no average and holds the model's value."""
 
     def __init__(self, model: nn.Module, decay: float, warmup: bool) -> None:
         super().__init__(model, multi_avg_fn=self._average, use_buffers=True)
@@ -156,7 +159,10 @@ class EMA(AveragedModel):
         k = int(num_updates)
         decay = min(self.decay, (1 + k) / (10 + k)) if self.warmup else self.decay
         for avg, cur in zip(averaged, current, strict=True):
-            avg.lerp_(cur, 1.0 - decay)
+            if avg.is_floating_point():
+                avg.lerp_(cur, 1.0 - decay)
+            else:
+                avg.copy_(cur)
 
 
 class GenerativeModel(nn.Module):

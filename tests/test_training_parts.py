@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 import genodiff
+from genodiff.backbones.rcps import RCPSEmbedding
 from genodiff.model import EMA
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import cosine_with_warmup
@@ -38,6 +39,23 @@ def test_ema_constant_decay_matches_closed_form():
         expected = v if expected is None else 0.9 * expected + 0.1 * v
     assert ema.module.weight.item() == pytest.approx(expected)
     assert not ema.module.weight.requires_grad
+
+
+def test_ema_of_a_model_with_an_integer_buffer():
+    # Caduceus-PS keeps its complement map as a long buffer: lerp_ has no integer kernel, so
+    # the second update (the first average) raised NotImplementedError and training stopped.
+    complement = torch.tensor([0, 1, 2, 3, 4, 5, 6, 10, 9, 8, 7, 11])
+    model = RCPSEmbedding(12, 4, complement)
+    ema = EMA(model, decay=0.5, warmup=False)
+    weights = []
+    for _ in range(3):
+        with torch.no_grad():
+            model.embedding.weight.normal_()
+        weights.append(model.embedding.weight.clone())
+        ema.update_parameters(model)
+    expected = 0.5 * (0.5 * weights[0] + 0.5 * weights[1]) + 0.5 * weights[2]
+    assert torch.allclose(ema.module.embedding.weight, expected)
+    assert torch.equal(ema.module.complement_map, complement)
 
 
 def test_ema_warmup_uses_smaller_decay_early():
