@@ -9,9 +9,11 @@ from torch import nn
 
 import genodiff
 from genodiff.backbones.rcps import RCPSEmbedding
+from genodiff.config_values import ConfigError
 from genodiff.model import EMA
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import cosine_with_warmup
+from genodiff.training.trainer import check_ema_precision
 from tests.test_cli import DEMO
 from tests.test_resume import BASE
 
@@ -101,3 +103,34 @@ def test_ema_averages_once_per_optimizer_step_with_accumulated_batches(tmp_path,
         for weights in after_step[1:]:
             expected = decay * expected + (1 - decay) * weights[name]
         torch.testing.assert_close(state[f"ema.module.{name}"], expected)
+
+
+def test_an_average_of_bfloat16_weights_never_moves():
+    # Why 16-bit weights and an EMA are refused below: each step adds (1 - decay) (w - avg),
+    # here 1e-4 of a 1.0 gap, far below half a bfloat16 ulp of 1.0 (2^-8): rounding drops it.
+    model = nn.Linear(1, 1, bias=False).to(torch.bfloat16)
+    ema = EMA(model, decay=0.9999, warmup=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    ema.update_parameters(model)  # the first update copies
+    with torch.no_grad():
+        model.weight.fill_(2.0)
+    for _ in range(100):
+        ema.update_parameters(model)
+    assert 1 + (1 - 0.9999**100) > 1.0099  # float32's average after these steps
+    assert ema.module.weight.item() == 1.0
+
+
+@pytest.mark.parametrize("precision", ["bf16-true", "16-true"])
+def test_sixteen_bit_weights_with_an_average_are_refused_before_any_write(tmp_path, precision):
+    out = tmp_path / "run"
+    overrides = [*BASE, "trainer.max_steps=2", f"trainer.precision={precision}"]
+    with pytest.raises(ConfigError, match="trainer.precision=.*ema.decay=0"):
+        genodiff.train(DEMO, overrides, output_dir=out)
+    assert not out.exists()
+
+
+def test_sixteen_bit_weights_without_an_average_pass_the_check():
+    check_ema_precision("bf16-true", 0.0)
+    check_ema_precision("bf16-mixed", 0.9999)
+    check_ema_precision("32-true", 0.9999)

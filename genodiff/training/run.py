@@ -23,7 +23,7 @@ from genodiff.checkpoints.folders import init_backbone
 from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.checkpoints.load import weights_digest
 from genodiff.conditioning import record_class_names
-from genodiff.config import ConfigError, load_config
+from genodiff.config import ConfigError, EMAConfig, load_config
 from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule
 from genodiff.data.labelled import class_count_lines
@@ -38,7 +38,12 @@ from genodiff.samplers.request import SampleRequest
 from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
-from genodiff.training.trainer import build_trainer, prepare_tokenizer
+from genodiff.training.trainer import (
+    build_trainer,
+    check_ema_precision,
+    prepare_tokenizer,
+    trainer_kwargs,
+)
 
 RESUME_HINT = "Resume it with ckpt_path=last"
 # A stop once trainer.max_steps is reached: the training is done, what follows it is not.
@@ -67,6 +72,8 @@ def train(
     show = progress_wanted() if progress is None else progress
     # Every check comes before the first write into output_dir.
     run_folder.check_steps(cfg.trainer)  # a run that would train nothing
+    ema_decay = OmegaConf.select(cfg, "ema.decay", default=EMAConfig.decay)
+    check_ema_precision(trainer_kwargs(cfg)["precision"], ema_decay)  # an average stuck at init
     datamodule = build_datamodule(cfg.data)
     datamodule.check_files()  # missing data fails here, before any model setup
     classes = datamodule.class_names()

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
+from genodiff.config_values import ConfigError
 from genodiff.progress import is_terminal
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 from genodiff.training.progress_lines import PlainProgressBar
@@ -61,6 +62,24 @@ def trainer_kwargs(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any]
         on_gpu = on_gpu and torch.cuda.is_available()
         kwargs["precision"] = "bf16-mixed" if on_gpu else "32-true"
     return kwargs
+
+
+#: Lightning precisions that keep the weights themselves in 16 bits.
+SIXTEEN_BIT_WEIGHTS = ("bf16-true", "16-true")
+
+
+def check_ema_precision(precision: Any, ema_decay: float) -> None:
+    """ConfigError for weights kept in 16 bits (``trainer.precision`` bf16-true or 16-true)
+    with an average of them on (``ema.decay`` > 0): its step of weight 1 - decay is far below
+    half a 16-bit ulp of the weight (bfloat16: 2^-9 of it), so the averaged weights -- those
+    validation, the test score and the samples use -- never move from the first copy."""
+    if str(precision) in SIXTEEN_BIT_WEIGHTS and ema_decay > 0:
+        raise ConfigError(
+            f"trainer.precision={precision} keeps the weights in 16 bits, where the EMA step of "
+            f"weight 1 - ema.decay = {1 - ema_decay:.3g} is lost to rounding: the averaged "
+            "weights (validation, test, samples) would never move. Use "
+            "trainer.precision=bf16-mixed (16-bit compute, float32 weights) or ema.decay=0"
+        )
 
 
 class _DropAdverts(logging.Filter):
