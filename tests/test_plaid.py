@@ -152,6 +152,22 @@ def test_ancestral_sampler_marginals_with_the_exact_denoiser():
     assert (freq - PI.double()).abs().max() < 0.04
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sampling_with_16_bit_weights_keeps_the_marginals(dtype):
+    # genodiff sample --dtype casts the objective's weights too (its input projection and
+    # time embedding): fed float32 inputs they raised "mat1 and mat2 must have the same dtype".
+    torch.manual_seed(0)
+    objective = plaid(d_model=8, schedule_hidden=64).eval().to(dtype)
+    request = SampleRequest(64, 64, steps=10)
+    samples = objective.sample(
+        ConstantLogits().to(dtype), request, torch.Generator().manual_seed(0)
+    )
+    counts = torch.bincount(samples.flatten(), minlength=16).double()
+    assert counts[7:11].sum() == samples.numel()
+    freq = counts[7:11] / samples.numel()
+    assert (freq - PI.double()).abs().max() < 0.04  # as in float32 (test above)
+
+
 def test_given_positions_are_held_noised_and_kept_in_the_output():
     torch.manual_seed(0)
     objective = plaid(d_model=8, schedule_hidden=16).eval()

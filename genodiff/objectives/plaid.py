@@ -203,10 +203,12 @@ class Plaid(Objective):
         E = self.embeddings()  # (K, D)
         alpha, sigma2 = self.schedule.alpha_sigma2(gamma)  # (N,), (N,)
         unit = torch.rsqrt(alpha.square() / self.embed_dim + sigma2).float()[:, None, None]
-        h = self.in_proj(torch.cat([z * unit, x_self * math.sqrt(self.embed_dim)], dim=-1))
+        weights = self.in_proj.weight.dtype  # bfloat16 for a model loaded with that dtype
+        inputs = torch.cat([z * unit, x_self * math.sqrt(self.embed_dim)], dim=-1)  # (N, L, 2D)
+        h = self.in_proj(inputs.to(weights))
         frequencies = torch.linspace(-5.0, 5.0, _FOURIER_FEATURES, dtype=torch.float64).exp()
         phases = gamma[:, None] * frequencies.to(gamma.device)  # (N, F)
-        time = self.time_embed(torch.cat([phases.sin(), phases.cos()], dim=-1).float())
+        time = self.time_embed(torch.cat([phases.sin(), phases.cos()], dim=-1).to(weights))
         h = h + time[:, None, :]  # (N, L, d_model)
         out = model(None, None, inputs_embeds=h, **network_kwargs(labels)).float()
         out = out[..., self.token_list]  # (N, L, K)
