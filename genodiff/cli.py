@@ -824,6 +824,19 @@ def _for_the_command_line(err: Exception) -> Exception:
     return err
 
 
+SIGPIPE_EXIT_STATUS = 128 + 13  # 13: SIGPIPE, which Windows' signal module lacks
+
+
+def _reader_left() -> int:
+    """The end of a command whose output's reader left (``genodiff models NAME | head``): no
+    traceback, as for any program whose pipe closes; the exit status a shell gives to a
+    program that SIGPIPE stops."""
+    # Unflushed output would raise again at exit: it goes nowhere instead.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return SIGPIPE_EXIT_STATUS
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error is one line on stderr (exit status 2), any other error
     raises with its traceback (``GENODIFF_DEBUG=1``: every error does)."""
@@ -832,6 +845,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         configure_threads(args.threads)
         args.run(args)
+        sys.stdout.flush()  # a reader that left (`| head`) shows here, not at exit
+    except BrokenPipeError:
+        return _reader_left()
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise

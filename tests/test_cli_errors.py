@@ -3,6 +3,10 @@ the file system's refusals about the user's files and disk; any other error is a
 its traceback."""
 
 import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +100,21 @@ def test_processes_lightning_cannot_start_are_an_input_error(settings):
     with pytest.raises(InputValueError, match="Lightning cannot start these processes") as err:
         launch_workers(settings)
     assert err.value.parameter == ("accelerator", "devices")
+
+
+@pytest.mark.parametrize("command", [["models"], ["models", "mdlm-chrx"]])
+def test_output_whose_reader_left_ends_quietly(command):
+    """``genodiff models NAME | head``: the reader closes the pipe before genodiff writes (a
+    short output: its flush at exit; a long one: a write mid-way); either way no traceback."""
+    root = Path(__file__).resolve().parents[1]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "genodiff.cli", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+    )
+    process.stdout.close()  # the reader leaves before the first line comes
+    status, stderr = process.wait(timeout=120), process.stderr.read().decode()
+    assert stderr == ""
+    assert status == 128 + 13  # what a shell reports for a program SIGPIPE stopped
