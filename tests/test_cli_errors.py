@@ -118,3 +118,26 @@ def test_output_whose_reader_left_ends_quietly(command):
     status, stderr = process.wait(timeout=120), process.stderr.read().decode()
     assert stderr == ""
     assert status == 128 + 13  # what a shell reports for a program SIGPIPE stopped
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["sample", "--checkpoint", "run", "--lenght", "4", "--out", "x.fa"],
+            "genodiff sample: error: unrecognized arguments: --lenght 4 (did you mean --length?)",
+        ),
+        (
+            ["data", "hg38", "--dst=x"],
+            "genodiff data hg38: error: unrecognized arguments: --dst=x (did you mean --dest?)",
+        ),
+        (["models", "a", "b"], "genodiff models: error: unrecognized arguments: b"),
+    ],
+)
+def test_a_mistyped_option_is_refused_by_its_command_with_the_close_option(capsys, argv, said):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == said
+    assert err.startswith(f"usage: genodiff {argv[0]}")  # the command's usage, not genodiff's
