@@ -9,6 +9,7 @@ same results. A user error is one line on stderr, with the option at fault named
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import os
 import sys
@@ -824,14 +825,51 @@ def _for_the_command_line(err: Exception) -> Exception:
     return err
 
 
+def _refuse_unknown_arguments(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]
+) -> None:
+    """Exit as ``parse_args`` does for arguments no option takes, but from the command's own
+    parser (``genodiff sample: error: ...`` with its usage), naming the options spelled close
+    to a mistyped one (``--lenght``: did you mean --length?)."""
+    command = parser
+    while True:  # down to the (sub)command the arguments chose: sample, data hg38, ...
+        chooser = next((a for a in command._actions if isinstance(a.choices, dict)), None)
+        if chooser is None:
+            break
+        command = chooser.choices[getattr(args, chooser.dest)]
+    options = [name for action in command._actions for name in action.option_strings]
+    typed = [word.split("=", 1)[0] for word in unknown if word.startswith("--")]
+    close = [match for word in typed for match in difflib.get_close_matches(word, options, n=1)]
+    meant = f" (did you mean {' or '.join(close)}?)" if close else ""
+    command.error(f"unrecognized arguments: {' '.join(unknown)}{meant}")
+
+
+SIGPIPE_EXIT_STATUS = 128 + 13  # 13: SIGPIPE, which Windows' signal module lacks
+
+
+def _reader_left() -> int:
+    """The end of a command whose output's reader left (``genodiff models NAME | head``): no
+    traceback, as for any program whose pipe closes; the exit status a shell gives to a
+    program that SIGPIPE stops."""
+    # Unflushed output would raise again at exit: it goes nowhere instead.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return SIGPIPE_EXIT_STATUS
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error is one line on stderr (exit status 2), any other error
     raises with its traceback (``GENODIFF_DEBUG=1``: every error does)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse_unknown_arguments(parser, args, unknown)
     try:
         configure_threads(args.threads)
         args.run(args)
+        sys.stdout.flush()  # a reader that left (`| head`) shows here, not at exit
+    except BrokenPipeError:
+        return _reader_left()
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise

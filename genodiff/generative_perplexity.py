@@ -389,8 +389,9 @@ def default_ar_checkpoint(samples_path: str | os.PathLike, root: str | os.PathLi
             return path
     raise InputFileNotFoundError(
         "no checkpoint given and none of the conventional AR checkpoints for these samples "
-        f"exists ({', '.join(candidates) or 'none known'}); give an AR checkpoint, or train "
-        "the AR run of one of them with `genodiff train` (outputs/NAME: the config NAME)",
+        f"exists ({', '.join(candidates) or 'none known'}); give an AR checkpoint (a path, or "
+        "the name of an autoregressive model `genodiff models` lists), or train the AR run of "
+        "one of them with `genodiff train` (outputs/NAME: the config NAME)",
         parameter="checkpoint",
     )
 

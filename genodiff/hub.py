@@ -23,6 +23,7 @@ only turning HF_HUB_OFFLINE off again needs a new process (huggingface_hub reads
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Sequence
@@ -84,13 +85,32 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
             f"{reference}: not found (no such file or folder, named model (genodiff models "
             f"lists them) or Hugging Face Hub id org/name[@revision]){meant}"
         )
-    folder = Path(_snapshot(hub_id, list(patterns)))
+    try:
+        folder = Path(_snapshot(hub_id, list(patterns)))
+    except HubError as err:
+        raise HubError(
+            f"{_not_on_disk(reference, path)}, and as a Hugging Face Hub id {err}"
+        ) from err.__cause__
     if not folder.is_dir():
         raise HubError(
-            f"{reference}: no local file or folder of that name, and the Hub repository "
-            f"{hub_id.repo_id} holds none of the files genodiff reads ({', '.join(patterns)})"
+            f"{_not_on_disk(reference, path)}, and the Hub repository {hub_id.repo_id} holds "
+            f"none of the files genodiff reads ({', '.join(patterns)})"
         )
     return folder
+
+
+def _not_on_disk(reference: str | os.PathLike, path: Path) -> str:
+    """``REFERENCE: no local file or folder of that name``; where its first part is a local
+    folder (``outputs/dmeo``: most likely a mistyped path, not a Hub id), the names in that
+    folder spelled close to it."""
+    said = f"{reference}: no local file or folder of that name"
+    if not (path.parent.is_dir() and os.access(path.parent, os.R_OK)):
+        return said
+    close = difflib.get_close_matches(path.name, sorted(os.listdir(path.parent)), n=3)
+    if not close:
+        return f"{said} in the local folder {path.parent}"
+    meant = " or ".join(str(path.parent / name) for name in close)
+    return f"{said} (did you mean {meant}?)"
 
 
 def _env_flag(name: str) -> bool:
@@ -104,7 +124,6 @@ def _snapshot(hub_id: HubId, patterns: list[str]) -> str:
     offline = _env_flag("HF_HUB_OFFLINE") or constants.HF_HUB_OFFLINE
     cache = os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
     endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
-    prefix = f"{hub_id}: no local file or folder of that name, and as a Hugging Face Hub id"
     try:
         return snapshot_download(
             hub_id.repo_id,
@@ -121,12 +140,12 @@ def _snapshot(hub_id: HubId, patterns: list[str]) -> str:
             why += "set HF_HUB_OFFLINE=0 to let genodiff fetch it"
         else:
             why = f"{endpoint} is unreachable. Pre-download it where the network is: {download}"
-        raise HubError(f"{prefix} it is not in the cache ({cache}) and {why}") from err
+        raise HubError(f"it is not in the cache ({cache}) and {why}") from err
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else "?"
         raise HubError(
-            f"{prefix} {endpoint} refused it (HTTP {status}): check the spelling and the "
-            "revision; a private or gated repository needs HF_TOKEN"
+            f"{endpoint} refused it (HTTP {status}): check the spelling and the revision; a "
+            "private or gated repository needs HF_TOKEN"
         ) from err
 
 

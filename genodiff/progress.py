@@ -40,10 +40,12 @@ class Progress:
 
     Drawn at the first and the last update and at most once every ``interval`` seconds in
     between (default: ``TERMINAL_INTERVAL`` on a terminal, where the line is rewritten in
-    place; ``LINE_INTERVAL`` elsewhere, where each drawing is its own line). ``start``: the
-    units done before this process began (a resumed run), left out of the rate and the ETA.
-    A ``total`` of None or infinity draws ``WHAT DONE`` and the rate. A disabled ``Progress``
-    writes nothing.
+    place; ``LINE_INTERVAL`` elsewhere, where each drawing is its own line). The rate and the
+    ETA count from the first update on: the time before it (loading, compiling kernels, the
+    first batch) says nothing about the pace of the rest, so the first line has neither,
+    unless it is also the last (its rate then counts from the start). ``start``: the units
+    done before this process began (a resumed run), left out of that rate. A ``total`` of
+    None or infinity draws ``WHAT DONE`` and the rate. A disabled ``Progress`` writes nothing.
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class Progress:
         self.interval = interval
         self.start_count = start
         self.start = time.monotonic()
+        self.first_update: tuple[float, float] | None = None  # (units done, time)
         self.last_drawn: float | None = None
         self.open_line = False  # a line rewritten in place still lacks its newline
 
@@ -81,22 +84,37 @@ class Progress:
         now = time.monotonic()
         known = total is not None and math.isfinite(total)
         finished = known and done >= total
+        rate = self._rate(done, now, finished)
+        if self.first_update is None:
+            self.first_update = (done, now)
         drawn_lately = self.last_drawn is not None and now - self.last_drawn < self.interval
         if drawn_lately and not (finished or force):
             return
         self.last_drawn = now
-        elapsed = now - self.start
-        rate = (done - self.start_count) / elapsed if elapsed > 0 else 0.0
         line = f"{self.label}: {what} {done:g}"
         if known:
             fraction = done / total if total > 0 else 1.0
             line += f"/{total:g} ({fraction:.0%})"
-        line += f", {rate:.3g} {what}/s, {_clock(elapsed)}"
-        if known and not finished and rate > 0:
+        if rate is not None:
+            line += f", {rate:.3g} {what}/s"
+        line += f", {_clock(now - self.start)}"
+        if known and not finished and rate:
             line += f", ETA {_clock((total - done) / rate)}"
         if extra:
             line += f", {extra}"
         self._draw(line, finished)
+
+    def _rate(self, done: float, now: float, finished: bool) -> float | None:
+        """Units per second since the first update; None at the first update unless it is
+        the last (then since the start, less ``start``)."""
+        if self.first_update is None:
+            if not finished:
+                return None
+            first_done, first_time = self.start_count, self.start
+        else:
+            first_done, first_time = self.first_update
+        seconds = now - first_time
+        return (done - first_done) / seconds if seconds > 0 else 0.0
 
     def note(self, text: str) -> None:
         """One line about a stage that has no count (``LABEL: TEXT``)."""

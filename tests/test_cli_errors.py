@@ -3,6 +3,10 @@ the file system's refusals about the user's files and disk; any other error is a
 its traceback."""
 
 import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +100,44 @@ def test_processes_lightning_cannot_start_are_an_input_error(settings):
     with pytest.raises(InputValueError, match="Lightning cannot start these processes") as err:
         launch_workers(settings)
     assert err.value.parameter == ("accelerator", "devices")
+
+
+@pytest.mark.parametrize("command", [["models"], ["models", "mdlm-chrx"]])
+def test_output_whose_reader_left_ends_quietly(command):
+    """``genodiff models NAME | head``: the reader closes the pipe before genodiff writes (a
+    short output: its flush at exit; a long one: a write mid-way); either way no traceback."""
+    root = Path(__file__).resolve().parents[1]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "genodiff.cli", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+    )
+    process.stdout.close()  # the reader leaves before the first line comes
+    status, stderr = process.wait(timeout=120), process.stderr.read().decode()
+    assert stderr == ""
+    assert status == 128 + 13  # what a shell reports for a program SIGPIPE stopped
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["sample", "--checkpoint", "run", "--lenght", "4", "--out", "x.fa"],
+            "genodiff sample: error: unrecognized arguments: --lenght 4 (did you mean --length?)",
+        ),
+        (
+            ["data", "hg38", "--dst=x"],
+            "genodiff data hg38: error: unrecognized arguments: --dst=x (did you mean --dest?)",
+        ),
+        (["models", "a", "b"], "genodiff models: error: unrecognized arguments: b"),
+    ],
+)
+def test_a_mistyped_option_is_refused_by_its_command_with_the_close_option(capsys, argv, said):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == said
+    assert err.startswith(f"usage: genodiff {argv[0]}")  # the command's usage, not genodiff's

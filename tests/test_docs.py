@@ -144,3 +144,20 @@ def test_every_file_a_code_block_names_exists(doc):
                 if not ((ROOT / path).exists() or shipped.exists()):
                     missing.append(path)
     assert set(missing) <= CREATED_BY_THE_EXAMPLE, f"{doc.relative_to(ROOT)}: {missing}"
+
+
+# What an example writes: `--out FILE` of a command, `.save("FILE")` in Python.
+_WRITTEN = re.compile(r"--out\s+(\S+)|\.save\(\"([^\"]+)\"\)")
+
+
+def test_the_readme_examples_run_in_order_without_refusing_their_own_files():
+    """A reader runs README.md's examples top to bottom in one folder; genodiff refuses to
+    overwrite a sample file, so no two examples may write the same one."""
+    fenced, written = False, []
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif fenced:
+            written += [out or saved for out, saved in _WRITTEN.findall(line)]
+    twice = sorted({path for path in written if written.count(path) > 1})
+    assert written and not twice, f"README.md examples write {twice} more than once"

@@ -316,6 +316,7 @@ def test_cli_default_checkpoint_and_errors(checkpoints, tmp_path, capsys, monkey
     assert cli.main(["gen-ppl", "s.fa"]) == 2
     err = capsys.readouterr().err
     assert "outputs/hg38_ar_mamba/checkpoints/last.ckpt" in err and "genodiff train" in err
+    assert "`genodiff models` lists" in err  # the AR models that load by name (ar-chrx ships)
     assert err.strip().endswith("(--checkpoint)")
 
     # FASTA is the DNA domain's: its conventional AR run alone

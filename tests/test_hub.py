@@ -16,6 +16,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+import genodiff
 from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import (
@@ -142,6 +143,19 @@ def test_offline_with_an_empty_cache_is_one_clear_error(offline_cache, capsys):
     assert cli.main(args) == 2
     err_lines = capsys.readouterr().err.strip().splitlines()
     assert len(err_lines) == 1 and "test-org/not-downloaded" in err_lines[0]
+
+
+def test_a_mistyped_local_path_is_not_read_as_a_hub_id_alone(tmp_path, offline_cache):
+    (tmp_path / "outputs" / "demo").mkdir(parents=True)  # a run folder, mistyped below
+    with pytest.raises(HubError) as err:
+        genodiff.load("outputs/dmeo")
+    message = str(err.value)
+    # It says first that no such local path exists and which one is spelled close to it.
+    assert message.startswith("outputs/dmeo: no local file or folder of that name")
+    assert f"did you mean {Path('outputs', 'demo')}?" in message
+    assert "Hugging Face Hub id" in message  # and then what the Hub reading found
+    with pytest.raises(HubError, match=r"outputs/zzz: no local file .* in the local folder"):
+        genodiff.load("outputs/zzz")  # nothing close: the folder it looked in
 
 
 def test_init_from_and_pretrained_take_ids(tmp_path, offline_cache):

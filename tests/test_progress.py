@@ -42,7 +42,8 @@ def test_progress_lines_count_and_finish():
         "genodiff x: things 1/4 (25%)",
         "genodiff x: things 4/4 (100%)",
     ]
-    assert "ETA" in lines[0] and "ETA" not in lines[1]
+    # The first line has no rate nor ETA (nothing to time yet), the last no ETA.
+    assert "/s" not in lines[0] and "ETA" not in lines[0] and "ETA" not in lines[1]
     progress.note("writing out/")
     assert stream.getvalue().splitlines()[-1] == "genodiff x: writing out/"
 
@@ -101,7 +102,36 @@ def test_progress_lines_in_a_file_come_every_interval_with_rate_and_eta(monkeypa
     progress.update(200, 300, "steps", force=True)
     assert stream.getvalue().splitlines()[-1].startswith("genodiff x: steps 200/300 (67%)")
     progress.update(300, None, "steps", force=True)  # no total known: the count and rate
-    assert stream.getvalue().splitlines()[-1] == "genodiff x: steps 300, 1 steps/s, 3:20"
+    # 199 steps since the first update (step 101, at 2 s) in 198 s.
+    assert stream.getvalue().splitlines()[-1] == "genodiff x: steps 300, 1.01 steps/s, 3:20"
+
+
+def test_the_rate_and_eta_leave_out_the_time_before_the_first_update(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "monotonic", clock)
+    stream = io.StringIO()
+    progress = Progress("genodiff x", stream=stream)  # a log file: a line every 30 s
+    clock.now += 300  # start-up before the first step: loading, compiling kernels
+    progress.update(1, 400, "steps")
+    for step in range(2, 32):  # then one step a second
+        clock.now += 1
+        progress.update(step, 400, "steps")
+    first, second = stream.getvalue().splitlines()
+    # The first step took 5:00 and tells nothing of the pace: no rate, no ETA.
+    assert first == "genodiff x: steps 1/400 (0%), 5:00"
+    # Steps 1 to 31 in 30 s: 1 step/s, and 369 steps to go, 6:09 (not the 0.094 steps/s and
+    # 1:05:28 that counting the start-up would give).
+    assert second == "genodiff x: steps 31/400 (8%), 1 steps/s, 5:30, ETA 6:09"
+
+
+def test_a_single_final_update_has_its_rate_from_the_start(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "monotonic", clock)
+    stream = io.StringIO()
+    progress = Progress("genodiff x", stream=stream, start=6)  # 6 done before (a resume)
+    clock.now += 8
+    progress.update(10, 10, "windows")  # the 4 left, in 8 s
+    assert stream.getvalue() == "genodiff x: windows 10/10 (100%), 0.5 windows/s, 0:08\n"
 
 
 def test_progress_on_a_terminal_redraws_every_half_second():

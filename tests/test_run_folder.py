@@ -96,6 +96,16 @@ def test_a_resume_without_its_checkpoint_fails_before_writing(tmp_path, capsys, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
 
 
+def test_resuming_a_folder_that_does_not_exist_says_so(tmp_path):
+    missing = tmp_path / "runs" / "x"
+    with pytest.raises(ConfigError) as err:
+        run_folder.resume_checkpoint("last", missing)
+    message = str(err.value)
+    assert f"output_dir={missing} does not exist" in message
+    assert f"remove {missing}" not in message  # nothing there to remove
+    assert not missing.exists()
+
+
 def test_output_dir_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "config.yaml").write_text("")
     with pytest.raises(ConfigError, match="is a file"):

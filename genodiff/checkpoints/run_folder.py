@@ -69,6 +69,11 @@ def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> StoredCheckpoi
                 f"ckpt_path={ckpt_path} is damaged or not a training checkpoint ({err}); pass "
                 "another .ckpt or ckpt_path=last"
             ) from None
+    if not output_dir.exists():  # no run was ever here: a new run, or a mistyped folder
+        raise ConfigError(
+            f"ckpt_path=last: output_dir={output_dir} does not exist, so there is nothing to "
+            "resume. Check the spelling of output_dir, or leave ckpt_path out to start a run there"
+        )
     folder = output_dir / CHECKPOINT_FOLDER
     candidates = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
     candidates.sort(key=lambda p: p.name != LAST)  # last.ckpt first, then newest first

@@ -3,8 +3,9 @@ cell, ``nohup``), where Lightning's bars, redrawn in place, show as noise or not
 
     genodiff train: steps 120/400 (30%), 2.1 steps/s, 0:57, ETA 2:13, epoch 0, train/nelbo 1.23
 
-at the first step, every ``genodiff.progress.LINE_INTERVAL`` seconds and at the last
-(``genodiff.progress.Progress`` draws it). ``genodiff.training.trainer.progress_bars`` picks it
+at the first step (without rate and ETA: they count from it), every
+``genodiff.progress.LINE_INTERVAL`` seconds and at the last (``genodiff.progress.Progress``
+draws it). ``genodiff.training.trainer.progress_bars`` picks it
 where stderr is no terminal; a terminal keeps Lightning's bar.
 """
 
