@@ -12,6 +12,7 @@ import argparse
 import difflib
 import errno
 import os
+import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -847,8 +848,22 @@ def _refuse_unknown_arguments(
 SIGPIPE_EXIT_STATUS = 128 + 13  # 13: SIGPIPE, which Windows' signal module lacks
 
 
+def _stdout_reader_left() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (``genodiff models NAME |
+    head``), the one broken pipe that ends a command quietly: another one (a socket, a
+    child's pipe) is an error of its own. The pipe's write end then polls as an error."""
+    if not hasattr(select, "poll"):  # Windows: no poll on a pipe
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind sys.stdout
+        return False
+
+
 def _reader_left() -> int:
-    """The end of a command whose output's reader left (``genodiff models NAME | head``): no
+    """The end of a command whose output's reader left (``_stdout_reader_left``): no
     traceback, as for any program whose pipe closes; the exit status a shell gives to a
     program that SIGPIPE stops."""
     # Unflushed output would raise again at exit: it goes nowhere instead.
@@ -869,6 +884,8 @@ def main(argv: list[str] | None = None) -> int:
         args.run(args)
         sys.stdout.flush()  # a reader that left (`| head`) shows here, not at exit
     except BrokenPipeError:
+        if not _stdout_reader_left():
+            raise
         return _reader_left()
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):

@@ -120,6 +120,18 @@ def test_output_whose_reader_left_ends_quietly(command):
     assert status == 128 + 13  # what a shell reports for a program SIGPIPE stopped
 
 
+def test_a_broken_pipe_that_is_not_the_output_s_is_no_quiet_end(monkeypatch):
+    """Only standard output's reader leaving ends a command quietly: a broken pipe of its own
+    (a socket, a child process's pipe) while the output is fine is raised, traceback and all."""
+
+    def run(args):
+        raise BrokenPipeError(32, "Broken pipe")  # a pipe other than standard output
+
+    monkeypatch.setattr(cli, "_info", run)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["info", "anything"])
+
+
 @pytest.mark.parametrize(
     "argv, said",
     [
