@@ -199,6 +199,37 @@ def encode_samples(samples: Sequence[str], scorer: SampleScorer) -> list[np.ndar
     return out
 
 
+def reference_like(
+    reference: Sequence[np.ndarray], samples: Sequence[np.ndarray], scorer: SampleScorer
+) -> list[np.ndarray]:
+    """The reference's ids as the samples are, so that their diversity compares like with
+    like (distinct-n falls as a set grows; a whole chromosome is one record): records longer
+    than the samples' median length cut into consecutive windows of it (a shorter tail
+    dropped; a shorter record kept whole), those holding a token the scorer reads only as
+    context (DNA: N) left out, and as many as there are samples taken, spread evenly (as
+    ``genodiff evaluate-samples`` takes its reference windows). InputValueError when none is
+    left."""
+    window = int(np.median([len(ids) for ids in samples]))
+    pieces = [
+        piece
+        for ids in reference
+        for piece in ([ids] if len(ids) <= window else _tiles(ids, window))
+        if np.array_equal(scorer.mark_context_only(piece)[0], piece)
+    ]
+    if not pieces:
+        raise InputValueError(
+            f"the reference holds no window of {window} tokens without a token the scorer "
+            "cannot generate (DNA: N); give real sequences of A/C/G/T",
+            parameter="reference",
+        )
+    picks = np.linspace(0, len(pieces) - 1, min(len(pieces), len(samples))).astype(int)
+    return [pieces[i] for i in picks]
+
+
+def _tiles(ids: np.ndarray, length: int) -> list[np.ndarray]:
+    return [ids[start : start + length] for start in range(0, len(ids) - length + 1, length)]
+
+
 @dataclass
 class Chunk:
     """One window of a sample: ``ids`` from token ``start`` of sample ``sample``, of which the
@@ -345,7 +376,9 @@ def score_samples(
     n = int(keep.sum())
     ref_diversity = None
     if reference is not None:
-        ref_diversity = Diversity.of(encode_samples(reference, scorer))
+        ref_diversity = Diversity.of(
+            reference_like(encode_samples(reference, scorer), encoded, scorer)
+        )
     return GenPPLResult(
         checkpoint=scorer.name,
         objective=scorer.objective,

@@ -184,11 +184,30 @@ def test_diversity_of_samples_and_reference(checkpoints):
     assert d.distinct_1 == pytest.approx(4 / 8)
     assert d.distinct_2 == pytest.approx(4 / 6)  # AA AA AA | AC CG GT
     assert d.distinct_4 == pytest.approx(2 / 2)
+    # the reference as the samples are: windows of their 4 bp, ACGT | ACGT
+    assert (r.sequences, r.tokens) == (2, 8)
     assert r.entropy == pytest.approx(math.log(4))
     assert r.distinct_1 == pytest.approx(4 / 8)
-    assert r.distinct_2 == pytest.approx(4 / 7)  # AC CG GT TA AC CG GT
-    assert r.distinct_3 == pytest.approx(4 / 6)
+    assert r.distinct_2 == pytest.approx(3 / 6)  # AC CG GT | AC CG GT
+    assert r.distinct_3 == pytest.approx(2 / 4)
     assert result.per_sample_ppl_se is not None and result.nll_se is not None
+
+
+def test_the_reference_is_measured_in_windows_like_the_samples_without_n(checkpoints):
+    """A chromosome-long reference record is cut into windows of the samples' length; those
+    holding N (read as context, never generated) are left out, and as many windows as there
+    are samples are taken, spread evenly: a distinct-n of a million tokens against a few
+    thousand, or an entropy that counts N, compares nothing."""
+    model = load_model(checkpoints["ar"])
+    windows = ["AAAA", "NNNN", "CCCC", "ACNT", "GGGG", "TTTT", "ACGT"]  # 5 without N
+    samples = ["ACGT", "TGCA", "AATT"]
+    result = generative_perplexity(samples, model, reference=["".join(windows) + "AC"])
+    r = result.reference_diversity
+    assert (r.sequences, r.tokens) == (3, 12)  # the 1st, 3rd and 5th of the 5 without N
+    assert r.entropy == pytest.approx(math.log(4) / 3)  # AAAA, GGGG, ACGT: (0 + 0 + ln 4) / 3
+    assert r.distinct_1 == pytest.approx(4 / 12)
+    with pytest.raises(InputValueError, match="no window of 4 tokens without"):
+        generative_perplexity(samples, model, reference=["ACNTACGN"])
 
 
 def test_a_diffusion_checkpoint_is_refused(checkpoints):
