@@ -13,6 +13,7 @@ import difflib
 import errno
 import os
 import select
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -872,9 +873,27 @@ def _reader_left() -> int:
     return SIGPIPE_EXIT_STATUS
 
 
+# What a command stopped at once by Ctrl-C kept, and how to go on with it (a command not named
+# keeps nothing: run it again). A first Ctrl-C of a training stops it after its step instead.
+AFTER_CTRL_C = {
+    "sample": "run the same command with --resume to keep the samples written and draw the rest",
+    "train": "the checkpoints it saved are kept (ckpt_path=last resumes an unfinished run)",
+    "finetune": "run the same command again to resume (finished runs are skipped)",
+    "data": "run the same command again (finished files are skipped, a download resumes)",
+}
+CTRL_C_EXIT_STATUS = 128 + signal.SIGINT  # 130: what a shell reports of a process Ctrl-C ended
+
+
+def interrupted_line(command: str) -> str:
+    """The one line that a command stopped at once by Ctrl-C prints."""
+    after = AFTER_CTRL_C.get(command, "run it again")
+    return f"genodiff {command}: stopped by Ctrl-C; {after}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run a command; a user error is one line on stderr (exit status 2), any other error
-    raises with its traceback (``GENODIFF_DEBUG=1``: every error does)."""
+    """Run a command; a user error is one line on stderr (exit status 2), Ctrl-C one line
+    saying how to go on (exit status 130), any other error raises with its traceback
+    (``GENODIFF_DEBUG=1``: every error and Ctrl-C do)."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -887,6 +906,11 @@ def main(argv: list[str] | None = None) -> int:
         if not _stdout_reader_left():
             raise
         return _reader_left()
+    except KeyboardInterrupt:
+        if os.environ.get("GENODIFF_DEBUG"):
+            raise
+        print(f"\n{interrupted_line(args.command)}", file=sys.stderr)
+        return CTRL_C_EXIT_STATUS
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise

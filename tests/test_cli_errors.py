@@ -4,6 +4,7 @@ its traceback."""
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,32 @@ def test_genodiff_debug_shows_the_traceback_of_a_user_error(monkeypatch, tmp_pat
     argv = fail_inside_info(monkeypatch, tmp_path, error)
     monkeypatch.setenv("GENODIFF_DEBUG", "1")
     with pytest.raises(InputValueError):
+        cli.main(argv)
+
+
+@pytest.mark.parametrize(
+    "command, after",
+    [
+        (["info"], "run it again"),
+        (["data", "hg38", "--dest"], "run the same command again"),
+        (["finetune"], "run the same command again to resume"),
+    ],
+)
+def test_ctrl_c_is_one_line_and_exit_status_130(monkeypatch, tmp_path, capsys, command, after):
+    def stopped(args):
+        raise KeyboardInterrupt
+
+    run = {"info": "_info", "data": "_data_hg38", "finetune": "_finetune"}[command[0]]
+    monkeypatch.setattr(cli, run, stopped)
+    assert cli.main([*command, str(tmp_path)]) == 128 + signal.SIGINT  # was: a traceback
+    (printed,) = capsys.readouterr().err.strip().splitlines()
+    assert printed.startswith(f"genodiff {command[0]}: stopped by Ctrl-C; {after}")
+
+
+def test_genodiff_debug_shows_the_traceback_of_a_ctrl_c(monkeypatch, tmp_path):
+    argv = fail_inside_info(monkeypatch, tmp_path, KeyboardInterrupt())
+    monkeypatch.setenv("GENODIFF_DEBUG", "1")
+    with pytest.raises(KeyboardInterrupt):
         cli.main(argv)
 
 

@@ -15,11 +15,14 @@ import signal
 import time
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
+from lightning.pytorch.demos.boring_classes import BoringModel
 
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
+from genodiff.training.session import fit
 from tests.test_cli import DEMO, TINY
 
 CONTEXT = multiprocessing.get_context("forkserver")
@@ -154,3 +157,27 @@ def test_sigterm_or_a_ctrl_c_saves_a_checkpoint_and_exits(tmp_path, stop):
     folder = out / CHECKPOINT_FOLDER
     assert not list(folder.glob("best-step*.ckpt"))  # no validation ran: the signal saved it
     assert 3 <= step_of(folder / "last.ckpt") < 1000
+
+
+class InterruptedAtStep(BoringModel):
+    """Lightning's demo model; its third training step is interrupted by a Ctrl-C that does
+    not wait for the step's end (a second Ctrl-C)."""
+
+    def training_step(self, batch, batch_idx):
+        if batch_idx == 2:
+            raise KeyboardInterrupt
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_ctrl_c_that_interrupts_at_once_exits_130_with_one_line(tmp_path, capsys):
+    trainer = L.Trainer(
+        default_root_dir=tmp_path, max_steps=10, accelerator="cpu", logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    with pytest.raises(SystemExit) as stop:
+        fit(trainer, InterruptedAtStep(), "train", "Resume it with ckpt_path=last")
+    assert stop.value.code == 128 + signal.SIGINT  # was 1, Lightning's
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        last == "genodiff train: stopped by Ctrl-C at once at step 2. Resume it with ckpt_path=last"
+    )

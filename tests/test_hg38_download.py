@@ -1,5 +1,7 @@
 """The hg38 downloader against a local HTTP server that supports Range requests."""
 
+import contextlib
+import errno
 import gzip
 import random
 import re
@@ -8,8 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from genodiff.data.download import DownloadError, download, prepare_hg38
+import genodiff.data.download as download_module
+from genodiff import atomic_files
+from genodiff.data.download import DownloadError, download, gunzip, prepare_hg38
 from genodiff.data.genome import Genome
+from genodiff.errors import DiskFullError
 
 _RNG = random.Random(0)
 FASTA = "".join(
@@ -163,3 +168,76 @@ def test_bad_bed_and_missing_url(gd_server, tmp_path):
         download(f"{gd_server.url}/missing", tmp_path / "x", log=print)
     with pytest.raises(DownloadError, match="cannot reach"):
         download("http://127.0.0.1:9/none", tmp_path / "x", log=print)
+
+
+def _raise(error: OSError):
+    """A ``write`` that raises ``error``."""
+
+    def write(data):
+        raise error
+
+    return write
+
+
+def _failing_writes(error: OSError):
+    """``open`` for ``genodiff.data.download``: files opened for writing take no byte, their
+    writes raise ``error`` (a full disk, a folder made read-only under the run)."""
+    real_open = open
+
+    def opener(path, mode="r", *args, **kwargs):
+        handle = real_open(path, mode, *args, **kwargs)
+        if "w" in mode or "+" in mode:
+            handle.write = _raise(error)
+        return handle
+
+    return opener
+
+
+@pytest.mark.parametrize(
+    "error, raised, said",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), DiskFullError, "no space left"),
+        (OSError(errno.EIO, "Input/output error"), OSError, "Input/output error"),
+    ],
+    ids=["disk full", "I/O error"],
+)
+def test_a_failed_write_of_the_part_is_no_transfer_to_retry(
+    gd_server, tmp_path, monkeypatch, error, raised, said
+):
+    monkeypatch.setattr(download_module, "open", _failing_writes(error), raising=False)
+    with pytest.raises(raised, match=said) as caught:  # was: retried, "incomplete after 6 attempts"
+        download(f"{gd_server.url}/hg38.ml.fa.gz", tmp_path / "f.gz", log=print)
+    assert not isinstance(caught.value, DownloadError)
+    assert len(gd_server.requests) == 1  # not fetched again while the disk cannot take it
+    assert not (tmp_path / "f.gz").exists()
+    assert (tmp_path / "f.gz.part").exists()  # kept to resume from
+    if raised is DiskFullError:
+        assert "run again to resume" in str(caught.value)
+
+
+def test_a_full_disk_while_decompressing_keeps_the_download_and_says_so(tmp_path, monkeypatch):
+    compressed = tmp_path / "hg38.ml.fa.gz"
+    compressed.write_bytes(gzip.compress(FASTA))
+    real_atomic_write = atomic_files.atomic_write
+
+    @contextlib.contextmanager
+    def full_disk(path, mode="w", **kwargs):
+        with real_atomic_write(path, mode, **kwargs) as handle:
+            handle.write = _raise(OSError(errno.ENOSPC, "No space left on device"))
+            yield handle
+
+    monkeypatch.setattr(download_module, "atomic_write", full_disk)
+    with pytest.raises(DiskFullError) as caught:
+        gunzip(compressed, tmp_path / "hg38.ml.fa", log=print)
+    assert "delete" not in str(caught.value)  # was: "cannot decompress ...; delete it"
+    assert compressed.read_bytes() == gzip.compress(FASTA)
+    assert not (tmp_path / "hg38.ml.fa").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hg38.ml.fa.gz"]
+
+
+def test_a_damaged_download_is_still_named_to_fetch_again(tmp_path):
+    damaged = tmp_path / "hg38.ml.fa.gz"
+    damaged.write_bytes(gzip.compress(FASTA)[:-20])  # the end cut off
+    with pytest.raises(DownloadError, match="cannot decompress .*delete it and run again"):
+        gunzip(damaged, tmp_path / "hg38.ml.fa", log=print)
+    assert not (tmp_path / "hg38.ml.fa").exists()

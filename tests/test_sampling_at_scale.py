@@ -305,27 +305,36 @@ def sample_command(checkpoint, out, *options) -> list[str]:
 
 
 @pytest.mark.process_level
-def test_kill_9_then_resume_ends_with_the_uninterrupted_file(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["kill -9", "Ctrl-C"])
+def test_a_stop_then_resume_ends_with_the_uninterrupted_file(tmp_path, stop):
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
     many = ["--num-samples", "160", "--batch-size", "4"]
     whole = tmp_path / "whole.fa"
     subprocess.run(sample_command(checkpoint, whole, *many), check=True, cwd=ROOT)
     out = tmp_path / "killed.fa"
     record = tmp_path / ".killed.fa.partial.json"
-    process = subprocess.Popen(sample_command(checkpoint, out, *many), cwd=ROOT)
+    process = subprocess.Popen(
+        sample_command(checkpoint, out, *many), cwd=ROOT, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         if record.exists() and json.loads(record.read_text())["items"] >= 16:
             break
         time.sleep(0.05)
-    assert process.poll() is None, "the run finished before it could be killed"
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    assert process.poll() is None, "the run finished before it could be stopped"
+    os.kill(process.pid, stop)
+    _, stderr = process.communicate(timeout=120)
+    if stop == signal.SIGINT:  # was: a KeyboardInterrupt traceback of ~100 lines
+        assert process.returncode == 128 + signal.SIGINT
+        assert stderr.strip().splitlines() == [
+            "genodiff sample: stopped by Ctrl-C; run the same command with --resume to keep "
+            "the samples written and draw the rest"
+        ]
     assert not out.exists()
     done = subprocess.run(
         sample_command(checkpoint, out, *many), cwd=ROOT, capture_output=True, text=True
     )
-    assert done.returncode == 2 and "--resume" in done.stderr  # a killed run's work is kept
+    assert done.returncode == 2 and "--resume" in done.stderr  # a stopped run's work is kept
     subprocess.run(sample_command(checkpoint, out, *many, "--resume"), check=True, cwd=ROOT)
     assert out.read_bytes() == whole.read_bytes()
 

@@ -6,7 +6,8 @@ size is checked against the server's Content-Length / Content-Range total, and o
 complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
 partial file under the final name (the ``.part`` file is this writer's documented staging, kept
 between runs to resume from, which ``atomic_write`` could not keep). Files already in place are
-skipped.
+skipped. Only the network's failures are retried: a write of the ``.part`` file that fails
+(a full disk, a read-only folder) stops the download at once, the bytes received kept.
 """
 
 from __future__ import annotations
@@ -15,16 +16,19 @@ import gzip
 import http.client
 import os
 import re
+import shutil
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
-from genodiff.atomic_files import atomic_write, fsync_path
+from genodiff.atomic_files import DISK_FULL, FILE_TOO_LARGE, atomic_write, fsync_path
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import read_bed
-from genodiff.errors import UserInputError
+from genodiff.errors import DiskFullError, UserInputError
 
 HG38_FASTA_URL = "https://storage.googleapis.com/basenji_barnyard2/hg38.ml.fa.gz"
 HG38_BED_URL = "https://storage.googleapis.com/basenji_barnyard2/sequences_human.bed"
@@ -105,6 +109,41 @@ def _total_size(response: http.client.HTTPResponse) -> int | None:
     return int(length) if length is not None and response.status == 200 else None
 
 
+class _TransferInterruptedError(Exception):
+    """The connection failed in the middle of a transfer (raised from the network's error):
+    the download resumes from the bytes received so far."""
+
+
+def _received(response: http.client.HTTPResponse) -> bytes:
+    """The next chunk of ``response`` (empty at its end); ``_TransferInterruptedError`` when the
+    network fails, told apart from a failed write of the ``.part`` file, which no retry
+    mends."""
+    try:
+        return response.read(_CHUNK)
+    except (OSError, http.client.HTTPException) as err:
+        raise _TransferInterruptedError from err
+
+
+def _append_part(fh: BinaryIO, part: Path, chunk: bytes, total: int | None) -> None:
+    """Append ``chunk`` to ``part``. A full disk is a ``DiskFullError`` saying that the bytes
+    received so far stay in ``part`` to resume from; any other failure of the write (a folder
+    made read-only, an I/O error) propagates as it is."""
+    try:
+        fh.write(chunk)
+    except OSError as err:
+        reason = DISK_FULL.get(err.errno) or FILE_TOO_LARGE.get(err.errno)
+        if reason is None:
+            raise
+        received = _human(fh.seek(0, os.SEEK_END))
+        needed = "" if total is None else f"{_human(total - fh.tell())} more needed, "
+        free = _human(shutil.disk_usage(part.parent).free)
+        raise DiskFullError(
+            err.errno,
+            f"{reason} writing {part} ({needed}{free} free there); the {received} received so "
+            "far stay there: make room and run again to resume from them",
+        ) from err
+
+
 def download(
     url: str,
     dest: str | os.PathLike,
@@ -139,13 +178,13 @@ def download(
                 with open(part, "r+b" if start else "wb") as fh:
                     fh.seek(start)
                     fh.truncate()
-                    while chunk := response.read(_CHUNK):
-                        fh.write(chunk)
+                    while chunk := _received(response):
+                        _append_part(fh, part, chunk, total)
                         done += len(chunk)
                         progress(done)
-            except (OSError, http.client.HTTPException) as err:
+            except _TransferInterruptedError as err:
                 done = part.stat().st_size
-                log(f"  {dest.name}: transfer interrupted at {_human(done)} ({err!r})")
+                log(f"  {dest.name}: transfer interrupted at {_human(done)} ({err.__cause__!r})")
                 continue
         if total is None or done == total:
             break
@@ -180,14 +219,20 @@ def gunzip(src: str | os.PathLike, dest: str | os.PathLike, log: Log = print) ->
     """Decompress ``src`` to ``dest`` atomically (``dest`` is whole or untouched)."""
     src, dest = Path(src), Path(dest)
     progress = _Progress(f"{dest.name} (decompressing)", None, log)
-    try:
-        with gzip.open(src, "rb") as fin, atomic_write(dest, "wb") as fout:
-            while chunk := fin.read(_CHUNK):
-                fout.write(chunk)
-                progress(fout.tell())
-    except (OSError, EOFError) as err:
-        raise DownloadError(f"cannot decompress {src}: {err}; delete it and run again") from None
+    with gzip.open(src, "rb") as fin, atomic_write(dest, "wb") as fout:
+        while chunk := _decompressed(fin, src):
+            fout.write(chunk)  # a full disk: atomic_write's DiskFullError; src is kept
+            progress(fout.tell())
     return dest
+
+
+def _decompressed(fin: gzip.GzipFile, src: Path) -> bytes:
+    """The next chunk of ``fin``; a ``DownloadError`` saying to fetch ``src`` again when it
+    is damaged (truncated, not gzip) or cannot be read."""
+    try:
+        return fin.read(_CHUNK)
+    except (OSError, EOFError, zlib.error) as err:
+        raise DownloadError(f"cannot decompress {src}: {err}; delete it and run again") from None
 
 
 def prepare_hg38(

@@ -10,7 +10,7 @@
    latest checkpoint (``LatestCheckpoint``) and ends the process with status 143 and a line
    saying how to resume (``exit_when_stopped``, which also takes a test after the fit). A
    first Ctrl-C (SIGINT) stops the run the same way (status 130); a second one interrupts at
-   once, as Lightning does.
+   once, as Lightning does, and exits with status 130 too.
 """
 
 from __future__ import annotations
@@ -103,23 +103,37 @@ def exit_when_stopped(
     the checkpoint kept and ``resume_hint`` (``done_hint`` instead, when given, if the stop
     came once ``trainer.max_steps`` was reached: a resume would have no step left), then exit
     status 128 + the signal's number (what a scheduler or a shell expects of a process it
-    stopped; Lightning's own exception would exit with status 0)."""
+    stopped; Lightning's own exception would exit with status 0). A Ctrl-C that interrupts
+    Lightning at once (a second one in a fit, one in a test) says the same of the last
+    checkpoint saved, with status 130 (Lightning's own exit is status 1)."""
     stopped_by = stopped_by or [signal.SIGTERM]
     try:
         yield
     except SIGTERMException:
-        callback = trainer.checkpoint_callback
-        saved = callback.last_model_path if callback is not None else ""
         what = "Ctrl-C" if stopped_by[-1] == signal.SIGINT else "SIGTERM"
-        trained = 0 <= trainer.max_steps <= trainer.global_step
-        hint = done_hint if trained and done_hint is not None else resume_hint
-        print(
-            f"genodiff {command}: stopped by {what} at step {trainer.global_step}"
-            + (f"; saved {saved}" if saved else "")
-            + f". {hint}",
-            file=sys.stderr,
-        )
+        print(_stopped_line(trainer, command, what, resume_hint, done_hint), file=sys.stderr)
         raise SystemExit(128 + stopped_by[-1]) from None
+    except SystemExit as stop:
+        if not isinstance(stop.__context__, KeyboardInterrupt):
+            raise
+        line = _stopped_line(trainer, command, "Ctrl-C at once", resume_hint, done_hint)
+        print(line, file=sys.stderr)
+        raise SystemExit(128 + signal.SIGINT) from None
+
+
+def _stopped_line(
+    trainer: L.Trainer, command: str, what: str, resume_hint: str, done_hint: str | None
+) -> str:
+    """``genodiff COMMAND: stopped by WHAT at step N; saved LAST. HINT``."""
+    callback = trainer.checkpoint_callback
+    saved = callback.last_model_path if callback is not None else ""
+    trained = 0 <= trainer.max_steps <= trainer.global_step
+    hint = done_hint if trained and done_hint is not None else resume_hint
+    return (
+        f"genodiff {command}: stopped by {what} at step {trainer.global_step}"
+        + (f"; saved {saved}" if saved else "")
+        + f". {hint}"
+    )
 
 
 @contextmanager
