@@ -121,3 +121,22 @@ def test_the_label_range_is_checked_on_the_device_where_steps_are_sync_free(sync
     with SyncCounter() as counter:
         embedding(ids, None, labels=torch.tensor([0, 2]))  # the null label is in range
     assert counter.syncs == 0
+
+
+@pytest.mark.parametrize("sampler", ["ancestral", "cached", "first-hitting"])
+@pytest.mark.parametrize("step", ["sparse", "sync-free"])
+def test_a_non_finite_guidance_rate_is_refused_not_drawn_around(sampler, step, monkeypatch):
+    """D-CBG in the transition form with a classifier whose output is NaN: its log rate factor
+    is NaN, so no masked position would ever unmask. Refused as a non-finite output (it was:
+    the steps drew nothing, the final step took the argmax of NaN, id 0 at every position;
+    first-hitting's event never came, and the sparse loop ran for ever)."""
+    if step == "sync-free":
+        monkeypatch.setattr(syncs, "sync_free_on", lambda device: True)
+    options = built({"label": "a", "guidance": 2.0, "classifier": "noisy"})
+    for weight in options["classifier"].classifier.parameters():
+        weight.data.fill_(float("nan"))
+    steps = {} if sampler in STEPLESS else {"steps": 4}
+    with pytest.raises(NonFiniteOutputError, match="not finite"):
+        MODELS["mdlm"]().generate(
+            2, LENGTH, seed=0, sampler=sampler, guidance_form="transition", **steps, **options
+        )

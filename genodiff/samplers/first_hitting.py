@@ -119,6 +119,7 @@ def hit(
             t = schedule.time_of_mask_probability(p_t[rows])  # (r,)
             parts = guide.parts(x[rows], t, masked[rows])  # (r, L, K, V)
             rates, total = event_rates(guide.log_rate_factor(parts, 1 - t[:, None]), masked[rows])
+            refuse_non_finite(total.isnan().any())  # no event would ever come
         else:
             rates, total = masked[rows].double(), k[rows]  # every rate 1
         # Three uniforms per running row and event (time, position, value): a row's draws
@@ -195,7 +196,8 @@ def first_hitting_step(
     """One iteration of ``hit`` for every row, in fixed shapes and with no host sync: x (n, L),
     ``given`` (n, L), each row's mask probability ``p_t`` (n,) float64 and whether it still
     runs (n,) bool, ``u`` (n, 3) float64 uniforms (time, position, value) -> x, p_t, running
-    after the iteration, and whether a revealed value was drawn from a NaN row (0-d bool).
+    after the iteration, and whether a revealed value was drawn from a NaN row or a running
+    row's event rate was NaN (0-d bool).
     Rows that do not run (or stop now) keep their state. Reads nothing but its tensor
     arguments (and the request's settings): a CUDA graph can replay it."""
     n = x.shape[0]
@@ -221,7 +223,7 @@ def first_hitting_step(
         parts = guide.parts(x, s, at)  # (n, L, K, V), a classifier tilting ``at`` only
     log_x0 = guide.combine(parts[torch.arange(n, device=x.device), position], 1 - s)  # (n, V)
     p_x0 = sharpen(log_x0, request.temperature, request.top_p, False)
-    seen = (p_x0.isnan().any(dim=-1) & go).any()
+    seen = ((p_x0.isnan().any(dim=-1) & go) | (total.isnan() & running)).any()
     value = sample_categorical(p_x0, u=u_value[:, None])  # (n,)
     x = torch.where(at & go[:, None], value[:, None], x)
     return x, torch.where(go, p_next, p_t), go, seen

@@ -144,6 +144,7 @@ def unmask(
         # draws never depend on the other rows (genodiff.randomness.noise).
         u_go, u_value = noise.uniform(n, 2, x.shape[1]).unbind(1)  # (n, L) each
         log_factor = guide.log_rate_factor(parts, 1 - t)  # (n, L)
+        refuse_non_finite((log_factor.isnan() & masked).any())  # would never unmask
         go = unmasking(p_t, p_s, log_factor, u_go) & masked  # (n, L): tokens that unmask
         row, position = go.nonzero().unbind(-1)  # (U,) each
         log_x0 = guide.combine(parts[row, position], 1 - t)  # (U, V)
@@ -200,7 +201,8 @@ def sync_free_step(
     """One step t -> s of ``unmask`` in fixed shapes, with no host sync: x (n, L) at t,
     ``given`` (n, L), ``times`` (3,) float64 (t, p(t), p(s); p the mask probability), ``u``
     (n, 2, L) float64 uniforms (whether each position unmasks, its value) -> x at s (n, L) and
-    whether a position that unmasked was drawn from a NaN row (0-d bool). Every row goes
+    whether a position that unmasked was drawn from a NaN row, or a masked one's rate was NaN
+    (0-d bool). Every row goes
     through the network; a value is drawn at every position and kept where it unmasks. Reads
     nothing but its tensor arguments (and the request's settings): a CUDA graph can replay it.
     """
@@ -209,9 +211,10 @@ def sync_free_step(
     masked = (x == mask_id) & ~given  # (n, L)
     parts = guide.parts(x, t.expand(n), masked)  # (n, L, K, V)
     u_go, u_value = u.unbind(1)  # (n, L) each
-    go = unmasking(p_t, p_s, guide.log_rate_factor(parts, 1 - t), u_go) & masked  # (n, L)
+    log_factor = guide.log_rate_factor(parts, 1 - t)  # (n, L)
+    go = unmasking(p_t, p_s, log_factor, u_go) & masked  # (n, L)
     p_x0 = sharpen(guide.combine(parts, 1 - t), request.temperature, request.top_p, False)
-    seen = (p_x0.isnan().any(dim=-1) & go).any()
+    seen = ((p_x0.isnan().any(dim=-1) & go) | (log_factor.isnan() & masked)).any()
     return torch.where(go, sample_categorical(p_x0, u=u_value[..., None]), x), seen
 
 
@@ -246,11 +249,15 @@ def denoise_remaining(objective: MaskedDiffusion, x: Tensor, given: Tensor, guid
     prediction at t = sampling_eps. Only the rows that hold a mask go through the network."""
     masked = (x == objective.process.mask_id) & ~given  # (n, L)
     rows = masked.any(dim=-1).nonzero().squeeze(-1)
+    non_finite = torch.zeros((), dtype=torch.bool, device=x.device)  # argmax would take a NaN
     if rows.numel():
         t_final = torch.full((rows.numel(),), objective.process.sampling_eps, device=x.device)
         parts = guide.parts(x[rows], t_final, masked[rows])  # (rows, L, K, V)
-        best = guide.combine(parts, 1 - t_final[:, None]).argmax(-1)  # (rows, L)
+        log_x0 = guide.combine(parts, 1 - t_final[:, None])  # (rows, L, V)
+        non_finite = (log_x0.isnan().any(dim=-1) & masked[rows]).any()
+        best = log_x0.argmax(-1)  # (rows, L)
         x = x.index_copy(0, rows, torch.where(masked[rows], best, x[rows]))
+    refuse_non_finite(non_finite)
     return x
 
 
