@@ -33,6 +33,7 @@ ALLOWED = {
     ("genodiff/data/download.py", "download"): "the resumable .part file, renamed when whole",
     ("genodiff/checkpoints/run_folder.py", "hold"): "the run's lock file, not an output",
     ("genodiff/config.py", "_experiment_folder"): "a temporary copy of configs Hydra reads",
+    ("genodiff/cli.py", "_reader_left"): "/dev/null for standard output once its reader left",
 }
 
 # Calls that write whatever object they are called on (Path.write_text, Figure.savefig, ...).
