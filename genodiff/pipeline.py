@@ -521,7 +521,8 @@ class Model:
         uses) or "raw" (the trained ones, from a .ckpt only), and ``generation_config`` (its
         sampler, steps, seed and batch_size, as the run's ``samples:`` section: an option no
         run section holds, set away from its default, is an InputValueError, not lost).
-        Files already in ``folder`` are refused unless ``overwrite``; others there are kept.
+        A model saved in ``folder`` before is refused unless ``overwrite``, which replaces all
+        of its files (``genodiff.checkpoints.folders.OWNED_FILES``); others there are kept.
         ``portable_data``: for a model that ships to other machines (bench/ship_model.py), the
         config names no path of this one: its data files by their repository path or their
         name, recorded with the sha256 of their content and, for the files not in the

@@ -51,11 +51,12 @@ def export_model(
     (``Model.save_pretrained``), or a genodiff training checkpoint (.ckpt of ``genodiff train``,
     read through the one reader, ``load_model``: ``genodiff export``). ``weights`` "ema" (the
     average) or "raw" (the trained weights); a model loaded from an export folder holds one
-    set, written as that set. The folder's other files are kept; ``overwrite`` replaces the
-    files an export owns. ``progress`` hears of each stage. ``record_entries``: genodiff.json
-    entries written instead of the model's (``Model.save_pretrained(portable_data=True)``:
-    its config with no path of this machine and the records of its data files, see
-    ``genodiff.data.training_files.portable_record``). Returns the folder."""
+    set, written as that set. The folder's other files are kept; ``overwrite`` replaces a
+    model saved there before, all of its files (``folders.OWNED_FILES``). ``progress`` hears
+    of each stage. ``record_entries``: genodiff.json entries written instead of the model's
+    (``Model.save_pretrained(portable_data=True)``: its config with no path of this machine
+    and the records of its data files, see ``genodiff.data.training_files.portable_record``).
+    Returns the folder."""
     _check_weights(weights)
     _check_out_dir(Path(out_dir))
     if not isinstance(source, GenerativeModel):
