@@ -13,7 +13,8 @@ import genodiff
 from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import folders, load_pretrained, save_pretrained
-from genodiff.tokenizers import DNATokenizer
+from genodiff.model import GenerativeModel
+from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 from tests.test_hub import assert_same, training_checkpoint
 
 MAMBA = dict(name="mamba", d_model=16, n_layer=2, vocab_size=12)
@@ -169,3 +170,30 @@ def test_a_folder_holding_part_of_a_saved_model_needs_overwrite(tmp_path):
     with pytest.raises(FileExistsError, match="tokenizer.json already exist"):
         save_pretrained(model(2), folder)
     assert sorted(p.name for p in folder.iterdir()) == ["tokenizer.json"]
+
+
+PLAID = {
+    "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
+    "objective": {"name": "plaid", "d_model": 16, "schedule_hidden": 16},
+}
+
+
+def test_a_model_whose_objective_has_weights_is_not_exported(tmp_path, capsys):
+    """A folder holds a backbone; Plaid's embeddings and schedule would be lost, and the
+    folder refused on loading: refused before anything is written, in one line."""
+    ckpt = tmp_path / "last.ckpt"
+    plaid = GenerativeModel(PLAID)
+    torch.save(
+        {
+            "hyper_parameters": {"config": plaid.config},
+            "state_dict": plaid.state_dict(),
+            CHECKPOINT_KEY: tokenizer_record(plaid.tokenizer),
+        },
+        ckpt,
+    )
+    with pytest.raises(ValueError, match="plaid objective has learned parameters.*run's .ckpt"):
+        genodiff.load(ckpt).save_pretrained(tmp_path / "saved")
+    assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "plaid objective has learned parameters" in err and "\n" not in err
+    assert not (tmp_path / "saved").exists() and not (tmp_path / "out").exists()

@@ -65,6 +65,7 @@ def export_model(
             progress.note(f"reading {source}")
         source = load_model(source)
     model = source
+    _check_backbone_holds_the_model(model)
     # Where it was read from and its weights' digest describe this copy, not the export.
     provenance = {
         k: v for k, v in model.provenance.items() if k not in ("source", WEIGHTS_DIGEST_KEY)
@@ -93,6 +94,18 @@ def _check_weights(weights: str) -> None:
     if weights not in WEIGHT_SETS:
         raise InputValueError(
             f"weights must be 'ema' or 'raw', got {weights!r}", parameter="weights"
+        )
+
+
+def _check_backbone_holds_the_model(model: GenerativeModel) -> None:
+    """An input error, before anything is written, for a model whose objective has learned
+    parameters of its own (Plaid's embeddings and noise schedule): a folder holds a backbone,
+    so it would load as nothing (``load._load_exported_weights`` refuses it)."""
+    if any(True for _ in model.objective.parameters()):
+        raise InputValueError(
+            f"the {model.config['objective']['name']} objective has learned parameters of its "
+            "own, which an export folder (a backbone's weights) cannot hold; sample, evaluate "
+            "and share the run's .ckpt instead"
         )
 
 
