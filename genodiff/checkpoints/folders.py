@@ -56,7 +56,7 @@ from genodiff.checkpoints.io import (
     DamagedFileError,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.plain import MAX_DEPTH, plain_tree
+from genodiff.checkpoints.plain import read_json_object
 from genodiff.checkpoints.weights import (
     CheckpointError,
     drop_tied_copies,
@@ -293,28 +293,6 @@ def read_backbone_config(directory: Path) -> tuple[str, CheckpointLayout, dict[s
     config = layout.read_config(reference)
     check_run_config({"model": {"name": backbone, **config}}, path, "restore the file")
     return backbone, layout, config
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """The JSON object ``path`` holds (a folder's config.json, genodiff.json), checked to be a
-    bounded tree of plain values (``plain.plain_tree``: not too deep or large, no string that
-    OmegaConf would resolve) before anything walks it; an input error naming the file when it
-    is not JSON, not an object or not such a tree."""
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputValueError(
-            f"{path} is not valid JSON ({err}); restore the file, or export the folder again"
-        ) from None
-    except RecursionError:  # nested deeper than Python's JSON parser goes
-        raise InputValueError(
-            f"{path}: the record is nested more than {MAX_DEPTH} containers deep"
-        ) from None
-    if not isinstance(content, dict):
-        raise InputValueError(
-            f"{path} holds a JSON {type(content).__name__}, not the object (mapping) expected"
-        )
-    return plain_tree(content, path)
 
 
 def read_run_record(folder: Path) -> dict[str, Any]:
