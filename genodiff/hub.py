@@ -8,7 +8,8 @@ one loader ``genodiff.checkpoints.load.open_checkpoint`` and so ``load_model``,
 local file or folder:
 
 - a path that exists on disk is used as it is, so a local folder always wins over a Hub id
-  of the same spelling;
+  of the same spelling, and over a named model of the same spelling, with a warning naming
+  both (``./NAME`` names the local one without it);
 - a name of a model that ships with genodiff or lies in ``GENODIFF_MODELS_PATH``
   (``genodiff.named_models``) is its folder;
 - otherwise ``org/name`` (optionally ``@revision``: a branch, tag or commit) is fetched with
@@ -26,6 +27,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +75,7 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
         )
     path = Path(reference).expanduser()
     if path.exists():
+        _warn_if_shadowing_a_named_model(reference, path)
         return path
     named = named_model_folder(reference)
     if named is not None:
@@ -97,6 +100,19 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
             f"none of the files genodiff reads ({', '.join(patterns)})"
         )
     return folder
+
+
+def _warn_if_shadowing_a_named_model(reference: str | os.PathLike, path: Path) -> None:
+    """A warning when the local ``path`` that ``reference`` names is not the named model it
+    also spells: the local one is read, which its errors would not say."""
+    named = named_model_folder(reference)
+    if named is not None and path.resolve() != named:
+        warnings.warn(
+            f"{reference} is the local {'folder' if path.is_dir() else 'file'} "
+            f"{path.resolve()}, which wins over the model named {reference} ({named}); "
+            f"write ./{reference} for the local one, or {named} for the named model",
+            stacklevel=3,
+        )
 
 
 def _not_on_disk(reference: str | os.PathLike, path: Path) -> str:

@@ -12,7 +12,8 @@ line) and ``license``. Its name is its folder's name. They are looked for in:
 
 Every place that takes a checkpoint takes a name (``genodiff.hub.resolve``): ``genodiff.load``,
 ``genodiff sample/eval --checkpoint``, ``finetune pretrained=``, ``init_from=``. A file or
-folder of the same spelling in the working directory wins over a name, a name over a Hub id.
+folder of the same spelling in the working directory wins over a name (with a warning naming
+both), a name over a Hub id.
 Nothing is downloaded: the weights are on disk. ``genodiff models`` lists them (name first),
 ``genodiff models NAME`` prints the card.
 """

@@ -55,6 +55,7 @@ from genodiff.progress import Progress
 from genodiff.randomness.noise import seed_from
 from genodiff.sample_files import SampleStream, check_output, write_samples
 from genodiff.sample_formats import SamplingRun
+from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
 
 PathLike = str | os.PathLike
@@ -520,8 +521,10 @@ class Model:
         command and the Hub read back; ``weights`` "ema" (the averaged weights, what sampling
         uses) or "raw" (the trained ones, from a .ckpt only), and ``generation_config`` (its
         sampler, steps, seed and batch_size, as the run's ``samples:`` section: an option no
-        run section holds, set away from its default, is an InputValueError, not lost).
-        Files already in ``folder`` are refused unless ``overwrite``; others there are kept.
+        run section holds, set away from its default, is an InputValueError, not lost, and so is a
+        sampler this model has not).
+        A model saved in ``folder`` before is refused unless ``overwrite``, which replaces all
+        of its files (``genodiff.checkpoints.folders.OWNED_FILES``); others there are kept.
         ``portable_data``: for a model that ships to other machines (bench/ship_model.py), the
         config names no path of this one: its data files by their repository path or their
         name, recorded with the sha256 of their content and, for the files not in the
@@ -533,6 +536,7 @@ class Model:
                 "with portable_data=True",
                 parameter="data_source",
             )
+        self._check_saved_sampler()
         # generation_config as load reads it back: the run's samples: section
         samples = {**(self.config.get(RUN_SECTION) or {}), **self.generation_config.run_section()}
         config = {**self.config, RUN_SECTION: samples}
@@ -540,6 +544,19 @@ class Model:
         portable = portable_record(config, data_source, known) if portable_data else None
         entries = portable or {"config": config}
         return export_model(self.network, folder, weights, overwrite, record_entries=entries)
+
+    def _check_saved_sampler(self) -> None:
+        """InputValueError, before anything is written, when ``generation_config`` names a
+        sampler this model cannot run: saved, every ``generate`` of the folder that relies on
+        it (and ``genodiff sample`` without ``--sampler``) would fail."""
+        request = SampleRequest(1, 1, sampler=self.generation_config.sampler)
+        try:
+            self.network.objective.sampler_name(request)
+        except InputValueError as err:
+            raise InputValueError(
+                f"the generation config cannot be saved with this model: {err}",
+                parameter="generation_config",
+            ) from None
 
 
 def load(

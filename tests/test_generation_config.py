@@ -115,6 +115,18 @@ def test_save_pretrained_refuses_a_generation_config_it_cannot_keep(tmp_path):
     assert not (tmp_path / "exported").exists()
 
 
+@pytest.mark.parametrize("sampler", ["analytic", "no-such-sampler"])  # analytic: SEDD's
+def test_save_pretrained_refuses_a_sampler_the_model_has_not(tmp_path, sampler):
+    """Saved, it would be every later generate's default, each refused: not written."""
+    model = tiny()
+    model.generation_config = GenerationConfig(sampler=sampler)  # assigning checks no model
+    with pytest.raises(InputValueError, match=f"MDLM has no sampler '{sampler}'") as refused:
+        model.save_pretrained(tmp_path / "exported", weights="raw")
+    assert str(refused.value).startswith("the generation config cannot be saved with this model")
+    assert refused.value.parameter == "generation_config"
+    assert not (tmp_path / "exported").exists()
+
+
 def test_a_saved_generation_config_out_of_range_is_refused_naming_the_model(tmp_path):
     folder = tiny({"steps": 7}).save_pretrained(tmp_path / "m", weights="raw")
     record = json.loads((folder / "genodiff.json").read_text())

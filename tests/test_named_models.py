@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import pytest
 import torch
@@ -106,7 +107,8 @@ def test_a_local_folder_of_the_same_spelling_wins_and_config_references_keep_nam
     assert resolve_checkpoint_reference("tiny-mdlm", tmp_path) == "tiny-mdlm"
     assert resolve_checkpoint_reference("nothing", tmp_path) == str(tmp_path / "nothing")
     model("d3pm").save_pretrained("tiny-mdlm", weights="raw")  # in the working directory
-    assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "d3pm"
+    with pytest.warns(UserWarning, match="wins over the model named tiny-mdlm"):
+        assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "d3pm"
     assert resolve_checkpoint_reference("tiny-mdlm", tmp_path) == os.path.abspath("tiny-mdlm")
 
 
@@ -131,3 +133,23 @@ def test_the_first_folder_of_the_path_wins_and_a_missing_one_is_passed_over(zoo,
 )
 def test_front_matter_is_flat_keys_between_the_opening_and_closing_lines(card, fields):
     assert front_matter(card) == fields
+
+
+def test_a_local_folder_that_shadows_a_name_is_said(zoo, tmp_path):
+    """A folder of the working directory spelled as a named model is read instead: its
+    errors would not say why the model was not loaded, so a warning names both."""
+    os.mkdir("tiny-mdlm")  # the user's own folder, no model
+    shadowed = r"tiny-mdlm is the local folder .*wins over the model named tiny-mdlm"
+    with (
+        pytest.warns(UserWarning, match=shadowed),
+        pytest.raises(FileNotFoundError, match="holds no genodiff.json"),
+    ):
+        genodiff.load("tiny-mdlm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the local one by its path: nothing to say
+        with pytest.raises(FileNotFoundError, match="holds no genodiff.json"):
+            genodiff.load("./tiny-mdlm")
+    os.chdir(tmp_path / "zoo")  # the named model's own folder: no other to warn of
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "mdlm"

@@ -1,5 +1,6 @@
 """save_pretrained / genodiff export with the Hugging Face convention: write into an existing
-folder, replace only the files a save owns (each atomically), never delete anything else."""
+folder, replace the files a save owns (all of them: a model saved there before, each file
+atomically), never delete anything else."""
 
 import os
 import stat
@@ -8,10 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
+import genodiff
 from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import folders, load_pretrained, save_pretrained
-from genodiff.tokenizers import DNATokenizer
+from genodiff.model import GenerativeModel
+from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 from tests.test_hub import assert_same, training_checkpoint
 
 MAMBA = dict(name="mamba", d_model=16, n_layer=2, vocab_size=12)
@@ -134,3 +137,63 @@ def test_export_writes_into_an_existing_folder(tmp_path, user_folder, capsys):
     after = snapshot(user_folder)
     assert {k: after[k] for k in before} == before
     assert after["model.safetensors"] != written["model.safetensors"]
+
+
+def test_overwrite_replaces_the_whole_saved_model(tmp_path, user_folder):
+    """A save over an export writes no genodiff.json or tokenizer.json: those of the export
+    go too, or the folder would load as the exported run with the new weights."""
+    ckpt = tmp_path / "run" / "last.ckpt"
+    training_checkpoint(ckpt, seed=3)
+    others = snapshot(user_folder)
+    assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(user_folder)]) == 0
+    assert (user_folder / "genodiff.json").is_file()
+    retrained = training_checkpoint(tmp_path / "run2" / "last.ckpt", seed=4)
+    save_pretrained(retrained.eval_backbone, user_folder, overwrite=True)
+    after = snapshot(user_folder)
+    assert set(after) - set(others) == {"config.json", "model.safetensors"}
+    assert {k: after[k] for k in others} == others  # nothing genodiff did not write is gone
+    assert_same(load_pretrained(user_folder), retrained.eval_backbone)
+    with pytest.raises(FileNotFoundError, match="holds no genodiff.json"):  # a bare backbone
+        genodiff.load(user_folder)
+
+
+def test_overwrite_without_a_tokenizer_removes_the_earlier_one(tmp_path):
+    folder = save_pretrained(model(1), tmp_path / "m", tokenizer=DNATokenizer())
+    save_pretrained(model(2), folder, overwrite=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_a_folder_holding_part_of_a_saved_model_needs_overwrite(tmp_path):
+    folder = save_pretrained(model(1), tmp_path / "m", tokenizer=DNATokenizer())
+    for name in ("config.json", "model.safetensors"):
+        (folder / name).unlink()
+    with pytest.raises(FileExistsError, match="tokenizer.json already exist"):
+        save_pretrained(model(2), folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["tokenizer.json"]
+
+
+PLAID = {
+    "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
+    "objective": {"name": "plaid", "d_model": 16, "schedule_hidden": 16},
+}
+
+
+def test_a_model_whose_objective_has_weights_is_not_exported(tmp_path, capsys):
+    """A folder holds a backbone; Plaid's embeddings and schedule would be lost, and the
+    folder refused on loading: refused before anything is written, in one line."""
+    ckpt = tmp_path / "last.ckpt"
+    plaid = GenerativeModel(PLAID)
+    torch.save(
+        {
+            "hyper_parameters": {"config": plaid.config},
+            "state_dict": plaid.state_dict(),
+            CHECKPOINT_KEY: tokenizer_record(plaid.tokenizer),
+        },
+        ckpt,
+    )
+    with pytest.raises(ValueError, match="plaid objective has learned parameters.*run's .ckpt"):
+        genodiff.load(ckpt).save_pretrained(tmp_path / "saved")
+    assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "plaid objective has learned parameters" in err and "\n" not in err
+    assert not (tmp_path / "saved").exists() and not (tmp_path / "out").exists()

@@ -51,11 +51,12 @@ def export_model(
     (``Model.save_pretrained``), or a genodiff training checkpoint (.ckpt of ``genodiff train``,
     read through the one reader, ``load_model``: ``genodiff export``). ``weights`` "ema" (the
     average) or "raw" (the trained weights); a model loaded from an export folder holds one
-    set, written as that set. The folder's other files are kept; ``overwrite`` replaces the
-    files an export owns. ``progress`` hears of each stage. ``record_entries``: genodiff.json
-    entries written instead of the model's (``Model.save_pretrained(portable_data=True)``:
-    its config with no path of this machine and the records of its data files, see
-    ``genodiff.data.training_files.portable_record``). Returns the folder."""
+    set, written as that set. The folder's other files are kept; ``overwrite`` replaces a
+    model saved there before, all of its files (``folders.OWNED_FILES``). ``progress`` hears
+    of each stage. ``record_entries``: genodiff.json entries written instead of the model's
+    (``Model.save_pretrained(portable_data=True)``: its config with no path of this machine
+    and the records of its data files, see ``genodiff.data.training_files.portable_record``).
+    Returns the folder."""
     _check_weights(weights)
     _check_out_dir(Path(out_dir))
     if not isinstance(source, GenerativeModel):
@@ -64,6 +65,7 @@ def export_model(
             progress.note(f"reading {source}")
         source = load_model(source)
     model = source
+    _check_backbone_holds_the_model(model)
     # Where it was read from and its weights' digest describe this copy, not the export.
     provenance = {
         k: v for k, v in model.provenance.items() if k not in ("source", WEIGHTS_DIGEST_KEY)
@@ -92,6 +94,18 @@ def _check_weights(weights: str) -> None:
     if weights not in WEIGHT_SETS:
         raise InputValueError(
             f"weights must be 'ema' or 'raw', got {weights!r}", parameter="weights"
+        )
+
+
+def _check_backbone_holds_the_model(model: GenerativeModel) -> None:
+    """An input error, before anything is written, for a model whose objective has learned
+    parameters of its own (Plaid's embeddings and noise schedule): a folder holds a backbone,
+    so it would load as nothing (``load._load_exported_weights`` refuses it)."""
+    if any(True for _ in model.objective.parameters()):
+        raise InputValueError(
+            f"the {model.config['objective']['name']} objective has learned parameters of its "
+            "own, which an export folder (a backbone's weights) cannot hold; sample, evaluate "
+            "and share the run's .ckpt instead"
         )
 
 

@@ -18,11 +18,15 @@ classes as inert placeholders: no code from the file runs either way). Tied tens
 once and re-tied on load (``genodiff.checkpoints.weights.load_weights``). ``init_backbone``
 copies a folder's weights into a backbone built from a run's config (``init_from=``).
 
-Saving follows the Hugging Face convention: the target folder may exist and hold other files;
-only the files a save owns (config.json, model.safetensors, tokenizer.json; ``export`` adds
-genodiff.json) are replaced, all together and atomically (each written beside its target and
-flushed, then all renamed over their targets), and nothing else is deleted. Every load entry
-point also takes a Hub id ``org/name[@revision]`` (``genodiff.hub``).
+Saving follows the Hugging Face convention: the target folder may exist and hold other files.
+The files genodiff writes (``OWNED_FILES``: config.json, model.safetensors, tokenizer.json,
+genodiff.json) make up the saved model: ``overwrite`` replaces all of them, deleting those the
+new save does not write (a backbone saved over an export loses the export's genodiff.json, so
+the folder never pairs one model's weights with another's run record), each new one written
+beside its target and flushed, then renamed over it; nothing else is deleted (a README, a
+Hub clone's .git, an upstream pytorch_model.bin, which genodiff never writes and never reads
+while a model.safetensors is there). Every load entry point also takes a Hub id
+``org/name[@revision]`` (``genodiff.hub``).
 
 Vocabulary: config.json may give the raw vocabulary (HyenaDNA: 12) or the padded one
 (Caduceus: 16); both build the padded model because vocab_size is rounded up to a multiple of
@@ -52,7 +56,7 @@ from genodiff.checkpoints.io import (
     DamagedFileError,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.plain import MAX_DEPTH, plain_tree
+from genodiff.checkpoints.plain import read_json_object
 from genodiff.checkpoints.weights import (
     CheckpointError,
     drop_tied_copies,
@@ -76,6 +80,8 @@ FOLDER_FILES = (CONFIG_FILE, TOKENIZER_FILE, *WEIGHT_FILES)
 # Written by ``genodiff.checkpoints.export`` beside the backbone files: the run's config, step
 # and which weights were exported, so the folder can be sampled and evaluated like the .ckpt.
 RUN_RECORD_FILE = "genodiff.json"
+# What a save writes, all a saved model is: ``overwrite`` replaces these and only these.
+OWNED_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE, RUN_RECORD_FILE)
 # The sections of a run's config that say what its weights are (required on loading).
 RUN_SECTIONS = ("model", "objective")
 # The sections checked against the class each names when a run's config is read: the weights'
@@ -106,8 +112,8 @@ def save_pretrained(
     ``config`` is the backbone's genodiff config (``name`` optional); by default the one that
     ``genodiff.backbones.build`` recorded on the model. The layout is the first writable one
     the model's class declares (``checkpoint_layouts``). ``directory`` may exist and hold other
-    files, which are kept; an existing config.json / model.safetensors / tokenizer.json is
-    replaced only with ``overwrite=True`` (see ``_write_folder``).
+    files, which are kept; a model saved there before (any of ``OWNED_FILES``) is replaced,
+    all of it, only with ``overwrite=True`` (see ``_write_folder``).
     """
     return _write_folder(Path(directory), _folder_files(model, config, tokenizer), overwrite)
 
@@ -171,20 +177,23 @@ def _unique_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool) -> Path:
-    """Write ``files`` (name -> writer) into ``directory``, creating it if needed.
+    """Write ``files`` (name -> writer, each one of ``OWNED_FILES``) into ``directory``,
+    creating it if needed, in place of the model saved there before.
 
     Each file is written under its temporary name in ``directory``
-    (``genodiff.atomic_files.temporary_path``) and flushed to disk, and only when all of them
-    are written are they renamed over their final names, so a reader sees the old file or the
-    new one, never a partial one, and a failed write replaces nothing (a folder this call
-    created is removed again; a full disk is a ``DiskFullError`` naming the file). Other files
-    in ``directory`` are never touched. Without ``overwrite`` an existing file of the same name
-    is an error.
+    (``genodiff.atomic_files.temporary_path``) and flushed to disk; only when all of them are
+    written are the earlier save's files that this one does not write deleted and the new ones
+    renamed over their final names, so a failed write changes nothing (a folder this call
+    created is removed again; a full disk is a ``DiskFullError`` naming the file), and the
+    folder never holds files of two saves (a kill in the instant of the renames aside, which
+    leaves a folder that loads as the old model or fails to load). Files not in
+    ``OWNED_FILES`` are never touched. Without ``overwrite`` a folder holding any of
+    ``OWNED_FILES`` is an error.
     """
-    existing = sorted(name for name in files if (directory / name).exists())
-    if existing and not overwrite:
+    saved = sorted(name for name in OWNED_FILES if (directory / name).exists())
+    if saved and not overwrite:
         raise InputFileExistsError(
-            f"{', '.join(existing)} already exist in {directory}: choose another folder, or "
+            f"{', '.join(saved)} already exist in {directory}: choose another folder, or "
             "overwrite them (other files there are kept)",
             parameter="overwrite",
         )
@@ -209,6 +218,9 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
         if full is not None:
             raise full from err
         raise
+    for name in saved:
+        if name not in files:  # the earlier save's, which this one does not replace
+            (directory / name).unlink()
     for name, tmp in staged.items():
         os.replace(tmp, directory / name)
     fsync_path(directory)  # the renames themselves
@@ -281,28 +293,6 @@ def read_backbone_config(directory: Path) -> tuple[str, CheckpointLayout, dict[s
     config = layout.read_config(reference)
     check_run_config({"model": {"name": backbone, **config}}, path, "restore the file")
     return backbone, layout, config
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """The JSON object ``path`` holds (a folder's config.json, genodiff.json), checked to be a
-    bounded tree of plain values (``plain.plain_tree``: not too deep or large, no string that
-    OmegaConf would resolve) before anything walks it; an input error naming the file when it
-    is not JSON, not an object or not such a tree."""
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputValueError(
-            f"{path} is not valid JSON ({err}); restore the file, or export the folder again"
-        ) from None
-    except RecursionError:  # nested deeper than Python's JSON parser goes
-        raise InputValueError(
-            f"{path}: the record is nested more than {MAX_DEPTH} containers deep"
-        ) from None
-    if not isinstance(content, dict):
-        raise InputValueError(
-            f"{path} holds a JSON {type(content).__name__}, not the object (mapping) expected"
-        )
-    return plain_tree(content, path)
 
 
 def read_run_record(folder: Path) -> dict[str, Any]:

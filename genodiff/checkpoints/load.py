@@ -221,7 +221,7 @@ def _open_file(path: Path, map_location: str | torch.device, mmap: bool) -> Stor
     kind, record = _kind_of(content)  # of some kind still: records only became plainer
     if kind == GENERATOR:
         check_run_config(record, path, "use the checkpoint as genodiff train wrote it")
-    return StoredCheckpoint(kind, path, content, tokenizer_from_checkpoint(content), record)
+    return StoredCheckpoint(kind, path, content, tokenizer_from_checkpoint(content, path), record)
 
 
 def _kind_of(content: Any) -> tuple[str | None, dict[str, Any]]:

@@ -17,15 +17,20 @@ file, the key and what is wrong.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from omegaconf import Node
 
 from genodiff.errors import InputValueError
+from genodiff.memory import size_text
 
 MAX_DEPTH = 32
 MAX_NODES = 100_000
+# The most bytes of a JSON record file read (config.json, genodiff.json, tokenizer.json): a
+# config is a few kilobytes, a tokenizer with a large vocabulary some megabytes.
+MAX_JSON_BYTES = 64 << 20
 # A leaf genodiff takes as it is (bool is an int).
 SCALARS = (str, int, float, type(None))
 # How OmegaConf tells a string it resolves (omegaconf._utils.get_value_kind, not strict).
@@ -37,6 +42,40 @@ def plain_tree(value: Any, source: str | Path, where: str = "") -> Any:
     from ``source`` (a file, named in the error) at the key ``where`` (``hyper_parameters``);
     one ``InputValueError`` naming both and what is wrong when it is not one."""
     return _Walk(str(source)).copy(value, where, 0)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object the file ``path`` holds (a folder's config.json, genodiff.json,
+    tokenizer.json), checked to be a bounded tree of plain values (``plain_tree``) before
+    anything walks it; an input error naming the file when it is not a regular file, larger
+    than ``MAX_JSON_BYTES``, not JSON, not an object or not such a tree."""
+    if not path.is_file():  # a FIFO would block the read, a device never end it
+        raise InputValueError(
+            f"{path} is not a regular file (a folder, FIFO, device or broken link); restore "
+            "the file, or export the folder again"
+        )
+    with path.open("rb") as handle:
+        data = handle.read(MAX_JSON_BYTES + 1)
+    if len(data) > MAX_JSON_BYTES:
+        raise InputValueError(
+            f"{path} is larger than {size_text(MAX_JSON_BYTES)}, more than any record genodiff "
+            "writes; restore the file, or export the folder again"
+        )
+    try:
+        content = json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputValueError(
+            f"{path} is not valid JSON ({err}); restore the file, or export the folder again"
+        ) from None
+    except RecursionError:  # nested deeper than Python's JSON parser goes
+        raise InputValueError(
+            f"{path}: the record is nested more than {MAX_DEPTH} containers deep"
+        ) from None
+    if not isinstance(content, dict):
+        raise InputValueError(
+            f"{path} holds a JSON {type(content).__name__}, not the object (mapping) expected"
+        )
+    return plain_tree(content, path)
 
 
 class _Walk:

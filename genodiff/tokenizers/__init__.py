@@ -6,13 +6,12 @@ checkpoint stores, ``load_tokenizer`` from a folder's ``tokenizer.json``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from genodiff import registry
-from genodiff.errors import InputKeyError
+from genodiff.errors import InputKeyError, InputValueError, UserInputError
 from genodiff.tokenizers.base import TOKENIZER_FILE, Tokenizer, tokenizer_record
 from genodiff.tokenizers.dna import DNATokenizer
 
@@ -30,8 +29,15 @@ def build_tokenizer(
     return cls.from_config(kwargs, corpus)
 
 
-def tokenizer_from_record(record: Mapping[str, Any]) -> Tokenizer:
-    """Rebuild a tokenizer from ``{"name": ..., "state": ...}`` (``tokenizer_record``)."""
+def tokenizer_from_record(record: Any, source: str | Path = "the tokenizer record") -> Tokenizer:
+    """Rebuild a tokenizer from ``{"name": ..., "state": ...}`` (``tokenizer_record``), read
+    from ``source`` (named in the errors): an InputKeyError for a tokenizer no installed code
+    provides, an InputValueError for a record it cannot be rebuilt from."""
+    if not isinstance(record, Mapping) or not isinstance(record.get("name"), str):
+        raise InputValueError(
+            f"{source} is not a tokenizer record (an object with a name and a state); restore "
+            "it, or export the model again"
+        )
     try:
         cls = registry.get("tokenizer", record["name"])
     except KeyError as err:
@@ -39,24 +45,41 @@ def tokenizer_from_record(record: Mapping[str, Any]) -> Tokenizer:
             f"{err.args[0]}. The checkpoint was written with a tokenizer from a plugin: install "
             "it (e.g. pip install -e plugins/genodiff-text)"
         ) from None
-    return cls.from_state(dict(record.get("state") or {}))
+    state = record.get("state") or {}
+    try:
+        return cls.from_state(dict(state))
+    except UserInputError:
+        raise
+    except (TypeError, ValueError, KeyError) as err:  # a state its class does not read
+        detail = " ".join(str(err).split())[:160] or type(err).__name__
+        raise InputValueError(
+            f"{source}: the {record['name']} tokenizer cannot be rebuilt from the state it "
+            f"records ({detail}); restore it, or export the model again"
+        ) from None
 
 
-def tokenizer_from_checkpoint(checkpoint: Mapping[str, Any]) -> Tokenizer:
-    """The tokenizer of a loaded ``genodiff train`` checkpoint dict. Checkpoints written
-    before tokenizers were stored hold none: they are DNA, or name theirs in the config."""
+def tokenizer_from_checkpoint(
+    checkpoint: Mapping[str, Any], source: str | Path = "the checkpoint"
+) -> Tokenizer:
+    """The tokenizer of a loaded ``genodiff train`` checkpoint dict (read from ``source``).
+    Checkpoints written before tokenizers were stored hold none: they are DNA, or name theirs
+    in the config."""
     if CHECKPOINT_KEY in checkpoint:
-        return tokenizer_from_record(checkpoint[CHECKPOINT_KEY])
+        return tokenizer_from_record(checkpoint[CHECKPOINT_KEY], f"{source} ({CHECKPOINT_KEY})")
     config = checkpoint.get("hyper_parameters", {}).get("config", {})
     return build_tokenizer(config.get("tokenizer"))
 
 
 def load_tokenizer(directory: str | Path) -> Tokenizer | None:
-    """The tokenizer saved in ``directory/tokenizer.json``; None when there is none."""
+    """The tokenizer saved in ``directory/tokenizer.json``; None when there is none. A
+    tokenizer.json that is no regular file, is too large, or holds no record a tokenizer is
+    rebuilt from is an InputValueError naming it (``plain.read_json_object``)."""
+    from genodiff.checkpoints.plain import read_json_object  # which imports this package
+
     path = Path(directory) / TOKENIZER_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
-    return tokenizer_from_record(json.loads(path.read_text()))
+    return tokenizer_from_record(read_json_object(path), path)
 
 
 __all__ = [
