@@ -25,6 +25,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,10 +84,13 @@ def check_writable(path: Path, parameter: str) -> None:
     )
 
 
-def remove_temporary_files(folder: Path) -> None:
-    """Delete what a killed writer left in ``folder`` (call it while no writer runs there)."""
+def remove_temporary_files(folder: Path, name: str | None = None) -> None:
+    """Delete what killed writers left in ``folder`` (``temporary_path``): every temporary
+    file, or with ``name`` only those of the file of that name (call it while no writer of
+    them runs there)."""
     for leftover in folder.glob(f".*{TEMPORARY_SUFFIX}"):
-        leftover.unlink(missing_ok=True)
+        if name is None or re.fullmatch(rf"\.{re.escape(name)}\.\d+", leftover.stem):
+            leftover.unlink(missing_ok=True)
 
 
 def fsync_path(path: Path) -> None:
@@ -352,10 +356,8 @@ class StagedFile:
 
     def release(self) -> None:
         """Give up the writer's lock (``commit`` does); the lock file goes with it."""
-        if self.lock is not None:
-            Path(self.lock.name).unlink(missing_ok=True)
-            self.lock.close()
-            self.lock = None
+        _release(self.lock)
+        self.lock = None
 
 
 def _changes(saved: Any, now: Any, prefix: str = "") -> list[str]:
@@ -383,7 +385,20 @@ def _as_settings(value: Any) -> dict[str, Any]:
     return {}
 
 
-def _held_lock(lock_path: Path, path: Path) -> IO[bytes] | None:
+@contextmanager
+def writer_lock(lock_path: Path, path: Path, parameter: str) -> Iterator[None]:
+    """For the ``with`` block, ``path`` (a file or a folder) written by this writer alone: it
+    holds ``lock_path`` (an advisory lock that ends with its process, so a killed writer holds
+    none), removed at the end. InputFileExistsError, naming ``parameter`` (the argument that
+    gave ``path``), while another writer holds it."""
+    handle = _held_lock(lock_path, path, parameter)
+    try:
+        yield
+    finally:
+        _release(handle)
+
+
+def _held_lock(lock_path: Path, path: Path, parameter: str = "out") -> IO[bytes] | None:
     """``lock_path`` opened and exclusively locked (None where the platform has no locks);
     InputFileExistsError when another writer holds it."""
     if fcntl is None:
@@ -396,8 +411,8 @@ def _held_lock(lock_path: Path, path: Path) -> IO[bytes] | None:
             handle.close()
             raise InputFileExistsError(
                 f"{path} is being written by another run right now (it holds {lock_path}): "
-                "wait for it to finish, or choose another file",
-                parameter="out",
+                f"wait for it to finish, or choose another {'folder' if path.is_dir() else 'file'}",
+                parameter=parameter,
             ) from None
         if _same_file(handle, lock_path):
             return handle
@@ -412,3 +427,10 @@ def _same_file(handle: IO[bytes], path: Path) -> bool:
         return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
     except FileNotFoundError:
         return False
+
+
+def _release(lock: IO[bytes] | None) -> None:
+    """Give up a lock ``_held_lock`` took (None: none was taken); its file goes with it."""
+    if lock is not None:
+        Path(lock.name).unlink(missing_ok=True)
+        lock.close()

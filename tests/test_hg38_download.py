@@ -11,10 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import genodiff.data.download as download_module
-from genodiff import atomic_files
+from genodiff import atomic_files, cli
 from genodiff.data.download import DownloadError, download, gunzip, prepare_hg38
 from genodiff.data.genome import Genome
 from genodiff.errors import DiskFullError
+from tests.test_bad_input_cli import one_line_error
 
 _RNG = random.Random(0)
 FASTA = "".join(
@@ -241,3 +242,39 @@ def test_a_damaged_download_is_still_named_to_fetch_again(tmp_path):
     with pytest.raises(DownloadError, match="cannot decompress .*delete it and run again"):
         gunzip(damaged, tmp_path / "hg38.ml.fa", log=print)
     assert not (tmp_path / "hg38.ml.fa").exists()
+
+
+def test_what_a_killed_decompression_left_is_removed_by_the_next_run(gd_server, tmp_path):
+    dest = tmp_path / "hg38"
+    dest.mkdir()
+    (dest / ".hg38.ml.fa.4242.tmp").write_bytes(FASTA[:1000])  # pid 4242 was killed
+    (dest / ".notes.tmp").write_text("not ours")
+    prepare_hg38(dest, **urls(gd_server), log=print)
+    names = sorted(p.name for p in dest.iterdir())
+    assert names == [".notes.tmp", "hg38.ml.fa", "hg38.ml.fa.fai", "human-sequences.bed"]
+
+
+def hg38_command(server, dest) -> list[str]:
+    where = urls(server)
+    return ["data", "hg38", "--dest", str(dest), "--fasta-url", where["fasta_url"],
+            "--bed-url", where["bed_url"]]  # fmt: skip
+
+
+def test_a_second_run_into_the_same_folder_is_refused(gd_server, tmp_path, capsys):
+    """Two runs would write the same .part file, and each rename and delete what the other
+    still writes."""
+    dest = tmp_path / "hg38"
+    dest.mkdir()
+    with atomic_files.writer_lock(dest / ".lock", dest, parameter="dest"):  # the first run
+        assert cli.main(hg38_command(gd_server, dest)) == 2
+        err = one_line_error(capsys, "data")
+    assert "being written by another run right now" in err and "(--dest)" in err
+    assert "another folder" in err
+    assert gd_server.requests == []
+    assert list(dest.iterdir()) == []  # the first run's lock gone with it, nothing written
+
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    assert cli.main(hg38_command(gd_server, file)) == 2
+    assert "is a file; name a folder" in one_line_error(capsys, "data")  # was: [Errno 17]
+    assert file.read_text() == "mine"

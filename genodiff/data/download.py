@@ -8,6 +8,8 @@ partial file under the final name (the ``.part`` file is this writer's documente
 between runs to resume from, which ``atomic_write`` could not keep). Files already in place are
 skipped. Only the network's failures are retried: a write of the ``.part`` file that fails
 (a full disk, a read-only folder) stops the download at once, the bytes received kept.
+``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never write the same
+files, and removes what a decompression that was killed left there.
 """
 
 from __future__ import annotations
@@ -25,15 +27,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from genodiff.atomic_files import DISK_FULL, FILE_TOO_LARGE, atomic_write, fsync_path
+from genodiff.atomic_files import (
+    DISK_FULL,
+    FILE_TOO_LARGE,
+    atomic_write,
+    fsync_path,
+    remove_temporary_files,
+    writer_lock,
+)
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import read_bed
-from genodiff.errors import DiskFullError, UserInputError
+from genodiff.errors import DiskFullError, InputValueError, UserInputError
 
 HG38_FASTA_URL = "https://storage.googleapis.com/basenji_barnyard2/hg38.ml.fa.gz"
 HG38_BED_URL = "https://storage.googleapis.com/basenji_barnyard2/sequences_human.bed"
 HG38_FASTA_NAME = "hg38.ml.fa"
 HG38_BED_NAME = "human-sequences.bed"
+LOCK_FILE = ".lock"  # in the folder ``prepare_hg38`` writes, while it writes there
 
 Log = Callable[[str], None]
 _CHUNK = 1 << 20
@@ -247,17 +257,39 @@ def prepare_hg38(
     and an interrupted download resumes.
     """
     dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise InputValueError(
+            f"{dest} is a file; name a folder to write hg38 into", parameter="dest"
+        )
     dest.mkdir(parents=True, exist_ok=True)
+    with writer_lock(dest / LOCK_FILE, dest, parameter="dest"):  # one writer of its files
+        remove_temporary_files(dest, HG38_FASTA_NAME)  # a decompression that was killed
+        bed = _fetch_bed(dest, bed_url, log)
+        fasta = _fetch_fasta(dest, fasta_url, log)
+        log(f"indexing {fasta} (first time only)")
+        genome = Genome(fasta)
+        log(f"{fasta}: {len(genome.lengths)} sequences, {sum(genome.lengths.values()):,} bp")
+        genome.close()
+    return {"fasta": fasta, "bed": bed}
+
+
+def _fetch_bed(dest: Path, url: str, log: Log) -> Path:
+    """``dest/human-sequences.bed``, downloaded from ``url`` unless it is there."""
     bed = dest / HG38_BED_NAME
     if bed.exists():
         log(f"{bed}: already present")
     else:
-        log(f"downloading {bed_url} -> {bed}")
-        download(bed_url, bed, log=log, check=read_bed)
+        log(f"downloading {url} -> {bed}")
+        download(url, bed, log=log, check=read_bed)
     rows = read_bed(bed)
     counts = {split: sum(r.split == split for r in rows) for split in ("train", "valid", "test")}
     log(f"{bed}: {len(rows)} rows ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    return bed
 
+
+def _fetch_fasta(dest: Path, fasta_url: str, log: Log) -> Path:
+    """``dest/hg38.ml.fa``, downloaded gzipped from ``fasta_url`` and decompressed, unless it
+    is there."""
     fasta = dest / HG38_FASTA_NAME
     if fasta.exists():
         log(f"{fasta}: already present")
@@ -272,8 +304,4 @@ def prepare_hg38(
         gunzip(gz, fasta, log=log)
         gz.unlink()
         log(f"removed {gz}")
-    log(f"indexing {fasta} (first time only)")
-    genome = Genome(fasta)
-    log(f"{fasta}: {len(genome.lengths)} sequences, {sum(genome.lengths.values()):,} bp")
-    genome.close()
-    return {"fasta": fasta, "bed": bed}
+    return fasta
