@@ -30,7 +30,15 @@ from omegaconf.errors import OmegaConfBaseException
 
 from genodiff import registry
 from genodiff.conditioning import ConditioningConfig
-from genodiff.config_values import ConfigError, Key, Spec, callable_spec, class_spec, dataclass_spec
+from genodiff.config_values import (
+    ConfigError,
+    Key,
+    Spec,
+    callable_spec,
+    class_spec,
+    dataclass_spec,
+    unknown_key_error,
+)
 from genodiff.errors import require_regular_file
 from genodiff.generation_config import GenerationConfig
 from genodiff.generation_config import options as generation_options
@@ -200,12 +208,6 @@ def section_keys(cfg: DictConfig, section: str) -> list[str]:
     return list(section_spec(cfg, section).keys)
 
 
-def _unknown_key_error(dotted: str, valid: list[str]) -> ConfigError:
-    return ConfigError(
-        f"unknown config key '{dotted}'. Valid keys here: {', '.join(sorted(valid))}"
-    )
-
-
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
     """``cfg`` as plain containers with its interpolations resolved; ConfigError naming the key
     whose interpolation fails."""
@@ -262,7 +264,7 @@ class Schema:
         top = _dataclass_keys(self.top)
         for key in cfg:
             if key not in top:
-                raise _unknown_key_error(str(key), top)
+                raise unknown_key_error(str(key), top)
         for section in self.sections:
             value = cfg.get(section)
             if value is None:
@@ -272,7 +274,7 @@ class Schema:
             valid = self._keys(cfg, section)
             for key in value if valid is not None else ():
                 if key not in valid:
-                    raise _unknown_key_error(f"{section}.{key}", valid)
+                    raise unknown_key_error(f"{section}.{key}", valid)
         if self.section_spec is not None:
             self.check_values(cfg)
 
@@ -426,7 +428,7 @@ def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> l
         valid = schema.valid_keys_for(base, key)
         leaf = key.split(".")[-1]
         if valid is not None and leaf not in valid:
-            raise _unknown_key_error(key, valid)
+            raise unknown_key_error(key, valid)
         resolved.append("+" + override)
     return resolved
 

@@ -26,6 +26,7 @@ This module imports nothing heavy, so backbones and objectives can import ``Keyw
 from __future__ import annotations
 
 import collections.abc as abc
+import difflib
 import enum
 import functools
 import inspect
@@ -117,6 +118,17 @@ class Key:
     nested: Spec | None = None
 
 
+def unknown_key_error(dotted: str, valid: abc.Iterable[str]) -> ConfigError:
+    """The error for the config key ``dotted`` where only ``valid`` are taken (the keys of its
+    mapping), naming the valid key spelled closest to its last part (``trainer.max_step``: did
+    you mean trainer.max_steps?)."""
+    prefix, dot, leaf = dotted.rpartition(".")
+    valid = sorted(valid)
+    close = difflib.get_close_matches(leaf, valid, n=1)
+    hint = f" (did you mean '{prefix}{dot}{close[0]}'?)" if close else ""
+    return ConfigError(f"unknown config key '{dotted}'{hint}. Valid keys here: {', '.join(valid)}")
+
+
 @dataclass(frozen=True)
 class Spec:
     """The keys of one config mapping (a section, or a mapping inside one)."""
@@ -129,8 +141,7 @@ class Spec:
         for name, value in values.items():
             dotted = f"{prefix}.{name}" if prefix else str(name)
             if name not in self.keys:
-                valid = ", ".join(sorted(self.keys))
-                raise ConfigError(f"unknown config key '{dotted}'. Valid keys here: {valid}")
+                raise unknown_key_error(dotted, self.keys)
             check_value(dotted, value, self.keys[name])
         for name, key in self.keys.items():
             if key.default is REQUIRED and name not in values:

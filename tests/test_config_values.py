@@ -133,6 +133,24 @@ def test_hyena_layer_keys_are_checked(capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("override", "key", "meant"),
+    [
+        ("trainer.max_step=2", "trainer.max_step", "trainer.max_steps"),  # Lightning's keyword
+        ("tranier.max_steps=2", "tranier", "trainer"),  # a section
+        ("model.d_modle=8", "model.d_modle", "model.d_model"),  # a class's keyword
+        ("model.ssm_cfg.d_stat=8", "model.ssm_cfg.d_stat", "model.ssm_cfg.d_state"),  # nested
+        ("samples.stesp=8", "samples.stesp", "samples.steps"),  # a dataclass's field
+    ],
+)
+def test_a_mistyped_key_names_the_key_meant(capsys, tmp_path, override, key, meant):
+    code, err = train(capsys, tmp_path / "out", override)
+    assert code == 2 and f"unknown config key '{key}' (did you mean '{meant}'?)" in err
+    assert not (tmp_path / "out").exists()
+    code, err = train(capsys, tmp_path / "out", "model.zzzzzz=8")  # nothing close: no guess
+    assert code == 2 and "did you mean" not in err and "Valid keys here: " in err
+
+
 def test_values_that_fit_still_load():
     cfg = load_config(
         DEMO,
