@@ -4,9 +4,11 @@ read in bounded memory (at most ``MAX_JSON_BYTES`` of it), never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,28 @@ def test_a_checkpoints_tokenizer_state_it_cannot_rebuild_is_one_line(tmp_path, c
     torch.save(content, ckpt)
     words = f"({CHECKPOINT_KEY}): the dna tokenizer cannot be rebuilt"
     refused_in_one_line(capsys, ckpt, words)
+
+
+def test_keys_this_version_does_not_know_are_named_in_a_warning(folder):
+    """A model saved by another version with a generation option (``samples:``) or a
+    conditioning key this one lacks would generate otherwise: they are ignored, but not
+    silently. Training-only sections (optim, ema, trainer) are not read on loading."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the folder as genodiff wrote it: every key known
+        genodiff.load(folder)
+    path = folder / "genodiff.json"
+    record = json.loads(path.read_text())
+    record["config"]["samples"]["guidance_knob"] = 0.5
+    record["config"]["conditioning"]["label_smoothing"] = 0.1
+    record["config"]["watermark"] = {"key": 7}
+    record["config"]["optim"]["schedule_free"] = True  # training only: not named
+    path.write_text(json.dumps(record))
+    with pytest.warns(UserWarning) as caught:
+        genodiff.load(folder)
+    (message,) = [str(w.message) for w in caught if "does not know" in str(w.message)]
+    named = message.split(" sets ")[1].split(", which")[0]
+    assert sorted(named.split(", ")) == [
+        "conditioning.label_smoothing",
+        "samples.guidance_knob",
+        "watermark",
+    ]

@@ -35,9 +35,11 @@ pad_vocab_size_multiple. Written folders always hold the padded size.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
+import warnings
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -63,13 +65,15 @@ from genodiff.checkpoints.weights import (
     load_weights,
     storage_key,
 )
-from genodiff.config import ConfigError, section_spec
+from genodiff.conditioning import ConditioningConfig
+from genodiff.config import ConfigError, RunConfig, SamplesConfig, section_spec
 from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
     tokenizer_record,
 )
+from genodiff.version import __version__
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -87,6 +91,8 @@ RUN_SECTIONS = ("model", "objective")
 # The sections checked against the class each names when a run's config is read: the weights'
 # and, where the run has one, the data it read (what ``score``, ``windows`` and ``eval`` build).
 CHECKED_SECTIONS = (*RUN_SECTIONS, "data")
+# The top-level keys of a run's config this version writes and reads.
+_RUN_KEYS = frozenset(f.name for f in dataclasses.fields(RunConfig))
 
 # model.safetensors metadata key: the checksum of the tensors written (``tensors_digest``),
 # compared when the folder is read, so weights changed after writing are found.
@@ -317,7 +323,9 @@ def check_run_config(config: Mapping[str, Any], source: str | Path, remedy: str)
     """An input error naming ``source`` (and saying ``remedy``) when a section of
     ``CHECKED_SECTIONS`` that a run's recorded ``config`` holds is not what the class it names
     takes (edited, or written for another class; the class unknown; not a mapping): loading
-    it would build something else, or nothing."""
+    it would build something else, or nothing. Keys this version does not know elsewhere are
+    a warning (``_warn_of_unknown_keys``)."""
+    _warn_of_unknown_keys(config, source)
     for section in CHECKED_SECTIONS:
         if section in config and not isinstance(config[section], dict):
             raise InputValueError(
@@ -336,6 +344,27 @@ def check_run_config(config: Mapping[str, Any], source: str | Path, remedy: str)
                 f"{source} is inconsistent (config.{section}.name is {values.get('name')!r}): "
                 f"{err}; {remedy}"
             ) from None
+
+
+def _warn_of_unknown_keys(config: Mapping[str, Any], source: str | Path) -> None:
+    """A warning naming the keys of a run's recorded ``config`` that this version of genodiff
+    does not know, at its top level and in the sections that change what a loaded model does
+    (``samples:``, its generation config; ``conditioning:``): they are ignored, so a model
+    that another version saved with them would generate otherwise, silently. The training-only
+    sections (``optim``, ``ema``, ``trainer``: Lightning's keys) do not matter on loading."""
+    unknown = [str(key) for key in config if key not in _RUN_KEYS]
+    for section, cls in (("samples", SamplesConfig), ("conditioning", ConditioningConfig)):
+        values = config.get(section)
+        known = {f.name for f in dataclasses.fields(cls)}
+        if isinstance(values, Mapping):
+            unknown += [f"{section}.{key}" for key in values if key not in known]
+    if unknown:
+        warnings.warn(
+            f"{source} sets {', '.join(unknown)}, which genodiff {__version__} does not know "
+            "(saved by another version?): ignored; install the version that saved it to use "
+            "them",
+            stacklevel=2,
+        )
 
 
 def _current_objective_options(section: dict[str, Any]) -> dict[str, Any]:
