@@ -15,7 +15,9 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -811,6 +813,29 @@ def error_line(err: BaseException, command: str, options: dict[str, str]) -> str
     return f"genodiff {command}: error: {message}"
 
 
+# The package's folder: a warning raised from a file in it is genodiff's own.
+PACKAGE_FOLDER = Path(__file__).resolve().parent
+
+
+@contextmanager
+def warnings_as_lines(command: str) -> Iterator[None]:
+    """For the ``with`` block, genodiff's own warnings printed as one line on stderr,
+    ``genodiff COMMAND: warning: MESSAGE``, as its errors are (not Python's ``FILE:LINE:
+    UserWarning:`` and the source line after it); other libraries' warnings as Python shows
+    them."""
+    with warnings.catch_warnings():  # restores showwarning at the end
+        python_shows = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None) -> None:
+            if Path(filename).resolve().is_relative_to(PACKAGE_FOLDER):
+                print(f"genodiff {command}: warning: {message}", file=file or sys.stderr)
+            else:
+                python_shows(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 # What a command's refusal of a file that needs unknown classes unpickled offers instead of the
 # library's keyword, which no command takes.
 UNSAFE_PICKLE_OPT_IN = (
@@ -900,7 +925,8 @@ def main(argv: list[str] | None = None) -> int:
         _refuse_unknown_arguments(parser, args, unknown)
     try:
         configure_threads(args.threads)
-        args.run(args)
+        with warnings_as_lines(args.command):
+            args.run(args)
         sys.stdout.flush()  # a reader that left (`| head`) shows here, not at exit
     except BrokenPipeError:
         if not _stdout_reader_left():

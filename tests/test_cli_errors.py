@@ -3,10 +3,13 @@ the file system's refusals about the user's files and disk; any other error is a
 its traceback."""
 
 import errno
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ import pytest
 from genodiff import cli
 from genodiff.checkpoints import info
 from genodiff.errors import InputKeyError, InputValueError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def fail_inside_info(monkeypatch, tmp_path, error: Exception) -> list[str]:
@@ -180,3 +185,36 @@ def test_a_mistyped_option_is_refused_by_its_command_with_the_close_option(capsy
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == said
     assert err.startswith(f"usage: genodiff {argv[0]}")  # the command's usage, not genodiff's
+
+
+def test_genodiffs_own_warnings_are_one_line_like_its_errors(capsys, monkeypatch):
+    """Python shows a warning as ``FILE:LINE: UserWarning: MESSAGE`` and the source line
+    after it, two lines that name genodiff's internals; a command says its own as it says an
+    error. Another library's warning is left to Python's display (its file and category say
+    whose)."""
+    shown_by_python = []
+    monkeypatch.setattr(warnings, "showwarning", lambda *args: shown_by_python.append(args[:4]))
+    ours = str(Path(cli.__file__).parent / "generate.py")
+    with cli.warnings_as_lines("sample"):
+        warnings.simplefilter("always")
+        warnings.warn_explicit("sampling past the trained window", UserWarning, ours, 237)
+        warnings.warn_explicit("a deprecated flag", FutureWarning, "/elsewhere/lib.py", 3)
+    assert capsys.readouterr().err == "genodiff sample: warning: sampling past the trained window\n"
+    ((message, category, filename, line),) = shown_by_python
+    assert (str(message), category, filename, line) == (
+        "a deprecated flag",
+        FutureWarning,
+        "/elsewhere/lib.py",
+        3,
+    )
+
+
+def test_a_warning_during_a_command_reaches_stderr_as_one_line(capsys, tmp_path):
+    folder = Path(shutil.copytree(ROOT / "models" / "mdlm-chrx", tmp_path / "m"))
+    record = json.loads((folder / "genodiff.json").read_text())
+    record["config"]["samples"]["guidance_knob"] = 0.5  # a key this version does not know
+    (folder / "genodiff.json").write_text(json.dumps(record))
+    assert cli.main(["info", str(folder)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("genodiff info: warning: ")
+    assert "samples.guidance_knob" in err[0]
