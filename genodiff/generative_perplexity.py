@@ -414,7 +414,10 @@ def default_ar_checkpoints(samples_path: str | os.PathLike) -> list[str]:
 
 
 def default_ar_checkpoint(samples_path: str | os.PathLike, root: str | os.PathLike = ".") -> Path:
-    """The first of ``default_ar_checkpoints(samples_path)`` (under ``root``) that exists."""
+    """The first of ``default_ar_checkpoints(samples_path)`` (under ``root``) that exists;
+    first of all, an input error for a sample file that is not there (what the user meant to
+    score is named before the checkpoint they did not give)."""
+    check_sample_file(samples_path, "sample file", "samples")
     candidates = default_ar_checkpoints(samples_path)
     for candidate in candidates:
         path = Path(root) / candidate

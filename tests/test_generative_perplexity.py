@@ -350,6 +350,10 @@ def test_cli_default_checkpoint_and_errors(checkpoints, tmp_path, capsys, monkey
 
     assert cli.main(["gen-ppl", "missing.fa", "--checkpoint", checkpoints["ar"]]) == 2
     assert "missing.fa not found" in capsys.readouterr().err
+    default.unlink()  # no --checkpoint and none to default to: the missing samples named first
+    assert cli.main(["gen-ppl", "missing.fa"]) == 2
+    err = capsys.readouterr().err
+    assert "sample file missing.fa not found" in err and "conventional AR" not in err
     assert cli.main(["gen-ppl", "s.fa", "--checkpoint", checkpoints["mdlm"]]) == 2
     assert "exact-likelihood" in capsys.readouterr().err
 
