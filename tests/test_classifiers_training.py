@@ -4,6 +4,7 @@ refusals (genodiff/classifiers/)."""
 
 import contextlib
 import io
+import logging
 import shutil
 import warnings
 from pathlib import Path
@@ -19,7 +20,8 @@ from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.processes.masked import MaskedForwardProcess
 from genodiff.processes.schedules import LogLinearSchedule
-from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
+from genodiff.tokenizers import DNATokenizer
+from tests.checkpoint_files import save_as_trained
 
 ROOT = Path(__file__).resolve().parents[1]
 TOK = DNATokenizer()
@@ -70,16 +72,7 @@ def write_generator(
         config["conditioning"] = {"labels": classes}
     if data:
         config["data"] = data
-    generator = GenerativeModel(config)
-    torch.save(
-        {
-            "hyper_parameters": {"config": generator.config},
-            "state_dict": generator.state_dict(),
-            CHECKPOINT_KEY: tokenizer_record(generator.tokenizer),
-        },
-        path,
-    )
-    return path
+    return save_as_trained(path, GenerativeModel(config))
 
 
 @pytest.fixture(scope="module")
@@ -254,8 +247,11 @@ def run_refused(capsys, config: Path, *overrides: str) -> str:
     return error
 
 
-def test_the_command_refuses_generators_that_do_not_fit_before_writing(toy, tmp_path, capsys):
+def test_the_command_refuses_generators_that_do_not_fit_before_writing(
+    toy, tmp_path, capsys, caplog
+):
     config, _ = toy
+    caplog.set_level(logging.INFO)
     out = tmp_path / "never"
     other = write_generator(tmp_path / "other.ckpt", ["human", "phage"])
     ar = write_generator(
@@ -272,6 +268,8 @@ def test_the_command_refuses_generators_that_do_not_fit_before_writing(toy, tmp_
     assert "causal backbone" in run_refused(
         capsys, config, "kind=causal", "model=caduceus_tiny", f"output_dir={out}"
     )
+    # Lightning's "INFO: Seed set to 0" (on stderr wherever its handler writes) is no second line
+    assert not [r.getMessage() for r in caplog.records if r.name.startswith("lightning")]
     shipped = ROOT / "configs" / "classifier_demo.yaml"
     assert "data=labelled" in run_refused(capsys, shipped, "data=demo", f"output_dir={out}")
     assert not out.exists()

@@ -30,7 +30,7 @@ from genodiff.config import load_config
 from genodiff.finetuning.classifier import load_backbone
 from genodiff.hub import HubError, parse_hub_id
 from genodiff.model import GenerativeModel
-from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
+from tests.checkpoint_files import save_as_trained
 from tests.test_cli import DEMO, TINY
 
 REPO = "test-org/tiny-mamba"
@@ -181,16 +181,7 @@ def training_checkpoint(path: Path, seed: int, step: int = 3) -> GenerativeModel
         for p in model.ema.module.parameters():
             p.add_(0.01)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(
-        {
-            "hyper_parameters": {"config": model.config},
-            "state_dict": model.state_dict(),
-            CHECKPOINT_KEY: tokenizer_record(model.tokenizer),
-            "global_step": step,
-            "epoch": 0,
-        },
-        path,
-    )
+    save_as_trained(path, model, global_step=step, epoch=0)
     return model
 
 

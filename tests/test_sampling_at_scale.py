@@ -26,7 +26,7 @@ from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from genodiff.randomness.noise import Noise, sequence_seed
 from genodiff.sample_files import read_samples
-from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
+from tests.checkpoint_files import save_as_trained
 from tests.test_classifiers import TOK, classifier
 from tests.test_cli import ROOT
 
@@ -285,15 +285,7 @@ def test_a_finished_share_of_a_run_is_taken_as_its_samples_alone(tmp_path):
 
 
 def write_checkpoint(path, net: Model):
-    torch.save(
-        {
-            "hyper_parameters": {"config": net.config},
-            "state_dict": net.network.state_dict(),
-            CHECKPOINT_KEY: tokenizer_record(net.tokenizer),
-        },
-        path,
-    )
-    return path
+    return save_as_trained(path, net.network)
 
 
 def sample_command(checkpoint, out, *options) -> list[str]:

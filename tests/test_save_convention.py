@@ -14,7 +14,8 @@ from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import folders, load_pretrained, save_pretrained
 from genodiff.model import GenerativeModel
-from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
+from genodiff.tokenizers import DNATokenizer
+from tests.checkpoint_files import save_as_trained
 from tests.test_hub import assert_same, training_checkpoint
 
 MAMBA = dict(name="mamba", d_model=16, n_layer=2, vocab_size=12)
@@ -182,15 +183,7 @@ def test_a_model_whose_objective_has_weights_is_not_exported(tmp_path, capsys):
     """A folder holds a backbone; Plaid's embeddings and schedule would be lost, and the
     folder refused on loading: refused before anything is written, in one line."""
     ckpt = tmp_path / "last.ckpt"
-    plaid = GenerativeModel(PLAID)
-    torch.save(
-        {
-            "hyper_parameters": {"config": plaid.config},
-            "state_dict": plaid.state_dict(),
-            CHECKPOINT_KEY: tokenizer_record(plaid.tokenizer),
-        },
-        ckpt,
-    )
+    save_as_trained(ckpt, GenerativeModel(PLAID))
     with pytest.raises(ValueError, match="plaid objective has learned parameters.*run's .ckpt"):
         genodiff.load(ckpt).save_pretrained(tmp_path / "saved")
     assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "out")]) == 2

@@ -57,7 +57,7 @@ def train_classifier(
     process = generator.objective.process if cfg.kind == "noisy" else None
     datamodule.attach_tokenizer(tokenizer)
     model_cfg = classifier_model_config(cfg, tokenizer)
-    L.seed_everything(cfg.seed, workers=True)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)  # a refused run says one line
     classifier = build_classifier(model_cfg, len(classes), cfg.kind, tokenizer, cfg.pooling)
     record = classifier_record(
         cfg.kind,
