@@ -7,6 +7,18 @@ import genodiff
 from genodiff import cli
 
 
+def test_the_returned_files_are_found_from_any_working_directory(toy, tmp_path, monkeypatch):
+    config, _ = toy
+    monkeypatch.chdir(tmp_path)
+    results = genodiff.finetune(str(config), output_dir="relative_out", progress=False)
+    monkeypatch.chdir(tmp_path / "data")  # elsewhere: a relative path would point nowhere
+    assert results.output_dir == tmp_path / "relative_out"
+    assert set(results.files) == {"csv", "json", "md", "png"}
+    for path in results.files.values():
+        assert path.is_absolute() and path.parent == tmp_path / "relative_out"
+        assert path.is_file()
+
+
 def test_info_of_a_fine_tuned_classifier_lists_its_classes_without_a_null_label(toy, capsys):
     config, out = toy
     genodiff.finetune(str(config), ["keep_checkpoints=true"], progress=False)
