@@ -50,7 +50,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from genodiff.atomic_files import atomic_write, write_text
+from genodiff.atomic_files import atomic_write, remove_temporary_files, write_text
 from genodiff.checkpoints.folders import tensors_digest
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
@@ -237,6 +237,7 @@ def run_fold(
     resumed = loadable_checkpoint(resume)
     if resumed is not None:  # Lightning's read of it takes this one: the file is read once
         checkpoint_io.hand_over(resume, resumed)
+        remove_temporary_files(resume.parent)  # checkpoints the interrupted part was writing
         print(f"genodiff finetune: {prefix}: resuming from {resume}")
     else:  # leftovers of a run interrupted before its first checkpoint
         resume = None
@@ -266,7 +267,7 @@ def run_fold(
     stopper = StoppedEarlyStopping(
         "val/acc", min_delta=es.min_delta, patience=es.patience, mode="max"
     )
-    silence_lightning_notices()
+    silence_lightning_notices(repeats=False)  # "GPU available: ..." once, not every fold
     workers = workers or Workers()
     kwargs = workers.run_trainer_kwargs(trainer_kwargs(cfg, progress_bar))
     # Log at least once an epoch (Lightning warns of an interval longer than the epoch).
@@ -496,9 +497,10 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
                 continue
             split = splits[task.name][run.fold]
             record = run_fold(cfg, task, run, split, pretrained, where, progress_bar, workers)
+            epochs = f"{record['epochs']} epoch" + ("" if record["epochs"] == 1 else "s")
             print(
                 f"genodiff finetune: {where}: val acc {record['val_acc']:.4f}, test acc "
-                f"{record['test_acc']:.4f} ({record['epochs']} epochs, {record['wall_s']:.0f} s)"
+                f"{record['test_acc']:.4f} ({epochs}, {record['wall_s']:.0f} s)"
             )
         workers.wait_for_all()
         if workers.rank != 0:
