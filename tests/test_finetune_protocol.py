@@ -242,6 +242,9 @@ def test_demo_config_composes():
         ("benchmark.max_length=0", "benchmark.max_length: 0 is out of range"),
         ("trainer.max_epochs=-2", "trainer.max_epochs: -2 is out of range"),
         ("model.n_layer=0", "model.n_layer: 0 is out of range"),
+        # no validation: each fold's checkpoint is chosen on it (was: a traceback after training)
+        ("+trainer.limit_val_batches=0", "trainer.limit_val_batches=0 runs no validation"),
+        ("+trainer.check_val_every_n_epoch=11", "trainer.check_val_every_n_epoch=11 validates"),
     ],
 )
 def test_finetune_config_values_are_range_checked(override, message):
