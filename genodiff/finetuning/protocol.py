@@ -264,8 +264,8 @@ def run_fold(
         folder / CHECKPOINT_FOLDER, monitor="val/acc", mode="max", filename="best-epoch{epoch}"
     )
     es = cfg.early_stopping
-    stopper = StoppedEarlyStopping(
-        "val/acc", min_delta=es.min_delta, patience=es.patience, mode="max"
+    stopper = StoppedEarlyStopping(  # not strict: a fit without validation is refused below
+        "val/acc", min_delta=es.min_delta, patience=es.patience, mode="max", strict=False
     )
     silence_lightning_notices(repeats=False)  # "GPU available: ..." once, not every fold
     workers = workers or Workers()
@@ -293,6 +293,8 @@ def run_fold(
         ckpt_path=resume,
     )
     best = checkpoint.best_model_path
+    if not best:
+        _refuse_unvalidated_fold(folder, prefix, trainer.global_step)
     with exit_when_stopped(trainer, "finetune", RESUME_HINT):  # a SIGTERM in the test: 143
         trainer.test(module, _loader(task, "test", None, run.batch_size), best, verbose=False)
     predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
@@ -325,6 +327,18 @@ def run_fold(
     with atomic_write(folder / RESULT_FILE) as handle:  # a result.json is always complete
         handle.write(json.dumps(record, indent=2))
     return record
+
+
+def _refuse_unvalidated_fold(folder: Path, prefix: str, step: int) -> None:
+    """ConfigError for a fold whose training ended before its first validation (``trainer.
+    max_steps`` inside its first epoch): it has no checkpoint to select. Its folder goes, so
+    that the same ``output_dir`` takes the corrected config."""
+    shutil.rmtree(folder, ignore_errors=True)
+    raise ConfigError(
+        f"{prefix}: training ended at step {step}, before the fold's first validation, and "
+        "each fold's checkpoint is chosen on validation accuracy; raise trainer.max_steps "
+        "above one epoch's steps or leave it out"
+    )
 
 
 def select(records: list[dict[str, Any]]) -> tuple[float, int]:
