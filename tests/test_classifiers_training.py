@@ -171,8 +171,10 @@ def test_guiding_longer_sequences_than_the_classifier_read_warns(noisy_run, toy)
 def test_info_says_a_classifier_checkpoint_is_a_guidance_classifier(noisy_run, capsys):
     out, _ = noisy_run
     assert cli.main(["info", str(out / "checkpoints" / "last.ckpt")]) == 0
-    holds = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("holds"))
+    text = capsys.readouterr().out
+    holds = next(line for line in text.splitlines() if line.startswith("holds"))
     assert "noisy guidance classifier of poly_a, poly_c (genodiff classifier)" in holds
+    assert "classes:     poly_a, poly_c\n" in text  # no null label: that is a generator's
 
 
 def test_a_causal_classifier_trains_on_prefixes_without_a_generator(toy, tmp_path):

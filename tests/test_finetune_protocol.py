@@ -140,6 +140,19 @@ def test_config_errors_are_clear(toy, capsys):
     assert "holds results of a different config (differs in: " in capsys.readouterr().err
 
 
+def test_a_fold_that_ends_before_its_first_validation_is_refused_clearly(toy, capsys):
+    config, out = toy  # 10 training sequences a fold, batches of 8: 2 steps an epoch
+    assert cli.main(["finetune", str(config), "+trainer.max_steps=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    # was: Lightning's traceback "Early stopping conditioned on metric `val/acc` which is not
+    # available", with the fold's checkpoint left to refuse the corrected config below
+    assert err.startswith("genodiff finetune: error: [toy 1/1] lr0.003_bs8/fold0 (of fold0")
+    assert "training ended at step 1, before the fold's first validation" in err
+    assert not list(out.rglob("*.ckpt"))
+    genodiff.finetune(str(config), progress=False)  # the same output_dir, corrected
+    assert (out / "results.md").is_file()
+
+
 def test_an_empty_test_class_folder_is_refused_before_any_write(toy, capsys):
     config, out = toy
     for file in (config.parent / "data" / "toy" / "test" / "gc").iterdir():
@@ -242,6 +255,9 @@ def test_demo_config_composes():
         ("benchmark.max_length=0", "benchmark.max_length: 0 is out of range"),
         ("trainer.max_epochs=-2", "trainer.max_epochs: -2 is out of range"),
         ("model.n_layer=0", "model.n_layer: 0 is out of range"),
+        # no validation: each fold's checkpoint is chosen on it (was: a traceback after training)
+        ("+trainer.limit_val_batches=0", "trainer.limit_val_batches=0 runs no validation"),
+        ("+trainer.check_val_every_n_epoch=11", "trainer.check_val_every_n_epoch=11 validates"),
     ],
 )
 def test_finetune_config_values_are_range_checked(override, message):

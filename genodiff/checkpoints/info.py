@@ -53,8 +53,10 @@ class CheckpointInfo:
     tokens_seen_counted: bool = False
     data: str | None = None
     data_digest: str | None = None
-    # A class-conditional run's class names in label-id order (genodiff.conditioning).
+    # A class-conditional run's class names in label-id order (genodiff.conditioning), or a
+    # classifier's; only a class-conditional generator also has the null label (p(x)).
     classes: list[str] | None = None
+    null_label: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,6 +71,7 @@ class CheckpointInfo:
             about = "" if self.tokens_seen_counted else "~"
             tokens = f"{about}{self.tokens_seen:,} ({self.tokens_seen_from})"
         digest = self.data_digest or NOT_RECORDED
+        null = " (+ the null label: p(x))" if self.null_label else ""
         rows = [
             ("source", self.source if self.source == self.path else f"{self.source} ({self.path})"),
             ("holds", self.holds),
@@ -79,11 +82,7 @@ class CheckpointInfo:
             ("tokens seen", tokens),
             ("data", shown(self.data)),
             ("data digest", digest),
-            *(
-                [("classes", f"{', '.join(self.classes)} (+ the null label: p(x))")]
-                if self.classes
-                else []
-            ),
+            *([("classes", ", ".join(self.classes) + null)] if self.classes else []),
             ("tokenizer", self.tokenizer or "none stored (DNA by default)"),
         ]
         lines = [f"{name + ':':<13}{value}" for name, value in rows]
@@ -165,8 +164,10 @@ def _run_facts(
     checkpoint predates that record."""
     data = config.get("data", {})
     files = [f"{key}={data[key]}" for key in _data_file_keys(data.get("name")) if data.get(key)]
+    classes = class_names(config)
     facts: dict[str, Any] = {
-        "classes": class_names(config),
+        "classes": classes,
+        "null_label": classes is not None,
         "objective": config.get("objective", {}).get("name"),
         "step": step,
         "epoch": epoch,

@@ -165,6 +165,7 @@ def check_values(cfg: DictConfig) -> None:
             f"{', '.join(CLASS_WEIGHTS)}"
         )
     check_steps(cfg.trainer)  # a run that trains nothing is refused before any write
+    _check_validation(cfg.trainer)
     for key in ("lr", "batch_size"):
         values = cfg.sweep[key]
         if not isinstance(values, ListConfig):
@@ -182,6 +183,24 @@ def check_values(cfg: DictConfig) -> None:
             f"seed={cfg.seed}: fold k trains with seed + k, and the last fold's "
             f"{last_seed} is above {MAX_SEED} (seed_everything's limit); set seed at most "
             f"{MAX_SEED - int(cfg.folds) + 1}"
+        )
+
+
+def _check_validation(trainer: DictConfig) -> None:
+    """ConfigError for ``trainer`` settings under which a fold never validates: its checkpoint
+    is selected, and its training stopped early, on validation accuracy (Lightning stops such
+    a fold with a traceback, after its training)."""
+    why = "each fold's checkpoint is chosen (and early stopping decides) on validation accuracy"
+    if trainer.get("limit_val_batches") == 0:
+        raise ConfigError(
+            f"trainer.limit_val_batches=0 runs no validation, and {why}; leave it out or give "
+            "a number of batches (or a fraction) above 0"
+        )
+    every, epochs = trainer.get("check_val_every_n_epoch"), trainer.get("max_epochs")
+    if isinstance(every, int) and isinstance(epochs, int) and 0 < epochs < every:
+        raise ConfigError(
+            f"trainer.check_val_every_n_epoch={every} validates none of the "
+            f"trainer.max_epochs={epochs} epochs, and {why}; set it at most {epochs}"
         )
 
 

@@ -50,7 +50,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from genodiff.atomic_files import atomic_write, write_text
+from genodiff.atomic_files import atomic_write, remove_temporary_files, write_text
 from genodiff.checkpoints.folders import tensors_digest
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
@@ -237,6 +237,7 @@ def run_fold(
     resumed = loadable_checkpoint(resume)
     if resumed is not None:  # Lightning's read of it takes this one: the file is read once
         checkpoint_io.hand_over(resume, resumed)
+        remove_temporary_files(resume.parent)  # checkpoints the interrupted part was writing
         print(f"genodiff finetune: {prefix}: resuming from {resume}")
     else:  # leftovers of a run interrupted before its first checkpoint
         resume = None
@@ -263,10 +264,10 @@ def run_fold(
         folder / CHECKPOINT_FOLDER, monitor="val/acc", mode="max", filename="best-epoch{epoch}"
     )
     es = cfg.early_stopping
-    stopper = StoppedEarlyStopping(
-        "val/acc", min_delta=es.min_delta, patience=es.patience, mode="max"
+    stopper = StoppedEarlyStopping(  # not strict: a fit without validation is refused below
+        "val/acc", min_delta=es.min_delta, patience=es.patience, mode="max", strict=False
     )
-    silence_lightning_notices()
+    silence_lightning_notices(repeats=False)  # "GPU available: ..." once, not every fold
     workers = workers or Workers()
     kwargs = workers.run_trainer_kwargs(trainer_kwargs(cfg, progress_bar))
     # Log at least once an epoch (Lightning warns of an interval longer than the epoch).
@@ -292,6 +293,8 @@ def run_fold(
         ckpt_path=resume,
     )
     best = checkpoint.best_model_path
+    if not best:
+        _refuse_unvalidated_fold(folder, prefix, trainer.global_step)
     with exit_when_stopped(trainer, "finetune", RESUME_HINT):  # a SIGTERM in the test: 143
         trainer.test(module, _loader(task, "test", None, run.batch_size), best, verbose=False)
     predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
@@ -324,6 +327,18 @@ def run_fold(
     with atomic_write(folder / RESULT_FILE) as handle:  # a result.json is always complete
         handle.write(json.dumps(record, indent=2))
     return record
+
+
+def _refuse_unvalidated_fold(folder: Path, prefix: str, step: int) -> None:
+    """ConfigError for a fold whose training ended before its first validation (``trainer.
+    max_steps`` inside its first epoch): it has no checkpoint to select. Its folder goes, so
+    that the same ``output_dir`` takes the corrected config."""
+    shutil.rmtree(folder, ignore_errors=True)
+    raise ConfigError(
+        f"{prefix}: training ended at step {step}, before the fold's first validation, and "
+        "each fold's checkpoint is chosen on validation accuracy; raise trainer.max_steps "
+        "above one epoch's steps or leave it out"
+    )
 
 
 def select(records: list[dict[str, Any]]) -> tuple[float, int]:
@@ -496,9 +511,10 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
                 continue
             split = splits[task.name][run.fold]
             record = run_fold(cfg, task, run, split, pretrained, where, progress_bar, workers)
+            epochs = f"{record['epochs']} epoch" + ("" if record["epochs"] == 1 else "s")
             print(
                 f"genodiff finetune: {where}: val acc {record['val_acc']:.4f}, test acc "
-                f"{record['test_acc']:.4f} ({record['epochs']} epochs, {record['wall_s']:.0f} s)"
+                f"{record['test_acc']:.4f} ({epochs}, {record['wall_s']:.0f} s)"
             )
         workers.wait_for_all()
         if workers.rank != 0:

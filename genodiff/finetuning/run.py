@@ -21,7 +21,7 @@ class FinetuneResults:
     """What a fine-tuning wrote: per task its classes, window, selected sweep point and every
     run's record (``tasks``), the summary over the selected folds (``summary``: mean, min and
     max test accuracy, ...), the paper-style table (``table``, Markdown) and the files
-    (``files``: csv, json, md, png under ``output_dir``)."""
+    (``files``: csv, json, md, png under ``output_dir``); paths are absolute."""
 
     output_dir: Path
     model: str
@@ -51,7 +51,7 @@ def finetune(
     results = run_benchmark(cfg, progress_wanted() if progress is None else progress)
     if results is None:
         return None
-    out = Path(cfg.output_dir)
+    out = Path(cfg.output_dir).absolute()  # usable from any working directory
     files = write_results(results, out, source)
     table = markdown_table(results, source)
     return FinetuneResults(out, source, results, summarize(results), table, files)

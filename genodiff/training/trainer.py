@@ -82,22 +82,41 @@ def check_ema_precision(precision: Any, ema_decay: float) -> None:
         )
 
 
-class _DropAdverts(logging.Filter):
-    """Drops Lightning's advertisement ("💡 Tip: ... try installing litlogger ...")."""
+class _DropNotices(logging.Filter):
+    """Drops Lightning's advertisement ("💡 Tip: ... try installing litlogger ..."), and once
+    ``repeats`` is False every notice it passed before in this process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeats = True
+        self.seen: set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("💡 Tip:")
+        message = record.getMessage()
+        if message.startswith("💡 Tip:"):
+            return False
+        if self.repeats:
+            return True
+        shown = message not in self.seen
+        self.seen.add(message)
+        return shown
 
 
-def silence_lightning_notices() -> None:
+def silence_lightning_notices(repeats: bool = True) -> None:
     """Keep three lines that tell a genodiff user nothing out of a run's output: Lightning's
     advertisement for its cloud logger, the deprecation warning torch raises inside Lightning's
     own code (``isinstance(treespec, LeafSpec)`` in ``_pytree.py``), and the model summary's
     "Precision bf16-mixed is not supported" of every mixed-precision run (the GPU default),
-    whose float32 size is right: mixed precision keeps the parameters in float32."""
+    whose float32 size is right: mixed precision keeps the parameters in float32.
+    ``repeats=False``: from now on in this process, Lightning's notices ("GPU available: ...",
+    "Loading `train_dataloader` ...") are said once, not by every Trainer again (a
+    fine-tuning builds one per fold)."""
     logger = logging.getLogger(LIGHTNING_INFO_LOGGER)
-    if not any(isinstance(f, _DropAdverts) for f in logger.filters):
-        logger.addFilter(_DropAdverts())
+    notices = next((f for f in logger.filters if isinstance(f, _DropNotices)), None)
+    if notices is None:
+        notices = _DropNotices()
+        logger.addFilter(notices)
+    notices.repeats = notices.repeats and repeats
     leafspec = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
     warnings.filterwarnings("ignore", message=leafspec, category=FutureWarning)
     mixed = r"Precision \S+-mixed is not supported by the model summary"
