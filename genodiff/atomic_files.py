@@ -307,7 +307,7 @@ class StagedFile:
         except (OSError, ValueError, KeyError, TypeError):
             done, size, stamp = 0, 0, self.stamp  # killed before its first piece was recorded
         if stamp != self.stamp:
-            changed = "; ".join(_changes(stamp, self.stamp))
+            changed = "; ".join(setting_changes(stamp, self.stamp))
             raise InputValueError(
                 f"{self.staged} was written by another job ({changed}): resume it with the same "
                 "settings, or remove it to start again",
@@ -360,7 +360,7 @@ class StagedFile:
         self.lock = None
 
 
-def _changes(saved: Any, now: Any, prefix: str = "") -> list[str]:
+def setting_changes(saved: Any, now: Any, prefix: str = "") -> list[str]:
     """``KEY: SAVED then, NOW now`` for each setting that differs between two stamps, looking
     into mappings and into ``key=value`` descriptions (a sampling run's) to name the setting."""
     saved, now = _as_settings(saved), _as_settings(now)
@@ -370,7 +370,7 @@ def _changes(saved: Any, now: Any, prefix: str = "") -> list[str]:
         if before == after:
             continue
         if _as_settings(before) and _as_settings(after):
-            out += _changes(before, after, f"{prefix}{key}.") or [f"{prefix}{key}"]
+            out += setting_changes(before, after, f"{prefix}{key}.") or [f"{prefix}{key}"]
         else:
             out.append(f"{prefix}{key}: {before!r} then, {after!r} now")
     return out

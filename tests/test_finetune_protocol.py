@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 import genodiff
 from genodiff import cli
@@ -137,7 +138,16 @@ def test_config_errors_are_clear(toy, capsys):
     (fold / "result.json").write_text("{}")
     (out / "config.yaml").write_text("name: toy\nfolds: 3\n")  # results of another config
     assert cli.main(["finetune", str(config)]) == 2
-    assert "holds results of a different config (differs in: " in capsys.readouterr().err
+    assert "holds results of a different config (" in capsys.readouterr().err
+
+    # The saved config of a run on other processes, with a smaller batch: only the batch matters
+    saved = OmegaConf.to_container(load_finetune_config(config), resolve=True)
+    saved["sweep"]["batch_size"] = [4]
+    saved["trainer"].update(devices=3, enable_progress_bar=True)
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(saved))
+    assert cli.main(["finetune", str(config)]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert "holds results of a different config (sweep.batch_size: [4] then, [8] now)" in err
 
 
 def test_a_fold_that_ends_before_its_first_validation_is_refused_clearly(toy, capsys):

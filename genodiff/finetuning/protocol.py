@@ -50,7 +50,12 @@ from sklearn.utils.class_weight import compute_class_weight
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from genodiff.atomic_files import atomic_write, remove_temporary_files, write_text
+from genodiff.atomic_files import (
+    atomic_write,
+    remove_temporary_files,
+    setting_changes,
+    write_text,
+)
 from genodiff.checkpoints.folders import tensors_digest
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
@@ -428,6 +433,14 @@ def _check_pretrained_weights(output_dir: Path, source: str, weights: str) -> No
         )
 
 
+# The settings a fine-tuning may resume with changed: which tasks this run takes, and how the
+# runs are spread and shown (every fold's result is the one-process result).
+FREE_ON_RESUME = {
+    "benchmark": ("tasks", "download"),
+    "trainer": ("devices", "num_nodes", "enable_progress_bar"),
+}
+
+
 def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
     """Refuse an ``output_dir`` this run would spoil: a file; a folder holding files where a
     fine-tuning writes (config.yaml, pretrained.json, results.*) or fold results without a
@@ -451,14 +464,15 @@ def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
     if not done:
         return
     current = OmegaConf.to_container(cfg, resolve=True)
-    for c in (saved, current):
-        c.get("benchmark", {}).pop("tasks", None)
-        c.get("benchmark", {}).pop("download", None)
-    changed = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+    for config in (saved, current):
+        for section, keys in FREE_ON_RESUME.items():
+            for key in keys:
+                config.get(section, {}).pop(key, None)
+    changed = setting_changes(saved, current)
     if changed:
         raise ConfigError(
-            f"output_dir={output_dir} holds results of a different config (differs in: "
-            f"{', '.join(changed)}); pick a new output_dir or delete the old one"
+            f"output_dir={output_dir} holds results of a different config ({'; '.join(changed)}"
+            "); pick a new output_dir, delete the old one, or run with the old settings"
         )
 
 
