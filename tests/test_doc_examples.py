@@ -1,6 +1,7 @@
 """Examples of the documentation, run from its text as a reader copies them (at smaller sizes,
-through options appended last): the guided-generation walkthrough of docs/guidance.md, every
-command of it, and the sampling variants of docs/generating.md, whose files exist."""
+through options appended last or exact substitutions): the guided-generation walkthrough of
+docs/guidance.md, every command of it, the sampling variants of docs/generating.md, whose files
+exist, and every Python example of docs/python_api.md and README.md."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pathlib import Path
 
 from Bio import SeqIO
 
+import genodiff
 from tests import doc_commands
 from tests.test_conditioning import TINY_RUN
+from tests.test_hub import write_hub_cache
 from tests.test_sample_cli import checkpoint  # noqa: F401 (a module-scoped fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,3 +92,63 @@ def test_the_sampling_variants_run_as_printed(checkpoint, tmp_path, monkeypatch)
     assert len(drawn.seq) == len(template) == 200 and "N" not in drawn.seq
     assert str(drawn.seq)[:60] == template[:60] and str(drawn.seq)[140:] == template[140:]
     assert template[60:140] == "N" * 80
+
+
+# A run of the demo's recipe at test size, for the examples' overrides (inside a Python list).
+TINY_DEMO = ", ".join(f'"{o}"' for o in [*TINY_RUN, "data.max_length=128", "evaluate_test=false"])
+PYTHON_API = {  # docs/python_api.md, made smaller: its sizes, its runs' lengths
+    "length=1024, steps=128": "length=64, steps=4",
+    "steps=128, seed=1": "steps=4, seed=1",
+    "steps=200": "steps=4",
+    'length=256, prefix="TATAAAAGGC", sampler="cached", steps=256': (
+        'length=64, prefix="TATAAAAGGC", sampler="cached", steps=4'
+    ),
+    "100_000, 1024, steps=1024": "3, 64, steps=4",
+    '["trainer.max_steps=20"]': f'["trainer.max_steps=20", {TINY_DEMO}]',
+    '["folds=3"]': '["folds=2", "model.d_model=16", "model.n_layer=1", "trainer.max_epochs=1"]',
+    '"generator=outputs/conditional_demo"': (
+        '"generator=outputs/conditional_demo", "model.d_model=16", "model.n_layer=1", '
+        '"trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1"'
+    ),
+    # The page loads an export folder before its "Save and reload" writes one; the test made
+    # it first, for the loading example, so the save replaces it.
+    'save_pretrained("exported/demo")': 'save_pretrained("exported/demo", overwrite=True)',
+}
+README = {"steps=64": "steps=4", "steps=128": "steps=4"}  # README.md's Python examples
+
+
+def test_the_python_examples_run_as_printed(checkpoint, tmp_path, monkeypatch):  # noqa: F811
+    """A folder with what docs/python_api.md loads before it makes it: the demo's run, an
+    export of it, the same export as the Hub id the page names (a cache, offline), and the
+    class-conditional demo's run its classifier example guides."""
+    demo = Path(checkpoint).parents[1]
+    shutil.copytree(demo, tmp_path / "outputs" / "demo")
+    monkeypatch.chdir(tmp_path)
+    genodiff.load("outputs/demo").save_pretrained("exported/demo")
+    (tmp_path / "hf-cache").mkdir()
+    revisions = {"main": Path("exported/demo"), "v1": Path("exported/demo")}
+    write_hub_cache(tmp_path / "hf-cache", "you/my-model", revisions)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    conditional = [*TINY_RUN, "samples.num_samples=0", "evaluate_test=false"]
+    genodiff.train("conditional_demo", conditional, output_dir="outputs/conditional_demo")
+
+    blocks = doc_commands.python_blocks(ROOT / "docs" / "python_api.md")
+    session = doc_commands.run_python(blocks, PYTHON_API, "docs/python_api.md")
+    assert len(blocks) == 9  # every block but the signature: none left out unnoticed
+    assert len(session["samples"]) == 8 and len(session["nelbo"]) == 8
+    assert len(session["guided"]) == 16 and str(session["primed"][0]).startswith("TATAAAAGGC")
+    assert len(list(SeqIO.parse("large.fa", "fasta"))) == 3  # written, then found complete
+    assert session["run_dir"] == tmp_path / "outputs" / "try"
+    assert "| human_vs_phage |" in session["results"].table
+    assert session["classifier_ckpt"].name == "last.ckpt"
+    assert {"metrics.json", "metrics.md"} <= {f.name for f in Path("outputs/quality").iterdir()}
+
+    (tmp_path / "readme").mkdir()  # a reader's other session: the README writes samples.fa too
+    monkeypatch.chdir(tmp_path / "readme")
+    readme = doc_commands.python_blocks(ROOT / "README.md")
+    session = doc_commands.run_python(readme, README, "README.md")
+    assert len(readme) == 2 and len(session["s_aureus"]) == 8 and len(session["nelbo"]) == 4
+    saved = list(SeqIO.parse("samples.fa", "fasta"))
+    assert [str(r.seq) for r in saved] == list(session["samples"])
+    assert all(len(r.seq) == 256 for r in saved)
