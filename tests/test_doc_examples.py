@@ -1,7 +1,8 @@
 """Examples of the documentation, run from its text as a reader copies them (at smaller sizes,
 through options appended last or exact substitutions): the guided-generation walkthrough of
 docs/guidance.md, every command of it, the sampling variants of docs/generating.md, whose files
-exist, and every Python example of docs/python_api.md and README.md."""
+exist, README.md's models by name, and every Python example of docs/python_api.md and
+README.md."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def test_the_python_examples_run_as_printed(checkpoint, tmp_path, monkeypatch): 
     assert len(session["samples"]) == 8 and len(session["nelbo"]) == 8
     assert len(session["guided"]) == 16 and str(session["primed"][0]).startswith("TATAAAAGGC")
     assert len(list(SeqIO.parse("large.fa", "fasta"))) == 3  # written, then found complete
-    assert session["run_dir"] == tmp_path / "outputs" / "try"
+    assert session["run_dir"] == (tmp_path / "outputs" / "try").resolve()
     assert "| human_vs_phage |" in session["results"].table
     assert session["classifier_ckpt"].name == "last.ckpt"
     assert {"metrics.json", "metrics.md"} <= {f.name for f in Path("outputs/quality").iterdir()}
@@ -152,3 +153,19 @@ def test_the_python_examples_run_as_printed(checkpoint, tmp_path, monkeypatch): 
     saved = list(SeqIO.parse("samples.fa", "fasta"))
     assert [str(r.seq) for r in saved] == list(session["samples"])
     assert all(len(r.seq) == 256 for r in saved)
+
+
+def test_the_named_models_block_runs_as_printed(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    lines = doc_commands.commands(doc_commands.code_block(ROOT / "README.md", "# models-by-name"))
+    assert [line.split()[1] for line in lines] == ["models", "models", "sample"]
+    doc_commands.run(lines[:1], lambda words: [])
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert {"mdlm-chrx", "ar-chrx", "species-conditional"} <= set(listed)  # each name first
+    doc_commands.run(lines[1:2], lambda words: [])
+    assert "# mdlm-chrx" in capsys.readouterr().out  # its card
+    doc_commands.run(lines[2:], lambda words: ["--length", "32", "--steps", "2"])
+    assert [len(r.seq) for r in SeqIO.parse("chrx.fa", "fasta")] == [32] * 8
+    # Left out, the length and steps are the ones the text below the block names.
+    chrx = genodiff.load("mdlm-chrx")
+    assert chrx.generation_config.steps == chrx.config["data"]["max_length"] == 1024
