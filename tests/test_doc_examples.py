@@ -21,6 +21,13 @@ from tests.test_sample_cli import checkpoint  # noqa: F401 (a module-scoped fixt
 
 ROOT = Path(__file__).resolve().parents[1]
 
+CLASSIFIER_SIZE = [  # a guidance classifier at test size
+    "model.d_model=16",
+    "model.n_layer=1",
+    "trainer.max_steps=2",
+    "trainer.val_check_interval=2",
+    "trainer.limit_val_batches=1",
+]
 WALKTHROUGH = {  # smaller sizes for each command of the walkthrough
     "train": [o for o in TINY_RUN if not o.startswith("samples.")]
     + ["samples.num_samples=0", "evaluate_test=false"],
@@ -28,6 +35,10 @@ WALKTHROUGH = {  # smaller sizes for each command of the walkthrough
     "data": [],
     "finetune": ["model.d_model=16", "model.n_layer=1", "folds=2", "trainer.max_epochs=1"],
     "evaluate-samples": ["--folds", "2"],
+}
+VARIANTS = {  # and for the variants of its step 2
+    "sample": ["--num-samples", "2", "--steps", "4"],
+    "classifier": CLASSIFIER_SIZE,
 }
 
 
@@ -63,6 +74,16 @@ def test_the_guided_walkthrough_runs_as_printed(tmp_path, monkeypatch, capsys):
     shown = capsys.readouterr().out  # the report, as evaluate-samples prints it
     assert "| phage | 8 |" in shown and "discriminator AUROC | GC (real) | CpG o/e (real)" in shown
 
+    # The variants of step 2, on the same generator: each file's headers say how it was guided.
+    variants = doc_commands.code_block(ROOT / "docs" / "guidance.md", "# guided-variants")
+    doc_commands.run(doc_commands.commands(variants), lambda words: VARIANTS[words[1]])
+    ramp, cbg, transition = (
+        next(SeqIO.parse(f"phage_{name}.fa", "fasta")).description for name in ("ramp", "cbg", "t")
+    )
+    assert "guidance=3 guidance_schedule=ramp" in ramp
+    assert "classifier=outputs/classifier_demo/checkpoints/last.ckpt" in cbg
+    assert "classifier_form=first-order" in cbg and "guidance_form=transition" in transition
+
 
 def test_the_sampling_variants_run_as_printed(checkpoint, tmp_path, monkeypatch):  # noqa: F811
     # A repository-shaped folder: the quick start's checkpoint, and the repository's data/.
@@ -95,8 +116,13 @@ def test_the_sampling_variants_run_as_printed(checkpoint, tmp_path, monkeypatch)
     assert template[60:140] == "N" * 80
 
 
-# A run of the demo's recipe at test size, for the examples' overrides (inside a Python list).
-TINY_DEMO = ", ".join(f'"{o}"' for o in [*TINY_RUN, "data.max_length=128", "evaluate_test=false"])
+def listed(options: list[str]) -> str:
+    """Options as the items of a Python list in an example's text."""
+    return ", ".join(f'"{option}"' for option in options)
+
+
+# A run of the demo's recipe at test size, for the examples' overrides.
+TINY_DEMO = listed([*TINY_RUN, "data.max_length=128", "evaluate_test=false"])
 PYTHON_API = {  # docs/python_api.md, made smaller: its sizes, its runs' lengths
     "length=1024, steps=128": "length=64, steps=4",
     "steps=128, seed=1": "steps=4, seed=1",
@@ -106,10 +132,9 @@ PYTHON_API = {  # docs/python_api.md, made smaller: its sizes, its runs' lengths
     ),
     "100_000, 1024, steps=1024": "3, 64, steps=4",
     '["trainer.max_steps=20"]': f'["trainer.max_steps=20", {TINY_DEMO}]',
-    '["folds=3"]': '["folds=2", "model.d_model=16", "model.n_layer=1", "trainer.max_epochs=1"]',
+    '["folds=3"]': f'["folds=3", {listed(WALKTHROUGH["finetune"])}]',  # folds=2 last wins
     '"generator=outputs/conditional_demo"': (
-        '"generator=outputs/conditional_demo", "model.d_model=16", "model.n_layer=1", '
-        '"trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1"'
+        f'"generator=outputs/conditional_demo", {listed(CLASSIFIER_SIZE)}'
     ),
     # The page loads an export folder before its "Save and reload" writes one; the test made
     # it first, for the loading example, so the save replaces it.
