@@ -7,6 +7,7 @@ README.md."""
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import shutil
 from pathlib import Path
@@ -174,10 +175,13 @@ def test_the_python_examples_run_as_printed(checkpoint, tmp_path, monkeypatch): 
     monkeypatch.chdir(tmp_path / "readme")
     readme = doc_commands.python_blocks(ROOT / "README.md")
     session = doc_commands.run_python(readme, README, "README.md")
-    assert len(readme) == 2 and len(session["s_aureus"]) == 8 and len(session["nelbo"]) == 4
-    saved = list(SeqIO.parse("samples.fa", "fasta"))
+    assert len(readme) == 2 and len(session["s_aureus"]) == 8
+    saved = list(SeqIO.parse("samples.fa", "fasta"))  # "From Python": the shipped model's draws
     assert [str(r.seq) for r in saved] == list(session["samples"])
     assert all(len(r.seq) == 256 for r in saved)
+    assert "checkpoint=mdlm-chrx " in saved[0].description
+    nelbo = session["nelbo"]
+    assert len(nelbo) == 4 and all(0 < n < math.log(4) + 0.5 for n in nelbo)  # nats per token
 
 
 def test_the_named_models_block_runs_as_printed(tmp_path, monkeypatch, capsys):
