@@ -10,7 +10,6 @@ over the network's next-token log-probabilities.
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -230,23 +229,6 @@ def test_the_cli_names_every_option_of_a_tuple_of_parameters():
     )
     named = InputValueError("--length is too big", parameter="length")
     assert cli.error_line(named, "sample", options).endswith("--length is too big")
-
-
-def test_the_readme_python_example_runs_as_printed(tmp_path, monkeypatch):
-    """README.md's "From Python" block, run as printed in an empty folder: the shipped model
-    it names loads by name, draws 4 x 256 bp, saves them and scores them."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index("```python", text.index("### From Python")) + len("```python")
-    block = text[start : text.index("```", start)]
-    monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)
-    samples, nelbo = namespace["samples"], namespace["nelbo"]
-    assert len(samples) == len(nelbo) == 4 and all(len(s) == 256 for s in samples)
-    records = list(SeqIO.parse(tmp_path / "samples.fa", "fasta"))
-    assert [str(r.seq) for r in records] == samples
-    assert "checkpoint=mdlm-chrx " in records[0].description
-    assert all(0 < n < math.log(4) + 0.5 for n in nelbo)  # nats per token, a trained model's
 
 
 def test_score_refuses_a_str_and_an_empty_sequence_in_one_line(run):
