@@ -24,7 +24,7 @@ from typing import Any
 from genodiff.errors import InputValueError, UserInputError
 from genodiff.generation_config import RUN_SECTION, flag_of
 from genodiff.generation_config import options as generation_options
-from genodiff.progress import LINE_INTERVAL, PROGRESS_ENV, Progress, progress_wanted
+from genodiff.progress import LINE_INTERVAL, PROGRESS_ENV, Progress, counted, progress_wanted
 from genodiff.threads import configure_threads
 
 
@@ -85,12 +85,13 @@ def _sample(args: argparse.Namespace) -> None:
         )
     if written.main and written.finished_before:
         print(
-            f"genodiff: {written.path} holds this command's {written.count} samples already "
+            f"genodiff: {written.path} holds this command's {counted(written.count, 'sample')} "
+            "already "
             "(--resume): nothing to draw"
         )
     elif written.main:
         print(
-            f"genodiff: wrote {written.count} samples of {written.length} "
+            f"genodiff: wrote {counted(written.count, 'sample')} of {written.length} "
             f"{model.tokenizer.unit} ({written.run.sampler}) to {written.path}"
         )
 

@@ -28,6 +28,11 @@ def progress_wanted(no_progress: bool = False) -> bool:
     return os.environ.get(PROGRESS_ENV) != "0"
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 sample``, ``4 samples``: a count and its noun, for the lines a command prints."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def is_terminal(stream: TextIO) -> bool:
     """Whether ``stream`` is a terminal (a stream without ``isatty`` is not)."""
     isatty = getattr(stream, "isatty", None)

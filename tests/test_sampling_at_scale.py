@@ -364,10 +364,10 @@ def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path,
     # the command's own finished file: nothing to draw, and it says so
     argv[argv.index(str(out))] = str(tmp_path / "t.fa")
     argv += ["--num-samples", "1", "--steps", "2"]
-    assert cli.main(argv) == 0 and "wrote 1 samples" in capsys.readouterr().out
+    assert cli.main(argv) == 0 and "wrote 1 sample of" in capsys.readouterr().out
     assert cli.main([*argv, "--resume"]) == 0
     said = capsys.readouterr().out
-    assert f"{tmp_path / 't.fa'} holds this command's 1 samples already" in said
+    assert f"{tmp_path / 't.fa'} holds this command's 1 sample already" in said
 
 
 @pytest.mark.process_level

@@ -78,6 +78,7 @@ from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
+from genodiff.progress import counted
 from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.session import CONFIG_FILE, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import (
@@ -525,10 +526,10 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
                 continue
             split = splits[task.name][run.fold]
             record = run_fold(cfg, task, run, split, pretrained, where, progress_bar, workers)
-            epochs = f"{record['epochs']} epoch" + ("" if record["epochs"] == 1 else "s")
             print(
                 f"genodiff finetune: {where}: val acc {record['val_acc']:.4f}, test acc "
-                f"{record['test_acc']:.4f} ({epochs}, {record['wall_s']:.0f} s)"
+                f"{record['test_acc']:.4f} ({counted(record['epochs'], 'epoch')}, "
+                f"{record['wall_s']:.0f} s)"
             )
         workers.wait_for_all()
         if workers.rank != 0:

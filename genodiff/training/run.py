@@ -31,7 +31,7 @@ from genodiff.domains import domain_of
 from genodiff.generate import draw_samples
 from genodiff.guidance import Guidance
 from genodiff.objectives.base import LIKELIHOOD_WORDS
-from genodiff.progress import Progress, progress_wanted
+from genodiff.progress import Progress, counted, progress_wanted
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
@@ -212,7 +212,10 @@ def finish(
         # the run folder's own file: a resumed or re-run training writes it again
         ends = datamodule.end_samples(samples, job_request.given)
         path = write_samples(ends, out / name, run, tokenizer, overwrite=True)
-        print(f"genodiff: wrote {s.num_samples} samples of {s.length} {tokenizer.unit} to {path}")
+        print(
+            f"genodiff: wrote {counted(s.num_samples, 'sample')} of {s.length} {tokenizer.unit} "
+            f"to {path}"
+        )
 
 
 def class_sample_files(file: Path, class_names: Sequence[str]) -> list[Path]:
