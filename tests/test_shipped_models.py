@@ -25,8 +25,9 @@ import torch
 
 import genodiff
 from genodiff import registry
+from genodiff.checkpoints import load_model
 from genodiff.checkpoints.folders import detect_layout
-from genodiff.evaluate import evaluate_checkpoint
+from genodiff.evaluate import evaluate_checkpoint, heldout_windows, window_digest
 from genodiff.named_models import named_model, named_models
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +108,17 @@ def test_species_card_gives_its_test_split_with_and_without_the_label():
     # card gives both (DESIGN: report both), the true label's the lower bound of the two here.
     (_, given, _), (_, null, _) = (card_row(SPECIES_MODEL, row) for row in SPECIES_ROWS)
     assert given < null
+
+
+@pytest.mark.parametrize("name", CHRX_MODELS)
+def test_card_scored_the_chr22_windows_genodiff_cuts_today(name):
+    # The card's windows sha256 (written on the GPU) against the slice's windows cut now: a
+    # change in how a file is windowed or tokenized would leave the card's number stale.
+    model = load_model(named_model(name).folder, torch.device("cpu"))
+    windows = heldout_windows(model.config["data"], model.tokenizer, CHR22)
+    digest = window_digest(windows.dataset, windows.indices, windows.coordinates())
+    card = named_model(name).card()
+    assert re.search(rf"^\| chr22 \| .* \| `{digest[:16]}` \|$", card, flags=re.MULTILINE)
 
 
 @pytest.mark.parametrize("name", CHRX_MODELS)
