@@ -260,7 +260,7 @@ The export names its data files by no path of the training machine:
 `genodiff.load("{args.name}").windows()` reads the shipped ones wherever genodiff is installed;
 for the others it says which file it needs and reads a copy given as
 `windows(split, KEY=PATH)` (e.g. `fasta=PATH`) whose content (decompressed) has the sha256
-below:
+below; `genodiff eval --checkpoint {args.name} --data KEY=PATH` scores its test split from it:
 
 | data key | file | content sha256 | where |
 |---|---|---|---|

@@ -169,13 +169,13 @@ def _gen_ppl(args: argparse.Namespace) -> None:
 
 
 def data_copies(items: list[str] | None) -> dict[str, Any]:
-    """``--data KEY=PATH`` items as ``Model.windows``' data files: ``fasta=PATH`` ->
-    ``{"fasta": PATH}``, ``fasta_by_label.human=PATH`` -> ``{"fasta_by_label": {"human":
-    PATH}}``."""
+    """``--data KEY=PATH`` items as ``Model.windows``' data files: ``fasta=PATH`` (or, as a
+    card names it, ``data.fasta=PATH``) -> ``{"fasta": PATH}``, ``fasta_by_label.human=PATH``
+    -> ``{"fasta_by_label": {"human": PATH}}``."""
     copies: dict[str, Any] = {}
     for item in items or ():
         place, sep, path = item.partition("=")
-        key, dot, entry = place.partition(".")
+        key, dot, entry = place.removeprefix("data.").partition(".")
         if not (sep and path and key) or (dot and not entry):
             raise UserInputError(
                 f"--data {item}: give KEY=PATH, the data key the model's card names and a "
@@ -550,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="KEY=PATH",
         help="a copy of a data file the run was trained on, for its test split (repeatable): "
-        "the data key its card names without 'data.' (fasta=chrX.fa.gz, "
+        "the data key its card names, 'data.' optional (fasta=chrX.fa.gz, "
         "fasta_by_label.human=PATH), checked against the content sha256 the model recorded",
     )
     evaluate.add_argument("--length", type=int, help="window length (default: the config's)")

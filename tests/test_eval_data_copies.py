@@ -45,11 +45,12 @@ def eval_args(folder: Path, *more: str) -> list[str]:
     return ["eval", "--checkpoint", str(folder), "--num-windows", "2", "--device", "cpu", *more]
 
 
+@pytest.mark.parametrize("key", ["fasta", "data.fasta"])  # as a card's table names it
 def test_eval_scores_the_test_split_from_a_copy_of_its_data_given_by_data(
-    model_of_unshipped_data, capsys
+    model_of_unshipped_data, capsys, key
 ):
     copy = str(CHR22)
-    assert cli.main(eval_args(model_of_unshipped_data, "--data", f"fasta={copy}")) == 0
+    assert cli.main(eval_args(model_of_unshipped_data, "--data", f"{key}={copy}")) == 0
     out = capsys.readouterr().out
     # The run's test split (20% of the slice's record, split_fractions of the config), not the
     # whole file's windows that --file scores.
