@@ -41,6 +41,7 @@ from genodiff.evaluate import evaluate_checkpoint
 from genodiff.metrics.kmers import js_divergence, kmer_spectrum
 
 ROOT = Path(__file__).resolve().parents[1]
+TEST_SPLIT = "the run's test split"  # the card's name of the first held-out row
 
 
 def heldout_rows(
@@ -54,7 +55,7 @@ def heldout_rows(
     ``num_windows`` windows of each, spread over it (None: every window), on ``device``
     (None: CUDA if present)."""
     score = {"seed": seed, "num_windows": num_windows, "device": device}
-    rows = [("the run's test split", evaluate_checkpoint(checkpoint, **score))]
+    rows = [(TEST_SPLIT, evaluate_checkpoint(checkpoint, **score))]
     rows += [(name, evaluate_checkpoint(checkpoint, path, **score)) for name, path in files.items()]
     return rows
 
@@ -145,6 +146,31 @@ def held_out(result: Any) -> str:
     return f"no: {result.training_overlap_share:.0%} of the windows were trained on"
 
 
+def heldout_lines(name: str, result: Any) -> str:
+    """The card's held-out row(s) of one ``EvalResult`` (``name``: what was scored): one for
+    an unconditional model; for a class-conditional one the bound given each window's true
+    label, p(x | y), where the windows have labels (its test split), and always the bound with
+    the null label, p(x): the number an unconditional model's compares with."""
+    given_label = (result.nelbo, result.nelbo_se, result.perplexity)
+    if result.classes is None:
+        scores = [(name, *given_label)]
+    else:
+        null_label = (
+            result.nelbo_unconditional,
+            result.nelbo_unconditional_se,
+            result.perplexity_unconditional,
+        )
+        scores = [(f"{name}, p(x): the null label", *null_label)]
+        if name == TEST_SPLIT:  # a file's windows have no label: the null label in both
+            scores.insert(0, (f"{name}, p(x \\| y): its true label", *given_label))
+    return "\n".join(
+        f"| {what} | {result.windows} x {result.length} | {held_out(result)} | "
+        f"{result.likelihood} | {nelbo:.4f} +- {se or 0:.4f} | {perplexity:.4f} | "
+        f"`{result.windows_sha256[:16]}` |"
+        for what, nelbo, se, perplexity in scores
+    )
+
+
 def realism_section(metrics: dict[str, Any], num_samples: int, seed: int, label: str | None) -> str:
     """The card's table of one set of realism metrics (``label``: the class sampled)."""
     js, floor, floor_sd = (
@@ -201,11 +227,7 @@ def card(
     class-conditional model's ``steering_section``, else empty)."""
     provenance = model.network.provenance
     config = model.network.config
-    scored = "\n".join(
-        f"| {name} | {r.windows} x {r.length} | {held_out(r)} | {r.likelihood} | {r.nelbo:.4f} "
-        f"+- {r.nelbo_se or 0:.4f} | {r.perplexity:.4f} | `{r.windows_sha256[:16]}` |"
-        for name, r in rows
-    )
+    scored = "\n".join(heldout_lines(name, result) for name, result in rows)
     realism_tables = "\n".join(
         realism_section(m, n, args.seed, label) for label, (n, m) in metrics.items()
     )
@@ -238,7 +260,7 @@ The export names its data files by no path of the training machine:
 `genodiff.load("{args.name}").windows()` reads the shipped ones wherever genodiff is installed;
 for the others it says which file it needs and reads a copy given as
 `windows(split, KEY=PATH)` (e.g. `fasta=PATH`) whose content (decompressed) has the sha256
-below:
+below; `genodiff eval --checkpoint {args.name} --data KEY=PATH` scores its test split from it:
 
 | data key | file | content sha256 | where |
 |---|---|---|---|

@@ -125,6 +125,7 @@ def _eval(args: argparse.Namespace) -> None:
             devices=args.devices,
             num_nodes=args.num_nodes,
             eval_t_power=args.eval_t_power,
+            data_files=data_copies(args.data_files),
         )
     if result is None:  # a worker process of a multi-process run: the main one reports
         return
@@ -166,6 +167,26 @@ def _gen_ppl(args: argparse.Namespace) -> None:
             scorer_model=args.scorer_model,
         )
     print(json.dumps(result.to_dict()) if args.json else result.describe())
+
+
+def data_copies(items: list[str] | None) -> dict[str, Any]:
+    """``--data KEY=PATH`` items as ``Model.windows``' data files: ``fasta=PATH`` (or, as a
+    card names it, ``data.fasta=PATH``) -> ``{"fasta": PATH}``, ``fasta_by_label.human=PATH``
+    -> ``{"fasta_by_label": {"human": PATH}}``."""
+    copies: dict[str, Any] = {}
+    for item in items or ():
+        place, sep, path = item.partition("=")
+        key, dot, entry = place.removeprefix("data.").partition(".")
+        if not (sep and path and key) or (dot and not entry):
+            raise UserInputError(
+                f"--data {item}: give KEY=PATH, the data key the model's card names and a "
+                "copy of its file (fasta=chrX.fa.gz, fasta_by_label.human=PATH)"
+            )
+        if dot:
+            copies.setdefault(key, {})[entry] = path
+        else:
+            copies[key] = path
+    return copies
 
 
 def _evaluate_samples(args: argparse.Namespace) -> None:
@@ -523,6 +544,15 @@ def build_parser() -> argparse.ArgumentParser:
         "FILE.gzi for BGZF, beside it, or in ~/.cache/genodiff/fai where its folder is "
         "read-only; a text plugin: one sentence per line); --fasta and --text are aliases of "
         "--file",
+    )
+    evaluate.add_argument(
+        "--data",
+        dest="data_files",
+        action="append",
+        metavar="KEY=PATH",
+        help="a copy of a data file the run was trained on, for its test split (repeatable): "
+        "the data key its card names, 'data.' optional (fasta=chrX.fa.gz, "
+        "fasta_by_label.human=PATH), checked against the content sha256 the model recorded",
     )
     evaluate.add_argument("--length", type=int, help="window length (default: the config's)")
     evaluate.add_argument("--num-windows", type=int, help="evenly spread subset (default: all)")

@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -468,10 +468,15 @@ def evaluate_checkpoint(
     devices: int | None = None,
     num_nodes: int | None = None,
     eval_t_power: float | None = None,
+    data_files: Mapping[str, Any] | None = None,
 ) -> EvalResult | None:
     """Load a ``genodiff train`` checkpoint and score held-out windows with its EMA weights.
 
     ``t_samples`` defaults to the objective's ``eval_t_samples`` (AR: always 1).
+    ``data_files``: copies of the run's data files for its test split, by ``data:`` key as
+    ``Model.windows`` takes them (``{"fasta": PATH}``, ``{"fasta_by_label": {"human": PATH}}``),
+    each checked against the content sha256 the model recorded: a shipped model's files that
+    genodiff does not ship (``genodiff eval --data KEY=PATH``).
     ``eval_t_power`` replaces the checkpoint's for an objective that draws its held-out times
     importance-weighted (UDLM: t = s^power; 1 = uniform t).
     ``devices`` / ``num_nodes`` (with ``accelerator``, as Lightning's): that many processes
@@ -492,10 +497,18 @@ def evaluate_checkpoint(
     if objective.exact_likelihood or t_samples is None:
         t_samples = objective.eval_t_samples
     data = model.config["data"]
+    if data_file is not None and data_files:
+        raise InputValueError(
+            "data_files are copies of the run's own data files, for its test split; with "
+            "data_file (--file) that file is scored: give one or the other",
+            parameter="data_files",
+        )
     if data_file is None:  # the run's test split: its files where they are on this machine
-        point = "or score a file of your own instead"
+        point = "then give its path (genodiff eval --data {option}=PATH), or score a file of "
+        point += "your own instead (--file)"
+        records = model.provenance.get(DATA_FILES_KEY)
         try:
-            data = locate_data(data, model.provenance.get(DATA_FILES_KEY), point=point)
+            data = locate_data(data, records, data_files, point=point)
         except InputFileNotFoundError as err:
             raise InputFileNotFoundError(str(err), parameter="data_file") from None
     windows = heldout_windows(data, model.tokenizer, data_file, length, num_windows)

@@ -287,3 +287,32 @@ def test_markov_baseline_matches_counting_by_hand():
         codes = [markov.base_codes(t) for t in (train_text, test_text)]
         got = markov.markov_perplexity([codes[0]], [codes[1]], order)
         assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_ship_model_card_gives_a_conditional_models_bound_with_and_without_its_label():
+    # A class-conditional model's test split scored given each window's true label is p(x | y),
+    # not comparable with an unconditional model's p(x): the card names it so and adds the
+    # null label's bound; a file's windows have no label (the null label in both numbers).
+    import dataclasses
+
+    from genodiff.evaluate import evaluate_checkpoint
+
+    ship_model = load_bench_script("ship_model")
+    result = evaluate_checkpoint("species-conditional", num_windows=2, seed=0, device="cpu")
+    assert result.nelbo != result.nelbo_unconditional
+
+    def rows(name, scored):
+        lines = ship_model.heldout_lines(name, scored).splitlines()
+        return [[cell.strip() for cell in line.split(" | ")] for line in lines]
+
+    given, null = rows(ship_model.TEST_SPLIT, result)
+    assert given[0] == "| the run's test split, p(x \\| y): its true label"
+    assert given[4].startswith(f"{result.nelbo:.4f} +- ")
+    assert null[0] == "| the run's test split, p(x): the null label"
+    assert null[4].startswith(f"{result.nelbo_unconditional:.4f} +- ")
+    assert null[5] == f"{math.exp(result.nelbo_unconditional):.4f}"
+    (file_row,) = rows("chr22", result)
+    assert file_row[0] == "| chr22, p(x): the null label"
+    unconditional = dataclasses.replace(result, classes=None)
+    (plain,) = rows("chr22", unconditional)
+    assert plain[0] == "| chr22" and plain[4].startswith(f"{result.nelbo:.4f} +- ")

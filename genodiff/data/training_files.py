@@ -175,7 +175,8 @@ def locate_data(
     recorded. A copy or a repository file must have the recorded content sha256
     (InputValueError). A file that is nowhere is an InputFileNotFoundError naming it, its
     sha256, where to get it and ``point``, what to do then (``{keyword}`` in it is the
-    keyword that takes a copy: ``then give its path: model.windows(split, {keyword})``)."""
+    keyword that takes a copy: ``then give its path: model.windows(split, {keyword})``;
+    ``{option}`` the place as a dotted option, ``fasta_by_label.human``)."""
     recorded = {(r["key"], r.get("entry")): r for r in records or ()}
     given = _copies(data, copies or {})
     located = dict(data)
@@ -272,7 +273,8 @@ def _missing(
     where = "which genodiff does not ship" if path is None else f"which is not at {path}"
     source = record.get("source")
     get = f"get it from {source}" if source else "find a copy of it"
-    then = f", {point.format(keyword=_keyword(place))}" if point else ""
+    option = dotted(place).removeprefix("data.")
+    then = f", {point.format(keyword=_keyword(place), option=option)}" if point else ""
     return InputFileNotFoundError(
         f"this model was trained on {_described(place, value, record)}, {where}; {get}{then}",
         parameter=place[0],
