@@ -16,7 +16,7 @@ import torch
 
 import genodiff
 from genodiff import cli
-from genodiff.checkpoints.plain import MAX_JSON_BYTES
+from genodiff.plain_records import MAX_JSON_BYTES
 from genodiff.tokenizers import CHECKPOINT_KEY
 from tests.test_bad_input_cli import one_line_error
 from tests.test_hub import training_checkpoint

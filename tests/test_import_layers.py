@@ -23,6 +23,7 @@ LAYERS = (
     "version",
     "errors",
     "memory",
+    "plain_records",
     "atomic_files",
     "progress",
     "threads",

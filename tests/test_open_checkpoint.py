@@ -19,7 +19,6 @@ from genodiff import registry
 from genodiff.checkpoints import CheckpointError, load_model, open_checkpoint
 from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY
 from genodiff.checkpoints.load import UnknownCheckpointError
-from genodiff.checkpoints.plain import plain_tree
 from genodiff.classifiers import load_classifier
 from genodiff.classifiers.checkpoint import classifier_record
 from genodiff.classifiers.model import build_classifier
@@ -28,6 +27,7 @@ from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone
 from genodiff.finetuning.trained import RECORD_KEY, load_finetuned_classifier
 from genodiff.finetuning.trained import classifier_record as finetuned_record
+from genodiff.plain_records import plain_tree
 from genodiff.tokenizers import CHECKPOINT_KEY, DNATokenizer, tokenizer_record
 from tests import test_hub
 from tests.test_hub import training_checkpoint, write_hub_cache

@@ -58,7 +58,6 @@ from genodiff.checkpoints.io import (
     DamagedFileError,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.plain import read_json_object
 from genodiff.checkpoints.weights import (
     CheckpointError,
     drop_tied_copies,
@@ -68,6 +67,7 @@ from genodiff.checkpoints.weights import (
 from genodiff.conditioning import ConditioningConfig
 from genodiff.config import ConfigError, RunConfig, SamplesConfig, section_spec
 from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
+from genodiff.plain_records import read_json_object
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,

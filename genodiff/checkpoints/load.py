@@ -11,7 +11,7 @@ Three kinds of checkpoint, told apart by what they hold:
 an exported folder; a Hugging Face Hub id), reads it through the CRC-checked, weights_only reader
 (``io.read_checkpoint_file``: no code in a file runs), tells its kind, copies what it records
 (``RECORD_KEYS``: its config, ...) as bounded trees of plain values before anything walks them
-(``plain.plain_tree``; an exported folder's JSON likewise), rebuilds its tokenizer and
+(``plain_records.plain_tree``; an exported folder's JSON likewise), rebuilds its tokenizer and
 refuses, in one line, a checkpoint of another kind than the one asked for, saying what it is and
 where it goes. Each kind's builder loads its weights with ``weights.load_weights`` (strict, and
 finite): ``load_model`` here (every command that uses a trained model: ``genodiff sample``,
@@ -44,10 +44,10 @@ from genodiff.checkpoints.io import (
     RUN_STATE_KEY,
     read_checkpoint_file,
 )
-from genodiff.checkpoints.plain import plain_tree
 from genodiff.checkpoints.weights import load_weights
 from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
 from genodiff.model import GenerativeModel
+from genodiff.plain_records import plain_tree
 from genodiff.tokenizers import (
     CHECKPOINT_KEY,
     Tokenizer,
@@ -65,7 +65,7 @@ RUN_FILES = (*FOLDER_FILES, RUN_RECORD_FILE, "*.ckpt")
 GENERATOR, CLASSIFIER, FINETUNED = "generator", "classifier", "finetuned"
 
 # What genodiff reads of a checkpoint file besides its tensors: each is checked to be a bounded
-# tree of plain values (``plain.plain_tree``) before anything walks it.
+# tree of plain values (``plain_records.plain_tree``) before anything walks it.
 RECORD_KEYS = (
     "hyper_parameters",
     CLASSIFIER_RECORD_KEY,
@@ -162,7 +162,7 @@ def open_checkpoint(
     one of ``KINDS``, is required of it: a checkpoint of another kind is one InputValueError
     saying what it is and where it goes. One-line errors for a missing, damaged or unsafe file
     (``io.read_checkpoint_file``), for a file of no kind (``UnknownCheckpointError``) and for
-    records that are not bounded trees of plain values (``plain.plain_tree``)."""
+    records that are not bounded trees of plain values (``plain_records.plain_tree``)."""
     source = locate(reference)
     exported = source.is_dir()
     stored = _open_exported(source) if exported else _open_file(source, map_location, mmap)

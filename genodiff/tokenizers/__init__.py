@@ -12,6 +12,7 @@ from typing import Any
 
 from genodiff import registry
 from genodiff.errors import InputKeyError, InputValueError, UserInputError
+from genodiff.plain_records import read_json_object
 from genodiff.tokenizers.base import TOKENIZER_FILE, Tokenizer, tokenizer_record
 from genodiff.tokenizers.dna import DNATokenizer
 
@@ -73,9 +74,7 @@ def tokenizer_from_checkpoint(
 def load_tokenizer(directory: str | Path) -> Tokenizer | None:
     """The tokenizer saved in ``directory/tokenizer.json``; None when there is none. A
     tokenizer.json that is no regular file, is too large, or holds no record a tokenizer is
-    rebuilt from is an InputValueError naming it (``plain.read_json_object``)."""
-    from genodiff.checkpoints.plain import read_json_object  # which imports this package
-
+    rebuilt from is an InputValueError naming it (``plain_records.read_json_object``)."""
     path = Path(directory) / TOKENIZER_FILE
     if not path.exists() and not path.is_symlink():
         return None
