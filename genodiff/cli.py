@@ -24,7 +24,13 @@ from typing import Any
 from genodiff.errors import InputValueError, UserInputError
 from genodiff.generation_config import RUN_SECTION, flag_of
 from genodiff.generation_config import options as generation_options
-from genodiff.progress import LINE_INTERVAL, PROGRESS_ENV, Progress, progress_wanted
+from genodiff.progress import (
+    LINE_INTERVAL,
+    PROGRESS_ENV,
+    Progress,
+    is_main_process,
+    progress_wanted,
+)
 from genodiff.threads import configure_threads
 
 
@@ -935,7 +941,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if os.environ.get("GENODIFF_DEBUG"):
             raise
-        print(f"\n{interrupted_line(args.command)}", file=sys.stderr)
+        if is_main_process():  # the other processes of a multi-process run stop silently
+            print(f"\n{interrupted_line(args.command)}", file=sys.stderr)
         return CTRL_C_EXIT_STATUS
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):

@@ -17,6 +17,9 @@ of sequences or windows and gather the results on the main process.
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 
 # Lightning's names of a CUDA accelerator (a training config's check and the workers' devices).
 GPU_ACCELERATORS = ("gpu", "cuda")
+PARENT_POLL_SECONDS = 1.0  # how often a started process looks whether its starter still runs
+STOP_GRACE_SECONDS = 30.0  # how long it then takes to stop as at Ctrl-C before it just exits
 
 
 @dataclass
@@ -121,7 +126,38 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
         # larger pool's idle threads spin on the cores the other processes compute on.
         threads = max(1, (os.cpu_count() or 1) // fabric.strategy.num_processes)
         os.environ["NUMBA_NUM_THREADS"] = str(threads)
+    # The command's threads (--threads: ``genodiff.threads.configure_threads``), shared by this
+    # node's processes: Lightning's launch sets its own count (all cores / processes) over them
+    # unless the user's OMP_NUM_THREADS says how many each process takes.
+    threads = None if "OMP_NUM_THREADS" in os.environ else torch.get_num_threads()
     fabric.launch()  # the other local processes run the same command up to here
+    if threads is not None:
+        torch.set_num_threads(max(1, threads // fabric.strategy.num_processes))
+    if fabric.local_rank > 0:
+        stop_when_parent_ends()
     for guard in (trainer_rank_zero, fabric_rank_zero):
         guard.rank = 0  # each run is a world of one: its logs are written by this process
     return Workers(fabric.global_rank, fabric.world_size, fabric.local_rank, fabric)
+
+
+def stop_when_parent_ends(
+    poll: float = PARENT_POLL_SECONDS, grace: float = STOP_GRACE_SECONDS
+) -> threading.Thread:
+    """Stop this process (one a launcher started: the main process under Lightning's own
+    launcher) once the process that started it has ended, however it ended (an error, kill -9,
+    a Ctrl-C that reached it alone): as at Ctrl-C (SIGINT: the staged work is kept, nothing
+    printed), and for good ``grace`` seconds later. Otherwise it would go on with its whole
+    share of the work (hours of sampling or fine-tuning) that no process is left to take, and
+    end with a traceback. Returns the watching thread (a daemon)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(grace)
+        os._exit(128 + signal.SIGINT)
+
+    watcher = threading.Thread(target=watch, name="genodiff-parent-watch", daemon=True)
+    watcher.start()
+    return watcher

@@ -3,7 +3,7 @@
 
 1. Checks (each command's own, then ``check_output``): nothing is written yet; a wrong config,
    missing data or a folder that holds another run fails here.
-2. ``hold_output``: the main process (``run_folder.is_main_process``: global rank 0 of a
+2. ``hold_output``: the main process (``genodiff.progress.is_main_process``: global rank 0 of a
    multi-process run) creates the folder, takes its lock (``run_folder.hold``) and writes the
    run's ``config.yaml`` atomically; the other processes of a DDP run write nothing there.
 3. ``fit``: Lightning's ``Trainer.fit``; a SIGTERM (a scheduler's pre-emption) leaves the
@@ -30,6 +30,7 @@ from omegaconf import OmegaConf
 from genodiff.atomic_files import write_text
 from genodiff.checkpoints import run_folder
 from genodiff.config import ConfigError, resolve_config_path
+from genodiff.progress import is_main_process
 
 CONFIG_FILE = "config.yaml"
 
@@ -42,7 +43,7 @@ def check_output(
     ``config.yaml`` would not replace the ``experiment`` file it was composed from);
     ``resume_hint`` says how to continue the run that is there (None: the command cannot
     resume)."""
-    if not run_folder.is_main_process():
+    if not is_main_process():
         return
     run_folder.check_output_dir(output_dir, resume, resume_hint)
     written = output_dir / CONFIG_FILE
@@ -64,7 +65,7 @@ def hold_output(output_dir: Path, config: Mapping[str, Any]) -> Iterator[bool]:
     """For the ``with`` block: in the main process, ``output_dir`` held (its lock) with the
     run's ``config.yaml`` written; in the others, nothing. Yields whether this is the main
     process (the one that may write into ``output_dir``)."""
-    if not run_folder.is_main_process():
+    if not is_main_process():
         yield False
         return
     with run_folder.hold(output_dir):
