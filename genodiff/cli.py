@@ -921,6 +921,15 @@ def interrupted_line(command: str) -> str:
     return f"genodiff {command}: stopped by Ctrl-C; {after}"
 
 
+def _main_process_failed_too() -> bool:
+    """In another process of a multi-process run that met a user error: whether the main
+    process ended with one too (``genodiff.parallel.main_process_failed_too``), so that the
+    user reads one line, not one per process."""
+    from genodiff.parallel import main_process_failed_too
+
+    return main_process_failed_too()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error is one line on stderr (exit status 2), Ctrl-C one line
     saying how to go on (exit status 130), any other error raises with its traceback
@@ -947,6 +956,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise
+        if not is_main_process() and _main_process_failed_too():
+            return 2  # the main process met the error too and printed its line
         err = _for_the_command_line(err)
         print(error_line(err, args.command, option_names(parser)), file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 GPU_ACCELERATORS = ("gpu", "cuda")
 PARENT_POLL_SECONDS = 1.0  # how often a started process looks whether its starter still runs
 STOP_GRACE_SECONDS = 30.0  # how long it then takes to stop as at Ctrl-C before it just exits
+MAIN_REPORT_SECONDS = 10.0  # how long a failed process waits for the main one to fail too
 
 
 @dataclass
@@ -161,3 +162,23 @@ def stop_when_parent_ends(
     watcher = threading.Thread(target=watch, name="genodiff-parent-watch", daemon=True)
     watcher.start()
     return watcher
+
+
+def main_process_failed_too(
+    poll: float = PARENT_POLL_SECONDS, within: float = MAIN_REPORT_SECONDS
+) -> bool:
+    """In a process that failed, one a launcher started: whether the process that started it
+    (the main process, under Lightning's own launcher) ends within ``within`` seconds, having
+    reported its own error (an error every process meets, e.g. a network output that is not
+    finite, stops them all at once): this process then has nothing to add. False when it goes
+    on (the error is this process's alone: its line is the one to print)."""
+    parent = os.getppid()
+    deadline = time.monotonic() + within
+    try:
+        while os.getppid() == parent:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+    except KeyboardInterrupt:  # ``stop_when_parent_ends`` saw it end first
+        pass
+    return True

@@ -449,6 +449,27 @@ def test_the_other_process_stops_when_the_main_one_is_killed(tmp_path):
     assert [p.name for p in tmp_path.glob(".*.partial")]  # the staged work is kept to resume
 
 
+@pytest.mark.process_level
+def test_an_error_every_process_meets_is_one_line(tmp_path):
+    """Weights so large that the network's output overflows: each process stops at its first
+    batch. Was: the same line once per process."""
+    net = model()
+    with torch.no_grad():
+        for parameter in net.network.parameters():
+            parameter.mul_(1e18)
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", net)
+    out = tmp_path / "s.fa"
+    options = ["--num-samples", "9", "--batch-size", "2", "--accelerator", "cpu", "--devices", "2"]
+    done = subprocess.run(
+        sample_command(checkpoint, out, *options), cwd=ROOT, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("genodiff sample:")]
+    assert len(lines) == 1 and "not finite" in lines[0], done.stderr[-3000:]
+    assert not out.exists()
+
+
 def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path, capsys):
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
     out = tmp_path / "s.fa"
