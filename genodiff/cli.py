@@ -766,8 +766,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--threads",
             metavar="auto|system|N",
             help="CPU threads to compute on: auto (the cores free when the command starts), "
-            "system (torch's and OpenMP's own choice) or a number (default: $GENODIFF_THREADS, "
-            "else auto; docs/troubleshooting.md#a-shared-machine)",
+            "system (torch's and OpenMP's own choice) or a number; several processes on this "
+            "machine share them (default: $GENODIFF_THREADS, else auto; "
+            "docs/troubleshooting.md#a-shared-machine)",
         )
     return parser
 

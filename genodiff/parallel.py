@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from genodiff.errors import InputValueError
+from genodiff.threads import command_threads, share_threads
 
 if TYPE_CHECKING:
     from lightning.fabric import Fabric
@@ -125,15 +126,11 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
         # The CPU scan's thread pool, sized as Lightning sizes torch's (cores / processes), in
         # the environment the other processes start with (numba reads it once, on import): a
         # larger pool's idle threads spin on the cores the other processes compute on.
-        threads = max(1, (os.cpu_count() or 1) // fabric.strategy.num_processes)
-        os.environ["NUMBA_NUM_THREADS"] = str(threads)
-    # The command's threads (--threads: ``genodiff.threads.configure_threads``), shared by this
-    # node's processes: Lightning's launch sets its own count (all cores / processes) over them
-    # unless the user's OMP_NUM_THREADS says how many each process takes.
-    threads = None if "OMP_NUM_THREADS" in os.environ else torch.get_num_threads()
+        pool = max(1, (os.cpu_count() or 1) // fabric.strategy.num_processes)
+        os.environ["NUMBA_NUM_THREADS"] = str(pool)
+    threads = command_threads()  # --threads, shared by this node's processes
     fabric.launch()  # the other local processes run the same command up to here
-    if threads is not None:
-        torch.set_num_threads(max(1, threads // fabric.strategy.num_processes))
+    share_threads(threads, fabric.strategy.num_processes)
     if fabric.local_rank > 0:
         stop_when_parent_ends()
     for guard in (trainer_rank_zero, fabric_rank_zero):

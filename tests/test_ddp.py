@@ -471,3 +471,37 @@ def test_finetune_spreads_its_folds_over_two_processes_with_the_results_of_one(t
         for name in results
     )
     assert two_summary == pytest.approx(one_summary)
+
+
+@pytest.mark.process_level
+def test_two_training_processes_share_the_threads_the_command_is_given(tmp_path):
+    """--threads is the command's: each of 2 DDP processes takes half. Was: Lightning's launch
+    set every process to (cores / processes) threads over it, whatever --threads said."""
+    notes = tmp_path / "threads"
+    notes.mkdir()
+    driver = tmp_path / "driver.py"  # each process notes its thread count as it trains
+    driver.write_text(
+        "import os, sys, torch\n"
+        "from genodiff import cli\n"
+        "from genodiff.training.module import GenerativeTrainingModule as Module\n"
+        "real = Module.training_step\n"
+        "def noting(self, batch, batch_idx):\n"
+        f"    note = os.path.join({str(notes)!r}, str(os.getpid()))\n"
+        "    with open(note, 'w') as handle:\n"
+        "        handle.write(str(torch.get_num_threads()))\n"
+        "    return real(self, batch, batch_idx)\n"
+        "Module.training_step = noting\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    given = 2 * ((os.cpu_count() or 1) + 1)  # more than Lightning ever gives a process
+    short = ("trainer.max_steps=2", "trainer.limit_val_batches=0")  # two steps, no validation
+    kept = [o for o in RUN if o.split("=")[0] not in [s.split("=")[0] for s in short]]
+    run = [*kept, *short, *TWO_PROCESSES]
+    command = [sys.executable, str(driver), "train", DEMO, *run, f"output_dir={tmp_path / 'o'}"]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GENODIFF_THREADS")}
+    done = subprocess.run(
+        [*command, "--threads", str(given)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.read_text() for p in notes.iterdir()) == [str(given // 2)] * 2

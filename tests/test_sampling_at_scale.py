@@ -470,6 +470,38 @@ def test_an_error_every_process_meets_is_one_line(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.process_level
+def test_two_processes_share_the_threads_the_command_is_given(tmp_path):
+    """--threads is the command's: each of 2 processes takes half. Was: Lightning's launch set
+    every process to (cores / processes) threads over it, whatever --threads said."""
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    notes = tmp_path / "threads"
+    notes.mkdir()
+    driver = tmp_path / "driver.py"  # each process notes its thread count as it draws
+    driver.write_text(
+        "import os, sys, torch\n"
+        "from genodiff import cli, pipeline\n"
+        "real = pipeline.Model._draw\n"
+        "def noting(self, job, todo, progress):\n"
+        f"    note = os.path.join({str(notes)!r}, str(os.getpid()))\n"
+        "    with open(note, 'w') as handle:\n"
+        "        handle.write(str(torch.get_num_threads()))\n"
+        "    return real(self, job, todo, progress)\n"
+        "pipeline.Model._draw = noting\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    given = 2 * ((os.cpu_count() or 1) + 1)  # more than Lightning ever gives a process
+    command = [sys.executable, str(driver), *sample_command(checkpoint, tmp_path / "s.fa")[3:]]
+    command += ["--num-samples", "4", "--accelerator", "cpu", "--devices", "2"]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GENODIFF_THREADS")}
+    done = subprocess.run(
+        [*command, "--threads", str(given)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.read_text() for p in notes.iterdir()) == [str(given // 2)] * 2
+
+
 def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path, capsys):
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
     out = tmp_path / "s.fa"

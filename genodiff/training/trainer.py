@@ -29,6 +29,7 @@ from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
 from genodiff.config_values import ConfigError
 from genodiff.progress import is_terminal
+from genodiff.threads import command_threads, share_threads
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 from genodiff.training.progress_lines import PlainProgressBar
 
@@ -227,6 +228,19 @@ class StopBetweenSteps(Callback):
             self._held, connector.received_sigterm = False, True
 
 
+class ShareThreads(Callback):
+    """Each process of a run on several devices of this machine (DDP) computes on its share
+    of the command's threads (``genodiff.threads.share_threads``), set once the processes
+    run: Lightning's launch would leave each on (all cores / processes), whatever
+    ``--threads`` said. Built before the launch, in every process."""
+
+    def __init__(self) -> None:
+        self.threads = command_threads()
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        share_threads(self.threads, trainer.num_devices)
+
+
 def mid_step(trainer: L.Trainer) -> bool:
     """Whether the batch just trained left its optimizer step to a later batch (accumulated
     batches); False outside fitting."""
@@ -288,6 +302,7 @@ def build_trainer(
             LatestCheckpoint(out / CHECKPOINT_FOLDER, monitor, mode),
             LearningRateMonitor(logging_interval="step"),
             StopBetweenSteps(),
+            ShareThreads(),
             *progress_bars(kwargs, label),
         ],
         plugins=[AtomicCheckpointIO()],
