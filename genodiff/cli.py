@@ -922,13 +922,12 @@ def interrupted_line(command: str) -> str:
     return f"genodiff {command}: stopped by Ctrl-C; {after}"
 
 
-def _main_process_failed_too() -> bool:
-    """In another process of a multi-process run that met a user error: whether the main
-    process ended with one too (``genodiff.parallel.main_process_failed_too``), so that the
-    user reads one line, not one per process."""
-    from genodiff.parallel import main_process_failed_too
+def _main_process_ends() -> bool:
+    """In another process of a multi-process run that is stopping: whether the main process
+    ends too (``genodiff.parallel.main_process_ends``): it then says why, once."""
+    from genodiff.parallel import main_process_ends
 
-    return main_process_failed_too()
+    return main_process_ends()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -951,13 +950,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if os.environ.get("GENODIFF_DEBUG"):
             raise
-        if is_main_process():  # the other processes of a multi-process run stop silently
+        if is_main_process():
             print(f"\n{interrupted_line(args.command)}", file=sys.stderr)
+        else:  # another process of a multi-process run: stops silently, after the main one
+            _main_process_ends()
         return CTRL_C_EXIT_STATUS
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise
-        if not is_main_process() and _main_process_failed_too():
+        if not is_main_process() and _main_process_ends():
             return 2  # the main process met the error too and printed its line
         err = _for_the_command_line(err)
         print(error_line(err, args.command, option_names(parser)), file=sys.stderr)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 GPU_ACCELERATORS = ("gpu", "cuda")
 PARENT_POLL_SECONDS = 1.0  # how often a started process looks whether its starter still runs
 STOP_GRACE_SECONDS = 30.0  # how long it then takes to stop as at Ctrl-C before it just exits
-MAIN_REPORT_SECONDS = 10.0  # how long a failed process waits for the main one to fail too
+MAIN_REPORT_SECONDS = 10.0  # how long a stopping process waits for the main one to end
 
 
 @dataclass
@@ -161,14 +161,16 @@ def stop_when_parent_ends(
     return watcher
 
 
-def main_process_failed_too(
+def main_process_ends(
     poll: float = PARENT_POLL_SECONDS, within: float = MAIN_REPORT_SECONDS
 ) -> bool:
-    """In a process that failed, one a launcher started: whether the process that started it
-    (the main process, under Lightning's own launcher) ends within ``within`` seconds, having
-    reported its own error (an error every process meets, e.g. a network output that is not
-    finite, stops them all at once): this process then has nothing to add. False when it goes
-    on (the error is this process's alone: its line is the one to print)."""
+    """In a process a launcher started that is stopping (an error, Ctrl-C): whether the
+    process that started it (the main process, under Lightning's own launcher) ends within
+    ``within`` seconds. An error or a Ctrl-C that every process meets stops them all at once:
+    the main one reports it, and this one, waiting for it, has nothing to add; and Lightning's
+    launcher kills the main process (SIGKILL, before it can say anything) once another ended
+    with an error status. False when it goes on (the error is this process's alone: its line
+    is the one to print)."""
     parent = os.getppid()
     deadline = time.monotonic() + within
     try:

@@ -360,7 +360,8 @@ def test_two_processes_write_the_one_process_file(tmp_path):
 def slowed_two_process_run(tmp_path) -> tuple[subprocess.Popen, Path, Path]:
     """A ``sample --devices 2`` run (its own session, as a terminal's job) whose processes
     sleep after each batch (a share takes minutes, at no cost) and note their pid, by local
-    rank, in the folder returned once both draw; and the output file."""
+    rank, in the folder returned once both draw; and the output file. The main process takes
+    8 s to stop (as one that lets go of a GPU can)."""
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
     out, notes = tmp_path / "s.fa", tmp_path / "pids"
     notes.mkdir()
@@ -377,6 +378,12 @@ def slowed_two_process_run(tmp_path) -> tuple[subprocess.Popen, Path, Path]:
         "        yield batch\n"
         "        time.sleep(0.2)\n"
         "pipeline.Model._draw = slowed\n"
+        "release = pipeline.SampleStream.release\n"
+        "def slow_release(self):\n"
+        "    if os.environ.get('LOCAL_RANK', '0') == '0':\n"
+        "        time.sleep(8)\n"
+        "    release(self)\n"
+        "pipeline.SampleStream.release = slow_release\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
     command = [sys.executable, str(driver), *sample_command(checkpoint, out)[3:]]
@@ -414,7 +421,8 @@ def end_all(process: subprocess.Popen, notes: Path) -> None:
 
 @pytest.mark.process_level
 def test_ctrl_c_stops_a_two_process_run_with_one_line(tmp_path):
-    """A terminal's Ctrl-C reaches every process of the job: was one line per process."""
+    """A terminal's Ctrl-C reaches every process of the job. Was: one line per process, or
+    none: the other process, stopped first, had Lightning's launcher kill the main one."""
     process, notes, out = slowed_two_process_run(tmp_path)
     try:
         os.killpg(process.pid, signal.SIGINT)
