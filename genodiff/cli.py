@@ -947,6 +947,10 @@ def main(argv: list[str] | None = None) -> int:
         if not _stdout_reader_left():
             raise
         return _reader_left()
+    except SystemExit as stop:  # a training stopped by a signal (status 128 + its number), ...
+        if stop.code and not is_main_process():  # let the main process say it and end first
+            _main_process_ends()
+        raise
     except KeyboardInterrupt:
         if os.environ.get("GENODIFF_DEBUG"):
             raise

@@ -112,14 +112,23 @@ def exit_when_stopped(
         yield
     except SIGTERMException:
         what = "Ctrl-C" if stopped_by[-1] == signal.SIGINT else "SIGTERM"
-        print(_stopped_line(trainer, command, what, resume_hint, done_hint), file=sys.stderr)
+        if _says_for_the_run(trainer):
+            print(_stopped_line(trainer, command, what, resume_hint, done_hint), file=sys.stderr)
         raise SystemExit(128 + stopped_by[-1]) from None
     except SystemExit as stop:
         if not isinstance(stop.__context__, KeyboardInterrupt):
             raise
         line = _stopped_line(trainer, command, "Ctrl-C at once", resume_hint, done_hint)
-        print(line, file=sys.stderr)
+        if _says_for_the_run(trainer):
+            print(line, file=sys.stderr)
         raise SystemExit(128 + signal.SIGINT) from None
+
+
+def _says_for_the_run(trainer: L.Trainer) -> bool:
+    """Whether this process says how its run stopped: the main process of a DDP run (the
+    others stop at the same step: one line), any process of a world of one (each fine-tuning
+    run of several processes: its own checkpoint)."""
+    return trainer.world_size == 1 or is_main_process()
 
 
 def _stopped_line(
@@ -155,11 +164,12 @@ def _ctrl_c_stops_like_sigterm(
             raise KeyboardInterrupt
         stopped_by.append(signal.SIGINT)
         trainer._signal_connector.received_sigterm = True  # what Lightning's SIGTERM sets
-        print(
-            "\ngenodiff: Ctrl-C: stopping after this step and saving the latest checkpoint "
-            "(press Ctrl-C again to stop at once, without saving)",
-            file=sys.stderr,
-        )
+        if is_main_process():  # once for the run (every process of a DDP run takes it)
+            print(
+                "\ngenodiff: Ctrl-C: stopping after this step and saving the latest checkpoint "
+                "(press Ctrl-C again to stop at once, without saving)",
+                file=sys.stderr,
+            )
 
     signal.signal(signal.SIGINT, stop_at_the_step_end)
     try:

@@ -222,10 +222,24 @@ class StopBetweenSteps(Callback):
     def _hold(self, trainer: L.Trainer, hold: bool) -> None:
         """Hold a stop asked for until ``hold`` is False, then hand it back to Lightning."""
         connector = trainer._signal_connector  # where Lightning's SIGTERM handler notes it
+        connector.received_sigterm = _asked_anywhere(trainer, connector.received_sigterm)
         if hold and connector.received_sigterm:
             self._held, connector.received_sigterm = True, False
         elif not hold and self._held:
             self._held, connector.received_sigterm = False, True
+
+
+def _asked_anywhere(trainer: L.Trainer, asked: bool) -> bool:
+    """Whether any process of the run was asked to stop (``asked`` in this one), so that
+    every process stops after the same step. Lightning checks each process's own flag after
+    a step: a signal handled before that check in one process and after it in another (a
+    terminal's Ctrl-C reaches them all; a scheduler may signal one) stopped one process while
+    the others waited for it in the next step, for ever."""
+    if trainer.world_size == 1:
+        return asked
+    flag = torch.tensor([float(asked)], device=trainer.strategy.root_device)  # (1,)
+    torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 class ShareThreads(Callback):
