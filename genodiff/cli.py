@@ -24,7 +24,14 @@ from typing import Any
 from genodiff.errors import InputValueError, UserInputError
 from genodiff.generation_config import RUN_SECTION, flag_of
 from genodiff.generation_config import options as generation_options
-from genodiff.progress import LINE_INTERVAL, PROGRESS_ENV, Progress, counted, progress_wanted
+from genodiff.progress import (
+    LINE_INTERVAL,
+    PROGRESS_ENV,
+    Progress,
+    counted,
+    is_main_process,
+    progress_wanted,
+)
 from genodiff.threads import configure_threads
 
 
@@ -791,8 +798,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--threads",
             metavar="auto|system|N",
             help="CPU threads to compute on: auto (the cores free when the command starts), "
-            "system (torch's and OpenMP's own choice) or a number (default: $GENODIFF_THREADS, "
-            "else auto; docs/troubleshooting.md#a-shared-machine)",
+            "system (torch's and OpenMP's own choice) or a number; several processes on this "
+            "machine share them (default: $GENODIFF_THREADS, else auto; "
+            "docs/troubleshooting.md#a-shared-machine)",
         )
     return parser
 
@@ -946,6 +954,14 @@ def interrupted_line(command: str) -> str:
     return f"genodiff {command}: stopped by Ctrl-C; {after}"
 
 
+def _main_process_ends() -> bool:
+    """In another process of a multi-process run that is stopping: whether the main process
+    ends too (``genodiff.parallel.main_process_ends``): it then says why, once."""
+    from genodiff.parallel import main_process_ends
+
+    return main_process_ends()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error is one line on stderr (exit status 2), Ctrl-C one line
     saying how to go on (exit status 130), any other error raises with its traceback
@@ -963,14 +979,23 @@ def main(argv: list[str] | None = None) -> int:
         if not _stdout_reader_left():
             raise
         return _reader_left()
+    except SystemExit as stop:  # a training stopped by a signal (status 128 + its number), ...
+        if stop.code and not is_main_process():  # let the main process say it and end first
+            _main_process_ends()
+        raise
     except KeyboardInterrupt:
         if os.environ.get("GENODIFF_DEBUG"):
             raise
-        print(f"\n{interrupted_line(args.command)}", file=sys.stderr)
+        if is_main_process():
+            print(f"\n{interrupted_line(args.command)}", file=sys.stderr)
+        else:  # another process of a multi-process run: stops silently, after the main one
+            _main_process_ends()
         return CTRL_C_EXIT_STATUS
     except Exception as err:
         if os.environ.get("GENODIFF_DEBUG") or not is_user_error(err):
             raise
+        if not is_main_process() and _main_process_ends():
+            return 2  # the main process met the error too and printed its line
         err = _for_the_command_line(err)
         print(error_line(err, args.command, option_names(parser)), file=sys.stderr)
         return 2

@@ -17,6 +17,9 @@ of sequences or windows and gather the results on the main process.
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,12 +27,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from genodiff.errors import InputValueError
+from genodiff.threads import command_threads, share_threads
 
 if TYPE_CHECKING:
     from lightning.fabric import Fabric
 
 # Lightning's names of a CUDA accelerator (a training config's check and the workers' devices).
 GPU_ACCELERATORS = ("gpu", "cuda")
+PARENT_POLL_SECONDS = 1.0  # how often a started process looks whether its starter still runs
+STOP_GRACE_SECONDS = 30.0  # how long it then takes to stop as at Ctrl-C before it just exits
+MAIN_REPORT_SECONDS = 10.0  # how long a stopping process waits for the main one to end
 
 
 @dataclass
@@ -119,9 +126,58 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
         # The CPU scan's thread pool, sized as Lightning sizes torch's (cores / processes), in
         # the environment the other processes start with (numba reads it once, on import): a
         # larger pool's idle threads spin on the cores the other processes compute on.
-        threads = max(1, (os.cpu_count() or 1) // fabric.strategy.num_processes)
-        os.environ["NUMBA_NUM_THREADS"] = str(threads)
+        pool = max(1, (os.cpu_count() or 1) // fabric.strategy.num_processes)
+        os.environ["NUMBA_NUM_THREADS"] = str(pool)
+    threads = command_threads()  # --threads, shared by this node's processes
     fabric.launch()  # the other local processes run the same command up to here
+    share_threads(threads, fabric.strategy.num_processes)
+    if fabric.local_rank > 0:
+        stop_when_parent_ends()
     for guard in (trainer_rank_zero, fabric_rank_zero):
         guard.rank = 0  # each run is a world of one: its logs are written by this process
     return Workers(fabric.global_rank, fabric.world_size, fabric.local_rank, fabric)
+
+
+def stop_when_parent_ends(
+    poll: float = PARENT_POLL_SECONDS, grace: float = STOP_GRACE_SECONDS
+) -> threading.Thread:
+    """Stop this process (one a launcher started: the main process under Lightning's own
+    launcher) once the process that started it has ended, however it ended (an error, kill -9,
+    a Ctrl-C that reached it alone): as at Ctrl-C (SIGINT: the staged work is kept, nothing
+    printed), and for good ``grace`` seconds later. Otherwise it would go on with its whole
+    share of the work (hours of sampling or fine-tuning) that no process is left to take, and
+    end with a traceback. Returns the watching thread (a daemon)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(grace)
+        os._exit(128 + signal.SIGINT)
+
+    watcher = threading.Thread(target=watch, name="genodiff-parent-watch", daemon=True)
+    watcher.start()
+    return watcher
+
+
+def main_process_ends(
+    poll: float = PARENT_POLL_SECONDS, within: float = MAIN_REPORT_SECONDS
+) -> bool:
+    """In a process a launcher started that is stopping (an error, Ctrl-C): whether the
+    process that started it (the main process, under Lightning's own launcher) ends within
+    ``within`` seconds. An error or a Ctrl-C that every process meets stops them all at once:
+    the main one reports it, and this one, waiting for it, has nothing to add; and Lightning's
+    launcher kills the main process (SIGKILL, before it can say anything) once another ended
+    with an error status. False when it goes on (the error is this process's alone: its line
+    is the one to print)."""
+    parent = os.getppid()
+    deadline = time.monotonic() + within
+    try:
+        while os.getppid() == parent:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+    except KeyboardInterrupt:  # ``stop_when_parent_ends`` saw it end first
+        pass
+    return True

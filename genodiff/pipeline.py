@@ -31,7 +31,6 @@ from torch import Tensor
 
 from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.checkpoints import export_model, load_model
-from genodiff.checkpoints.run_folder import is_main_process
 from genodiff.classifiers import load_classifier
 from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule
@@ -51,7 +50,7 @@ from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_opti
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers
-from genodiff.progress import Progress
+from genodiff.progress import Progress, is_main_process
 from genodiff.randomness.noise import seed_from
 from genodiff.sample_files import SampleStream, check_output, write_samples
 from genodiff.sample_formats import SamplingRun

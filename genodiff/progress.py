@@ -33,6 +33,17 @@ def counted(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def is_main_process() -> bool:
+    """True in the process that writes and prints for a run: global rank 0 as the launchers name it
+    (torchrun: RANK; SLURM: SLURM_PROCID; Lightning's own DDP launcher: NODE_RANK and
+    LOCAL_RANK). The other processes of a multi-process run check, write and print nothing
+    (a training run's ``output_dir`` is the main process's)."""
+    for key in ("RANK", "SLURM_PROCID"):
+        if key in os.environ:
+            return int(os.environ[key]) == 0
+    return int(os.environ.get("NODE_RANK", 0)) == 0 and int(os.environ.get("LOCAL_RANK", 0)) == 0
+
+
 def is_terminal(stream: TextIO) -> bool:
     """Whether ``stream`` is a terminal (a stream without ``isatty`` is not)."""
     isatty = getattr(stream, "isatty", None)

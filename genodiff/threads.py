@@ -21,7 +21,8 @@ unless told otherwise:
 ``GENODIFF_THREADS`` (or ``genodiff COMMAND --threads``) overrides: ``auto`` (the default,
 above), a number of threads (with short spinning), or ``system`` (leave the thread counts and
 the waiting as torch, numba and the ``OMP_*`` variables set them). An ``OMP_NUM_THREADS``,
-``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` that the user set is kept.
+``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` that the user set is kept. The threads are the
+command's: the processes of a multi-process run on one machine share them (``share_threads``).
 """
 
 from __future__ import annotations
@@ -125,3 +126,25 @@ def configure_threads(value: str | int | None = None) -> int | None:
     threads = auto_threads() if setting == AUTO else setting
     torch.set_num_threads(threads)
     return threads
+
+
+def command_threads() -> int | None:
+    """Before a launch of several processes: the threads this command computes on
+    (``configure_threads``'s count, else torch's), for ``share_threads``; None where the user's
+    ``OMP_NUM_THREADS`` sets each process's count."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return None
+    import torch
+
+    return torch.get_num_threads()
+
+
+def share_threads(threads: int | None, processes: int) -> None:
+    """After a launch of ``processes`` processes on this machine: this one computes on its
+    share of the command's ``threads`` (``command_threads``; None: as the launch left them).
+    Lightning's launch sets every process to (all cores / processes) threads instead, whatever
+    ``--threads`` said (and however busy the machine is, under ``auto``)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(max(1, threads // processes))

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from types import SimpleNamespace
 
 import lightning
@@ -27,6 +29,7 @@ from genodiff.finetuning.classifier import load_backbone
 from genodiff.training.lightning_data import LightningData
 from tests.test_classifiers_training import write_toy
 from tests.test_cli import DEMO, ROOT, read_metrics
+from tests.test_sampling_at_scale import running
 
 RUN = [
     "model=caduceus_tiny",
@@ -471,3 +474,83 @@ def test_finetune_spreads_its_folds_over_two_processes_with_the_results_of_one(t
         for name in results
     )
     assert two_summary == pytest.approx(one_summary)
+
+
+@pytest.mark.process_level
+def test_two_training_processes_share_the_threads_the_command_is_given(tmp_path):
+    """--threads is the command's: each of 2 DDP processes takes half. Was: Lightning's launch
+    set every process to (cores / processes) threads over it, whatever --threads said."""
+    notes = tmp_path / "threads"
+    notes.mkdir()
+    driver = tmp_path / "driver.py"  # each process notes its thread count as it trains
+    driver.write_text(
+        "import os, sys, torch\n"
+        "from genodiff import cli\n"
+        "from genodiff.training.module import GenerativeTrainingModule as Module\n"
+        "real = Module.training_step\n"
+        "def noting(self, batch, batch_idx):\n"
+        f"    note = os.path.join({str(notes)!r}, str(os.getpid()))\n"
+        "    with open(note, 'w') as handle:\n"
+        "        handle.write(str(torch.get_num_threads()))\n"
+        "    return real(self, batch, batch_idx)\n"
+        "Module.training_step = noting\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    given = 2 * ((os.cpu_count() or 1) + 1)  # more than Lightning ever gives a process
+    short = ("trainer.max_steps=2", "trainer.limit_val_batches=0")  # two steps, no validation
+    kept = [o for o in RUN if o.split("=")[0] not in [s.split("=")[0] for s in short]]
+    run = [*kept, *short, *TWO_PROCESSES]
+    command = [sys.executable, str(driver), "train", DEMO, *run, f"output_dir={tmp_path / 'o'}"]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GENODIFF_THREADS")}
+    done = subprocess.run(
+        [*command, "--threads", str(given)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.read_text() for p in notes.iterdir()) == [str(given // 2)] * 2
+
+
+@pytest.mark.process_level
+def test_ctrl_c_of_one_training_process_stops_them_all_after_the_same_step(tmp_path):
+    """A Ctrl-C (or a scheduler's signal) the main process alone takes. Was: it stopped after
+    its step while the other process waited for it in the next one, for ever; and every
+    process printed the line saying where the run stopped."""
+    notes = tmp_path / "pids"
+    notes.mkdir()
+    driver = tmp_path / "driver.py"  # each process notes its pid, by local rank, as it trains
+    driver.write_text(
+        "import os, sys\n"
+        "from genodiff import cli\n"
+        "from genodiff.training.module import GenerativeTrainingModule as Module\n"
+        "real = Module.training_step\n"
+        "def noting(self, batch, batch_idx):\n"
+        f"    note = os.path.join({str(notes)!r}, os.environ.get('LOCAL_RANK', '0'))\n"
+        "    with open(note, 'w') as handle:\n"
+        "        handle.write(str(os.getpid()))\n"
+        "    return real(self, batch, batch_idx)\n"
+        "Module.training_step = noting\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    out = tmp_path / "o"
+    long = [o for o in RUN if not o.startswith("trainer.max_steps=")] + ["trainer.max_steps=100000"]
+    command = [sys.executable, str(driver), "train", DEMO, *long, *TWO_PROCESSES]
+    process = subprocess.Popen(
+        [*command, f"output_dir={out}"], cwd=ROOT, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while len(list(notes.iterdir())) < 2 and process.poll() is None:
+            assert time.monotonic() < deadline, "the two processes never trained"
+            time.sleep(0.1)
+        other = int((notes / "1").read_text())
+        process.send_signal(signal.SIGINT)  # the main process alone
+        _, stderr = process.communicate(timeout=180)
+    finally:  # what is left of a run that hung
+        for pid in [int(note.read_text()) for note in notes.iterdir()]:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 128 + signal.SIGINT, stderr[-3000:]
+    stopped = [line for line in stderr.splitlines() if line.startswith("genodiff train: stopped")]
+    assert len(stopped) == 1 and "stopped by Ctrl-C at step" in stopped[0], stderr[-3000:]
+    assert (out / "checkpoints" / "last.ckpt").is_file()
+    assert not running(other)

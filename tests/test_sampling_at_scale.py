@@ -349,6 +349,159 @@ def test_two_processes_write_the_one_process_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.ckpt", "one.fa", "two.fa"]
 
 
+def slowed_two_process_run(tmp_path) -> tuple[subprocess.Popen, Path, Path]:
+    """A ``sample --devices 2`` run (its own session, as a terminal's job) whose processes
+    sleep after each batch (a share takes minutes, at no cost) and note their pid, by local
+    rank, in the folder returned once both draw; and the output file. The main process takes
+    8 s to stop (as one that lets go of a GPU can)."""
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    out, notes = tmp_path / "s.fa", tmp_path / "pids"
+    notes.mkdir()
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import os, sys, time\n"
+        "from genodiff import cli, pipeline\n"
+        "real = pipeline.Model._draw\n"
+        "def slowed(self, job, todo, progress):\n"
+        "    for batch in real(self, job, todo, progress):\n"
+        f"        note = os.path.join({str(notes)!r}, os.environ.get('LOCAL_RANK', '0'))\n"
+        "        with open(note, 'w') as handle:\n"
+        "            handle.write(str(os.getpid()))\n"
+        "        yield batch\n"
+        "        time.sleep(0.2)\n"
+        "pipeline.Model._draw = slowed\n"
+        "release = pipeline.SampleStream.release\n"
+        "def slow_release(self):\n"
+        "    if os.environ.get('LOCAL_RANK', '0') == '0':\n"
+        "        time.sleep(8)\n"
+        "    release(self)\n"
+        "pipeline.SampleStream.release = slow_release\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    command = [sys.executable, str(driver), *sample_command(checkpoint, out)[3:]]
+    command += ["--num-samples", "2000", "--batch-size", "1", "--accelerator", "cpu"]
+    process = subprocess.Popen(
+        [*command, "--devices", "2"], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while len(list(notes.iterdir())) < 2 and process.poll() is None:
+        assert time.monotonic() < deadline, "the two processes never drew"
+        time.sleep(0.1)
+    return process, notes, out
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie no parent reaped has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def end_all(process: subprocess.Popen, notes: Path) -> None:
+    """Kill what is left of a slowed run (the test failed)."""
+    for note in notes.iterdir():
+        pid = int(note.read_text())
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.process_level
+def test_ctrl_c_stops_a_two_process_run_with_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches every process of the job. Was: one line per process, or
+    none: the other process, stopped first, had Lightning's launcher kill the main one."""
+    process, notes, out = slowed_two_process_run(tmp_path)
+    try:
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        end_all(process, notes)
+    assert process.returncode == 128 + signal.SIGINT
+    lines = [line for line in stderr.splitlines() if "genodiff sample:" in line]
+    assert lines == [
+        "genodiff sample: stopped by Ctrl-C; run the same command with --resume to keep the "
+        "samples written and draw the rest"
+    ]
+    assert not out.exists()
+
+
+@pytest.mark.process_level
+def test_the_other_process_stops_when_the_main_one_is_killed(tmp_path):
+    """Was: the other process drew the rest of its share (here minutes; hours in a real run)
+    with no process left to take it, then ended with a traceback."""
+    process, notes, out = slowed_two_process_run(tmp_path)
+    other = int((notes / "1").read_text())
+    try:
+        process.kill()  # the main process alone, as the kernel's out-of-memory killer does
+        process.communicate(timeout=60)
+        deadline = time.monotonic() + 60  # its share takes minutes more
+        while running(other) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not running(other), "the other process goes on without the main one"
+    finally:
+        end_all(process, notes)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.glob(".*.partial")]  # the staged work is kept to resume
+
+
+@pytest.mark.process_level
+def test_an_error_every_process_meets_is_one_line(tmp_path):
+    """Weights so large that the network's output overflows: each process stops at its first
+    batch. Was: the same line once per process."""
+    net = model()
+    with torch.no_grad():
+        for parameter in net.network.parameters():
+            parameter.mul_(1e18)
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", net)
+    out = tmp_path / "s.fa"
+    options = ["--num-samples", "9", "--batch-size", "2", "--accelerator", "cpu", "--devices", "2"]
+    done = subprocess.run(
+        sample_command(checkpoint, out, *options), cwd=ROOT, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("genodiff sample:")]
+    assert len(lines) == 1 and "not finite" in lines[0], done.stderr[-3000:]
+    assert not out.exists()
+
+
+@pytest.mark.process_level
+def test_two_processes_share_the_threads_the_command_is_given(tmp_path):
+    """--threads is the command's: each of 2 processes takes half. Was: Lightning's launch set
+    every process to (cores / processes) threads over it, whatever --threads said."""
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    notes = tmp_path / "threads"
+    notes.mkdir()
+    driver = tmp_path / "driver.py"  # each process notes its thread count as it draws
+    driver.write_text(
+        "import os, sys, torch\n"
+        "from genodiff import cli, pipeline\n"
+        "real = pipeline.Model._draw\n"
+        "def noting(self, job, todo, progress):\n"
+        f"    note = os.path.join({str(notes)!r}, str(os.getpid()))\n"
+        "    with open(note, 'w') as handle:\n"
+        "        handle.write(str(torch.get_num_threads()))\n"
+        "    return real(self, job, todo, progress)\n"
+        "pipeline.Model._draw = noting\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    given = 2 * ((os.cpu_count() or 1) + 1)  # more than Lightning ever gives a process
+    command = [sys.executable, str(driver), *sample_command(checkpoint, tmp_path / "s.fa")[3:]]
+    command += ["--num-samples", "4", "--accelerator", "cpu", "--devices", "2"]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GENODIFF_THREADS")}
+    done = subprocess.run(
+        [*command, "--threads", str(given)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.read_text() for p in notes.iterdir()) == [str(given // 2)] * 2
+
+
 def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path, capsys):
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
     out = tmp_path / "s.fa"

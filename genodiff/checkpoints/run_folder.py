@@ -39,16 +39,6 @@ RUN_RESULTS = (f"{CHECKPOINT_FOLDER}/*.ckpt", "logs/*/metrics.csv", "samples.*")
 KEPT_ON_RESUME = ("model", "tokenizer", "objective.name", "data.max_length")
 
 
-def is_main_process() -> bool:
-    """True in the process that owns ``output_dir``: global rank 0 as the launchers name it
-    (torchrun: RANK; SLURM: SLURM_PROCID; Lightning's own DDP launcher: NODE_RANK and
-    LOCAL_RANK). The other processes of a multi-process run check and write nothing."""
-    for key in ("RANK", "SLURM_PROCID"):
-        if key in os.environ:
-            return int(os.environ[key]) == 0
-    return int(os.environ.get("NODE_RANK", 0)) == 0 and int(os.environ.get("LOCAL_RANK", 0)) == 0
-
-
 def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> StoredCheckpoint | None:
     """The checkpoint a run resumes from, read once (``resumable``): None for a new run; for
     ``ckpt_path=last`` ``output_dir/checkpoints/last.ckpt``, or when that is missing or cannot

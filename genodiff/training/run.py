@@ -31,7 +31,7 @@ from genodiff.domains import domain_of
 from genodiff.generate import draw_samples
 from genodiff.guidance import Guidance
 from genodiff.objectives.base import LIKELIHOOD_WORDS
-from genodiff.progress import Progress, counted, progress_wanted
+from genodiff.progress import Progress, counted, is_main_process, progress_wanted
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
@@ -89,7 +89,7 @@ def train(
     model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
     # Another model, window or tokenizer than the checkpoint's, or no step left: refused.
     changes = run_folder.check_resume(model.config, resume) if resume else []
-    if run_folder.is_main_process():  # only rank 0 writes checkpoints: hashing once is enough
+    if is_main_process():  # only rank 0 writes checkpoints: hashing once is enough
         model.record_data(datamodule)
     s = cfg.samples
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)

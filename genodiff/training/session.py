@@ -3,7 +3,7 @@
 
 1. Checks (each command's own, then ``check_output``): nothing is written yet; a wrong config,
    missing data or a folder that holds another run fails here.
-2. ``hold_output``: the main process (``run_folder.is_main_process``: global rank 0 of a
+2. ``hold_output``: the main process (``genodiff.progress.is_main_process``: global rank 0 of a
    multi-process run) creates the folder, takes its lock (``run_folder.hold``) and writes the
    run's ``config.yaml`` atomically; the other processes of a DDP run write nothing there.
 3. ``fit``: Lightning's ``Trainer.fit``; a SIGTERM (a scheduler's pre-emption) leaves the
@@ -30,6 +30,7 @@ from omegaconf import OmegaConf
 from genodiff.atomic_files import write_text
 from genodiff.checkpoints import run_folder
 from genodiff.config import ConfigError, resolve_config_path
+from genodiff.progress import is_main_process
 
 CONFIG_FILE = "config.yaml"
 
@@ -42,7 +43,7 @@ def check_output(
     ``config.yaml`` would not replace the ``experiment`` file it was composed from);
     ``resume_hint`` says how to continue the run that is there (None: the command cannot
     resume)."""
-    if not run_folder.is_main_process():
+    if not is_main_process():
         return
     run_folder.check_output_dir(output_dir, resume, resume_hint)
     written = output_dir / CONFIG_FILE
@@ -64,7 +65,7 @@ def hold_output(output_dir: Path, config: Mapping[str, Any]) -> Iterator[bool]:
     """For the ``with`` block: in the main process, ``output_dir`` held (its lock) with the
     run's ``config.yaml`` written; in the others, nothing. Yields whether this is the main
     process (the one that may write into ``output_dir``)."""
-    if not run_folder.is_main_process():
+    if not is_main_process():
         yield False
         return
     with run_folder.hold(output_dir):
@@ -111,14 +112,23 @@ def exit_when_stopped(
         yield
     except SIGTERMException:
         what = "Ctrl-C" if stopped_by[-1] == signal.SIGINT else "SIGTERM"
-        print(_stopped_line(trainer, command, what, resume_hint, done_hint), file=sys.stderr)
+        if _says_for_the_run(trainer):
+            print(_stopped_line(trainer, command, what, resume_hint, done_hint), file=sys.stderr)
         raise SystemExit(128 + stopped_by[-1]) from None
     except SystemExit as stop:
         if not isinstance(stop.__context__, KeyboardInterrupt):
             raise
         line = _stopped_line(trainer, command, "Ctrl-C at once", resume_hint, done_hint)
-        print(line, file=sys.stderr)
+        if _says_for_the_run(trainer):
+            print(line, file=sys.stderr)
         raise SystemExit(128 + signal.SIGINT) from None
+
+
+def _says_for_the_run(trainer: L.Trainer) -> bool:
+    """Whether this process says how its run stopped: the main process of a DDP run (the
+    others stop at the same step: one line), any process of a world of one (each fine-tuning
+    run of several processes: its own checkpoint)."""
+    return trainer.world_size == 1 or is_main_process()
 
 
 def _stopped_line(
@@ -154,11 +164,12 @@ def _ctrl_c_stops_like_sigterm(
             raise KeyboardInterrupt
         stopped_by.append(signal.SIGINT)
         trainer._signal_connector.received_sigterm = True  # what Lightning's SIGTERM sets
-        print(
-            "\ngenodiff: Ctrl-C: stopping after this step and saving the latest checkpoint "
-            "(press Ctrl-C again to stop at once, without saving)",
-            file=sys.stderr,
-        )
+        if is_main_process():  # once for the run (every process of a DDP run takes it)
+            print(
+                "\ngenodiff: Ctrl-C: stopping after this step and saving the latest checkpoint "
+                "(press Ctrl-C again to stop at once, without saving)",
+                file=sys.stderr,
+            )
 
     signal.signal(signal.SIGINT, stop_at_the_step_end)
     try:

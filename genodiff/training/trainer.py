@@ -29,6 +29,7 @@ from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
 from genodiff.config_values import ConfigError
 from genodiff.progress import is_terminal
+from genodiff.threads import command_threads, share_threads
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 from genodiff.training.progress_lines import PlainProgressBar
 
@@ -240,10 +241,37 @@ class StopBetweenSteps(Callback):
     def _hold(self, trainer: L.Trainer, hold: bool) -> None:
         """Hold a stop asked for until ``hold`` is False, then hand it back to Lightning."""
         connector = trainer._signal_connector  # where Lightning's SIGTERM handler notes it
+        connector.received_sigterm = _asked_anywhere(trainer, connector.received_sigterm)
         if hold and connector.received_sigterm:
             self._held, connector.received_sigterm = True, False
         elif not hold and self._held:
             self._held, connector.received_sigterm = False, True
+
+
+def _asked_anywhere(trainer: L.Trainer, asked: bool) -> bool:
+    """Whether any process of the run was asked to stop (``asked`` in this one), so that
+    every process stops after the same step. Lightning checks each process's own flag after
+    a step: a signal handled before that check in one process and after it in another (a
+    terminal's Ctrl-C reaches them all; a scheduler may signal one) stopped one process while
+    the others waited for it in the next step, for ever."""
+    if trainer.world_size == 1:
+        return asked
+    flag = torch.tensor([float(asked)], device=trainer.strategy.root_device)  # (1,)
+    torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+class ShareThreads(Callback):
+    """Each process of a run on several devices of this machine (DDP) computes on its share
+    of the command's threads (``genodiff.threads.share_threads``), set once the processes
+    run: Lightning's launch would leave each on (all cores / processes), whatever
+    ``--threads`` said. Built before the launch, in every process."""
+
+    def __init__(self) -> None:
+        self.threads = command_threads()
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        share_threads(self.threads, trainer.num_devices)
 
 
 def mid_step(trainer: L.Trainer) -> bool:
@@ -307,6 +335,7 @@ def build_trainer(
             LatestCheckpoint(out / CHECKPOINT_FOLDER, monitor, mode),
             LearningRateMonitor(logging_interval="step"),
             StopBetweenSteps(),
+            ShareThreads(),
             *progress_bars(kwargs, label),
         ],
         plugins=[AtomicCheckpointIO()],
