@@ -499,18 +499,18 @@ def evaluate_checkpoint(
     data = model.config["data"]
     if data_file is not None and data_files:
         raise InputValueError(
-            "data_files are copies of the run's own data files, for its test split; with "
-            "data_file (--file) that file is scored: give one or the other",
-            parameter="data_files",
+            "data_files are copies of the run's own data files, for its test split, and "
+            "data_file a file to score instead: give one or the other",
+            parameter=("data_files", "data_file"),
         )
     if data_file is None:  # the run's test split: its files where they are on this machine
-        point = "then give its path (genodiff eval --data {option}=PATH), or score a file of "
-        point += "your own instead (--file)"
+        point = "then give a copy of it ({option}=PATH in data_files), or a file of your own "
+        point += "to score instead (data_file)"
         records = model.provenance.get(DATA_FILES_KEY)
         try:
             data = locate_data(data, records, data_files, point=point)
         except InputFileNotFoundError as err:
-            raise InputFileNotFoundError(str(err), parameter="data_file") from None
+            raise InputFileNotFoundError(str(err), parameter=("data_files", "data_file")) from None
     windows = heldout_windows(data, model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
     overlap = None  # the test split, or a file that holds no training data

@@ -61,7 +61,8 @@ def test_eval_without_the_data_says_how_to_give_it(model_of_unshipped_data, caps
     assert cli.main(eval_args(model_of_unshipped_data)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "slice.fa.gz" in err and "genodiff eval --data fasta=PATH" in err
+    assert "slice.fa.gz" in err and "fasta=PATH in data_files" in err
+    assert err.endswith("(--data, --file)")  # the options of the arguments the message names
 
 
 @pytest.mark.parametrize(
