@@ -29,7 +29,7 @@ from genodiff.finetuning.classifier import load_backbone
 from genodiff.training.lightning_data import LightningData
 from tests.test_classifiers_training import write_toy
 from tests.test_cli import DEMO, ROOT, read_metrics
-from tests.test_sampling_at_scale import running
+from tests.test_sampling_at_scale import running, threads_of_each_process
 
 RUN = [
     "model=caduceus_tiny",
@@ -496,18 +496,12 @@ def test_two_training_processes_share_the_threads_the_command_is_given(tmp_path)
         "Module.training_step = noting\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
-    given = 2 * ((os.cpu_count() or 1) + 1)  # more than Lightning ever gives a process
     short = ("trainer.max_steps=2", "trainer.limit_val_batches=0")  # two steps, no validation
     kept = [o for o in RUN if o.split("=")[0] not in [s.split("=")[0] for s in short]]
     run = [*kept, *short, *TWO_PROCESSES]
     command = [sys.executable, str(driver), "train", DEMO, *run, f"output_dir={tmp_path / 'o'}"]
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GENODIFF_THREADS")}
-    done = subprocess.run(
-        [*command, "--threads", str(given)], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert sorted(p.read_text() for p in notes.iterdir()) == [str(given // 2)] * 2
+    given, noted = threads_of_each_process(command, notes, timeout=900)
+    assert noted == [str(given // 2)] * 2
 
 
 @pytest.mark.process_level

@@ -490,16 +490,24 @@ def test_two_processes_share_the_threads_the_command_is_given(tmp_path):
         "pipeline.Model._draw = noting\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
-    given = 2 * ((os.cpu_count() or 1) + 1)  # more than Lightning ever gives a process
     command = [sys.executable, str(driver), *sample_command(checkpoint, tmp_path / "s.fa")[3:]]
     command += ["--num-samples", "4", "--accelerator", "cpu", "--devices", "2"]
+    given, noted = threads_of_each_process(command, notes, timeout=300)
+    assert noted == [str(given // 2)] * 2
+
+
+def threads_of_each_process(command: list[str], notes: Path, timeout: int) -> tuple[int, list]:
+    """Run ``command`` (whose processes each write their thread count into a file in
+    ``notes``) with ``--threads`` above what Lightning ever gives a process and no thread
+    setting in the environment: the threads given, and the counts noted, sorted."""
+    given = 2 * ((os.cpu_count() or 1) + 1)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GENODIFF_THREADS")}
     done = subprocess.run(
         [*command, "--threads", str(given)], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=300,
+        timeout=timeout,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert sorted(p.read_text() for p in notes.iterdir()) == [str(given // 2)] * 2
+    return given, sorted(p.read_text() for p in notes.iterdir())
 
 
 def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path, capsys):
