@@ -166,7 +166,8 @@ def _signature_keys(fn: Any, drop: tuple[str, ...] = ()) -> list[str]:
     ]
 
 
-def _dataclass_keys(cls: type) -> list[str]:
+def dataclass_keys(cls: type) -> list[str]:
+    """The keys a config section of dataclass ``cls`` accepts: its fields' names."""
     return [f.name for f in dataclasses.fields(cls)]
 
 
@@ -247,7 +248,7 @@ class Schema:
         """Valid keys at the level of ``dotted`` (None when that level is free-form)."""
         parts = dotted.split(".")
         if len(parts) == 1:
-            return _dataclass_keys(self.top)
+            return dataclass_keys(self.top)
         if parts[0] not in self.sections:
             return None
         if len(parts) == 2:
@@ -261,7 +262,7 @@ class Schema:
     def validate(self, cfg: DictConfig) -> None:
         """Raise ConfigError for any key that no section accepts and, with ``section_spec``,
         for any value of the wrong type or out of range."""
-        top = _dataclass_keys(self.top)
+        top = dataclass_keys(self.top)
         for key in cfg:
             if key not in top:
                 raise unknown_key_error(str(key), top)

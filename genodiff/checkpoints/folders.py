@@ -35,7 +35,6 @@ pad_vocab_size_multiple. Written folders always hold the padded size.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import stat
@@ -65,7 +64,7 @@ from genodiff.checkpoints.weights import (
     storage_key,
 )
 from genodiff.conditioning import ConditioningConfig
-from genodiff.config import ConfigError, RunConfig, SamplesConfig, section_spec
+from genodiff.config import ConfigError, RunConfig, SamplesConfig, dataclass_keys, section_spec
 from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
 from genodiff.plain_records import read_json_object
 from genodiff.tokenizers import (
@@ -92,7 +91,7 @@ RUN_SECTIONS = ("model", "objective")
 # and, where the run has one, the data it read (what ``score``, ``windows`` and ``eval`` build).
 CHECKED_SECTIONS = (*RUN_SECTIONS, "data")
 # The top-level keys of a run's config this version writes and reads.
-_RUN_KEYS = frozenset(f.name for f in dataclasses.fields(RunConfig))
+_RUN_KEYS = frozenset(dataclass_keys(RunConfig))
 
 # model.safetensors metadata key: the checksum of the tensors written (``tensors_digest``),
 # compared when the folder is read, so weights changed after writing are found.
@@ -355,8 +354,8 @@ def _warn_of_unknown_keys(config: Mapping[str, Any], source: str | Path) -> None
     unknown = [str(key) for key in config if key not in _RUN_KEYS]
     for section, cls in (("samples", SamplesConfig), ("conditioning", ConditioningConfig)):
         values = config.get(section)
-        known = {f.name for f in dataclasses.fields(cls)}
         if isinstance(values, Mapping):
+            known = dataclass_keys(cls)
             unknown += [f"{section}.{key}" for key in values if key not in known]
     if unknown:
         warnings.warn(
