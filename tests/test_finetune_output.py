@@ -4,6 +4,7 @@ paths, the leftovers a resume clears, and ``genodiff info`` of a fold's classifi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -50,11 +51,9 @@ class StopFoldError(ValueError):
     """Stands in for a crash in the middle of a fold."""
 
 
-def test_a_resumed_fold_removes_the_checkpoint_its_killed_part_was_writing(
-    toy, monkeypatch, capsys
-):
-    config, out = toy
-    overrides = ["keep_checkpoints=true", "trainer.max_epochs=2", "early_stopping.patience=5"]
+def finetune_until_fold_1_is_killed(config, overrides: list[str], monkeypatch) -> None:
+    """Fine-tune the toy with ``overrides`` (2 epochs or more) until a crash in fold 1's
+    second epoch: fold 0 is done, fold 1 has a last.ckpt to resume from."""
     original = ClassifierModule.training_step
 
     def crash_in_epoch_1_of_fold_1(self, batch, batch_idx):
@@ -66,6 +65,54 @@ def test_a_resumed_fold_removes_the_checkpoint_its_killed_part_was_writing(
         patch.setattr(ClassifierModule, "training_step", crash_in_epoch_1_of_fold_1)
         with pytest.raises(StopFoldError):
             genodiff.finetune(str(config), overrides, progress=False)
+
+
+class LightningLines(logging.Handler):
+    """The lines Lightning logs (``lightning.pytorch``'s logger and its children), kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def lightning_lines():
+    handler = LightningLines()
+    logger = logging.getLogger("lightning.pytorch")
+    logger.addHandler(handler)
+    yield handler.lines
+    logger.removeHandler(handler)
+
+
+def test_a_fold_says_its_resume_once_and_lightning_no_checkpoint_read(
+    toy, monkeypatch, capsys, lightning_lines
+):
+    """Each fold's test reads its selected checkpoint and a resumed fit its last.ckpt: Lightning
+    said "Restoring states from the checkpoint path at ..." (and "Loaded model weights ..." /
+    "Restored all states ...") for each, once per fold. A user needs genodiff's own line for a
+    resumed fold, naming it and the file, and nothing for a fold's test."""
+    config, out = toy
+    overrides = ["trainer.max_epochs=2", "early_stopping.patience=5"]
+    finetune_until_fold_1_is_killed(config, overrides, monkeypatch)
+    genodiff.finetune(str(config), overrides, progress=False)  # fold 1 resumes
+    reads = [line for line in lightning_lines if "from the checkpoint" in line]
+    assert reads == []  # fold 0's test, fold 1's resume and test: no line of Lightning's
+    printed = capsys.readouterr().out.splitlines()
+    resumes = [line for line in printed if "resuming" in line]
+    last = out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "checkpoints" / "last.ckpt"
+    assert len(resumes) == 1 and resumes[0].startswith("genodiff finetune: ")
+    assert resumes[0].endswith(f"fold1 (of fold0..fold1): resuming from {last}")
+
+
+def test_a_resumed_fold_removes_the_checkpoint_its_killed_part_was_writing(
+    toy, monkeypatch, capsys
+):
+    config, out = toy
+    overrides = ["keep_checkpoints=true", "trainer.max_epochs=2", "early_stopping.patience=5"]
+    finetune_until_fold_1_is_killed(config, overrides, monkeypatch)
     checkpoints = out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "checkpoints"
     assert (checkpoints / "last.ckpt").is_file()
     # What a process killed while it wrote last.ckpt leaves (genodiff.atomic_files).

@@ -83,6 +83,7 @@ from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.session import CONFIG_FILE, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
+    checkpoint_reads_unsaid,
     progress_bars,
     silence_lightning_notices,
     trainer_kwargs,
@@ -289,20 +290,22 @@ def run_fold(
         enable_model_summary=False,
         **kwargs,
     )
-    fit(
-        trainer,
-        module,
-        "finetune",
-        RESUME_HINT,
-        train_dataloaders=_loader(task, "train", train_idx, run.batch_size, seed, trainer),
-        val_dataloaders=_loader(task, "train", val_idx, run.batch_size),
-        ckpt_path=resume,
-    )
-    best = checkpoint.best_model_path
-    if not best:
-        _refuse_unvalidated_fold(folder, prefix, trainer.global_step)
-    with exit_when_stopped(trainer, "finetune", RESUME_HINT):  # a SIGTERM in the test: 143
-        trainer.test(module, _loader(task, "test", None, run.batch_size), best, verbose=False)
+    # A resume is said above, once; the test's read of the selected checkpoint not at all.
+    with checkpoint_reads_unsaid():
+        fit(
+            trainer,
+            module,
+            "finetune",
+            RESUME_HINT,
+            train_dataloaders=_loader(task, "train", train_idx, run.batch_size, seed, trainer),
+            val_dataloaders=_loader(task, "train", val_idx, run.batch_size),
+            ckpt_path=resume,
+        )
+        best = checkpoint.best_model_path
+        if not best:
+            _refuse_unvalidated_fold(folder, prefix, trainer.global_step)
+        with exit_when_stopped(trainer, "finetune", RESUME_HINT):  # a SIGTERM in the test: 143
+            trainer.test(module, _loader(task, "test", None, run.batch_size), best, verbose=False)
     predicted, truth = module.test_predictions.numpy(), module.test_labels.numpy()
     if not cfg.keep_checkpoints:
         shutil.rmtree(folder / CHECKPOINT_FOLDER, ignore_errors=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,13 @@ from genodiff.training.progress_lines import PlainProgressBar
 
 # The logger Lightning's rank_zero_info writes to.
 LIGHTNING_INFO_LOGGER = "lightning.pytorch.utilities.rank_zero"
+# The lines Lightning logs when a fit or a test reads a checkpoint (its checkpoint connector's
+# resume_start and resume_end), each followed by the checkpoint's path.
+CHECKPOINT_READ_NOTICES = (
+    "Restoring states from the checkpoint path at ",
+    "Restored all states from the checkpoint at ",
+    "Loaded model weights from the checkpoint at ",
+)
 
 
 def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
@@ -122,6 +131,23 @@ def silence_lightning_notices(repeats: bool = True) -> None:
     warnings.filterwarnings("ignore", message=leafspec, category=FutureWarning)
     mixed = r"Precision \S+-mixed is not supported by the model summary"
     warnings.filterwarnings("ignore", message=mixed, category=UserWarning)
+
+
+def _not_a_checkpoint_read(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(CHECKPOINT_READ_NOTICES)
+
+
+@contextmanager
+def checkpoint_reads_unsaid() -> Iterator[None]:
+    """Inside the block, Lightning's lines on reading a checkpoint (``CHECKPOINT_READ_NOTICES``)
+    are not shown: the caller says what a user needs of them itself (a fine-tuning: which fold
+    resumes from which file; nothing for each fold's test of its selected checkpoint)."""
+    logger = logging.getLogger(LIGHTNING_INFO_LOGGER)
+    logger.addFilter(_not_a_checkpoint_read)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_not_a_checkpoint_read)
 
 
 class LatestCheckpoint(ModelCheckpoint):
