@@ -177,3 +177,22 @@ def test_info_of_a_finetuned_and_of_a_guidance_classifier(tmp_path, capsys):
     guidance_checkpoint(tmp_path / "g.ckpt")
     assert cli.main(["info", str(tmp_path / "g.ckpt")]) == 0
     assert "guidance classifier of" in capsys.readouterr().out
+
+
+def shown_rows(text: str) -> list[str]:
+    """The names of the rows ``genodiff info`` printed, up to its config."""
+    rows = text.split("\nconfig:\n")[0].splitlines()
+    return [row.split(":")[0] for row in rows]
+
+
+def test_info_of_a_classifier_shows_only_the_rows_a_classifier_has(tmp_path, capsys):
+    """A classifier has no objective, tokens seen or training data of a generative run: those
+    rows said "not recorded" for every classifier."""
+    from tests.test_open_checkpoint import finetuned_checkpoint, guidance_checkpoint
+
+    finetuned_checkpoint(tmp_path / "ft" / "checkpoints" / "last.ckpt")
+    guidance_checkpoint(tmp_path / "g.ckpt")
+    for path in (tmp_path / "ft", tmp_path / "g.ckpt"):
+        assert cli.main(["info", str(path)]) == 0
+        rows = ["source", "holds", "backbone", "parameters", "step", "classes", "tokenizer"]
+        assert shown_rows(capsys.readouterr().out) == rows

@@ -31,6 +31,8 @@ from genodiff.config import completed_model_config
 from genodiff.tokenizers import Tokenizer, load_tokenizer
 
 NOT_RECORDED = "not recorded"
+# The rows of ``genodiff info`` that only a generative model has.
+GENERATIVE_ROWS = ("objective", "tokens seen", "data", "data digest")
 
 
 @dataclass
@@ -57,6 +59,9 @@ class CheckpointInfo:
     # classifier's; only a class-conditional generator also has the null label (p(x)).
     classes: list[str] | None = None
     null_label: bool = False
+    # A classifier (fine-tuned or for guidance): the rows of a generative run (GENERATIVE_ROWS)
+    # do not apply to it, and ``describe`` leaves them out rather than say "not recorded".
+    classifier: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +90,8 @@ class CheckpointInfo:
             *([("classes", ", ".join(self.classes) + null)] if self.classes else []),
             ("tokenizer", self.tokenizer or "none stored (DNA by default)"),
         ]
+        if self.classifier:
+            rows = [(name, value) for name, value in rows if name not in GENERATIVE_ROWS]
         lines = [f"{name + ':':<13}{value}" for name, value in rows]
         config = OmegaConf.to_yaml(OmegaConf.create(self.config)).rstrip()
         return "\n".join([*lines, "config:", *("  " + line for line in config.splitlines())])
@@ -113,11 +120,16 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
         config, backbone = checkpoint["hyper_parameters"]["config"], dict(record["model"])
         names = list(record["class_names"])
         holds = f"{record['kind']} guidance classifier of {', '.join(names)} (genodiff classifier)"
-        facts = {"classes": names, "step": step, "epoch": epoch}
+        facts = {"classes": names, "step": step, "epoch": epoch, "classifier": True}
     else:  # a fine-tuned classifier: its record is all it has of a config
         config, backbone = record, dict(record["backbone"])
         holds = f"classifier fine-tuned on {record['task']} (genodiff finetune)"
-        facts = {"classes": list(record["classes"]), "step": step, "epoch": epoch}
+        facts = {
+            "classes": list(record["classes"]),
+            "step": step,
+            "epoch": epoch,
+            "classifier": True,
+        }
     shown = dict(backbone)
     return CheckpointInfo(
         source=source,
