@@ -257,15 +257,15 @@ def _info(args: argparse.Namespace) -> None:
 
 
 def _models(args: argparse.Namespace) -> None:
-    from genodiff.named_models import MODELS_ENV, named_model, named_models
+    from genodiff.named_models import MODELS_ENV, model_lines, named_model, named_models
 
     if args.name is not None:
         model = named_model(args.name)
         print(model.card() or f"{model.name}: no model card ({model.folder})")
         return
     models = named_models()
-    for model in models.values():
-        print(model.line())
+    for line in model_lines(models.values()):
+        print(line)
     if not models:
         print(f"no named models: none ships with this version yet; set {MODELS_ENV} to add yours")
 

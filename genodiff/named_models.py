@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,13 +44,24 @@ class NamedModel:
     summary: str
     license: str
 
-    def line(self) -> str:
-        """``NAME  SUMMARY (licence: LICENSE)``: one line of ``genodiff models``."""
-        return f"{self.name}  {self.summary} (licence: {self.license})"
-
     def card(self) -> str:
         """The model card's text (at most ``CARD_LIMIT`` bytes of it)."""
         return _read_card(self.folder)
+
+
+def model_lines(models: Iterable[NamedModel]) -> list[str]:
+    """``NAME  SUMMARY  licence: LICENSE``, one line per model (``genodiff models``), the
+    summaries and the licences each starting in one column: the names and the summaries are
+    padded to the longest of them."""
+    models = list(models)
+    if not models:
+        return []
+    name_width = max(len(m.name) for m in models)
+    summary_width = max(len(m.summary) for m in models)
+    return [
+        f"{m.name:<{name_width}}  {m.summary:<{summary_width}}  licence: {m.license}"
+        for m in models
+    ]
 
 
 def model_folders() -> list[Path]:

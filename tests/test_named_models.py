@@ -49,13 +49,30 @@ def zoo(tmp_path, monkeypatch):
     return net
 
 
-def test_models_lists_one_line_per_model_name_first(zoo, capsys):
+def columns(line: str) -> tuple[int, int]:
+    """Where the summary and the licence start in a ``genodiff models`` line."""
+    name = line.split()[0]
+    return len(line) - len(line[len(name) :].lstrip()), line.index("  licence: ") + 2
+
+
+def test_models_lists_one_line_per_model_name_first_in_aligned_columns(zoo, capsys):
     assert cli.main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:2] == [
-        "bare  (no model card) (licence: not stated)",
-        "tiny-mdlm  tiny MDLM stand-in for the tests (licence: CC0-1.0)",
+    assert [line.split()[0] for line in lines[:2]] == ["bare", "tiny-mdlm"]  # the zoo's first
+    (summary_at, licence_at), *others = {columns(line) for line in lines}
+    assert others == []  # every line's summary and licence start in one column (were not)
+    fields = [
+        (line[:summary_at].rstrip(), line[summary_at:licence_at].rstrip(), line[licence_at:])
+        for line in lines[:2]
     ]
+    assert fields == [
+        ("bare", "(no model card)", "licence: not stated"),
+        ("tiny-mdlm", "tiny MDLM stand-in for the tests", "licence: CC0-1.0"),
+    ]
+    # The columns are as wide as their longest entry and two spaces.
+    longest_summary = max(len(line[summary_at:licence_at].rstrip()) for line in lines)
+    assert summary_at == max(len(line.split()[0]) for line in lines) + 2
+    assert licence_at == summary_at + longest_summary + 2
     assert cli.main(["models", "tiny-mdlm"]) == 0
     assert capsys.readouterr().out == CARD + "\n"
 

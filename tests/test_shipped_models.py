@@ -28,7 +28,7 @@ from genodiff import registry
 from genodiff.checkpoints import load_model
 from genodiff.checkpoints.folders import detect_layout
 from genodiff.evaluate import evaluate_checkpoint, heldout_windows, window_digest
-from genodiff.named_models import named_model, named_models
+from genodiff.named_models import model_lines, named_model, named_models
 
 ROOT = Path(__file__).resolve().parents[1]
 CHR22 = ROOT / "data" / "chr22_20-21Mb.fa.gz"
@@ -61,7 +61,8 @@ def test_every_trained_model_ships_and_is_listed_by_name():
     for name in (*CHRX_MODELS, SPECIES_MODEL):
         assert name in models
         assert models[name].folder == ROOT / "models" / name
-        assert models[name].line().startswith(f"{name}  ")
+    listed = [line.split()[0] for line in model_lines(models.values())]
+    assert listed == list(models)  # one line each, its name first
 
 
 @pytest.mark.parametrize("name", CHRX_MODELS)
