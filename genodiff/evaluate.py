@@ -504,11 +504,12 @@ def evaluate_checkpoint(
             parameter=("data_files", "data_file"),
         )
     if data_file is None:  # the run's test split: its files where they are on this machine
-        point = "then give a copy of it ({option}=PATH in data_files), or a file of your own "
-        point += "to score instead (data_file)"
+        copy_form = "{option}=PATH in data_files"
+        point = f"then give a copy of it ({copy_form}), or a file of your own to score instead "
+        point += "(data_file)"
         records = model.provenance.get(DATA_FILES_KEY)
         try:
-            data = locate_data(data, records, data_files, point=point)
+            data = locate_data(data, records, data_files, point=point, copy_form=copy_form)
         except InputFileNotFoundError as err:
             raise InputFileNotFoundError(str(err), parameter=("data_files", "data_file")) from None
     windows = heldout_windows(data, model.tokenizer, data_file, length, num_windows)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_eval_without_the_data_says_how_to_give_it(model_of_unshipped_data, caps
     [
         (f"fasta={OTHER_FASTA}", "is not a copy of slice.fa.gz"),
         ("fasta", "--data fasta: give KEY=PATH"),
-        (f"fasta_by_label={CHR22}", "fasta_by_label=: the model's data (fasta) names no such"),
+        (f"fasta_by_label={CHR22}", "fasta_by_label: the model's data (fasta) has no file by"),
     ],
 )
 def test_eval_refuses_a_data_copy_that_is_not_the_runs_file(
@@ -79,6 +80,40 @@ def test_eval_refuses_a_data_copy_that_is_not_the_runs_file(
     assert cli.main(eval_args(model_of_unshipped_data, "--data", given)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and said in err, err
+
+
+def data_places(model: str) -> list[str]:
+    """The data files a shipped model's record names, as ``--data`` takes them: ``fasta``,
+    ``fasta_by_label.human`` (read here from its genodiff.json)."""
+    data = json.loads((ROOT / "models" / model / "genodiff.json").read_text())["config"]["data"]
+    if "fasta_by_label" in data:
+        return [f"fasta_by_label.{entry}" for entry in data["fasta_by_label"]]
+    return ["fasta"]
+
+
+@pytest.mark.parametrize(
+    ("model", "given", "names"),  # names: the model's data keys, or the entries of its one key
+    [
+        ("mdlm-chrx", "bogus=x.fa", "keys"),
+        ("mdlm-chrx", "fasta.human=x.fa", "keys"),
+        ("species-conditional", "bogus=x.fa", "keys"),
+        ("species-conditional", "fasta_by_label=x.fa", "entries"),
+        ("species-conditional", "fasta_by_label.zz=x.fa", "entries"),
+    ],
+)
+def test_an_unknown_data_key_is_one_plain_line_naming_the_known_ones(model, given, names, capsys):
+    """Was: a Python mapping in the line (``fasta_by_label={'human': PATH}; got {'zz':
+    'x.fa'}``, ``got dict``) where the command line takes ``fasta_by_label.human=PATH``."""
+    assert cli.main(eval_args(ROOT / "models" / model, "--data", given)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("genodiff eval: error: ")
+    places = data_places(model)
+    known = places if names == "keys" else [place.split(".")[1] for place in places]
+    assert ", ".join(known) in err  # the keys (or entries) there are
+    assert f" as {places[0]}=PATH in data_files" in err  # what to give, as --data takes it
+    assert err.endswith("(--data)")
+    assert not set('{}[]"') & set(err), err  # no Python form of a mapping or a list
+    assert not re.search(r"[\s(=:]'", err), err  # nor of a string ('x.fa')
 
 
 def test_eval_refuses_data_copies_with_a_file_to_score(model_of_unshipped_data, capsys):

@@ -38,6 +38,9 @@ DATA_FILES_KEY = "data_files"
 RUN_PATH_KEYS = ("output_dir", "init_from", "ckpt_path")
 # Where a data file is: (key of the data section, entry of a mapping key or None).
 Place = tuple[str, str | None]
+# The argument of the front ends that takes copies of the data files (Model.windows' keywords,
+# evaluate_checkpoint's mapping; the CLI's --data).
+DATA_FILES_PARAMETER = "data_files"
 
 
 def content_sha256(path: str | os.PathLike) -> str:
@@ -167,6 +170,7 @@ def locate_data(
     records: list[dict[str, Any]] | None = None,
     copies: Mapping[str, Any] | None = None,
     point: str | None = None,
+    copy_form: str = "{keyword}",
 ) -> dict[str, Any]:
     """The ``data:`` section ``data`` of a loaded model with each data file at a path of this
     machine: the copy ``copies`` gives for its key (``{"fasta": PATH}``, or for a mapping key
@@ -176,9 +180,12 @@ def locate_data(
     (InputValueError). A file that is nowhere is an InputFileNotFoundError naming it, its
     sha256, where to get it and ``point``, what to do then (``{keyword}`` in it is the
     keyword that takes a copy: ``then give its path: model.windows(split, {keyword})``;
-    ``{option}`` the place as a dotted option, ``fasta_by_label.human``)."""
+    ``{option}`` the place as a dotted option, ``fasta_by_label.human``). ``copy_form``: how
+    the caller gives a copy of a file, spelled as in ``point`` (``{keyword}`` in Python
+    keywords, ``{option}=PATH in data_files`` for a mapping by dotted place); a copy ``copies``
+    names no file for is refused in it (InputValueError naming the model's files)."""
     recorded = {(r["key"], r.get("entry")): r for r in records or ()}
-    given = _copies(data, copies or {})
+    given = _copies(data, copies or {}, copy_form)
     located = dict(data)
     for place, value in data_file_places(data):
         path = _file_here(place, value, recorded.get(place, {}), given.get(place), point)
@@ -214,40 +221,62 @@ def _file_here(
     return path
 
 
-def _copies(data: Mapping[str, Any], copies: Mapping[str, Any]) -> dict[Place, Path]:
-    """The copies the caller gives, by place; InputValueError for a keyword that names no file
-    of the data, or a mapping key given without a mapping of its entries."""
-    places = dict(data_file_places(data))
-    keys = sorted({key for key, _ in places})
+def _copies(data: Mapping[str, Any], copies: Mapping[str, Any], form: str) -> dict[Place, Path]:
+    """The copies the caller gives, by place; InputValueError (its message giving a copy as
+    ``form`` spells it, ``locate_data``'s ``copy_form``) for a keyword that names no file of the
+    data, a mapping key's entry it does not have, or a value that is not what the key takes."""
+    places = [place for place, _ in data_file_places(data)]
     out: dict[Place, Path] = {}
     for key, value in copies.items():
-        if key not in keys:
-            names = listing(keys) or "none"
-            raise InputValueError(
-                f"{key}=: the model's data ({data['name']}) names no such file; its files are "
-                f"given by {names}",
-                parameter=key,
-            )
-        if (key, None) in places:
-            out[(key, None)] = _path(key, value)
+        own = [place for place in places if place[0] == key]
+        if not own:
+            raise _no_such_file(key, data["name"], places, form)
+        if own == [(key, None)]:
+            out[(key, None)] = _path((key, None), value, form)
             continue
-        entries = [entry for k, entry in places if k == key]
-        if not isinstance(value, Mapping) or not set(value) <= set(entries):
+        entries = [entry for _, entry in own]
+        unknown = [str(e) for e in value if e not in entries] if isinstance(value, Mapping) else []
+        if not isinstance(value, Mapping) or unknown:
+            said = f"has no entry {', '.join(unknown)}" if unknown else "holds one file per entry"
             raise InputValueError(
-                f"{key}= takes a mapping of some of its entries ({listing(entries)}) to paths, "
-                f"e.g. {key}={{{entries[0]!r}: PATH}}; got {value!r:.80}",
-                parameter=key,
+                f"{key} {said}; its entries: {listing(entries)}; give a copy of one as "
+                f"{_spelled(form, own[0])}",
+                parameter=DATA_FILES_PARAMETER,
             )
-        out.update({(key, entry): _path(key, path) for entry, path in value.items()})
+        out.update({(key, entry): _path((key, entry), path, form) for entry, path in value.items()})
     return out
 
 
-def _path(key: str, value: Any) -> Path:
+def _no_such_file(key: str, name: str, places: list[Place], form: str) -> InputValueError:
+    """The error for a copy given under ``key``, which the model's data (module ``name``,
+    files at ``places``) does not have."""
+    files = listing([_option(place) for place in places]) or "none"
+    then = f"; give a copy of one as {_spelled(form, places[0])}" if places else ""
+    return InputValueError(
+        f"{key}: the model's data ({name}) has no file by that name; its files: {files}{then}",
+        parameter=DATA_FILES_PARAMETER,
+    )
+
+
+def _path(place: Place, value: Any, form: str) -> Path:
     if not isinstance(value, str | os.PathLike):
+        got = "entries" if isinstance(value, Mapping) else f"a value of type {type(value).__name__}"
         raise InputValueError(
-            f"{key}= takes the path of a file, got {type(value).__name__}", parameter=key
+            f"{_option(place)} takes the path of a file, not {got}; give a copy as "
+            f"{_spelled(form, place)}",
+            parameter=DATA_FILES_PARAMETER,
         )
     return Path(value).expanduser()
+
+
+def _option(place: Place) -> str:
+    """``fasta``, ``fasta_by_label.human``: a place as a dotted key of the data section."""
+    return dotted(place).removeprefix("data.")
+
+
+def _spelled(template: str, place: Place) -> str:
+    """``template`` (``locate_data``'s ``point`` or ``copy_form``) for ``place``."""
+    return template.format(keyword=_keyword(place), option=_option(place))
 
 
 def _keyword(place: Place) -> str:
@@ -273,8 +302,7 @@ def _missing(
     where = "which genodiff does not ship" if path is None else f"which is not at {path}"
     source = record.get("source")
     get = f"get it from {source}" if source else "find a copy of it"
-    option = dotted(place).removeprefix("data.")
-    then = f", {point.format(keyword=_keyword(place), option=option)}" if point else ""
+    then = f", {_spelled(point, place)}" if point else ""
     return InputFileNotFoundError(
         f"this model was trained on {_described(place, value, record)}, {where}; {get}{then}",
         parameter=place[0],
