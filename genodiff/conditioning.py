@@ -168,9 +168,13 @@ def record_class_names(config: Any, names: list[str]) -> None:
     given = config.conditioning.labels
     if given and list(given) != list(names):
         raise ConfigError(
-            f"conditioning.labels={list(given)} differs from the data's classes {names}; "
-            "remove conditioning.labels: it comes from the labelled data"
+            f"conditioning.labels ({', '.join(map(str, given))}) differs from the data's "
+            f"classes ({', '.join(names)}); remove conditioning.labels: it comes from the "
+            "labelled data"
         )
     if len(set(names)) != len(names) or len(names) < 1:
-        raise ConfigError(f"the data's class names must be distinct and at least one: {names}")
+        raise ConfigError(
+            "the data's class names must be distinct and at least one: "
+            + (", ".join(names) or "(none)")
+        )
     config.conditioning.labels = list(names)

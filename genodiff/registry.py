@@ -143,7 +143,7 @@ def plugin_config_folders() -> list[Path]:
             warnings.warn(f"{where} failed to load: {err}; its configs are left out", stacklevel=2)
             continue
         if not isinstance(folder, str | os.PathLike) or not Path(folder).is_dir():
-            warnings.warn(f"{where} names {folder!r}, not a folder; left out", stacklevel=2)
+            warnings.warn(f"{where} names {str(folder)!r}, not a folder; left out", stacklevel=2)
             continue
         folders.append(Path(folder))
     return folders

@@ -263,7 +263,7 @@ def test_the_command_refuses_generators_that_do_not_fit_before_writing(
     assert "kind=noisy needs generator=PATH" in run_refused(
         capsys, config, "generator=null", f"output_dir={out}"
     )
-    assert "trained on the classes ['human', 'phage']" in run_refused(
+    assert "trained on the classes human, phage, and the data's are" in run_refused(
         capsys, config, f"generator={other}", f"output_dir={out}"
     )
     assert "is a ar model" in run_refused(capsys, config, f"generator={ar}", f"output_dir={out}")

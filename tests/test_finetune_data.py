@@ -94,7 +94,7 @@ def test_a_byte_order_mark_and_windows_line_ends_are_no_bases(tmp_path):
 
 def test_classes_differ_between_splits(tmp_path):
     write_task(tmp_path, "t", {"train": {"a": ["AC"], "b": ["GT"]}, "test": {"a": ["AC"]}})
-    with pytest.raises(ValueError, match=r"train classes \['a', 'b'\] differ from test"):
+    with pytest.raises(ValueError, match="train classes a, b differ from test classes a;"):
         load_task(tmp_path, "t", download=False)
 
 

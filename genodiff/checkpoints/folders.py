@@ -403,7 +403,7 @@ def detect_layout(
     known = ", ".join(layout.name for _, layout in registered_layouts())
     raise CheckpointError(
         f"{source}: config.json matches no known layout ({known}; a plugin backbone may "
-        f"add more); its fields: {sorted(config)}"
+        f"add more); its fields: {', '.join(sorted(map(str, config))) or '(none)'}"
     )
 
 

@@ -105,8 +105,9 @@ def check_generator(generator: GenerativeModel, cfg: DictConfig, classes: list[s
         )
     if generator.class_names is not None and generator.class_names != classes:
         raise ConfigError(
-            f"generator={cfg.generator} was trained on the classes {generator.class_names}, "
-            f"and the data's are {classes}; use the generator's data (same classes, same order)"
+            f"generator={cfg.generator} was trained on the classes "
+            f"{', '.join(generator.class_names)}, and the data's are {', '.join(classes)}; use "
+            "the generator's data (same classes, same order)"
         )
     if generator.tokenizer.domain != registry.get("data", cfg.data.name).domain:
         raise ConfigError(

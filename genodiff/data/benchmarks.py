@@ -111,8 +111,9 @@ def task_layout(root: str | Path, task: str, download: bool) -> tuple[Path, list
     train_classes, test_classes = (list(_class_dirs(folder / s)) for s in SPLITS)
     if train_classes != test_classes:
         raise InputValueError(
-            f"task {task!r}: train classes {train_classes} differ from test classes "
-            f"{test_classes}; both splits need the same class folders"
+            f"task {task!r}: train classes {', '.join(train_classes) or '(none)'} differ from "
+            f"test classes {', '.join(test_classes) or '(none)'}; both splits need the same "
+            "class folders"
         )
     if len(train_classes) < 2:
         raise InputValueError(

@@ -134,6 +134,12 @@ def _received(response: http.client.HTTPResponse) -> bytes:
         raise _TransferInterruptedError from err
 
 
+def _network_failure(err: BaseException) -> str:
+    """What a failed read of a response says in a log line: the system's words for an OS error
+    (``Connection reset by peer``), else its message, else its kind (``TimeoutError``)."""
+    return getattr(err, "strerror", None) or str(err) or type(err).__name__
+
+
 def _append_part(fh: BinaryIO, part: Path, chunk: bytes, total: int | None) -> None:
     """Append ``chunk`` to ``part``. A full disk is a ``DiskFullError`` saying that the bytes
     received so far stay in ``part`` to resume from; any other failure of the write (a folder
@@ -194,7 +200,8 @@ def download(
                         progress(done)
             except _TransferInterruptedError as err:
                 done = part.stat().st_size
-                log(f"  {dest.name}: transfer interrupted at {_human(done)} ({err.__cause__!r})")
+                why = _network_failure(err.__cause__)
+                log(f"  {dest.name}: transfer interrupted at {_human(done)} ({why})")
                 continue
         if total is None or done == total:
             break

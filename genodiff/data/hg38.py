@@ -75,7 +75,9 @@ def read_bed(path: str | os.PathLike) -> list[BedRow]:
         if not integers or int(start) >= int(end):
             raise InputValueError(f"{where}: start/end must be integers with start < end")
         if split not in SPLITS:
-            raise InputValueError(f"{where}: split must be one of {SPLITS}, got {split!r}")
+            raise InputValueError(
+                f"{where}: split must be one of {', '.join(SPLITS)}, got {split!r}"
+            )
         rows.append(BedRow(chrom, int(start), int(end), split))
     if not rows:
         raise InputValueError(f"{path} holds no BED rows")

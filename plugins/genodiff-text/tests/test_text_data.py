@@ -335,7 +335,8 @@ def test_bad_gzip_and_bad_eval_file(tmp_path):
 
 
 def test_bad_settings_and_tokenizer_domain(tmp_path):
-    with pytest.raises(ValueError, match="source must be one of"):
+    # The sources as words (was: a Python tuple, "one of ('file', 'lm1b', ...)").
+    with pytest.raises(ValueError, match="source must be one of file, lm1b, lm1b_release, got"):
         TextDataModule(source="wikipedia")
     with pytest.raises(ValueError, match="max_length must be >= 3"):
         TextDataModule(max_length=2)

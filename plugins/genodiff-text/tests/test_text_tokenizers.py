@@ -141,7 +141,7 @@ def test_trained_tokenizer_from_config_uses_the_corpus_and_validates():
     assert isinstance(tok, TrainedTokenizer) and calls == [1] and tok.kind == "bpe"
     with pytest.raises(ValueError, match="no corpus"):
         TrainedTokenizer.from_config({"kind": "wordpiece"}, None)
-    with pytest.raises(ValueError, match="kind must be one of"):
+    with pytest.raises(ValueError, match="kind must be one of wordpiece, bpe, got 'unigram'"):
         TrainedTokenizer(kind="unigram")
     with pytest.raises(ValueError, match="too small"):
         TrainedTokenizer(kind="bpe", vocab_size=100)

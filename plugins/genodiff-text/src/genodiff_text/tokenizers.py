@@ -337,7 +337,9 @@ class TrainedTokenizer(BackendTokenizer):
         min_frequency: int = 2,
     ) -> None:
         if kind not in TRAINED_KINDS:
-            raise InputValueError(f"tokenizer.kind must be one of {TRAINED_KINDS}, got {kind!r}")
+            raise InputValueError(
+                f"tokenizer.kind must be one of {', '.join(TRAINED_KINDS)}, got {kind!r}"
+            )
         floor = len(TRAINED_SPECIAL_TOKENS) + (256 if kind == "bpe" else 1)
         if int(vocab_size) < floor:
             raise InputValueError(

@@ -272,7 +272,9 @@ class TextDataModule(DataModule):
     ) -> None:
         super().__init__(batch_size, eval_batch_size, num_workers, seed)
         if source not in SOURCES:
-            raise InputValueError(f"data.source must be one of {SOURCES}, got {source!r}")
+            raise InputValueError(
+                f"data.source must be one of {', '.join(SOURCES)}, got {source!r}"
+            )
         if max_length < 3:
             raise InputValueError(
                 f"data.max_length must be >= 3 ([BOS] text [EOS]), got {max_length}"
