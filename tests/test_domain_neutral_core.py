@@ -5,6 +5,9 @@ layouts are open; plugins ship configs found from any folder."""
 
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import types
@@ -35,6 +38,7 @@ from genodiff.tokenizers import (
     tokenizer_record,
 )
 from genodiff.tokenizers.base import id_dtype
+from tests import doc_commands
 from tests.test_cli import DEMO, TINY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -379,28 +383,36 @@ def test_plugin_backbones_bring_their_own_checkpoint_layout(monkeypatch, tmp_pat
 
 
 def test_the_documented_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
-    module = types.ModuleType("docs_plugin")
+    """The page's backbone plugin, registered under the entry point its pyproject.toml lists,
+    and its two shell lines run as printed (test sizes given last) in a repository-shaped
+    folder where the quick start's run is already (outputs/demo). Was: the printed command
+    trained into outputs/demo, which was refused (it holds that run)."""
+    module = types.ModuleType("my_plugin.model")
     exec(plugins_doc_source("# my_plugin/model.py"), module.__dict__)
-    monkeypatch.setitem(sys.modules, "docs_plugin", module)
-    entry = EntryPoint("bigru", "docs_plugin:BiGRU", "genodiff.backbones")
+    monkeypatch.setitem(sys.modules, "my_plugin.model", module)
+    registration = plugins_doc_source('[project.entry-points."genodiff.backbones"]')
+    name, target = re.fullmatch(r'(\w+) = "(.+)"', registration.splitlines()[1]).groups()
+    entry = EntryPoint(name, target, "genodiff.backbones")
     monkeypatch.setattr(
         registry, "entry_points", lambda group: [entry] if group == "genodiff.backbones" else []
     )
-    monkeypatch.delitem(registry._REGISTRIES["backbone"], "bigru", raising=False)
-    configs = tmp_path / "configs"
-    (configs / "model").mkdir(parents=True)
-    for group in ("objective", "data", "trainer"):
-        (configs / group).symlink_to(ROOT / "configs" / group)
-    (configs / "model" / "bigru.yaml").write_text("name: bigru\nd_model: 16\n")
-    experiment = configs / "gru.yaml"
-    experiment.write_text(
-        "defaults: [{model: bigru}, {objective: mdlm}, {data: demo}, {trainer: cpu}, _self_]\n"
-    )
-    demo_fasta = ROOT / "data" / "chr22_20-21Mb.fa.gz"
-    overrides = [o for o in TINY if not o.startswith("model=")]
-    out = tmp_path / "run"
-    genodiff.train(str(experiment), [*overrides, f"data.fasta={demo_fasta}"], output_dir=out)
-    ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
+    monkeypatch.delitem(registry._REGISTRIES["backbone"], name, raising=False)
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")  # a checkout: configs/, data/
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    (tmp_path / "outputs" / "demo" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "outputs" / "demo" / "checkpoints" / "last.ckpt").touch()  # the quick start's
+    monkeypatch.chdir(tmp_path)
+
+    install, train = doc_commands.commands(plugins_doc_source("pip install -e my_plugin"))
+    printf, text, redirect, model_file = shlex.split(install.split("&&")[1])
+    assert (printf, redirect) == ("printf", ">")
+    Path(model_file).write_text(text.replace("\\n", "\n"))  # printf's \n
+    tiny = [o for o in TINY if not o.startswith("model=")] + ["model.d_model=16"]
+    doc_commands.run([train], lambda words: tiny)
+
+    (run,) = [p.parent.parent for p in Path("outputs").glob("*/checkpoints/last.ckpt")
+              if p.parts[1] != "demo"]  # fmt: skip
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["hyper_parameters"]["config"]["model"] == {
         "name": "bigru",
         "d_model": 16,
