@@ -188,6 +188,32 @@ def test_eval_help_names_the_aliases(capsys):
     assert "--fasta and --text are aliases of --file" in help_text
 
 
+def test_a_run_that_leaves_the_window_to_its_data_module_samples_and_scores_at_it(
+    toy_plugin, corpus, tmp_path, capsys
+):
+    """The page's experiment as printed names no max_length (`data: {name: lines, path:
+    my.txt}`): the run trains on the data module's default window, and `genodiff sample` and
+    `eval` default to that window. Was: they took 1024 tokens (no data.max_length saved)."""
+    window = chars.LineData(str(corpus)).max_length  # the class's own default
+    config = tmp_path / "chars.yaml"
+    config.write_text(
+        "defaults: [{model: caduceus_tiny}, {objective: mdlm}, {trainer: cpu}, _self_]\n"
+        f"name: chars\ntokenizer: {{name: chars}}\ndata: {{name: lines, path: {corpus}}}\n"
+    )
+    trainer = ["trainer.max_steps=2", "trainer.val_check_interval=2",
+               "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false"]  # fmt: skip
+    run = genodiff.train(str(config), [*trainer, "evaluate_test=false"], output_dir=tmp_path / "r")
+    ckpt = str(run / "checkpoints" / "last.ckpt")
+    out = tmp_path / "s.jsonl"
+    capsys.readouterr()
+    assert cli.main(["sample", "--checkpoint", ckpt, "--out", str(out), "--steps", "2"]) == 0
+    assert f"samples of {window} tokens" in capsys.readouterr().out
+    capsys.readouterr()
+    argv = ["eval", "--checkpoint", ckpt, "--file", str(corpus), "--num-windows", "2", "--json"]
+    assert cli.main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["length"] == window
+
+
 def test_domain_mismatches_are_clear_errors(text_run, corpus, capsys):
     ckpt = str(text_run / "checkpoints" / "last.ckpt")
     assert cli.main(["eval", "--checkpoint", ckpt, "--file", str(text_run / "none.txt")]) == 2
