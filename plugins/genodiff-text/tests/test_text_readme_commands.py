@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import shlex
+import sys
 from pathlib import Path
 
 from genodiff_text.resources import CORPUS
@@ -16,6 +18,7 @@ from genodiff.cli import main
 from tests import doc_commands
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[3]
 SENTENCES = 60  # lines of the bundled corpus in the reader's my_sentences.txt
 
 SMALLER = {  # test sizes for each command of the block, given after the printed options
@@ -32,6 +35,23 @@ def test_the_demo_commands_run_as_printed(tmp_path, monkeypatch, capsys):
     with gzip.open(CORPUS, "rt", encoding="utf-8") as corpus:
         lines = [next(corpus) for _ in range(SENTENCES)]
     Path("my_sentences.txt").write_text("".join(lines), encoding="utf-8")
+
+    # Its number beside the baselines': `genodiff eval ... > eval.json`, then the bench script.
+    block = doc_commands.code_block(README, "# text-demo-baselines")
+    evaluate, compare = (shlex.split(line) for line in doc_commands.commands(block))
+    assert evaluate[0] == "genodiff" and evaluate[-2] == ">"
+    assert compare[:2] == ["python", "bench/text_baselines.py"]
+    capsys.readouterr()
+    assert main(evaluate[1:-2]) == 0
+    Path(evaluate[-1]).write_text(capsys.readouterr().out)
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import text_baselines
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    text_baselines.main([*compare[2:], "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["run"]["nelbo"] == json.loads(Path("eval.json").read_text())["nelbo"]
 
     block = doc_commands.code_block(README, "# text-demo-commands")
     commands = doc_commands.commands(block)
