@@ -64,27 +64,36 @@ chars = types.ModuleType("my_domain.chars")
 exec(plugins_doc_source("# my_domain/chars.py"), chars.__dict__)
 ALPHABET, CharTokenizer = chars.ALPHABET, chars.CharTokenizer
 
-PLUGIN = {
-    "genodiff.tokenizers": [("chars", "CharTokenizer")],
-    "genodiff.data": [("lines", "LineData")],
-    "genodiff.domains": [("chars", "CharsDomain")],
-}
+
+def entry_points_of(block: str) -> dict[str, list[EntryPoint]]:
+    """The entry points a pyproject.toml block of the page registers, by group: each
+    ``[project.entry-points."GROUP"]`` header and its ``name = "module:object"`` lines."""
+    found: dict[str, list[EntryPoint]] = {}
+    group = ""
+    for line in filter(str.strip, block.splitlines()):
+        header = re.fullmatch(r'\[project\.entry-points\."(.+)"\]', line)
+        if header:
+            group = header[1]
+            continue
+        name, target = re.fullmatch(r'(\w+) = "(.+)"', line).groups()
+        found.setdefault(group, []).append(EntryPoint(name, target, group))
+    return found
+
+
+PLUGIN = entry_points_of(plugins_doc_source('[project.entry-points."genodiff.tokenizers"]'))
 
 
 @pytest.fixture(scope="module")
 def toy_plugin():
-    """Register the toy tokenizer and data module as entry points (no core import of them)."""
-    found = {
-        group: [EntryPoint(name, f"my_domain.chars:{obj}", group) for name, obj in items]
-        for group, items in PLUGIN.items()
-    }
+    """Register the toy tokenizer and data module under the entry points the page's
+    pyproject.toml lists (no core import of them)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "my_domain.chars", chars)
-        patch.setattr(registry, "entry_points", lambda group: found.get(group, []))
+        patch.setattr(registry, "entry_points", lambda group: PLUGIN.get(group, []))
         yield
         for kind in ("tokenizer", "data", "domain"):  # forget the toy classes once done
-            for name, _ in PLUGIN[registry.ENTRY_POINT_GROUPS[kind]]:
-                registry._REGISTRIES[kind].pop(name, None)
+            for entry in PLUGIN[registry.ENTRY_POINT_GROUPS[kind]]:
+                registry._REGISTRIES[kind].pop(entry.name, None)
 
 
 @pytest.fixture(scope="module")
@@ -417,12 +426,11 @@ def test_the_documented_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
     exec(plugins_doc_source("# my_plugin/model.py"), module.__dict__)
     monkeypatch.setitem(sys.modules, "my_plugin.model", module)
     registration = plugins_doc_source('[project.entry-points."genodiff.backbones"]')
-    name, target = re.fullmatch(r'(\w+) = "(.+)"', registration.splitlines()[1]).groups()
-    entry = EntryPoint(name, target, "genodiff.backbones")
+    (entry,) = entry_points_of(registration)["genodiff.backbones"]
     monkeypatch.setattr(
         registry, "entry_points", lambda group: [entry] if group == "genodiff.backbones" else []
     )
-    monkeypatch.delitem(registry._REGISTRIES["backbone"], name, raising=False)
+    monkeypatch.delitem(registry._REGISTRIES["backbone"], entry.name, raising=False)
     shutil.copytree(ROOT / "configs", tmp_path / "configs")  # a checkout: configs/, data/
     (tmp_path / "data").symlink_to(ROOT / "data")
     (tmp_path / "outputs" / "demo" / "checkpoints").mkdir(parents=True)
