@@ -801,6 +801,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_threads_flag(parser: argparse.ArgumentParser, default: Any) -> None:
+    """--threads (``genodiff.threads``); ``default`` argparse.SUPPRESS on a subcommand of a
+    command that has it, so that the command's value is kept when the subcommand gets none."""
     parser.add_argument(
         "--threads",
         metavar="auto|system|N",
