@@ -794,15 +794,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     split.set_defaults(run=_data_labelled_split)
     for command in commands.choices.values():
-        command.add_argument(
-            "--threads",
-            metavar="auto|system|N",
-            help="CPU threads to compute on: auto (the cores free when the command starts), "
-            "system (torch's and OpenMP's own choice) or a number; several processes on this "
-            "machine share them (default: $GENODIFF_THREADS, else auto; "
-            "docs/troubleshooting.md#a-shared-machine)",
-        )
+        _add_threads_flag(command, default=None)
+    for dataset in datasets.choices.values():  # after its name too: data hg38 --threads 2
+        _add_threads_flag(dataset, default=argparse.SUPPRESS)  # given before it, it is kept
     return parser
+
+
+def _add_threads_flag(parser: argparse.ArgumentParser, default: Any) -> None:
+    """--threads (``genodiff.threads``); ``default`` argparse.SUPPRESS on a subcommand of a
+    command that has it, so that the command's value is kept when the subcommand gets none."""
+    parser.add_argument(
+        "--threads",
+        metavar="auto|system|N",
+        default=default,
+        help="CPU threads to compute on: auto (the cores free when the command starts), "
+        "system (torch's and OpenMP's own choice) or a number; several processes on this "
+        "machine share them (default: $GENODIFF_THREADS, else auto; "
+        "docs/troubleshooting.md#a-shared-machine)",
+    )
 
 
 # The file system's refusals about the user's files and disk, which the user fixes.

@@ -1,6 +1,7 @@
 """The documentation holds together: every relative link in README.md, BENCHMARKS.md, docs/*.md
 and the text plugin's README.md names a file of this repository and, with a ``#anchor``, a
-heading of that file (GitHub's anchor rule), and README.md stays a short entry page."""
+heading of that file (GitHub's anchor rule), README.md stays a short entry page, and a printed
+variant of a quick start's training trains into a folder of its own."""
 
 import re
 from pathlib import Path
@@ -161,3 +162,24 @@ def test_the_readme_examples_run_in_order_without_refusing_their_own_files():
             written += [out or saved for out, saved in _WRITTEN.findall(line)]
     twice = sorted({path for path in written if written.count(path) > 1})
     assert written and not twice, f"README.md examples write {twice} more than once"
+
+
+# The experiments the quick starts train (README.md, docs/guidance.md, the text plugin's
+# README) into their config's output_dir: a printed variant of one (any override) names a
+# folder of its own or resumes that run; else, after the quick start, it is refused (the folder
+# holds a run: genodiff/checkpoints/run_folder.py, check_output_dir).
+QUICK_START_CONFIGS = {"demo", "demo_quick", "conditional_demo", "text_demo"}
+_TRAIN = re.compile(r"genodiff train (?:configs/)?(\w+)(?:\.yaml)?((?: [\w.]+=[^\s`]+)*)")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_printed_variant_of_a_quick_start_trains_into_a_folder_of_its_own(doc):
+    text = re.sub(r"\s*\\\n\s*", " ", doc.read_text(encoding="utf-8"))  # continuation lines
+    into_the_quick_start = [
+        match[0]
+        for match in _TRAIN.finditer(text)
+        if match[1] in QUICK_START_CONFIGS
+        and match[2]
+        and not re.search(r" (output_dir|ckpt_path)=", match[2])
+    ]
+    assert not into_the_quick_start, "add output_dir=outputs/<a name of its own> to each"

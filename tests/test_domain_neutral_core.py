@@ -5,6 +5,9 @@ layouts are open; plugins ship configs found from any folder."""
 
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import types
@@ -35,6 +38,7 @@ from genodiff.tokenizers import (
     tokenizer_record,
 )
 from genodiff.tokenizers.base import id_dtype
+from tests import doc_commands
 from tests.test_cli import DEMO, TINY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,27 +64,36 @@ chars = types.ModuleType("my_domain.chars")
 exec(plugins_doc_source("# my_domain/chars.py"), chars.__dict__)
 ALPHABET, CharTokenizer = chars.ALPHABET, chars.CharTokenizer
 
-PLUGIN = {
-    "genodiff.tokenizers": [("chars", "CharTokenizer")],
-    "genodiff.data": [("lines", "LineData")],
-    "genodiff.domains": [("chars", "CharsDomain")],
-}
+
+def entry_points_of(block: str) -> dict[str, list[EntryPoint]]:
+    """The entry points a pyproject.toml block of the page registers, by group: each
+    ``[project.entry-points."GROUP"]`` header and its ``name = "module:object"`` lines."""
+    found: dict[str, list[EntryPoint]] = {}
+    group = ""
+    for line in filter(str.strip, block.splitlines()):
+        header = re.fullmatch(r'\[project\.entry-points\."(.+)"\]', line)
+        if header:
+            group = header[1]
+            continue
+        name, target = re.fullmatch(r'(\w+) = "(.+)"', line).groups()
+        found.setdefault(group, []).append(EntryPoint(name, target, group))
+    return found
+
+
+PLUGIN = entry_points_of(plugins_doc_source('[project.entry-points."genodiff.tokenizers"]'))
 
 
 @pytest.fixture(scope="module")
 def toy_plugin():
-    """Register the toy tokenizer and data module as entry points (no core import of them)."""
-    found = {
-        group: [EntryPoint(name, f"my_domain.chars:{obj}", group) for name, obj in items]
-        for group, items in PLUGIN.items()
-    }
+    """Register the toy tokenizer and data module under the entry points the page's
+    pyproject.toml lists (no core import of them)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "my_domain.chars", chars)
-        patch.setattr(registry, "entry_points", lambda group: found.get(group, []))
+        patch.setattr(registry, "entry_points", lambda group: PLUGIN.get(group, []))
         yield
         for kind in ("tokenizer", "data", "domain"):  # forget the toy classes once done
-            for name, _ in PLUGIN[registry.ENTRY_POINT_GROUPS[kind]]:
-                registry._REGISTRIES[kind].pop(name, None)
+            for entry in PLUGIN[registry.ENTRY_POINT_GROUPS[kind]]:
+                registry._REGISTRIES[kind].pop(entry.name, None)
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +195,32 @@ def test_eval_help_names_the_aliases(capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--file FILE, --fasta FILE, --text FILE" in help_text
     assert "--fasta and --text are aliases of --file" in help_text
+
+
+def test_a_run_that_leaves_the_window_to_its_data_module_samples_and_scores_at_it(
+    toy_plugin, corpus, tmp_path, capsys
+):
+    """The page's experiment as printed names no max_length (`data: {name: lines, path:
+    my.txt}`): the run trains on the data module's default window, and `genodiff sample` and
+    `eval` default to that window. Was: they took 1024 tokens (no data.max_length saved)."""
+    window = chars.LineData(str(corpus)).max_length  # the class's own default
+    config = tmp_path / "chars.yaml"
+    config.write_text(
+        "defaults: [{model: caduceus_tiny}, {objective: mdlm}, {trainer: cpu}, _self_]\n"
+        f"name: chars\ntokenizer: {{name: chars}}\ndata: {{name: lines, path: {corpus}}}\n"
+    )
+    trainer = ["trainer.max_steps=2", "trainer.val_check_interval=2",
+               "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false"]  # fmt: skip
+    run = genodiff.train(str(config), [*trainer, "evaluate_test=false"], output_dir=tmp_path / "r")
+    ckpt = str(run / "checkpoints" / "last.ckpt")
+    out = tmp_path / "s.jsonl"
+    capsys.readouterr()
+    assert cli.main(["sample", "--checkpoint", ckpt, "--out", str(out), "--steps", "2"]) == 0
+    assert f"samples of {window} tokens" in capsys.readouterr().out
+    capsys.readouterr()
+    argv = ["eval", "--checkpoint", ckpt, "--file", str(corpus), "--num-windows", "2", "--json"]
+    assert cli.main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["length"] == window
 
 
 def test_domain_mismatches_are_clear_errors(text_run, corpus, capsys):
@@ -379,28 +418,35 @@ def test_plugin_backbones_bring_their_own_checkpoint_layout(monkeypatch, tmp_pat
 
 
 def test_the_documented_backbone_plugin_trains_on_dna(tmp_path, monkeypatch):
-    module = types.ModuleType("docs_plugin")
+    """The page's backbone plugin, registered under the entry point its pyproject.toml lists,
+    and its two shell lines run as printed (test sizes given last) in a repository-shaped
+    folder where the quick start's run is already (outputs/demo). Was: the printed command
+    trained into outputs/demo, which was refused (it holds that run)."""
+    module = types.ModuleType("my_plugin.model")
     exec(plugins_doc_source("# my_plugin/model.py"), module.__dict__)
-    monkeypatch.setitem(sys.modules, "docs_plugin", module)
-    entry = EntryPoint("bigru", "docs_plugin:BiGRU", "genodiff.backbones")
+    monkeypatch.setitem(sys.modules, "my_plugin.model", module)
+    registration = plugins_doc_source('[project.entry-points."genodiff.backbones"]')
+    (entry,) = entry_points_of(registration)["genodiff.backbones"]
     monkeypatch.setattr(
         registry, "entry_points", lambda group: [entry] if group == "genodiff.backbones" else []
     )
-    monkeypatch.delitem(registry._REGISTRIES["backbone"], "bigru", raising=False)
-    configs = tmp_path / "configs"
-    (configs / "model").mkdir(parents=True)
-    for group in ("objective", "data", "trainer"):
-        (configs / group).symlink_to(ROOT / "configs" / group)
-    (configs / "model" / "bigru.yaml").write_text("name: bigru\nd_model: 16\n")
-    experiment = configs / "gru.yaml"
-    experiment.write_text(
-        "defaults: [{model: bigru}, {objective: mdlm}, {data: demo}, {trainer: cpu}, _self_]\n"
-    )
-    demo_fasta = ROOT / "data" / "chr22_20-21Mb.fa.gz"
-    overrides = [o for o in TINY if not o.startswith("model=")]
-    out = tmp_path / "run"
-    genodiff.train(str(experiment), [*overrides, f"data.fasta={demo_fasta}"], output_dir=out)
-    ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
+    monkeypatch.delitem(registry._REGISTRIES["backbone"], entry.name, raising=False)
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")  # a checkout: configs/, data/
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    (tmp_path / "outputs" / "demo" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "outputs" / "demo" / "checkpoints" / "last.ckpt").touch()  # the quick start's
+    monkeypatch.chdir(tmp_path)
+
+    install, train = doc_commands.commands(plugins_doc_source("pip install -e my_plugin"))
+    printf, text, redirect, model_file = shlex.split(install.split("&&")[1])
+    assert (printf, redirect) == ("printf", ">")
+    Path(model_file).write_text(text.replace("\\n", "\n"))  # printf's \n
+    tiny = [o for o in TINY if not o.startswith("model=")] + ["model.d_model=16"]
+    doc_commands.run([train], lambda words: tiny)
+
+    (run,) = [p.parent.parent for p in Path("outputs").glob("*/checkpoints/last.ckpt")
+              if p.parts[1] != "demo"]  # fmt: skip
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["hyper_parameters"]["config"]["model"] == {
         "name": "bigru",
         "d_model": 16,

@@ -132,3 +132,19 @@ def test_every_command_takes_threads_and_refuses_a_bad_value_in_one_line(clean_e
     torch.set_num_threads(2)
     main(["info", "--threads", "1", "nothing.ckpt"])  # the missing file is a user error
     assert torch.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("place", ["after", "before"])
+def test_a_data_subcommand_takes_threads_after_its_name_or_before(
+    clean_environment, capsys, tmp_path, place
+):
+    """docs/troubleshooting.md: --threads on any command. Was: `genodiff data labelled-split
+    ... --threads 1` was refused as an unrecognized argument (only `data --threads 1 ...`)."""
+    command = ["labelled-split", str(tmp_path / "none.yaml"), "--dest", str(tmp_path / "out")]
+    argv = ["data", *command, "--threads", "1"] if place == "after" else [
+        "data", "--threads", "1", *command
+    ]  # fmt: skip
+    torch.set_num_threads(2)
+    assert main(argv) == 2  # the missing config is a user error, reported by the command
+    assert "none.yaml' not found" in capsys.readouterr().err
+    assert torch.get_num_threads() == 1

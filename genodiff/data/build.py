@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import MutableMapping
 from typing import Any
 
 from genodiff import registry
@@ -22,3 +24,15 @@ def build_datamodule(data_cfg: dict[str, Any]) -> DataModule:
             "(which builds the loaders that every data module must use)"
         )
     return cls(**kwargs)
+
+
+def record_window(data_cfg: MutableMapping[str, Any]) -> None:
+    """Write into a run's ``data`` section that names no ``max_length`` the window its data
+    module takes by default (the class's ``max_length`` keyword): the saved config then names
+    the window the run trains on, the length ``genodiff sample`` and ``eval`` default to and the
+    trained-window warning compares with (none named, they would take 1024 tokens)."""
+    if "max_length" in data_cfg:
+        return
+    keyword = inspect.signature(registry.get("data", data_cfg["name"])).parameters.get("max_length")
+    if keyword is not None and keyword.default not in (None, inspect.Parameter.empty):
+        data_cfg["max_length"] = keyword.default

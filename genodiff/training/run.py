@@ -25,7 +25,7 @@ from genodiff.checkpoints.load import weights_digest
 from genodiff.conditioning import record_class_names
 from genodiff.config import ConfigError, EMAConfig, load_config
 from genodiff.data.base import DataModule
-from genodiff.data.build import build_datamodule
+from genodiff.data.build import build_datamodule, record_window
 from genodiff.data.labelled import class_count_lines
 from genodiff.domains import domain_of
 from genodiff.generate import draw_samples
@@ -75,6 +75,7 @@ def train(
     ema_decay = OmegaConf.select(cfg, "ema.decay", default=EMAConfig.decay)
     check_ema_precision(trainer_kwargs(cfg)["precision"], ema_decay)  # an average stuck at init
     datamodule = build_datamodule(cfg.data)
+    record_window(cfg.data)  # the window a data module takes by default, named in the run
     datamodule.check_files()  # missing data fails here, before any model setup
     classes = datamodule.class_names()
     if classes is not None:  # labelled data: a class-conditional model (genodiff.conditioning)
