@@ -213,17 +213,23 @@ def replace_folder(staging: Path, dest: Path) -> None:
 
 
 def disk_full_error(
-    err: BaseException, path: Path, expected: int | None = None, existed: bool = False
+    err: BaseException,
+    path: Path,
+    expected: int | None = None,
+    existed: bool = False,
+    kept: str | None = None,
 ) -> DiskFullError | None:
     """The ``DiskFullError`` to raise instead of ``err``, a failed write of ``path`` (which
     ``existed`` before, needing about ``expected`` bytes when known), when ``err`` or an
     exception it was raised from or while handling is an OSError of a full disk (ENOSPC,
-    EDQUOT) or of the file-size limit (EFBIG); else None. Call it once the partial file is
-    removed: the message says how much space is free."""
+    EDQUOT) or of the file-size limit (EFBIG); else None. ``kept`` says what the failed write
+    left (default: the previous ``path`` as it was, or none, by ``existed``). Call it once the
+    partial file is removed: the message says how much space is free."""
     disk_errno = _disk_full_errno(err)
     if disk_errno is None:
         return None
-    kept = f"the previous {path.name} is kept as it was" if existed else f"no {path.name} written"
+    previous = f"the previous {path.name} is kept as it was"
+    kept = kept or (previous if existed else f"no {path.name} written")
     if disk_errno in FILE_TOO_LARGE:
         return DiskFullError(
             disk_errno,
@@ -324,6 +330,7 @@ class StagedFile:
     def append(self, text: str, items: int) -> None:
         """Add ``text`` (``items`` complete items) and record it."""
         data = text.encode("utf-8")
+        recorded = self.done  # the complete items the record names before this piece
         try:
             with open(self.staged, "ab") as handle:
                 handle.write(data)
@@ -332,18 +339,19 @@ class StagedFile:
             self.done, self.size = self.done + items, self.size + len(data)
             record = {"stamp": self.stamp, "items": self.done, "bytes": self.size}
             write_text(self.record, json.dumps(record))
-        except DiskFullError:
-            raise
         except Exception as err:
-            full = disk_full_error(err, self.staged, len(data), existed=True)
-            if full is None:
+            if _disk_full_errno(err) is None:
                 raise
-            if self.done == 0:  # no complete piece: nothing worth keeping
+            if recorded == 0:  # no complete piece: nothing worth keeping
                 self.staged.unlink(missing_ok=True)
                 self.record.unlink(missing_ok=True)
-                raise full from err
-            message = f"{full}: the {self.done} written so far are kept; resume once there is room"
-            raise DiskFullError(full.errno, message) from err
+                kept = "no piece was complete: nothing is kept"
+            else:  # a resume truncates the staged file to the pieces its record names
+                kept = f"the {recorded} written so far are kept in {self.staged.name}: resume "
+                kept += "once there is room"
+            record_failed = self.done > recorded  # the piece is written, its record is not
+            failed, needed = (self.record, None) if record_failed else (self.staged, len(data))
+            raise disk_full_error(err, failed, needed, kept=kept) from err
 
     def commit(self) -> Path:
         """The staged file renamed over ``path`` (an empty one for no item); returns ``path``."""
