@@ -27,7 +27,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -270,15 +270,23 @@ class StagedFile:
     that keeps the staged work. Nothing is lost. One writer at a time: a second writer of the
     same ``path`` (another process, or a second ``StagedFile`` in this one) is refused while
     the first holds ``.NAME.partial.lock`` (an advisory lock that ends with its process, so a
-    killed run leaves none held)."""
+    killed run leaves none held). ``companions``: the files the job's other processes write
+    their shares into beside it (staged or finished), which a resume needs as much as this one:
+    the refusals name those that exist with it."""
 
     def __init__(
-        self, path: str | os.PathLike, stamp: dict[str, Any], resume: bool, overwrite: bool
+        self,
+        path: str | os.PathLike,
+        stamp: dict[str, Any],
+        resume: bool,
+        overwrite: bool,
+        companions: Sequence[Path] = (),
     ) -> None:
         self.path = Path(path)
         self.staged = self.path.with_name(f".{self.path.name}.partial")
         self.record = self.staged.with_name(self.staged.name + ".json")
         self.stamp = stamp
+        self.companions = [companion for companion in companions if companion.exists()]
         self.done, self.size = 0, 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = _held_lock(self.staged.with_name(self.staged.name + ".lock"), self.path)
@@ -291,10 +299,13 @@ class StagedFile:
     def _check(self, resume: bool, overwrite: bool) -> None:
         """Refuse a killed run's work (unless ``resume``) and an existing file (unless
         ``overwrite``); with ``resume`` go on after the last complete piece."""
-        if self.staged.exists() and not resume:
+        work = [p for p in (self.staged, *self.companions) if p.exists()]
+        if work and not resume:
+            named = ", ".join([str(work[0]), *(p.name for p in work[1:])])
+            holds, files = ("hold", "these files") if len(work) > 1 else ("holds", "that file")
             raise InputFileExistsError(
-                f"{self.staged} holds the work of a run that did not finish: resume it, or "
-                "remove that file to start again",
+                f"{named} {holds} the work of a run that did not finish: resume it, or remove "
+                f"{files} to start again",
                 parameter="resume",
             )
         if self.path.exists() and not overwrite and not resume:
@@ -314,9 +325,14 @@ class StagedFile:
             done, size, stamp = 0, 0, self.stamp  # killed before its first piece was recorded
         if stamp != self.stamp:
             changed = "; ".join(setting_changes(stamp, self.stamp))
+            shares, them = "", "it"
+            if self.companions:  # needed by that resume too
+                names = ", ".join(p.name for p in self.companions)
+                shares = f" (its other processes' shares are staged beside it: {names})"
+                them = "them all"
             raise InputValueError(
                 f"{self.staged} was written by another job ({changed}): resume it with the same "
-                "settings, or remove it to start again",
+                f"settings{shares}, or remove {them} to start again",
                 parameter="resume",
             )
         if size > self.staged.stat().st_size:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -294,11 +295,12 @@ class Model:
         }
 
         def stream_to(target: Path, replace: bool, block: range | None = None) -> SampleStream:
-            reads = inputs if target == Path(path) else ()
+            whole = target == Path(path)  # the main process's: its shares are staged beside it
+            reads, shares = (inputs, _part_files(target)) if whole else ((), [])
             stamp = {"settings": settings, **job_stamp(job.request, job.run, self.dtype)}
             return SampleStream(
                 target, job.run, self.tokenizer, num_samples, job.request.length, reads, resume,
-                replace, stamp, block,
+                replace, stamp, block, shares,
             )  # fmt: skip
 
         # The output is checked before any other process starts or anything is drawn.
@@ -614,3 +616,11 @@ def _part_file(path: Path, workers: Workers) -> Path:
     """Where process ``workers.rank`` of a multi-process run writes its block of samples: a
     hidden file beside ``path``, in its format."""
     return path.with_name(f".{path.stem}.part{workers.rank}of{workers.world_size}{path.suffix}")
+
+
+def _part_files(path: Path) -> list[Path]:
+    """The other processes' shares of a run writing ``path`` (of any number of processes)
+    that are beside it: their ``_part_file``, finished or staged (``StagedFile``'s name)."""
+    part = rf"\.{re.escape(path.stem)}\.part\d+of\d+{re.escape(path.suffix)}"
+    found = path.parent.glob(f"*.part*of*{path.suffix}*")
+    return sorted(p for p in found if re.fullmatch(rf"{part}|\.{part}\.partial", p.name))

@@ -284,6 +284,61 @@ def test_a_finished_share_of_a_run_is_taken_as_its_samples_alone(tmp_path):
             stream(other)
 
 
+def stop_a_two_process_run_after_a_batch(net: Model, out: Path, options: dict) -> None:
+    """What a ``--devices 2`` run of 6 samples stopped after each process's first batch leaves
+    beside ``out``: each process's share staged as that process stages it (the processes stood
+    in for: each one's share drawn here in turn, as ``launch_workers`` places it)."""
+    from genodiff import pipeline, sample_files
+    from genodiff.parallel import Workers
+
+    real_write = sample_files.SampleStream.write
+
+    def stop_after_a_batch(self, start, ids):
+        real_write(self, start, ids)
+        raise KeyboardInterrupt
+
+    for rank in (0, 1):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sample_files.SampleStream, "write", stop_after_a_batch)
+            patch.setattr(pipeline, "launch_workers", lambda settings, rank=rank: Workers(rank, 2))
+            patch.setattr(pipeline, "is_main_process", lambda rank=rank: rank == 0)
+            with pytest.raises(KeyboardInterrupt):
+                net.generate_to_file(out, 6, LENGTH, accelerator="cpu", devices=2, **options)
+
+
+def test_a_refused_resume_of_a_multi_process_run_names_every_process_share(tmp_path):
+    """A resume with another --devices is refused (the shares are blocks of another size),
+    and so is a new run over the staged work; each message names the other processes' staged
+    shares beside the main one, which that resume needs and a new start must remove (was: only
+    the main process's file, "remove it to start again": the shares stayed hidden, taking the
+    disk, and a later --devices 2 run tripped on them). Nothing is removed by a refusal."""
+    net = model()
+    options = {"steps": 2, "seed": 3, "batch_size": 2}
+    out = tmp_path / "s.fa"
+    stop_a_two_process_run_after_a_batch(net, out, options)
+    staged = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    shares = [".s.fa.partial", "..s.part1of2.fa.partial"]  # the data, beside their records
+    assert [name for name in shares if name in staged] == shares
+    with pytest.raises(InputValueError) as refused:
+        net.generate_to_file(out, 6, LENGTH, resume=True, **options)
+    message = str(refused.value)
+    assert "settings.devices: 2 then, 1 now" in message
+    assert "staged beside it: ..s.part1of2.fa.partial)" in message
+    with pytest.raises(InputFileExistsError) as new_run:
+        net.generate_to_file(out, 6, LENGTH, **options)
+    assert str(new_run.value).startswith(f"{tmp_path / shares[0]}, {shares[1]} hold the work")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == staged
+    (tmp_path / shares[0]).unlink()  # the main process's share alone: the other one still counts
+    with pytest.raises(InputFileExistsError, match=rf"^{tmp_path / shares[1]} holds the work"):
+        net.generate_to_file(out, 6, LENGTH, **options)
+    (tmp_path / shares[1]).unlink()  # what the messages named: a new run starts
+    net.generate_to_file(out, 6, LENGTH, **options)
+    one = net.generate_to_file(tmp_path / "one.fa", 6, LENGTH, **options).path
+    assert out.read_bytes() == one.read_bytes()
+    hidden = [p.name for p in tmp_path.glob(".*")]
+    assert [name for name in hidden if not name.endswith(".json")] == []  # records never read
+
+
 def write_checkpoint(path, net: Model):
     return save_as_trained(path, net.network)
 
