@@ -257,6 +257,24 @@ def _disk_full_errno(err: BaseException) -> int | None:
     return None
 
 
+def staged_paths(path: Path) -> tuple[Path, Path]:
+    """Where ``StagedFile`` stages ``path``: (the staged file, its record)."""
+    staged = path.with_name(f".{path.name}.partial")
+    return staged, staged.with_name(staged.name + ".json")
+
+
+def items_written(path: Path) -> int | None:
+    """The items a ``StagedFile`` writing ``path`` (in another process, at any moment) has
+    written so far, as its record says: None when there is no record beside a staged file
+    (none staged, or none of its pieces is complete yet)."""
+    staged, record = staged_paths(path)
+    try:
+        items = int(json.loads(record.read_text())["items"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return items if staged.exists() else None  # a record alone is a removed file's
+
+
 class StagedFile:
     """A file written piece by piece, complete or not at all: the pieces are appended to
     ``.NAME.partial`` beside ``path`` (each flushed and fsynced), and after each one a small
@@ -283,8 +301,7 @@ class StagedFile:
         companions: Sequence[Path] = (),
     ) -> None:
         self.path = Path(path)
-        self.staged = self.path.with_name(f".{self.path.name}.partial")
-        self.record = self.staged.with_name(self.staged.name + ".json")
+        self.staged, self.record = staged_paths(self.path)
         self.stamp = stamp
         self.companions = [companion for companion in companions if companion.exists()]
         self.done, self.size = 0, 0
