@@ -316,6 +316,8 @@ class StagedFile:
     def _check(self, resume: bool, overwrite: bool) -> None:
         """Refuse a killed run's work (unless ``resume``) and an existing file (unless
         ``overwrite``); with ``resume`` go on after the last complete piece."""
+        if not self.staged.exists():  # a record left without its file counts nothing now
+            self.record.unlink(missing_ok=True)
         work = [p for p in (self.staged, *self.companions) if p.exists()]
         if work and not resume:
             named = ", ".join([str(work[0]), *(p.name for p in work[1:])])

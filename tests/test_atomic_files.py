@@ -179,3 +179,30 @@ def test_a_full_disk_at_a_later_piece_keeps_the_written_ones_to_resume(
     resumed.append(">c\nTT\n", 1)
     resumed.commit()
     assert path.read_text() == ">a\nAC\n>b\nGT\n>c\nTT\n"
+
+
+def test_a_new_writer_is_not_counted_by_the_record_of_a_removed_staged_file(tmp_path, monkeypatch):
+    """A staged file removed by hand (as a refusal asks, to start again) leaves its record:
+    a new writer of the file is counted from its own pieces, also between its first piece and
+    that piece's record (was: the old record's count, what a multi-process run's progress line
+    reads of another process's share)."""
+    path = tmp_path / "out.fa"
+    first = StagedFile(path, {"job": 1}, resume=False, overwrite=False)
+    for piece in (">a\nAC\n", ">b\nGT\n", ">c\nTT\n"):
+        first.append(piece, 1)
+    first.release()
+    assert atomic_files.items_written(path) == 3
+    (tmp_path / ".out.fa.partial").unlink()
+    assert atomic_files.items_written(path) is None
+    counted = []
+    real_write_text = atomic_files.write_text
+
+    def counting(target, text):  # the piece is in the staged file, its record is next
+        counted.append(atomic_files.items_written(path))
+        real_write_text(target, text)
+
+    monkeypatch.setattr(atomic_files, "write_text", counting)
+    second = StagedFile(path, {"job": 2}, resume=False, overwrite=False)
+    second.append(">x\nAA\n", 1)
+    assert counted == [None] and atomic_files.items_written(path) == 1
+    second.commit()
