@@ -290,7 +290,7 @@ class StagedFile:
     the first holds ``.NAME.partial.lock`` (an advisory lock that ends with its process, so a
     killed run leaves none held). ``companions``: the files the job's other processes write
     their shares into beside it (staged or finished), which a resume needs as much as this one:
-    the refusals name those that exist with it."""
+    any of them is a killed run's work too, and the refusals name those that exist with it."""
 
     def __init__(
         self,
