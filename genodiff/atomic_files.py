@@ -27,7 +27,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -213,17 +213,23 @@ def replace_folder(staging: Path, dest: Path) -> None:
 
 
 def disk_full_error(
-    err: BaseException, path: Path, expected: int | None = None, existed: bool = False
+    err: BaseException,
+    path: Path,
+    expected: int | None = None,
+    existed: bool = False,
+    kept: str | None = None,
 ) -> DiskFullError | None:
     """The ``DiskFullError`` to raise instead of ``err``, a failed write of ``path`` (which
     ``existed`` before, needing about ``expected`` bytes when known), when ``err`` or an
     exception it was raised from or while handling is an OSError of a full disk (ENOSPC,
-    EDQUOT) or of the file-size limit (EFBIG); else None. Call it once the partial file is
-    removed: the message says how much space is free."""
+    EDQUOT) or of the file-size limit (EFBIG); else None. ``kept`` says what the failed write
+    left (default: the previous ``path`` as it was, or none, by ``existed``). Call it once the
+    partial file is removed: the message says how much space is free."""
     disk_errno = _disk_full_errno(err)
     if disk_errno is None:
         return None
-    kept = f"the previous {path.name} is kept as it was" if existed else f"no {path.name} written"
+    previous = f"the previous {path.name} is kept as it was"
+    kept = kept or (previous if existed else f"no {path.name} written")
     if disk_errno in FILE_TOO_LARGE:
         return DiskFullError(
             disk_errno,
@@ -251,6 +257,24 @@ def _disk_full_errno(err: BaseException) -> int | None:
     return None
 
 
+def staged_paths(path: Path) -> tuple[Path, Path]:
+    """Where ``StagedFile`` stages ``path``: (the staged file, its record)."""
+    staged = path.with_name(f".{path.name}.partial")
+    return staged, staged.with_name(staged.name + ".json")
+
+
+def items_written(path: Path) -> int | None:
+    """The items a ``StagedFile`` writing ``path`` (in another process, at any moment) has
+    written so far, as its record says: None when there is no record beside a staged file
+    (none staged, or none of its pieces is complete yet)."""
+    staged, record = staged_paths(path)
+    try:
+        items = int(json.loads(record.read_text())["items"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return items if staged.exists() else None  # a record alone is a removed file's
+
+
 class StagedFile:
     """A file written piece by piece, complete or not at all: the pieces are appended to
     ``.NAME.partial`` beside ``path`` (each flushed and fsynced), and after each one a small
@@ -264,15 +288,22 @@ class StagedFile:
     that keeps the staged work. Nothing is lost. One writer at a time: a second writer of the
     same ``path`` (another process, or a second ``StagedFile`` in this one) is refused while
     the first holds ``.NAME.partial.lock`` (an advisory lock that ends with its process, so a
-    killed run leaves none held)."""
+    killed run leaves none held). ``companions``: the files the job's other processes write
+    their shares into beside it (staged or finished), which a resume needs as much as this one:
+    any of them is a killed run's work too, and the refusals name those that exist with it."""
 
     def __init__(
-        self, path: str | os.PathLike, stamp: dict[str, Any], resume: bool, overwrite: bool
+        self,
+        path: str | os.PathLike,
+        stamp: dict[str, Any],
+        resume: bool,
+        overwrite: bool,
+        companions: Sequence[Path] = (),
     ) -> None:
         self.path = Path(path)
-        self.staged = self.path.with_name(f".{self.path.name}.partial")
-        self.record = self.staged.with_name(self.staged.name + ".json")
+        self.staged, self.record = staged_paths(self.path)
         self.stamp = stamp
+        self.companions = [companion for companion in companions if companion.exists()]
         self.done, self.size = 0, 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = _held_lock(self.staged.with_name(self.staged.name + ".lock"), self.path)
@@ -285,10 +316,15 @@ class StagedFile:
     def _check(self, resume: bool, overwrite: bool) -> None:
         """Refuse a killed run's work (unless ``resume``) and an existing file (unless
         ``overwrite``); with ``resume`` go on after the last complete piece."""
-        if self.staged.exists() and not resume:
+        if not self.staged.exists():  # a record left without its file counts nothing now
+            self.record.unlink(missing_ok=True)
+        work = [p for p in (self.staged, *self.companions) if p.exists()]
+        if work and not resume:
+            named = ", ".join([str(work[0]), *(p.name for p in work[1:])])
+            holds, files = ("hold", "these files") if len(work) > 1 else ("holds", "that file")
             raise InputFileExistsError(
-                f"{self.staged} holds the work of a run that did not finish: resume it, or "
-                "remove that file to start again",
+                f"{named} {holds} the work of a run that did not finish: resume it, or remove "
+                f"{files} to start again",
                 parameter="resume",
             )
         if self.path.exists() and not overwrite and not resume:
@@ -308,9 +344,14 @@ class StagedFile:
             done, size, stamp = 0, 0, self.stamp  # killed before its first piece was recorded
         if stamp != self.stamp:
             changed = "; ".join(setting_changes(stamp, self.stamp))
+            shares, them = "", "it"
+            if self.companions:  # needed by that resume too
+                names = ", ".join(p.name for p in self.companions)
+                shares = f" (its other processes' shares are staged beside it: {names})"
+                them = "them all"
             raise InputValueError(
                 f"{self.staged} was written by another job ({changed}): resume it with the same "
-                "settings, or remove it to start again",
+                f"settings{shares}, or remove {them} to start again",
                 parameter="resume",
             )
         if size > self.staged.stat().st_size:
@@ -324,6 +365,7 @@ class StagedFile:
     def append(self, text: str, items: int) -> None:
         """Add ``text`` (``items`` complete items) and record it."""
         data = text.encode("utf-8")
+        recorded = self.done  # the complete items the record names before this piece
         try:
             with open(self.staged, "ab") as handle:
                 handle.write(data)
@@ -332,18 +374,19 @@ class StagedFile:
             self.done, self.size = self.done + items, self.size + len(data)
             record = {"stamp": self.stamp, "items": self.done, "bytes": self.size}
             write_text(self.record, json.dumps(record))
-        except DiskFullError:
-            raise
         except Exception as err:
-            full = disk_full_error(err, self.staged, len(data), existed=True)
-            if full is None:
+            if _disk_full_errno(err) is None:
                 raise
-            if self.done == 0:  # no complete piece: nothing worth keeping
+            if recorded == 0:  # no complete piece: nothing worth keeping
                 self.staged.unlink(missing_ok=True)
                 self.record.unlink(missing_ok=True)
-                raise full from err
-            message = f"{full}: the {self.done} written so far are kept; resume once there is room"
-            raise DiskFullError(full.errno, message) from err
+                kept = "no piece was complete: nothing is kept"
+            else:  # a resume truncates the staged file to the pieces its record names
+                kept = f"the {recorded} written so far are kept in {self.staged.name}: resume "
+                kept += "once there is room"
+            record_failed = self.done > recorded  # the piece is written, its record is not
+            failed, needed = (self.record, None) if record_failed else (self.staged, len(data))
+            raise disk_full_error(err, failed, needed, kept=kept) from err
 
     def commit(self) -> Path:
         """The staged file renamed over ``path`` (an empty one for no item); returns ``path``."""

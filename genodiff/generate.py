@@ -33,7 +33,7 @@ from genodiff.guidance import (
 from genodiff.memory import memory_available, size_text
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
-from genodiff.progress import Progress
+from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
@@ -264,7 +264,7 @@ def draw_batches(
     seed: int,
     batch_size: int,
     indices: range | None = None,
-    progress: Progress | None = None,
+    progress: ProgressLine | None = None,
 ) -> Iterator[tuple[int, Tensor]]:
     """The sequences ``indices`` (default: all of ``request.num_samples``) of a run, batch
     by batch of ``batch_size``: (the first one's index, its batch's ids (n, L) on the CPU).

@@ -16,6 +16,7 @@ of sequences or windows and gather the results on the main process.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from genodiff.errors import InputValueError
+from genodiff.progress import is_main_process
 from genodiff.threads import command_threads, share_threads
 
 if TYPE_CHECKING:
@@ -37,6 +39,9 @@ GPU_ACCELERATORS = ("gpu", "cuda")
 PARENT_POLL_SECONDS = 1.0  # how often a started process looks whether its starter still runs
 STOP_GRACE_SECONDS = 30.0  # how long it then takes to stop as at Ctrl-C before it just exits
 MAIN_REPORT_SECONDS = 10.0  # how long a stopping process waits for the main one to end
+# Lightning's line as a process joins the process group (``_init_dist_connection``).
+JOIN_LOGGER = "lightning.fabric.utilities.distributed"
+JOIN_LINE = "Initializing distributed: "
 
 
 @dataclass
@@ -96,6 +101,23 @@ class Workers:
         return kwargs
 
 
+class _JoinLineOfTheMainProcess(logging.Filter):
+    """Passes Lightning's "Initializing distributed: GLOBAL_RANK: r, MEMBER: m/n" in the main
+    process alone: every process prints it as it joins, a line per process that says no more
+    than the main process's "Starting with n processes" below it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return is_main_process() or not record.getMessage().startswith(JOIN_LINE)
+
+
+def join_line_once() -> None:
+    """From now on in this process, Lightning's line as a process joins the group is printed
+    by the main process alone (``_JoinLineOfTheMainProcess``)."""
+    logger = logging.getLogger(JOIN_LOGGER)
+    if not any(isinstance(f, _JoinLineOfTheMainProcess) for f in logger.filters):
+        logger.addFilter(_JoinLineOfTheMainProcess())
+
+
 def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
     ``num_nodes``) asks for, started and joined in one process group; one process: no
@@ -129,6 +151,7 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
         pool = max(1, (os.cpu_count() or 1) // fabric.strategy.num_processes)
         os.environ["NUMBA_NUM_THREADS"] = str(pool)
     threads = command_threads()  # --threads, shared by this node's processes
+    join_line_once()
     fabric.launch()  # the other local processes run the same command up to here
     share_threads(threads, fabric.strategy.num_processes)
     if fabric.local_rank > 0:

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -29,6 +32,7 @@ from typing import Any, overload
 import torch
 from torch import Tensor
 
+from genodiff.atomic_files import items_written
 from genodiff.backbones.graphed import GraphedNetwork
 from genodiff.checkpoints import export_model, load_model
 from genodiff.classifiers import load_classifier
@@ -50,7 +54,7 @@ from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_opti
 from genodiff.guidance import NoisyClassifierGuide
 from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers
-from genodiff.progress import Progress, is_main_process
+from genodiff.progress import TERMINAL_INTERVAL, Progress, ProgressLine, is_main_process
 from genodiff.randomness.noise import seed_from
 from genodiff.sample_files import SampleStream, check_output, write_samples
 from genodiff.sample_formats import SamplingRun
@@ -294,11 +298,12 @@ class Model:
         }
 
         def stream_to(target: Path, replace: bool, block: range | None = None) -> SampleStream:
-            reads = inputs if target == Path(path) else ()
+            whole = target == Path(path)  # the main process's: its shares are staged beside it
+            reads, shares = (inputs, _part_files(target)) if whole else ((), [])
             stamp = {"settings": settings, **job_stamp(job.request, job.run, self.dtype)}
             return SampleStream(
                 target, job.run, self.tokenizer, num_samples, job.request.length, reads, resume,
-                replace, stamp, block,
+                replace, stamp, block, shares,
             )  # fmt: skip
 
         # The output is checked before any other process starts or anything is drawn.
@@ -318,14 +323,18 @@ class Model:
         placed = self._placed_on(workers.device)  # its own device; back on the model's after
         try:
             with placed, _progress_bar(progress if workers.main else False) as bar:
-                for start, ids in self._draw(job, todo, bar):
+                shown = bar
+                if bar is not None and bar.enabled and workers.world_size > 1 and not finished:
+                    shown = _RunProgress(bar, Path(path), workers, num_samples, stream)
+                for start, ids in self._draw(job, todo, shown):
                     stream.write(start, ids)
+                if not workers.main:
+                    stream.finish()
+                with shown.waiting() if isinstance(shown, _RunProgress) else nullcontext():
+                    workers.wait_for_all()
         except BaseException:
             stream.release()  # the staged work stays for resume=True, in this process too
             raise
-        if not workers.main:
-            stream.finish()
-        workers.wait_for_all()
         written = SampleFile(
             Path(path), num_samples, job.request.length, job.run, workers.main, stream.complete
         )
@@ -391,7 +400,7 @@ class Model:
             self.to(home)
 
     def _draw(
-        self, job: SamplingPlan, indices: range, progress: Progress | None
+        self, job: SamplingPlan, indices: range, progress: ProgressLine | None
     ) -> Iterator[tuple[int, Tensor]]:
         """``genodiff.generate.draw_batches`` of ``job`` for the sequences ``indices``."""
         network = self.network
@@ -614,3 +623,76 @@ def _part_file(path: Path, workers: Workers) -> Path:
     """Where process ``workers.rank`` of a multi-process run writes its block of samples: a
     hidden file beside ``path``, in its format."""
     return path.with_name(f".{path.stem}.part{workers.rank}of{workers.world_size}{path.suffix}")
+
+
+class _RunProgress:
+    """The progress line of a multi-process ``generate_to_file`` in its main process: the
+    samples of the whole run written so far by every process, of all ``num_samples``. This
+    process's own are ``stream``'s; the other processes' are read from the records of their
+    part files (``items_written``) at most once per ``bar.interval`` seconds, so that no
+    process waits for another to be counted. Each sampler step of this process redraws it
+    (``update``: the line counts samples, not this process's steps), and so does a thread
+    while this process waits for the others (``waiting``)."""
+
+    def __init__(
+        self, bar: Progress, path: Path, workers: Workers, num_samples: int, stream: SampleStream
+    ) -> None:
+        self.bar, self.num_samples, self.stream = bar, num_samples, stream
+        others = [Workers(rank, workers.world_size) for rank in range(1, workers.world_size)]
+        self.shares = [(_part_file(path, other), other.block(num_samples)) for other in others]
+        self.written = [0] * len(self.shares)  # each other process's samples, as last read
+        self.read_at: float | None = None
+
+    def update(self, done: float, total: float | None, what: str) -> None:
+        """A sampler step of this process (``done`` of its ``total`` steps): redraw."""
+        self.show()
+
+    def show(self) -> None:
+        """Draw the line (as ``Progress.update`` draws, at most once per interval), the other
+        processes' records read again when an interval has passed since the last reading."""
+        now = time.monotonic()
+        if self.read_at is None or now - self.read_at >= self.bar.interval:
+            self.read_at = now
+            # a share's count only grows: a reading as its part file is renamed may miss it
+            self.written = [
+                max(before, _share_written(part, block))
+                for before, (part, block) in zip(self.written, self.shares, strict=True)
+            ]
+        self.bar.update(self.stream.done + sum(self.written), self.num_samples, "samples")
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """The block (the wait for the other processes) with the line redrawn as they write,
+        and drawn once more when it ends."""
+        stop = threading.Event()
+
+        def redraw() -> None:
+            while not stop.wait(TERMINAL_INTERVAL):
+                self.show()
+
+        thread = threading.Thread(target=redraw, name="genodiff-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+        self.read_at = None  # every share is written now: read them all again
+        self.show()
+
+
+def _share_written(part: Path, block: range) -> int:
+    """The samples of ``block`` another process has written to its ``part`` file so far: all
+    once the file is finished."""
+    written = items_written(part)
+    if written is not None:
+        return written
+    return len(block) if part.exists() else 0
+
+
+def _part_files(path: Path) -> list[Path]:
+    """The other processes' shares of a run writing ``path`` (of any number of processes)
+    that are beside it: their ``_part_file``, finished or staged (``StagedFile``'s name)."""
+    part = rf"\.{re.escape(path.stem)}\.part\d+of\d+{re.escape(path.suffix)}"
+    found = path.parent.glob(f"*.part*of*{path.suffix}*")
+    return sorted(p for p in found if re.fullmatch(rf"{part}|\.{part}\.partial", p.name))

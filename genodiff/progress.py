@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import time
-from typing import TextIO
+from typing import Protocol, TextIO
 
 PROGRESS_ENV = "GENODIFF_PROGRESS"
 TERMINAL_INTERVAL = 0.5  # seconds between redrawings of the line on a terminal
@@ -48,6 +48,14 @@ def is_terminal(stream: TextIO) -> bool:
     """Whether ``stream`` is a terminal (a stream without ``isatty`` is not)."""
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+class ProgressLine(Protocol):
+    """What a loop reports ``done`` of ``total`` units of ``what`` to: a ``Progress``, or a
+    view of one that shows another count (``genodiff sample --devices``: the whole run's
+    samples as the main process's sampler steps go)."""
+
+    def update(self, done: float, total: float | None, what: str) -> None: ...
 
 
 class Progress:

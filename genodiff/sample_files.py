@@ -200,7 +200,8 @@ class SampleStream:
     only (a process's share; default: all ``num_samples``). ``path`` is checked first
     (``check_output``); an existing ``path`` is refused unless ``overwrite``, or ``resume``
     with nothing staged finds it this run's finished file (``complete``: it is left as it is;
-    any other file is then refused unless ``overwrite``, and replaced)."""
+    any other file is then refused unless ``overwrite``, and replaced). ``companions``: the
+    files the run's other processes write their shares into (``StagedFile``)."""
 
     def __init__(
         self,
@@ -214,6 +215,7 @@ class SampleStream:
         overwrite: bool = False,
         stamp: dict[str, Any] | None = None,
         block: range | None = None,
+        companions: Sequence[Path] = (),
     ) -> None:
         self.block = range(num_samples) if block is None else block
         if block is not None:
@@ -227,6 +229,7 @@ class SampleStream:
             {"run": run.describe(), "num_samples": num_samples, "length": length, **(stamp or {})},
             resume,
             overwrite,
+            companions,
         )
         finished = resume and not self.stage.staged.exists() and self.path.exists()
         try:

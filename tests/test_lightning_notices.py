@@ -66,3 +66,32 @@ def test_a_run_logging_to_a_file_shows_progress_lines_and_a_resume_no_warnings(t
     shown = resumed.stdout + resumed.stderr
     assert "exists and is not empty" not in shown
     assert "not resumable" not in shown  # genodiff's loader restores the data position
+
+
+def test_only_the_main_process_says_it_joins_the_process_group(monkeypatch):
+    """Lightning's "Initializing distributed: GLOBAL_RANK: r, MEMBER: m/n" is printed by every
+    process of a multi-process run (sample, eval, finetune --devices; train on several
+    devices): kept to the main one, and nothing else of that logger is dropped."""
+    import logging
+
+    from lightning.fabric.utilities.distributed import log
+
+    from genodiff.parallel import join_line_once
+
+    heard: list[str] = []
+    listener = logging.Handler()
+    listener.emit = lambda record: heard.append(record.getMessage())
+    monkeypatch.setattr(log, "filters", list(log.filters))  # the filter goes with the test
+    monkeypatch.setattr(log, "handlers", [listener])
+    join_line_once()
+    join_line_once()  # once is enough: the filter is not doubled
+    for rank in ("1", "0"):
+        monkeypatch.setenv("LOCAL_RANK", rank)  # Lightning's launcher sets it in the others
+        log.info(f"Initializing distributed: GLOBAL_RANK: {rank}, MEMBER: {int(rank) + 1}/2")
+        log.info(f"another notice of process {rank}")
+    assert heard == [
+        "another notice of process 1",
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2",
+        "another notice of process 0",
+    ]
+    assert len(log.filters) == 1

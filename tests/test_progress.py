@@ -279,3 +279,17 @@ def test_kernel_compilation_is_announced_once_per_cache(tmp_path):
     notice = "genodiff: compiling the CPU kernels (once per install, ~20 s)"
     assert runs[0].stderr.count(notice) == 1  # two signatures compiled, one notice
     assert notice not in runs[1].stderr  # both loaded, nothing compiled: no notice
+
+
+def test_only_the_main_process_announces_the_kernel_compilation(monkeypatch, capsys):
+    """The processes of a ``--devices`` run compile at once: one notice, the main one's (was:
+    one per process)."""
+    from types import SimpleNamespace
+
+    from genodiff.ops._scan_cpu import COMPILE_NOTICE, KERNELS, _FirstCompileNotice
+
+    compiling = SimpleNamespace(data={"dispatcher": KERNELS[0]})
+    for rank in ("1", "0"):
+        monkeypatch.setenv("LOCAL_RANK", rank)  # Lightning's launcher sets it in the others
+        _FirstCompileNotice(KERNELS).on_start(compiling)
+    assert capsys.readouterr().err.splitlines() == [COMPILE_NOTICE]

@@ -284,6 +284,120 @@ def test_a_finished_share_of_a_run_is_taken_as_its_samples_alone(tmp_path):
             stream(other)
 
 
+def as_process(rank: int, patch: pytest.MonkeyPatch) -> None:
+    """``generate_to_file`` run as process ``rank`` of a ``--devices 2`` run would run it (the
+    processes stood in for: ``launch_workers`` gives this process's place, with no group)."""
+    from genodiff import pipeline
+    from genodiff.parallel import Workers
+
+    patch.setattr(pipeline, "launch_workers", lambda settings: Workers(rank, 2))
+    patch.setattr(pipeline, "is_main_process", lambda: rank == 0)
+
+
+def stop_a_two_process_run_after_a_batch(
+    net: Model, out: Path, options: dict, ranks=(0, 1)
+) -> None:
+    """What a ``--devices 2`` run of 6 samples stopped after the first batch of the processes
+    ``ranks`` leaves beside ``out``: each one's share staged as that process stages it (each
+    share drawn here in turn, ``as_process``)."""
+    from genodiff import sample_files
+
+    real_write = sample_files.SampleStream.write
+
+    def stop_after_a_batch(self, start, ids):
+        real_write(self, start, ids)
+        raise KeyboardInterrupt
+
+    for rank in ranks:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sample_files.SampleStream, "write", stop_after_a_batch)
+            as_process(rank, patch)
+            with pytest.raises(KeyboardInterrupt):
+                net.generate_to_file(out, 6, LENGTH, accelerator="cpu", devices=2, **options)
+
+
+def test_the_progress_of_a_two_process_run_counts_every_process_samples(tmp_path):
+    """The main process's line counts the samples of the whole run: its own and those the
+    other process has written (here all 3 of its share, before the main one starts its own).
+    Was: the main process's sampler steps alone, as if its share were the run."""
+    import io
+
+    from genodiff.progress import Progress
+
+    net = model()
+    options = {"steps": 2, "seed": 3, "batch_size": 2}
+    out = tmp_path / "s.fa"
+    with pytest.MonkeyPatch.context() as patch:
+        as_process(1, patch)  # samples 3, 4, 5
+        net.generate_to_file(out, 6, LENGTH, accelerator="cpu", devices=2, **options)
+    lines = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        as_process(0, patch)
+        bar = Progress("genodiff sample", stream=lines, interval=0)
+        net.generate_to_file(
+            out, 6, LENGTH, resume=True, accelerator="cpu", devices=2, progress=bar, **options
+        )  # the other share finished, as in a resumed run (or one where it is the faster)
+    counts = [line.split(",")[0] for line in lines.getvalue().splitlines()]
+    assert counts[0] == "genodiff sample: samples 3/6 (50%)"  # the other share, before any
+    assert "genodiff sample: samples 5/6 (83%)" in counts  # after this process's first batch
+    assert counts[-1] == "genodiff sample: samples 6/6 (100%)"
+    done = [int(count.split()[-2].split("/")[0]) for count in counts]
+    assert done == sorted(done)
+    one = net.generate_to_file(tmp_path / "one.fa", 6, LENGTH, **options).path
+    assert out.read_bytes() == one.read_bytes()
+
+
+def test_another_process_share_is_counted_from_its_part_file_as_it_is_written(tmp_path):
+    """What the main process's line counts of another process's share: none before it
+    writes, as many as its record says while it is staged, all of it once finished."""
+    from genodiff.pipeline import _share_written
+
+    net = model()
+    options = {"steps": 2, "seed": 3, "batch_size": 2}
+    out = tmp_path / "s.fa"
+    part, share = tmp_path / ".s.part1of2.fa", range(3, 6)  # the other process's: 3 of 6
+    assert _share_written(part, share) == 0
+    stop_a_two_process_run_after_a_batch(net, out, options, ranks=[1])
+    assert _share_written(part, share) == 2  # its first batch
+    with pytest.MonkeyPatch.context() as patch:
+        as_process(1, patch)
+        net.generate_to_file(out, 6, LENGTH, resume=True, accelerator="cpu", devices=2, **options)
+    assert part.exists() and _share_written(part, share) == 3
+
+
+def test_a_refused_resume_of_a_multi_process_run_names_every_process_share(tmp_path):
+    """A resume with another --devices is refused (the shares are blocks of another size),
+    and so is a new run over the staged work; each message names the other processes' staged
+    shares beside the main one, which that resume needs and a new start must remove (was: only
+    the main process's file, "remove it to start again": the shares stayed hidden, taking the
+    disk, and a later --devices 2 run tripped on them). Nothing is removed by a refusal."""
+    net = model()
+    options = {"steps": 2, "seed": 3, "batch_size": 2}
+    out = tmp_path / "s.fa"
+    stop_a_two_process_run_after_a_batch(net, out, options)
+    staged = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    shares = [".s.fa.partial", "..s.part1of2.fa.partial"]  # the data, beside their records
+    assert [name for name in shares if name in staged] == shares
+    with pytest.raises(InputValueError) as refused:
+        net.generate_to_file(out, 6, LENGTH, resume=True, **options)
+    message = str(refused.value)
+    assert "settings.devices: 2 then, 1 now" in message
+    assert "staged beside it: ..s.part1of2.fa.partial)" in message
+    with pytest.raises(InputFileExistsError) as new_run:
+        net.generate_to_file(out, 6, LENGTH, **options)
+    assert str(new_run.value).startswith(f"{tmp_path / shares[0]}, {shares[1]} hold the work")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == staged
+    (tmp_path / shares[0]).unlink()  # the main process's share alone: the other one still counts
+    with pytest.raises(InputFileExistsError, match=rf"^{tmp_path / shares[1]} holds the work"):
+        net.generate_to_file(out, 6, LENGTH, **options)
+    (tmp_path / shares[1]).unlink()  # what the messages named: a new run starts
+    net.generate_to_file(out, 6, LENGTH, **options)
+    one = net.generate_to_file(tmp_path / "one.fa", 6, LENGTH, **options).path
+    assert out.read_bytes() == one.read_bytes()
+    hidden = [p.name for p in tmp_path.glob(".*")]
+    assert [name for name in hidden if not name.endswith(".json")] == []  # records never read
+
+
 def write_checkpoint(path, net: Model):
     return save_as_trained(path, net.network)
 
@@ -333,18 +447,23 @@ def test_a_stop_then_resume_ends_with_the_uninterrupted_file(tmp_path, stop):
 
 @pytest.mark.process_level
 def test_two_processes_write_the_one_process_file(tmp_path):
+    """... with one progress line for the whole run's samples (was: the main process's
+    sampler steps, as if its share were the run) and one "Initializing distributed" line (was:
+    one per process)."""
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model(conditioning={"labels": ["a", "b"]}))
     options = ["--num-samples", "9", "--batch-size", "2", "--label", "b", "--guidance", "2"]
     one, two = tmp_path / "one.fa", tmp_path / "two.fa"
     subprocess.run(sample_command(checkpoint, one, *options), check=True, cwd=ROOT)
-    done = subprocess.run(
-        sample_command(checkpoint, two, *options, "--accelerator", "cpu", "--devices", "2"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    command = sample_command(checkpoint, two, *options, "--accelerator", "cpu", "--devices", "2")
+    command.remove("--no-progress")
+    env = {**os.environ, "GENODIFF_PROGRESS": "1"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("genodiff: wrote 9 samples") == 1  # the main process alone
+    progress = [line for line in done.stderr.splitlines() if line.startswith("genodiff sample:")]
+    assert progress[0].startswith("genodiff sample: samples ") and progress[0].count("/9 (") == 1
+    assert progress[-1].startswith("genodiff sample: samples 9/9 (100%)"), done.stderr[-3000:]
+    assert done.stderr.count("Initializing distributed") == 1, done.stderr[-3000:]
     assert two.read_bytes() == one.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.ckpt", "one.fa", "two.fa"]
 

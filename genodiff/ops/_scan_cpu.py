@@ -36,6 +36,8 @@ from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
+from genodiff.progress import is_main_process
+
 NumbaError = numba.core.errors.NumbaError
 
 # reassoc lets LLVM vectorise the sums over N; contract fuses multiply-adds.
@@ -556,9 +558,11 @@ def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
 
 
 class _FirstCompileNotice(numba.core.event.Listener):
-    """Says once per process, on stderr, that the kernels are being compiled. numba fires
-    "numba:compile" only when its on-disk cache (``cache=True``) has no usable entry: once per
-    install (and after an upgrade); later processes load the cached machine code."""
+    """Says once per process, on stderr, that the kernels are being compiled; in the main
+    process only of a multi-process run (``--devices``), whose processes compile at once.
+    numba fires "numba:compile" only when its on-disk cache (``cache=True``) has no usable
+    entry: once per install (and after an upgrade); later processes load the cached machine
+    code."""
 
     def __init__(self, kernels: tuple[object, ...]) -> None:
         self.kernels = kernels
@@ -567,7 +571,8 @@ class _FirstCompileNotice(numba.core.event.Listener):
     def on_start(self, event: numba.core.event.Event) -> None:
         if not self.said and event.data["dispatcher"] in self.kernels:
             self.said = True
-            print(COMPILE_NOTICE, file=sys.stderr, flush=True)
+            if is_main_process():
+                print(COMPILE_NOTICE, file=sys.stderr, flush=True)
 
     def on_end(self, event: numba.core.event.Event) -> None:
         pass

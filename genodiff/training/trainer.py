@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
 from genodiff.config_values import ConfigError
+from genodiff.parallel import join_line_once
 from genodiff.progress import is_terminal
 from genodiff.threads import command_threads, share_threads
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
@@ -113,14 +114,16 @@ class _DropNotices(logging.Filter):
 
 
 def silence_lightning_notices(repeats: bool = True) -> None:
-    """Keep three lines that tell a genodiff user nothing out of a run's output: Lightning's
+    """Keep the lines that tell a genodiff user nothing out of a run's output: Lightning's
     advertisement for its cloud logger, the deprecation warning torch raises inside Lightning's
     own code (``isinstance(treespec, LeafSpec)`` in ``_pytree.py``), and the model summary's
     "Precision bf16-mixed is not supported" of every mixed-precision run (the GPU default),
-    whose float32 size is right: mixed precision keeps the parameters in float32.
+    whose float32 size is right: mixed precision keeps the parameters in float32; and the
+    "Initializing distributed" line of every process but the main one (``join_line_once``).
     ``repeats=False``: from now on in this process, Lightning's notices ("GPU available: ...",
     "Loading `train_dataloader` ...") are said once, not by every Trainer again (a
     fine-tuning builds one per fold)."""
+    join_line_once()
     logger = logging.getLogger(LIGHTNING_INFO_LOGGER)
     notices = next((f for f in logger.filters if isinstance(f, _DropNotices)), None)
     if notices is None:
