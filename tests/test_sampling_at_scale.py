@@ -410,6 +410,14 @@ def sample_command(checkpoint, out, *options) -> list[str]:
     ]  # fmt: skip
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+    """In a test's child process, before it runs its command: SIGINT taken as a terminal's
+    job takes it. A test suite started in the background (``pytest &`` in a script) ignores
+    SIGINT, and every process it starts inherits that: a Ctrl-C test's run then drew to its
+    end (status 0) or for minutes."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.process_level
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["kill -9", "Ctrl-C"])
 def test_a_stop_then_resume_ends_with_the_uninterrupted_file(tmp_path, stop):
@@ -420,8 +428,9 @@ def test_a_stop_then_resume_ends_with_the_uninterrupted_file(tmp_path, stop):
     out = tmp_path / "killed.fa"
     record = tmp_path / ".killed.fa.partial.json"
     process = subprocess.Popen(
-        sample_command(checkpoint, out, *many), cwd=ROOT, stderr=subprocess.PIPE, text=True
-    )
+        sample_command(checkpoint, out, *many), cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_as_at_a_terminal,
+    )  # fmt: skip
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         if record.exists() and json.loads(record.read_text())["items"] >= 16:
@@ -501,7 +510,7 @@ def slowed_two_process_run(tmp_path) -> tuple[subprocess.Popen, Path, Path]:
     command += ["--num-samples", "2000", "--batch-size", "1", "--accelerator", "cpu"]
     process = subprocess.Popen(
         [*command, "--devices", "2"], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=ctrl_c_as_at_a_terminal,
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while len(list(notes.iterdir())) < 2 and process.poll() is None:
