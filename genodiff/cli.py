@@ -395,8 +395,8 @@ def _add_processes_flags(parser: argparse.ArgumentParser, what: str) -> None:
         "--devices",
         type=_at_least_one,
         help=f"processes on this node that share the {what} (one device each: GPUs with "
-        "--accelerator gpu; CPU processes with --accelerator cpu); the result is the one "
-        "process's (default: one process on --device)",
+        "--accelerator gpu; CPU processes with --accelerator cpu); the result is the same as "
+        "one process gives (default: one process on --device)",
     )
     parser.add_argument(
         "--num-nodes", type=_at_least_one, help="nodes of --devices processes each (default: 1)"
@@ -563,14 +563,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--length", type=int, help="window length (default: the config's)")
     evaluate.add_argument("--num-windows", type=int, help="evenly spread subset (default: all)")
-    evaluate.add_argument("--t-samples", type=int, help="noise draws per window (diffusion)")
+    evaluate.add_argument(
+        "--t-samples",
+        type=int,
+        help="noise draws per window (diffusion; default: the checkpoint's "
+        "objective.eval_t_samples)",
+    )
     evaluate.add_argument(
         "--eval-t-power",
         type=float,
         help="UDLM: held-out times t = s^P, importance-weighted; 1 = uniform t (default: the "
         "checkpoint's objective.eval_t_power, 2.5)",
     )
-    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the noise draws: the same seed gives the same numbers (default: 0)",
+    )
     evaluate.add_argument(
         "--batch-size",
         type=int,
@@ -602,7 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen_ppl.add_argument("samples", help="sample file from genodiff sample (.fa, .txt, .jsonl)")
     scorer = gen_ppl.add_mutually_exclusive_group()
     scorer.add_argument(
-        "--checkpoint", help="AR .ckpt (default: a conventional AR run's last.ckpt)"
+        "--checkpoint",
+        help=f"the AR scorer: {CHECKPOINT_HELP} (default: a conventional AR run's last.ckpt)",
     )
     scorer.add_argument(
         "--scorer",
@@ -712,7 +723,9 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser(
         "export", help="turn a training checkpoint into a Hugging-Face-format folder"
     )
-    export.add_argument("--checkpoint", required=True, help="Lightning .ckpt from genodiff train")
+    export.add_argument(
+        "--checkpoint", required=True, help=f"the model to export: {CHECKPOINT_HELP}"
+    )
     export.add_argument("--out", required=True, help="folder for config.json + model.safetensors")
     export.add_argument(
         "--weights",

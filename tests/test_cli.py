@@ -1,5 +1,6 @@
 """End to end through the command line: train a few steps, sample, and the config errors."""
 
+import argparse
 import csv
 import math
 from pathlib import Path
@@ -169,6 +170,28 @@ def test_export_command_writes_a_loadable_folder(trained_run, tmp_path, capsys):
     # an existing folder is never overwritten silently
     assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(out)]) == 2
     assert "exist" in capsys.readouterr().err
+
+
+def commands_of(parser: argparse.ArgumentParser, name: str = "genodiff"):
+    """(``genodiff COMMAND [SUBCOMMAND]``, its parser) for the parser and every command in it."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command, sub in action.choices.items():
+                yield from commands_of(sub, f"{name} {command}")
+
+
+def test_every_option_of_every_command_says_what_it_is():
+    # argparse lists an option without help as its bare name: a user learns nothing of it
+    # (was: eval --seed)
+    unexplained = [
+        f"{name} {action.option_strings[-1]}"
+        for name, parser in commands_of(cli.build_parser())
+        for action in parser._actions
+        if action.option_strings and not action.help
+    ]
+    assert len(list(commands_of(cli.build_parser()))) > 10  # the commands were found
+    assert unexplained == []
 
 
 def test_train_help_names_the_configs_train_takes_and_how_to_resume(capsys):
