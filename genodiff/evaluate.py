@@ -60,7 +60,7 @@ from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.parallel import Workers, launch_workers
-from genodiff.progress import Progress
+from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
 
 
@@ -293,7 +293,7 @@ def score_windows(
     t_samples: int,
     seed: int,
     batch_size: int,
-    progress: Progress | None = None,
+    progress: ProgressLine | None = None,
     num_classes: int | None = None,
     batches: range | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -537,7 +537,7 @@ def evaluate_checkpoint(
             t_samples,
             seed,
             batch_size,
-            progress if workers.main else None,
+            _share_progress(progress, workers),
             None if classes is None else len(classes),
             batches,
         )
@@ -592,3 +592,23 @@ def evaluate_checkpoint(
         nelbo_unconditional_se=null_se,
         perplexity_unconditional=None if null_nelbo is None else math.exp(null_nelbo),
     )
+
+
+class _MainShareProgress:
+    """The progress line of the main process of a multi-process ``evaluate_checkpoint``: its
+    own share of the windows, said to be that (the other processes score theirs at the same
+    pace; no process waits for another to be counted)."""
+
+    def __init__(self, bar: Progress, processes: int) -> None:
+        self.bar, self.processes = bar, processes
+
+    def update(self, done: float, total: float | None, what: str) -> None:
+        self.bar.update(done, total, what, extra=f"the main process's share of {self.processes}")
+
+
+def _share_progress(progress: Progress | None, workers: Workers) -> ProgressLine | None:
+    """Where this process's scoring reports: ``progress`` in one process; its main process's
+    share, so labelled, in several; nowhere in the other processes."""
+    if progress is None or not workers.main:
+        return None
+    return progress if workers.world_size == 1 else _MainShareProgress(progress, workers.world_size)

@@ -688,6 +688,33 @@ def test_eval_on_two_processes_equals_one(tmp_path):
     assert two["windows_sha256"] == one["windows_sha256"]
 
 
+def test_the_progress_of_a_two_process_eval_says_it_counts_the_main_process_share(
+    tmp_path, monkeypatch
+):
+    """Was: "scored windows 6/6 (100%)" while the other process still scored the other half,
+    as if the main process's share were the run."""
+    import io
+
+    from genodiff import evaluate
+    from genodiff.parallel import Workers
+    from genodiff.progress import Progress
+
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    fasta = tmp_path / "windows.fa"
+    fasta.write_text(">chrom\n" + "ACGTTGCA" * (LENGTH * 12 // 8) + "\n")  # 12 windows
+    monkeypatch.setattr(evaluate, "launch_workers", lambda settings: Workers(0, 2))
+    lines = io.StringIO()
+    bar = Progress("genodiff eval", stream=lines, interval=0)
+    evaluate.evaluate_checkpoint(
+        checkpoint, fasta, length=LENGTH, t_samples=1, batch_size=2, device="cpu",
+        progress=bar, accelerator="cpu", devices=2,
+    )  # fmt: skip
+    last = lines.getvalue().splitlines()[-1]
+    # 6 batches of 2 windows, the first 3 the main process's
+    assert last.startswith("genodiff eval: scored windows 6/6 (100%)")
+    assert last.endswith("the main process's share of 2")
+
+
 def test_a_streamed_run_needs_the_memory_of_a_batch_not_of_every_sample():
     """A billion 1-kb samples cannot be held (8 TB of ids) but can be streamed to a file."""
     from genodiff.generate import check_feasible
