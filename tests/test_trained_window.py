@@ -8,8 +8,9 @@ import warnings
 import pytest
 
 import genodiff
+from genodiff import cli
 from genodiff.trained_window import warn_beyond_trained_window
-from tests.test_cli import ROOT
+from tests.test_cli import DEMO, ROOT, TINY
 from tests.test_sample_cli import checkpoint  # noqa: F401 (a module-scoped fixture: 128-bp windows)
 
 CONFIG = {"data": {"max_length": 128}}
@@ -70,3 +71,14 @@ def test_genodiff_sample_prints_the_warning(checkpoint, tmp_path):  # noqa: F811
     assert done.returncode == 0, done.stderr
     assert "sampling 150 bp from a model trained on windows of 128 bp" in done.stderr
     assert out.is_file()
+
+
+def test_a_training_whose_own_samples_are_longer_than_its_windows_says_so_first(tmp_path, capsys):
+    # Was: silent; the run's samples.length (1,024 unless set) is drawn whatever the window
+    options = [o for o in TINY if not o.startswith(("samples.length", "samples.num_samples"))]
+    options += ["samples.length=200", "samples.num_samples=1", "trainer.max_steps=1"]
+    assert cli.main(["train", DEMO, *options, f"output_dir={tmp_path / 'run'}"]) == 0
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if "trained on windows" in line]
+    assert line.startswith("genodiff train: warning: sampling 200 bp from a model trained on ")
+    assert "windows of 128 bp (data.max_length)" in line  # TINY's data.max_length

@@ -35,6 +35,7 @@ from genodiff.progress import Progress, counted, is_main_process, progress_wante
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
+from genodiff.trained_window import warn_beyond_trained_window
 from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
@@ -95,6 +96,9 @@ def train(
     s = cfg.samples
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
+    if s.num_samples:  # the run's own samples, said before it trains
+        samplers = model.objective.samplers
+        warn_beyond_trained_window(model.config, s.length, None, sampler, samplers, tokenizer.unit)
     if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
         for backbone in (model.backbone, *([model.ema.module] if model.ema else [])):
             init_backbone(backbone, cfg.init_from)
