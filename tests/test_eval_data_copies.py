@@ -116,6 +116,17 @@ def test_an_unknown_data_key_is_one_plain_line_naming_the_known_ones(model, give
     assert not re.search(r"[\s(=:]'", err), err  # nor of a string ('x.fa')
 
 
+@pytest.mark.parametrize("model", ["mdlm-chrx", "species-conditional"])
+def test_a_missing_data_copy_is_named_with_the_file_it_stands_for(model, tmp_path, capsys):
+    # Was: "fasta_by_label=: /x.fa not found (given for ...)", a key with no entry and no value
+    place = data_places(model)[0]
+    missing = tmp_path / "absent.fa"
+    assert cli.main(eval_args(ROOT / "models" / model, "--data", f"{place}={missing}")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"genodiff eval: error: {missing} not found (the copy given for ")
+    assert f"(data.{place}, content sha256 " in err and len(err.splitlines()) == 1
+
+
 def test_eval_refuses_data_copies_with_a_file_to_score(model_of_unshipped_data, capsys):
     argv = eval_args(model_of_unshipped_data, "--data", f"fasta={CHR22}", "--file", str(CHR22))
     assert cli.main(argv) == 2

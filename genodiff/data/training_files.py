@@ -202,7 +202,7 @@ def _file_here(
     if copy is not None:
         if not copy.exists():
             raise InputFileNotFoundError(
-                f"{place[0]}=: {copy} not found (given for {_described(place, value, record)})",
+                f"{copy} not found (the copy given for {_described(place, value, record)})",
                 parameter=place[0],
             )
         path = copy
