@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -39,6 +40,11 @@ GPU_ACCELERATORS = ("gpu", "cuda")
 PARENT_POLL_SECONDS = 1.0  # how often a started process looks whether its starter still runs
 STOP_GRACE_SECONDS = 30.0  # how long it then takes to stop as at Ctrl-C before it just exits
 MAIN_REPORT_SECONDS = 10.0  # how long a stopping process waits for the main one to end
+# How long a process that finished its share waits at the end for the others (the process
+# group's timeout; torch's default, 30 minutes, failed a resumed sampling or an uneven
+# fine-tuning whose other shares took longer). A process that dies ends them all sooner
+# (Lightning's launcher; ``stop_when_parent_ends``).
+SHARES_WAIT = timedelta(days=7)
 # Lightning's line as a process joins the process group (``_init_dist_connection``).
 JOIN_LOGGER = "lightning.fabric.utilities.distributed"
 JOIN_LINE = "Initializing distributed: "
@@ -123,6 +129,7 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     ``num_nodes``) asks for, started and joined in one process group; one process: no
     launch (Lightning is imported here, not by a command that runs in one process)."""
     from lightning.fabric import Fabric
+    from lightning.fabric.strategies import DDPStrategy
     from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero
     from lightning.pytorch.utilities.rank_zero import rank_zero_only as trainer_rank_zero
 
@@ -132,7 +139,7 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
             accelerator=accelerator,
             devices=trainer.get("devices", "auto"),
             num_nodes=trainer.get("num_nodes", 1),
-            strategy="ddp",
+            strategy=DDPStrategy(timeout=SHARES_WAIT),
         )
     except (ImportError, ValueError, RuntimeError) as err:  # Lightning's refusals
         raise InputValueError(

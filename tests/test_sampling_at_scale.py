@@ -715,6 +715,34 @@ def test_the_progress_of_a_two_process_eval_says_it_counts_the_main_process_shar
     assert last.endswith("the main process's share of 2")
 
 
+def test_a_process_that_finished_its_share_waits_for_the_others_past_half_an_hour(monkeypatch):
+    """The process group's timeout bounds the final wait for the other shares. Was torch's
+    default, 30 minutes: a resumed sampling whose main share was done, or a fine-tuning whose
+    last runs fell unevenly, failed at that wait once another share took longer."""
+    from datetime import timedelta
+
+    import lightning.fabric
+    from lightning.fabric.strategies import DDPStrategy
+
+    from genodiff.parallel import launch_workers
+
+    class StartedError(Exception):
+        pass
+
+    asked = {}
+
+    def fabric(**settings):
+        asked.update(settings)
+        raise StartedError
+
+    monkeypatch.setattr(lightning.fabric, "Fabric", fabric)
+    with pytest.raises(StartedError):
+        launch_workers({"accelerator": "cpu", "devices": 2})
+    strategy = asked["strategy"]
+    assert isinstance(strategy, DDPStrategy)
+    assert strategy._timeout >= timedelta(days=1)  # a share of a long fine-tuning or sampling
+
+
 def test_a_streamed_run_needs_the_memory_of_a_batch_not_of_every_sample():
     """A billion 1-kb samples cannot be held (8 TB of ids) but can be streamed to a file."""
     from genodiff.generate import check_feasible

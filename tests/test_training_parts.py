@@ -56,7 +56,9 @@ def test_ema_of_a_model_with_an_integer_buffer():
         weights.append(model.embedding.weight.clone())
         ema.update_parameters(model)
     expected = 0.5 * (0.5 * weights[0] + 0.5 * weights[1]) + 0.5 * weights[2]
-    assert torch.allclose(ema.module.embedding.weight, expected)
+    # float32 sums of unit-size weights round to ~1e-7 (allclose's default atol, 1e-8, failed
+    # on weights near 0 for 8 of 300 seeds); a wrong average is off by ~0.1 or more
+    assert torch.allclose(ema.module.embedding.weight, expected, rtol=1e-5, atol=1e-6)
     assert torch.equal(ema.module.complement_map, complement)
 
 
