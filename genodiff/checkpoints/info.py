@@ -120,16 +120,11 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
         config, backbone = checkpoint["hyper_parameters"]["config"], dict(record["model"])
         names = list(record["class_names"])
         holds = f"{record['kind']} guidance classifier of {', '.join(names)} (genodiff classifier)"
-        facts = {"classes": names, "step": step, "epoch": epoch, "classifier": True}
+        facts = {"classes": names, "step": step, "epoch": epoch}
     else:  # a fine-tuned classifier: its record is all it has of a config
         config, backbone = record, dict(record["backbone"])
         holds = f"classifier fine-tuned on {record['task']} (genodiff finetune)"
-        facts = {
-            "classes": list(record["classes"]),
-            "step": step,
-            "epoch": epoch,
-            "classifier": True,
-        }
+        facts = {"classes": list(record["classes"]), "step": step, "epoch": epoch}
     shown = dict(backbone)
     return CheckpointInfo(
         source=source,
@@ -139,6 +134,7 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
         parameters=_parameters(build(**backbone)),
         tokenizer=_describe_tokenizer(stored.tokenizer),
         config=config,
+        classifier=stored.kind != GENERATOR,
         **facts,
     )
 
