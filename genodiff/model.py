@@ -19,6 +19,7 @@ from torch.optim.swa_utils import AveragedModel
 from genodiff import backbones, registry
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.backbones.layout import constructor_defaults
+from genodiff.backbones.meta_build import SkipInPlaceOnMeta
 from genodiff.conditioning import class_names
 from genodiff.config import TOKENIZER_FIELDS, ConfigError, EMAConfig, with_tokenizer_fields
 from genodiff.memory import memory_limit, size_text
@@ -117,16 +118,23 @@ def check_causality(objective: Objective, backbone: nn.Module, config: dict[str,
     )
 
 
-def check_backbone_fits(model_config: dict[str, Any], copies: int) -> None:
-    """ConfigError, before any weight is allocated, when ``copies`` float tensors the size of
-    the backbone ``model_config`` describes (its weights, their average, ...) need more memory
-    than any one place on this machine has (``genodiff.memory.memory_limit``). The backbone is
-    built on the meta device, which allocates nothing, to count its parameters and buffers."""
-    with torch.device("meta"):
+def backbone_size(model_config: dict[str, Any]) -> tuple[int, int]:
+    """The number of parameters of the backbone ``model_config`` describes, and the bytes of its
+    parameters and buffers (a tied tensor once), from a build on the meta device, which
+    allocates nothing (``genodiff.backbones.meta_build``)."""
+    with torch.device("meta"), SkipInPlaceOnMeta():
         meta = backbones.build(**model_config)
     tensors = [*meta.parameters(), *meta.buffers()]  # a tied tensor once
     parameters = sum(p.numel() for p in meta.parameters())
-    weights = sum(t.numel() * t.element_size() for t in tensors)
+    return parameters, sum(t.numel() * t.element_size() for t in tensors)
+
+
+def check_backbone_fits(model_config: dict[str, Any], copies: int) -> None:
+    """ConfigError, before any weight is allocated, when ``copies`` float tensors the size of
+    the backbone ``model_config`` describes (its weights, their average, ...) need more memory
+    than any one place on this machine has (``genodiff.memory.memory_limit``), counted by
+    ``backbone_size``."""
+    parameters, weights = backbone_size(model_config)
     needed, limit = copies * weights, memory_limit()
     if needed <= limit:
         return

@@ -248,3 +248,15 @@ def test_the_unfused_mixer_copies_no_channels_by_length_tensor(monkeypatch, bias
     if bias:
         expected = expected + mixer.out_proj.bias
     torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("name", ["caduceus", "mamba", "hyena"])
+def test_a_backbone_built_under_a_device_has_every_tensor_there(name):
+    """The constants a backbone computes on the CPU (``meta_build.computed_on_cpu``: A_log, the
+    dt bias, Hyena's positions) are copied to the device it is built on, as its other weights."""
+    from genodiff.backbones import build
+
+    with torch.device("meta"):
+        model = build(name=name, d_model=16, n_layer=1, vocab_size=16)
+    devices = {t.device.type for t in [*model.parameters(), *model.buffers()]}
+    assert devices == {"meta"}

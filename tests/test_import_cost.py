@@ -20,6 +20,7 @@ import pytest
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from tests.test_cli import ROOT
+from tests.test_input_refusals import SMALL_BACKBONES
 from tests.test_load_model import lightning_checkpoint
 
 LENGTH = 16
@@ -48,6 +49,7 @@ print(json.dumps({{
     "scores": scores,
     "windows": windows,
     "modules": {REPORT_MODULES},
+    "compiler": "torch._dynamo" in sys.modules,
 }}))
 """
 
@@ -125,3 +127,24 @@ def test_no_metrics_package_is_imported(used, numba_imports, package):
     """``evaluate_samples`` and the metrics live in ``genodiff.sample_quality``, which
     loading never imports; numba's own SciPy modules are allowed."""
     assert modules_of(package, used["modules"]) <= numba_imports
+
+
+def test_torch_s_compiler_is_not_imported(used):
+    """Nothing on the way compiles, so ``torch._dynamo`` (about 1.5 s to import) stays out: the
+    memory check's build on the meta device skips the initialisers that would import it
+    (``genodiff.model.SkipInPlaceOnMeta``)."""
+    assert used["compiler"] is False
+
+
+def test_counting_the_weights_of_any_backbone_imports_no_compiler():
+    """The memory check's meta build of every built-in backbone (``genodiff.model.backbone_size``)
+    runs no Python reference kernel, each of which would import ``torch._dynamo``."""
+    code = (
+        "import json, sys\n"
+        "from genodiff.model import backbone_size\n"
+        "sizes = [backbone_size({**c, 'vocab_size': 16}) for c in json.loads(sys.argv[1])]\n"
+        "print(json.dumps([sizes, 'torch._dynamo' in sys.modules]))"
+    )
+    sizes, compiler = json.loads(fresh_python(code, json.dumps(list(SMALL_BACKBONES.values()))))
+    assert len(sizes) == len(SMALL_BACKBONES) and all(weights > 0 for _, weights in sizes)
+    assert compiler is False

@@ -161,6 +161,33 @@ def test_the_memory_a_model_needs_is_its_parameters_times_the_copies_kept(monkey
         model_module.check_backbone_fits(config, copies=2)
 
 
+SMALL_BACKBONES = {
+    "caduceus": {"name": "caduceus", "d_model": 24, "n_layer": 2},
+    "caduceus-ps": {
+        "name": "caduceus",
+        "d_model": 24,
+        "n_layer": 2,
+        "rcps": True,
+        "complement_map": build_tokenizer({"name": "dna"}).complement_map,
+    },
+    "mamba": {"name": "mamba", "d_model": 24, "n_layer": 2},
+    "hyena": {"name": "hyena", "d_model": 24, "n_layer": 2},
+}
+
+
+@pytest.mark.parametrize("backbone", SMALL_BACKBONES)
+def test_the_meta_count_of_a_backbone_is_that_of_the_backbone_built(backbone):
+    """``backbone_size`` builds on the meta device with its in-place calls skipped; a build in
+    memory, counted tensor by tensor, is the reference."""
+    from genodiff.model import backbone_size
+
+    config = {**SMALL_BACKBONES[backbone], "vocab_size": 16}
+    real = build(**config)
+    parameters = sum(p.numel() for p in real.parameters())
+    weights = sum(t.numel() * t.element_size() for t in [*real.parameters(), *real.buffers()])
+    assert backbone_size(config) == (parameters, weights)
+
+
 # ------------------------------------------------------------------ absurd values
 
 

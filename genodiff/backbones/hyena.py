@@ -29,6 +29,7 @@ from genodiff.backbones.layout import (
     constructor_defaults,
     pick,
 )
+from genodiff.backbones.meta_build import computed_on_cpu
 from genodiff.conditioning import add_label, label_embedding_for
 from genodiff.config_values import Keywords
 from genodiff.errors import InputValueError
@@ -56,7 +57,7 @@ class Sin(nn.Module):
 
     def __init__(self, dim: int, w: float = 10.0):
         super().__init__()
-        self.freq = nn.Parameter(w * torch.ones(1, dim))
+        self.freq = nn.Parameter(torch.full((1, dim), float(w)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sin(self.freq * x)
@@ -69,18 +70,24 @@ class PositionalEmbedding(nn.Module):
 
     def __init__(self, emb_dim: int, seq_len: int, lr_pos_emb: float = 0.0):
         super().__init__()
-        t = torch.linspace(0, 1, seq_len)[None, :, None]  # (1, L, 1)
-        bands = (emb_dim - 1) // 2
-        w = 2 * math.pi * torch.linspace(0, seq_len - 1, seq_len)[None, :, None] / seq_len
-        f = torch.linspace(1e-4, bands - 1, bands)[None, None]  # (1, 1, bands)
-        z = torch.exp(-1j * f * w)  # (1, L, bands) complex
-        z = torch.cat([t, z.real, z.imag], dim=-1)  # (1, L, emb_dim)
+        z = computed_on_cpu(self.features, emb_dim, seq_len)  # (1, L, emb_dim)
+        t = torch.linspace(0, 1, seq_len)[None, :, None]  # (1, L, 1), z's first feature
         if lr_pos_emb == 0.0:
             self.register_buffer("z", z)
         else:
             self.z = nn.Parameter(z)
             self.z._no_weight_decay = True
         self.register_buffer("t", t)
+
+    @staticmethod
+    def features(emb_dim: int, seq_len: int) -> torch.Tensor:
+        """z (1, L, emb_dim) = [t, Re exp(-i f w), Im exp(-i f w)]."""
+        t = torch.linspace(0, 1, seq_len)[None, :, None]  # (1, L, 1)
+        bands = (emb_dim - 1) // 2
+        w = 2 * math.pi * torch.linspace(0, seq_len - 1, seq_len)[None, :, None] / seq_len
+        f = torch.linspace(1e-4, bands - 1, bands)[None, None]  # (1, 1, bands)
+        z = torch.exp(-1j * f * w)  # (1, L, bands) complex
+        return torch.cat([t, z.real, z.imag], dim=-1)
 
     def forward(self, seqlen: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.z[:, :seqlen], self.t[:, :seqlen]  # (1, L, emb_dim), (1, L, 1)

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from genodiff.backbones.meta_build import computed_on_cpu
 from genodiff.errors import InputValueError
 from genodiff.ops import (
     add_norm,
@@ -30,6 +31,11 @@ from genodiff.ops import (
     selective_state_update,
 )
 from genodiff.ops.upstream import CAUSAL_CONV1D, MAMBA_INNER, SELECTIVE_SCAN, upstream
+
+
+def s4d_real_log_a(d_inner: int, d_state: int) -> torch.Tensor:
+    """log A for A = (1..d_state) in every channel (the scan uses -exp(A_log)): (d_inner, N)."""
+    return torch.arange(1, d_state + 1, dtype=torch.float32).log().repeat(d_inner, 1)
 
 
 class Mamba(nn.Module):
@@ -84,8 +90,7 @@ class Mamba(nn.Module):
         self._init_dt_proj(dt_init, dt_scale, dt_min, dt_max, dt_init_floor)
 
         # S4D-real init A = -(1..N) per channel, stored as log; A_log and D stay fp32.
-        A = torch.arange(1, d_state + 1, dtype=torch.float32).repeat(self.d_inner, 1)
-        self.A_log = nn.Parameter(torch.log(A))  # (d_inner, N)
+        self.A_log = nn.Parameter(computed_on_cpu(s4d_real_log_a, self.d_inner, d_state))
         self.A_log._no_weight_decay = True
         self.D = nn.Parameter(torch.ones(self.d_inner))
         self.D._no_weight_decay = True
@@ -100,10 +105,14 @@ class Mamba(nn.Module):
             nn.init.uniform_(self.dt_proj.weight, -std, std)
         else:
             raise InputValueError(f"dt_init must be 'random' or 'constant', got {dt_init!r}")
-        log_dt = torch.rand(self.d_inner) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)
-        dt = torch.exp(log_dt).clamp(min=dt_init_floor)
+
+        def inverse_softplus_of_dt() -> torch.Tensor:  # (d_inner,)
+            log_dt = torch.rand(self.d_inner) * (math.log(dt_max) - math.log(dt_min))
+            dt = torch.exp(log_dt + math.log(dt_min)).clamp(min=dt_init_floor)
+            return dt + torch.log(-torch.expm1(-dt))
+
         with torch.no_grad():
-            self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
+            self.dt_proj.bias.copy_(computed_on_cpu(inverse_softplus_of_dt))
         self.dt_proj.bias._no_reinit = True  # keep it through the model's _init_weights
 
     def in_proj_xz(self, hidden_states: torch.Tensor) -> torch.Tensor:

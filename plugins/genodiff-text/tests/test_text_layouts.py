@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -344,3 +346,28 @@ def test_convert_refuses_a_torch_file_without_a_state_dict(tmp_path, capsys):
         err == f"python -m genodiff_text.convert: error: {tmp_path / 'other.ckpt'} holds no "
         "state_dict: not a Lightning checkpoint"
     )
+
+
+@pytest.mark.parametrize("name, config", [("dit", DIT_CONFIG), ("ar_transformer", AR_CONFIG)])
+def test_the_memory_check_counts_the_weights_without_torch_s_compiler(name, config):
+    """genodiff's memory check builds the backbone on the meta device
+    (``genodiff.model.backbone_size``): in a fresh interpreter it counts what a build in memory
+    holds, and imports no ``torch._dynamo`` (about 1.5 s of every load) on the way."""
+    real = backbones.build(name=name, **config)
+    parameters = sum(p.numel() for p in real.parameters())
+    weights = sum(t.numel() * t.element_size() for t in [*real.parameters(), *real.buffers()])
+    code = (
+        "import json, sys\n"
+        "from genodiff.model import backbone_size\n"
+        "size = backbone_size(json.loads(sys.argv[1]))\n"
+        "print(json.dumps([size, 'torch._dynamo' in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps({"name": name, **config})],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    size, compiler = json.loads(done.stdout.splitlines()[-1])
+    assert size == [parameters, weights]
+    assert compiler is False

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from genodiff.backbones.meta_build import computed_on_cpu
 from genodiff.errors import InputValueError
 
 LAYER_NORM_EPS = 1e-5
@@ -95,8 +96,13 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, head_dim: int) -> None:
         super().__init__()
         # Evaluated in float64 and stored rounded to float32 (upstream's buffer is float32).
+        inv_freq = computed_on_cpu(self.inverse_frequencies, head_dim)
+        self.register_buffer("inv_freq", inv_freq)  # (hd / 2,)
+
+    @staticmethod
+    def inverse_frequencies(head_dim: int) -> Tensor:
         exponent = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
-        self.register_buffer("inv_freq", (1.0 / ROTARY_BASE**exponent).float())  # (hd / 2,)
+        return (1.0 / ROTARY_BASE**exponent).float()  # (hd / 2,)
 
     def forward(self, length: int, offset: int = 0) -> Rotary:
         """cos and sin for positions offset .. offset + length - 1: (length, head_dim / 2) each,
