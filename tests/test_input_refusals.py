@@ -392,3 +392,21 @@ def test_a_plus_on_a_key_the_config_sets_is_explained(tmp_path, capsys):
     err = one_line_error(capsys, "train")  # was Hydra's "Either remove + prefix ... Or add ++"
     assert "model.d_model=VALUE without a leading +" in err and "++" not in err
     assert not out.exists()
+
+
+def test_an_in_place_reshape_in_a_constructor_is_counted():
+    """A meta build skips the in-place calls that set values, not those that change a shape."""
+    from torch import nn
+
+    from genodiff.backbones.meta_build import SkipInPlaceOnMeta
+
+    class Reshaped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("table", torch.empty(12))
+            nn.init.normal_(self.table)
+            self.table.resize_(3, 8)  # (3, 8): 24 numbers
+
+    with torch.device("meta"), SkipInPlaceOnMeta():
+        module = Reshaped()
+    assert module.table.shape == (3, 8)

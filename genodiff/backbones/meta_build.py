@@ -16,16 +16,22 @@ import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
+# In-place calls that change a tensor's shape or storage, not its values: these still run.
+RESHAPING = frozenset(
+    ("resize_", "resize_as_", "unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_")
+    + ("swapaxes_", "as_strided_", "set_")
+)
+
 
 class SkipInPlaceOnMeta(TorchFunctionMode):
-    """Calls that change a meta tensor in place (``normal_``, ``uniform_``, ``zero_``,
+    """Calls that set a meta tensor's values in place (``normal_``, ``uniform_``, ``zero_``,
     ``copy_``, ...) return it unchanged: a meta tensor has no values to set."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         target = next((a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)), None)
-        in_place = name.endswith("_") and not name.endswith("__")
+        in_place = name.endswith("_") and not name.endswith("__") and name not in RESHAPING
         if in_place and target is not None and target.is_meta:
             return target
         return func(*args, **kwargs)
