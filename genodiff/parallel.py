@@ -21,9 +21,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -176,12 +177,20 @@ def stop_when_parent_ends(
     a Ctrl-C that reached it alone): as at Ctrl-C (SIGINT: the staged work is kept, nothing
     printed), and for good ``grace`` seconds later. Otherwise it would go on with its whole
     share of the work (hours of sampling or fine-tuning) that no process is left to take, and
-    end with a traceback. Returns the watching thread (a daemon)."""
+    end with a traceback. Call it from the main thread. Returns the watching thread (a daemon).
+
+    Where SIGINT was ignored as this process started (a script's background job, ``nohup``:
+    every process of the job inherits it), a handler takes the ignore's place: this stop
+    interrupts all the same, any other SIGINT is still ignored."""
     parent = os.getppid()
+    stopping = threading.Event()
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _interrupt_once(stopping))
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(poll)
+        stopping.set()
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(grace)
         os._exit(128 + signal.SIGINT)
@@ -189,6 +198,17 @@ def stop_when_parent_ends(
     watcher = threading.Thread(target=watch, name="genodiff-parent-watch", daemon=True)
     watcher.start()
     return watcher
+
+
+def _interrupt_once(stopping: threading.Event) -> Callable[[int, FrameType | None], None]:
+    """A SIGINT handler for a process that ignores SIGINT: KeyboardInterrupt once ``stopping``
+    is set (the process's own stop), nothing before (a SIGINT it was asked to ignore)."""
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if stopping.is_set():
+            raise KeyboardInterrupt
+
+    return on_sigint
 
 
 def main_process_ends(

@@ -577,6 +577,67 @@ def test_the_other_process_stops_when_the_main_one_is_killed(tmp_path):
     assert [p.name for p in tmp_path.glob(".*.partial")]  # the staged work is kept to resume
 
 
+def sigint_ignored_as_in_a_background_job() -> None:
+    """In a test's child process: SIGINT ignored, as a non-interactive shell starts a
+    background job (``genodiff sample ... &`` in a script, ``nohup``), which every process
+    the job starts inherits."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# A process that a launcher started (the "child"), with its starter (the "parent"), which ends
+# once the child watches it. The child notes, in the file given, its pid, its SIGINT as it
+# started, whether a SIGINT from outside (before its starter ends) left it running, and what
+# stopped it. Its stop is held for an hour past its SIGINT (``grace``).
+WATCHING_CHILD = """
+import os, signal, subprocess, sys, time
+role, notes = sys.argv[1], sys.argv[2]
+def note(line):
+    with open(notes, "a") as handle:
+        handle.write(line + "\\n")
+if role == "parent":
+    subprocess.Popen([sys.executable, "-c", sys.argv[3], "child", notes, sys.argv[3]])
+    while "watching" not in open(notes).read():
+        time.sleep(0.05)
+    sys.exit(0)
+from genodiff.parallel import stop_when_parent_ends
+note(f"pid {os.getpid()}")
+note(f"sigint {signal.getsignal(signal.SIGINT)}")
+stop_when_parent_ends(poll=0.05, grace=3600)
+try:
+    os.kill(os.getpid(), signal.SIGINT)  # one from outside: ignored, as the shell asked
+    for _ in range(20):
+        time.sleep(0.01)
+    note("watching")
+    while True:
+        time.sleep(0.05)
+except KeyboardInterrupt:
+    note("stopped by KeyboardInterrupt")
+"""
+
+
+@pytest.mark.process_level
+def test_a_process_whose_starter_ends_stops_at_once_though_its_shell_ignored_sigint(tmp_path):
+    """A run started where SIGINT is ignored (a script's background job, ``nohup``): once its
+    main process is killed, the other process stops as at Ctrl-C. Was: its own SIGINT was
+    ignored too, and it went on for the 30 s grace (here an hour) before it just exited."""
+    notes = tmp_path / "notes"
+    notes.write_text("")
+    subprocess.run(
+        [sys.executable, "-c", WATCHING_CHILD, "parent", str(notes), WATCHING_CHILD],
+        cwd=ROOT, check=True, timeout=120, preexec_fn=sigint_ignored_as_in_a_background_job,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "stopped" not in notes.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = notes.read_text().splitlines()
+    child = int(lines[0].split()[1])
+    if running(child):  # the test failed: end the hour-long wait
+        os.kill(child, signal.SIGKILL)
+    assert lines[1:] == [f"sigint {signal.SIG_IGN}", "watching", "stopped by KeyboardInterrupt"], (
+        lines
+    )
+
+
 @pytest.mark.process_level
 def test_an_error_every_process_meets_is_one_line(tmp_path):
     """Weights so large that the network's output overflows: each process stops at its first
