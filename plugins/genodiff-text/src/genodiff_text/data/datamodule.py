@@ -408,7 +408,8 @@ class TextDataModule(DataModule):
         count_lines(path, "data file")  # missing, binary, empty: a clear error first
         rows = ((Path(path).name, n, text) for n, text in read_lines(path, "data file"))
         dataset = self._windows(tokenize_lines(self._texts(rows), self._require_tokenizer()))
-        self._warn_truncated(dataset, str(path), "lines", "length={} scores every line whole")
+        hint = "length={0} (genodiff eval --length {0}) scores every line whole"
+        self._warn_truncated(dataset, str(path), "lines", hint)
         return dataset
 
     def _warn_truncated(self, dataset: _TextDataset, source: str, what: str, hint: str) -> None:
