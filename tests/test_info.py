@@ -16,11 +16,17 @@ from genodiff.checkpoints import inspect_checkpoint, save_pretrained
 from genodiff.data.base import files_digest
 from genodiff.data.build import build_datamodule
 from genodiff.data.datamodule import DEMO_FASTA
+from genodiff.model import GenerativeModel
 from genodiff.training.module import GenerativeTrainingModule
+from tests.checkpoint_files import save_as_trained
 from tests.test_cli import DEMO
 from tests.test_hub import write_hub_cache
 
 STEPS, BATCH, WINDOW, ACCUMULATE = 2, 4, 128, 2
+PLAID = {
+    "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
+    "objective": {"name": "plaid", "d_model": 16, "schedule_hidden": 16},
+}
 TOKENS = STEPS * ACCUMULATE * BATCH * WINDOW  # every micro-batch of the run
 
 
@@ -169,14 +175,41 @@ def test_info_of_a_finetuned_and_of_a_guidance_classifier(tmp_path, capsys):
     from tests.test_open_checkpoint import finetuned_checkpoint, guidance_checkpoint
 
     finetuned = tmp_path / "ft" / "checkpoints" / "last.ckpt"
-    classifier = finetuned_checkpoint(finetuned)
+    finetuned_checkpoint(finetuned)
     info = inspect_checkpoint(tmp_path / "ft")
     assert info.holds == "classifier fine-tuned on t (genodiff finetune)"
     assert info.classes == ["a", "b"] and info.backbone.startswith("caduceus")
-    assert info.parameters == sum(p.numel() for p in classifier.backbone.parameters())
     guidance_checkpoint(tmp_path / "g.ckpt")
     assert cli.main(["info", str(tmp_path / "g.ckpt")]) == 0
     assert "guidance classifier of" in capsys.readouterr().out
+
+
+def count(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def test_info_counts_the_parameters_of_the_whole_model_a_checkpoint_holds(tmp_path, capsys):
+    """A classifier's head and Plaid's objective have parameters of their own, beside the
+    backbone's. Was: the backbone's alone, under the row named "parameters"."""
+    from tests.test_open_checkpoint import finetuned_checkpoint, guidance_checkpoint
+
+    finetuned = finetuned_checkpoint(tmp_path / "ft.ckpt")
+    guidance = guidance_checkpoint(tmp_path / "g.ckpt")
+    for path, classifier in ((tmp_path / "ft.ckpt", finetuned), (tmp_path / "g.ckpt", guidance)):
+        backbone, head = count(classifier.backbone), count(classifier.score)
+        assert head > 0 and count(classifier) == backbone + head  # nothing else learned
+        info = info_json(path, capsys)
+        assert info["parameters"] == count(classifier)
+        assert info["parameter_parts"] == {"backbone": backbone, "head": head}
+        assert cli.main(["info", str(path)]) == 0
+        row = f"parameters:  {count(classifier):,} (backbone {backbone:,}, head {head:,})"
+        assert row in capsys.readouterr().out.splitlines()
+
+    plaid = GenerativeModel({**PLAID, "ema": {"decay": 0.5}})  # the average is no parameter
+    info = info_json(save_as_trained(tmp_path / "plaid.ckpt", plaid), capsys)
+    parts = {"backbone": count(plaid.backbone), "objective": count(plaid.objective)}
+    assert parts["objective"] > 0 and info["parameter_parts"] == parts
+    assert info["parameters"] == count(plaid.backbone) + count(plaid.objective)
 
 
 def shown_rows(text: str) -> list[str]:

@@ -25,9 +25,18 @@ from genodiff.checkpoints.folders import (
     read_run_record,
 )
 from genodiff.checkpoints.io import RUN_STATE_KEY
-from genodiff.checkpoints.load import CLASSIFIER, GENERATOR, RUN_FILES, locate, open_checkpoint
+from genodiff.checkpoints.load import (
+    CLASSIFIER,
+    CLASSIFIER_WEIGHTS_PREFIX,
+    GENERATOR,
+    RUN_FILES,
+    StoredCheckpoint,
+    locate,
+    open_checkpoint,
+)
 from genodiff.conditioning import class_names
 from genodiff.config import completed_model_config
+from genodiff.model import build_objective, complete_config
 from genodiff.tokenizers import Tokenizer, load_tokenizer
 
 NOT_RECORDED = "not recorded"
@@ -43,7 +52,10 @@ class CheckpointInfo:
     path: str
     holds: str
     backbone: str
+    # The learned parameters of the model the checkpoint holds (one copy: no average), and
+    # by part: the backbone's, and a classifier's head or an objective's own (Plaid) beside it.
     parameters: int
+    parameter_parts: dict[str, int]
     tokenizer: str | None
     config: dict[str, Any]
     objective: str | None = None
@@ -66,6 +78,11 @@ class CheckpointInfo:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def _parameters_row(self) -> str:
+        """The total, and its parts when the backbone is not all of it."""
+        parts = [f"{name} {count:,}" for name, count in self.parameter_parts.items() if count]
+        return f"{self.parameters:,}" + (f" ({', '.join(parts)})" if len(parts) > 1 else "")
+
     def describe(self) -> str:
         def shown(value: Any) -> str:
             return NOT_RECORDED if value is None else str(value)
@@ -82,7 +99,7 @@ class CheckpointInfo:
             ("holds", self.holds),
             ("objective", shown(self.objective)),
             ("backbone", self.backbone),
-            ("parameters", f"{self.parameters:,}"),
+            ("parameters", self._parameters_row()),
             ("step", step),
             ("tokens seen", tokens),
             ("data", shown(self.data)),
@@ -116,22 +133,28 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
             "training checkpoint (genodiff train)",
             _run_facts(config, step, epoch, checkpoint.get(RUN_STATE_KEY, {})),
         )
+        objective = complete_config(config, stored.tokenizer)["objective"]
+        beside = {"objective": _parameters(build_objective(objective))}
     elif stored.kind == CLASSIFIER:  # the record holds its backbone and classes
         config, backbone = checkpoint["hyper_parameters"]["config"], dict(record["model"])
         names = list(record["class_names"])
         holds = f"{record['kind']} guidance classifier of {', '.join(names)} (genodiff classifier)"
         facts = {"classes": names, "step": step, "epoch": epoch}
+        beside = {"head": _head_parameters(stored)}
     else:  # a fine-tuned classifier: its record is all it has of a config
         config, backbone = record, dict(record["backbone"])
         holds = f"classifier fine-tuned on {record['task']} (genodiff finetune)"
         facts = {"classes": list(record["classes"]), "step": step, "epoch": epoch}
+        beside = {"head": _head_parameters(stored)}
     shown = dict(backbone)
+    parts = {"backbone": _parameters(build(**backbone)), **beside}
     return CheckpointInfo(
         source=source,
         path=str(path),
         holds=holds,
         backbone=_describe_backbone(shown.pop("name"), shown),
-        parameters=_parameters(build(**backbone)),
+        parameters=sum(parts.values()),
+        parameter_parts=parts,
         tokenizer=_describe_tokenizer(stored.tokenizer),
         config=config,
         classifier=stored.kind != GENERATOR,
@@ -142,12 +165,14 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
 def _folder_info(source: str, path: Path) -> CheckpointInfo:
     name, layout, model_config = read_backbone_config(path)  # its fields checked
     reference_config = read_json_object(path / CONFIG_FILE)
+    parameters = _parameters(build(name, **model_config))
     facts: dict[str, Any] = dict(
         source=source,
         path=str(path),
         holds=f"checkpoint folder ({layout.name} layout), backbone only",
         backbone=_describe_backbone(name, model_config),
-        parameters=_parameters(build(name, **model_config)),
+        parameters=parameters,
+        parameter_parts={"backbone": parameters},
         tokenizer=_describe_tokenizer(load_tokenizer(path)),
         config=reference_config,
     )
@@ -225,3 +250,10 @@ def _describe_tokenizer(tokenizer: Tokenizer | None) -> str | None:
 
 def _parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def _head_parameters(stored: StoredCheckpoint) -> int:
+    """The parameters of a classifier checkpoint's head: the classifier's stored tensors
+    beyond its backbone's (a head holds no buffers)."""
+    weights = stored.weights(CLASSIFIER_WEIGHTS_PREFIX)
+    return sum(t.numel() for name, t in weights.items() if not name.startswith("backbone."))

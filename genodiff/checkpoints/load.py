@@ -63,6 +63,9 @@ CHECKPOINT_FOLDER = "checkpoints"
 RUN_FILES = (*FOLDER_FILES, RUN_RECORD_FILE, "*.ckpt")
 
 GENERATOR, CLASSIFIER, FINETUNED = "generator", "classifier", "finetuned"
+# Where a classifier checkpoint (either kind) stores the classifier's weights: the training
+# module's attribute that holds it.
+CLASSIFIER_WEIGHTS_PREFIX = "classifier."
 
 # What genodiff reads of a checkpoint file besides its tensors: each is checked to be a bounded
 # tree of plain values (``plain_records.plain_tree``) before anything walks it.

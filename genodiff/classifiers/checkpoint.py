@@ -17,15 +17,12 @@ from typing import Any
 
 import torch
 
-from genodiff.checkpoints.load import CLASSIFIER, open_checkpoint
+from genodiff.checkpoints.load import CLASSIFIER, CLASSIFIER_WEIGHTS_PREFIX, open_checkpoint
 from genodiff.checkpoints.weights import load_weights
 from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.classifiers.model import KINDS, build_classifier
 from genodiff.errors import InputValueError
 from genodiff.guidance import check_noisy_states
-
-#: The state-dict prefix of the classifier's weights (the training module's attribute).
-WEIGHTS_PREFIX = "classifier."
 
 
 def classifier_record(
@@ -80,7 +77,7 @@ def load_classifier(
         stored.tokenizer,
         record["pooling"],
     )
-    load_weights(classifier, stored.weights(WEIGHTS_PREFIX), source)
+    load_weights(classifier, stored.weights(CLASSIFIER_WEIGHTS_PREFIX), source)
     return ClassifierGuide(
         classifier.to(device),
         stored.tokenizer,

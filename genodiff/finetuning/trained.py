@@ -27,14 +27,18 @@ import torch
 from genodiff import backbones
 from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.checkpoints.io import FINETUNED_RECORD_KEY
-from genodiff.checkpoints.load import FINETUNED, UnknownCheckpointError, open_checkpoint
+from genodiff.checkpoints.load import (
+    CLASSIFIER_WEIGHTS_PREFIX,
+    FINETUNED,
+    UnknownCheckpointError,
+    open_checkpoint,
+)
 from genodiff.checkpoints.weights import load_weights
 from genodiff.data.benchmarks import left_pad
 from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier
 
 RECORD_KEY = FINETUNED_RECORD_KEY
-MODULE_PREFIX = "classifier."  # ClassifierModule's attribute holding the SequenceClassifier
 PREDICT_BATCH = 64
 
 
@@ -115,7 +119,7 @@ def load_finetuned_classifier(
         record["conjoin_train"],
         record["conjoin_eval"],
     )
-    load_weights(classifier, stored.weights(MODULE_PREFIX), stored.source)
+    load_weights(classifier, stored.weights(CLASSIFIER_WEIGHTS_PREFIX), stored.source)
     return FinetunedClassifier(
         classifier.to(device).eval(),
         list(record["classes"]),
@@ -129,4 +133,6 @@ def _written_before_records(content: Any) -> bool:
     """Whether a checkpoint of no known kind is a fine-tuning one of the format before the
     record: the weights of a classification head, without the record."""
     state = content.get("state_dict") if isinstance(content, dict) else None
-    return isinstance(state, dict) and any(k.startswith(f"{MODULE_PREFIX}score.") for k in state)
+    return isinstance(state, dict) and any(
+        k.startswith(f"{CLASSIFIER_WEIGHTS_PREFIX}score.") for k in state
+    )
