@@ -13,6 +13,7 @@ import difflib
 import errno
 import os
 import select
+import shutil
 import signal
 import sys
 import warnings
@@ -30,6 +31,7 @@ from genodiff.progress import (
     Progress,
     counted,
     is_main_process,
+    is_terminal,
     progress_wanted,
 )
 from genodiff.threads import configure_threads
@@ -264,7 +266,9 @@ def _models(args: argparse.Namespace) -> None:
         print(model.card() or f"{model.name}: no model card ({model.folder})")
         return
     models = named_models()
-    for line in model_lines(models.values()):
+    # a terminal's lines stay one row each (a summary cut to fit); a file or pipe gets them whole
+    width = shutil.get_terminal_size().columns if is_terminal(sys.stdout) else None
+    for line in model_lines(models.values(), width):
         print(line)
     if not models:
         print(f"no named models: none ships with this version yet; set {MODELS_ENV} to add yours")
@@ -757,7 +761,8 @@ def build_parser() -> argparse.ArgumentParser:
         "models",
         help="list the models that load by name (genodiff.load(NAME), --checkpoint NAME)",
         description="One line per named model, its name first: those that ship with genodiff "
-        "and those in the folders of $GENODIFF_MODELS_PATH. With NAME: its model card.",
+        "and those in the folders of $GENODIFF_MODELS_PATH, with a summary and the weights' "
+        "licence (on a terminal, lines fit its width). With NAME: its model card, all of it.",
     )
     models.add_argument("name", nargs="?", help="print this model's card")
     models.set_defaults(run=_models)

@@ -49,19 +49,26 @@ class NamedModel:
         return _read_card(self.folder)
 
 
-def model_lines(models: Iterable[NamedModel]) -> list[str]:
-    """``NAME  SUMMARY  licence: LICENSE``, one line per model (``genodiff models``), the
-    summaries and the licences each starting in one column: the names and the summaries are
-    padded to the longest of them."""
+def model_lines(models: Iterable[NamedModel], width: int | None = None) -> list[str]:
+    """``NAME  SUMMARY  licence: LICENCE``, one line per model (``genodiff models``), its name
+    first, the summaries and the licences each starting in one column: the names and the
+    summaries are padded to the longest of them. LICENCE is the card's licence up to its first
+    ``;``: the weights' (a card's licence reads ``weights LICENCE; data: ...``; the card holds
+    all of it). ``width``: the columns a line may take (a terminal's; None: no limit): where a
+    line is longer, the licences are left out, and a summary still too long is cut to fit,
+    ending in ``…`` (never within the name)."""
     models = list(models)
     if not models:
         return []
     name_width = max(len(m.name) for m in models)
     summary_width = max(len(m.summary) for m in models)
-    return [
-        f"{m.name:<{name_width}}  {m.summary:<{summary_width}}  licence: {m.license}"
-        for m in models
-    ]
+    rows = [(f"{m.name:<{name_width}}  {m.summary:<{summary_width}}", m) for m in models]
+    lines = [f"{row}  licence: {m.license.split(';')[0].strip()}" for row, m in rows]
+    if width is None or all(len(line) <= width for line in lines):
+        return lines
+    width = max(width, name_width + 3)  # the name, two spaces and the "…" at the least
+    cut = [row.rstrip() for row, _ in rows]
+    return [line if len(line) <= width else line[: width - 1] + "…" for line in cut]
 
 
 def model_folders() -> list[Path]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 
 import pytest
@@ -21,7 +22,7 @@ from tests.test_sampling_at_scale import LENGTH, model
 
 CARD = """---
 summary: tiny MDLM stand-in for the tests
-license: CC0-1.0
+license: weights CC0-1.0; data: none, the stand-in is trained on nothing
 tags:
   - dna
 ---
@@ -67,14 +68,44 @@ def test_models_lists_one_line_per_model_name_first_in_aligned_columns(zoo, caps
     ]
     assert fields == [
         ("bare", "(no model card)", "licence: not stated"),
-        ("tiny-mdlm", "tiny MDLM stand-in for the tests", "licence: CC0-1.0"),
+        ("tiny-mdlm", "tiny MDLM stand-in for the tests", "licence: weights CC0-1.0"),
     ]
     # The columns are as wide as their longest entry and two spaces.
     longest_summary = max(len(line[summary_at:licence_at].rstrip()) for line in lines)
     assert summary_at == max(len(line.split()[0]) for line in lines) + 2
     assert licence_at == summary_at + longest_summary + 2
+    # The list names the weights' licence; the card, all of it (was: the whole licence listed,
+    # lines of ~190 characters with the shipped cards')
     assert cli.main(["models", "tiny-mdlm"]) == 0
     assert capsys.readouterr().out == CARD + "\n"
+
+
+def terminal_lines(capsys, monkeypatch, columns: int) -> list[str]:
+    """``genodiff models`` as a terminal of ``columns`` columns shows it."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert cli.main(["models"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_on_a_terminal_each_model_is_one_row_of_it_name_first(zoo, capsys, monkeypatch):
+    """Was: the lines, ~190 characters with the shipped models' cards, wrapped to two or three
+    rows each in an 80- or 120-column terminal, the licence broken mid-phrase."""
+    assert cli.main(["models"]) == 0
+    whole = capsys.readouterr().out.splitlines()  # a pipe's: every line whole
+    names = [line.split()[0] for line in whole]
+    summaries = {m.name: m.summary for m in named_models().values()}
+    assert max(len(line) for line in whole) > 80  # the case to show (the shipped models)
+    for columns in (80, 120):
+        lines = terminal_lines(capsys, monkeypatch, columns)
+        assert [line.split()[0] for line in lines] == names
+        assert all(len(line) <= columns and "licence" not in line for line in lines)
+        for name, line in zip(names, lines, strict=True):
+            shown = line[len(name) :].strip()
+            summary = summaries[name]
+            assert shown == summary or (shown.endswith("…") and summary.startswith(shown[:-1]))
+    assert terminal_lines(capsys, monkeypatch, 400) == whole  # room for every line
 
 
 def test_an_unknown_name_is_one_line_naming_the_models_there_are(zoo, capsys):
@@ -142,7 +173,14 @@ def test_the_first_folder_of_the_path_wins_and_a_missing_one_is_passed_over(zoo,
 @pytest.mark.parametrize(
     ("card", "fields"),
     [
-        (CARD, {"summary": "tiny MDLM stand-in for the tests", "license": "CC0-1.0", "tags": ""}),
+        (
+            CARD,
+            {
+                "summary": "tiny MDLM stand-in for the tests",
+                "license": "weights CC0-1.0; data: none, the stand-in is trained on nothing",
+                "tags": "",
+            },
+        ),
         ("---\nsummary: 'quoted'\n", {}),  # no closing line: no front matter
         ("# a title\n---\nsummary: x\n---\n", {}),  # not at the top
         ("---\n---\n", {}),
