@@ -76,7 +76,7 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
     path = Path(reference).expanduser()
     if path.exists():
         _warn_if_shadowing_a_named_model(reference, path)
-        return path
+        return _not_a_name(path)
     named = named_model_folder(reference)
     if named is not None:
         return named
@@ -113,6 +113,13 @@ def _warn_if_shadowing_a_named_model(reference: str | os.PathLike, path: Path) -
             f"write ./{reference} for the local one, or {named} for the named model",
             stacklevel=3,
         )
+
+
+def _not_a_name(path: Path) -> Path:
+    """``path``, absolute where it is spelled as a named model (``./NAME`` reads as ``NAME``),
+    so that a later resolve of it (a folder's weights are located, then read) is this local
+    one again, without the warning ``./NAME`` was written to avoid."""
+    return path.absolute() if named_model_folder(path) is not None else path
 
 
 def _not_on_disk(reference: str | os.PathLike, path: Path) -> str:

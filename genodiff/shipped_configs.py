@@ -1,8 +1,8 @@
 """The experiment configs genodiff and its plugins ship, found by name from any folder
 (``genodiff.config.resolve_config_path``) and listed by ``genodiff train --help``.
 
-Light on purpose (OmegaConf's YAML reader, no Hydra, no torch): the CLI reads the configs only
-when a help asks for them.
+Light on purpose (PyYAML's reader, with libyaml's C parser where it is built; no OmegaConf,
+Hydra or torch): the CLI reads the configs only when a help asks for them, and answers at once.
 """
 
 from __future__ import annotations
@@ -33,16 +33,21 @@ def experiment_files() -> dict[str, Path]:
 def selects_group(name: str, group: str, files: dict[str, Path]) -> bool:
     """Whether experiment ``name``'s defaults list, or a parent experiment's it names, picks a
     config of ``group`` (``objective: mdlm``, ``override objective: ar``)."""
-    from omegaconf import OmegaConf
-
-    defaults = OmegaConf.to_container(OmegaConf.load(files[name])).get("defaults") or []
-    for entry in defaults:
+    for entry in _defaults_list(files[name]):
         if isinstance(entry, dict) and any(key.split()[-1] == group for key in entry):
             return True
         parent = isinstance(entry, str) and entry in files and entry != name
         if parent and selects_group(entry, group, files):
             return True
     return False
+
+
+def _defaults_list(file: Path) -> list:
+    """The ``defaults:`` list of an experiment file (empty where it has none)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser: ~50x faster
+    return (yaml.load(file.read_text(encoding="utf-8"), Loader=loader) or {}).get("defaults") or []
 
 
 def training_configs() -> list[str]:

@@ -412,3 +412,13 @@ def test_a_pretrained_model_must_read_the_tasks_ids():
 
     with pytest.raises(ConfigError, match="reads with the tokenizer"):
         protocol.check_encoding(ShiftedIds(), "other.ckpt")
+
+
+def test_the_docs_name_every_setting_a_resume_may_change():
+    """docs/genomic_benchmarks.md lists the settings a resumed fine-tuning may change without
+    being refused: every one that FREE_ON_RESUME exempts."""
+    page = " ".join((ROOT / "docs" / "genomic_benchmarks.md").read_text().split())
+    exempt = [
+        f"{section}.{key}" for section, keys in protocol.FREE_ON_RESUME.items() for key in keys
+    ]
+    assert [key for key in exempt if f"`{key}`" not in page] == []

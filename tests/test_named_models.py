@@ -204,6 +204,16 @@ def test_a_local_folder_that_shadows_a_name_is_said(zoo, tmp_path):
         warnings.simplefilter("error")  # the local one by its path: nothing to say
         with pytest.raises(FileNotFoundError, match="holds no genodiff.json"):
             genodiff.load("./tiny-mdlm")
+    os.rmdir("tiny-mdlm")
+    model("d3pm").save_pretrained("tiny-mdlm", weights="raw")  # a model this time: it loads
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "d3pm"
+    # Said once, though the folder's path is read again when its weights load.
+    assert len([w for w in said if "wins over the model named" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ./NAME, as the warning advises: nothing to say
+        assert genodiff.load("./tiny-mdlm").network.config["objective"]["name"] == "d3pm"
     os.chdir(tmp_path / "zoo")  # the named model's own folder: no other to warn of
     with warnings.catch_warnings():
         warnings.simplefilter("error")
