@@ -45,6 +45,7 @@ from genodiff.generation_config import options as generation_options
 from genodiff.hub import parse_hub_id
 from genodiff.named_models import named_model_folder
 from genodiff.parallel import GPU_ACCELERATORS
+from genodiff.resources import resource_root
 from genodiff.shipped_configs import config_folders
 
 GROUPS = ("model", "objective", "data", "trainer")
@@ -462,10 +463,16 @@ def project_root(config_file: Path) -> Path:
 
 
 def resolve_path(path: str, root: Path) -> str:
-    """``path`` as given if it exists from the working directory, else relative to ``root``."""
+    """``path`` as given if it exists from the working directory, else relative to ``root``
+    where it is there, else among the files genodiff ships (``genodiff.resources``: the
+    ``data/...`` a shipped config names, as from an experiment file that extends one); a path
+    found nowhere is the one relative to ``root``."""
     candidate = Path(path).expanduser()
     if candidate.is_absolute() or candidate.exists():
         return str(candidate.resolve())
+    for folder in (root, resource_root()):
+        if (folder / candidate).exists():
+            return str((folder / candidate).resolve())
     return str((root / candidate).resolve())
 
 

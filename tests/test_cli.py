@@ -130,6 +130,21 @@ def test_group_override_swaps_data(capsys, tmp_path, monkeypatch):
     assert cfg.model.d_model == 118  # the experiment's own choices stay
 
 
+def test_an_experiment_file_elsewhere_that_extends_the_demo_finds_its_genome(tmp_path, monkeypatch):
+    """``defaults: [demo]`` in a file outside the repository, run from its own folder: the
+    demo's ``data/chr22_20-21Mb.fa.gz`` is the shipped genome (was "FASTA file not found:
+    <that folder>/data/chr22_20-21Mb.fa.gz"), and a path of the user's own stays theirs."""
+    from genodiff.config import load_config
+
+    (tmp_path / "mine.yaml").write_text("defaults:\n  - demo\n  - _self_\n")
+    (tmp_path / "own.fa").write_text(">r\nACGT\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(tmp_path / "mine.yaml")
+    assert Path(cfg.data.fasta) == (ROOT / "data" / "chr22_20-21Mb.fa.gz").resolve()
+    cfg = load_config(tmp_path / "mine.yaml", ["data.fasta=own.fa"])
+    assert Path(cfg.data.fasta) == tmp_path / "own.fa"
+
+
 def test_missing_hg38_fails_before_model_setup(capsys, tmp_path, monkeypatch):
     import genodiff.training.module
 
