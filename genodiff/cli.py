@@ -918,6 +918,18 @@ def _for_the_command_line(err: Exception) -> Exception:
     return err
 
 
+def _take_overrides_typed_after_options(args: argparse.Namespace, unknown: list[str]) -> list[str]:
+    """For a command that takes overrides: the overrides (``key=value``, ``+key=value``,
+    ``~key``) typed after an option (``genodiff train demo a=1 --no-progress b=2``), which
+    argparse leaves unparsed, appended to ``args.overrides`` in the order typed. Returns the
+    arguments still unknown."""
+    if not isinstance(getattr(args, "overrides", None), list):
+        return unknown
+    overrides = [w for w in unknown if not w.startswith("-") and ("=" in w or w.startswith("~"))]
+    args.overrides += overrides
+    return [word for word in unknown if word not in overrides]
+
+
 def _refuse_unknown_arguments(
     parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]
 ) -> None:
@@ -995,6 +1007,7 @@ def main(argv: list[str] | None = None) -> int:
     (``GENODIFF_DEBUG=1``: every error and Ctrl-C do)."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
+    unknown = _take_overrides_typed_after_options(args, unknown)
     if unknown:
         _refuse_unknown_arguments(parser, args, unknown)
     try:

@@ -241,3 +241,21 @@ def test_train_help_names_the_configs_train_takes_and_how_to_resume(capsys):
         except ConfigError:
             takes = False
         assert (file.stem in listed) == takes, file.stem
+
+
+def test_overrides_on_both_sides_of_an_option_are_all_taken(monkeypatch):
+    """``train demo a=1 --no-progress b=2``: argparse leaves ``b=2`` unparsed (was refused as
+    "unrecognized arguments: b=2"); it is an override like ``a=1``, in the order typed, while
+    a mistyped option is still refused."""
+    taken = {}
+
+    def record(config, overrides, progress):
+        taken.update(config=config, overrides=overrides, progress=progress)
+
+    monkeypatch.setattr("genodiff.training.run.train", record)
+    args = ["train", "demo", "a=1", "--no-progress", "b=2", "+c=3", "~d", "e=4"]
+    assert cli.main(args) == 0
+    assert taken == {"config": "demo", "overrides": ["a=1", "b=2", "+c=3", "~d", "e=4"],
+                     "progress": False}  # fmt: skip
+    with pytest.raises(SystemExit):
+        cli.main(["train", "demo", "a=1", "--no-progess", "b=2"])
