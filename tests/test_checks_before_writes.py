@@ -105,6 +105,8 @@ def test_a_resume_of_another_model_or_window_is_refused(trained_run, capsys, ove
     assert resume(trained_run, "trainer.max_steps=6", *overrides) == 2
     err = one_line_error(capsys, "train")
     assert all(text in err for text in named), err
+    # what a resume keeps, as it is checked (was "its model, objective, tokenizer and ...")
+    assert "keeps its model, tokenizer, objective.name and data.max_length" in err
     assert files_in(trained_run) == before
 
 

@@ -132,8 +132,9 @@ def check_resume(config: Mapping[str, Any], checkpoint: StoredCheckpoint) -> lis
     if kept:
         raise ConfigError(
             f"{checkpoint.source} was trained with other settings than this run's "
-            f"({'; '.join(kept)}); a resumed run keeps its model, objective, tokenizer and "
-            "data.max_length: leave these overrides out, or start a new run in another output_dir"
+            f"({'; '.join(kept)}); a resumed run keeps its {', '.join(KEPT_ON_RESUME[:-1])} "
+            f"and {KEPT_ON_RESUME[-1]}: leave these overrides out, or start a new run in "
+            "another output_dir"
         )
     check_steps(config["trainer"], checkpoint.content["global_step"])
     return list(changed.values())
