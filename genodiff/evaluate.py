@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -384,6 +385,22 @@ def ratio_and_se(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float | N
     return ratio, se
 
 
+def noise_draws(objective: Objective, t_samples: int | None) -> int:
+    """The noise draws each window is scored with: ``t_samples``, or where none is given the
+    objective's ``eval_t_samples``. An exact likelihood (AR) draws no noise and is scored in
+    one pass: a ``t_samples`` given for it is said to be ignored."""
+    if t_samples is None:
+        return objective.eval_t_samples
+    if objective.exact_likelihood and t_samples != objective.eval_t_samples:
+        warnings.warn(
+            f"t_samples={t_samples} (genodiff eval --t-samples {t_samples}) is ignored: this "
+            "model's likelihood is exact (next-token prediction scores a window in one pass, "
+            "with no noise to draw)",
+            stacklevel=3,
+        )
+    return objective.eval_t_samples if objective.exact_likelihood else t_samples
+
+
 def score_sequences(
     model: GenerativeModel,
     sequences: Sequence[str],
@@ -405,8 +422,7 @@ def score_sequences(
     if not sequences:
         return []
     objective, backbone = model.eval_objective, model.eval_backbone
-    if objective.exact_likelihood or t_samples is None:
-        t_samples = objective.eval_t_samples
+    t_samples = noise_draws(objective, t_samples)
     datamodule = build_datamodule(model.config["data"])
     datamodule.attach_tokenizer(model.tokenizer)
     dataset = datamodule.sequences_dataset(sequences)
@@ -494,8 +510,7 @@ def evaluate_checkpoint(
     objective, backbone = model.eval_objective, model.eval_backbone
     if eval_t_power is not None:
         set_eval_t_power(objective, eval_t_power, checkpoint)
-    if objective.exact_likelihood or t_samples is None:
-        t_samples = objective.eval_t_samples
+    t_samples = noise_draws(objective, t_samples)
     data = model.config["data"]
     if data_file is not None and data_files:
         raise InputValueError(
