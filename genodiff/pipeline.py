@@ -19,6 +19,7 @@ same sequences, scores and files. ``genodiff.train``, ``genodiff.finetune``,
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import re
 import threading
@@ -694,5 +695,5 @@ def _part_files(path: Path) -> list[Path]:
     """The other processes' shares of a run writing ``path`` (of any number of processes)
     that are beside it: their ``_part_file``, finished or staged (``StagedFile``'s name)."""
     part = rf"\.{re.escape(path.stem)}\.part\d+of\d+{re.escape(path.suffix)}"
-    found = path.parent.glob(f"*.part*of*{path.suffix}*")
+    found = path.parent.glob(f"*.{glob.escape(path.stem)}.part*")  # a valid pattern for any name
     return sorted(p for p in found if re.fullmatch(rf"{part}|\.{part}\.partial", p.name))

@@ -180,6 +180,17 @@ def test_an_existing_output_or_a_killed_runs_work_is_refused_before_drawing(tmp_
     assert staged.read_text() == ">sample_0_seed0 x\nACGT\n"
 
 
+@pytest.mark.parametrize("name", ["samples", "a_folder"])
+def test_an_output_without_a_format_is_refused_as_the_command_refuses_it(tmp_path, name):
+    # A name without a suffix (or a folder) was a pathlib ValueError ("Invalid pattern")
+    # from the look for other processes' shares, before the output's own check.
+    (tmp_path / "a_folder").mkdir()
+    with pytest.raises(InputValueError, match="unknown output format|is a folder") as caught:
+        model().generate_to_file(tmp_path / name, 2, LENGTH, steps=2)
+    assert caught.value.parameter == "out"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_folder"]
+
+
 @pytest.fixture
 def drawn(monkeypatch) -> list[int]:
     """The indices of the sequences ``Model.generate_to_file`` draws in the test, in order."""
