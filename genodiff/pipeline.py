@@ -40,6 +40,7 @@ from genodiff.classifiers import load_classifier
 from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule
 from genodiff.data.training_files import DATA_FILES_KEY, locate_data, portable_record
+from genodiff.data.windows import check_split
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
@@ -486,6 +487,7 @@ class Model:
         its entries: ``fasta_by_label={"human": PATH}``), each checked against the content
         sha256 the model recorded. A file that is nowhere is one InputFileNotFoundError
         naming it, its sha256 and where to get it."""
+        split = check_split(split)  # before the data files are looked for
         return self.data_module(**data_files).window_texts(split)
 
     def class_windows(
@@ -499,6 +501,7 @@ class Model:
                 "model.windows(split)",
                 parameter="split",
             )
+        split = check_split(split)  # before the data files are looked for
         return self.data_module(**data_files).window_texts_by_class(split)
 
     def data_module(self, **data_files: PathLike | Mapping[str, PathLike]) -> DataModule:
