@@ -70,13 +70,22 @@ class Samples(Sequence[str]):
     """Generated sequences, immutable: a sequence of the decoded samples (``str``), with the
     token ``ids`` they were decoded from ((n, L) LongTensor, a copy at each access, so the two
     cannot disagree), their provenance ``run`` and the model's ``tokenizer``. Indexing gives
-    a sample; slicing gives a ``Samples`` of those samples. ``save`` writes them as
-    ``genodiff sample`` does. Equal to another sequence of the same strings, in order."""
+    a sample; slicing gives a ``Samples`` of those samples, each still named by its index in
+    ``run`` (``indices``: ``samples[2:4].save`` writes sample_2 and sample_3, which that seed
+    redraws). ``save`` writes them as ``genodiff sample`` does. Equal to another sequence of
+    the same strings, in order."""
 
-    def __init__(self, ids: Tensor, run: SamplingRun, tokenizer: Tokenizer) -> None:
+    def __init__(
+        self,
+        ids: Tensor,
+        run: SamplingRun,
+        tokenizer: Tokenizer,
+        indices: Sequence[int] | None = None,
+    ) -> None:
         self._ids = ids.clone()  # (n, L)
         self._texts = tuple(tokenizer.decode_sample(row.tolist()) for row in self._ids)
         self.run, self.tokenizer = run, tokenizer
+        self.indices = tuple(range(len(self._ids)) if indices is None else indices)
 
     @property
     def ids(self) -> Tensor:
@@ -93,7 +102,9 @@ class Samples(Sequence[str]):
 
     def __getitem__(self, index: int | slice) -> str | Samples:
         if isinstance(index, slice):
-            return Samples(self._ids[index], self.run, self.tokenizer)
+            rows = list(range(len(self)))[index]  # any step, negative ones too
+            picked = [self.indices[row] for row in rows]
+            return Samples(self._ids[rows], self.run, self.tokenizer, picked)
         return self._texts[index]
 
     def __eq__(self, other: object) -> bool:
@@ -118,7 +129,9 @@ class Samples(Sequence[str]):
         the provenance in each header; any domain: .txt, .jsonl), atomically; never over one
         of ``inputs`` ((what, path) pairs); an existing ``path`` is refused unless
         ``overwrite``, as ``genodiff sample --out`` refuses one. Returns the path."""
-        return write_samples(self._ids, path, self.run, self.tokenizer, inputs, overwrite)
+        return write_samples(
+            self._ids, path, self.run, self.tokenizer, inputs, overwrite, self.indices
+        )
 
 
 @dataclass(frozen=True)
