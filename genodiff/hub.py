@@ -76,10 +76,7 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
     path = Path(reference).expanduser()
     if path.exists():
         _warn_if_shadowing_a_named_model(reference, path)
-        # Path drops a leading "./": a path that then spells a named model is returned
-        # absolute, so that a later resolve of it (the folder's weights) reads the same path
-        # without a warning of its own
-        return path.absolute() if named_model_folder(path) is not None else path
+        return path
     named = named_model_folder(reference)
     if named is not None:
         return named

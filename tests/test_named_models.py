@@ -152,19 +152,6 @@ def test_front_matter_is_flat_keys_between_the_opening_and_closing_lines(card, f
     assert front_matter(card) == fields
 
 
-def test_a_local_model_that_shadows_a_name_is_said_once_and_not_by_its_path(zoo):
-    # A local model folder of a named model's spelling: load("./tiny-mdlm") warned after all
-    # (as the README says it does not), and load("tiny-mdlm") twice, since the folder's
-    # weights were looked up again by the path without its "./".
-    model("d3pm").save_pretrained("tiny-mdlm", weights="raw")  # in the working directory
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        assert genodiff.load("./tiny-mdlm").config["objective"]["name"] == "d3pm"
-        assert [str(w.message) for w in said] == []
-        assert genodiff.load("tiny-mdlm").config["objective"]["name"] == "d3pm"
-    assert len(said) == 1 and "wins over the model named tiny-mdlm" in str(said[0].message)
-
-
 def test_a_local_folder_that_shadows_a_name_is_said(zoo, tmp_path):
     """A folder of the working directory spelled as a named model is read instead: its
     errors would not say why the model was not loaded, so a warning names both."""
