@@ -177,7 +177,9 @@ class GenerationConfig:
         "model p(x | label), > 1 extrapolates towards the class (stronger, less diverse; "
         "about 1-5 is useful)",
         float,
-        range=f"[0, {MAX_GUIDANCE:g}]; above {MAX_GUIDANCE:g} the guided law is a point mass",
+        # the note follows a value below the range as well as one above it
+        range=f"[0, {MAX_GUIDANCE:g}]; 0 is p(x), 1 the conditional model p(x | label), and "
+        f"above {MAX_GUIDANCE:g} the guided law is a point mass",
         default_text="1",
     )
     guidance_schedule: str | None = _option(

@@ -19,6 +19,7 @@ same sequences, scores and files. ``genodiff.train``, ``genodiff.finetune``,
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import re
 import threading
@@ -39,6 +40,7 @@ from genodiff.classifiers import load_classifier
 from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule
 from genodiff.data.training_files import DATA_FILES_KEY, locate_data, portable_record
+from genodiff.data.windows import check_split
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
 from genodiff.errors import InputValueError, NonFiniteOutputError
@@ -68,13 +70,22 @@ class Samples(Sequence[str]):
     """Generated sequences, immutable: a sequence of the decoded samples (``str``), with the
     token ``ids`` they were decoded from ((n, L) LongTensor, a copy at each access, so the two
     cannot disagree), their provenance ``run`` and the model's ``tokenizer``. Indexing gives
-    a sample; slicing gives a ``Samples`` of those samples. ``save`` writes them as
-    ``genodiff sample`` does. Equal to another sequence of the same strings, in order."""
+    a sample; slicing gives a ``Samples`` of those samples, each still named by its index in
+    ``run`` (``indices``: ``samples[2:4].save`` writes sample_2 and sample_3, which that seed
+    redraws). ``save`` writes them as ``genodiff sample`` does. Equal to another sequence of
+    the same strings, in order."""
 
-    def __init__(self, ids: Tensor, run: SamplingRun, tokenizer: Tokenizer) -> None:
+    def __init__(
+        self,
+        ids: Tensor,
+        run: SamplingRun,
+        tokenizer: Tokenizer,
+        indices: Sequence[int] | None = None,
+    ) -> None:
         self._ids = ids.clone()  # (n, L)
         self._texts = tuple(tokenizer.decode_sample(row.tolist()) for row in self._ids)
         self.run, self.tokenizer = run, tokenizer
+        self.indices = tuple(range(len(self._ids)) if indices is None else indices)
 
     @property
     def ids(self) -> Tensor:
@@ -91,7 +102,9 @@ class Samples(Sequence[str]):
 
     def __getitem__(self, index: int | slice) -> str | Samples:
         if isinstance(index, slice):
-            return Samples(self._ids[index], self.run, self.tokenizer)
+            rows = list(range(len(self)))[index]  # any step, negative ones too
+            picked = [self.indices[row] for row in rows]
+            return Samples(self._ids[rows], self.run, self.tokenizer, picked)
         return self._texts[index]
 
     def __eq__(self, other: object) -> bool:
@@ -116,7 +129,9 @@ class Samples(Sequence[str]):
         the provenance in each header; any domain: .txt, .jsonl), atomically; never over one
         of ``inputs`` ((what, path) pairs); an existing ``path`` is refused unless
         ``overwrite``, as ``genodiff sample --out`` refuses one. Returns the path."""
-        return write_samples(self._ids, path, self.run, self.tokenizer, inputs, overwrite)
+        return write_samples(
+            self._ids, path, self.run, self.tokenizer, inputs, overwrite, self.indices
+        )
 
 
 @dataclass(frozen=True)
@@ -485,6 +500,7 @@ class Model:
         its entries: ``fasta_by_label={"human": PATH}``), each checked against the content
         sha256 the model recorded. A file that is nowhere is one InputFileNotFoundError
         naming it, its sha256 and where to get it."""
+        split = check_split(split)  # before the data files are looked for
         return self.data_module(**data_files).window_texts(split)
 
     def class_windows(
@@ -498,6 +514,7 @@ class Model:
                 "model.windows(split)",
                 parameter="split",
             )
+        split = check_split(split)  # before the data files are looked for
         return self.data_module(**data_files).window_texts_by_class(split)
 
     def data_module(self, **data_files: PathLike | Mapping[str, PathLike]) -> DataModule:
@@ -694,5 +711,5 @@ def _part_files(path: Path) -> list[Path]:
     """The other processes' shares of a run writing ``path`` (of any number of processes)
     that are beside it: their ``_part_file``, finished or staged (``StagedFile``'s name)."""
     part = rf"\.{re.escape(path.stem)}\.part\d+of\d+{re.escape(path.suffix)}"
-    found = path.parent.glob(f"*.part*of*{path.suffix}*")
+    found = path.parent.glob(f"*.{glob.escape(path.stem)}.part*")  # a valid pattern for any name
     return sorted(p for p in found if re.fullmatch(rf"{part}|\.{part}\.partial", p.name))

@@ -173,11 +173,13 @@ def write_samples(
     tokenizer: Tokenizer,
     inputs: Sequence[tuple[str, str | os.PathLike]] = (),
     overwrite: bool = False,
+    indices: Sequence[int] | None = None,
 ) -> Path:
     """Write one sample per row of ``samples`` (n, L), decoded by ``tokenizer``, to ``path``
     in the format its suffix names (one its domain writes), atomically; the samples are named
-    ``sample_<i>_seed<S>``. ``path`` is checked first (``check_output``, never one of
-    ``inputs``); an existing ``path`` is refused unless ``overwrite``."""
+    ``sample_<i>_seed<S>``, i each row's index in ``run`` (``indices``, n of them; default
+    0, 1, ..., n - 1). ``path`` is checked first (``check_output``, never one of ``inputs``);
+    an existing ``path`` is refused unless ``overwrite``."""
     domain = domain_of(tokenizer)
     path = check_output(path, domain, inputs)
     if path.exists() and not overwrite:
@@ -186,7 +188,8 @@ def write_samples(
             parameter=("out", "overwrite"),
         )
     with atomic_write(path) as handle:
-        handle.write(_formatted(_format_for(domain, path), 0, samples, run, tokenizer))
+        rows = range(len(samples)) if indices is None else indices
+        handle.write(_formatted(_format_for(domain, path), rows, samples, run, tokenizer))
     return path
 
 
@@ -261,7 +264,8 @@ class SampleStream:
                 texts = self.format.read(io.StringIO(text), self.path)
             except (UnicodeDecodeError, InputValueError):
                 text, texts = "", []
-        written = _formatted_texts(self.format, self.block.start, texts, self.run)
+        rows = range(self.block.start, self.block.start + len(texts))
+        written = _formatted_texts(self.format, rows, texts, self.run)
         return len(texts) == count and written == text
 
     @property
@@ -271,7 +275,8 @@ class SampleStream:
 
     def write(self, start: int, samples: Tensor) -> None:
         """Add the batch ``samples`` (n, L) whose first sample is sample ``start`` of the run."""
-        text = _formatted(self.format, start, samples, self.run, self.tokenizer)
+        rows = range(start, start + len(samples))
+        text = _formatted(self.format, rows, samples, self.run, self.tokenizer)
         self.stage.append(text, len(samples))
 
     def append_file(self, path: Path, items: int) -> None:
@@ -297,16 +302,23 @@ def _format_for(domain: Domain, path: Path) -> SampleFormat:
 
 
 def _formatted(
-    fmt: SampleFormat, start: int, samples: Tensor, run: SamplingRun, tokenizer: Tokenizer
+    fmt: SampleFormat,
+    indices: Sequence[int],
+    samples: Tensor,
+    run: SamplingRun,
+    tokenizer: Tokenizer,
 ) -> str:
-    """The text ``fmt`` writes for ``samples`` (n, L), named ``sample_<start + j>_seed<S>``."""
+    """The text ``fmt`` writes for ``samples`` (n, L), row j named ``sample_<i>_seed<S>`` with
+    i = ``indices[j]``, its index in ``run``."""
     texts = [tokenizer.decode_sample(row.tolist()) for row in samples]
-    return _formatted_texts(fmt, start, texts, run)
+    return _formatted_texts(fmt, indices, texts, run)
 
 
-def _formatted_texts(fmt: SampleFormat, start: int, texts: Sequence[str], run: SamplingRun) -> str:
+def _formatted_texts(
+    fmt: SampleFormat, indices: Sequence[int], texts: Sequence[str], run: SamplingRun
+) -> str:
     """The text ``fmt`` writes for the decoded samples ``texts``, named as ``_formatted``."""
-    names = [f"sample_{start + j}_seed{run.seed}" for j in range(len(texts))]
+    names = [f"sample_{i}_seed{run.seed}" for i in indices]
     buffer = io.StringIO()
     fmt.write(buffer, names, texts, run)
     return buffer.getvalue()

@@ -256,6 +256,34 @@ def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
     assert taken.read_text() == "mine"
 
 
+def test_save_pretrained_into_an_empty_name_is_refused_not_the_working_directory(
+    tmp_path, monkeypatch
+):
+    """An empty folder name (e.g. an unset variable) wrote the model into the working
+    directory, as Path("") is "."; load refuses the same name, so save refuses it too."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputValueError, match="the output folder is an empty name") as refused:
+        tiny().save_pretrained("", weights="raw")
+    assert refused.value.parameter == "out"
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(InputValueError, match="the output folder is an empty name"):
+        genodiff.checkpoints.save_pretrained(tiny().network.backbone, "")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "windows"), [("mdlm-chrx", "windows"), ("species-conditional", "class_windows")]
+)
+def test_windows_of_a_misspelt_split_names_the_split_before_any_data_file(name, windows):
+    """mdlm-chrx's training data (chrX) does not ship: a misspelt split was reported as that
+    missing file, to download; species-conditional's was a bare ValueError of its own words."""
+    model = genodiff.load(name)
+    with pytest.raises(InputValueError) as refused:
+        getattr(model, windows)("tests")
+    assert str(refused.value) == "split='tests': a run's data has the splits train, valid, test"
+    assert refused.value.parameter == "split"
+
+
 def test_score_names_the_sequence_holding_a_letter_it_cannot_read():
     with pytest.raises(InputValueError) as refused:
         tiny().score(["ACGTACGT", "ACGTNNAC", "ACGT\n"], t_samples=1)

@@ -185,6 +185,8 @@ def test_an_unknown_option_is_one_line_listing_the_options():
         ("temperature", float("nan"), "temperature must be a finite number, got nan"),
         ("top_p", 1.5, "top_p must be in (0, 1], got 1.5"),
         ("guidance", 101.0, "guidance must be in [0, 100], got 101.0"),
+        # was "got -1.0: above 100 the guided law is a point mass", the other bound's reason
+        ("guidance", -1.0, "guidance must be in [0, 100], got -1.0: 0 is p(x), 1 the"),
         ("guidance_schedule", "linear", "guidance_schedule must be one of: constant, ramp"),
         ("classifier_form", "approx", "classifier_form must be one of: first-order, exact"),
         ("seed", -1, "seed must be >= 0, got -1"),

@@ -162,6 +162,32 @@ def test_notebook_runs_top_to_bottom_as_the_readme_says(checkpoint, conditional,
     assert set(metrics["kmer_js"]) == {"human"} and metrics["samples"]["sequences"] == 8
 
 
+def test_the_shipped_ar_model_in_either_section(tmp_path):
+    # GENODIFF_CHECKPOINT=ar-chrx, the AR model that ships: the notebook asked it for the
+    # cached sampler with steps and stopped at its refusal (AR has only ancestral, which
+    # takes no steps); now it says so and draws with AR's own sampler. As the class model
+    # (unconditional) it stopped at a TypeError (model.classes is None); now that section
+    # says why it is skipped, as for a missing model.
+    env = {"GENODIFF_CHECKPOINT": "ar-chrx", "GENODIFF_CONDITIONAL_CHECKPOINT": "ar-chrx"}
+    done, outputs = execute(tmp_path / "repo", env)
+    assert [o.get("ename") for o in outputs if o.output_type == "error"] == []
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "ar-chrx cannot draw with the cached sampler; drawing with ancestral" in text
+    out = tmp_path / "repo" / "outputs" / "notebook"
+    records = list(SeqIO.parse(out / "synthetic_dna.fa", "fasta"))
+    assert len(records) == 8 and all(len(r.seq) == 64 for r in records)
+    assert "checkpoint=ar-chrx " in records[0].description
+    assert " sampler=ancestral seed=0 " in records[0].description  # no steps: AR takes none
+    assert (out / "sample_quality" / "metrics.json").is_file()
+    assert "skipped: ar-chrx (CONDITIONAL_CHECKPOINT) is not class-conditional" in text
+    assert "skipped: no samples of a class to judge" in text
+    assert sorted(p.name for p in out.iterdir()) == [
+        "generate_dna.ipynb",
+        "sample_quality",
+        "synthetic_dna.fa",
+    ]
+
+
 @pytest.mark.parametrize(
     "trained",
     ["nothing", "a checkpoint that is nowhere", "the quick start", "the class model, no oracle"],

@@ -180,6 +180,33 @@ def test_an_existing_output_or_a_killed_runs_work_is_refused_before_drawing(tmp_
     assert staged.read_text() == ">sample_0_seed0 x\nACGT\n"
 
 
+@pytest.mark.parametrize("rows", [slice(2, 4), slice(None, None, -1), slice(1, None, 2)])
+def test_a_slice_of_samples_saves_each_sample_under_its_index_in_the_run(tmp_path, rows):
+    # samples[2:4].save wrote them as sample_0 and sample_1 of the seed, which that seed draws
+    # otherwise; a negative step was torch's ValueError ("step must be greater than zero").
+    net = model()
+    samples = net.generate(5, LENGTH, steps=2, seed=4)
+    part = samples[rows]
+    assert list(part) == list(samples)[rows]
+    out = part.save(tmp_path / "part.fa")
+    names = [line.split()[0] for line in out.read_text().splitlines() if line.startswith(">")]
+    assert names == [f">sample_{i}_seed4" for i in range(5)[rows]]
+    redrawn = {f">sample_{i}_seed4": text for i, text in enumerate(samples)}
+    assert [redrawn[name] for name in names] == read_samples(out)
+    assert list(part[::-1]) == list(samples)[rows][::-1]  # a slice of a slice
+
+
+@pytest.mark.parametrize("name", ["samples", "a_folder"])
+def test_an_output_without_a_format_is_refused_as_the_command_refuses_it(tmp_path, name):
+    # A name without a suffix (or a folder) was a pathlib ValueError ("Invalid pattern")
+    # from the look for other processes' shares, before the output's own check.
+    (tmp_path / "a_folder").mkdir()
+    with pytest.raises(InputValueError, match="unknown output format|is a folder") as caught:
+        model().generate_to_file(tmp_path / name, 2, LENGTH, steps=2)
+    assert caught.value.parameter == "out"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_folder"]
+
+
 @pytest.fixture
 def drawn(monkeypatch) -> list[int]:
     """The indices of the sequences ``Model.generate_to_file`` draws in the test, in order."""

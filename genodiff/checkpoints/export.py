@@ -25,6 +25,7 @@ from genodiff.checkpoints.folders import (
     _json_writer,
     _write_folder,
     as_trained,
+    output_folder,
 )
 from genodiff.checkpoints.load import WEIGHTS_DIGEST_KEY, load_model
 from genodiff.checkpoints.weights import CheckpointError
@@ -58,7 +59,7 @@ def export_model(
     and the records of its data files, see ``genodiff.data.training_files.portable_record``).
     Returns the folder."""
     _check_weights(weights)
-    _check_out_dir(Path(out_dir))
+    _check_out_dir(output_folder(out_dir))
     if not isinstance(source, GenerativeModel):
         _check_checkpoint_path(Path(source))
         if progress is not None:

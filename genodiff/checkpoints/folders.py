@@ -120,7 +120,20 @@ def save_pretrained(
     files, which are kept; a model saved there before (any of ``OWNED_FILES``) is replaced,
     all of it, only with ``overwrite=True`` (see ``_write_folder``).
     """
-    return _write_folder(Path(directory), _folder_files(model, config, tokenizer), overwrite)
+    return _write_folder(
+        output_folder(directory), _folder_files(model, config, tokenizer), overwrite
+    )
+
+
+def output_folder(directory: str | os.PathLike) -> Path:
+    """``directory`` as the folder a model is saved into; InputValueError for an empty name,
+    which ``Path`` would read as the working directory (``genodiff.load`` refuses it too)."""
+    if os.fspath(directory) == "":
+        raise InputValueError(
+            'the output folder is an empty name; name a folder ("." for the working directory)',
+            parameter="out",
+        )
+    return Path(directory)
 
 
 def _folder_files(

@@ -20,10 +20,10 @@ from genodiff.data.base import DataModule
 from genodiff.data.genome import Genome
 from genodiff.data.hg38 import Hg38Dataset
 from genodiff.data.windows import (
-    SPLITS,
     FastaWindowDataset,
     GenomeWindowDataset,
     SequenceDataset,
+    check_split,
 )
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.registry import register_data
@@ -55,11 +55,7 @@ class _GenomeDataModule(DataModule, ABC):
     def window_texts(self, split: str) -> list[str]:
         """The bases of every window of ``split`` as training cuts them, upper-cased and
         without reverse-complement augmentation."""
-        if split not in SPLITS:
-            raise InputValueError(
-                f"split={split!r}: a run's data has the splits {', '.join(SPLITS)}",
-                parameter="split",
-            )
+        check_split(split)
         self.setup("fit" if split in ("train", "valid") else "test")
         dataset = self.datasets[split]
         return [dataset.genome.fetch(*dataset.window(i)).upper() for i in range(len(dataset))]

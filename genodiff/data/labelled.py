@@ -32,7 +32,7 @@ from torch.utils.data import Dataset
 
 from genodiff.data.base import DataModule
 from genodiff.data.datamodule import FILE_MAX_N_FRACTION, open_genome
-from genodiff.data.windows import SPLITS, FastaWindowDataset, SequenceDataset
+from genodiff.data.windows import SPLITS, FastaWindowDataset, SequenceDataset, check_split
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.registry import register_data
 from genodiff.tokenizers import DNATokenizer
@@ -273,8 +273,7 @@ class LabelledDataModule(DataModule):
     # ------------------------------------------------------------------ the splits
 
     def _split(self, split: str) -> LabelledDataset:
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        check_split(split)
         if split not in self.datasets:
             self.datasets.update(
                 self._fasta_split(split)

@@ -31,6 +31,16 @@ SPLITS = ("train", "valid", "test")
 Window = tuple[str, int, int]
 
 
+def check_split(split: str) -> str:
+    """``split``; an InputValueError (``parameter`` split) unless it is one of ``SPLITS``."""
+    if split not in SPLITS:
+        raise InputValueError(
+            f"split={split!r}: a run's data has the splits {', '.join(SPLITS)}",
+            parameter="split",
+        )
+    return split
+
+
 class Coverage:
     """Where a set of windows lies, to ask whether a stretch overlaps any of them: per
     chromosome, the windows' starts in ascending order (K,) and the running maximum of their
