@@ -5,10 +5,18 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
+import lightning.pytorch  # noqa: F401 (see below)
 import pytest
 
 from genodiff.ops import upstream
 from tests import fakes
+
+# Lightning (and the transformers and torchmetrics it imports) give their loggers a
+# StreamHandler of the sys.stderr of the moment they are first imported. Imported here, that
+# is pytest's session-long capture; first imported inside a test it was that test's capsys
+# stream, closed after it, and every later Lightning line of the process ("GPU available: ...")
+# became a "--- Logging error ---" traceback in the next test's captured stderr (order-dependent:
+# tests/test_save_convention.py then a test reading one error line from a training command).
 
 
 @pytest.fixture
