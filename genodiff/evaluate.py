@@ -63,6 +63,7 @@ from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
+from genodiff.trained_window import warn_scoring_beyond_trained_window
 
 
 @dataclass
@@ -396,7 +397,7 @@ def noise_draws(objective: Objective, t_samples: int | None) -> int:
             f"t_samples={t_samples} (genodiff eval --t-samples {t_samples}) is ignored: this "
             "model's likelihood is exact (next-token prediction scores a window in one pass, "
             "with no noise to draw)",
-            stacklevel=3,
+            stacklevel=4,
         )
     return objective.eval_t_samples if objective.exact_likelihood else t_samples
 
@@ -438,6 +439,7 @@ def score_sequences(
         raise InputValueError(
             f"sequence {groups[0][0]} has no token to score (empty)", parameter="sequences"
         )
+    warn_scoring_beyond_trained_window(model.config, max(groups), model.tokenizer.unit)
     for indices in groups.values():
         sums, counts, _ = score_windows(
             objective, backbone, dataset, indices, t_samples, seed, batch_size
@@ -529,6 +531,7 @@ def evaluate_checkpoint(
             raise InputFileNotFoundError(str(err), parameter=("data_files", "data_file")) from None
     windows = heldout_windows(data, model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
+    warn_scoring_beyond_trained_window(model.config, length, model.tokenizer.unit, windows=True)
     overlap = None  # the test split, or a file that holds no training data
     if data_file is not None:
         digest = model.provenance.get("data_digest")

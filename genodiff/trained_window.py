@@ -1,4 +1,5 @@
-"""The warning when sampling asks a network to read longer sequences than it was trained on.
+"""The warning when sampling or scoring asks a network to read longer sequences than it was
+trained on.
 
 A model learns from windows of ``data.max_length`` tokens. Sampling reads the whole sequence at
 once (semi-ar: one ``block`` at a time), so a longer sequence is read at lengths the network
@@ -50,6 +51,32 @@ def warn_beyond_trained_window(
         f"the network never read sequences that long, so what it draws is not what it learned; "
         f"{advice}",
         stacklevel=2,
+    )
+
+
+def warn_scoring_beyond_trained_window(
+    config: Mapping[str, Any], longest: int, unit: str, windows: bool = False
+) -> None:
+    """``warnings.warn`` when scoring would read ``longest`` tokens at once, more than the
+    windows of ``config``'s training data (``data.max_length``): a sequence (``Model.score``)
+    or, with ``windows``, every window of ``genodiff eval --length``."""
+    trained = config.get("data", {}).get("max_length")
+    if trained is None or longest <= trained:
+        return
+    if windows:
+        what = f"windows of {longest} {unit}"
+        advice = f"give a length of at most {trained} {unit} (genodiff eval --length), or none"
+    else:
+        what = f"a sequence of {longest} {unit}"
+        advice = (
+            f"score pieces of at most {trained} {unit} (genodiff eval --file FILE scores a "
+            "file window by window)"
+        )
+    warnings.warn(
+        f"scoring {what} with a model trained on windows of {trained} {unit} "
+        "(data.max_length): the network never read sequences that long, so the score is not "
+        f"what it learned; {advice}",
+        stacklevel=4,
     )
 
 

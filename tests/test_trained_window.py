@@ -1,4 +1,5 @@
-"""Sampling longer sequences than a model was trained on warns, naming the semi-ar sampler."""
+"""Sampling or scoring longer sequences than a model was trained on warns (sampling: naming
+the semi-ar sampler)."""
 
 import os
 import subprocess
@@ -82,3 +83,29 @@ def test_a_training_whose_own_samples_are_longer_than_its_windows_says_so_first(
     (line,) = [line for line in err.splitlines() if "trained on windows" in line]
     assert line.startswith("genodiff train: warning: sampling 200 bp from a model trained on ")
     assert "windows of 128 bp (data.max_length)" in line  # TINY's data.max_length
+
+
+def test_scoring_a_sequence_longer_than_the_trained_windows_warns(checkpoint):  # noqa: F811
+    # Was: silent, while generate warned; a sequence is read whole, as one window
+    model = genodiff.load(checkpoint, device="cpu")
+    long, short = "ACGT" * 40, "ACGT" * 32  # 160 and 128 bp, against windows of 128
+    (message,) = warnings_of(model.score, [short, long], t_samples=1)
+    assert message.startswith("scoring a sequence of 160 bp with a model trained on windows ")
+    assert "of 128 bp (data.max_length)" in message and "pieces of at most 128 bp" in message
+    assert warnings_of(model.score, [short], t_samples=1) == []
+
+
+def test_eval_with_longer_windows_than_the_trained_ones_says_so(checkpoint, capsys):  # noqa: F811
+    fasta = ROOT / "data" / "chr22_20-21Mb.fa.gz"
+    options = ["eval", "--checkpoint", checkpoint, "--file", str(fasta), "--num-windows", "2"]
+
+    def said(length: int) -> list[str]:
+        assert cli.main([*options, "--t-samples", "1", "--length", str(length)]) == 0
+        return [x for x in capsys.readouterr().err.splitlines() if "trained on windows" in x]
+
+    (line,) = said(256)
+    assert line.startswith("genodiff eval: warning: scoring windows of 256 bp with a model ")
+    assert (
+        "trained on windows of 128 bp" in line and "at most 128 bp (genodiff eval --length)" in line
+    )
+    assert said(128) == []
