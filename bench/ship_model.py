@@ -220,6 +220,16 @@ def found_by(records: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def copy_example(record: dict[str, Any]) -> str:
+    """How a copy of the data file ``record`` names is given to ``windows`` and to ``eval``:
+    ``fasta=PATH``; for an entry of a mapping ``fasta_by_label={"human": PATH}`` and
+    ``--data fasta_by_label.human=PATH``."""
+    key, entry = record["key"], record.get("entry")
+    if entry is None:
+        return f"e.g. `{key}=PATH`"
+    return f'e.g. `{key}={{"{entry}": PATH}}`, on the command line `{key}.{entry}=PATH`'
+
+
 def card(
     args: argparse.Namespace, model: genodiff.Model, rows, metrics, records, steering: str
 ) -> str:
@@ -259,8 +269,9 @@ license: {args.license}
 The export names its data files by no path of the training machine:
 `genodiff.load("{args.name}").windows()` reads the shipped ones wherever genodiff is installed;
 for the others it says which file it needs and reads a copy given as
-`windows(split, KEY=PATH)` (e.g. `fasta=PATH`) whose content (decompressed) has the sha256
-below; `genodiff eval --checkpoint {args.name} --data KEY=PATH` scores its test split from it:
+`windows(split, KEY=PATH)` ({copy_example(records[0])}) whose content (decompressed) has the
+sha256 below; `genodiff eval --checkpoint {args.name} --data KEY=PATH` scores its test split
+from it:
 
 | data key | file | content sha256 | where |
 |---|---|---|---|

@@ -171,6 +171,17 @@ def test_species_card_names_the_shipped_data_by_the_sha256_of_its_content():
     assert "/tmp/" not in json.dumps(saved) and "/work/" not in json.dumps(saved)
 
 
+def test_species_card_s_example_of_a_data_copy_is_one_windows_takes():
+    """The card's ``windows(split, KEY=PATH)`` example, its PATH a copy of the human FASTA,
+    given to ``windows`` as written (was ``fasta=PATH``, a key this model has no file under)."""
+    card = " ".join(named_model(SPECIES_MODEL).card().split())
+    (example,) = re.findall(r"windows\(split, KEY=PATH\)` \(e\.g\. `([^`]+)`", card)
+    copy = repr(str(SPECIES_FASTA["human"]))
+    keywords = eval(f"dict({example.replace('PATH', copy)})")  # the card's Python, as written
+    model = genodiff.load(SPECIES_MODEL, device="cpu")
+    assert model.windows("test", **keywords) == model.windows("test")
+
+
 def spectrum(sequences: list[str], k: int = 4) -> dict[str, float]:
     """k-mer frequencies of A/C/G/T k-mers (written here, not genodiff.metrics')."""
     counts = Counter(
