@@ -394,9 +394,8 @@ def noise_draws(objective: Objective, t_samples: int | None) -> int:
         return objective.eval_t_samples
     if objective.exact_likelihood and t_samples != objective.eval_t_samples:
         warnings.warn(
-            f"t_samples={t_samples} (genodiff eval --t-samples {t_samples}) is ignored: this "
-            "model's likelihood is exact (next-token prediction scores a window in one pass, "
-            "with no noise to draw)",
+            f"t_samples={t_samples} is ignored: this model's likelihood is exact "
+            "(next-token prediction scores a window in one pass, with no noise to draw)",
             stacklevel=4,
         )
     return objective.eval_t_samples if objective.exact_likelihood else t_samples
