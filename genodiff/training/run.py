@@ -146,7 +146,9 @@ def finish(
     out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
-    what = LIKELIHOOD_WORDS[model.objective.likelihood][1]  # of the NLL: exact, bound, ...
+    likelihood = model.objective.likelihood
+    what = LIKELIHOOD_WORDS[likelihood][1]  # of the NLL: exact, bound, ...
+    measure = "NLL" if likelihood == "exact" else "NELBO"  # an AR model's is no bound
     report = []
     if best:
         score = float(checkpoint.best_model_score)
@@ -178,7 +180,7 @@ def finish(
             weights = best  # trainer.test loaded them into `model`
             step = int(read_checkpoint_file(best, mmap=True)["global_step"])
         report.append(
-            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity "
+            f"genodiff: test {measure} {result['test/nelbo']:.4f} nats/token, perplexity "
             f"{result['test/ppl']:.4f} ({what})"
             + (
                 f" (true label); {result['test/nelbo_unconditional']:.4f} with the null label"
