@@ -35,7 +35,7 @@ from genodiff.progress import Progress, counted, is_main_process, progress_wante
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
-from genodiff.trained_window import warn_beyond_trained_window
+from genodiff.trained_window import check_backbone_length, warn_beyond_trained_window
 from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
@@ -48,6 +48,8 @@ from genodiff.training.trainer import (
 
 RESUME_HINT = "Resume it with ckpt_path=last"
 # A stop once trainer.max_steps is reached: the training is done, what follows it is not.
+# What else lets a backbone with a longest input (HyenaDNA) read a longer window.
+LONGER_FILTER = ", or train with a longer one (HyenaDNA: model.layer.l_max)"
 DONE_HINT = (
     "Its training is complete (a resume would have no step left to train), but its test score "
     "and samples were not made: genodiff eval --checkpoint and genodiff sample --checkpoint "
@@ -93,7 +95,12 @@ def train(
     changes = run_folder.check_resume(model.config, resume) if resume else []
     if is_main_process():  # only rank 0 writes checkpoints: hashing once is enough
         model.record_data(datamodule)
+    # A window or sample longer than the backbone reads (HyenaDNA's filter) fails here.
+    window = cfg.data.get("max_length")
+    check_backbone_length(model.backbone, window, "data.max_length", LONGER_FILTER)
     s = cfg.samples
+    if s.num_samples:
+        check_backbone_length(model.backbone, s.length, "samples.length", LONGER_FILTER)
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
     if s.num_samples:  # the run's own samples, said before it trains
