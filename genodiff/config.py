@@ -415,15 +415,19 @@ def _hydra_message(config_file: Path, message: str) -> str:
 
 def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> list[str]:
     """Turn ``trainer.max_steps=5`` into ``+trainer.max_steps=5`` when the YAML lacks the key
-    but the section accepts it; reject keys that no section accepts."""
-    resolved = []
+    but the section accepts it; reject keys that no section accepts. A key given again is
+    added once, and the last value wins, as for keys the YAML holds."""
+    resolved, added = [], set()
     for override in overrides:
         match = _ASSIGNMENT.match(override)
         if match is None:  # '+key=', '~key', '++key=' etc: Hydra's own syntax, checked later
             resolved.append(override)
+            addition = _ASSIGNMENT.match(override.lstrip("+")) if override[:1] == "+" else None
+            if addition:
+                added.add(addition["key"])
             continue
         key = match["key"]
-        if OmegaConf.select(base, key, default="__missing__") != "__missing__":
+        if key in added or OmegaConf.select(base, key, default="__missing__") != "__missing__":
             resolved.append(override)
             continue
         valid = schema.valid_keys_for(base, key)
@@ -431,6 +435,7 @@ def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> l
         if valid is not None and leaf not in valid:
             raise unknown_key_error(key, valid)
         resolved.append("+" + override)
+        added.add(key)
     return resolved
 
 
