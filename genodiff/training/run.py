@@ -41,6 +41,7 @@ from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import (
     build_trainer,
+    check_ema_moves,
     check_ema_precision,
     prepare_tokenizer,
     trainer_kwargs,
@@ -77,6 +78,7 @@ def train(
     run_folder.check_steps(cfg.trainer)  # a run that would train nothing
     ema_decay = OmegaConf.select(cfg, "ema.decay", default=EMAConfig.decay)
     check_ema_precision(trainer_kwargs(cfg)["precision"], ema_decay)  # an average stuck at init
+    check_ema_moves(ema_decay, OmegaConf.select(cfg, "ema.warmup", default=EMAConfig.warmup))
     datamodule = build_datamodule(cfg.data)
     record_window(cfg.data)  # the window a data module takes by default, named in the run
     datamodule.check_files()  # missing data fails here, before any model setup
