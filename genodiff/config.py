@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import inspect
 import itertools
 import re
@@ -401,14 +402,27 @@ def _refuse_hydra_keys(overrides: list[str]) -> None:
 _APPEND_EXISTING = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 
 
+_MISSING_OPTION = re.compile(r"Could not find '(?P<group>[^']+)/(?P<option>[^']+)'")
+_AVAILABLE = re.compile(r"Available options in '[^']+':(?P<options>(?:\s+\S+)+)")
+
+
 def _hydra_message(config_file: Path, message: str) -> str:
-    """Hydra's error in genodiff's words where it has a clearer one."""
+    """Hydra's error in genodiff's words where it has a clearer one, on one line."""
     existing = _APPEND_EXISTING.search(message)
     if existing:
         key = existing[1]
         return (
             f"{key} is already set by {config_file.name} (or its defaults); write {key}=VALUE "
             "without a leading +"
+        )
+    missing, available = _MISSING_OPTION.search(message), _AVAILABLE.search(message)
+    if missing and available:  # a group option that does not exist: Hydra lists one a line
+        group, option, options = missing["group"], missing["option"], available["options"].split()
+        close = difflib.get_close_matches(option, options, n=1)
+        hint = f" (did you mean {group}={close[0]}?)" if close else ""
+        return (
+            f"{config_file}: {group}={option}: no such option in the config group "
+            f"'{group}'{hint}; choose one of: {', '.join(options)}"
         )
     return f"{config_file}: {message}"
 
