@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import inspect
 import itertools
 import re
@@ -402,8 +403,12 @@ def _refuse_hydra_keys(overrides: list[str]) -> None:
 _APPEND_EXISTING = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 
 
+_MISSING_OPTION = re.compile(r"Could not find '(?P<group>[^']+)/(?P<option>[^']+)'")
+_AVAILABLE = re.compile(r"Available options in '[^']+':(?P<options>(?:\s+\S+)+)")
+
+
 def _hydra_message(config_file: Path, message: str) -> str:
-    """Hydra's error in genodiff's words where it has a clearer one."""
+    """Hydra's error in genodiff's words where it has a clearer one, on one line."""
     existing = _APPEND_EXISTING.search(message)
     if existing:
         key = existing[1]
@@ -411,20 +416,33 @@ def _hydra_message(config_file: Path, message: str) -> str:
             f"{key} is already set by {config_file.name} (or its defaults); write {key}=VALUE "
             "without a leading +"
         )
+    missing, available = _MISSING_OPTION.search(message), _AVAILABLE.search(message)
+    if missing and available:  # a group option that does not exist: Hydra lists one a line
+        group, option, options = missing["group"], missing["option"], available["options"].split()
+        close = difflib.get_close_matches(option, options, n=1)
+        hint = f" (did you mean {group}={close[0]}?)" if close else ""
+        return (
+            f"{config_file}: {group}={option}: no such option in the config group "
+            f"'{group}'{hint}; choose one of: {', '.join(options)}"
+        )
     return f"{config_file}: {message}"
 
 
 def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> list[str]:
     """Turn ``trainer.max_steps=5`` into ``+trainer.max_steps=5`` when the YAML lacks the key
-    but the section accepts it; reject keys that no section accepts."""
-    resolved = []
+    but the section accepts it; reject keys that no section accepts. A key given again is
+    added once, and the last value wins, as for keys the YAML holds."""
+    resolved, added = [], set()
     for override in overrides:
         match = _ASSIGNMENT.match(override)
         if match is None:  # '+key=', '~key', '++key=' etc: Hydra's own syntax, checked later
             resolved.append(override)
+            addition = _ASSIGNMENT.match(override.lstrip("+")) if override[:1] == "+" else None
+            if addition:
+                added.add(addition["key"])
             continue
         key = match["key"]
-        if OmegaConf.select(base, key, default="__missing__") != "__missing__":
+        if key in added or OmegaConf.select(base, key, default="__missing__") != "__missing__":
             resolved.append(override)
             continue
         valid = schema.valid_keys_for(base, key)
@@ -432,6 +450,7 @@ def _with_additions(base: DictConfig, overrides: list[str], schema: Schema) -> l
         if valid is not None and leaf not in valid:
             raise unknown_key_error(key, valid)
         resolved.append("+" + override)
+        added.add(key)
     return resolved
 
 

@@ -38,7 +38,11 @@ from genodiff.randomness.noise import Noise
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
-from genodiff.trained_window import warn_beyond_classifier_window, warn_beyond_trained_window
+from genodiff.trained_window import (
+    check_backbone_length,
+    warn_beyond_classifier_window,
+    warn_beyond_trained_window,
+)
 
 
 @dataclass
@@ -233,12 +237,13 @@ def plan(
         raise InputValueError(
             "block and stride apply only to the semi-ar sampler", parameter="block"
         )
+    read = config.block if name == "semi-ar" else length  # tokens the network reads at once
+    check_backbone_length(model.eval_backbone, read, "block" if name == "semi-ar" else "length")
     samplers = model.eval_objective.samplers
     warn_beyond_trained_window(model.config, length, config.block, name, samplers, tokenizer.unit)
     if classifier is not None:  # it reads what the network reads: semi-ar, a block at a time
         trained = getattr(classifier, "trained_length", None)
         judge = getattr(classifier, "source", "the classifier")
-        read = config.block if name == "semi-ar" else length
         warn_beyond_classifier_window(trained, read, tokenizer.unit, judge)
     run = SamplingRun(
         checkpoint=source,

@@ -202,6 +202,7 @@ class GenerativeModel(nn.Module):
         self.objective = build_objective(config["objective"])
         check_time_conditioning(self.objective, self.backbone)
         check_causality(self.objective, self.backbone, config)
+        self.objective.check_backbone(self.backbone)  # what else it needs (Plaid: its width)
         check_class_conditioning(self.backbone, config)
         #: The run's class names in label-id order (None: unconditional); the null label is
         #: ``genodiff.conditioning.null_label(len(class_names))``.

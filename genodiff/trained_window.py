@@ -1,5 +1,5 @@
 """The warning when sampling or scoring asks a network to read longer sequences than it was
-trained on.
+trained on, and the refusal when a backbone cannot read them at all (``check_backbone_length``).
 
 A model learns from windows of ``data.max_length`` tokens. Sampling reads the whole sequence at
 once (semi-ar: one ``block`` at a time), so a longer sequence is read at lengths the network
@@ -15,7 +15,28 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from torch import nn
+
+from genodiff.backbones.capabilities import capabilities_of
+from genodiff.errors import InputValueError
+
 SEMI_AR = "semi-ar"
+
+
+def check_backbone_length(
+    backbone: nn.Module, length: int | None, setting: str, advice: str = ""
+) -> None:
+    """InputValueError, before any work, when ``backbone`` declares a longest input
+    (``Capabilities.max_length``: HyenaDNA's filter length) below the ``length`` tokens that
+    ``setting`` asks it to read; ``advice``: what else the user can change."""
+    longest = capabilities_of(backbone).max_length
+    if longest is None or length is None or length <= longest:
+        return
+    raise InputValueError(
+        f"{setting}={length}: the {type(backbone).__name__} backbone reads at most {longest} "
+        f"tokens (its filter length); keep {setting} at most {longest}{advice}",
+        parameter=setting,
+    )
 
 
 def warn_beyond_trained_window(

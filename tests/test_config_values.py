@@ -159,6 +159,32 @@ def test_values_that_fit_still_load():
     assert cfg.output_dir.endswith("outputs/2024") and cfg.ema.decay == 0
 
 
+def test_a_misspelt_group_option_is_one_line_naming_the_option_meant(capsys, tmp_path):
+    # Was: Hydra's message, the options one a line (docs/troubleshooting.md: one line).
+    code, err = train(capsys, tmp_path / "out", "model=mambaa")
+    assert code == 2 and err.strip() == error_line(err)  # nothing but that one line
+    assert "model=mambaa: no such option in the config group 'model'" in err
+    assert "(did you mean model=mamba?)" in err
+    shipped = sorted(p.stem for p in (ROOT / "configs" / "model").glob("*.yaml"))
+    listed = err.split("choose one of: ")[1].strip().split(", ")
+    assert set(shipped) <= set(listed)  # every shipped option (plugins may add theirs)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_key_the_yaml_lacks_given_twice_takes_the_last_value_as_a_key_it_holds_does():
+    # Was: refused, saying the YAML set it and to drop a "+" the user never wrote. The
+    # reference: a key demo.yaml holds (trainer.max_steps), given twice, takes the last value.
+    twice = ["trainer.max_steps=7", "trainer.max_steps=9"]
+    assert "limit_val_batches" not in load_config(DEMO).trainer  # the YAML lacks it
+    twice += ["trainer.limit_val_batches=3", "trainer.limit_val_batches=5"]
+    cfg = load_config(DEMO, twice)
+    assert cfg.trainer.max_steps == 9
+    assert cfg.trainer.limit_val_batches == 5
+    for plus in ("+", "++"):  # added with Hydra's own syntax first
+        again = [f"{plus}trainer.limit_val_batches=3", "trainer.limit_val_batches=5"]
+        assert load_config(DEMO, again).trainer.limit_val_batches == 5
+
+
 def test_a_gpu_accelerator_without_a_visible_gpu_is_refused(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for accelerator in ("gpu", "cuda"):

@@ -3,6 +3,7 @@ same family) and `genodiff eval --json` scores its checkpoint."""
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,10 @@ def test_the_gpu_trainer_is_one_device_and_ddp_every_one(config):
 def test_config_trains_on_demo_data_and_evaluates(config, tmp_path, capsys):
     model_section = load_config(config, ["data=demo"]).model
     tiny = [f"model.{key}={value}" for key, value in TINY_MODEL.items() if key in model_section]
-    genodiff.train(str(config), [*TINY_RUN, *tiny], output_dir=tmp_path)
-    checkpoint = tmp_path / "checkpoints" / "last.ckpt"
     capsys.readouterr()
+    genodiff.train(str(config), [*TINY_RUN, *tiny], output_dir=tmp_path)
+    printed = capsys.readouterr().out
+    checkpoint = tmp_path / "checkpoints" / "last.ckpt"
     args = ["eval", "--checkpoint", str(checkpoint), "--num-windows", "2", "--json"]
     assert cli.main(args) == 0
     result = json.loads(capsys.readouterr().out)
@@ -59,3 +61,8 @@ def test_config_trains_on_demo_data_and_evaluates(config, tmp_path, capsys):
     assert math.isfinite(result["nelbo"]) and result["nelbo"] > 0
     assert result["perplexity"] == pytest.approx(math.exp(result["nelbo"]), rel=1e-9)
     assert (result["likelihood"] == "exact") == (result["objective"] == "ar")
+    # The run's own test line names the same kind of number: an AR model's exact NLL is no
+    # NELBO (docs/training.md: AR, "its perplexity is exact").
+    measure = "NLL" if result["likelihood"] == "exact" else "NELBO"
+    assert re.search(rf"^genodiff: test {measure} \d", printed, re.MULTILINE)
+    assert f"({result['likelihood']})" in printed

@@ -114,6 +114,19 @@ def test_rcps_backbone_and_width_mismatch_are_clear_errors():
         plaid(d_model=16).loss(tiny_caduceus(), torch.full((2, 8), 11))
 
 
+def test_a_plaid_run_on_a_backbone_it_cannot_drive_is_refused_before_it_writes(tmp_path, capsys):
+    # Was: found by the first training step's loss, after the run folder was written.
+    from genodiff import cli
+    from tests.test_bad_input_cli import one_line_error
+    from tests.test_cli import DEMO, TINY
+
+    out = tmp_path / "run"
+    options = ["objective=plaid", "model=caduceus_ps", "model.d_model=16", *TINY[1:]]
+    assert cli.main(["train", DEMO, *options, f"output_dir={out}"]) == 2
+    assert "Caduceus-PS (rcps=True)" in one_line_error(capsys, "train")
+    assert not out.exists()
+
+
 def test_training_module_optimizer_trains_the_objective_parameters():
     torch.manual_seed(0)
     config = {

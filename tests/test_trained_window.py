@@ -109,3 +109,51 @@ def test_eval_with_longer_windows_than_the_trained_ones_says_so(checkpoint, caps
         "trained on windows of 128 bp" in line and "at most 128 bp (genodiff eval --length)" in line
     )
     assert said(128) == []
+
+
+# HyenaDNA reads at most l_max tokens (its filter length). A window or a sample longer than
+# that was found only by the network's first call: in training after the run folder was
+# written, in sampling after l_max tokens had been drawn, in words naming no setting.
+HYENA = str(ROOT / "configs" / "hg38_ar_hyena.yaml")
+SHORT_FILTER = ["model.layer.l_max=40", "model.d_model=16", "model.n_layer=1", "model.d_inner=32"]
+HYENA_RUN = ["data=demo", "trainer=cpu", *SHORT_FILTER, *TINY[2:]]  # TINY less its model/length
+
+
+def test_hyena_declares_its_filter_length_as_its_longest_input():
+    from genodiff.backbones.hyena import HyenaDNA
+
+    backbone = HyenaDNA(d_model=16, n_layer=2, d_inner=32, vocab_size=12, layer={"l_max": 40})
+    assert backbone.capabilities.max_length == 40
+
+
+@pytest.mark.parametrize(
+    "too_long, setting",
+    [
+        (["data.max_length=41", "samples.num_samples=0"], "data.max_length=41"),
+        (["data.max_length=32", "samples.num_samples=1", "samples.length=41"], "samples.length=41"),
+    ],
+)
+def test_a_training_longer_than_hyenas_filter_is_refused_before_it_writes(
+    too_long, setting, tmp_path, capsys
+):
+    from tests.test_bad_input_cli import one_line_error
+
+    out = tmp_path / "run"
+    assert cli.main(["train", HYENA, *HYENA_RUN, *too_long, f"output_dir={out}"]) == 2
+    err = one_line_error(capsys, "train")
+    assert f"{setting}: the HyenaDNA backbone reads at most 40 tokens" in err
+    assert "model.layer.l_max" in err  # what else can be changed
+    assert not out.exists()  # nothing half-written
+
+
+def test_sampling_longer_than_hyenas_filter_is_refused_before_it_draws(tmp_path, capsys):
+    out = tmp_path / "run"
+    options = [*HYENA_RUN, "data.max_length=32", "samples.num_samples=0"]
+    assert cli.main(["train", HYENA, *options, f"output_dir={out}"]) == 0
+    model = genodiff.load(out, device="cpu")
+    calls = []
+    model.network.eval_backbone.register_forward_pre_hook(lambda *_: calls.append(1))
+    with pytest.raises(ValueError, match=r"length=41: the HyenaDNA backbone reads at most 40"):
+        model.generate(1, length=41)
+    assert calls == []  # refused before the first network call
+    assert len(model.generate(1, length=40)[0]) == 40  # the filter's length itself is fine

@@ -132,6 +132,29 @@ def test_sixteen_bit_weights_with_an_average_are_refused_before_any_write(tmp_pa
     assert not out.exists()
 
 
+def test_an_average_of_decay_one_without_warmup_never_moves_and_is_refused(tmp_path):
+    # Why: each update adds (1 - decay) (w - avg) = 0; with the warm-up, update k takes
+    # (1 + k) / (10 + k) instead, and the average moves.
+    model = nn.Linear(1, 1, bias=False)
+    still, warmed = EMA(model, decay=1.0, warmup=False), EMA(model, decay=1.0, warmup=True)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    for ema in (still, warmed):
+        ema.update_parameters(model)  # the first update copies
+    with torch.no_grad():
+        model.weight.fill_(2.0)
+    for ema in (still, warmed):
+        ema.update_parameters(model)
+    assert still.module.weight.item() == 1.0
+    assert warmed.module.weight.item() == pytest.approx(1 + (1 - 2 / 11))  # k = 1 at this update
+    # Was: trained, and validated, tested and sampled the initial weights without a word.
+    out = tmp_path / "run"
+    overrides = [*BASE, "trainer.max_steps=2", "ema.decay=1", "ema.warmup=false"]
+    with pytest.raises(ConfigError, match=r"ema\.decay=1 keeps the averaged weights"):
+        genodiff.train(DEMO, overrides, output_dir=out)
+    assert not out.exists()
+
+
 def test_sixteen_bit_weights_without_an_average_pass_the_check():
     check_ema_precision("bf16-true", 0.0)
     check_ema_precision("bf16-mixed", 0.9999)

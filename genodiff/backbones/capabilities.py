@@ -32,6 +32,9 @@ class Capabilities:
       there means the null label. A backbone that can be conditioned takes ``num_classes`` in
       its constructor and declares this when built with ``num_classes`` = C > 0; a labelled
       run on any other backbone is refused (``genodiff.model``).
+    - ``max_length``: the longest sequence ``forward`` reads (HyenaDNA: its filter length
+      ``l_max``); None: any length. Training and sampling check it before they start
+      (``genodiff.trained_window.check_backbone_length``).
     """
 
     vocab_size: int
@@ -41,6 +44,7 @@ class Capabilities:
     causal: bool = False
     recurrent_step: bool = False
     class_conditioning: bool = False
+    max_length: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int):

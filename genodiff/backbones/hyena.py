@@ -382,12 +382,6 @@ class HyenaDNA(LMBackboneBase):
         super().__init__()
         self.d_model, self.n_layer = d_model, n_layer
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
-        self.capabilities = Capabilities(
-            vocab_size=self.vocab_size,
-            hidden_size=d_model,
-            causal=True,
-            class_conditioning=num_classes > 0,
-        )
         layer = dict(layer or {})
         layer.pop("_name_", None)
         layer.pop("lr", None)
@@ -404,6 +398,13 @@ class HyenaDNA(LMBackboneBase):
             layer_norm_epsilon,
             residual_in_fp32,
             num_classes,
+        )
+        self.capabilities = Capabilities(
+            vocab_size=self.vocab_size,
+            hidden_size=d_model,
+            causal=True,
+            class_conditioning=num_classes > 0,
+            max_length=self.backbone.layers[0].mixer.l_max,  # every layer's filter is as long
         )
         self._init_weights(**(initializer_cfg or {}))
 

@@ -147,6 +147,11 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
         (``genodiff.conditioning.network_kwargs``), None keeps the unconditional call.
         """
 
+    def check_backbone(self, model: nn.Module) -> None:
+        """InputValueError for a backbone this objective cannot drive, beyond what
+        ``causal_backbone`` says (Plaid: its width); called when the model is built
+        (``genodiff.model``), so a training refuses it before writing anything. Default: any."""
+
     @torch.no_grad()
     def sample(
         self,

@@ -35,12 +35,13 @@ from genodiff.progress import Progress, counted, is_main_process, progress_wante
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
-from genodiff.trained_window import warn_beyond_trained_window
+from genodiff.trained_window import check_backbone_length, warn_beyond_trained_window
 from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import (
     build_trainer,
+    check_ema_moves,
     check_ema_precision,
     prepare_tokenizer,
     trainer_kwargs,
@@ -48,6 +49,8 @@ from genodiff.training.trainer import (
 
 RESUME_HINT = "Resume it with ckpt_path=last"
 # A stop once trainer.max_steps is reached: the training is done, what follows it is not.
+# What else lets a backbone with a longest input (HyenaDNA) read a longer window.
+LONGER_FILTER = ", or train with a longer one (HyenaDNA: model.layer.l_max)"
 DONE_HINT = (
     "Its training is complete (a resume would have no step left to train), but its test score "
     "and samples were not made: genodiff eval --checkpoint and genodiff sample --checkpoint "
@@ -75,6 +78,7 @@ def train(
     run_folder.check_steps(cfg.trainer)  # a run that would train nothing
     ema_decay = OmegaConf.select(cfg, "ema.decay", default=EMAConfig.decay)
     check_ema_precision(trainer_kwargs(cfg)["precision"], ema_decay)  # an average stuck at init
+    check_ema_moves(ema_decay, OmegaConf.select(cfg, "ema.warmup", default=EMAConfig.warmup))
     datamodule = build_datamodule(cfg.data)
     record_window(cfg.data)  # the window a data module takes by default, named in the run
     datamodule.check_files()  # missing data fails here, before any model setup
@@ -93,7 +97,12 @@ def train(
     changes = run_folder.check_resume(model.config, resume) if resume else []
     if is_main_process():  # only rank 0 writes checkpoints: hashing once is enough
         model.record_data(datamodule)
+    # A window or sample longer than the backbone reads (HyenaDNA's filter) fails here.
+    window = cfg.data.get("max_length")
+    check_backbone_length(model.backbone, window, "data.max_length", LONGER_FILTER)
     s = cfg.samples
+    if s.num_samples:
+        check_backbone_length(model.backbone, s.length, "samples.length", LONGER_FILTER)
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
     if s.num_samples:  # the run's own samples, said before it trains
@@ -146,7 +155,9 @@ def finish(
     out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
-    what = LIKELIHOOD_WORDS[model.objective.likelihood][1]  # of the NLL: exact, bound, ...
+    likelihood = model.objective.likelihood
+    what = LIKELIHOOD_WORDS[likelihood][1]  # of the NLL: exact, bound, ...
+    measure = "NLL" if likelihood == "exact" else "NELBO"  # an AR model's is no bound
     report = []
     if best:
         score = float(checkpoint.best_model_score)
@@ -178,7 +189,7 @@ def finish(
             weights = best  # trainer.test loaded them into `model`
             step = int(read_checkpoint_file(best, mmap=True)["global_step"])
         report.append(
-            f"genodiff: test NELBO {result['test/nelbo']:.4f} nats/token, perplexity "
+            f"genodiff: test {measure} {result['test/nelbo']:.4f} nats/token, perplexity "
             f"{result['test/ppl']:.4f} ({what})"
             + (
                 f" (true label); {result['test/nelbo_unconditional']:.4f} with the null label"

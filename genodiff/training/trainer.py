@@ -93,6 +93,18 @@ def check_ema_precision(precision: Any, ema_decay: float) -> None:
         )
 
 
+def check_ema_moves(ema_decay: float, warmup: bool) -> None:
+    """ConfigError for ``ema.decay`` = 1 without ``ema.warmup``: every update keeps the average
+    as it is, so validation, the test score and the samples would use the initial weights
+    (with the warm-up, update k takes (1 + k) / (10 + k) < 1 and the average moves)."""
+    if ema_decay >= 1 and not warmup:
+        raise ConfigError(
+            "ema.decay=1 keeps the averaged weights (validation, test, samples) at their "
+            "initial values: every update takes none of the trained weights. Use a decay "
+            "below 1 (0.9999 in the hg38 recipe), ema.warmup=true, or ema.decay=0 for no average"
+        )
+
+
 class _DropNotices(logging.Filter):
     """Drops Lightning's advertisement ("💡 Tip: ... try installing litlogger ..."), and once
     ``repeats`` is False every notice it passed before in this process."""
