@@ -48,9 +48,9 @@ from genodiff.training.trainer import (
 )
 
 RESUME_HINT = "Resume it with ckpt_path=last"
-# A stop once trainer.max_steps is reached: the training is done, what follows it is not.
 # What else lets a backbone with a longest input (HyenaDNA) read a longer window.
 LONGER_FILTER = ", or train with a longer one (HyenaDNA: model.layer.l_max)"
+# A stop once trainer.max_steps is reached: the training is done, what follows it is not.
 DONE_HINT = (
     "Its training is complete (a resume would have no step left to train), but its test score "
     "and samples were not made: genodiff eval --checkpoint and genodiff sample --checkpoint "
