@@ -16,7 +16,6 @@ import torch
 from omegaconf import OmegaConf
 
 from genodiff import hub, registry
-from genodiff.backbones import build
 from genodiff.checkpoints.folders import (
     CONFIG_FILE,
     RUN_RECORD_FILE,
@@ -36,7 +35,7 @@ from genodiff.checkpoints.load import (
 )
 from genodiff.conditioning import class_names
 from genodiff.config import completed_model_config
-from genodiff.model import build_objective, complete_config
+from genodiff.model import backbone_size, build_objective, complete_config
 from genodiff.tokenizers import Tokenizer, load_tokenizer
 
 NOT_RECORDED = "not recorded"
@@ -147,7 +146,7 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
         facts = {"classes": list(record["classes"]), "step": step, "epoch": epoch}
         beside = {"head": _head_parameters(stored)}
     shown = dict(backbone)
-    parts = {"backbone": _parameters(build(**backbone)), **beside}
+    parts = {"backbone": backbone_size(backbone)[0], **beside}  # counted, not allocated
     return CheckpointInfo(
         source=source,
         path=str(path),
@@ -165,7 +164,7 @@ def _checkpoint_info(source: str, path: Path) -> CheckpointInfo:
 def _folder_info(source: str, path: Path) -> CheckpointInfo:
     name, layout, model_config = read_backbone_config(path)  # its fields checked
     reference_config = read_json_object(path / CONFIG_FILE)
-    parameters = _parameters(build(name, **model_config))
+    parameters = backbone_size({"name": name, **model_config})[0]
     facts: dict[str, Any] = dict(
         source=source,
         path=str(path),
