@@ -24,17 +24,21 @@ SEMI_AR = "semi-ar"
 
 
 def check_backbone_length(
-    backbone: nn.Module, length: int | None, setting: str, advice: str = ""
+    backbone: nn.Module, length: int | None, setting: str, training: bool = False
 ) -> None:
     """InputValueError, before any work, when ``backbone`` declares a longest input
     (``Capabilities.max_length``: HyenaDNA's filter length) below the ``length`` tokens that
-    ``setting`` asks it to read; ``advice``: what else the user can change."""
-    longest = capabilities_of(backbone).max_length
+    ``setting`` asks it to read; ``training``: the refusal also names the ``model`` key that
+    sets the longest input (``Capabilities.max_length_key``), which a new training can raise."""
+    declared = capabilities_of(backbone)
+    longest, key = declared.max_length, declared.max_length_key
     if longest is None or length is None or length <= longest:
         return
+    bound = f" (model.{key})" if key else ""
+    longer = f", or train with a longer model.{key}" if training and key else ""
     raise InputValueError(
         f"{setting}={length}: the {type(backbone).__name__} backbone reads at most {longest} "
-        f"tokens (its filter length); keep {setting} at most {longest}{advice}",
+        f"tokens{bound}; keep {setting} at most {longest}{longer}",
         parameter=setting,
     )
 

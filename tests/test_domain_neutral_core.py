@@ -265,7 +265,7 @@ def test_builtin_backbones_declare_their_capabilities():
         vocab_size=16, hidden_size=8, causal=True, recurrent_step=True
     )
     assert hyena.capabilities == Capabilities(
-        vocab_size=16, hidden_size=8, causal=True, max_length=16
+        vocab_size=16, hidden_size=8, causal=True, max_length=16, max_length_key="layer.l_max"
     )  # reads at most its filter length, layer.l_max
     with pytest.raises(
         TypeError, match=r"Linear declares no capabilities: .*Capabilities\(vocab_size=V"

@@ -34,7 +34,8 @@ class Capabilities:
       run on any other backbone is refused (``genodiff.model``).
     - ``max_length``: the longest sequence ``forward`` reads (HyenaDNA: its filter length
       ``l_max``); None: any length. Training and sampling check it before they start
-      (``genodiff.trained_window.check_backbone_length``).
+      (``genodiff.trained_window.check_backbone_length``); ``max_length_key``: the
+      ``model`` config key that sets it (HyenaDNA: ``layer.l_max``), named in the refusal.
     """
 
     vocab_size: int
@@ -45,6 +46,7 @@ class Capabilities:
     recurrent_step: bool = False
     class_conditioning: bool = False
     max_length: int | None = None
+    max_length_key: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int):

@@ -405,6 +405,7 @@ class HyenaDNA(LMBackboneBase):
             causal=True,
             class_conditioning=num_classes > 0,
             max_length=self.backbone.layers[0].mixer.l_max,  # every layer's filter is as long
+            max_length_key="layer.l_max",
         )
         self._init_weights(**(initializer_cfg or {}))
 

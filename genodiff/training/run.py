@@ -48,8 +48,6 @@ from genodiff.training.trainer import (
 )
 
 RESUME_HINT = "Resume it with ckpt_path=last"
-# What else lets a backbone with a longest input (HyenaDNA) read a longer window.
-LONGER_FILTER = ", or train with a longer one (HyenaDNA: model.layer.l_max)"
 # A stop once trainer.max_steps is reached: the training is done, what follows it is not.
 DONE_HINT = (
     "Its training is complete (a resume would have no step left to train), but its test score "
@@ -99,10 +97,10 @@ def train(
         model.record_data(datamodule)
     # A window or sample longer than the backbone reads (HyenaDNA's filter) fails here.
     window = cfg.data.get("max_length")
-    check_backbone_length(model.backbone, window, "data.max_length", LONGER_FILTER)
+    check_backbone_length(model.backbone, window, "data.max_length", training=True)
     s = cfg.samples
     if s.num_samples:
-        check_backbone_length(model.backbone, s.length, "samples.length", LONGER_FILTER)
+        check_backbone_length(model.backbone, s.length, "samples.length", training=True)
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
     if s.num_samples:  # the run's own samples, said before it trains
