@@ -447,11 +447,11 @@ def ctrl_c_as_at_a_terminal() -> None:
 
 @pytest.mark.process_level
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["kill -9", "Ctrl-C"])
-def test_a_stop_then_resume_ends_with_the_uninterrupted_file(tmp_path, stop):
+def test_a_stop_then_resume_ends_with_the_uninterrupted_file(tmp_path, stop, capsys):
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
     many = ["--num-samples", "160", "--batch-size", "4"]
     whole = tmp_path / "whole.fa"
-    subprocess.run(sample_command(checkpoint, whole, *many), check=True, cwd=ROOT)
+    assert cli.main(sample_command(checkpoint, whole, *many)[3:]) == 0  # in this process
     out = tmp_path / "killed.fa"
     record = tmp_path / ".killed.fa.partial.json"
     process = subprocess.Popen(
@@ -473,27 +473,60 @@ def test_a_stop_then_resume_ends_with_the_uninterrupted_file(tmp_path, stop):
             "the samples written and draw the rest"
         ]
     assert not out.exists()
-    done = subprocess.run(
-        sample_command(checkpoint, out, *many), cwd=ROOT, capture_output=True, text=True
-    )
-    assert done.returncode == 2 and "--resume" in done.stderr  # a stopped run's work is kept
+    capsys.readouterr()
+    assert cli.main(sample_command(checkpoint, out, *many)[3:]) == 2
+    assert "--resume" in capsys.readouterr().err  # a stopped run's work is kept
     subprocess.run(sample_command(checkpoint, out, *many, "--resume"), check=True, cwd=ROOT)
     assert out.read_bytes() == whole.read_bytes()
 
 
+NOTING_DRIVER = """\
+import os, sys, torch
+from genodiff import cli, pipeline
+real = pipeline.Model._draw
+def noting(self, job, todo, progress):
+    note = os.path.join({notes!r}, str(os.getpid()))
+    with open(note, 'a') as handle:
+        handle.write(f'threads {{torch.get_num_threads()}}\\n')
+        handle.write(''.join(f'{{i}}\\n' for i in todo))
+    return real(self, job, todo, progress)
+pipeline.Model._draw = noting
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def noted_draws(notes: Path) -> tuple[list[str], list[str]]:
+    """What each process of a run under ``NOTING_DRIVER`` noted, then forgotten: the thread
+    counts, and the indices of the sequences drawn (each sorted)."""
+    lines = [line for p in notes.iterdir() for line in p.read_text().split("\n") if line]
+    for p in notes.iterdir():
+        p.unlink()
+    threads = sorted(line.split()[1] for line in lines if line.startswith("threads "))
+    return threads, sorted(line for line in lines if not line.startswith("threads "))
+
+
 @pytest.mark.process_level
-def test_two_processes_write_the_one_process_file(tmp_path):
+def test_two_processes_write_the_one_process_file_and_a_resume_draws_nothing(tmp_path, capsys):
     """... with one progress line for the whole run's samples (was: the main process's
     sampler steps, as if its share were the run) and one "Initializing distributed" line (was:
-    one per process)."""
+    one per process); each of the 2 processes takes half of --threads (was: Lightning's launch
+    set every process to cores / processes threads, whatever --threads said). --resume of the
+    finished run finds its file finished in the main process; the other process drew its whole
+    share again (and threw it away) before this."""
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model(conditioning={"labels": ["a", "b"]}))
     options = ["--num-samples", "9", "--batch-size", "2", "--label", "b", "--guidance", "2"]
     one, two = tmp_path / "one.fa", tmp_path / "two.fa"
-    subprocess.run(sample_command(checkpoint, one, *options), check=True, cwd=ROOT)
-    command = sample_command(checkpoint, two, *options, "--accelerator", "cpu", "--devices", "2")
+    assert cli.main(sample_command(checkpoint, one, *options)[3:]) == 0  # in this process
+    assert "wrote 9 samples" in capsys.readouterr().out
+    notes, driver = tmp_path / "notes", tmp_path / "driver.py"
+    notes.mkdir()
+    driver.write_text(NOTING_DRIVER.format(notes=str(notes)))
+    command = [sys.executable, str(driver), *sample_command(checkpoint, two, *options)[3:]]
+    command += ["--accelerator", "cpu", "--devices", "2"]
     command.remove("--no-progress")
-    env = {**os.environ, "GENODIFF_PROGRESS": "1"}
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    given, command, env = with_more_threads_than_lightning_gives(command)
+    env["GENODIFF_PROGRESS"] = "1"
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("genodiff: wrote 9 samples") == 1  # the main process alone
     progress = [line for line in done.stderr.splitlines() if line.startswith("genodiff sample:")]
@@ -501,7 +534,19 @@ def test_two_processes_write_the_one_process_file(tmp_path):
     assert progress[-1].startswith("genodiff sample: samples 9/9 (100%)"), done.stderr[-3000:]
     assert done.stderr.count("Initializing distributed") == 1, done.stderr[-3000:]
     assert two.read_bytes() == one.read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.ckpt", "one.fa", "two.fa"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "driver.py", "m.ckpt", "notes", "one.fa", "two.fa",
+    ]  # fmt: skip
+    threads, drawn = noted_draws(notes)
+    assert threads == [str(given // 2)] * 2
+    assert drawn == sorted(str(i) for i in range(9))  # each sequence once, by one process
+    again = subprocess.run(
+        [*command, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "holds this command's 9 samples already" in again.stdout
+    assert noted_draws(notes)[1] == []  # nothing drawn in any process
+    assert two.read_bytes() == one.read_bytes()
 
 
 def slowed_two_process_run(tmp_path) -> tuple[subprocess.Popen, Path, Path]:
@@ -686,42 +731,22 @@ def test_an_error_every_process_meets_is_one_line(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.process_level
-def test_two_processes_share_the_threads_the_command_is_given(tmp_path):
-    """--threads is the command's: each of 2 processes takes half. Was: Lightning's launch set
-    every process to (cores / processes) threads over it, whatever --threads said."""
-    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
-    notes = tmp_path / "threads"
-    notes.mkdir()
-    driver = tmp_path / "driver.py"  # each process notes its thread count as it draws
-    driver.write_text(
-        "import os, sys, torch\n"
-        "from genodiff import cli, pipeline\n"
-        "real = pipeline.Model._draw\n"
-        "def noting(self, job, todo, progress):\n"
-        f"    note = os.path.join({str(notes)!r}, str(os.getpid()))\n"
-        "    with open(note, 'w') as handle:\n"
-        "        handle.write(str(torch.get_num_threads()))\n"
-        "    return real(self, job, todo, progress)\n"
-        "pipeline.Model._draw = noting\n"
-        "sys.exit(cli.main(sys.argv[1:]))\n"
-    )
-    command = [sys.executable, str(driver), *sample_command(checkpoint, tmp_path / "s.fa")[3:]]
-    command += ["--num-samples", "4", "--accelerator", "cpu", "--devices", "2"]
-    given, noted = threads_of_each_process(command, notes, timeout=300)
-    assert noted == [str(given // 2)] * 2
+def with_more_threads_than_lightning_gives(command: list[str]) -> tuple[int, list[str], dict]:
+    """``command`` with ``--threads`` above what Lightning ever gives a process, and an
+    environment without thread settings: the threads given, the command, the environment."""
+    given = 2 * ((os.cpu_count() or 1) + 1)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GENODIFF_THREADS")}
+    return given, [*command, "--threads", str(given)], env
 
 
 def threads_of_each_process(command: list[str], notes: Path, timeout: int) -> tuple[int, list]:
     """Run ``command`` (whose processes each write their thread count into a file in
-    ``notes``) with ``--threads`` above what Lightning ever gives a process and no thread
-    setting in the environment: the threads given, and the counts noted, sorted."""
-    given = 2 * ((os.cpu_count() or 1) + 1)
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GENODIFF_THREADS")}
+    ``notes``) with ``with_more_threads_than_lightning_gives``: the threads given, and the
+    counts noted, sorted."""
+    given, command, env = with_more_threads_than_lightning_gives(command)
     done = subprocess.run(
-        [*command, "--threads", str(given)], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=timeout,
-    )  # fmt: skip
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return given, sorted(p.read_text() for p in notes.iterdir())
 
@@ -748,7 +773,7 @@ def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path,
 
 
 @pytest.mark.process_level
-def test_eval_on_two_processes_equals_one(tmp_path):
+def test_eval_on_two_processes_equals_one(tmp_path, capsys):
     """Each process scores a block of the batches, every batch from its own generator: the
     windows, their sums and the result are one process's."""
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
@@ -759,14 +784,15 @@ def test_eval_on_two_processes_equals_one(tmp_path):
     base = [sys.executable, "-m", "genodiff.cli", "eval", "--checkpoint", str(checkpoint)]
     base += ["--file", str(fasta), "--length", str(LENGTH), "--batch-size", "2", "--seed", "3"]
     base += ["--t-samples", "2", "--json", "--per-window", "--no-progress"]
-    results = []
-    for extra in ([], ["--accelerator", "cpu", "--devices", "2"]):
-        done = subprocess.run([*base, *extra], cwd=ROOT, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-3000:]
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        assert len(lines) == 1  # the main process alone prints
-        results.append(json.loads(lines[0]))
-    one, two = results
+    assert cli.main(base[3:]) == 0  # one process: this one
+    one = json.loads(capsys.readouterr().out)
+    done = subprocess.run(
+        [*base, "--accelerator", "cpu", "--devices", "2"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1  # the main process alone prints
+    two = json.loads(lines[0])
     assert [w["window"] for w in two["per_window"]] == [w["window"] for w in one["per_window"]]
     assert len(one["per_window"]) == 11
     for a, b in zip(one["per_window"], two["per_window"], strict=True):
@@ -929,40 +955,3 @@ def test_resume_with_overwrite_replaces_a_file_that_is_not_this_runs(tmp_path, d
     drawn.clear()
     again = net.generate_to_file(out, 3, LENGTH, resume=True, overwrite=True, **options)
     assert again.finished_before and drawn == [] and out.read_bytes() == fresh.read_bytes()
-
-
-@pytest.mark.process_level
-def test_resume_of_a_finished_two_process_run_draws_nothing_in_any_process(tmp_path):
-    """--resume of a finished run finds its file finished in the main process; the other
-    processes drew their whole share again (and threw it away) before this."""
-    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
-    out = tmp_path / "s.fa"
-    drawn = tmp_path / "drawn"
-    drawn.mkdir()
-    driver = tmp_path / "driver.py"  # each process notes what it draws, then runs the CLI
-    driver.write_text(
-        "import os, sys\n"
-        "from genodiff import cli, pipeline\n"
-        "real = pipeline.Model._draw\n"
-        "def noting(self, job, todo, progress):\n"
-        f"    note = os.path.join({str(drawn)!r}, str(os.getpid()))\n"
-        "    with open(note, 'a') as handle:\n"
-        "        handle.write(''.join(f'{i}\\n' for i in todo))\n"
-        "    return real(self, job, todo, progress)\n"
-        "pipeline.Model._draw = noting\n"
-        "sys.exit(cli.main(sys.argv[1:]))\n"
-    )
-    command = [sys.executable, str(driver), *sample_command(checkpoint, out)[3:]]
-    command += ["--num-samples", "6", "--accelerator", "cpu", "--devices", "2"]
-    first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert first.returncode == 0, first.stderr[-3000:]
-    notes = [p.read_text().split() for p in drawn.iterdir()]
-    assert sorted(i for note in notes for i in note) == [str(i) for i in range(6)]
-    for note in drawn.iterdir():
-        note.unlink()
-    finished = out.read_bytes()
-    again = subprocess.run([*command, "--resume"], cwd=ROOT, capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "holds this command's 6 samples already" in again.stdout
-    assert [p.read_text() for p in drawn.iterdir() if p.read_text()] == []  # nothing drawn
-    assert out.read_bytes() == finished
