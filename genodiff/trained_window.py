@@ -28,14 +28,16 @@ def check_backbone_length(
 ) -> None:
     """InputValueError, before any work, when ``backbone`` declares a longest input
     (``Capabilities.max_length``: HyenaDNA's filter length) below the ``length`` tokens that
-    ``setting`` asks it to read; ``training``: the refusal also names the ``model`` key that
-    sets the longest input (``Capabilities.max_length_key``), which a new training can raise."""
+    ``setting`` asks it to read. The refusal says to keep ``setting`` at most that long or,
+    naming the ``model`` key that sets the longest input (``Capabilities.max_length_key``), to
+    train with a larger one (``training``) or use a model trained with one."""
     declared = capabilities_of(backbone)
     longest, key = declared.max_length, declared.max_length_key
     if longest is None or length is None or length <= longest:
         return
     bound = f" (model.{key})" if key else ""
-    longer = f", or train with a longer model.{key}" if training and key else ""
+    retrain = "train with" if training else "use a model trained with"
+    longer = f", or {retrain} a longer model.{key}" if key else ""
     raise InputValueError(
         f"{setting}={length}: the {type(backbone).__name__} backbone reads at most {longest} "
         f"tokens{bound}; keep {setting} at most {longest}{longer}",

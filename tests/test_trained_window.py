@@ -146,14 +146,39 @@ def test_a_training_longer_than_hyenas_filter_is_refused_before_it_writes(
     assert not out.exists()  # nothing half-written
 
 
-def test_sampling_longer_than_hyenas_filter_is_refused_before_it_draws(tmp_path, capsys):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def short_filter_run(tmp_path_factory) -> str:
+    """A HyenaDNA run whose filter reads at most 40 tokens, trained on windows of 32."""
+    out = tmp_path_factory.mktemp("hyena") / "run"
     options = [*HYENA_RUN, "data.max_length=32", "samples.num_samples=0"]
     assert cli.main(["train", HYENA, *options, f"output_dir={out}"]) == 0
-    model = genodiff.load(out, device="cpu")
+    return str(out)
+
+
+def test_sampling_longer_than_hyenas_filter_is_refused_before_it_draws(short_filter_run):
+    model = genodiff.load(short_filter_run, device="cpu")
     calls = []
     model.network.eval_backbone.register_forward_pre_hook(lambda *_: calls.append(1))
-    with pytest.raises(ValueError, match=r"length=41: the HyenaDNA backbone reads at most 40"):
+    with pytest.raises(ValueError, match=r"length=41: the HyenaDNA backbone reads at most 40") as e:
         model.generate(1, length=41)
+    assert "use a model trained with a longer model.layer.l_max" in str(e.value)  # what to do
     assert calls == []  # refused before the first network call
     assert len(model.generate(1, length=40)[0]) == 40  # the filter's length itself is fine
+
+
+def test_eval_longer_than_hyenas_filter_says_what_to_do_before_it_reads(
+    short_filter_run, tmp_path, capsys
+):
+    # Was: the file indexed, then the network's own words at its first call ("while scoring
+    # 41-token windows: sequence length 41 exceeds the filter length l_max=40"), no way out
+    from tests.test_bad_input_cli import one_line_error
+
+    fasta = tmp_path / "chr22.fa.gz"
+    fasta.write_bytes((ROOT / "data" / "chr22_20-21Mb.fa.gz").read_bytes())
+    options = ["--file", str(fasta), "--num-windows", "2", "--t-samples", "1", "--length", "41"]
+    assert cli.main(["eval", "--checkpoint", short_filter_run, *options]) == 2
+    err = one_line_error(capsys, "eval")
+    assert "length=41: the HyenaDNA backbone reads at most 40 tokens (model.layer.l_max)" in err
+    assert "keep length at most 40, or use a model trained with a longer model.layer.l_max" in err
+    assert err.endswith("(--length)")  # the option, in the CLI's spelling
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fasta.name]  # no index written
