@@ -58,7 +58,8 @@ def test_generate_warns_beyond_the_trained_window_only(checkpoint):  # noqa: F81
     model = genodiff.load(checkpoint, device="cpu")
     (message,) = warnings_of(model.generate, 1, length=200, steps=2)
     assert message.startswith("sampling 200 bp from a model trained on windows of 128 bp")
-    assert "--sampler semi-ar --block 128 --stride 64" in message
+    assert 'sampler="semi-ar" with block=128 and a smaller stride, such as stride=64' in message
+    assert "--" not in message  # generate's arguments, not genodiff sample's options
     assert warnings_of(model.generate, 1, length=128, steps=2) == []
     assert warnings_of(model.generate, 1, steps=2) == []  # the default: the trained length
 
@@ -70,7 +71,9 @@ def test_genodiff_sample_prints_the_warning(checkpoint, tmp_path):  # noqa: F811
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
-    assert "sampling 150 bp from a model trained on windows of 128 bp" in done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "trained on windows" in line]
+    assert line.startswith("genodiff sample: warning: sampling 150 bp from a model trained on ")
+    assert line.endswith("(--sampler, --block, --stride, --length)")  # the CLI's spelling
     assert out.is_file()
 
 
@@ -83,6 +86,7 @@ def test_a_training_whose_own_samples_are_longer_than_its_windows_says_so_first(
     (line,) = [line for line in err.splitlines() if "trained on windows" in line]
     assert line.startswith("genodiff train: warning: sampling 200 bp from a model trained on ")
     assert "windows of 128 bp (data.max_length)" in line  # TINY's data.max_length
+    assert "--" not in line  # genodiff sample's options are no options of genodiff train
 
 
 def test_scoring_a_sequence_longer_than_the_trained_windows_warns(checkpoint):  # noqa: F811
@@ -105,10 +109,20 @@ def test_eval_with_longer_windows_than_the_trained_ones_says_so(checkpoint, caps
 
     (line,) = said(256)
     assert line.startswith("genodiff eval: warning: scoring windows of 256 bp with a model ")
-    assert (
-        "trained on windows of 128 bp" in line and "at most 128 bp (genodiff eval --length)" in line
-    )
+    assert "trained on windows of 128 bp" in line
+    assert line.endswith("give a length of at most 128 bp, or none (--length)")
     assert said(128) == []
+
+
+def test_evaluate_checkpoint_warns_in_its_own_terms(checkpoint):  # noqa: F811
+    # Was: "(genodiff eval --length)" from Python too, whose argument is length=
+    from genodiff.evaluate import evaluate_checkpoint
+
+    fasta = ROOT / "data" / "chr22_20-21Mb.fa.gz"
+    options = {"data_file": fasta, "length": 256, "num_windows": 1, "t_samples": 1}
+    (message,) = warnings_of(evaluate_checkpoint, checkpoint, device="cpu", **options)
+    assert message.endswith("give a length of at most 128 bp, or none")
+    assert "--" not in message
 
 
 # HyenaDNA reads at most l_max tokens (its filter length). A window or a sample longer than
