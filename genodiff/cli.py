@@ -867,16 +867,28 @@ def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
     return names
 
 
+def command_options(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """``option_names`` of the subcommand ``command`` alone (its own subcommands included)."""
+    for action in parser._actions:  # argparse lists its actions nowhere public
+        if isinstance(action.choices, dict) and command in action.choices:
+            return option_names(action.choices[command])
+    return {}
+
+
+def with_options(message: BaseException, options: dict[str, str]) -> str:
+    """The text of ``message`` (an error, a warning) with the options of its ``parameter``
+    (``UserInputError``, ``UserInputWarning``) added that the text does not name already."""
+    text = str(message)
+    parameter = getattr(message, "parameter", None) or ()
+    names = (parameter,) if isinstance(parameter, str) else parameter
+    flags = [options[n] for n in names if n in options and options[n] not in text]
+    return f"{text} ({', '.join(flags)})" if flags else text
+
+
 def error_line(err: BaseException, command: str, options: dict[str, str]) -> str:
     """``genodiff COMMAND: error: MESSAGE``, with the options of the parameters at fault (a
     ``UserInputError``'s ``parameter``) added that the message does not name already."""
-    message = str(err)
-    parameter = getattr(err, "parameter", None) or ()
-    names = (parameter,) if isinstance(parameter, str) else parameter
-    flags = [options[n] for n in names if n in options and options[n] not in message]
-    if flags:
-        message += f" ({', '.join(flags)})"
-    return f"genodiff {command}: error: {message}"
+    return f"genodiff {command}: error: {with_options(err, options)}"
 
 
 # The package's folder: a warning raised from a file in it is genodiff's own.
@@ -884,17 +896,21 @@ PACKAGE_FOLDER = Path(__file__).resolve().parent
 
 
 @contextmanager
-def warnings_as_lines(command: str) -> Iterator[None]:
+def warnings_as_lines(command: str, options: dict[str, str] | None = None) -> Iterator[None]:
     """For the ``with`` block, genodiff's own warnings printed as one line on stderr,
     ``genodiff COMMAND: warning: MESSAGE``, as its errors are (not Python's ``FILE:LINE:
-    UserWarning:`` and the source line after it); other libraries' warnings as Python shows
-    them."""
+    UserWarning:`` and the source line after it), with the ``options`` of a
+    ``UserInputWarning``'s parameters (``command_options``), and by the main process alone:
+    the other processes of a multi-process run (``--devices N``) meet the same warnings;
+    other libraries' warnings as Python shows them."""
     with warnings.catch_warnings():  # restores showwarning at the end
         python_shows = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None) -> None:
             if Path(filename).resolve().is_relative_to(PACKAGE_FOLDER):
-                print(f"genodiff {command}: warning: {message}", file=file or sys.stderr)
+                if is_main_process():
+                    text = with_options(message, options or {})
+                    print(f"genodiff {command}: warning: {text}", file=file or sys.stderr)
             else:
                 python_shows(message, category, filename, lineno, file, line)
 
@@ -1012,7 +1028,7 @@ def main(argv: list[str] | None = None) -> int:
         _refuse_unknown_arguments(parser, args, unknown)
     try:
         configure_threads(args.threads)
-        with warnings_as_lines(args.command):
+        with warnings_as_lines(args.command, command_options(parser, args.command)):
             args.run(args)
         sys.stdout.flush()  # a reader that left (`| head`) shows here, not at exit
     except BrokenPipeError:

@@ -485,14 +485,24 @@ def resolve_path(path: str, root: Path) -> str:
     """``path`` as given if it exists from the working directory, else relative to ``root``
     where it is there, else among the files genodiff ships (``genodiff.resources``: the
     ``data/...`` a shipped config names, as from an experiment file that extends one); a path
-    found nowhere is the one relative to ``root``."""
+    found nowhere is the one relative to ``root``, or to the working directory for a config
+    genodiff or a plugin ships (``home_of_missing_files``)."""
     candidate = Path(path).expanduser()
     if candidate.is_absolute() or candidate.exists():
         return str(candidate.resolve())
     for folder in (root, resource_root()):
         if (folder / candidate).exists():
             return str((folder / candidate).resolve())
-    return str((root / candidate).resolve())
+    return str((home_of_missing_files(root) / candidate).resolve())
+
+
+def home_of_missing_files(root: Path) -> Path:
+    """Where a data path that exists nowhere yet belongs (the files a message says to
+    download there): relative to ``root``, the folder of the experiment's ``configs/``, unless
+    that folder is one genodiff or a plugin ships (an installed package's, not the user's to
+    write in), then the working directory, which ``resolve_path`` reads first."""
+    shipped = {folder.resolve().parent for folder in config_folders()}
+    return Path.cwd() if root.resolve() in shipped else root
 
 
 def resolve_checkpoint_reference(reference: str, root: Path) -> str:

@@ -25,6 +25,17 @@ class UserInputError(Exception):
         self.parameter = parameter
 
 
+class UserInputWarning(UserWarning):
+    """A warning about what the user asked for (a length beyond the trained windows), in the
+    library's terms; ``parameter`` as ``UserInputError``'s: the arguments that would change
+    it, which a front end names in its own spelling (the CLI: its options,
+    ``genodiff.cli.warnings_as_lines``)."""
+
+    def __init__(self, message: str, parameter: str | tuple[str, ...] | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
 class InputValueError(UserInputError, ValueError):
     """A bad value: a config key, a command-line option, the contents of an input file."""
 

@@ -63,7 +63,7 @@ from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
-from genodiff.trained_window import warn_scoring_beyond_trained_window
+from genodiff.trained_window import check_backbone_length, warn_scoring_beyond_trained_window
 
 
 @dataclass
@@ -509,6 +509,7 @@ def evaluate_checkpoint(
     torch_device = resolve_device(device)
     model = load_model(checkpoint, torch_device)
     objective, backbone = model.eval_objective, model.eval_backbone
+    check_backbone_length(backbone, length, "length")  # before a data file is read or indexed
     if eval_t_power is not None:
         set_eval_t_power(objective, eval_t_power, checkpoint)
     t_samples = noise_draws(objective, t_samples)

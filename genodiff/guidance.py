@@ -371,6 +371,18 @@ def _widen(tilt: Tensor, vocab_size: int) -> Tensor:
     return nn.functional.pad(tilt, (0, vocab_size - tilt.shape[-1]))
 
 
+def check_label_is_a_name(label: object, class_names: list[str] | None, model: str) -> None:
+    """InputValueError (parameter ``label``) for a ``label`` that is no class name (a string):
+    a class id such as 3, listing ``model``'s ``class_names`` when it has them (None: none, or
+    only a classifier's, which is not loaded yet)."""
+    if label is None or isinstance(label, str):
+        return
+    classes = f"; the classes of {model} are: {', '.join(class_names)}" if class_names else ""
+    raise InputValueError(
+        f"label must be a class name (a string), got {label!r}{classes}", parameter="label"
+    )
+
+
 def label_id(name: str, class_names: list[str] | None, model: str) -> int:
     """The class id of ``name`` among ``class_names`` (a checkpoint's ``conditioning.labels``,
     or a classifier's); InputValueError (parameter ``label``) listing the valid names, or

@@ -53,7 +53,7 @@ from genodiff.generate import (
     plan,
 )
 from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_option
-from genodiff.guidance import NoisyClassifierGuide
+from genodiff.guidance import NoisyClassifierGuide, check_label_is_a_name
 from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import TERMINAL_INTERVAL, Progress, ProgressLine, is_main_process
@@ -379,6 +379,7 @@ class Model:
             base = self.generation_config
         else:
             base = _checked_generation_config(generation_config)
+        check_label_is_a_name(options.get("label"), self.classes, self.source)
         options = {"length": length, **options}
         config = base.updated(**options)
         given = {name for name, value in options.items() if value is not None}

@@ -48,7 +48,7 @@ def threads_setting(value: str | int | None = None) -> str | int:
         return text
     if text.isdigit() and int(text) > 0:
         return int(text)
-    source = "--threads" if value is not None else THREADS_ENV
+    source = "threads" if value is not None else THREADS_ENV  # the CLI adds (--threads)
     raise InputValueError(
         f"{source}={raw!r}: give auto, system or a number of threads (1 or more)",
         parameter="threads",

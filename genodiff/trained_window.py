@@ -18,7 +18,7 @@ from typing import Any
 from torch import nn
 
 from genodiff.backbones.capabilities import capabilities_of
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, UserInputWarning
 
 SEMI_AR = "semi-ar"
 
@@ -28,14 +28,16 @@ def check_backbone_length(
 ) -> None:
     """InputValueError, before any work, when ``backbone`` declares a longest input
     (``Capabilities.max_length``: HyenaDNA's filter length) below the ``length`` tokens that
-    ``setting`` asks it to read; ``training``: the refusal also names the ``model`` key that
-    sets the longest input (``Capabilities.max_length_key``), which a new training can raise."""
+    ``setting`` asks it to read. The refusal says to keep ``setting`` at most that long or,
+    naming the ``model`` key that sets the longest input (``Capabilities.max_length_key``), to
+    train with a larger one (``training``) or use a model trained with one."""
     declared = capabilities_of(backbone)
     longest, key = declared.max_length, declared.max_length_key
     if longest is None or length is None or length <= longest:
         return
     bound = f" (model.{key})" if key else ""
-    longer = f", or train with a longer model.{key}" if training and key else ""
+    retrain = "train with" if training else "use a model trained with"
+    longer = f", or {retrain} a longer model.{key}" if key else ""
     raise InputValueError(
         f"{setting}={length}: the {type(backbone).__name__} backbone reads at most {longest} "
         f"tokens{bound}; keep {setting} at most {longest}{longer}",
@@ -60,23 +62,25 @@ def warn_beyond_trained_window(
     if trained is None or window is None or window <= trained:
         return
     if sampler == SEMI_AR:
-        advice = f"use a block of at most {trained} {unit}"
+        advice, parameter = f"use a block of at most {trained} {unit}", ("block",)
     elif SEMI_AR in samplers:
         advice = (
-            f'to make long sequences, use the semi-autoregressive sampler: sampler="{SEMI_AR}" '
-            f"with block={trained} and a smaller stride (genodiff sample --sampler {SEMI_AR} "
-            f"--block {trained} --stride {trained // 2}), which extends a sequence window by "
-            f"window, each of the trained length; or keep the length at most {trained} {unit}"
+            f'to make long sequences, use the semi-autoregressive sampler (sampler="{SEMI_AR}" '
+            f"with block={trained} and a smaller stride, such as stride={trained // 2}), which "
+            f"extends a sequence window by window, each of the trained length; or keep the "
+            f"length at most {trained} {unit}"
         )
+        parameter = ("sampler", "block", "stride", "length")
     else:
         advice = f"keep the length at most {trained} {unit} (this model has no {SEMI_AR} sampler)"
+        parameter = ("length",)
     what = f"a block of {window} {unit}" if sampler == SEMI_AR else f"{window} {unit}"
-    warnings.warn(
+    message = (
         f"sampling {what} from a model trained on windows of {trained} {unit} (data.max_length): "
         f"the network never read sequences that long, so what it draws is not what it learned; "
-        f"{advice}",
-        stacklevel=2,
+        f"{advice}"
     )
+    warnings.warn(UserInputWarning(message, parameter=parameter), stacklevel=2)
 
 
 def warn_scoring_beyond_trained_window(
@@ -84,25 +88,26 @@ def warn_scoring_beyond_trained_window(
 ) -> None:
     """``warnings.warn`` when scoring would read ``longest`` tokens at once, more than the
     windows of ``config``'s training data (``data.max_length``): a sequence (``Model.score``)
-    or, with ``windows``, every window of ``genodiff eval --length``."""
+    or, with ``windows``, every window of ``evaluate_checkpoint``'s ``length``."""
     trained = config.get("data", {}).get("max_length")
     if trained is None or longest <= trained:
         return
     if windows:
         what = f"windows of {longest} {unit}"
-        advice = f"give a length of at most {trained} {unit} (genodiff eval --length), or none"
+        advice, parameter = f"give a length of at most {trained} {unit}, or none", "length"
     else:
         what = f"a sequence of {longest} {unit}"
         advice = (
-            f"score pieces of at most {trained} {unit} (genodiff eval --file FILE scores a "
-            "file window by window)"
+            f"score pieces of at most {trained} {unit} (genodiff eval scores a file window by "
+            "window)"
         )
-    warnings.warn(
+        parameter = "sequences"
+    message = (
         f"scoring {what} with a model trained on windows of {trained} {unit} "
         "(data.max_length): the network never read sequences that long, so the score is not "
-        f"what it learned; {advice}",
-        stacklevel=4,
+        f"what it learned; {advice}"
     )
+    warnings.warn(UserInputWarning(message, parameter=parameter), stacklevel=4)
 
 
 def warn_beyond_classifier_window(trained: int | None, length: int, unit: str, source: str) -> None:
@@ -110,10 +115,10 @@ def warn_beyond_classifier_window(trained: int | None, length: int, unit: str, s
     ``trained`` tokens (None: unknown) is to judge sequences of ``length`` tokens."""
     if trained is None or length <= trained:
         return
-    warnings.warn(
+    message = (
         f"guiding {length} {unit} with {source}, a classifier trained on windows of {trained} "
         f"{unit} (its data.max_length): it never read sequences that long, so its verdicts, "
         f"and the guidance, are not what it learned; keep the length at most {trained} {unit}, "
-        f"or train a classifier on windows of {length} {unit}",
-        stacklevel=2,
+        f"or train a classifier on windows of {length} {unit}"
     )
+    warnings.warn(UserInputWarning(message, parameter="length"), stacklevel=2)

@@ -209,6 +209,32 @@ def test_genodiffs_own_warnings_are_one_line_like_its_errors(capsys, monkeypatch
     )
 
 
+def test_a_warning_names_the_commands_own_options_and_the_main_process_alone_says_it(
+    capsys, monkeypatch
+):
+    """A ``UserInputWarning`` says what to change in the library's terms (``parameter``); a
+    command adds the options it has of those (not another command's); the other processes
+    of a ``--devices N`` run meet the same warning and leave it to the main one."""
+    from genodiff.errors import UserInputWarning
+
+    parser = cli.build_parser()
+    ours = str(Path(cli.__file__).parent / "trained_window.py")
+    warning = UserInputWarning("too long; give a shorter length", parameter=("length", "block"))
+
+    def said(command: str) -> str:
+        with cli.warnings_as_lines(command, cli.command_options(parser, command)):
+            warnings.simplefilter("always")
+            warnings.warn_explicit(warning, UserInputWarning, ours, 1)
+        return capsys.readouterr().err
+
+    long_line = "genodiff sample: warning: too long; give a shorter length (--length, --block)\n"
+    assert said("sample") == long_line
+    assert said("eval") == "genodiff eval: warning: too long; give a shorter length (--length)\n"
+    assert said("train") == "genodiff train: warning: too long; give a shorter length\n"
+    monkeypatch.setenv("LOCAL_RANK", "1")  # a second process of the run
+    assert said("eval") == ""
+
+
 def test_a_warning_during_a_command_reaches_stderr_as_one_line(capsys, tmp_path):
     folder = Path(shutil.copytree(ROOT / "models" / "mdlm-chrx", tmp_path / "m"))
     record = json.loads((folder / "genodiff.json").read_text())

@@ -12,6 +12,7 @@ from Bio import SeqIO
 import genodiff
 import genodiff.pipeline
 from genodiff import cli
+from genodiff.errors import InputValueError
 from tests import test_sample_cli
 from tests.test_bad_input_cli import one_line_error
 from tests.test_conditioning import ROOT, TINY_RUN
@@ -194,3 +195,22 @@ def test_class_names_that_would_share_a_samples_file_get_one_each():
     ]
     named = class_sample_files(file, ["Human", "human"])
     assert len({str(path).lower() for path in named}) == 2
+
+
+@pytest.mark.parametrize("label", [3, True, b"human"])
+def test_a_label_that_is_no_class_name_lists_the_class_names(label):
+    # Was: "label must be a string, got 3", naming no class (the CLI's "3" listed them)
+    model = genodiff.load("species-conditional", device="cpu")
+    with pytest.raises(InputValueError) as refused:
+        model.generate(1, length=8, steps=2, label=label)
+    message = str(refused.value)
+    assert message.startswith(f"label must be a class name (a string), got {label!r}")
+    assert message.endswith("the classes of species-conditional are: human, e_coli, s_aureus")
+    assert refused.value.parameter == "label"
+
+
+def test_a_class_id_on_the_command_line_lists_the_class_names(tmp_path, capsys):
+    capsys.readouterr()
+    assert sample("species-conditional", tmp_path / "s.fa", "--label", "3") == 2
+    assert "its classes are: human, e_coli, s_aureus" in one_line_error(capsys, "sample")
+    assert not any(tmp_path.iterdir())

@@ -66,3 +66,30 @@ def test_config_trains_on_demo_data_and_evaluates(config, tmp_path, capsys):
     measure = "NLL" if result["likelihood"] == "exact" else "NELBO"
     assert re.search(rf"^genodiff: test {measure} \d", printed, re.MULTILINE)
     assert f"({result['likelihood']})" in printed
+
+
+def test_a_wheels_hg38_download_hint_names_a_folder_the_config_reads(tmp_path, monkeypatch, capsys):
+    # Was: "genodiff data hg38 --dest SITE-PACKAGES/genodiff/_bundle/data/hg38", inside the
+    # installed package: not the user's to write in, and lost with the next install
+    import shutil
+
+    from genodiff import resources
+    from tests.test_bad_input_cli import one_line_error
+
+    bundle = tmp_path / "site-packages" / "genodiff" / "_bundle"  # what a wheel installs
+    shutil.copytree(ROOT / "configs", bundle / "configs")
+    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # no configs/ or data/ here
+    assert cli.main(["train", "hg38", f"output_dir={work / 'out'}"]) == 2
+    err = one_line_error(capsys, "train")
+    hint = "Download hg38 with: genodiff data hg38 --dest "
+    assert hint in err
+    dest = Path(err.split(hint)[1])
+    assert dest == work / "data" / "hg38"  # where `genodiff data hg38` (--dest data/hg38) writes
+    dest.mkdir(parents=True)
+    (dest / "hg38.ml.fa").touch()  # the download's files, in place
+    (dest / "human-sequences.bed").touch()
+    data = load_config("hg38").data  # read from where the hint put them
+    assert (data.fasta, data.bed) == (str(dest / "hg38.ml.fa"), str(dest / "human-sequences.bed"))

@@ -40,19 +40,57 @@ def is_warning(node: ast.AST) -> bool:
 
 
 def options_in_messages(source: str) -> list[tuple[int, str]]:
-    """(line, text) of every string literal (f-string parts included) inside a ``raise`` or
-    a ``warn(...)`` call of ``source`` that holds ``--`` followed by a letter."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Raise) or is_warning(node):
-            found += [
-                (inner.lineno, inner.value)
-                for inner in ast.walk(node)
-                if isinstance(inner, ast.Constant)
-                and isinstance(inner.value, str)
-                and OPTION.search(inner.value)
-            ]
-    return found
+    """(line, text) of every string literal (f-string parts included) of ``source`` that holds
+    ``--`` followed by a letter and is part of a message: inside a ``raise`` or a ``warn(...)``
+    call, or assigned in the same function to a variable that flows into one (directly or
+    through other variables: ``advice = "... --length"; warn(f"...; {advice}")``)."""
+    tree = ast.parse(source)
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    messages = [n for n in ast.walk(tree) if isinstance(n, ast.Raise) or is_warning(n)]
+    for function in functions:
+        messages += assignments_into_messages(function)
+    found = {
+        (inner.lineno, inner.value)
+        for node in messages
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.Constant)
+        and isinstance(inner.value, str)
+        and OPTION.search(inner.value)
+    }
+    return sorted(found)
+
+
+def assignments_into_messages(function: ast.AST) -> list[ast.AST]:
+    """The values assigned in ``function`` to the variables its ``raise`` statements and
+    ``warn(...)`` calls read, and to the variables those values read, and so on."""
+    own = list(walk_own(function))
+    messages = [n for n in own if isinstance(n, ast.Raise) or is_warning(n)]
+    read = {n.id for m in messages for n in ast.walk(m) if isinstance(n, ast.Name)}
+    assignments = [
+        (names_assigned(n), n.value)
+        for n in own
+        if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign) and n.value is not None
+    ]
+    values: list[ast.AST] = []
+    while True:
+        new = [v for names, v in assignments if names & read and v not in values]
+        if not new:
+            return values
+        values += new
+        read |= {n.id for v in new for n in ast.walk(v) if isinstance(n, ast.Name)}
+
+
+def walk_own(function: ast.AST):
+    """The nodes of ``function``'s body, not those of the functions defined in it."""
+    for child in ast.iter_child_nodes(function):
+        yield child
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield from walk_own(child)
+
+
+def names_assigned(node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> set[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 def literal_parameters(source: str) -> list[tuple[int, str]]:
@@ -78,10 +116,19 @@ def f(n):
         raise ValueError(f"--num-windows must be >= 1, got {n}")
     warnings.warn("pass --length 8")
     raise ValueError("num_windows must be >= 1")  # no option: not found
+def g(n, unit):
+    advice = f"pass --length {n}" if n else "pass --block"
+    what = f"{n} {unit}; {advice}"
+    warnings.warn(f"too long: {what}")
+    hint = "see --help"  # read by no message: not found
+    def inner():
+        return "--nested"  # another function's: not found
 """
     assert options_in_messages(source) == [
         (5, "--num-windows must be >= 1, got "),
         (6, "pass --length 8"),
+        (9, "pass --block"),
+        (9, "pass --length "),
     ]
 
 

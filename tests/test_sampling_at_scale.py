@@ -802,6 +802,22 @@ def test_eval_on_two_processes_equals_one(tmp_path, capsys):
     assert two["windows_sha256"] == one["windows_sha256"]
 
 
+@pytest.mark.process_level
+def test_a_warning_of_a_two_process_eval_is_said_once(tmp_path):
+    """Was: once per process, the same line twice (each process meets the warning)."""
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    fasta = tmp_path / "windows.fa"
+    fasta.write_text(f">chrom\n{'ACGT' * LENGTH * 2}\n")  # 4 windows of 2 * LENGTH
+    command = [sys.executable, "-m", "genodiff.cli", "eval", "--checkpoint", str(checkpoint)]
+    command += ["--file", str(fasta), "--length", str(2 * LENGTH), "--t-samples", "1"]
+    command += ["--no-progress", "--accelerator", "cpu", "--devices", "2"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    warned = [line for line in done.stderr.splitlines() if "trained on windows" in line]
+    expected = f"genodiff eval: warning: scoring windows of {2 * LENGTH} bp with a model trained "
+    assert len(warned) == 1 and warned[0].startswith(expected), done.stderr[-3000:]
+
+
 def test_the_progress_of_a_two_process_eval_says_it_counts_the_main_process_share(
     tmp_path, monkeypatch
 ):

@@ -35,8 +35,9 @@ def test_threads_setting_accepts_auto_system_and_counts(clean_environment, given
 
 @pytest.mark.parametrize("given", ["0", "-1", "two", "1.5", ""])
 def test_threads_setting_refuses_anything_else_naming_the_source(clean_environment, given):
-    with pytest.raises(InputValueError, match=r"--threads=.*auto, system or a number"):
-        threads.threads_setting(given)
+    with pytest.raises(InputValueError, match=r"^threads=.*auto, system or a number") as refused:
+        threads.threads_setting(given)  # the argument's name: the CLI adds its option
+    assert refused.value.parameter == "threads"
     clean_environment.setenv("GENODIFF_THREADS", given)
     with pytest.raises(InputValueError, match=r"GENODIFF_THREADS="):
         threads.threads_setting()
@@ -126,8 +127,8 @@ def test_every_command_takes_threads_and_refuses_a_bad_value_in_one_line(clean_e
     assert main(["info", "--threads", "many", "nothing.ckpt"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
-        "genodiff info: error: --threads='many': give auto, system or a number of threads "
-        "(1 or more)"
+        "genodiff info: error: threads='many': give auto, system or a number of threads "
+        "(1 or more) (--threads)"
     )
     torch.set_num_threads(2)
     main(["info", "--threads", "1", "nothing.ckpt"])  # the missing file is a user error

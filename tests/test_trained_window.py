@@ -58,7 +58,8 @@ def test_generate_warns_beyond_the_trained_window_only(checkpoint):  # noqa: F81
     model = genodiff.load(checkpoint, device="cpu")
     (message,) = warnings_of(model.generate, 1, length=200, steps=2)
     assert message.startswith("sampling 200 bp from a model trained on windows of 128 bp")
-    assert "--sampler semi-ar --block 128 --stride 64" in message
+    assert 'sampler="semi-ar" with block=128 and a smaller stride, such as stride=64' in message
+    assert "--" not in message  # generate's arguments, not genodiff sample's options
     assert warnings_of(model.generate, 1, length=128, steps=2) == []
     assert warnings_of(model.generate, 1, steps=2) == []  # the default: the trained length
 
@@ -70,7 +71,9 @@ def test_genodiff_sample_prints_the_warning(checkpoint, tmp_path):  # noqa: F811
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
-    assert "sampling 150 bp from a model trained on windows of 128 bp" in done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "trained on windows" in line]
+    assert line.startswith("genodiff sample: warning: sampling 150 bp from a model trained on ")
+    assert line.endswith("(--sampler, --block, --stride, --length)")  # the CLI's spelling
     assert out.is_file()
 
 
@@ -83,6 +86,7 @@ def test_a_training_whose_own_samples_are_longer_than_its_windows_says_so_first(
     (line,) = [line for line in err.splitlines() if "trained on windows" in line]
     assert line.startswith("genodiff train: warning: sampling 200 bp from a model trained on ")
     assert "windows of 128 bp (data.max_length)" in line  # TINY's data.max_length
+    assert "--" not in line  # genodiff sample's options are no options of genodiff train
 
 
 def test_scoring_a_sequence_longer_than_the_trained_windows_warns(checkpoint):  # noqa: F811
@@ -105,10 +109,20 @@ def test_eval_with_longer_windows_than_the_trained_ones_says_so(checkpoint, caps
 
     (line,) = said(256)
     assert line.startswith("genodiff eval: warning: scoring windows of 256 bp with a model ")
-    assert (
-        "trained on windows of 128 bp" in line and "at most 128 bp (genodiff eval --length)" in line
-    )
+    assert "trained on windows of 128 bp" in line
+    assert line.endswith("give a length of at most 128 bp, or none (--length)")
     assert said(128) == []
+
+
+def test_evaluate_checkpoint_warns_in_its_own_terms(checkpoint):  # noqa: F811
+    # Was: "(genodiff eval --length)" from Python too, whose argument is length=
+    from genodiff.evaluate import evaluate_checkpoint
+
+    fasta = ROOT / "data" / "chr22_20-21Mb.fa.gz"
+    options = {"data_file": fasta, "length": 256, "num_windows": 1, "t_samples": 1}
+    (message,) = warnings_of(evaluate_checkpoint, checkpoint, device="cpu", **options)
+    assert message.endswith("give a length of at most 128 bp, or none")
+    assert "--" not in message
 
 
 # HyenaDNA reads at most l_max tokens (its filter length). A window or a sample longer than
@@ -146,14 +160,39 @@ def test_a_training_longer_than_hyenas_filter_is_refused_before_it_writes(
     assert not out.exists()  # nothing half-written
 
 
-def test_sampling_longer_than_hyenas_filter_is_refused_before_it_draws(tmp_path, capsys):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def short_filter_run(tmp_path_factory) -> str:
+    """A HyenaDNA run whose filter reads at most 40 tokens, trained on windows of 32."""
+    out = tmp_path_factory.mktemp("hyena") / "run"
     options = [*HYENA_RUN, "data.max_length=32", "samples.num_samples=0"]
     assert cli.main(["train", HYENA, *options, f"output_dir={out}"]) == 0
-    model = genodiff.load(out, device="cpu")
+    return str(out)
+
+
+def test_sampling_longer_than_hyenas_filter_is_refused_before_it_draws(short_filter_run):
+    model = genodiff.load(short_filter_run, device="cpu")
     calls = []
     model.network.eval_backbone.register_forward_pre_hook(lambda *_: calls.append(1))
-    with pytest.raises(ValueError, match=r"length=41: the HyenaDNA backbone reads at most 40"):
+    with pytest.raises(ValueError, match=r"length=41: the HyenaDNA backbone reads at most 40") as e:
         model.generate(1, length=41)
+    assert "use a model trained with a longer model.layer.l_max" in str(e.value)  # what to do
     assert calls == []  # refused before the first network call
     assert len(model.generate(1, length=40)[0]) == 40  # the filter's length itself is fine
+
+
+def test_eval_longer_than_hyenas_filter_says_what_to_do_before_it_reads(
+    short_filter_run, tmp_path, capsys
+):
+    # Was: the file indexed, then the network's own words at its first call ("while scoring
+    # 41-token windows: sequence length 41 exceeds the filter length l_max=40"), no way out
+    from tests.test_bad_input_cli import one_line_error
+
+    fasta = tmp_path / "chr22.fa.gz"
+    fasta.write_bytes((ROOT / "data" / "chr22_20-21Mb.fa.gz").read_bytes())
+    options = ["--file", str(fasta), "--num-windows", "2", "--t-samples", "1", "--length", "41"]
+    assert cli.main(["eval", "--checkpoint", short_filter_run, *options]) == 2
+    err = one_line_error(capsys, "eval")
+    assert "length=41: the HyenaDNA backbone reads at most 40 tokens (model.layer.l_max)" in err
+    assert "keep length at most 40, or use a model trained with a longer model.layer.l_max" in err
+    assert err.endswith("(--length)")  # the option, in the CLI's spelling
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fasta.name]  # no index written
