@@ -775,14 +775,16 @@ def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path,
 @pytest.mark.process_level
 def test_eval_on_two_processes_equals_one(tmp_path, capsys):
     """Each process scores a block of the batches, every batch from its own generator: the
-    windows, their sums and the result are one process's."""
+    windows, their sums and the result are one process's. The windows are twice the trained
+    ones: the warning that says so is said once (was: once per process)."""
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
     fasta = tmp_path / "windows.fa"
     torch.manual_seed(1)
-    bases = "".join("ACGT"[i] for i in torch.randint(0, 4, (LENGTH * 11,)).tolist())
+    length = 2 * LENGTH
+    bases = "".join("ACGT"[i] for i in torch.randint(0, 4, (length * 11,)).tolist())
     fasta.write_text(f">chrom\n{bases}\n")
     base = [sys.executable, "-m", "genodiff.cli", "eval", "--checkpoint", str(checkpoint)]
-    base += ["--file", str(fasta), "--length", str(LENGTH), "--batch-size", "2", "--seed", "3"]
+    base += ["--file", str(fasta), "--length", str(length), "--batch-size", "2", "--seed", "3"]
     base += ["--t-samples", "2", "--json", "--per-window", "--no-progress"]
     assert cli.main(base[3:]) == 0  # one process: this one
     one = json.loads(capsys.readouterr().out)
@@ -793,6 +795,9 @@ def test_eval_on_two_processes_equals_one(tmp_path, capsys):
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1  # the main process alone prints
     two = json.loads(lines[0])
+    warned = [line for line in done.stderr.splitlines() if "trained on windows" in line]
+    expected = f"genodiff eval: warning: scoring windows of {length} bp with a model trained "
+    assert len(warned) == 1 and warned[0].startswith(expected), done.stderr[-3000:]
     assert [w["window"] for w in two["per_window"]] == [w["window"] for w in one["per_window"]]
     assert len(one["per_window"]) == 11
     for a, b in zip(one["per_window"], two["per_window"], strict=True):
@@ -800,22 +805,6 @@ def test_eval_on_two_processes_equals_one(tmp_path, capsys):
         assert b["nelbo"] == pytest.approx(a["nelbo"], rel=1e-6)
     assert two["nelbo"] == pytest.approx(one["nelbo"], rel=1e-6)
     assert two["windows_sha256"] == one["windows_sha256"]
-
-
-@pytest.mark.process_level
-def test_a_warning_of_a_two_process_eval_is_said_once(tmp_path):
-    """Was: once per process, the same line twice (each process meets the warning)."""
-    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
-    fasta = tmp_path / "windows.fa"
-    fasta.write_text(f">chrom\n{'ACGT' * LENGTH * 2}\n")  # 4 windows of 2 * LENGTH
-    command = [sys.executable, "-m", "genodiff.cli", "eval", "--checkpoint", str(checkpoint)]
-    command += ["--file", str(fasta), "--length", str(2 * LENGTH), "--t-samples", "1"]
-    command += ["--no-progress", "--accelerator", "cpu", "--devices", "2"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    warned = [line for line in done.stderr.splitlines() if "trained on windows" in line]
-    expected = f"genodiff eval: warning: scoring windows of {2 * LENGTH} bp with a model trained "
-    assert len(warned) == 1 and warned[0].startswith(expected), done.stderr[-3000:]
 
 
 def test_the_progress_of_a_two_process_eval_says_it_counts_the_main_process_share(
