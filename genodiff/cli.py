@@ -1053,7 +1053,7 @@ def main(argv: list[str] | None = None) -> int:
         if not is_main_process() and _main_process_ends():
             return 2  # the main process met the error too and printed its line
         err = _for_the_command_line(err)
-        print(error_line(err, args.command, option_names(parser)), file=sys.stderr)
+        print(error_line(err, args.command, command_options(parser, args.command)), file=sys.stderr)
         return 2
     return 0
 

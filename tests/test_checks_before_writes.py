@@ -39,6 +39,19 @@ def test_a_refused_run_writes_nothing(tmp_path, capsys, overrides, message):
     assert not out.exists()
 
 
+def test_a_samples_sampler_that_needs_settings_the_section_lacks_is_refused_first(tmp_path, capsys):
+    # semi-ar needs a block and a stride, which the samples section has no keys for: the
+    # run's samples and the trained model's generation config could never draw. Was: refused
+    # after training, as "(--block, --stride)", options train does not have.
+    out = tmp_path / "run"
+    assert cli.main(["train", DEMO, *QUICK, "samples.sampler=semi-ar", f"output_dir={out}"]) == 2
+    line = one_line_error(capsys, "train")
+    assert line.startswith("genodiff train: error: samples.sampler: 'semi-ar' needs block and ")
+    assert "choose one of ancestral, cached, first-hitting for the run's samples" in line
+    assert "--" not in line
+    assert not out.exists()
+
+
 def test_the_corrected_retry_of_a_refused_run_trains(tmp_path, capsys):
     out = tmp_path / "run"
     bad = ["data.split_fractions=[0.5,0.6,0.1]", f"output_dir={out}"]

@@ -235,6 +235,25 @@ def test_a_warning_names_the_commands_own_options_and_the_main_process_alone_say
     assert said("eval") == ""
 
 
+def test_an_error_names_the_options_of_the_command_that_met_it_alone(capsys, monkeypatch):
+    """An error's ``parameter`` becomes the options the command has of it: sample has
+    --length, train has none (was: any command's, so a run's samples section, which train
+    sets by config keys, was told "(--block, --stride)")."""
+
+    def refused(args) -> None:
+        raise InputValueError("length must be at most 8", parameter=("length", "block"))
+
+    for name in ("_sample", "_eval", "_train"):
+        monkeypatch.setattr(cli, name, refused)
+    assert cli.main(["sample", "--checkpoint", "x", "--out", "x.fa"]) == 2
+    said = "genodiff sample: error: length must be at most 8 (--length, --block)\n"
+    assert capsys.readouterr().err == said
+    assert cli.main(["eval", "--checkpoint", "x"]) == 2
+    assert capsys.readouterr().err == "genodiff eval: error: length must be at most 8 (--length)\n"
+    assert cli.main(["train", "demo"]) == 2
+    assert capsys.readouterr().err == "genodiff train: error: length must be at most 8\n"
+
+
 def test_a_warning_during_a_command_reaches_stderr_as_one_line(capsys, tmp_path):
     folder = Path(shutil.copytree(ROOT / "models" / "mdlm-chrx", tmp_path / "m"))
     record = json.loads((folder / "genodiff.json").read_text())

@@ -372,5 +372,6 @@ def test_d3pm_uses_the_same_samplers(sampler):
     ],
 )
 def test_provenance_records_steps_only_for_samplers_that_take_them(objective, sampler, recorded):
-    request = SampleRequest(num_samples=1, length=8, steps=5, sampler=sampler)
+    windows = {"block": 4, "stride": 2} if sampler == "semi-ar" else {}  # semi-ar needs them
+    request = SampleRequest(num_samples=1, length=8, steps=5, sampler=sampler, **windows)
     assert objective().steps_used(request) == recorded

@@ -168,9 +168,10 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
 
     def sampler_name(self, request: SampleRequest) -> str:
         """The sampler ``request`` asks for (the default when None); ValueError if unknown, if
-        it reuses predictions across time steps and this objective conditions on time, or if
-        ``request`` asks for a class and the sampler has no guidance or does not draw it in its
-        form (``Sampler.draws``)."""
+        ``request`` lacks a setting it needs (``Sampler.needs``), if it reuses predictions
+        across time steps and this objective conditions on time, or if ``request`` asks for a
+        class and the sampler has no guidance or does not draw it in its form
+        (``Sampler.draws``)."""
         name = request.sampler or next(iter(self.samplers))
         sampler = self.samplers.get(name)
         if sampler is None:
@@ -179,6 +180,9 @@ class Objective(nn.Module, metaclass=_ArgumentsChecked):
                 f"choose one of: {', '.join(self.samplers)}",
                 parameter="sampler",
             )
+        if any(getattr(request, setting) is None for setting in sampler.needs):
+            needed = " and ".join(f"a {setting}" for setting in sampler.needs)
+            raise InputValueError(f"the {name} sampler needs {needed}", parameter=sampler.needs)
         if sampler.reuses_predictions and self.time_conditioning:
             others = [n for n, s in self.samplers.items() if not s.reuses_predictions]
             raise InputValueError(

@@ -28,7 +28,9 @@ MASKED_SAMPLERS: Mapping[str, Sampler] = {
     "first-hitting": Sampler(
         first_hitting, takes_steps=False, guidance_forms=GUIDANCE_FORMS, event_driven=True
     ),
-    "semi-ar": Sampler(semi_autoregressive, guidance_forms=GUIDANCE_FORMS),
+    "semi-ar": Sampler(
+        semi_autoregressive, guidance_forms=GUIDANCE_FORMS, needs=("block", "stride")
+    ),
 }
 
 # Every position may change at every step, and the network is time-conditioned: no caching.

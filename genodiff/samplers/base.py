@@ -50,6 +50,8 @@ class Sampler:
     so it draws the transition form only while each position's guided unmasking rate stays
     fixed between events: a constant schedule and a network without time conditioning
     (``Objective.sampler_name`` refuses the rest).
+    ``needs``: the ``SampleRequest`` settings the sampler cannot draw without (semi-ar: its
+    block and stride); ``Objective.sampler_name`` refuses a request that lacks one.
     """
 
     draw: Draw
@@ -57,6 +59,7 @@ class Sampler:
     takes_steps: bool = True
     guidance_forms: tuple[str, ...] = ()
     event_driven: bool = False
+    needs: tuple[str, ...] = ()
 
     @property
     def guided(self) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.progress import Progress, counted, is_main_process, progress_wanted
 from genodiff.sample_files import write_samples
 from genodiff.sample_formats import SamplingRun
+from genodiff.samplers.base import Sampler
 from genodiff.samplers.request import SampleRequest
 from genodiff.trained_window import check_backbone_length, warn_beyond_trained_window
 from genodiff.training.lightning_data import LightningData
@@ -102,6 +103,7 @@ def train(
     if s.num_samples:
         check_backbone_length(model.backbone, s.length, "samples.length", training=True)
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
+    check_run_sampler(model.objective.samplers, s.sampler)
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
     if s.num_samples:  # the run's own samples, said before it trains
         samplers = model.objective.samplers
@@ -229,6 +231,21 @@ def finish(
         print(
             f"genodiff: wrote {counted(s.num_samples, 'sample')} of {s.length} {tokenizer.unit} "
             f"to {path}"
+        )
+
+
+def check_run_sampler(samplers: Mapping[str, Sampler], name: str | None) -> None:
+    """ConfigError for a ``samples.sampler`` that needs settings (``Sampler.needs``: semi-ar's
+    block and stride) that the samples section does not hold: the run's samples, and every
+    draw from the trained model with its generation config, would fail for want of them."""
+    needs = samplers[name].needs if name in samplers else ()
+    if needs:
+        others = [other for other, sampler in samplers.items() if not sampler.needs]
+        raise ConfigError(
+            f"samples.sampler: {name!r} needs {' and '.join(needs)} for each draw, which the "
+            f"samples section does not set; choose one of {', '.join(others)} for the run's "
+            f"samples, and draw {name} sequences from the trained model (genodiff sample, "
+            "Model.generate) with its settings"
         )
 
 
