@@ -34,6 +34,7 @@ from genodiff.parallel import join_line_once
 from genodiff.progress import is_terminal
 from genodiff.threads import command_threads, share_threads
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
+from genodiff.training.epochs import reopen_cut_epoch
 from genodiff.training.progress_lines import PlainProgressBar
 
 # The logger Lightning's rank_zero_info writes to.
@@ -171,7 +172,10 @@ class LatestCheckpoint(ModelCheckpoint):
     validation, at the end of training and when SIGTERM stops the run (Lightning's
     ``save_last`` rewrites it only in a step where the best checkpoint changed); a validation
     in the middle of an optimizer step (``trainer.accumulate_grad_batches``) leaves it as it
-    is, since a resume from there would drop the batches accumulated so far."""
+    is, since a resume from there would drop the batches accumulated so far. Every checkpoint
+    records the epoch of its latest batch, and one written where ``trainer.max_steps`` ended an
+    epoch part-way resumes in that epoch (``genodiff.training.epochs.reopen_cut_epoch``; also
+    applied to such checkpoints from earlier genodiff versions when they are resumed)."""
 
     def __init__(
         self,
@@ -211,6 +215,16 @@ class LatestCheckpoint(ModelCheckpoint):
     ) -> None:
         if isinstance(exception, SIGTERMException):  # pre-emption: keep the work done so far
             self._save_latest(trainer)
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        reopen_cut_epoch(checkpoint)
+
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        reopen_cut_epoch(checkpoint)  # before Lightning restores its loops from it
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         # A run folder moved or copied, then resumed where it now is: its checkpoints moved
