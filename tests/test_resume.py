@@ -40,7 +40,7 @@ def test_last_ckpt_is_the_latest_state_when_the_best_was_early(tmp_path, monkeyp
     args = ["train", DEMO, *BASE, "trainer.max_steps=7", f"output_dir={out}", "ckpt_path=last"]
     assert cli.main(args) == 0
     assert step_of(folder / "last.ckpt") == 7
-    assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {5}
+    assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {6}
 
 
 def test_a_moved_run_folder_resumes_with_its_best_checkpoint(tmp_path, monkeypatch, capsys):
