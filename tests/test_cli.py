@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from Bio import SeqIO
 
 from genodiff import cli
@@ -61,6 +62,19 @@ def test_train_writes_checkpoints_logs_and_samples(trained_run):
     assert all(len(r.seq) == 64 and set(str(r.seq)) <= set("ACGTN") for r in records)
 
 
+def test_metrics_rows_count_the_optimizer_steps_done(trained_run):
+    # 4 steps, validation every 2: after steps 2 and 4, and the best checkpoint is named by
+    # the step of a validation row (best-step2.ckpt or best-step4.ckpt)
+    rows = read_metrics(trained_run)
+    validated = sorted(int(r["step"]) for r in rows if r.get("val/nelbo"))
+    assert validated == [2, 4]
+    (best,) = (trained_run / "checkpoints").glob("best-step*.ckpt")
+    assert int(best.stem.removeprefix("best-step")) in validated
+    last = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert max(int(r["step"]) for r in rows) == last["global_step"] == 4
+    assert {r["epoch"] for r in rows if r.get("epoch")} == {"0"}  # one epoch, counted from 0
+
+
 def test_sample_command_is_seeded_and_traceable(trained_run, tmp_path):
     ckpt = trained_run / "checkpoints" / "last.ckpt"
     args = [
@@ -101,12 +115,12 @@ def test_resume_continues_from_last_checkpoint(trained_run, tmp_path):
     assert cli.main(args) == 0
     rows = read_metrics(out)
     steps = {int(r["step"]) for r in rows if r.get("val/nelbo")}
-    assert steps == {5}  # only the validation after the resumed steps 4..6
+    assert steps == {6}  # only the validation after the resumed steps 5 and 6
 
     # ckpt_path=last picks up output_dir/checkpoints/last.ckpt (now at step 6)
     args = [a for a in args if not a.startswith(("ckpt_path=", "trainer.max_steps="))]
     assert cli.main([*args, "ckpt_path=last", "trainer.max_steps=8"]) == 0
-    assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {7}
+    assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {8}
     assert read_metrics(out, 0) == rows  # the first resumed run's log is kept
 
 

@@ -40,7 +40,7 @@ def test_last_ckpt_is_the_latest_state_when_the_best_was_early(tmp_path, monkeyp
     args = ["train", DEMO, *BASE, "trainer.max_steps=7", f"output_dir={out}", "ckpt_path=last"]
     assert cli.main(args) == 0
     assert step_of(folder / "last.ckpt") == 7
-    assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {5}
+    assert {int(r["step"]) for r in read_metrics(out, 1) if r.get("val/nelbo")} == {6}
 
 
 def test_a_moved_run_folder_resumes_with_its_best_checkpoint(tmp_path, monkeypatch, capsys):
@@ -125,6 +125,39 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
     assert a["genodiff_run"]["tokens_seen"] == 8 * 4 * 128  # steps x data.batch_size x window
 
 
+def closed_as_lightning_does(path: Path) -> None:
+    """Rewrite the checkpoint ``path`` with the epoch closed, as Lightning counts an epoch that
+    ``trainer.max_steps`` ended part-way and as genodiff wrote such a last.ckpt before."""
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    progress = checkpoint["loops"]["fit_loop"]["epoch_progress"]
+    for counts in (progress["current"], progress["total"]):
+        counts["processed"] = counts["completed"] = counts["started"]
+    checkpoint["epoch"] = progress["current"]["started"]
+    torch.save(checkpoint, path)
+
+
+@pytest.mark.process_level
+@pytest.mark.parametrize("written_by", ["this version", "earlier versions"])
+def test_a_run_ended_by_max_steps_inside_an_epoch_resumes_in_that_epoch(tmp_path, written_by):
+    # Epochs of 3 batches, validation at steps 2, 4, 6, 8: the first run ends at step 5, the
+    # second batch of epoch 1 (counted from 0), and its last.ckpt is written at the end. A
+    # constant learning rate: the schedule's length is max_steps, 5 in the first run.
+    constant = [*EXACT, "optim.warmup_fraction=0", "optim.min_lr_ratio=1"]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    genodiff.train(DEMO, constant, output_dir=whole)
+    ended_at_5 = [o for o in constant if not o.startswith("trainer.max_steps")]
+    genodiff.train(DEMO, [*ended_at_5, "trainer.max_steps=5"], output_dir=split)
+    last = split / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    assert checkpoint["global_step"] == 5 and checkpoint["epoch"] == 1  # steps 4-6: epoch 1
+    if written_by == "earlier versions":
+        closed_as_lightning_does(last)
+    genodiff.train(DEMO, [*constant, "ckpt_path=last"], output_dir=split)
+    # the batches of steps 6..8 are those of the uninterrupted run: the rest of epoch 1, then
+    # epoch 2 (not a new epoch 2 at step 6, with epoch 1's third batch never trained)
+    assert_same_run(whole, split, resumed_at=5)
+
+
 def assert_same_run(whole: Path, split: Path, resumed_at: int) -> None:
     """The run in ``split``, stopped and resumed from step ``resumed_at``, logged (before and
     after the stop) and saved what the uninterrupted run in ``whole`` did: losses,
@@ -135,7 +168,8 @@ def assert_same_run(whole: Path, split: Path, resumed_at: int) -> None:
 
     expected, stopped, resumed = read_metrics(whole), read_metrics(split), read_metrics(split, 1)
     for key in ("train/nelbo", "val/nelbo"):
-        after = {s: v for s, v in losses(expected, key).items() if s >= resumed_at}
+        # rows at the steps done: those after the checkpoint of step resumed_at
+        after = {s: v for s, v in losses(expected, key).items() if s > resumed_at}
         assert after and losses(resumed, key) == pytest.approx(after, rel=1e-5, abs=1e-6)
         # and nothing is missing: every step logged before or after the stop
         both = losses(stopped, key) | losses(resumed, key)

@@ -127,5 +127,4 @@ class ClassifierTrainingModule(RandomStateInCheckpoints):
 
     def configure_optimizers(self) -> dict[str, Any]:
         total = int(self.trainer.estimated_stepping_batches)
-        params = list(self.classifier.parameters())
-        return adamw_with_cosine(params, self.optim_cfg.lr, self.optim_cfg, total)
+        return adamw_with_cosine((self.classifier,), self.optim_cfg.lr, self.optim_cfg, total)

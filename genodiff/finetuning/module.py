@@ -13,7 +13,7 @@ from genodiff.finetuning.classifier import SequenceClassifier
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.trained import RECORD_KEY
 from genodiff.tokenizers import CHECKPOINT_KEY, tokenizer_record
-from genodiff.training.optim import adamw_with_cosine
+from genodiff.training.optim import adamw_with_cosine, regroup_earlier_optimizer_state
 from genodiff.training.random_state import RandomStateInCheckpoints
 
 
@@ -65,6 +65,10 @@ class ClassifierModule(RandomStateInCheckpoints):
         super().on_save_checkpoint(checkpoint)
         checkpoint[CHECKPOINT_KEY] = tokenizer_record(self.classifier.tokenizer)
 
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
+        regroup_earlier_optimizer_state(checkpoint, (self.classifier,))
+
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         ids, labels = batch[0].long(), batch[1]  # (B, L), (B,)
         if self.rc_aug:
@@ -95,6 +99,5 @@ class ClassifierModule(RandomStateInCheckpoints):
         self.test_loss = self._loss_sum / max(len(self.test_labels), 1)
 
     def configure_optimizers(self) -> dict[str, Any]:
-        params = [p for p in self.classifier.parameters() if p.requires_grad]
         total = int(self.trainer.estimated_stepping_batches)
-        return adamw_with_cosine(params, self.lr, self.optim_cfg, total)
+        return adamw_with_cosine((self.classifier,), self.lr, self.optim_cfg, total)

@@ -40,7 +40,6 @@ import numpy as np
 import torch
 import yaml
 from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
-from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.trainer.states import TrainerFn
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -83,7 +82,9 @@ from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.session import CONFIG_FILE, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
+    StepsDoneCSVLogger,
     checkpoint_reads_unsaid,
+    log_at_steps_done,
     progress_bars,
     silence_lightning_notices,
     trainer_kwargs,
@@ -284,12 +285,13 @@ def run_fold(
     callbacks = [checkpoint, stopper, clock, *bars]
     trainer = L.Trainer(
         default_root_dir=folder,
-        logger=CSVLogger(folder, name="logs"),
+        logger=StepsDoneCSVLogger(folder, name="logs"),
         callbacks=callbacks,
         plugins=[checkpoint_io],
         enable_model_summary=False,
         **kwargs,
     )
+    log_at_steps_done(trainer)
     # A resume is said above, once; the test's read of the selected checkpoint not at all.
     with checkpoint_reads_unsaid():
         fit(

@@ -21,7 +21,11 @@ from genodiff.data.loaders import batch_shard
 from genodiff.errors import InputValueError, TrainingDivergedError
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import CHECKPOINT_KEY, Tokenizer, tokenizer_record
-from genodiff.training.optim import adamw_with_cosine, apply_settings
+from genodiff.training.optim import (
+    adamw_with_cosine,
+    apply_settings,
+    regroup_earlier_optimizer_state,
+)
 from genodiff.training.random_state import RandomStateInCheckpoints, seeded_generator
 
 NOISE_KEY = "genodiff_training_noise"  # the state of GenerativeTrainingModule.training_noise
@@ -80,6 +84,7 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_load_checkpoint(checkpoint)
+        regroup_earlier_optimizer_state(checkpoint, self._optimized())
         self._noise_to_restore = checkpoint.get(NOISE_KEY)
         run = checkpoint.get(RUN_STATE_KEY, {})
         self.tokens_seen = run.get("tokens_seen", 0)
@@ -240,7 +245,9 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         self._log_heldout("test")
 
     def configure_optimizers(self) -> dict[str, Any]:
-        modules = (self.backbone, self.objective)
-        params = [p for m in modules for p in m.parameters() if p.requires_grad]
         total = int(self.trainer.estimated_stepping_batches)
-        return adamw_with_cosine(params, self.optim_cfg.lr, self.optim_cfg, total)
+        return adamw_with_cosine(self._optimized(), self.optim_cfg.lr, self.optim_cfg, total)
+
+    def _optimized(self) -> tuple[torch.nn.Module, ...]:
+        """The modules whose parameters the optimizer trains."""
+        return (self.backbone, self.objective)

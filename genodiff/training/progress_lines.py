@@ -17,6 +17,7 @@ import lightning as L
 from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 
 from genodiff.progress import Progress
+from genodiff.training.epochs import trained_epoch
 
 
 class PlainProgressBar(ProgressBar):
@@ -68,5 +69,5 @@ class PlainProgressBar(ProgressBar):
             for name, value in trainer.progress_bar_metrics.items()
             if name.startswith("train/")
         ]
-        extra = ", ".join([f"epoch {trainer.current_epoch}", *metrics])
+        extra = ", ".join([f"epoch {trained_epoch(trainer)}", *metrics])
         self.lines.update(trainer.global_step, self.total, "steps", extra, force)

@@ -34,6 +34,7 @@ from genodiff.parallel import join_line_once
 from genodiff.progress import is_terminal
 from genodiff.threads import command_threads, share_threads
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
+from genodiff.training.epochs import reopen_cut_epoch, trained_epoch
 from genodiff.training.progress_lines import PlainProgressBar
 
 # The logger Lightning's rank_zero_info writes to.
@@ -171,7 +172,10 @@ class LatestCheckpoint(ModelCheckpoint):
     validation, at the end of training and when SIGTERM stops the run (Lightning's
     ``save_last`` rewrites it only in a step where the best checkpoint changed); a validation
     in the middle of an optimizer step (``trainer.accumulate_grad_batches``) leaves it as it
-    is, since a resume from there would drop the batches accumulated so far."""
+    is, since a resume from there would drop the batches accumulated so far. Every checkpoint
+    records the epoch of its latest batch, and one written where ``trainer.max_steps`` ended an
+    epoch part-way resumes in that epoch (``genodiff.training.epochs.reopen_cut_epoch``; also
+    applied to such checkpoints from earlier genodiff versions when they are resumed)."""
 
     def __init__(
         self,
@@ -211,6 +215,16 @@ class LatestCheckpoint(ModelCheckpoint):
     ) -> None:
         if isinstance(exception, SIGTERMException):  # pre-emption: keep the work done so far
             self._save_latest(trainer)
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        reopen_cut_epoch(checkpoint)
+
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        reopen_cut_epoch(checkpoint)  # before Lightning restores its loops from it
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         # A run folder moved or copied, then resumed where it now is: its checkpoints moved
@@ -348,6 +362,40 @@ def progress_bars(
     return [StepRunProgressBar()] if _RICH_AVAILABLE else []
 
 
+class StepsDoneLogs:
+    """A Lightning logger (mixed in before it) whose rows are at the optimizer steps done when
+    each is logged (``trainer.global_step``: the N of ``best-stepN.ckpt`` and of ``genodiff
+    info``'s step), with the epoch of the latest training batch (``trained_epoch``). Lightning
+    logs the loss of step N and the validation after it at N - 1 (its count of batches that
+    stepped, raised after their logging), and the learning rate that step N + 1 uses at N."""
+
+    steps_of: L.Trainer | None = None  # the Trainer logging here; set by ``log_at_steps_done``
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        trainer = self.steps_of
+        if trainer is not None:
+            step = trainer.global_step
+            if "epoch" in metrics:  # the epoch Lightning adds to each row
+                metrics = {**metrics, "epoch": trained_epoch(trainer)}
+        super().log_metrics(metrics, step)  # type: ignore[misc]
+
+
+class StepsDoneCSVLogger(StepsDoneLogs, CSVLogger):
+    """``metrics.csv`` with its ``step`` column counting the optimizer steps done."""
+
+
+class StepsDoneTensorBoardLogger(StepsDoneLogs, TensorBoardLogger):
+    """TensorBoard's step axis counting the optimizer steps done."""
+
+
+def log_at_steps_done(trainer: L.Trainer) -> L.Trainer:
+    """``trainer``, its ``StepsDoneLogs`` loggers told whose steps they log."""
+    for logger in trainer.loggers:
+        if isinstance(logger, StepsDoneLogs):
+            logger.steps_of = trainer
+    return trainer
+
+
 def build_trainer(
     cfg: DictConfig,
     progress_bar: bool = True,
@@ -357,19 +405,19 @@ def build_trainer(
 ) -> L.Trainer:
     """The run's Trainer: checkpoints (``LatestCheckpoint``, written atomically; the best by
     ``monitor``, lowest or highest as ``mode`` says), CSV and TensorBoard logs under
-    ``output_dir``, SIGTERM and Ctrl-C stopping between steps (``StopBetweenSteps``); no
-    progress bar when ``progress_bar`` is False (else as
-    ``trainer.enable_progress_bar`` says; plain lines starting with ``label`` where stderr is
-    no terminal, ``progress_bars``)."""
+    ``output_dir`` (at the optimizer steps done: ``StepsDoneLogs``), SIGTERM and Ctrl-C
+    stopping between steps (``StopBetweenSteps``); no progress bar when ``progress_bar`` is
+    False (else as ``trainer.enable_progress_bar`` says; plain lines starting with ``label``
+    where stderr is no terminal, ``progress_bars``)."""
     silence_lightning_notices()
     out = Path(cfg.output_dir)
     # One version_<n> folder per run, so a resumed run never overwrites earlier logs.
     loggers = [
-        CSVLogger(out, name="logs"),
-        TensorBoardLogger(out, name="tensorboard", default_hp_metric=False),
+        StepsDoneCSVLogger(out, name="logs"),
+        StepsDoneTensorBoardLogger(out, name="tensorboard", default_hp_metric=False),
     ]
     kwargs = trainer_kwargs(cfg, progress_bar)
-    return L.Trainer(
+    trainer = L.Trainer(
         default_root_dir=out,
         logger=loggers,
         callbacks=[
@@ -382,3 +430,4 @@ def build_trainer(
         plugins=[AtomicCheckpointIO()],
         **kwargs,
     )
+    return log_at_steps_done(trainer)
