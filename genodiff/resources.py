@@ -30,3 +30,15 @@ def resource_root() -> Path:
 def resource(relative: str) -> Path:
     """``relative`` (e.g. ``data/chr22_20-21Mb.fa.gz``) under ``resource_root()``."""
     return resource_root() / relative
+
+
+def given_or_shipped(path: str) -> str:
+    """A file the user names on the command line: ``path`` as given, unless nothing is there
+    and it names a file of genodiff's ``data/`` (``data/species/e_coli_536.fa.gz``, as the
+    docs write it from a checkout's root): then that file, so that the docs' commands run from
+    any folder and from a wheel, as the shipped configs' data paths do."""
+    parts = Path(path).parts
+    shipped = resource(path)
+    if parts[:1] != ("data",) or ".." in parts or Path(path).exists() or not shipped.is_file():
+        return path
+    return str(shipped)

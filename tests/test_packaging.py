@@ -136,6 +136,7 @@ def test_wheel_holds_the_code_configs_and_demo_data(wheel, sources):
             or n.startswith("tests/data/genomic_benchmarks/human_vs_phage/")
             or n in (f"data/{DEMO_NAME}", "data/README.md")
             or (n.startswith("data/species/") and n.endswith(".fa.gz"))  # conditional_species
+            or (n.startswith("data/templates/") and n.endswith(".fa"))  # --infill's example
             or (n.startswith("models/") and n.endswith(("README.md", ".json", ".safetensors")))
         ]
         assert len([n for n in shipped if n.endswith(".txt")]) >= 100  # the demo task
@@ -168,6 +169,36 @@ def test_the_bundle_serves_configs_and_data_from_any_folder(wheel, tmp_path, mon
     task = load_task(finetune.benchmark.root, "human_vs_phage", download=False)
     assert Path(finetune.benchmark.root) == bundle / "tests" / "data" / "genomic_benchmarks"
     assert set(task.classes) == {"human", "phage"}
+
+
+def test_the_docs_file_arguments_name_the_shipped_data_from_any_folder(
+    wheel, tmp_path, monkeypatch
+):
+    # docs/evaluating.md and docs/generating.md write the shipped files as from a checkout's
+    # root (data/...); from another folder, with a wheel, they name the wheel's copies.
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
+    bundle = tmp_path / "wheel" / BUNDLE
+    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    parse = cli.build_parser().parse_args
+    e_coli, demo = "data/species/e_coli_536.fa.gz", f"data/{DEMO_NAME}"
+    template = "data/templates/infill_demo.fa"
+    assert parse(["eval", "--checkpoint", "x", "--file", e_coli]).data_file == str(bundle / e_coli)
+    sample = parse(["sample", "--checkpoint", "x", "--out", "o.fa", "--infill", template])
+    assert sample.infill == str(bundle / template)
+    assert parse(["gen-ppl", "s.fa", "--reference", demo]).reference == str(bundle / demo)
+    quality = parse(["evaluate-samples", "s.fa", "--reference", demo, "--train", demo])
+    assert quality.reference == [str(bundle / demo)] and quality.train == str(bundle / demo)
+    # a file of that spelling here wins; a path genodiff does not ship is kept as given
+    (here / "data" / "species").mkdir(parents=True)
+    (here / e_coli).write_bytes(b"")
+    assert parse(["eval", "--checkpoint", "x", "--file", e_coli]).data_file == e_coli
+    (tmp_path / "wheel" / "outside.fa").write_bytes(b"")  # beside genodiff/, not in its data/
+    for kept in ("data/nothing.fa", "data/README.md/x", "data/../../../outside.fa"):
+        assert parse(["gen-ppl", "s.fa", "--reference", kept]).reference == kept
 
 
 def test_data_a_shipped_config_names_and_the_wheel_lacks_is_wanted_here(
