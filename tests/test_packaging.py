@@ -29,6 +29,7 @@ from packaging.version import Version
 import genodiff
 from genodiff import cli, resources
 from genodiff.config import load_config, resolve_config_path
+from genodiff.config_values import ConfigError
 from genodiff.data.benchmarks import load_task
 from genodiff.finetuning import load_finetune_config
 
@@ -199,6 +200,27 @@ def test_the_docs_file_arguments_name_the_shipped_data_from_any_folder(
     (tmp_path / "wheel" / "outside.fa").write_bytes(b"")  # beside genodiff/, not in its data/
     for kept in ("data/nothing.fa", "data/README.md/x", "data/../../../outside.fa"):
         assert parse(["gen-ppl", "s.fa", "--reference", kept]).reference == kept
+
+
+def test_a_shipped_experiment_takes_config_options_of_the_working_folder(
+    wheel, tmp_path, monkeypatch
+):
+    # docs/plugins.md: `configs/model/bigru.yaml` beside the user, then `genodiff train
+    # configs/demo.yaml model=bigru`; with a wheel, configs/demo.yaml is the shipped one.
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
+    monkeypatch.setattr(resources, "BUNDLE", tmp_path / "wheel" / BUNDLE)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs" / "model").mkdir(parents=True)
+    (tmp_path / "configs" / "model" / "narrow.yaml").write_text(
+        "defaults:\n  - caduceus_ph\n  - _self_\nd_model: 40\nn_layer: 3\n"
+    )
+    (tmp_path / "configs" / "pretrained").mkdir()  # a folder of no config group: not one
+    cfg = load_config("configs/demo.yaml", ["model=narrow"])
+    assert (cfg.model.name, cfg.model.d_model, cfg.model.n_layer) == ("caduceus", 40, 3)
+    assert str(tmp_path / "wheel" / BUNDLE) in cfg.data.fasta  # the rest is the shipped demo
+    with pytest.raises(ConfigError, match="model=wide: no such option.*caduceus_tiny.*, narrow"):
+        load_config("configs/demo.yaml", ["model=wide"])
 
 
 def test_data_a_shipped_config_names_and_the_wheel_lacks_is_wanted_here(
