@@ -344,10 +344,12 @@ def _search_path_override(config_file: Path, folders: list[Path]) -> str:
 
 def _working_configs(config_file: Path) -> Path | None:
     """The working directory's ``configs/`` where it is not the experiment's own folder (a
-    shipped experiment, ``configs/demo.yaml`` run from a folder without it, as with a wheel):
-    its config group options are found after the experiment's own; None where there is none."""
+    shipped experiment, ``configs/demo.yaml`` run from a folder without it, as with a wheel)
+    nor a shipped one (a checkout's root): its config group options are found after the
+    experiment's own; None where there is none."""
     folder = Path("configs").resolve()
-    return folder if folder.is_dir() and folder != config_file.parent.resolve() else None
+    searched = {config_file.parent.resolve(), *(f.resolve() for f in config_folders())}
+    return folder if folder.is_dir() and folder not in searched else None
 
 
 @contextlib.contextmanager
