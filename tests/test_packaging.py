@@ -31,6 +31,8 @@ from genodiff import cli, resources
 from genodiff.config import load_config, resolve_config_path
 from genodiff.config_values import ConfigError
 from genodiff.data.benchmarks import load_task
+from genodiff.data.training_files import locate_data
+from genodiff.errors import InputFileNotFoundError
 from genodiff.finetuning import load_finetune_config
 
 if sys.version_info >= (3, 11):
@@ -221,6 +223,23 @@ def test_a_shipped_experiment_takes_config_options_of_the_working_folder(
     assert str(tmp_path / "wheel" / BUNDLE) in cfg.data.fasta  # the rest is the shipped demo
     with pytest.raises(ConfigError, match="model=wide: no such option.*caduceus_tiny.*, narrow"):
         load_config("configs/demo.yaml", ["model=wide"])
+
+
+def test_a_run_of_an_install_since_gone_finds_the_shipped_data_in_this_one(
+    wheel, tmp_path, monkeypatch
+):
+    # A demo run trained with a wheel records the bundled genome's absolute path in that
+    # virtual environment; made anew (another Python, another machine), this one's copy serves.
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
+    bundle = tmp_path / "wheel" / BUNDLE
+    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    gone = tmp_path / "old-venv" / "lib" / "python3.10" / "site-packages" / BUNDLE
+    data = {**load_config("demo").data, "fasta": str(gone / "data" / DEMO_NAME)}
+    assert locate_data(data)["fasta"] == str(bundle / "data" / DEMO_NAME)
+    for missing in (gone / "data" / "hg38" / "hg38.ml.fa", tmp_path / "data" / DEMO_NAME):
+        with pytest.raises(InputFileNotFoundError, match=f"which is not at {missing}"):
+            locate_data({**data, "fasta": str(missing)})
 
 
 def test_data_a_shipped_config_names_and_the_wheel_lacks_is_wanted_here(
