@@ -46,7 +46,7 @@ from genodiff.generation_config import options as generation_options
 from genodiff.hub import parse_hub_id
 from genodiff.named_models import named_model_folder
 from genodiff.parallel import GPU_ACCELERATORS
-from genodiff.resources import installed_from_wheel, resource_root
+from genodiff.resources import resource_root
 from genodiff.shipped_configs import config_folders
 
 GROUPS = ("model", "objective", "data", "trainer")
@@ -508,23 +508,8 @@ def resolve_config_path(config: str | Path) -> Path:
 
 
 def project_root(config_file: Path) -> Path:
-    """The folder relative data paths are resolved against: the parent of ``configs/``; the
-    working directory for a config outside a ``configs/`` folder, and for one that ships
-    inside an installed package (a wheel's bundled copy, a plugin's), so that what a shipped
-    config names and nothing holds yet (``data/hg38``, the Genomic Benchmarks tasks) is fetched
-    into, and asked for in, the user's folder, never site-packages."""
-    folder = config_file.parent
-    if folder.name != "configs" or _ships_inside_a_package(folder):
-        return Path.cwd()
-    return folder.parent
-
-
-def _ships_inside_a_package(folder: Path) -> bool:
-    """Whether ``folder`` is one of ``config_folders()`` other than a checkout's own
-    ``configs/`` (the repository's, which the repository's ``data/`` sits beside)."""
-    checkout = None if installed_from_wheel() else (resource_root() / "configs").resolve()
-    shipped = {shipped.resolve() for shipped in config_folders()} - {checkout}
-    return folder.resolve() in shipped
+    """The folder relative data paths are resolved against: the parent of ``configs/``."""
+    return config_file.parent.parent if config_file.parent.name == "configs" else Path.cwd()
 
 
 def resolve_path(path: str, root: Path) -> str:

@@ -17,14 +17,9 @@ _PACKAGE = Path(__file__).resolve().parent
 BUNDLE = _PACKAGE / "_bundle"
 
 
-def installed_from_wheel() -> bool:
-    """Whether these files are a wheel's bundled copy (else a checkout's own folders)."""
-    return BUNDLE.is_dir()
-
-
 def resource_root() -> Path:
     """The folder holding ``configs/``, ``data/`` and ``tests/data/`` for this install."""
-    return BUNDLE if installed_from_wheel() else _PACKAGE.parent
+    return BUNDLE if BUNDLE.is_dir() else _PACKAGE.parent
 
 
 def resource(relative: str) -> Path:

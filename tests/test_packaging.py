@@ -242,25 +242,6 @@ def test_a_run_of_an_install_since_gone_finds_the_shipped_data_in_this_one(
             locate_data({**data, "fasta": str(missing)})
 
 
-def test_data_a_shipped_config_names_and_the_wheel_lacks_is_wanted_here(
-    wheel, tmp_path, monkeypatch
-):
-    # hg38 (genodiff data hg38 --dest data/hg38) and the 8 Genomic Benchmarks tasks are fetched
-    # into the user's folder and asked for there, as the docs' commands run: never into the
-    # installed package's site-packages folder.
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
-    monkeypatch.setattr(resources, "BUNDLE", tmp_path / "wheel" / BUNDLE)
-    here = tmp_path / "here"
-    here.mkdir()
-    monkeypatch.chdir(here)
-    hg38 = load_config("configs/hg38.yaml", ["trainer=cpu"])
-    assert Path(hg38.data.fasta) == here / "data" / "hg38" / "hg38.ml.fa"
-    assert Path(hg38.data.bed) == here / "data" / "hg38" / "human-sequences.bed"
-    finetune = load_finetune_config("configs/genomic_benchmarks.yaml")
-    assert Path(finetune.benchmark.root) == here / "data" / "genomic_benchmarks"
-
-
 def test_plugin_wheel_holds_its_configs_corpus_and_entry_points(plugin_wheel, sources):
     package = PLUGIN + "src/"
     with zipfile.ZipFile(plugin_wheel) as archive:
