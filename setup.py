@@ -20,6 +20,7 @@ BUNDLE = {
     "configs": ["*.yaml"],
     "data": ["README.md", "chr22_20-21Mb.fa.gz"],
     "data/species": ["*.fa.gz"],
+    "data/templates": ["*.fa"],  # the infilling example of docs/generating.md
     "models": ["README.md", "*.json", "*.safetensors"],  # models by name (models/README.md)
     "tests/data/genomic_benchmarks": ["*.txt"],
 }

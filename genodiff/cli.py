@@ -34,6 +34,7 @@ from genodiff.progress import (
     is_terminal,
     progress_wanted,
 )
+from genodiff.resources import given_or_shipped
 from genodiff.threads import configure_threads
 
 
@@ -425,7 +426,7 @@ def _add_generation_flags(parser: argparse.ArgumentParser) -> None:
             flag_of(field.name),
             *option.aliases,
             dest=field.name,
-            type=option.kind,
+            type=given_or_shipped if option.paths else option.kind,
             help=f"{option.help}{rule}{choices} (default: {default})".replace("%", "%%"),
         )
 
@@ -550,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--text",
         dest="data_file",
         metavar="FILE",
+        type=given_or_shipped,
         help="score the windows of FILE instead of the test split, read as the checkpoint's "
         "data module reads a file of its domain (DNA: a FASTA, indexed in FILE.fai, and "
         "FILE.gzi for BGZF, beside it, or in ~/.cache/genodiff/fai where its folder is "
@@ -631,7 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the model --scorer scores with (for hf: a Hugging Face Hub id or a local folder); "
         "default: the scorer's own default model",
     )
-    gen_ppl.add_argument("--reference", help="real data in the same formats, for diversity")
+    gen_ppl.add_argument(
+        "--reference", type=given_or_shipped, help="real data in the same formats, for diversity"
+    )
     gen_ppl.add_argument("--batch-size", type=int, default=16, help="chunks per batch")
     gen_ppl.add_argument("--device", help="cpu, cuda, cuda:1 (default: best)")
     gen_ppl.add_argument(
@@ -675,6 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--reference",
         required=True,
         action="append",
+        type=given_or_shipped,
         help="real DNA to compare with (FASTA); with --oracle, NAME=FASTA gives class NAME's "
         "real DNA (repeat it for each class) and a plain FASTA is the --label class's",
     )
@@ -688,7 +693,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--label",
         help="with --oracle: the class of samples whose FASTA header names none (label=NAME)",
     )
-    quality.add_argument("--train", help="the training DNA (FASTA), to flag copied samples")
+    quality.add_argument(
+        "--train", type=given_or_shipped, help="the training DNA (FASTA), to flag copied samples"
+    )
     quality.add_argument(
         "--ar-checkpoint",
         help="DNA AR checkpoint (.ckpt, export folder or Hub id) for generative perplexity",

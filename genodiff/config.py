@@ -326,12 +326,14 @@ def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
     return groups, values
 
 
-def _search_path_override(config_file: Path) -> str:
-    """``hydra.searchpath=[...]``: every folder of ``config_folders()`` besides the experiment
-    file's own (which Hydra searches first), so an experiment file anywhere may pick the core's
-    and the plugins' config groups (``objective: mdlm``, a plugin's ``model: ...``)."""
+def _search_path_override(config_file: Path, folders: list[Path]) -> str:
+    """``hydra.searchpath=[...]``: ``folders`` (the copy of the working directory's
+    ``configs/``, ``_working_configs``), then every folder of ``config_folders()``, besides the
+    experiment file's own (which Hydra searches first), so an experiment file anywhere may pick
+    the core's and the plugins' config groups (``objective: mdlm``, a plugin's ``model: ...``)
+    and a shipped experiment the user's own options (``configs/model/my_model.yaml``)."""
     own = config_file.parent.resolve()
-    folders = dict.fromkeys(folder.resolve() for folder in config_folders())
+    folders = dict.fromkeys([*folders, *(folder.resolve() for folder in config_folders())])
     quoted = [
         "'file://" + str(folder).replace("\\", "\\\\").replace("'", "\\'") + "'"
         for folder in folders
@@ -340,16 +342,26 @@ def _search_path_override(config_file: Path) -> str:
     return f"hydra.searchpath=[{','.join(quoted)}]"
 
 
+def _working_configs(config_file: Path) -> Path | None:
+    """The working directory's ``configs/`` where it is not the experiment's own folder (a
+    shipped experiment, ``configs/demo.yaml`` run from a folder without it, as with a wheel)
+    nor a shipped one (a checkout's root): its config group options are found after the
+    experiment's own; None where there is none."""
+    folder = Path("configs").resolve()
+    searched = {config_file.parent.resolve(), *(f.resolve() for f in config_folders())}
+    return folder if folder.is_dir() and folder not in searched else None
+
+
 @contextlib.contextmanager
-def _experiment_folder(config_file: Path) -> Iterator[Path]:
-    """A temporary copy of what Hydra should read of the experiment's folder: its YAML files,
-    and the YAML files in its folders named as config groups (``GROUPS``).
+def _experiment_folder(source: Path) -> Iterator[Path]:
+    """A temporary copy of what Hydra should read of ``source`` (the experiment's folder, or
+    ``_working_configs``): its YAML files, and the YAML files in its folders named as config
+    groups (``GROUPS``).
 
     Hydra takes every folder of its primary config folder for a config group, and an override
     ``key=VALUE`` naming one for a choice in it: a user's own folder beside the experiment
     (``pretrained/``, ``init_from/``) made ``pretrained=PATH`` fail as "Could not find
     'pretrained/PATH'". Nothing else of the folder is read (a data folder is not walked)."""
-    source = config_file.parent
     with tempfile.TemporaryDirectory(prefix="genodiff-config-") as temporary:
         folder = Path(temporary)
         groups = [source / group for group in GROUPS if (source / group).is_dir()]
@@ -363,23 +375,42 @@ def _experiment_folder(config_file: Path) -> Iterator[Path]:
         yield folder
 
 
-def _compose(config_file: Path, folder: Path, overrides: list[str]) -> DictConfig:
-    """The experiment ``config_file`` composed by Hydra with ``overrides``, read from
-    ``folder`` (its ``_experiment_folder``; Hydra is imported here: loading a trained model
-    reads its saved config and composes none)."""
+@contextlib.contextmanager
+def _config_copies(config_file: Path) -> Iterator[dict[Path, Path]]:
+    """The copies Hydra reads (``_experiment_folder``), each mapped to the folder it copies:
+    the experiment's folder first, then the working directory's ``configs/`` where it is
+    another (``_working_configs``)."""
+    sources = [config_file.parent]
+    working = _working_configs(config_file)
+    if working is not None:
+        sources.append(working)
+    with contextlib.ExitStack() as stack:
+        yield {stack.enter_context(_experiment_folder(source)): source for source in sources}
+
+
+def _compose(config_file: Path, copies: dict[Path, Path], overrides: list[str]) -> DictConfig:
+    """The experiment ``config_file`` composed by Hydra with ``overrides``, read from the
+    ``copies`` of its folder and of the working directory's configs (``_config_copies``; Hydra
+    is imported here: loading a trained model reads its saved config and composes none)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
-    search_path = _search_path_override(config_file)
+    folder, *others = copies
+    search_path = _search_path_override(config_file, others)
+
+    def said_of_the_sources(text: str) -> str:
+        for copy, source in copies.items():
+            text = text.replace(str(copy), str(source))
+        return text
+
     with initialize_config_dir(config_dir=str(folder), version_base=None):
         try:
             return compose(config_name=config_file.stem, overrides=[search_path, *overrides])
         except HydraException as err:
-            message = str(err).split("\nConfig search path:")[0].strip()
-            message = message.replace(str(folder), str(config_file.parent))
+            message = said_of_the_sources(str(err).split("\nConfig search path:")[0].strip())
             raise ConfigError(_hydra_message(config_file, message)) from None
         except yaml.YAMLError as err:  # the experiment file or a group's, with its line
-            where = " ".join(str(err).replace(str(folder), str(config_file.parent)).split())
+            where = " ".join(said_of_the_sources(str(err)).split())
             raise ConfigError(f"{config_file}: a config file is not valid YAML: {where}") from None
 
 
@@ -525,10 +556,10 @@ def compose_config(
     config_file = resolve_config_path(config)
     _refuse_hydra_keys(list(overrides or []))
     group_overrides, value_overrides = _split_overrides(list(overrides or []))
-    with _experiment_folder(config_file) as folder:
-        base = _compose(config_file, folder, group_overrides)
+    with _config_copies(config_file) as copies:
+        base = _compose(config_file, copies, group_overrides)
         additions = _with_additions(base, value_overrides, schema)
-        cfg = _compose(config_file, folder, group_overrides + additions)
+        cfg = _compose(config_file, copies, group_overrides + additions)
     OmegaConf.set_struct(cfg, False)
     defaults = dataclasses.asdict(schema.top())  # (not OmegaConf.structured: no union types)
     cfg = OmegaConf.merge({k: v for k, v in defaults.items() if k not in GROUPS}, cfg)

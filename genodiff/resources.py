@@ -25,3 +25,29 @@ def resource_root() -> Path:
 def resource(relative: str) -> Path:
     """``relative`` (e.g. ``data/chr22_20-21Mb.fa.gz``) under ``resource_root()``."""
     return resource_root() / relative
+
+
+def given_or_shipped(path: str) -> str:
+    """A file the user names on the command line: ``path`` as given, unless nothing is there
+    and it names a file of genodiff's ``data/`` (``data/species/e_coli_536.fa.gz``, as the
+    docs write it from a checkout's root): then that file, so that the docs' commands run from
+    any folder and from a wheel, as the shipped configs' data paths do."""
+    parts = Path(path).parts
+    shipped = resource(path)
+    if parts[:1] != ("data",) or ".." in parts or Path(path).exists() or not shipped.is_file():
+        return path
+    return str(shipped)
+
+
+def bundled_copy(recorded: str) -> Path | None:
+    """This install's copy of a file that a run recorded inside another install's bundle
+    (``.../site-packages/genodiff/_bundle/data/chr22_20-21Mb.fa.gz`` of a virtual environment
+    since made anew, or of another machine's); None for a path in no bundle, or a file this
+    install does not ship. (What genodiff ships keeps its content: the shipped models record
+    the sha256 of the files they were trained on, and tests/test_shipped_models.py reads them.)"""
+    parts = Path(recorded).parts
+    for at in range(len(parts) - 2, -1, -1):
+        if parts[at : at + 2] == BUNDLE.parts[-2:]:
+            copy = resource("/".join(parts[at + 2 :]))
+            return copy if copy.is_file() else None
+    return None

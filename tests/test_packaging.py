@@ -29,7 +29,10 @@ from packaging.version import Version
 import genodiff
 from genodiff import cli, resources
 from genodiff.config import load_config, resolve_config_path
+from genodiff.config_values import ConfigError
 from genodiff.data.benchmarks import load_task
+from genodiff.data.training_files import locate_data
+from genodiff.errors import InputFileNotFoundError
 from genodiff.finetuning import load_finetune_config
 
 if sys.version_info >= (3, 11):
@@ -136,6 +139,7 @@ def test_wheel_holds_the_code_configs_and_demo_data(wheel, sources):
             or n.startswith("tests/data/genomic_benchmarks/human_vs_phage/")
             or n in (f"data/{DEMO_NAME}", "data/README.md")
             or (n.startswith("data/species/") and n.endswith(".fa.gz"))  # conditional_species
+            or (n.startswith("data/templates/") and n.endswith(".fa"))  # --infill's example
             or (n.startswith("models/") and n.endswith(("README.md", ".json", ".safetensors")))
         ]
         assert len([n for n in shipped if n.endswith(".txt")]) >= 100  # the demo task
@@ -168,6 +172,74 @@ def test_the_bundle_serves_configs_and_data_from_any_folder(wheel, tmp_path, mon
     task = load_task(finetune.benchmark.root, "human_vs_phage", download=False)
     assert Path(finetune.benchmark.root) == bundle / "tests" / "data" / "genomic_benchmarks"
     assert set(task.classes) == {"human", "phage"}
+
+
+def test_the_docs_file_arguments_name_the_shipped_data_from_any_folder(
+    wheel, tmp_path, monkeypatch
+):
+    # docs/evaluating.md and docs/generating.md write the shipped files as from a checkout's
+    # root (data/...); from another folder, with a wheel, they name the wheel's copies.
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
+    bundle = tmp_path / "wheel" / BUNDLE
+    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    parse = cli.build_parser().parse_args
+    e_coli, demo = "data/species/e_coli_536.fa.gz", f"data/{DEMO_NAME}"
+    template = "data/templates/infill_demo.fa"
+    assert parse(["eval", "--checkpoint", "x", "--file", e_coli]).data_file == str(bundle / e_coli)
+    sample = parse(["sample", "--checkpoint", "x", "--out", "o.fa", "--infill", template])
+    assert sample.infill == str(bundle / template)
+    assert parse(["gen-ppl", "s.fa", "--reference", demo]).reference == str(bundle / demo)
+    quality = parse(["evaluate-samples", "s.fa", "--reference", demo, "--train", demo])
+    assert quality.reference == [str(bundle / demo)] and quality.train == str(bundle / demo)
+    # a file of that spelling here wins; a path genodiff does not ship is kept as given
+    (here / "data" / "species").mkdir(parents=True)
+    (here / e_coli).write_bytes(b"")
+    assert parse(["eval", "--checkpoint", "x", "--file", e_coli]).data_file == e_coli
+    (tmp_path / "wheel" / "outside.fa").write_bytes(b"")  # beside genodiff/, not in its data/
+    for kept in ("data/nothing.fa", "data/README.md/x", "data/../../../outside.fa"):
+        assert parse(["gen-ppl", "s.fa", "--reference", kept]).reference == kept
+
+
+def test_a_shipped_experiment_takes_config_options_of_the_working_folder(
+    wheel, tmp_path, monkeypatch
+):
+    # docs/plugins.md: `configs/model/bigru.yaml` beside the user, then `genodiff train
+    # configs/demo.yaml model=bigru`; with a wheel, configs/demo.yaml is the shipped one.
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
+    monkeypatch.setattr(resources, "BUNDLE", tmp_path / "wheel" / BUNDLE)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs" / "model").mkdir(parents=True)
+    (tmp_path / "configs" / "model" / "narrow.yaml").write_text(
+        "defaults:\n  - caduceus_ph\n  - _self_\nd_model: 40\nn_layer: 3\n"
+    )
+    (tmp_path / "configs" / "pretrained").mkdir()  # a folder of no config group: not one
+    cfg = load_config("configs/demo.yaml", ["model=narrow"])
+    assert (cfg.model.name, cfg.model.d_model, cfg.model.n_layer) == ("caduceus", 40, 3)
+    assert str(tmp_path / "wheel" / BUNDLE) in cfg.data.fasta  # the rest is the shipped demo
+    with pytest.raises(ConfigError, match="model=wide: no such option.*caduceus_tiny.*, narrow"):
+        load_config("configs/demo.yaml", ["model=wide"])
+
+
+def test_a_run_of_an_install_since_gone_finds_the_shipped_data_in_this_one(
+    wheel, tmp_path, monkeypatch
+):
+    # A demo run trained with a wheel records the bundled genome's absolute path in that
+    # virtual environment; made anew (another Python, another machine), this one's copy serves.
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
+    bundle = tmp_path / "wheel" / BUNDLE
+    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    gone = tmp_path / "old-venv" / "lib" / "python3.10" / "site-packages" / BUNDLE
+    data = {**load_config("demo").data, "fasta": str(gone / "data" / DEMO_NAME)}
+    assert locate_data(data)["fasta"] == str(bundle / "data" / DEMO_NAME)
+    for missing in (gone / "data" / "hg38" / "hg38.ml.fa", tmp_path / "data" / DEMO_NAME):
+        with pytest.raises(InputFileNotFoundError, match=f"which is not at {missing}"):
+            locate_data({**data, "fasta": str(missing)})
 
 
 def test_plugin_wheel_holds_its_configs_corpus_and_entry_points(plugin_wheel, sources):

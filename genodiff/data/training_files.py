@@ -30,7 +30,7 @@ from typing import Any
 from genodiff import registry
 from genodiff.data.genome import compression, fasta_errors
 from genodiff.errors import InputFileNotFoundError, InputValueError, listing
-from genodiff.resources import resource, resource_root
+from genodiff.resources import bundled_copy, resource, resource_root
 
 # genodiff.json's key of the records of the data files (``portable_data``'s list).
 DATA_FILES_KEY = "data_files"
@@ -197,8 +197,10 @@ def _file_here(
     place: Place, value: str, record: Mapping[str, Any], copy: Path | None, point: str | None
 ) -> Path:
     """Where the file that ``place`` names as ``value`` is on this machine: ``copy`` when
-    given, the path the run recorded when it is absolute, else the repository's file the
-    ``record`` names; a copy or a repository file checked against the record's sha256."""
+    given, the path the run recorded when it is absolute (where that lies in another
+    install's bundle of shipped files and is gone, this install's copy: ``bundled_copy``),
+    else the repository's file the ``record`` names; a copy or a repository file checked
+    against the record's sha256."""
     if copy is not None:
         if not copy.exists():
             raise InputFileNotFoundError(
@@ -207,9 +209,11 @@ def _file_here(
             )
         path = copy
     elif Path(value).is_absolute():  # the run's own path (a .ckpt, an export made in place)
-        if not Path(value).exists():
+        if Path(value).exists():
+            return Path(value)
+        path = bundled_copy(value)  # a shipped file of an install since gone
+        if path is None:
             raise _missing(place, value, record, Path(value), point)
-        return Path(value)
     elif record and record.get("path") is None:  # not in the repository: a copy is needed
         raise _missing(place, value, record, None, point)
     else:
