@@ -438,6 +438,8 @@ def score_sequences(
         raise InputValueError(
             f"sequence {groups[0][0]} has no token to score (empty)", parameter="sequences"
         )
+    longest = groups[max(groups)][0]  # the first of the longest sequences
+    check_backbone_length(backbone, max(groups), f"len(sequences[{longest}])")
     warn_scoring_beyond_trained_window(model.config, max(groups), model.tokenizer.unit)
     for indices in groups.values():
         sums, counts, _ = score_windows(

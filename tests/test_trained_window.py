@@ -196,3 +196,18 @@ def test_eval_longer_than_hyenas_filter_says_what_to_do_before_it_reads(
     assert "keep length at most 40, or use a model trained with a longer model.layer.l_max" in err
     assert err.endswith("(--length)")  # the option, in the CLI's spelling
     assert sorted(p.name for p in tmp_path.iterdir()) == [fasta.name]  # no index written
+
+
+def test_scoring_longer_than_hyenas_filter_names_the_sequence_and_what_to_do(short_filter_run):
+    # Was: the network's own words at its first call ("sequence length 41 exceeds the filter
+    # length l_max=40"), which named neither the sequence nor a way out.
+    model = genodiff.load(short_filter_run, device="cpu")
+    calls = []
+    model.network.eval_backbone.register_forward_pre_hook(lambda *_: calls.append(1))
+    with pytest.raises(ValueError) as refused:
+        model.score(["ACGT" * 5, "ACGT" * 10 + "A", "ACGT" * 10 + "C"])
+    message = str(refused.value)
+    assert message.startswith("len(sequences[1])=41: the HyenaDNA backbone reads at most 40")
+    assert "use a model trained with a longer model.layer.l_max" in message
+    assert calls == []  # refused before the first network call
+    assert len(model.score(["ACGT" * 10])) == 1  # the filter's length itself is fine
