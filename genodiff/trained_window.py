@@ -52,16 +52,22 @@ def warn_beyond_trained_window(
     sampler: str,
     samplers: Iterable[str],
     unit: str,
+    run_samples: bool = False,
 ) -> None:
     """``warnings.warn`` when the network would read more tokens at once than the windows of
     ``config``'s training data (``data.max_length``): ``length`` tokens, or with the semi-ar
-    ``sampler`` a ``block``. ``samplers``: the model's sampler names; ``unit``: "bp", "tokens".
-    """
+    ``sampler`` a ``block``. ``samplers``: the model's sampler names; ``unit``: "bp", "tokens";
+    ``run_samples``: the samples a training run draws as it ends (its ``samples.length``,
+    which no semi-ar sampler draws: ``genodiff.training.run.check_run_sampler``)."""
     trained = config.get("data", {}).get("max_length")
     window = block if sampler == SEMI_AR else length  # tokens the network reads at once
     if trained is None or window is None or window <= trained:
         return
-    if sampler == SEMI_AR:
+    if run_samples:
+        advice, parameter = f"keep samples.length at most {trained} {unit}", None
+        if SEMI_AR in samplers:
+            advice += f", and draw longer ones from the trained model with the {SEMI_AR} sampler"
+    elif sampler == SEMI_AR:
         advice, parameter = f"use a block of at most {trained} {unit}", ("block",)
     elif SEMI_AR in samplers:
         advice = (

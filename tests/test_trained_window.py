@@ -87,6 +87,11 @@ def test_a_training_whose_own_samples_are_longer_than_its_windows_says_so_first(
     assert line.startswith("genodiff train: warning: sampling 200 bp from a model trained on ")
     assert "windows of 128 bp (data.max_length)" in line  # TINY's data.max_length
     assert "--" not in line  # genodiff sample's options are no options of genodiff train
+    # what a run can do: its samples section draws with no semi-ar sampler (was: advised it)
+    assert line.endswith(
+        "keep samples.length at most 128 bp, and draw longer ones from the trained model with "
+        "the semi-ar sampler"
+    )
 
 
 def test_scoring_a_sequence_longer_than_the_trained_windows_warns(checkpoint):  # noqa: F811

@@ -107,7 +107,9 @@ def train(
     sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
     if s.num_samples:  # the run's own samples, said before it trains
         samplers = model.objective.samplers
-        warn_beyond_trained_window(model.config, s.length, None, sampler, samplers, tokenizer.unit)
+        warn_beyond_trained_window(
+            model.config, s.length, None, sampler, samplers, tokenizer.unit, run_samples=True
+        )
     if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
         for backbone in (model.backbone, *([model.ema.module] if model.ema else [])):
             init_backbone(backbone, cfg.init_from)
