@@ -252,6 +252,15 @@ def test_demo_config_composes():
     assert full.folds == 3 and full.benchmark.tasks is None and full.model.d_model == 118
 
 
+def test_the_paper_config_trains_its_ph_model_on_both_strands_as_caduceus_does():
+    # Caduceus's GenomicBenchmarkDataset reverse-complements a training sequence with
+    # probability 1/2 whenever conjoin_test is on (its Ph runs), and conjoins at test time.
+    # The shipped config trained the Ph model on the forward strand only (was rc_aug: false).
+    cfg = load_finetune_config(ROOT / "configs" / "genomic_benchmarks.yaml")
+    assert cfg.model.rcps is False and cfg.classifier.conjoin_eval
+    assert cfg.classifier.rc_aug is True
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
