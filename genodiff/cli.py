@@ -555,8 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="score the windows of FILE instead of the test split, read as the checkpoint's "
         "data module reads a file of its domain (DNA: a FASTA, indexed in FILE.fai, and "
         "FILE.gzi for BGZF, beside it, or in ~/.cache/genodiff/fai where its folder is "
-        "read-only; a text plugin: one sentence per line); --fasta and --text are aliases of "
-        "--file",
+        "read-only or it is a file genodiff ships; a text plugin: one sentence per line); "
+        "--fasta and --text are aliases of --file",
     )
     evaluate.add_argument(
         "--data",

@@ -6,10 +6,17 @@ In a source checkout (or an editable install) they are the repository's own ``co
 ``genodiff/_bundle/`` (setup.py maps those folders into the package at build time, so git
 holds one copy). Configs name their files relative to this root (``data/...``), so the same
 YAML works from both.
+
+What genodiff writes for itself (FASTA indices, compiled kernels) never goes into an installed
+package: files there outlive ``pip uninstall``, which then leaves a ``genodiff/`` folder that
+hides a later install as an empty namespace package, and a shared or read-only install is no
+place for one user's files. ``is_shipped`` says which files are the package's;
+``user_cache_folder`` is where such files go instead.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -17,9 +24,30 @@ _PACKAGE = Path(__file__).resolve().parent
 BUNDLE = _PACKAGE / "_bundle"
 
 
+def installed_from_wheel() -> bool:
+    """Whether this genodiff is an installed wheel (``pip install .``), not a checkout (or an
+    editable install of one)."""
+    return BUNDLE.is_dir()
+
+
 def resource_root() -> Path:
     """The folder holding ``configs/``, ``data/`` and ``tests/data/`` for this install."""
-    return BUNDLE if BUNDLE.is_dir() else _PACKAGE.parent
+    return BUNDLE if installed_from_wheel() else _PACKAGE.parent
+
+
+def is_shipped(path: str | os.PathLike) -> bool:
+    """Whether ``path`` lies inside the installed genodiff package: its code, or the bundle of
+    files a wheel ships (``genodiff/_bundle``). A checkout's ``data/`` is the user's own tree,
+    not the package's."""
+    path = Path(path).resolve()
+    return any(path.is_relative_to(folder.resolve()) for folder in (_PACKAGE, BUNDLE))
+
+
+def user_cache_folder(kind: str) -> Path:
+    """``$XDG_CACHE_HOME/genodiff/<kind>`` (``~/.cache/genodiff/<kind>``): the folder of what
+    genodiff caches for this user (``fai``: FASTA indices; ``numba``: compiled CPU kernels)."""
+    xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(xdg) / "genodiff" / kind
 
 
 def resource(relative: str) -> Path:

@@ -3,10 +3,12 @@ import inspect
 import os
 import pickle
 import random
+from pathlib import Path
 
 import pytest
 import torch
 
+from genodiff import resources
 from genodiff.data import genome as genome_mod
 from genodiff.data.datamodule import DEMO_FASTA, FastaDataModule, Hg38DataModule
 from genodiff.data.genome import Genome, bgzip_fasta, compression
@@ -186,6 +188,57 @@ def test_read_only_folder_puts_index_in_cache(gd_read_only_dir, tmp_path, monkey
     monkeypatch.setenv("GENODIFF_CACHE_DIR", str(env_cache))
     assert Genome(folder / name).fetch("c", 0, 10) == seq[:10]
     assert any(p.suffix == ".fai" for p in env_cache.iterdir())
+
+
+def files_under(folder):
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("name", ["g.fa", "g.fa.gz"])
+def test_a_genome_the_package_ships_gets_its_index_in_the_cache(tmp_path, monkeypatch, name):
+    """A genome inside an installed wheel (genodiff/_bundle/data) gets no file written beside
+    it, though its folder is writable (was: .fai/.gzi written into site-packages, left behind
+    by `pip uninstall`): its index goes to the cache folder. The same file elsewhere, a user's
+    own, is indexed beside itself."""
+    bundle = tmp_path / "site-packages" / "genodiff" / "_bundle"  # what a wheel installs
+    (bundle / "data").mkdir(parents=True)
+    seq = random_dna(3000, 5)
+    write_fasta(tmp_path / "g.fa", {"c": seq})
+    bgzip_fasta(tmp_path / "g.fa", tmp_path / "g.fa.gz")
+    shipped = bundle / "data" / name
+    shipped.write_bytes((tmp_path / name).read_bytes())
+    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    monkeypatch.delenv("GENODIFF_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    before = files_under(bundle)
+    assert Genome(shipped).fetch("c", 100, 2900) == seq[100:2900]
+    assert files_under(bundle) == before
+    cached = sorted(p.suffix for p in (tmp_path / "xdg" / "genodiff" / "fai").iterdir())
+    assert cached == ([".fai", ".gzi"] if name.endswith(".gz") else [".fai"])
+    assert Genome(tmp_path / name).fetch("c", 0, 10) == seq[:10]  # a user's own file
+    assert Path(f"{tmp_path / name}.fai").is_file()
+
+
+def test_a_matching_index_beside_a_shipped_genome_is_read_and_a_stale_one_left(
+    tmp_path, monkeypatch
+):
+    """An index already beside a shipped genome (written by an older genodiff) is used when it
+    fits the file, and never rewritten or removed when it does not: the cache's serves then."""
+    bundle = tmp_path / "genodiff" / "_bundle"
+    (bundle / "data").mkdir(parents=True)
+    seq = random_dna(2000, 6)
+    fasta = write_fasta(bundle / "data" / "g.fa", {"c": seq})
+    Genome(fasta).close()  # indexed beside it, as genodiff did before
+    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    cache = tmp_path / "cache"
+    assert Genome(fasta, cache_dir=cache).fetch("c", 7, 1500) == seq[7:1500]
+    assert not cache.exists()  # the index beside it served
+    stale = Path(f"{fasta}.fai")
+    stale.write_text("c\t5\t3\t60\t61\n")  # another file's index
+    before = files_under(bundle)
+    assert Genome(fasta, cache_dir=cache).fetch("c", 7, 1500) == seq[7:1500]
+    assert files_under(bundle) == before
+    assert [p.suffix for p in cache.iterdir()] == [".fai"]
 
 
 def test_genome_pickles_without_handle(tmp_path):

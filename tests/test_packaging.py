@@ -260,8 +260,21 @@ def test_plugin_wheel_holds_its_configs_corpus_and_entry_points(plugin_wheel, so
     assert "[genodiff.domains]\ntext = genodiff_text.domain:TextDomain" in entry_points
 
 
+def written_into(site: Path, package: str) -> list[str]:
+    """The files under ``site/package`` that its install did not write (not in the RECORD of
+    its dist-info) and ``pip uninstall`` would therefore leave behind; bytecode aside, which pip
+    removes with its source."""
+    (record,) = site.glob(f"{package}-*.dist-info/RECORD")
+    installed = {line.split(",")[0] for line in record.read_text().splitlines()}
+    on_disk = (p.relative_to(site).as_posix() for p in (site / package).rglob("*") if p.is_file())
+    return sorted(n for n in on_disk if n not in installed and not n.endswith(".pyc"))
+
+
 @pytest.mark.wheel_install
-def test_installed_wheel_trains_the_demo_from_another_folder(wheel, tmp_path):
+def test_installed_wheel_trains_the_demo_from_another_folder(wheel, tmp_path, monkeypatch):
+    for name in ("GENODIFF_CACHE_DIR", "NUMBA_CACHE_DIR"):  # genodiff's own choice of caches
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     venv = tmp_path / "venv"
     python, site = fresh_venv(venv)
     run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
@@ -295,6 +308,15 @@ def test_installed_wheel_trains_the_demo_from_another_folder(wheel, tmp_path):
     probe = "import genodiff; print(*genodiff.load('mdlm-chrx').generate(1, 32, steps=8, seed=0))"
     (sample,) = run([python, "-c", probe], cwd=elsewhere).split()
     assert len(sample) == 32 and set(sample) <= set("ACGT")
+    # The demo genome's index and the compiled CPU kernels went to the user's cache, not into
+    # the package (was: .fai/.gzi beside the genome, .nbi/.nbc in ops/__pycache__)
+    assert written_into(site, "genodiff") == []
+    cached = {p.suffix for p in (tmp_path / "cache" / "genodiff").rglob("*")}
+    assert {".fai", ".gzi", ".nbi", ".nbc"} <= cached
+    # so uninstalling leaves no genodiff/ folder to hide a later install as a namespace package
+    run([sys.executable, "-m", "pip", "--python", str(python), "uninstall", "-y", "-q",
+         "genodiff"])  # fmt: skip
+    assert not (site / "genodiff").exists()
 
 
 # conda-forge names of packages that PyPI names otherwise.

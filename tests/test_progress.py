@@ -3,6 +3,7 @@
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -257,20 +258,25 @@ def test_train_shows_no_lightning_advert_or_leafspec_warning(tmp_path):
     assert "LeafSpec" not in output
 
 
+# Runs the smallest CPU kernel on float32 and float64; prints (loaded from the cache, compiled).
+MIXER_CONV_TWICE = (
+    "import torch; from genodiff.ops import _scan_cpu; "
+    "S, D, K = 1, 4, 3; xz = torch.randn(1, 5, 1, 2 * D); "
+    "_scan_cpu.mixer_conv(xz, torch.randn(S, D, K), torch.randn(S, D)); "
+    "f = torch.float64; _scan_cpu.mixer_conv("
+    "xz.to(f), torch.randn(S, D, K, dtype=f), torch.randn(S, D, dtype=f)); "
+    "stats = _scan_cpu._mixer_conv_kernel.stats; "
+    "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))"
+)
+
+
 def test_kernel_compilation_is_announced_once_per_cache(tmp_path):
     """A cold numba cache compiles (and says so, once); a warm one loads without a word."""
-    code = (
-        "import torch; from genodiff.ops import _scan_cpu; "
-        "S, D, K = 1, 4, 3; xz = torch.randn(1, 5, 1, 2 * D); "
-        "_scan_cpu.mixer_conv(xz, torch.randn(S, D, K), torch.randn(S, D)); "
-        "f = torch.float64; _scan_cpu.mixer_conv("
-        "xz.to(f), torch.randn(S, D, K, dtype=f), torch.randn(S, D, dtype=f)); "
-        "stats = _scan_cpu._mixer_conv_kernel.stats; "
-        "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))"
-    )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     runs = [
-        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        subprocess.run(
+            [sys.executable, "-c", MIXER_CONV_TWICE], env=env, capture_output=True, text=True
+        )
         for _ in range(2)
     ]
     assert [run.returncode for run in runs] == [0, 0], runs[0].stderr
@@ -279,6 +285,36 @@ def test_kernel_compilation_is_announced_once_per_cache(tmp_path):
     notice = "genodiff: compiling the CPU kernels (once per install, ~20 s)"
     assert runs[0].stderr.count(notice) == 1  # two signatures compiled, one notice
     assert notice not in runs[1].stderr  # both loaded, nothing compiled: no notice
+
+
+def test_an_installed_wheel_caches_its_kernels_outside_site_packages(tmp_path):
+    """numba caches compiled kernels beside their source where it can write; for an installed
+    wheel that was site-packages/genodiff/ops/__pycache__, which `pip uninstall` leaves behind
+    (the leftover genodiff/ folder then hides a later install). Now they go to the user's cache
+    folder, and a second run loads them from there."""
+    site = tmp_path / "site-packages"  # a copy of genodiff laid out as a wheel installs it
+    shutil.copytree(
+        ROOT / "genodiff", site / "genodiff", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (site / "genodiff" / "_bundle").mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env |= {"PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", MIXER_CONV_TWICE + "; print(_scan_cpu.__file__)"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        for _ in range(2)
+    ]
+    assert [run.returncode for run in runs] == [0, 0], runs[0].stderr
+    assert runs[0].stdout.split()[2] == str(site / "genodiff" / "ops" / "_scan_cpu.py")
+    assert [run.stdout.split()[:2] for run in runs] == [["0", "2"], ["2", "0"]]
+    assert not [p for p in site.rglob("*") if p.suffix in (".nbi", ".nbc")]
+    cached = {p.suffix for p in (tmp_path / "xdg" / "genodiff" / "numba").rglob("*")}
+    assert {".nbi", ".nbc"} <= cached
 
 
 def test_only_the_main_process_announces_the_kernel_compilation(monkeypatch, capsys):

@@ -2,11 +2,14 @@
 
 Where the index goes: ``<fasta>.fai`` (and ``<fasta>.gzi`` for BGZF) next to the FASTA when
 an index that fits the file (checked against its layout, not only its mtime: see
-``_index_matches``) is already there or that folder is writable; otherwise in a cache folder,
-``cache_dir`` if given, else ``$GENODIFF_CACHE_DIR``, else ``$XDG_CACHE_HOME/genodiff/fai``
-(``~/.cache/genodiff/fai``). Cached index files are named after a hash of the FASTA's absolute
-path, so two genomes with the same file name do not clash; pyfaidx's ``indexname`` and
-``gzi_indexname`` options point it there, so no links or copies are needed.
+``_index_matches``) is already there (read only), or when that folder is writable and not part
+of the installed genodiff package (``genodiff.resources.is_shipped``: the genomes a wheel ships
+get no file written beside them, which would outlive ``pip uninstall``); otherwise in a cache
+folder, ``cache_dir`` if given, else ``$GENODIFF_CACHE_DIR``, else
+``$XDG_CACHE_HOME/genodiff/fai`` (``~/.cache/genodiff/fai``). Cached index files are named
+after a hash of the FASTA's absolute path, so two genomes with the same file name do not clash;
+pyfaidx's ``indexname`` and ``gzi_indexname`` options point it there, so no links or copies are
+needed.
 
 Records of length 0 are skipped with a warning (they hold no windows); binary content, text
 before the first ``>`` header, inconsistent line lengths, duplicate record names and a
@@ -33,6 +36,7 @@ import pyfaidx
 
 from genodiff.atomic_files import atomic_write
 from genodiff.errors import InputFileNotFoundError, InputKeyError, InputValueError
+from genodiff.resources import is_shipped, user_cache_folder
 
 CACHE_ENV_VAR = "GENODIFF_CACHE_DIR"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -49,8 +53,7 @@ def default_cache_dir() -> Path:
     """``$GENODIFF_CACHE_DIR``, else ``$XDG_CACHE_HOME/genodiff/fai``, else ``~/.cache/...``."""
     if os.environ.get(CACHE_ENV_VAR):
         return Path(os.environ[CACHE_ENV_VAR])
-    xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(xdg) / "genodiff" / "fai"
+    return user_cache_folder("fai")
 
 
 def compression(path: str | os.PathLike) -> str:
@@ -374,14 +377,16 @@ def index_files_beside(fasta: str | os.PathLike) -> tuple[Path, Path]:
 def index_paths(fasta: Path, bgzf: bool, cache_dir: str | os.PathLike | None) -> tuple[Path, Path]:
     """Where the ``.fai`` and ``.gzi`` of ``fasta`` live (see the module docstring). An index
     there that does not describe the file as it is now (``_index_matches``) is removed, so that
-    pyfaidx builds it afresh; where the FASTA's folder is read-only, the cache folder's."""
+    pyfaidx builds it afresh; where the FASTA's folder is read-only or genodiff's installed
+    package, the cache folder's."""
     beside = index_files_beside(fasta)
     current = _index_matches(fasta, beside[0], beside[1] if bgzf else None)
     # pyfaidx rebuilds an index older than the FASTA, so a read-only one must be newer too.
     fresh = _is_fresh(beside[0], fasta) and (not bgzf or _is_fresh(beside[1], fasta))
     if current and fresh:
         return beside
-    if _dir_is_writable(fasta.parent):
+    shipped = is_shipped(fasta)
+    if _dir_is_writable(fasta.parent) and not shipped:
         if not current:
             _remove_index(beside[0], beside[1] if bgzf else None)
         return beside
@@ -398,8 +403,9 @@ def index_paths(fasta: Path, bgzf: bool, cache_dir: str | os.PathLike | None) ->
             source = "data.cache_dir"
         else:
             source = f"${CACHE_ENV_VAR}" if os.environ.get(CACHE_ENV_VAR) else "the default"
+        where = "it ships inside the genodiff package" if shipped else "its folder is read-only"
         raise PermissionError(
-            f"cannot index {fasta}: its folder is read-only, so the index goes to the cache "
+            f"cannot index {fasta}: {where}, so the index goes to the cache "
             f"folder {folder} ({source}), which cannot be used: {reason}. Point data.cache_dir "
             f"(or ${CACHE_ENV_VAR}) at a writable folder for the index"
         )

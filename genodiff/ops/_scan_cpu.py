@@ -37,6 +37,7 @@ from numba.extending import intrinsic, overload
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from genodiff.progress import is_main_process
+from genodiff.resources import installed_from_wheel, user_cache_folder
 
 NumbaError = numba.core.errors.NumbaError
 
@@ -213,7 +214,7 @@ def _discretize_row(delta_row, bias_d, softplus, dt_row):
         dt_row[t] = _softplus(delta_row[t] + bias_d) if softplus else delta_row[t] + bias_d
 
 
-@njit(parallel=True, cache=True, fastmath=_FASTMATH)
+@njit(parallel=True, fastmath=_FASTMATH)
 def _forward_kernel(u, delta, A, Bk, Ck, D_skip, z, bias, softplus, has_z, out, last):
     """out (Bsz, D, L) = (<C_t, h_t> + D u_t) (* silu(z_t)), last (Bsz, D, N) = h_L."""
     Bsz, D, L = u.shape
@@ -324,7 +325,7 @@ def _c_grads(dy_row, hs, dCrow):
             dCt[n] += dy_t * hs[t + 1, n]
 
 
-@njit(parallel=True, cache=True, fastmath=_FASTMATH)
+@njit(parallel=True, fastmath=_FASTMATH)
 def _backward_kernel(
     dout, u, delta, A, Bk, Ck, D_skip, z, bias, softplus, has_z, n_chunks,
     du, ddelta, dz, dA_part, dB_part, dC_part, dD_part, dbias_part,
@@ -380,7 +381,7 @@ def _backward_kernel(
             dbias_part[b, d] = dbias_acc
 
 
-@njit(parallel=True, cache=True, fastmath=_FASTMATH)
+@njit(parallel=True, fastmath=_FASTMATH)
 def _mixer_conv_kernel(xz, weight_t, bias, out):
     """out[s, b, t] = silu(bias[s] + sum_k weight_t[s, k] * x[b, t - K + 1 + k]) for s = 0 and
     x[b, t + K - 1 - k] for s = 1 (the causal conv of the flipped sequence, flipped back);
@@ -443,7 +444,7 @@ def _output_row(acc, D_row, u_row, z_row, gated, add, y_row):
         y_row[j] = out * z_row[j] * _sigmoid(z_row[j]) if gated else out
 
 
-@njit(parallel=True, cache=True, fastmath=_FASTMATH)
+@njit(parallel=True, fastmath=_FASTMATH)
 def _mixer_scan_kernel(u, x_dbl, dt_weight_t, At2, D_skip, xz, bias, decay, n_chunks, y):
     """Work item (b, chunk of W channels), both directions in turn: s = 0 scans t = 0..L-1,
     s = 1 scans t = L-1..0. y[b, t, s] = (<C_t, h_t> + D u_t) silu(z_t) for y (Bsz, L, S, D);
@@ -560,7 +561,7 @@ def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
 class _FirstCompileNotice(numba.core.event.Listener):
     """Says once per process, on stderr, that the kernels are being compiled; in the main
     process only of a multi-process run (``--devices``), whose processes compile at once.
-    numba fires "numba:compile" only when its on-disk cache (``cache=True``) has no usable
+    numba fires "numba:compile" only when its on-disk cache (``_cache_on_disk``) has no usable
     entry: once per install (and after an upgrade); later processes load the cached machine
     code."""
 
@@ -578,6 +579,25 @@ class _FirstCompileNotice(numba.core.event.Listener):
         pass
 
 
+def _cache_on_disk(kernels: tuple[numba.core.dispatcher.Dispatcher, ...]) -> None:
+    """Turn on numba's on-disk cache of compiled ``kernels`` (what ``cache=True`` does). numba
+    keeps it beside this file (``genodiff/ops/__pycache__``) where that folder is writable:
+    right for a checkout, but an installed wheel's would sit in site-packages, where
+    ``pip uninstall`` leaves it behind (see ``genodiff.resources``). There it goes to
+    ``user_cache_folder("numba")`` instead, through numba's own ``NUMBA_CACHE_DIR`` setting
+    (``numba.config.CACHE_DIR``), set only while these kernels' caches are made, so that other
+    numba code is untouched. A ``NUMBA_CACHE_DIR`` the user set wins, as for any numba code."""
+    own = str(user_cache_folder("numba")) if installed_from_wheel() else ""
+    before = numba.config.CACHE_DIR
+    numba.config.CACHE_DIR = before or own
+    try:
+        for kernel in kernels:
+            kernel.enable_caching()
+    finally:
+        numba.config.CACHE_DIR = before
+
+
 COMPILE_NOTICE = "genodiff: compiling the CPU kernels (once per install, ~20 s)"
 KERNELS = (_forward_kernel, _backward_kernel, _mixer_conv_kernel, _mixer_scan_kernel)
+_cache_on_disk(KERNELS)
 numba.core.event.register("numba:compile", _FirstCompileNotice(KERNELS))
