@@ -253,8 +253,8 @@ class HFTokenizer(BackendTokenizer):
             # every text would be no tokens at all
             raise InputValueError(
                 f"tokenizer.pretrained={self.pretrained!r} gives a tokenizer with an empty "
-                "vocabulary (its folder holds no tokenizer files: tokenizer.json, vocab.txt, "
-                "...); point it at a folder or Hub id that has them"
+                "vocabulary (its folder or Hub repository holds no tokenizer files: "
+                "tokenizer.json, vocab.txt, ...); point it at a folder or Hub id that has them"
             )
         self._set_backend(
             backend,
