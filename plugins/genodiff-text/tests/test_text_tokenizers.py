@@ -261,6 +261,23 @@ def test_hf_unavailable_name_says_how_to_get_it(monkeypatch):
     assert "AutoTokenizer.from_pretrained" in message and "name: trained" in message
 
 
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_data_sentences_read_special_token_names_as_text(kind):
+    # What the data module tokenizes (encode_batch): a special token's name in a sentence is
+    # text, tokenized as the same characters written with spaces around its brackets would be
+    # (both pre-tokenizers split "[" and "]" off). A prompt (encode) still reads [MASK].
+    tok = _trained(kind)
+    sentence = "a man [MASK] the [PAD] wife [SEP] [CLS]"
+    (ids,) = tok.encode_batch([sentence])
+    specials = {tok.mask_id, tok.pad_id, tok.bos_id, tok.eos_id}
+    assert not specials & set(ids)
+    if kind == "wordpiece":  # BERT's pre-tokenizer splits punctuation off: the same words
+        spaced = "a man [ mask ] the [ pad ] wife [ sep ] [ cls ]"
+        assert ids == tok.encode(spaced)
+    assert tok.encode("a man [MASK]").count(tok.mask_id) == 1
+    assert tok.encode(sentence).count(tok.mask_id) == 1  # after encode_batch too
+
+
 def test_hf_folder_without_usable_tokenizer_files_is_a_user_error(tmp_path):
     transformers = pytest.importorskip("transformers")
     empty = tmp_path / "empty"

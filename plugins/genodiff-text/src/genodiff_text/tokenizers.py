@@ -127,8 +127,16 @@ class BackendTokenizer(Tokenizer):
         return encoding.ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """``[encode(t) for t in texts]``, in parallel in the backend."""
-        encodings = self.backend.encode_batch(list(texts), add_special_tokens=False)
+        """Ids of data sentences (what the data module windows), in parallel in the backend.
+        Unlike ``encode``, a special token's name written in a sentence (``[MASK]``, ``[PAD]``)
+        is read as the text it is: data hold no mask (one made the NELBO infinite) and no
+        padding inside a sentence."""
+        reads_names = self.backend.encode_special_tokens
+        self.backend.encode_special_tokens = True
+        try:
+            encodings = self.backend.encode_batch(list(texts), add_special_tokens=False)
+        finally:
+            self.backend.encode_special_tokens = reads_names
         return [e.ids for e in encodings]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
