@@ -3,6 +3,7 @@ loops over a tiny GPT-2's logits (built offline in a temporary folder: nothing i
 
 import json
 import math
+import shutil
 import sys
 
 import numpy as np
@@ -13,6 +14,7 @@ from genodiff_text.hf_scorer import HFCausalLMScorer
 from genodiff import cli, registry
 from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.generative_perplexity import score_samples
+from tests.test_hub import FakeHub
 
 transformers = pytest.importorskip("transformers")
 
@@ -260,3 +262,79 @@ def test_an_empty_sample_is_counted_and_scores_no_token(tiny_gpt2, tmp_path, cap
     assert report["samples"] == 3
     assert report["tokens"] == texts_only.tokens
     assert report["gen_ppl"] == pytest.approx(texts_only.gen_ppl, rel=1e-6)
+
+
+class HubWithoutSubfolders(FakeHub):
+    """FakeHub, answering a listing of a sub-folder (transformers asks for
+    ``additional_chat_templates/``) with "no such entry", as the Hub does."""
+
+    def _find(self, handler, repo: str, revision: str):
+        branch, _, subfolder = revision.partition("/")
+        if subfolder and (repo, branch) in self.revisions:
+            return self._error(handler, 404, "EntryNotFound")
+        return super()._find(handler, repo, revision)
+
+
+@pytest.fixture
+def serve_on_localhost(tmp_path, monkeypatch):
+    """``serve(folder)`` puts ``folder`` on a Hub stand-in on 127.0.0.1 as ``test-org/served``
+    and returns that id, which the scorer then downloads."""
+    import huggingface_hub.constants as hub_constants
+
+    hubs = []
+
+    def serve(folder) -> str:
+        hub = HubWithoutSubfolders({"test-org/served": {"main": folder}})
+        hubs.append(hub)
+        monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
+        template = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+        monkeypatch.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+        monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+        # transformers keeps one HfApi, holding the endpoint of its first use
+        monkeypatch.setattr(transformers.utils.hub, "_hf_api", None)
+        cache = str(tmp_path / f"hub-cache-{len(hubs)}")  # read at import: set both
+        monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", cache)
+        monkeypatch.setenv("HF_HUB_CACHE", cache)
+        monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        return "test-org/served"
+
+    yield serve
+    for hub in hubs:
+        hub.close()
+
+
+def gen_ppl_error(model: str, tmp_path, capsys, monkeypatch, sample: str = "the cat sat") -> str:
+    monkeypatch.setitem(registry._REGISTRIES["scorer"], "hf", HFCausalLMScorer)
+    samples = tmp_path / "samples.txt"
+    samples.write_text(f"{sample}\n")
+    args = ["gen-ppl", str(samples), "--scorer", "hf", "--scorer-model", model]
+    assert cli.main([*args, "--device", "cpu", "--json"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()[-1]
+    assert err.startswith("genodiff gen-ppl: error:") and not captured.out
+    return err
+
+
+def test_a_truncated_download_is_a_one_line_error(
+    tiny_gpt2, serve_on_localhost, tmp_path, capsys, monkeypatch
+):
+    served = tmp_path / "truncated"
+    shutil.copytree(tiny_gpt2, served)
+    weights = served / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:3000])  # the download was cut short
+    model = serve_on_localhost(served)
+    err = gen_ppl_error(model, tmp_path, capsys, monkeypatch)  # was a SafetensorError traceback
+    assert f"scorer model {model}: cannot load" in err and err.endswith("(--scorer-model)")
+
+
+def test_a_download_without_tokenizer_files_is_refused_not_scored(
+    tiny_gpt2, serve_on_localhost, tmp_path, capsys, monkeypatch
+):
+    # transformers builds a GPT-2 tokenizer with an empty vocabulary for such a repository:
+    # every word was no token, and only the sentence end was scored, exit status 0.
+    served = tmp_path / "weights_only"
+    shutil.copytree(tiny_gpt2, served, ignore=shutil.ignore_patterns("tokenizer*"))
+    model = serve_on_localhost(served)
+    err = gen_ppl_error(model, tmp_path, capsys, monkeypatch, "the cat sat [SEP] a dog ran")
+    assert f"sample 0: scorer model {model}: its tokenizer reads 'the cat sat' as no tokens" in err
+    assert "lacks the tokenizer files" in err

@@ -3,6 +3,7 @@ a generated position), and a file scored with `eval --file` says what share of i
 vocabulary reads as [UNK], refusing one that is mostly [UNK] (a FASTA given to a text model)."""
 
 import json
+import math
 
 import pytest
 from genodiff_text.resources import CONFIGS
@@ -56,3 +57,21 @@ def test_eval_of_a_fasta_on_a_text_model_reports_or_refuses_its_unknown_tokens(
     assert 0 < result["unknown_fraction"] < 0.25
     assert main(["eval", "--checkpoint", checkpoint, "--file", str(text)]) == 0
     assert "of the tokens are the tokenizer's unknown token" in capsys.readouterr().out
+
+
+def test_special_token_names_in_a_scored_file_are_read_as_text(checkpoint, tmp_path, capsys):
+    # "[MASK]" in a data line used to become the mask id: a data token the masked objective
+    # gives probability 0, so each noise draw that masked it added about 1e6 nats (an
+    # OverflowError in `genodiff eval`), and one that did not scored it as a given token.
+    # Read as text, a name is the characters it is written with: the same windows as the
+    # line with its brackets spaced (BERT's pre-tokenizer splits them off either way).
+    named, spaced = tmp_path / "named.txt", tmp_path / "spaced.txt"
+    named.write_text("she was [MASK] happy .\nthe [PAD] man [SEP] sat .\n")
+    spaced.write_text("she was [ mask ] happy .\nthe [ pad ] man [ sep ] sat .\n")
+    results = []
+    for lines in (named, spaced):
+        args = ["eval", "--checkpoint", checkpoint, "--file", str(lines), "--t-samples", "4"]
+        assert main([*args, "--json"]) == 0
+        results.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    assert results[0]["windows_sha256"] == results[1]["windows_sha256"]
+    assert results[0]["nelbo"] == results[1]["nelbo"] and math.isfinite(results[0]["nelbo"])

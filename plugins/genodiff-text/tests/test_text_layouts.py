@@ -371,3 +371,14 @@ def test_the_memory_check_counts_the_weights_without_torch_s_compiler(name, conf
     size, compiler = json.loads(done.stdout.splitlines()[-1])
     assert size == [parameters, weights]
     assert compiler is False
+
+
+def test_convert_of_a_missing_file_or_a_folder_is_a_one_line_error(tmp_path, capsys):
+    for given, says in ((tmp_path / "none.ckpt", "not found"), (tmp_path, "is a folder")):
+        with pytest.raises(SystemExit) as exit_code:  # was a FileNotFoundError traceback
+            main([str(given), str(tmp_path / "out")])
+        assert exit_code.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("python -m genodiff_text.convert: error:") and "\n" not in err
+        assert f"{given} {says}" in err
+    assert not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ from genodiff_text.tokenizers import HFTokenizer, TrainedTokenizer, train_wordpi
 from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models, normalizers, pre_tokenizers
 
+from genodiff.errors import InputValueError
 from genodiff.tokenizers import build_tokenizer, load_tokenizer, tokenizer_from_record
 from genodiff.tokenizers.base import tokenizer_record
 
@@ -258,6 +259,43 @@ def test_hf_unavailable_name_says_how_to_get_it(monkeypatch):
     message = str(info.value)
     assert "not in the local cache" in message
     assert "AutoTokenizer.from_pretrained" in message and "name: trained" in message
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_data_sentences_read_special_token_names_as_text(kind):
+    # What the data module tokenizes (encode_batch): a special token's name in a sentence is
+    # text, tokenized as the same characters written with spaces around its brackets would be
+    # (both pre-tokenizers split "[" and "]" off). A prompt (encode) still reads [MASK].
+    tok = _trained(kind)
+    sentence = "a man [MASK] the [PAD] wife [SEP] [CLS]"
+    (ids,) = tok.encode_batch([sentence])
+    specials = {tok.mask_id, tok.pad_id, tok.bos_id, tok.eos_id}
+    assert not specials & set(ids)
+    if kind == "wordpiece":  # BERT's pre-tokenizer splits punctuation off: the same words
+        spaced = "a man [ mask ] the [ pad ] wife [ sep ] [ cls ]"
+        assert ids == tok.encode(spaced)
+    assert tok.encode("a man [MASK]").count(tok.mask_id) == 1
+    assert tok.encode(sentence).count(tok.mask_id) == 1  # after encode_batch too
+
+
+def test_hf_folder_without_usable_tokenizer_files_is_a_user_error(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    malformed = tmp_path / "malformed"
+    _bert_like(malformed)
+    (malformed / "tokenizer.json").write_text("{not json")
+    for folder in (empty, malformed):  # used to raise transformers' own traceback
+        with pytest.raises(InputValueError, match="cannot read a Hugging Face tokenizer") as info:
+            HFTokenizer(pretrained=str(folder))
+        assert "\n" not in str(info.value) and "tokenizer.json" in str(info.value)
+    # A model folder without tokenizer files (config.json only): transformers builds a tokenizer
+    # with an empty vocabulary, which used to read every text as no tokens at all.
+    weights_only = tmp_path / "weights_only"
+    transformers.GPT2Config(vocab_size=16, n_positions=8).save_pretrained(weights_only)
+    assert transformers.AutoTokenizer.from_pretrained(str(weights_only)).encode("the man") == []
+    with pytest.raises(InputValueError, match="empty vocabulary"):
+        HFTokenizer(pretrained=str(weights_only))
 
 
 def test_hf_without_transformers_says_what_to_install(monkeypatch):

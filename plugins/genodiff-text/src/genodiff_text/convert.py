@@ -42,7 +42,7 @@ from typing import Any, Literal
 from torch import Tensor, nn
 
 from genodiff.checkpoints import UnsafePickleError, read_checkpoint_file, save_pretrained
-from genodiff.errors import InputValueError, UserInputError
+from genodiff.errors import InputFileNotFoundError, InputValueError, UserInputError
 from genodiff_text.layouts import PREFIX
 from genodiff_text.models.ar import ARTransformer
 from genodiff_text.models.dit import DIT
@@ -171,6 +171,9 @@ def convert_checkpoint(
     placeholders (``genodiff.checkpoints.Placeholder``): no code from the file runs."""
     if weights not in ("ema", "raw"):
         raise ValueError(f"weights must be 'ema' or 'raw', got {weights!r}")
+    if not Path(ckpt_path).is_file():
+        what = "is a folder, not" if Path(ckpt_path).is_dir() else "not found: no"
+        raise InputFileNotFoundError(f"{ckpt_path} {what} upstream MDLM .ckpt file")
     ckpt = read_checkpoint_file(ckpt_path, stub_unknown_classes=stub_unknown_classes)
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise ConversionError(f"{ckpt_path} holds no state_dict: not a Lightning checkpoint")

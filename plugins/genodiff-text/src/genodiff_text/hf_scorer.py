@@ -62,12 +62,12 @@ class HFCausalLMScorer(SampleScorer):
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(model_name)
             model = transformers.AutoModelForCausalLM.from_pretrained(model_name)
-        except (OSError, ValueError) as err:  # not found, offline, not a causal LM
+        except Exception as err:  # not found, offline, not a causal LM, corrupt files
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise InputFileNotFoundError(
                 f"scorer model {model_name}: cannot load a Hugging Face causal LM and its "
-                f"tokenizer from it ({reason}); give a Hub id (the first use downloads it) or "
-                "a local folder holding both",
+                f"tokenizer from it ({type(err).__name__}: {reason}); give a Hub id (the first "
+                "use downloads it) or a local folder holding both",
                 parameter="scorer_model",
             ) from None
         eos_id = tokenizer.eos_token_id
@@ -108,9 +108,20 @@ class HFCausalLMScorer(SampleScorer):
         for k, sentence in enumerate(_SENTENCE_END.split(text)):
             if k:
                 ids.append(self.eos_id)
-            # no warning for a sample longer than the model's context: it is windowed
-            ids += self.hf_tokenizer.encode(
-                sentence.strip(), add_special_tokens=False, verbose=False
+            ids += self._sentence_ids(sentence.strip())
+        return ids
+
+    def _sentence_ids(self, sentence: str) -> list[int]:
+        """The model's ids of one sentence; ValueError when text reads as no tokens at all
+        (transformers builds such an empty tokenizer from a folder without tokenizer files)."""
+        # no warning for a sample longer than the model's context: it is windowed
+        ids = self.hf_tokenizer.encode(sentence, add_special_tokens=False, verbose=False)
+        if sentence and not ids:
+            raise InputValueError(
+                f"scorer model {self.name}: its tokenizer reads {sentence[:40]!r} as no tokens "
+                "(its folder or Hub repository lacks the tokenizer files: tokenizer.json, or "
+                "vocab.json and merges.txt); give a model that has them",
+                parameter="scorer_model",
             )
         return ids
 

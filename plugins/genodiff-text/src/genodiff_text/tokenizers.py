@@ -127,8 +127,16 @@ class BackendTokenizer(Tokenizer):
         return encoding.ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """``[encode(t) for t in texts]``, in parallel in the backend."""
-        encodings = self.backend.encode_batch(list(texts), add_special_tokens=False)
+        """Ids of data sentences (what the data module windows), in parallel in the backend.
+        Unlike ``encode``, a special token's name written in a sentence (``[MASK]``, ``[PAD]``)
+        is read as the text it is: data hold no mask (one made the NELBO infinite) and no
+        padding inside a sentence."""
+        reads_names = self.backend.encode_special_tokens
+        self.backend.encode_special_tokens = True
+        try:
+            encodings = self.backend.encode_batch(list(texts), add_special_tokens=False)
+        finally:
+            self.backend.encode_special_tokens = reads_names
         return [e.ids for e in encodings]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
@@ -248,6 +256,14 @@ class HFTokenizer(BackendTokenizer):
                 "model with a tokenizer.json, or tokenizer.name=trained"
             )
         backend = Backend.from_str(backend.to_str())  # a copy the HF object does not share
+        if backend.get_vocab_size(with_added_tokens=False) == 0:
+            # transformers builds an empty tokenizer from a model folder without tokenizer files:
+            # every text would be no tokens at all
+            raise InputValueError(
+                f"tokenizer.pretrained={self.pretrained!r} gives a tokenizer with an empty "
+                "vocabulary (its folder or Hub repository holds no tokenizer files: "
+                "tokenizer.json, vocab.txt, ...); point it at a folder or Hub id that has them"
+            )
         self._set_backend(
             backend,
             mask_token=_token_str(hf.mask_token),
@@ -272,6 +288,10 @@ def _token_str(token: Any) -> str | None:
     return None if token is None else str(token)
 
 
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else ""
+
+
 def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
     """``AutoTokenizer.from_pretrained``: local folder or cache first, then the hub."""
     hint = (
@@ -293,7 +313,15 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
     if folder.exists():
         if not folder.is_dir():
             raise InputValueError(f"tokenizer.pretrained={pretrained!r} is a file, not a folder")
-        return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+        try:
+            return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+        except Exception as err:  # missing, malformed or unreadable tokenizer files
+            raise InputValueError(
+                f"cannot read a Hugging Face tokenizer from the folder {pretrained!r} "
+                f"({type(err).__name__}: {_first_line(err)}); it needs that model's tokenizer "
+                "files (tokenizer.json, or vocab.txt / vocab.json and merges.txt, with "
+                "tokenizer_config.json)"
+            ) from None
     try:
         return AutoTokenizer.from_pretrained(
             pretrained, cache_dir=cache_dir, use_fast=True, local_files_only=True
@@ -310,8 +338,8 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
     except Exception as err:
         raise InputFileNotFoundError(
             f"cannot load the Hugging Face tokenizer {pretrained!r}: it is not in the local "
-            f"cache and the hub did not give it ({type(err).__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''}). {hint}"
+            f"cache and the hub did not give it ({type(err).__name__}: {_first_line(err)}). "
+            f"{hint}"
         ) from None
 
 

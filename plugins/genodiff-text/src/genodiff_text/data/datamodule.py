@@ -101,7 +101,8 @@ def tokenize_lines(
     show_origin: bool = False,
     chunk: int = ENCODE_CHUNK,
 ) -> TokenizedLines:
-    """Tokenize ``(origin, line, text)`` rows (``encode_batch`` when the tokenizer has it)."""
+    """Tokenize ``(origin, line, text)`` rows (``encode_batch`` when the tokenizer has it: a
+    special token's name written in a text is read as text)."""
     dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32
     encode_batch = getattr(tokenizer, "encode_batch", None)
     origins: dict[str, int] = {}
