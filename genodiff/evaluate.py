@@ -241,10 +241,12 @@ def heldout_windows(
     return HeldoutWindows(dataset, spread_indices(len(dataset), num_windows), source)
 
 
-def unknown_fraction(windows: HeldoutWindows, tokenizer: Any) -> float:
+def unknown_fraction(windows: HeldoutWindows, tokenizer: Any, given_file: bool = True) -> float:
     """The share of the windows' tokens (all but [PAD], [MASK], [BOS] and [EOS]) that are
     ``tokenizer``'s unknown token (0 for a tokenizer without one); InputValueError above
-    ``MAX_UNKNOWN_FRACTION``: the windows are not of the tokenizer's domain."""
+    ``MAX_UNKNOWN_FRACTION``: the windows are not of the tokenizer's domain. ``given_file``:
+    the windows are of a file the caller gave (the error names it as the parameter at fault),
+    not of the run's own test split."""
     unknown_id = getattr(tokenizer, "unk_id", None)
     if unknown_id is None:
         return 0.0
@@ -258,10 +260,11 @@ def unknown_fraction(windows: HeldoutWindows, tokenizer: Any) -> float:
     fraction = unknown / max(total, 1)
     if fraction > MAX_UNKNOWN_FRACTION:
         token = tokenizer.decode([unknown_id])
+        advice = "give a file of its domain" if given_file else "its data and tokenizer differ"
         raise InputValueError(
             f"{fraction:.0%} of the tokens of {windows.source} read as the unknown token {token}: "
-            f"it is not {tokenizer.domain} data this model can score; give a file of its domain",
-            parameter="data_file",
+            f"it is not {tokenizer.domain} data this model can score; {advice}",
+            parameter="data_file" if given_file else None,
         )
     return fraction
 
@@ -539,7 +542,7 @@ def evaluate_checkpoint(
         digest = model.provenance.get("data_digest")
         args = (digest, data_file, windows.dataset, windows.indices)
         overlap = training_overlap(model.config["data"], model.tokenizer, *args)
-    unknown = unknown_fraction(windows, model.tokenizer)
+    unknown = unknown_fraction(windows, model.tokenizer, given_file=data_file is not None)
     coordinates = windows.coordinates()
     classes = model.class_names
     workers = Workers()

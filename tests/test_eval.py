@@ -319,3 +319,28 @@ def test_a_conditional_report_names_its_numbers_for_what_they_are(likelihood, me
     assert f"{measure} p(x|y)" in labels and f"{measure} p(x)" in labels
     other = {"NLL": "NELBO", "NELBO": "NLL"}[measure]
     assert not any(label.startswith(other) for label in labels)
+
+
+class _UnknownMostly:
+    """A tokenizer stand-in with an unknown token (id 1), [PAD] 0 and [MASK] 2."""
+
+    unk_id, pad_id, mask_id, bos_id, eos_id, domain = 1, 0, 2, None, None, "text"
+
+    def decode(self, ids: list[int]) -> str:
+        return "[UNK]"
+
+
+@pytest.mark.parametrize("given_file", [True, False])
+def test_windows_mostly_unknown_name_the_file_only_where_one_was_given(given_file):
+    # Was: "...; give a file of its domain (--file)" also for the run's own test split, which
+    # no --file named
+    from genodiff.errors import InputValueError
+    from genodiff.evaluate import HeldoutWindows, unknown_fraction
+
+    dataset = {0: {"input_ids": torch.tensor([1, 1, 1, 3, 0, 0])}}  # 3 of 4 tokens unknown
+    windows = HeldoutWindows(dataset, [0], "the windows")
+    with pytest.raises(InputValueError) as refused:
+        unknown_fraction(windows, _UnknownMostly(), given_file=given_file)
+    assert str(refused.value).startswith("75% of the tokens of the windows read as the unknown")
+    assert refused.value.parameter == ("data_file" if given_file else None)
+    assert ("give a file of its domain" in str(refused.value)) == given_file

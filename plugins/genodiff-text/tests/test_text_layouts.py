@@ -382,3 +382,21 @@ def test_convert_of_a_missing_file_or_a_folder_is_a_one_line_error(tmp_path, cap
         assert err.startswith("python -m genodiff_text.convert: error:") and "\n" not in err
         assert f"{given} {says}" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_convert_of_a_checkpoint_without_an_ema_names_the_flag_that_converts_it(tmp_path, capsys):
+    # Was "convert with weights='raw'", the Python spelling alone, on the command line.
+    upstream_ckpt(tmp_path / "dit.ckpt", dit=True)
+    ckpt = torch.load(tmp_path / "dit.ckpt", weights_only=False)
+    ckpt["ema"] = None
+    torch.save(ckpt, tmp_path / "dit.ckpt")
+    with pytest.raises(SystemExit) as exit_code:
+        main([str(tmp_path / "dit.ckpt"), str(tmp_path / "out")])
+    assert exit_code.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("holds no EMA; convert with weights='raw' (--weights raw)")
+    )
+    main([str(tmp_path / "dit.ckpt"), str(tmp_path / "out"), "--weights", "raw"])
+    assert "wrote" in capsys.readouterr().out

@@ -190,7 +190,9 @@ def convert_checkpoint(
     state = dict(raw)
     if weights == "ema":
         if ckpt.get("ema") is None:
-            raise ConversionError(f"{ckpt_path} holds no EMA; convert with weights='raw'")
+            raise ConversionError(
+                f"{ckpt_path} holds no EMA; convert with weights='raw' (--weights raw)"
+            )
         state.update(ema_weights(raw, ckpt["ema"], names))
     model = cls(**config)
     try:
