@@ -158,12 +158,17 @@ def test_wheel_holds_the_code_configs_and_demo_data(wheel, sources):
     assert "genodiff = genodiff.cli:main" in entry_points
 
 
-def test_the_bundle_serves_configs_and_data_from_any_folder(wheel, tmp_path, monkeypatch):
-    # What an installed wheel resolves, in this process: its genodiff/_bundle as resource root.
+@pytest.fixture
+def bundle(wheel, tmp_path, monkeypatch) -> Path:
+    """The wheel's genodiff/_bundle, extracted under tmp_path/wheel, as this process's resource
+    root (what an installed wheel resolves)."""
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
-    bundle = tmp_path / "wheel" / BUNDLE
-    monkeypatch.setattr(resources, "BUNDLE", bundle)
+    monkeypatch.setattr(resources, "BUNDLE", tmp_path / "wheel" / BUNDLE)
+    return tmp_path / "wheel" / BUNDLE
+
+
+def test_the_bundle_serves_configs_and_data_from_any_folder(bundle, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no configs/ or data/ here
     assert resolve_config_path("demo") == bundle / "configs" / "demo.yaml"
     assert resolve_config_path("configs/hg38.yaml") == bundle / "configs" / "hg38.yaml"
@@ -175,14 +180,10 @@ def test_the_bundle_serves_configs_and_data_from_any_folder(wheel, tmp_path, mon
 
 
 def test_the_docs_file_arguments_name_the_shipped_data_from_any_folder(
-    wheel, tmp_path, monkeypatch
+    bundle, tmp_path, monkeypatch
 ):
     # docs/evaluating.md and docs/generating.md write the shipped files as from a checkout's
     # root (data/...); from another folder, with a wheel, they name the wheel's copies.
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
-    bundle = tmp_path / "wheel" / BUNDLE
-    monkeypatch.setattr(resources, "BUNDLE", bundle)
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
@@ -205,13 +206,10 @@ def test_the_docs_file_arguments_name_the_shipped_data_from_any_folder(
 
 
 def test_a_shipped_experiment_takes_config_options_of_the_working_folder(
-    wheel, tmp_path, monkeypatch
+    bundle, tmp_path, monkeypatch
 ):
     # docs/plugins.md: `configs/model/bigru.yaml` beside the user, then `genodiff train
     # configs/demo.yaml model=bigru`; with a wheel, configs/demo.yaml is the shipped one.
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
-    monkeypatch.setattr(resources, "BUNDLE", tmp_path / "wheel" / BUNDLE)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs" / "model").mkdir(parents=True)
     (tmp_path / "configs" / "model" / "narrow.yaml").write_text(
@@ -220,20 +218,14 @@ def test_a_shipped_experiment_takes_config_options_of_the_working_folder(
     (tmp_path / "configs" / "pretrained").mkdir()  # a folder of no config group: not one
     cfg = load_config("configs/demo.yaml", ["model=narrow"])
     assert (cfg.model.name, cfg.model.d_model, cfg.model.n_layer) == ("caduceus", 40, 3)
-    assert str(tmp_path / "wheel" / BUNDLE) in cfg.data.fasta  # the rest is the shipped demo
+    assert str(bundle) in cfg.data.fasta  # the rest is the shipped demo
     with pytest.raises(ConfigError, match="model=wide: no such option.*caduceus_tiny.*, narrow"):
         load_config("configs/demo.yaml", ["model=wide"])
 
 
-def test_a_run_of_an_install_since_gone_finds_the_shipped_data_in_this_one(
-    wheel, tmp_path, monkeypatch
-):
+def test_a_run_of_an_install_since_gone_finds_the_shipped_data_in_this_one(bundle, tmp_path):
     # A demo run trained with a wheel records the bundled genome's absolute path in that
     # virtual environment; made anew (another Python, another machine), this one's copy serves.
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(tmp_path / "wheel", [n for n in archive.namelist() if BUNDLE in n])
-    bundle = tmp_path / "wheel" / BUNDLE
-    monkeypatch.setattr(resources, "BUNDLE", bundle)
     gone = tmp_path / "old-venv" / "lib" / "python3.10" / "site-packages" / BUNDLE
     data = {**load_config("demo").data, "fasta": str(gone / "data" / DEMO_NAME)}
     assert locate_data(data)["fasta"] == str(bundle / "data" / DEMO_NAME)
