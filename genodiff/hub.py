@@ -140,12 +140,23 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().upper() in _TRUE
 
 
-def _snapshot(hub_id: HubId, patterns: list[str]) -> str:
+def snapshot(repository: str, patterns: Sequence[str], cache_dir: str | None = None) -> Path:
+    """The local snapshot folder of the Hub repository ``repository`` (``[org/]name[@revision]``,
+    a legacy id without org too: ``gpt2-large``), holding its files that match ``patterns``:
+    from the cache, else downloaded (into ``cache_dir``, default the Hugging Face cache). For a
+    plugin that hands a Hub model to another library (``transformers``): that library's own
+    download retries an unreachable Hub for most of a minute, this one says at once what to do
+    (``HubError``)."""
+    repo_id, _, revision = repository.partition("@")
+    return Path(_snapshot(HubId(repo_id, revision or None), list(patterns), cache_dir))
+
+
+def _snapshot(hub_id: HubId, patterns: list[str], cache_dir: str | None = None) -> str:
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     offline = _env_flag("HF_HUB_OFFLINE") or constants.HF_HUB_OFFLINE
-    cache = os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
+    cache = cache_dir or os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
     endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
     try:
         return snapshot_download(

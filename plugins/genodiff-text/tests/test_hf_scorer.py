@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from genodiff_text.hf_scorer import HFCausalLMScorer
+from test_text_tokenizers import unreachable_hub  # noqa: F401 (a fixture)
 
 from genodiff import cli, registry
 from genodiff.errors import InputFileNotFoundError, InputValueError
@@ -338,3 +339,17 @@ def test_a_download_without_tokenizer_files_is_refused_not_scored(
     err = gen_ppl_error(model, tmp_path, capsys, monkeypatch, "the cat sat [SEP] a dog ran")
     assert f"sample 0: scorer model {model}: its tokenizer reads 'the cat sat' as no tokens" in err
     assert "lacks the tokenizer files" in err
+
+
+def test_a_scorer_model_from_an_unreachable_hub_says_what_to_do(
+    unreachable_hub,  # noqa: F811
+    tmp_path,
+    capsys,
+    monkeypatch,
+):
+    # Was transformers' own download: retries for most of a minute, then "We couldn't connect
+    # to 'https://huggingface.co'..." Now the core's download (genodiff.hub.snapshot) says it.
+    err = gen_ppl_error("test-org/absent", tmp_path, capsys, monkeypatch)
+    assert err.startswith("genodiff gen-ppl: error: scorer model test-org/absent: no local")
+    assert f"{unreachable_hub} is unreachable. Pre-download it where the network is" in err
+    assert err.endswith("(--scorer-model)")

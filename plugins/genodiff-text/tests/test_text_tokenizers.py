@@ -360,3 +360,29 @@ def test_unknown_words_of_a_hugging_face_vocabulary_are_named(tmp_path):
     assert byte_level.unk_id is None  # every text has bytes: nothing is unknown
     ids = byte_level.encode_template("zxqvbnm [MASK] sat")
     assert byte_level.decode(ids[1:]) == "zxqvbnm [MASK] sat"
+
+
+@pytest.fixture
+def unreachable_hub(tmp_path, monkeypatch) -> str:
+    """A Hub endpoint where nothing listens (127.0.0.1, the discard port), an empty cache."""
+    import huggingface_hub.constants as hub_constants
+
+    endpoint = "http://127.0.0.1:9"
+    monkeypatch.setattr(hub_constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    return endpoint
+
+
+def test_hf_tokenizer_from_an_unreachable_hub_says_what_to_do(unreachable_hub):
+    # Was transformers' own download: retries for most of a minute, then "We couldn't connect
+    # to ..." without a way out. Now the core's download (genodiff.hub.snapshot) says it.
+    pytest.importorskip("transformers")
+    with pytest.raises(FileNotFoundError) as info:
+        HFTokenizer(pretrained="genodiff-tests/no-such-tokenizer")
+    message = str(info.value)
+    assert f"{unreachable_hub} is unreachable. Pre-download it where the network is" in message
+    assert "download genodiff-tests/no-such-tokenizer" in message

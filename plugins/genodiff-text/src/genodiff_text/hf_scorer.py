@@ -24,13 +24,19 @@ registered in the entry-point group ``genodiff.scorers`` as ``hf`` (``genodiff.s
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
 from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
+from genodiff.hub import HubError, snapshot
 from genodiff.scorers import SampleScorer
+
+# The files of a Hub model the scorer reads: its configs, tokenizer files and safetensors
+# weights (a pickled pytorch_model.bin is never fetched: reading it could run code).
+MODEL_FILES = ("*.json", "*.txt", "*.model", "*.safetensors")
 
 # What ``decode_sample`` writes between sentences: the EOS token of bert-like (and trained)
 # tokenizers, and gpt2's.
@@ -59,9 +65,18 @@ class HFCausalLMScorer(SampleScorer):
                 "(from a checkout: pip install -e 'plugins/genodiff-text[hub]')",
                 parameter="scorer",
             ) from None
+        folder = Path(model_name).expanduser()
         try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(model_name)
-            model = transformers.AutoModelForCausalLM.from_pretrained(model_name)
+            folder = folder if folder.exists() else snapshot(model_name, MODEL_FILES)
+        except HubError as err:
+            raise InputFileNotFoundError(
+                f"scorer model {model_name}: no local folder of that name, and as a Hugging "
+                f"Face Hub id {err}",
+                parameter="scorer_model",
+            ) from None
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+            model = transformers.AutoModelForCausalLM.from_pretrained(str(folder))
         except Exception as err:  # not found, offline, not a causal LM, corrupt files
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise InputFileNotFoundError(

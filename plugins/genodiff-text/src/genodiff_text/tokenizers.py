@@ -41,6 +41,7 @@ from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as Backend
 
 from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
+from genodiff.hub import snapshot
 from genodiff.tokenizers.base import Tokenizer
 
 # The special tokens of a trained tokenizer, in id order (bert-like).
@@ -288,6 +289,10 @@ def _token_str(token: Any) -> str | None:
     return None if token is None else str(token)
 
 
+# The files of a Hub model its tokenizer is read from (no weights).
+TOKENIZER_FILES = ("*.json", "*.txt", "*.model")
+
+
 def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else ""
 
@@ -333,8 +338,9 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
                 f"the Hugging Face tokenizer {pretrained!r} is not in the local cache and "
                 f"HF_HUB_OFFLINE is set ({type(local_error).__name__}). {hint}"
             ) from None
-    try:
-        return AutoTokenizer.from_pretrained(pretrained, cache_dir=cache_dir, use_fast=True)
+    try:  # the core's download: transformers' own retries an unreachable hub for a minute
+        folder = snapshot(pretrained, TOKENIZER_FILES, cache_dir)
+        return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     except Exception as err:
         raise InputFileNotFoundError(
             f"cannot load the Hugging Face tokenizer {pretrained!r}: it is not in the local "
