@@ -29,7 +29,7 @@ from genodiff.finetuning.classifier import load_backbone
 from genodiff.training.lightning_data import LightningData
 from tests.test_classifiers_training import write_toy
 from tests.test_cli import DEMO, ROOT, read_metrics
-from tests.test_sampling_at_scale import running, threads_of_each_process
+from tests.test_sampling_at_scale import running, with_more_threads_than_lightning_gives
 
 RUN = [
     "model=caduceus_tiny",
@@ -69,7 +69,8 @@ def train(out, overrides) -> str:
 def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ddp")
     one, two = folder / "one", folder / "two"
-    train(one, ONE_PROCESS)
+    args = ["train", DEMO, *RUN, *ONE_PROCESS, f"output_dir={one}"]
+    assert cli.main(args) == 0  # the one-process reference: in this process
     return one, two, train(two, TWO_PROCESSES)
 
 
@@ -408,6 +409,15 @@ def command(*args: str) -> str:
     return done.stdout + done.stderr
 
 
+def in_this_process(capsys: pytest.CaptureFixture, *args: str) -> str:
+    """``genodiff ARGS`` run by this process (a one-process reference needs no process of its
+    own); what it printed."""
+    capsys.readouterr()
+    assert cli.main([*args, "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    return printed.out + printed.err
+
+
 CLASSIFIER_RUN = [
     "trainer.max_steps=6",
     "trainer.val_check_interval=3",
@@ -416,10 +426,11 @@ CLASSIFIER_RUN = [
 
 
 @pytest.mark.process_level
-def test_a_classifier_trains_on_two_processes_like_one_with_twice_the_batch(tmp_path):
+def test_a_classifier_trains_on_two_processes_like_one_with_twice_the_batch(tmp_path, capsys):
     config, _ = write_toy(tmp_path)
     one, two = tmp_path / "one", tmp_path / "two"
-    command("classifier", str(config), *CLASSIFIER_RUN, "data.batch_size=16", f"output_dir={one}")
+    reference = ["classifier", str(config), *CLASSIFIER_RUN, "data.batch_size=16"]
+    in_this_process(capsys, *reference, f"output_dir={one}")
     output = command(
         "classifier", str(config), *CLASSIFIER_RUN, "data.batch_size=8", *TWO_PROCESSES[2:],
         f"output_dir={two}",
@@ -449,13 +460,14 @@ trainer: {{accelerator: cpu, max_epochs: 1, enable_progress_bar: false, num_sani
 
 
 @pytest.mark.process_level
-def test_finetune_spreads_its_folds_over_two_processes_with_the_results_of_one(tmp_path):
+def test_finetune_spreads_its_folds_over_two_processes_with_the_results_of_one(tmp_path, capsys):
     task_root = ROOT / "tests" / "data" / "genomic_benchmarks"
     results = {}
     for name, devices in (("one", 1), ("two", 2)):
         config = tmp_path / f"{name}.yaml"
         config.write_text(FINETUNE_CONFIG.format(out=tmp_path / name, root=task_root))
-        output = command("finetune", str(config), f"trainer.devices={devices}")
+        args = ("finetune", str(config), f"trainer.devices={devices}")
+        output = in_this_process(capsys, *args) if devices == 1 else command(*args)
         assert output.count("| human_vs_phage") == 1  # the table, printed by rank 0 alone
         for fold in range(4):
             assert output.count(f"/fold{fold} (of fold0..fold3): val acc") == 1  # ran once
@@ -476,51 +488,29 @@ def test_finetune_spreads_its_folds_over_two_processes_with_the_results_of_one(t
     assert two_summary == pytest.approx(one_summary)
 
 
-@pytest.mark.process_level
-def test_two_training_processes_share_the_threads_the_command_is_given(tmp_path):
-    """--threads is the command's: each of 2 DDP processes takes half. Was: Lightning's launch
-    set every process to (cores / processes) threads over it, whatever --threads said."""
-    notes = tmp_path / "threads"
-    notes.mkdir()
-    driver = tmp_path / "driver.py"  # each process notes its thread count as it trains
-    driver.write_text(
-        "import os, sys, torch\n"
-        "from genodiff import cli\n"
-        "from genodiff.training.module import GenerativeTrainingModule as Module\n"
-        "real = Module.training_step\n"
-        "def noting(self, batch, batch_idx):\n"
-        f"    note = os.path.join({str(notes)!r}, str(os.getpid()))\n"
-        "    with open(note, 'w') as handle:\n"
-        "        handle.write(str(torch.get_num_threads()))\n"
-        "    return real(self, batch, batch_idx)\n"
-        "Module.training_step = noting\n"
-        "sys.exit(cli.main(sys.argv[1:]))\n"
-    )
-    short = ("trainer.max_steps=2", "trainer.limit_val_batches=0")  # two steps, no validation
-    kept = [o for o in RUN if o.split("=")[0] not in [s.split("=")[0] for s in short]]
-    run = [*kept, *short, *TWO_PROCESSES]
-    command = [sys.executable, str(driver), "train", DEMO, *run, f"output_dir={tmp_path / 'o'}"]
-    given, noted = threads_of_each_process(command, notes, timeout=900)
-    assert noted == [str(given // 2)] * 2
+RANKS = ("0", "1")  # the local ranks of a two-process run
 
 
 @pytest.mark.process_level
 def test_ctrl_c_of_one_training_process_stops_them_all_after_the_same_step(tmp_path):
     """A Ctrl-C (or a scheduler's signal) the main process alone takes. Was: it stopped after
     its step while the other process waited for it in the next one, for ever; and every
-    process printed the line saying where the run stopped."""
-    notes = tmp_path / "pids"
+    process printed the line saying where the run stopped. The run is given --threads: each
+    of its 2 processes trains on half. Was: Lightning's launch set every process to (cores /
+    processes) threads over it, whatever --threads said."""
+    notes = tmp_path / "notes"
     notes.mkdir()
-    driver = tmp_path / "driver.py"  # each process notes its pid, by local rank, as it trains
+    driver = tmp_path / "driver.py"  # each process notes, by local rank, its pid and threads
     driver.write_text(
-        "import os, sys\n"
+        "import os, sys, torch\n"
         "from genodiff import cli\n"
         "from genodiff.training.module import GenerativeTrainingModule as Module\n"
         "real = Module.training_step\n"
         "def noting(self, batch, batch_idx):\n"
         f"    note = os.path.join({str(notes)!r}, os.environ.get('LOCAL_RANK', '0'))\n"
-        "    with open(note, 'w') as handle:\n"
-        "        handle.write(str(os.getpid()))\n"
+        "    with open(note + '.part', 'w') as handle:\n"
+        "        handle.write(f'{os.getpid()} {torch.get_num_threads()}')\n"
+        "    os.replace(note + '.part', note)  # read whole, whenever it is read\n"
         "    return real(self, batch, batch_idx)\n"
         "Module.training_step = noting\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
@@ -528,15 +518,17 @@ def test_ctrl_c_of_one_training_process_stops_them_all_after_the_same_step(tmp_p
     out = tmp_path / "o"
     long = [o for o in RUN if not o.startswith("trainer.max_steps=")] + ["trainer.max_steps=100000"]
     command = [sys.executable, str(driver), "train", DEMO, *long, *TWO_PROCESSES]
+    given, command, env = with_more_threads_than_lightning_gives(command)
     process = subprocess.Popen(
-        [*command, f"output_dir={out}"], cwd=ROOT, stderr=subprocess.PIPE, text=True
+        [*command, f"output_dir={out}"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
     )
     try:
         deadline = time.monotonic() + 300
-        while len(list(notes.iterdir())) < 2 and process.poll() is None:
+        while not all((notes / rank).exists() for rank in RANKS) and process.poll() is None:
             assert time.monotonic() < deadline, "the two processes never trained"
             time.sleep(0.1)
-        other = int((notes / "1").read_text())
+        pids, threads = zip(*((notes / rank).read_text().split() for rank in RANKS), strict=True)
+        other = int(pids[1])
         process.send_signal(signal.SIGINT)  # the main process alone
         _, stderr = process.communicate(timeout=180)
         # The other process ends too, on its own (at the latest once it sees the main one gone)
@@ -545,11 +537,12 @@ def test_ctrl_c_of_one_training_process_stops_them_all_after_the_same_step(tmp_p
             time.sleep(0.1)
         other_ended = not running(other)
     finally:  # what is left of a run that hung
-        for pid in [int(note.read_text()) for note in notes.iterdir()]:
-            if running(pid):
+        for note in [notes / rank for rank in RANKS if (notes / rank).exists()]:
+            if running(pid := int(note.read_text().split()[0])):
                 os.kill(pid, signal.SIGKILL)
     assert process.returncode == 128 + signal.SIGINT, stderr[-3000:]
     stopped = [line for line in stderr.splitlines() if line.startswith("genodiff train: stopped")]
     assert len(stopped) == 1 and "stopped by Ctrl-C at step" in stopped[0], stderr[-3000:]
     assert (out / "checkpoints" / "last.ckpt").is_file()
     assert other_ended
+    assert list(threads) == [str(given // 2)] * 2

@@ -739,18 +739,6 @@ def with_more_threads_than_lightning_gives(command: list[str]) -> tuple[int, lis
     return given, [*command, "--threads", str(given)], env
 
 
-def threads_of_each_process(command: list[str], notes: Path, timeout: int) -> tuple[int, list]:
-    """Run ``command`` (whose processes each write their thread count into a file in
-    ``notes``) with ``with_more_threads_than_lightning_gives``: the threads given, and the
-    counts noted, sorted."""
-    given, command, env = with_more_threads_than_lightning_gives(command)
-    done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return given, sorted(p.read_text() for p in notes.iterdir())
-
-
 def test_the_cli_refuses_an_existing_out_before_loading_anything_heavy(tmp_path, capsys):
     checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
     out = tmp_path / "s.fa"
