@@ -12,6 +12,7 @@ import torch
 from Bio import SeqIO
 
 from genodiff import cli
+from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +71,7 @@ def test_metrics_rows_count_the_optimizer_steps_done(trained_run):
     assert validated == [2, 4]
     (best,) = (trained_run / "checkpoints").glob("best-step*.ckpt")
     assert int(best.stem.removeprefix("best-step")) in validated
-    last = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)
+    last = read_checkpoint_file(trained_run / "checkpoints" / "last.ckpt")
     assert max(int(r["step"]) for r in rows) == last["global_step"] == 4
     assert {r["epoch"] for r in rows if r.get("epoch")} == {"0"}  # one epoch, counted from 0
 
@@ -182,7 +183,6 @@ def test_missing_hg38_fails_before_model_setup(capsys, tmp_path, monkeypatch):
 
 
 def test_export_command_writes_a_loadable_folder(trained_run, tmp_path, capsys):
-    import torch
 
     from genodiff.checkpoints import load_pretrained
     from genodiff.training.module import GenerativeTrainingModule

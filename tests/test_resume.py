@@ -10,6 +10,7 @@ import torch
 import genodiff
 from genodiff import cli
 from genodiff.backbones.caduceus import Caduceus
+from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.training.module import GenerativeTrainingModule
 from tests.test_cli import DEMO, TINY, read_metrics
 
@@ -20,7 +21,7 @@ BASE = [o for o in TINY if not o.startswith("trainer.max_steps")] + [
 
 
 def step_of(path: Path) -> int:
-    return torch.load(path, map_location="cpu", weights_only=True)["global_step"]
+    return read_checkpoint_file(path)["global_step"]
 
 
 def test_last_ckpt_is_the_latest_state_when_the_best_was_early(tmp_path, monkeypatch):
@@ -121,14 +122,14 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path, monkeypatch):
     genodiff.train(DEMO, [*EXACT, "ckpt_path=last"], output_dir=split)
 
     assert_same_run(whole, split, resumed_at=4)
-    a = torch.load(whole / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    a = read_checkpoint_file(whole / "checkpoints" / "last.ckpt")
     assert a["genodiff_run"]["tokens_seen"] == 8 * 4 * 128  # steps x data.batch_size x window
 
 
 def closed_as_lightning_does(path: Path) -> None:
     """Rewrite the checkpoint ``path`` with the epoch closed, as Lightning counts an epoch that
     ``trainer.max_steps`` ended part-way and as genodiff wrote such a last.ckpt before."""
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    checkpoint = read_checkpoint_file(path)
     progress = checkpoint["loops"]["fit_loop"]["epoch_progress"]
     for counts in (progress["current"], progress["total"]):
         counts["processed"] = counts["completed"] = counts["started"]
@@ -148,7 +149,7 @@ def test_a_run_ended_by_max_steps_inside_an_epoch_resumes_in_that_epoch(tmp_path
     ended_at_5 = [o for o in constant if not o.startswith("trainer.max_steps")]
     genodiff.train(DEMO, [*ended_at_5, "trainer.max_steps=5"], output_dir=split)
     last = split / "checkpoints" / "last.ckpt"
-    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    checkpoint = read_checkpoint_file(last)
     assert checkpoint["global_step"] == 5 and checkpoint["epoch"] == 1  # steps 4-6: epoch 1
     if written_by == "earlier versions":
         closed_as_lightning_does(last)
@@ -174,8 +175,8 @@ def assert_same_run(whole: Path, split: Path, resumed_at: int) -> None:
         # and nothing is missing: every step logged before or after the stop
         both = losses(stopped, key) | losses(resumed, key)
         assert both == pytest.approx(losses(expected, key), rel=1e-5, abs=1e-6)
-    a = torch.load(whole / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    b = torch.load(split / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    a = read_checkpoint_file(whole / "checkpoints" / "last.ckpt")
+    b = read_checkpoint_file(split / "checkpoints" / "last.ckpt")
     assert a["global_step"] == b["global_step"]
     for name, value in a["state_dict"].items():  # weights and EMA
         torch.testing.assert_close(b["state_dict"][name], value)
@@ -300,7 +301,7 @@ def test_a_resume_trains_with_its_own_optim_settings(tmp_path):
     rows = read_metrics(tmp_path, 1)
     lrs = {int(r["step"]): float(r["lr-AdamW/pg1"]) for r in rows if r.get("lr-AdamW/pg1")}
     assert lrs and set(lrs.values()) == {1e-4}  # every resumed step, not the checkpoint's 3e-3
-    state = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    state = read_checkpoint_file(tmp_path / "checkpoints" / "last.ckpt")
     decay, no_decay = state["optimizer_states"][0]["param_groups"]
     for group, weight_decay in ((decay, 0.01), (no_decay, 0.0)):
         assert group["lr"] == group["initial_lr"] == 1e-4

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import genodiff
+from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.training.module import GenerativeTrainingModule
 from tests.test_cli import DEMO
 from tests.test_resume import BASE
@@ -145,7 +146,7 @@ def test_a_checkpoint_of_earlier_groups_resumes_with_each_parameter_s_moments(
     # decay: the optimizer state of such a checkpoint lists every other parameter first.
     genodiff.train(DEMO, [*BASE, "trainer.max_steps=2"], output_dir=tmp_path)
     path = tmp_path / "checkpoints" / "last.ckpt"
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    checkpoint = read_checkpoint_file(path)
     module = GenerativeTrainingModule(checkpoint["hyper_parameters"]["config"])
     names = [n for n, _ in module.backbone.named_parameters()]  # the optimizer's order
     now = [n for n in names if not caduceus_exempt(n)] + [n for n in names if caduceus_exempt(n)]

@@ -213,10 +213,11 @@ def test_the_ema_order_is_upstreams_and_our_parameter_order():
         assert upstream_parameter_order(2, conditioned=dit) == upstream_order(2, dit) == ours
 
 
-def upstream_ckpt(path, dit: bool, tokenizer=None, n_heads: int | None = 2):
+def upstream_ckpt(path, dit: bool, tokenizer=None, n_heads: int | None = 2, with_ema: bool = True):
     """An MDLM Lightning checkpoint as upstream writes it: raw weights under backbone.* (and
     the noise schedule's), the EMA's shadow_params in parameters() order plus one noise
-    parameter, the Hydra config and the tokenizer. Returns (raw, ema) by name."""
+    parameter (``with_ema``; else no EMA), the Hydra config and the tokenizer. Returns (raw,
+    ema) by name."""
     torch.manual_seed(3)
     shapes = (DIT(**DIT_CONFIG) if dit else ARTransformer(**AR_CONFIG)).state_dict()
     raw = {name: torch.randn(shapes[name].shape) for name in upstream_order(2, dit)}
@@ -235,7 +236,9 @@ def upstream_ckpt(path, dit: bool, tokenizer=None, n_heads: int | None = 2):
             "decay": 0.9999,
             "num_updates": 10,
             "shadow_params": [ema[n] for n in upstream_order(2, dit)] + [torch.zeros(2)],
-        },
+        }
+        if with_ema
+        else None,
         "hyper_parameters": {"config": OmegaConf.create(config), "tokenizer": tokenizer},
     }
     torch.save(ckpt, path)
@@ -386,10 +389,7 @@ def test_convert_of_a_missing_file_or_a_folder_is_a_one_line_error(tmp_path, cap
 
 def test_convert_of_a_checkpoint_without_an_ema_names_the_flag_that_converts_it(tmp_path, capsys):
     # Was "convert with weights='raw'", the Python spelling alone, on the command line.
-    upstream_ckpt(tmp_path / "dit.ckpt", dit=True)
-    ckpt = torch.load(tmp_path / "dit.ckpt", weights_only=False)
-    ckpt["ema"] = None
-    torch.save(ckpt, tmp_path / "dit.ckpt")
+    upstream_ckpt(tmp_path / "dit.ckpt", dit=True, with_ema=False)
     with pytest.raises(SystemExit) as exit_code:
         main([str(tmp_path / "dit.ckpt"), str(tmp_path / "out")])
     assert exit_code.value.code == 2
