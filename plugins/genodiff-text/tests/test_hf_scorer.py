@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from genodiff_text.hf_scorer import HFCausalLMScorer
-from test_text_tokenizers import unreachable_hub  # noqa: F401 (a fixture)
+from test_text_tokenizers import hub_at, unreachable_hub  # noqa: F401 (a fixture)
 
 from genodiff import cli, registry
 from genodiff.errors import InputFileNotFoundError, InputValueError
@@ -287,15 +287,11 @@ def serve_on_localhost(tmp_path, monkeypatch):
     def serve(folder) -> str:
         hub = HubWithoutSubfolders({"test-org/served": {"main": folder}})
         hubs.append(hub)
-        monkeypatch.setattr(hub_constants, "ENDPOINT", hub.url)
+        hub_at(monkeypatch, hub.url, tmp_path / f"hub-cache-{len(hubs)}")
         template = hub.url + "/{repo_id}/resolve/{revision}/{filename}"
         monkeypatch.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
-        monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
         # transformers keeps one HfApi, holding the endpoint of its first use
         monkeypatch.setattr(transformers.utils.hub, "_hf_api", None)
-        cache = str(tmp_path / f"hub-cache-{len(hubs)}")  # read at import: set both
-        monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", cache)
-        monkeypatch.setenv("HF_HUB_CACHE", cache)
         monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         return "test-org/served"
 

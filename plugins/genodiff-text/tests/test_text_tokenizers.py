@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from genodiff_text.tokenizers import HFTokenizer, TrainedTokenizer, train_wordpiece
@@ -362,18 +363,24 @@ def test_unknown_words_of_a_hugging_face_vocabulary_are_named(tmp_path):
     assert byte_level.decode(ids[1:]) == "zxqvbnm [MASK] sat"
 
 
-@pytest.fixture
-def unreachable_hub(tmp_path, monkeypatch) -> str:
-    """A Hub endpoint where nothing listens (127.0.0.1, the discard port), an empty cache."""
+def hub_at(monkeypatch: pytest.MonkeyPatch, endpoint: str, cache: Path) -> None:
+    """huggingface_hub pointed at ``endpoint``, online, with ``cache`` as its cache (the
+    constants it read at import and the environment both)."""
     import huggingface_hub.constants as hub_constants
 
-    endpoint = "http://127.0.0.1:9"
     monkeypatch.setattr(hub_constants, "ENDPOINT", endpoint)
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_ENDPOINT", raising=False)
-    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+
+
+@pytest.fixture
+def unreachable_hub(tmp_path, monkeypatch) -> str:
+    """A Hub endpoint where nothing listens (127.0.0.1, the discard port), an empty cache."""
+    endpoint = "http://127.0.0.1:9"
+    hub_at(monkeypatch, endpoint, tmp_path / "hub-cache")
     return endpoint
 
 

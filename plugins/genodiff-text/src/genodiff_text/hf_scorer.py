@@ -33,10 +33,11 @@ from torch.nn import functional as F
 from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
 from genodiff.hub import HubError, snapshot
 from genodiff.scorers import SampleScorer
+from genodiff_text.tokenizers import TOKENIZER_FILES
 
 # The files of a Hub model the scorer reads: its configs, tokenizer files and safetensors
 # weights (a pickled pytorch_model.bin is never fetched: reading it could run code).
-MODEL_FILES = ("*.json", "*.txt", "*.model", "*.safetensors")
+MODEL_FILES = (*TOKENIZER_FILES, "*.safetensors")
 
 # What ``decode_sample`` writes between sentences: the EOS token of bert-like (and trained)
 # tokenizers, and gpt2's.
