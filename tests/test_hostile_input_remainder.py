@@ -278,7 +278,7 @@ def test_eval_of_a_file_says_which_index_files_it_wrote_beside_it(
 
 
 def test_a_checkpoint_missing_one_weight_is_one_line(checkpoint, tmp_path, capsys):  # noqa: F811
-    content = torch.load(checkpoint, weights_only=False)
+    content = read_checkpoint_file(checkpoint)
     deleted = sorted(content["state_dict"])[3]
     del content["state_dict"][deleted]
     damaged = tmp_path / "missing.ckpt"
@@ -302,7 +302,7 @@ def test_an_export_whose_record_names_another_width_is_one_line(checkpoint, tmp_
 
 
 def test_an_export_of_weights_that_are_all_nan_writes_nothing(checkpoint, tmp_path, capsys):  # noqa: F811
-    content = torch.load(checkpoint, weights_only=False)
+    content = read_checkpoint_file(checkpoint)
     for name, tensor in content["state_dict"].items():
         if tensor.is_floating_point():
             content["state_dict"][name] = torch.full_like(tensor, float("nan"))
@@ -330,7 +330,7 @@ def hostile_checkpoint(path: Path, edit) -> Path:
     """A training checkpoint (``tests.test_hub.training_checkpoint``) whose content ``edit``
     changed, written back as a torch file."""
     training_checkpoint(path, seed=0)
-    content = torch.load(path, weights_only=True)
+    content = read_checkpoint_file(path)
     edit(content, content["hyper_parameters"]["config"])
     torch.save(content, path)
     return path
