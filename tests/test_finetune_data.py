@@ -153,3 +153,22 @@ def test_folds_stratified_disjoint_reproducible_and_apart_from_test():
 def test_too_few_sequences_for_the_folds():
     with pytest.raises(ValueError, match="fewer than folds=5"):
         fold_splits(np.array([0, 0, 0, 1, 1, 1, 1, 1, 1, 1]), 5, seed=0)
+
+
+def kmers_either_strand(sequence: str, k: int = 32) -> set[str]:
+    """The k-mers of ``sequence`` and of its reverse complement (plain Python)."""
+    reverse = sequence.translate(str.maketrans("ACGT", "TGCA"))[::-1]
+    return {s[i : i + k] for s in (sequence, reverse) for i in range(len(s) - k + 1)}
+
+
+def test_the_demo_tasks_phage_test_windows_share_no_32_mer_with_its_train_windows():
+    # docs/genomic_benchmarks.md: train windows from the first 80% of each genome, test windows
+    # from the last 20% (bench/make_gb_demo.py). Phage lambda has no repeats, so no test window
+    # may share a 32-mer with a train window; the human windows may, through the genome's
+    # repeats (Alu), though no test window overlaps a train window's bases.
+    task = DEMO_ROOT / "human_vs_phage"
+    train = set().union(
+        *(kmers_either_strand(p.read_text().strip()) for p in (task / "train" / "phage").iterdir())
+    )
+    for path in (task / "test" / "phage").iterdir():
+        assert train.isdisjoint(kmers_either_strand(path.read_text().strip())), path
