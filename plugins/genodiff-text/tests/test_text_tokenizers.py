@@ -334,6 +334,32 @@ def test_gpt2_like_sample_boundary_is_one_end_of_text(tmp_path):
     assert tok.encode_sample("the <|endoftext|> sat") == [eot, *the, eot, *sat]
 
 
+def test_a_drawn_unknown_word_is_written_and_read_back_not_dropped(tmp_path):
+    # [UNK] stands for a word the vocabulary lacks: content the model drew, written as the
+    # unknown token (as upstream MDLM's batch_decode keeps it). It used to be dropped with the
+    # control tokens ("the [UNK] man" read "the man"), so sample files and gen-ppl's AR scorer
+    # (encode_sample) saw a sample the model never drew.
+    pytest.importorskip("transformers")
+    _bert_like(tmp_path / "bert")
+    for tok in (_trained("wordpiece"), HFTokenizer(pretrained=str(tmp_path / "bert"))):
+        the, man, sat = tok.encode("the"), tok.encode("man"), tok.encode("sat")
+        cls, sep, unk, pad = tok.bos_id, tok.eos_id, tok.unk_id, tok.pad_id
+        drawn = [cls, *the, unk, *man, sep, unk, *sat, pad, pad]
+        text = tok.decode_sample(drawn)
+        assert text == "the [UNK] man [SEP] [UNK] sat"
+        assert tok.encode_sample(text) == drawn[:-2]  # the ids the model drew, [PAD]s aside
+        # the control tokens are still left out: a [CLS] or [MASK] drawn inside a sentence
+        assert tok.decode_sample([cls, *the, cls, tok.mask_id, *man]) == "the man"
+
+
+def test_byte_level_samples_have_no_unknown_token_to_keep():
+    tok = _trained("bpe")  # no unknown token: its [UNK] (id 1) is a control token like [CLS]
+    assert tok.unk_id is None
+    the, man = tok.encode("the"), tok.encode(" man")
+    assert tok.decode_sample([tok.bos_id, *the, 1, *man]) == "the man"
+    assert tok.decode_sample([tok.bos_id, *the, *man]) == "the man"
+
+
 # ---------------------------------------------------------------------- words a user fixes
 
 

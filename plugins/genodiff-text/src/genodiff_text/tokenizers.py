@@ -175,7 +175,9 @@ class BackendTokenizer(Tokenizer):
         """What a user reads for a generated sequence: it ends at its first [PAD] (a model that
         predicts padding, ``objective.padding``, ends its sentence there); the
         special tokens are dropped except a sentence end ([EOS]) inside the sample, written as
-        the EOS token (`` [SEP] ``) so that ``encode_sample`` restores the boundary."""
+        the EOS token (`` [SEP] ``) so that ``encode_sample`` restores the boundary, and the
+        unknown token (``[UNK]``), which stands for a word the vocabulary lacks: it is written
+        as such, as ``encode_sample`` reads it back, never dropped from the text."""
         ids = [int(i) for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]
         if self.pad_id in ids:
             ids = ids[: ids.index(self.pad_id)]
@@ -185,14 +187,25 @@ class BackendTokenizer(Tokenizer):
                 sentences.append([])
             else:
                 sentences[-1].append(i)
-        texts = [self.decode(s, skip_special_tokens=True).strip() for s in sentences]
+        control = self._control_ids()
+        texts = [self.decode([i for i in s if i not in control]).strip() for s in sentences]
         return f" {self.special_tokens['eos_token']} ".join(t for t in texts if t)
+
+    def _control_ids(self) -> set[int]:
+        """The special ids that mark a sequence ([CLS], [SEP], [PAD], [MASK], ...) rather than
+        stand for text: all the backend's special tokens and the appended mask, but not the
+        unknown token (a word of the text the vocabulary lacks)."""
+        added = self.backend.get_added_tokens_decoder()
+        special = {i for i, token in added.items() if token.special}
+        marks = {self.mask_id, self.pad_id, self.bos_id, self.eos_id}
+        return (special | marks) - {self.unk_id, None}
 
     def encode_sample(self, text: str) -> list[int]:
         """Ids of a sample as ``decode_sample`` wrote it, laid out as the data module lays out
         a window of several sentences (``wrap: true``, MDLM's ``_group_texts``): [BOS] first,
         and each EOS token written in the text is a sentence boundary, one [EOS] (no [BOS]
-        after it: a wrapped stream has none)."""
+        after it: a wrapped stream has none). The rest is read as ``encode`` reads it: a drawn
+        unknown word, written as the unknown token (``[UNK]``), is its id again."""
         eos_token = self.special_tokens["eos_token"]
         pieces = text.split(eos_token) if eos_token else [text]
         ids = [] if self.bos_id is None else [self.bos_id]
