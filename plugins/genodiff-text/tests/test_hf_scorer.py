@@ -329,12 +329,24 @@ def test_a_download_without_tokenizer_files_is_refused_not_scored(
 ):
     # transformers builds a GPT-2 tokenizer with an empty vocabulary for such a repository:
     # every word was no token, and only the sentence end was scored, exit status 0.
+    # Refused when the model loads (was: at the first sentence of a sample, as "sample 0").
     served = tmp_path / "weights_only"
     shutil.copytree(tiny_gpt2, served, ignore=shutil.ignore_patterns("tokenizer*"))
     model = serve_on_localhost(served)
     err = gen_ppl_error(model, tmp_path, capsys, monkeypatch, "the cat sat [SEP] a dog ran")
-    assert f"sample 0: scorer model {model}: its tokenizer reads 'the cat sat' as no tokens" in err
-    assert "lacks the tokenizer files" in err
+    assert f"error: scorer model {model} gives a tokenizer with an empty vocabulary" in err
+    assert "holds no tokenizer files" in err and err.endswith("(--scorer-model)")
+
+
+def test_a_tokenizer_with_an_empty_vocabulary_is_refused_when_the_scorer_loads(tiny_gpt2, tmp_path):
+    # One check, at load: before it, each sentence of each sample was checked for reading as
+    # no tokens, and a sentence the scorer's own normalizer empties was blamed on its files.
+    folder = tmp_path / "weights_only"
+    shutil.copytree(tiny_gpt2, folder, ignore=shutil.ignore_patterns("tokenizer*"))
+    assert transformers.AutoTokenizer.from_pretrained(str(folder)).vocab_size == 0
+    with pytest.raises(InputValueError, match="gives a tokenizer with an empty vocabulary") as info:
+        HFCausalLMScorer(str(folder), CPU)
+    assert info.value.parameter == "scorer_model" and "\n" not in str(info.value)
 
 
 def test_a_scorer_model_from_an_unreachable_hub_says_what_to_do(

@@ -33,7 +33,7 @@ from torch.nn import functional as F
 from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
 from genodiff.hub import HubError, snapshot
 from genodiff.scorers import SampleScorer
-from genodiff_text.tokenizers import TOKENIZER_FILES
+from genodiff_text.tokenizers import TOKENIZER_FILES, refuse_empty_vocabulary
 
 # The files of a Hub model the scorer reads: its configs, tokenizer files and safetensors
 # weights (a pickled pytorch_model.bin is never fetched: reading it could run code).
@@ -86,6 +86,7 @@ class HFCausalLMScorer(SampleScorer):
                 "use downloads it) or a local folder holding both",
                 parameter="scorer_model",
             ) from None
+        refuse_empty_vocabulary(tokenizer, f"scorer model {model_name}", "scorer_model")
         eos_id = tokenizer.eos_token_id
         bos_id = eos_id if tokenizer.bos_token_id is None else tokenizer.bos_token_id
         if eos_id is None:
@@ -124,20 +125,9 @@ class HFCausalLMScorer(SampleScorer):
         for k, sentence in enumerate(_SENTENCE_END.split(text)):
             if k:
                 ids.append(self.eos_id)
-            ids += self._sentence_ids(sentence.strip())
-        return ids
-
-    def _sentence_ids(self, sentence: str) -> list[int]:
-        """The model's ids of one sentence; ValueError when text reads as no tokens at all
-        (transformers builds such an empty tokenizer from a folder without tokenizer files)."""
-        # no warning for a sample longer than the model's context: it is windowed
-        ids = self.hf_tokenizer.encode(sentence, add_special_tokens=False, verbose=False)
-        if sentence and not ids:
-            raise InputValueError(
-                f"scorer model {self.name}: its tokenizer reads {sentence[:40]!r} as no tokens "
-                "(its folder or Hub repository lacks the tokenizer files: tokenizer.json, or "
-                "vocab.json and merges.txt); give a model that has them",
-                parameter="scorer_model",
+            # no warning for a sample longer than the model's context: it is windowed
+            ids += self.hf_tokenizer.encode(
+                sentence.strip(), add_special_tokens=False, verbose=False
             )
         return ids
 

@@ -269,15 +269,8 @@ class HFTokenizer(BackendTokenizer):
                 f"tokenizer.pretrained={self.pretrained!r} has no fast (Rust) tokenizer; use a "
                 "model with a tokenizer.json, or tokenizer.name=trained"
             )
+        refuse_empty_vocabulary(hf, f"tokenizer.pretrained={self.pretrained!r}")
         backend = Backend.from_str(backend.to_str())  # a copy the HF object does not share
-        if backend.get_vocab_size(with_added_tokens=False) == 0:
-            # transformers builds an empty tokenizer from a model folder without tokenizer files:
-            # every text would be no tokens at all
-            raise InputValueError(
-                f"tokenizer.pretrained={self.pretrained!r} gives a tokenizer with an empty "
-                "vocabulary (its folder or Hub repository holds no tokenizer files: "
-                "tokenizer.json, vocab.txt, ...); point it at a folder or Hub id that has them"
-            )
         self._set_backend(
             backend,
             mask_token=_token_str(hf.mask_token),
@@ -296,6 +289,20 @@ class HFTokenizer(BackendTokenizer):
         tokenizer.cache_dir = None
         tokenizer._load_backend(state)
         return tokenizer
+
+
+def refuse_empty_vocabulary(hf_tokenizer: Any, source: str, parameter: str | None = None) -> None:
+    """InputValueError when the ``transformers`` tokenizer ``hf_tokenizer`` (loaded from
+    ``source``, as the message names it) has an empty vocabulary: what transformers builds from
+    a model folder or Hub repository without tokenizer files, which reads every text as no
+    tokens at all. Checked once, when the tokenizer is loaded."""
+    if hf_tokenizer.vocab_size == 0:
+        raise InputValueError(
+            f"{source} gives a tokenizer with an empty vocabulary (its folder or Hub repository "
+            "holds no tokenizer files: tokenizer.json, or vocab.txt, or vocab.json and "
+            "merges.txt); point it at a folder or Hub id that has them",
+            parameter=parameter,
+        )
 
 
 def _token_str(token: Any) -> str | None:
