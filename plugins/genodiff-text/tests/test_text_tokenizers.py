@@ -258,7 +258,7 @@ def test_hf_unavailable_name_says_how_to_get_it(monkeypatch):
     with pytest.raises(FileNotFoundError) as info:
         HFTokenizer(pretrained="genodiff-tests/no-such-tokenizer")
     message = str(info.value)
-    assert "not in the local cache" in message
+    assert "it is not in the cache" in message and "downloads are off (HF_HUB_OFFLINE=1)" in message
     assert "AutoTokenizer.from_pretrained" in message and "name: trained" in message
 
 
@@ -419,3 +419,30 @@ def test_hf_tokenizer_from_an_unreachable_hub_says_what_to_do(unreachable_hub):
     message = str(info.value)
     assert f"{unreachable_hub} is unreachable. Pre-download it where the network is" in message
     assert "download genodiff-tests/no-such-tokenizer" in message
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_damaged_cached_tokenizer_is_named_not_called_missing(tmp_path, monkeypatch, offline):
+    # A tokenizer.json cut short in the Hugging Face cache was reported as "not in the local
+    # cache" (offline) or "not in the local cache and the hub did not give it": the file is
+    # there, unreadable, and fetching again does not replace it until its folder is deleted.
+    pytest.importorskip("transformers")
+    from tests.test_hub import write_hub_cache
+
+    files = tmp_path / "files"
+    _bert_like(files)
+    (files / "tokenizer.json").write_text('{"version": "1.0", "trunc')  # a write cut short
+    cache = tmp_path / "hub-cache"
+    write_hub_cache(cache, "test-org/damaged", {"main": files})
+    hub_at(monkeypatch, "http://127.0.0.1:9", cache)  # nothing listens there
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InputValueError) as info:
+        HFTokenizer(pretrained="test-org/damaged")
+    message = str(info.value)
+    entry = cache / "models--test-org--damaged"
+    assert f"its cached file {entry / 'snapshots'}" in message
+    assert "tokenizer.json is present but unreadable (not JSON:" in message
+    assert f"delete the folder {entry} and download it again with `" in message
+    assert "download test-org/damaged` (into the same HF_HUB_CACHE)" in message
+    assert "not in the" not in message and "\n" not in message

@@ -31,7 +31,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
-from genodiff.hub import HubError, snapshot
+from genodiff.hub import HubError, snapshot, unreadable_cache_entry
 from genodiff.scorers import SampleScorer
 from genodiff_text.tokenizers import TOKENIZER_FILES, refuse_empty_vocabulary
 
@@ -67,8 +67,9 @@ class HFCausalLMScorer(SampleScorer):
                 parameter="scorer",
             ) from None
         folder = Path(model_name).expanduser()
+        from_hub = not folder.exists()
         try:
-            folder = folder if folder.exists() else snapshot(model_name, MODEL_FILES)
+            folder = snapshot(model_name, MODEL_FILES) if from_hub else folder
         except HubError as err:
             raise InputFileNotFoundError(
                 f"scorer model {model_name}: no local folder of that name, and as a Hugging "
@@ -79,6 +80,11 @@ class HFCausalLMScorer(SampleScorer):
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
             model = transformers.AutoModelForCausalLM.from_pretrained(str(folder))
         except Exception as err:  # not found, offline, not a causal LM, corrupt files
+            damage = unreadable_cache_entry(model_name, folder) if from_hub else None
+            if damage is not None:
+                raise InputValueError(
+                    f"scorer model {model_name}: {damage}", parameter="scorer_model"
+                ) from None
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise InputFileNotFoundError(
                 f"scorer model {model_name}: cannot load a Hugging Face causal LM and its "

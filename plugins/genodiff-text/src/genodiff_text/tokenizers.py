@@ -31,7 +31,6 @@ is also ended at its first [EOS] before it is decoded (``TextDataModule.end_samp
 from __future__ import annotations
 
 import heapq
-import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -41,7 +40,7 @@ from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as Backend
 
 from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
-from genodiff.hub import snapshot
+from genodiff.hub import HubError, snapshot, unreadable_cache_entry
 from genodiff.tokenizers.base import Tokenizer
 
 # The special tokens of a trained tokenizer, in id order (bert-like).
@@ -311,6 +310,10 @@ def _token_str(token: Any) -> str | None:
 
 # The files of a Hub model its tokenizer is read from (no weights).
 TOKENIZER_FILES = ("*.json", "*.txt", "*.model")
+NEEDS_TOKENIZER_FILES = (
+    "it needs that model's tokenizer files (tokenizer.json, or vocab.txt / vocab.json and "
+    "merges.txt, with tokenizer_config.json)"
+)
 
 
 def _first_line(err: Exception) -> str:
@@ -343,29 +346,35 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
         except Exception as err:  # missing, malformed or unreadable tokenizer files
             raise InputValueError(
                 f"cannot read a Hugging Face tokenizer from the folder {pretrained!r} "
-                f"({type(err).__name__}: {_first_line(err)}); it needs that model's tokenizer "
-                "files (tokenizer.json, or vocab.txt / vocab.json and merges.txt, with "
-                "tokenizer_config.json)"
+                f"({type(err).__name__}: {_first_line(err)}); {NEEDS_TOKENIZER_FILES}"
             ) from None
     try:
         return AutoTokenizer.from_pretrained(
             pretrained, cache_dir=cache_dir, use_fast=True, local_files_only=True
         )
-    except Exception as local_error:  # not cached: try the hub unless told to stay offline
-        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false")
-        if offline:
-            raise InputFileNotFoundError(
-                f"the Hugging Face tokenizer {pretrained!r} is not in the local cache and "
-                f"HF_HUB_OFFLINE is set ({type(local_error).__name__}). {hint}"
-            ) from None
-    try:  # the core's download: transformers' own retries an unreachable hub for a minute
+    except Exception:  # not cached, or cached but unreadable: the core's snapshot tells which
+        pass
+    try:  # the core's download (cache only under HF_HUB_OFFLINE): transformers' own retries an
+        # unreachable hub for a minute
         folder = snapshot(pretrained, TOKENIZER_FILES, cache_dir)
-        return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     except Exception as err:
+        why = (
+            err
+            if isinstance(err, HubError)
+            else f"the hub did not give it ({type(err).__name__}: {_first_line(err)})"
+        )
         raise InputFileNotFoundError(
-            f"cannot load the Hugging Face tokenizer {pretrained!r}: it is not in the local "
-            f"cache and the hub did not give it ({type(err).__name__}: {_first_line(err)}). "
-            f"{hint}"
+            f"cannot load the Hugging Face tokenizer {pretrained!r}: as a Hub id {why}. {hint}"
+        ) from None
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+    except Exception as err:  # a damaged cache entry, or a repository without tokenizer files
+        reason = unreadable_cache_entry(pretrained, folder) or (
+            f"its files in the cache ({folder}) do not load ({type(err).__name__}: "
+            f"{_first_line(err)}); {NEEDS_TOKENIZER_FILES}"
+        )
+        raise InputValueError(
+            f"cannot load the Hugging Face tokenizer {pretrained!r}: {reason}"
         ) from None
 
 
