@@ -352,7 +352,7 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
         return AutoTokenizer.from_pretrained(
             pretrained, cache_dir=cache_dir, use_fast=True, local_files_only=True
         )
-    except Exception:  # not cached, or cached but unreadable: the core's snapshot tells which
+    except Exception:  # not cached, or damaged there: told apart below
         pass
     try:  # the core's download (cache only under HF_HUB_OFFLINE): transformers' own retries an
         # unreachable hub for a minute
