@@ -25,6 +25,7 @@ only turning HF_HUB_OFFLINE off again needs a new process (huggingface_hub reads
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import warnings
@@ -146,7 +147,8 @@ def snapshot(repository: str, patterns: Sequence[str], cache_dir: str | None = N
     from the cache, else downloaded (into ``cache_dir``, default the Hugging Face cache). For a
     plugin that hands a Hub model to another library (``transformers``): that library's own
     download retries an unreachable Hub for most of a minute, this one says at once what to do
-    (``HubError``)."""
+    (``HubError``). A cached file is returned as it is: when the library then fails to read
+    the folder, ``unreadable_cache_entry`` names a damaged one."""
     repo_id, _, revision = repository.partition("@")
     return Path(_snapshot(HubId(repo_id, revision or None), list(patterns), cache_dir))
 
@@ -181,6 +183,64 @@ def _snapshot(hub_id: HubId, patterns: list[str], cache_dir: str | None = None) 
             f"{endpoint} refused it (HTTP {status}): check the spelling and the revision; a "
             "private or gated repository needs HF_TOKEN"
         ) from err
+
+
+def unreadable_cache_entry(repository: str, folder: Path) -> str | None:
+    """Why the snapshot folder ``folder`` of the Hub repository ``repository`` (as ``snapshot``
+    returned it) does not load, when one of its cached files is damaged: a sentence naming the
+    file, what is wrong with it and what to do (delete the repository's cache folder, download
+    it again); None when every file checks. For a caller whose library failed to read the
+    files: a damaged cache entry is present, so "not in the cache" would mislead."""
+    for path in sorted(folder.rglob("*")):
+        problem = _file_problem(path) if path.is_file() or path.is_symlink() else None
+        if problem is not None:
+            repo_id, _, revision = repository.partition("@")
+            download = _download_command(HubId(repo_id, revision or None))
+            entry = folder.parent.parent if folder.parent.name == "snapshots" else folder
+            return (
+                f"its cached file {path} is present but unreadable ({problem}): delete the "
+                f"folder {entry} and download it again with `{download}` (into the same "
+                "HF_HUB_CACHE)"
+            )
+    return None
+
+
+def _file_problem(path: Path) -> str | None:
+    """What is wrong with the cached file ``path``, by what its name says it holds (a link to
+    a missing blob, JSON that does not parse, a safetensors file that does not cover its
+    header's tensors), or None."""
+    if path.is_symlink() and not path.exists():
+        return "a link to a missing blob"
+    try:
+        if path.suffix == ".json":
+            json.loads(path.read_bytes())
+        if path.suffix == ".safetensors":
+            return _safetensors_problem(path)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+        return f"not JSON: {err}"
+    except OSError as err:
+        return f"it cannot be read: {err.strerror or err}"
+    return None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Whether ``path`` is whole as a safetensors file: an 8-byte little-endian header length,
+    that many bytes of JSON header, then the tensors' bytes up to the largest end offset the
+    header gives, and nothing else (as the safetensors format requires)."""
+    size = path.stat().st_size
+    with path.open("rb") as file:
+        length = int.from_bytes(file.read(8), "little")
+        if size < 8 or 8 + length > size:
+            return f"{size} bytes: cut short in its header"
+        header = file.read(length)
+    try:
+        entries = [entry for name, entry in json.loads(header).items() if name != "__metadata__"]
+        data = max((int(entry["data_offsets"][1]) for entry in entries), default=0)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return "its header is not a safetensors header"
+    if size != 8 + length + data:
+        return f"{size} bytes where its header describes {8 + length + data}"
+    return None
 
 
 def _download_command(hub_id: HubId) -> str:

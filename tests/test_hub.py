@@ -28,7 +28,7 @@ from genodiff.checkpoints import (
 )
 from genodiff.config import load_config
 from genodiff.finetuning.classifier import load_backbone
-from genodiff.hub import HubError, parse_hub_id
+from genodiff.hub import HubError, parse_hub_id, unreadable_cache_entry
 from genodiff.model import GenerativeModel
 from tests.checkpoint_files import save_as_trained
 from tests.test_cli import DEMO, TINY
@@ -205,6 +205,50 @@ def test_a_folder_without_a_run_is_refused(tmp_path, offline_cache):
     write_hub_cache(offline_cache, REPO, {"main": backbone_only})
     with pytest.raises(FileNotFoundError, match="no genodiff.json .* no \\*.ckpt"):
         load_model(REPO)
+
+
+def test_a_damaged_cached_file_is_named_with_what_to_do(tmp_path, offline_cache):
+    """``unreadable_cache_entry``: which cached file of a snapshot is damaged (JSON cut short,
+    safetensors shorter or longer than its header says, a link to a missing blob), for a
+    caller whose library failed to read the snapshot; None for intact files."""
+    from safetensors.torch import save_file
+
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "config.json").write_text(json.dumps({"d_model": 16}))
+    (files / "vocab.txt").write_text("a\nb\n")
+    tensors = {"w": torch.arange(6.0).reshape(2, 3), "b": torch.zeros(5, dtype=torch.int64)}
+    save_file(tensors, files / "model.safetensors", metadata={"format": "pt"})
+    whole = (files / "model.safetensors").read_bytes()
+    header = 8 + int.from_bytes(whole[:8], "little")
+    assert len(whole) == header + 6 * 4 + 5 * 8  # its tensors' bytes follow the header
+    damages = [
+        ("config.json", b'{"d_model": 1', "(not JSON:"),
+        ("model.safetensors", whole[:-1], f"({len(whole) - 1} bytes where its header describes"),
+        ("model.safetensors", whole + b"\0", f"({len(whole) + 1} bytes where its header"),
+        ("model.safetensors", whole[: header - 2], f"({header - 2} bytes: cut short in its header"),
+    ]
+    write_hub_cache(offline_cache, "test-org/intact", {"main": files})
+    intact = offline_cache / "models--test-org--intact" / "snapshots"
+    intact /= commit_of("test-org/intact", "main")
+    assert unreadable_cache_entry("test-org/intact", intact) is None
+    for k, (name, content, problem) in enumerate(damages):
+        repo = f"test-org/damaged-{k}"
+        damaged = tmp_path / f"damaged-{k}"
+        damaged.mkdir()
+        for file in files.iterdir():
+            (damaged / file.name).write_bytes(file.read_bytes())
+        (damaged / name).write_bytes(content)
+        write_hub_cache(offline_cache, repo, {"main": damaged})
+        entry = offline_cache / f"models--test-org--damaged-{k}"
+        snapshot = entry / "snapshots" / commit_of(repo, "main")
+        message = unreadable_cache_entry(f"{repo}@main", snapshot)
+        assert message.startswith(f"its cached file {snapshot / name} is present but unreadable ")
+        assert problem in message and f"delete the folder {entry} and download it again" in message
+        assert f"download {repo} --revision main` (into the same HF_HUB_CACHE)" in message
+    (intact / "vocab.txt").resolve().unlink()  # the blob the snapshot's link points to
+    message = unreadable_cache_entry("test-org/intact", intact)
+    assert f"{intact / 'vocab.txt'} is present but unreadable (a link to a missing blob)" in message
 
 
 # ----------------------------------------------------------------------------- downloads

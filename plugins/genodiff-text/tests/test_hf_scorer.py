@@ -5,6 +5,7 @@ import json
 import math
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -321,7 +322,8 @@ def test_a_truncated_download_is_a_one_line_error(
     weights.write_bytes(weights.read_bytes()[:3000])  # the download was cut short
     model = serve_on_localhost(served)
     err = gen_ppl_error(model, tmp_path, capsys, monkeypatch)  # was a SafetensorError traceback
-    assert f"scorer model {model}: cannot load" in err and err.endswith("(--scorer-model)")
+    assert f"scorer model {model}: its cached file " in err and err.endswith("(--scorer-model)")
+    assert "model.safetensors is present but unreadable (3000 bytes where its header" in err
 
 
 def test_a_download_without_tokenizer_files_is_refused_not_scored(
@@ -329,12 +331,53 @@ def test_a_download_without_tokenizer_files_is_refused_not_scored(
 ):
     # transformers builds a GPT-2 tokenizer with an empty vocabulary for such a repository:
     # every word was no token, and only the sentence end was scored, exit status 0.
+    # Refused when the model loads (was: at the first sentence of a sample, as "sample 0").
     served = tmp_path / "weights_only"
     shutil.copytree(tiny_gpt2, served, ignore=shutil.ignore_patterns("tokenizer*"))
     model = serve_on_localhost(served)
     err = gen_ppl_error(model, tmp_path, capsys, monkeypatch, "the cat sat [SEP] a dog ran")
-    assert f"sample 0: scorer model {model}: its tokenizer reads 'the cat sat' as no tokens" in err
-    assert "lacks the tokenizer files" in err
+    assert f"error: scorer model {model} gives a tokenizer with an empty vocabulary" in err
+    assert "holds no tokenizer files" in err and err.endswith("(--scorer-model)")
+
+
+def test_a_tokenizer_with_an_empty_vocabulary_is_refused_when_the_scorer_loads(tiny_gpt2, tmp_path):
+    # One check, at load: before it, each sentence of each sample was checked for reading as
+    # no tokens, and a sentence the scorer's own normalizer empties was blamed on its files.
+    folder = tmp_path / "weights_only"
+    shutil.copytree(tiny_gpt2, folder, ignore=shutil.ignore_patterns("tokenizer*"))
+    assert transformers.AutoTokenizer.from_pretrained(str(folder)).vocab_size == 0
+    with pytest.raises(InputValueError, match="gives a tokenizer with an empty vocabulary") as info:
+        HFCausalLMScorer(str(folder), CPU)
+    assert info.value.parameter == "scorer_model" and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_damaged_cached_model_is_named_not_blamed_on_the_id(
+    tiny_gpt2, tmp_path, monkeypatch, offline
+):
+    # A config.json cut short in the Hugging Face cache was "cannot load a Hugging Face causal
+    # LM ...; give a Hub id (the first use downloads it) or a local folder": the id was right,
+    # its cached file is damaged, and fetching again keeps it until its folder is deleted.
+    from tests.test_hub import write_hub_cache
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tiny_gpt2, damaged)
+    config = damaged / "config.json"
+    config.write_bytes(config.read_bytes()[:40])
+    cache = tmp_path / "hub-cache"
+    write_hub_cache(cache, "test-org/damaged", {"main": damaged})
+    write_hub_cache(cache, "test-org/intact", {"main": Path(tiny_gpt2)})
+    hub_at(monkeypatch, "http://127.0.0.1:9", cache)  # nothing listens there
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert HFCausalLMScorer("test-org/intact", CPU).context == CONTEXT  # the cache is read
+    with pytest.raises(InputValueError) as info:
+        HFCausalLMScorer("test-org/damaged", CPU)
+    message, entry = str(info.value), cache / "models--test-org--damaged"
+    assert message.startswith(f"scorer model test-org/damaged: its cached file {entry}")
+    assert "config.json is present but unreadable (not JSON:" in message
+    assert f"delete the folder {entry} and download it again with `" in message
+    assert info.value.parameter == "scorer_model" and "\n" not in message
 
 
 def test_a_scorer_model_from_an_unreachable_hub_says_what_to_do(

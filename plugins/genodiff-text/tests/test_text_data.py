@@ -15,6 +15,7 @@ from genodiff_text.data.lm1b import lm1b_detokenizer
 from genodiff_text.resources import CORPUS
 from genodiff_text.tokenizers import TrainedTokenizer
 
+from genodiff.errors import InputValueError
 from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import Tokenizer
 
@@ -156,6 +157,29 @@ def test_a_text_scored_in_memory_is_read_as_a_line_of_a_file(tmp_path, wrap):
     assert [row[: len(expected)] for row in scored] == [expected]
     if not wrap:
         assert scored == _ids(module.file_dataset(path))
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_a_text_of_no_token_is_refused_by_index_not_scored(tmp_path, wrap):
+    """Model.score of '' (or of text the tokenizer reads as nothing) used to score the window
+    [CLS] [SEP] (padded): a number for a sentence no one gave, which a file's blank line never
+    gets (file_dataset skips it)."""
+    tokenizer = TrainedTokenizer(vocab_size=60).train(["she was here"] * 20)
+    path = tmp_path / "line.txt"
+    path.write_text("she was here\n", encoding="utf-8")
+    module = TextDataModule(path=str(path), max_length=8, wrap=wrap)
+    module.attach_tokenizer(tokenizer)
+    assert tokenizer.encode_batch(["\x07"]) == [[]]  # BERT's normalizer drops control chars
+    for texts, index, what in (
+        (["she was here", ""], 1, "is empty"),
+        (["she was here", "she", " \n "], 2, "is empty"),
+        (["\x07", "she was here"], 0, "reads as no token"),
+    ):
+        with pytest.raises(InputValueError, match=f"^sequence {index} {what} ") as caught:
+            module.sequences_dataset(texts)
+        assert "drop it or give it words" in str(caught.value) and "\n" not in str(caught.value)
+        assert caught.value.parameter == "sequences"
+    assert len(module.sequences_dataset(["she was here", "she"])) == 2
 
 
 def test_a_wrapped_block_survives_the_round_trip_of_its_sample_text(tmp_path):

@@ -75,3 +75,14 @@ def test_special_token_names_in_a_scored_file_are_read_as_text(checkpoint, tmp_p
         results.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
     assert results[0]["windows_sha256"] == results[1]["windows_sha256"]
     assert results[0]["nelbo"] == results[1]["nelbo"] and math.isfinite(results[0]["nelbo"])
+
+
+def test_scoring_an_empty_text_is_refused_by_index(checkpoint):
+    # model.score("") used to give a number: the NELBO of [CLS] [SEP] and padding, a sentence
+    # no one gave (a blank line of an `eval --file` file is skipped, never scored).
+    import genodiff
+
+    model = genodiff.load(checkpoint, device="cpu")
+    with pytest.raises(ValueError, match=r"^sequence 1 is empty \(''\): there is no sentence"):
+        model.score(["the cat sat .", ""])
+    assert len(model.score(["the cat sat ."])) == 1

@@ -258,7 +258,7 @@ def test_hf_unavailable_name_says_how_to_get_it(monkeypatch):
     with pytest.raises(FileNotFoundError) as info:
         HFTokenizer(pretrained="genodiff-tests/no-such-tokenizer")
     message = str(info.value)
-    assert "not in the local cache" in message
+    assert "it is not in the cache" in message and "downloads are off (HF_HUB_OFFLINE=1)" in message
     assert "AutoTokenizer.from_pretrained" in message and "name: trained" in message
 
 
@@ -334,6 +334,32 @@ def test_gpt2_like_sample_boundary_is_one_end_of_text(tmp_path):
     assert tok.encode_sample("the <|endoftext|> sat") == [eot, *the, eot, *sat]
 
 
+def test_a_drawn_unknown_word_is_written_and_read_back_not_dropped(tmp_path):
+    # [UNK] stands for a word the vocabulary lacks: content the model drew, written as the
+    # unknown token (as upstream MDLM's batch_decode keeps it). It used to be dropped with the
+    # control tokens ("the [UNK] man" read "the man"), so sample files and gen-ppl's AR scorer
+    # (encode_sample) saw a sample the model never drew.
+    pytest.importorskip("transformers")
+    _bert_like(tmp_path / "bert")
+    for tok in (_trained("wordpiece"), HFTokenizer(pretrained=str(tmp_path / "bert"))):
+        the, man, sat = tok.encode("the"), tok.encode("man"), tok.encode("sat")
+        cls, sep, unk, pad = tok.bos_id, tok.eos_id, tok.unk_id, tok.pad_id
+        drawn = [cls, *the, unk, *man, sep, unk, *sat, pad, pad]
+        text = tok.decode_sample(drawn)
+        assert text == "the [UNK] man [SEP] [UNK] sat"
+        assert tok.encode_sample(text) == drawn[:-2]  # the ids the model drew, [PAD]s aside
+        # the control tokens are still left out: a [CLS] or [MASK] drawn inside a sentence
+        assert tok.decode_sample([cls, *the, cls, tok.mask_id, *man]) == "the man"
+
+
+def test_byte_level_samples_have_no_unknown_token_to_keep():
+    tok = _trained("bpe")  # no unknown token: its [UNK] (id 1) is a control token like [CLS]
+    assert tok.unk_id is None
+    the, man = tok.encode("the"), tok.encode(" man")
+    assert tok.decode_sample([tok.bos_id, *the, 1, *man]) == "the man"
+    assert tok.decode_sample([tok.bos_id, *the, *man]) == "the man"
+
+
 # ---------------------------------------------------------------------- words a user fixes
 
 
@@ -393,3 +419,30 @@ def test_hf_tokenizer_from_an_unreachable_hub_says_what_to_do(unreachable_hub):
     message = str(info.value)
     assert f"{unreachable_hub} is unreachable. Pre-download it where the network is" in message
     assert "download genodiff-tests/no-such-tokenizer" in message
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_damaged_cached_tokenizer_is_named_not_called_missing(tmp_path, monkeypatch, offline):
+    # A tokenizer.json cut short in the Hugging Face cache was reported as "not in the local
+    # cache" (offline) or "not in the local cache and the hub did not give it": the file is
+    # there, unreadable, and fetching again does not replace it until its folder is deleted.
+    pytest.importorskip("transformers")
+    from tests.test_hub import write_hub_cache
+
+    files = tmp_path / "files"
+    _bert_like(files)
+    (files / "tokenizer.json").write_text('{"version": "1.0", "trunc')  # a write cut short
+    cache = tmp_path / "hub-cache"
+    write_hub_cache(cache, "test-org/damaged", {"main": files})
+    hub_at(monkeypatch, "http://127.0.0.1:9", cache)  # nothing listens there
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InputValueError) as info:
+        HFTokenizer(pretrained="test-org/damaged")
+    message = str(info.value)
+    entry = cache / "models--test-org--damaged"
+    assert f"its cached file {entry / 'snapshots'}" in message
+    assert "tokenizer.json is present but unreadable (not JSON:" in message
+    assert f"delete the folder {entry} and download it again with `" in message
+    assert "download test-org/damaged` (into the same HF_HUB_CACHE)" in message
+    assert "not in the" not in message and "\n" not in message

@@ -31,9 +31,9 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
-from genodiff.hub import HubError, snapshot
+from genodiff.hub import HubError, snapshot, unreadable_cache_entry
 from genodiff.scorers import SampleScorer
-from genodiff_text.tokenizers import TOKENIZER_FILES
+from genodiff_text.tokenizers import TOKENIZER_FILES, refuse_empty_vocabulary
 
 # The files of a Hub model the scorer reads: its configs, tokenizer files and safetensors
 # weights (a pickled pytorch_model.bin is never fetched: reading it could run code).
@@ -67,8 +67,9 @@ class HFCausalLMScorer(SampleScorer):
                 parameter="scorer",
             ) from None
         folder = Path(model_name).expanduser()
+        from_hub = not folder.exists()
         try:
-            folder = folder if folder.exists() else snapshot(model_name, MODEL_FILES)
+            folder = snapshot(model_name, MODEL_FILES) if from_hub else folder
         except HubError as err:
             raise InputFileNotFoundError(
                 f"scorer model {model_name}: no local folder of that name, and as a Hugging "
@@ -79,6 +80,11 @@ class HFCausalLMScorer(SampleScorer):
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
             model = transformers.AutoModelForCausalLM.from_pretrained(str(folder))
         except Exception as err:  # not found, offline, not a causal LM, corrupt files
+            damage = unreadable_cache_entry(model_name, folder) if from_hub else None
+            if damage is not None:
+                raise InputValueError(
+                    f"scorer model {model_name}: {damage}", parameter="scorer_model"
+                ) from None
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise InputFileNotFoundError(
                 f"scorer model {model_name}: cannot load a Hugging Face causal LM and its "
@@ -86,6 +92,7 @@ class HFCausalLMScorer(SampleScorer):
                 "use downloads it) or a local folder holding both",
                 parameter="scorer_model",
             ) from None
+        refuse_empty_vocabulary(tokenizer, f"scorer model {model_name}", "scorer_model")
         eos_id = tokenizer.eos_token_id
         bos_id = eos_id if tokenizer.bos_token_id is None else tokenizer.bos_token_id
         if eos_id is None:
@@ -124,20 +131,9 @@ class HFCausalLMScorer(SampleScorer):
         for k, sentence in enumerate(_SENTENCE_END.split(text)):
             if k:
                 ids.append(self.eos_id)
-            ids += self._sentence_ids(sentence.strip())
-        return ids
-
-    def _sentence_ids(self, sentence: str) -> list[int]:
-        """The model's ids of one sentence; ValueError when text reads as no tokens at all
-        (transformers builds such an empty tokenizer from a folder without tokenizer files)."""
-        # no warning for a sample longer than the model's context: it is windowed
-        ids = self.hf_tokenizer.encode(sentence, add_special_tokens=False, verbose=False)
-        if sentence and not ids:
-            raise InputValueError(
-                f"scorer model {self.name}: its tokenizer reads {sentence[:40]!r} as no tokens "
-                "(its folder or Hub repository lacks the tokenizer files: tokenizer.json, or "
-                "vocab.json and merges.txt); give a model that has them",
-                parameter="scorer_model",
+            # no warning for a sample longer than the model's context: it is windowed
+            ids += self.hf_tokenizer.encode(
+                sentence.strip(), add_special_tokens=False, verbose=False
             )
         return ids
 

@@ -31,7 +31,6 @@ is also ended at its first [EOS] before it is decoded (``TextDataModule.end_samp
 from __future__ import annotations
 
 import heapq
-import os
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -41,7 +40,7 @@ from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as Backend
 
 from genodiff.errors import InputFileNotFoundError, InputImportError, InputValueError
-from genodiff.hub import snapshot
+from genodiff.hub import HubError, snapshot, unreadable_cache_entry
 from genodiff.tokenizers.base import Tokenizer
 
 # The special tokens of a trained tokenizer, in id order (bert-like).
@@ -175,7 +174,9 @@ class BackendTokenizer(Tokenizer):
         """What a user reads for a generated sequence: it ends at its first [PAD] (a model that
         predicts padding, ``objective.padding``, ends its sentence there); the
         special tokens are dropped except a sentence end ([EOS]) inside the sample, written as
-        the EOS token (`` [SEP] ``) so that ``encode_sample`` restores the boundary."""
+        the EOS token (`` [SEP] ``) so that ``encode_sample`` restores the boundary, and the
+        unknown token (``[UNK]``), which stands for a word the vocabulary lacks: it is written
+        as such, as ``encode_sample`` reads it back, never dropped from the text."""
         ids = [int(i) for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]
         if self.pad_id in ids:
             ids = ids[: ids.index(self.pad_id)]
@@ -185,14 +186,25 @@ class BackendTokenizer(Tokenizer):
                 sentences.append([])
             else:
                 sentences[-1].append(i)
-        texts = [self.decode(s, skip_special_tokens=True).strip() for s in sentences]
+        control = self._control_ids()
+        texts = [self.decode([i for i in s if i not in control]).strip() for s in sentences]
         return f" {self.special_tokens['eos_token']} ".join(t for t in texts if t)
+
+    def _control_ids(self) -> set[int]:
+        """The special ids that mark a sequence ([CLS], [SEP], [PAD], [MASK], ...) rather than
+        stand for text: all the backend's special tokens and the appended mask, but not the
+        unknown token (a word of the text the vocabulary lacks)."""
+        added = self.backend.get_added_tokens_decoder()
+        special = {i for i, token in added.items() if token.special}
+        marks = {self.mask_id, self.pad_id, self.bos_id, self.eos_id}
+        return (special | marks) - {self.unk_id, None}
 
     def encode_sample(self, text: str) -> list[int]:
         """Ids of a sample as ``decode_sample`` wrote it, laid out as the data module lays out
         a window of several sentences (``wrap: true``, MDLM's ``_group_texts``): [BOS] first,
         and each EOS token written in the text is a sentence boundary, one [EOS] (no [BOS]
-        after it: a wrapped stream has none)."""
+        after it: a wrapped stream has none). The rest is read as ``encode`` reads it: a drawn
+        unknown word, written as the unknown token (``[UNK]``), is its id again."""
         eos_token = self.special_tokens["eos_token"]
         pieces = text.split(eos_token) if eos_token else [text]
         ids = [] if self.bos_id is None else [self.bos_id]
@@ -256,15 +268,8 @@ class HFTokenizer(BackendTokenizer):
                 f"tokenizer.pretrained={self.pretrained!r} has no fast (Rust) tokenizer; use a "
                 "model with a tokenizer.json, or tokenizer.name=trained"
             )
+        refuse_empty_vocabulary(hf, f"tokenizer.pretrained={self.pretrained!r}")
         backend = Backend.from_str(backend.to_str())  # a copy the HF object does not share
-        if backend.get_vocab_size(with_added_tokens=False) == 0:
-            # transformers builds an empty tokenizer from a model folder without tokenizer files:
-            # every text would be no tokens at all
-            raise InputValueError(
-                f"tokenizer.pretrained={self.pretrained!r} gives a tokenizer with an empty "
-                "vocabulary (its folder or Hub repository holds no tokenizer files: "
-                "tokenizer.json, vocab.txt, ...); point it at a folder or Hub id that has them"
-            )
         self._set_backend(
             backend,
             mask_token=_token_str(hf.mask_token),
@@ -285,12 +290,30 @@ class HFTokenizer(BackendTokenizer):
         return tokenizer
 
 
+def refuse_empty_vocabulary(hf_tokenizer: Any, source: str, parameter: str | None = None) -> None:
+    """InputValueError when the ``transformers`` tokenizer ``hf_tokenizer`` (loaded from
+    ``source``, as the message names it) has an empty vocabulary: what transformers builds from
+    a model folder or Hub repository without tokenizer files, which reads every text as no
+    tokens at all. Checked once, when the tokenizer is loaded."""
+    if hf_tokenizer.vocab_size == 0:
+        raise InputValueError(
+            f"{source} gives a tokenizer with an empty vocabulary (its folder or Hub repository "
+            "holds no tokenizer files: tokenizer.json, or vocab.txt, or vocab.json and "
+            "merges.txt); point it at a folder or Hub id that has them",
+            parameter=parameter,
+        )
+
+
 def _token_str(token: Any) -> str | None:
     return None if token is None else str(token)
 
 
 # The files of a Hub model its tokenizer is read from (no weights).
 TOKENIZER_FILES = ("*.json", "*.txt", "*.model")
+NEEDS_TOKENIZER_FILES = (
+    "it needs that model's tokenizer files (tokenizer.json, or vocab.txt / vocab.json and "
+    "merges.txt, with tokenizer_config.json)"
+)
 
 
 def _first_line(err: Exception) -> str:
@@ -323,29 +346,35 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
         except Exception as err:  # missing, malformed or unreadable tokenizer files
             raise InputValueError(
                 f"cannot read a Hugging Face tokenizer from the folder {pretrained!r} "
-                f"({type(err).__name__}: {_first_line(err)}); it needs that model's tokenizer "
-                "files (tokenizer.json, or vocab.txt / vocab.json and merges.txt, with "
-                "tokenizer_config.json)"
+                f"({type(err).__name__}: {_first_line(err)}); {NEEDS_TOKENIZER_FILES}"
             ) from None
     try:
         return AutoTokenizer.from_pretrained(
             pretrained, cache_dir=cache_dir, use_fast=True, local_files_only=True
         )
-    except Exception as local_error:  # not cached: try the hub unless told to stay offline
-        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false")
-        if offline:
-            raise InputFileNotFoundError(
-                f"the Hugging Face tokenizer {pretrained!r} is not in the local cache and "
-                f"HF_HUB_OFFLINE is set ({type(local_error).__name__}). {hint}"
-            ) from None
-    try:  # the core's download: transformers' own retries an unreachable hub for a minute
+    except Exception:  # not cached, or damaged there: told apart below
+        pass
+    try:  # the core's download (cache only under HF_HUB_OFFLINE): transformers' own retries an
+        # unreachable hub for a minute
         folder = snapshot(pretrained, TOKENIZER_FILES, cache_dir)
-        return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     except Exception as err:
+        why = (
+            err
+            if isinstance(err, HubError)
+            else f"the hub did not give it ({type(err).__name__}: {_first_line(err)})"
+        )
         raise InputFileNotFoundError(
-            f"cannot load the Hugging Face tokenizer {pretrained!r}: it is not in the local "
-            f"cache and the hub did not give it ({type(err).__name__}: {_first_line(err)}). "
-            f"{hint}"
+            f"cannot load the Hugging Face tokenizer {pretrained!r}: as a Hub id {why}. {hint}"
+        ) from None
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+    except Exception as err:  # a damaged cache entry, or a repository without tokenizer files
+        reason = unreadable_cache_entry(pretrained, folder) or (
+            f"its files in the cache ({folder}) do not load ({type(err).__name__}: "
+            f"{_first_line(err)}); {NEEDS_TOKENIZER_FILES}"
+        )
+        raise InputValueError(
+            f"cannot load the Hugging Face tokenizer {pretrained!r}: {reason}"
         ) from None
 
 

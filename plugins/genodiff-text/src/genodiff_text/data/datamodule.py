@@ -433,9 +433,20 @@ class TextDataModule(DataModule):
         surrounding whitespace dropped, detokenized as configured. ``wrap: false``: the line's
         padded or truncated window (a warning counts the texts cut, as ``file_dataset``'s);
         ``wrap: true`` (whose blocks would join the texts into a stream): each whole,
-        ``[BOS] tokens [EOS]`` (``WholeSentenceDataset``)."""
+        ``[BOS] tokens [EOS]`` (``WholeSentenceDataset``). A text that reads as no token (empty
+        or blank: a line ``file_dataset`` skips) is an InputValueError naming its index: its
+        window would be a sentence of no words, [BOS] [EOS], scored as if it were given."""
         rows = (("(in memory)", n, text.strip()) for n, text in enumerate(sequences, 1))
         lines = tokenize_lines(self._texts(rows), self._require_tokenizer())
+        empty = np.flatnonzero(np.diff(lines.offsets) == 0)
+        if len(empty):
+            index = int(empty[0])
+            what = "is empty" if not sequences[index].strip() else "reads as no token"
+            raise InputValueError(
+                f"sequence {index} {what} ({sequences[index]!r:.40}): there is no sentence to "
+                "score (a file's blank line is skipped, not scored); drop it or give it words",
+                parameter="sequences",
+            )
         if self.wrap:
             return WholeSentenceDataset(lines, self.max_length, self._require_tokenizer())
         dataset = self._windows(lines)
