@@ -21,12 +21,16 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from genodiff.progress import warn_in_the_main_process_alone
 from genodiff.threads import limit_spinning
 from genodiff.version import __version__
 
 # Before anything imports torch: its OpenMP threads then spin only briefly before they sleep
 # while they wait (genodiff/threads.py says why and how to opt out).
 limit_spinning()
+# The processes a multi-process run starts run the same script or command again: each would
+# show genodiff's warnings once more.
+warn_in_the_main_process_alone()
 
 if TYPE_CHECKING:
     from genodiff.classifiers import load_classifier

@@ -30,9 +30,11 @@ from genodiff.progress import (
     PROGRESS_ENV,
     Progress,
     counted,
+    is_genodiffs_own,
     is_main_process,
     is_terminal,
     progress_wanted,
+    shown_by_the_main_process_alone,
 )
 from genodiff.resources import given_or_shipped
 from genodiff.threads import configure_threads
@@ -898,30 +900,26 @@ def error_line(err: BaseException, command: str, options: dict[str, str]) -> str
     return f"genodiff {command}: error: {with_options(err, options)}"
 
 
-# The package's folder: a warning raised from a file in it is genodiff's own.
-PACKAGE_FOLDER = Path(__file__).resolve().parent
-
-
 @contextmanager
 def warnings_as_lines(command: str, options: dict[str, str] | None = None) -> Iterator[None]:
     """For the ``with`` block, genodiff's own warnings printed as one line on stderr,
     ``genodiff COMMAND: warning: MESSAGE``, as its errors are (not Python's ``FILE:LINE:
     UserWarning:`` and the source line after it), with the ``options`` of a
-    ``UserInputWarning``'s parameters (``command_options``), and by the main process alone:
-    the other processes of a multi-process run (``--devices N``) meet the same warnings;
-    other libraries' warnings as Python shows them."""
+    ``UserInputWarning``'s parameters (``command_options``), and by the main process alone
+    (``progress.shown_by_the_main_process_alone``, as from Python): the other processes of a
+    multi-process run (``--devices N``) meet the same warnings; other libraries' warnings as
+    Python shows them."""
     with warnings.catch_warnings():  # restores showwarning at the end
         python_shows = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None) -> None:
-            if Path(filename).resolve().is_relative_to(PACKAGE_FOLDER):
-                if is_main_process():
-                    text = with_options(message, options or {})
-                    print(f"genodiff {command}: warning: {text}", file=file or sys.stderr)
+            if is_genodiffs_own(filename):
+                text = with_options(message, options or {})
+                print(f"genodiff {command}: warning: {text}", file=file or sys.stderr)
             else:
                 python_shows(message, category, filename, lineno, file, line)
 
-        warnings.showwarning = show
+        warnings.showwarning = shown_by_the_main_process_alone(show)
         yield
 
 

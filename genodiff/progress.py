@@ -13,9 +13,13 @@ import math
 import os
 import sys
 import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol, TextIO
 
 PROGRESS_ENV = "GENODIFF_PROGRESS"
+PACKAGE_FOLDER = Path(__file__).resolve().parent
 TERMINAL_INTERVAL = 0.5  # seconds between redrawings of the line on a terminal
 LINE_INTERVAL = 30.0  # seconds between plain lines elsewhere
 
@@ -42,6 +46,38 @@ def is_main_process() -> bool:
         if key in os.environ:
             return int(os.environ[key]) == 0
     return int(os.environ.get("NODE_RANK", 0)) == 0 and int(os.environ.get("LOCAL_RANK", 0)) == 0
+
+
+# ``warnings.showwarning``'s signature: (message, category, filename, lineno, file, line)
+ShowWarning = Callable[..., None]
+
+
+def is_genodiffs_own(filename: str) -> bool:
+    """Whether a warning raised at ``filename`` (its ``warnings.showwarning`` argument) is
+    genodiff's own: raised in the package's code."""
+    return Path(filename).resolve().is_relative_to(PACKAGE_FOLDER)
+
+
+def shown_by_the_main_process_alone(show: ShowWarning) -> ShowWarning:
+    """``show`` (a ``warnings.showwarning``) for every warning but genodiff's own
+    (``is_genodiffs_own``) in a process other than the main one (``is_main_process``): the
+    other processes of a multi-process run (``devices``, ``--devices N``) meet the same
+    warnings, which the main process shows once."""
+
+    def shown(message, category, filename, lineno, file=None, line=None) -> None:
+        if is_main_process() or not is_genodiffs_own(filename):
+            show(message, category, filename, lineno, file, line)
+
+    return shown
+
+
+def warn_in_the_main_process_alone() -> None:
+    """In a process other than the main one (one that a multi-process run started, which
+    runs the same script or command again), genodiff's own warnings are left to the main
+    process from now on (``shown_by_the_main_process_alone``); run as genodiff is imported.
+    The command line prints them its own way, by the same rule (``cli.warnings_as_lines``)."""
+    if not is_main_process():
+        warnings.showwarning = shown_by_the_main_process_alone(warnings.showwarning)
 
 
 def is_terminal(stream: TextIO) -> bool:

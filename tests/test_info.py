@@ -229,3 +229,74 @@ def test_info_of_a_classifier_shows_only_the_rows_a_classifier_has(tmp_path, cap
         assert cli.main(["info", str(path)]) == 0
         rows = ["source", "holds", "backbone", "parameters", "step", "classes", "tokenizer"]
         assert shown_rows(capsys.readouterr().out) == rows
+
+
+def written_before_epochs_were_reopened(path, step: int, epochs_begun: int, position: dict):
+    """A training checkpoint of a run that ``trainer.max_steps`` ended at ``step``, as genodiff
+    wrote one before ``checkpoints.epochs``: the ``epochs_begun`` epochs all closed, as
+    Lightning counts them (and its ``epoch`` the next one's number), and the train loader's
+    ``position`` as ``genodiff.data.loaders.ResumableLoader`` records it."""
+    closed = dict.fromkeys(("ready", "started", "processed", "completed"), epochs_begun)
+    loops = {
+        "fit_loop": {
+            "state_dict": {"combined_loader": [position]},
+            "epoch_progress": {"total": dict(closed), "current": dict(closed)},
+        }
+    }
+    model = GenerativeModel({"model": PLAID["model"], "objective": {"name": "mdlm"}})
+    return save_as_trained(path, model, global_step=step, epoch=epochs_begun, loops=loops)
+
+
+# Epochs of 3 batches, one a step: the run ended at step 5 (epoch 1's second batch: the loader
+# is at batch 2 of epoch 1) or at step 6 (the end of epoch 1: the loader at the start of 2).
+@pytest.mark.parametrize(
+    ("step", "position"), [(5, {"epoch": 1, "batches": 2}), (6, {"epoch": 2, "batches": 0})]
+)
+def test_info_of_an_earlier_versions_checkpoint_gives_the_epoch_a_resume_goes_on_in(
+    tmp_path, capsys, step, position
+):
+    """Either way the latest batch is of epoch 1 (counted from 0), as the progress lines said,
+    and after step 5 a resume goes on in it. Was: the epoch such a checkpoint recorded,
+    Lightning's 2, in info and in an export of it."""
+    old = tmp_path / "old.ckpt"
+    written_before_epochs_were_reopened(old, step, epochs_begun=2, position=position)
+    latest_batch_epoch = (step - 1) // 3
+    info = info_json(old, capsys)
+    assert (info["step"], info["epoch"]) == (step, latest_batch_epoch)
+    assert cli.main(["info", str(old)]) == 0
+    assert f"step:        {step} (epoch {latest_batch_epoch})" in capsys.readouterr().out
+    assert cli.main(["export", "--checkpoint", str(old), "--out", str(tmp_path / "out")]) == 0
+    assert info_json(tmp_path / "out", capsys)["epoch"] == latest_batch_epoch
+
+
+COUNTS = {"ready": 2, "started": 2, "processed": 2, "completed": 2}
+
+
+@pytest.mark.parametrize(
+    ("loops", "epoch"),
+    [
+        ("not loops", 7),
+        ({"fit_loop": {"epoch_progress": {"current": None, "total": COUNTS}}}, 7),
+        ({"fit_loop": {"epoch_progress": {"current": {**COUNTS, "started": "2"}}}}, 7),
+        ({"fit_loop": {"epoch_progress": {"current": COUNTS, "total": COUNTS}}}, 1),
+        (
+            {
+                "fit_loop": {
+                    "epoch_progress": {"current": COUNTS, "total": COUNTS},
+                    "state_dict": {"combined_loader": 5},
+                }
+            },
+            1,
+        ),
+    ],
+)
+def test_a_checkpoint_with_loop_state_out_of_lightnings_shape_still_reads(
+    tmp_path, capsys, loops, epoch
+):
+    """Reading the epoch as a resume would (``checkpoints.epochs``) walks Lightning's loop
+    state, which no record check covers: a file whose state is not in that shape (edited, or
+    from elsewhere) keeps the epoch it records, and Lightning's counts where only the loader's
+    position is missing."""
+    model = GenerativeModel({"model": PLAID["model"], "objective": {"name": "mdlm"}})
+    path = save_as_trained(tmp_path / "m.ckpt", model, global_step=5, epoch=7, loops=loops)
+    assert info_json(path, capsys)["epoch"] == epoch

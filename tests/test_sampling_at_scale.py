@@ -549,6 +549,40 @@ def test_two_processes_write_the_one_process_file_and_a_resume_draws_nothing(tmp
     assert two.read_bytes() == one.read_bytes()
 
 
+# A script that draws with two processes from Python (Lightning's launcher runs it again as
+# the other process): ``generate_to_file(CHECKPOINT, OUT, LENGTH)``'s 4 samples.
+TWO_PROCESS_SCRIPT = """import sys
+import genodiff
+model = genodiff.load(sys.argv[1])
+model.generate_to_file(sys.argv[2], 4, int(sys.argv[3]), steps=2, seed=1, accelerator="cpu",
+                       devices=2)
+"""
+
+
+@pytest.mark.process_level
+def test_two_processes_from_python_write_the_one_process_file_and_warn_once(tmp_path):
+    """``Model.generate_to_file(..., devices=2)`` in a script: the file of one process, and a
+    warning both processes meet (a length past the trained windows) shown once, by the main
+    process. Was: once per process (the command line's main-process-alone rule did not reach
+    Python, where the other process runs the script again)."""
+    import genodiff
+
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    script, two, length = tmp_path / "script.py", tmp_path / "two.fa", 2 * LENGTH
+    script.write_text(TWO_PROCESS_SCRIPT)
+    command = [sys.executable, str(script), str(checkpoint), str(two), str(length)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Starting with 2 processes" in done.stderr + done.stdout, done.stderr[-3000:]
+    said = f"UserInputWarning: sampling {length} bp from a model trained on windows of {LENGTH}"
+    assert done.stderr.count(said) == 1, done.stderr[-3000:]
+    with pytest.warns(UserWarning, match=f"sampling {length} bp"):  # one process: this one
+        one = genodiff.load(checkpoint).generate_to_file(
+            tmp_path / "one.fa", 4, length, steps=2, seed=1
+        )
+    assert two.read_bytes() == one.path.read_bytes()
+
+
 def slowed_two_process_run(tmp_path) -> tuple[subprocess.Popen, Path, Path]:
     """A ``sample --devices 2`` run (its own session, as a terminal's job) whose processes
     sleep after each batch (a share takes minutes, at no cost) and note their pid, by local

@@ -19,6 +19,9 @@
 - ``export``: a trained model, or a training checkpoint, as a folder with its run record:
   ``export_model``, what ``Model.save_pretrained`` and ``genodiff export`` write;
 - ``run_folder``: a training run's output folder: its lock, and which checkpoint it resumes;
+- ``epochs``: ``reopen_cut_epoch``, the epoch a Lightning checkpoint records as a resume goes on
+  with it (an epoch that ``trainer.max_steps`` ended part-way is still running), applied as
+  each checkpoint is written and read;
 - ``info``: ``inspect_checkpoint``, what ``genodiff info`` prints;
 - ``plain``: ``plain_tree``, what a file records (a checkpoint's config, an exported folder's
   JSON) copied as a bounded tree of plain values before anything walks it.

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from genodiff import hub
+from genodiff.checkpoints.epochs import reopen_cut_epoch
 from genodiff.checkpoints.folders import (
     FOLDER_FILES,
     RUN_RECORD_FILE,
@@ -215,12 +216,14 @@ def checkpoint_file(source: Path) -> Path:
 def _open_file(path: Path, map_location: str | torch.device, mmap: bool) -> StoredCheckpoint:
     """A .ckpt: its kind, told from what it holds, then its records (``RECORD_KEYS``) as
     bounded trees of plain values (``plain_tree``; the rest, tensors and Lightning's states,
-    as read), before anything reads them."""
+    as read), before anything reads them; its epoch as a resume goes on with it
+    (``epochs.reopen_cut_epoch``: one an earlier genodiff wrote may record the next epoch)."""
     content = read_checkpoint_file(path, map_location, mmap=mmap)  # CRCs, weights_only
     if _kind_of(content)[0] is None:  # another project's checkpoint: not checked, not read
         raise UnknownCheckpointError(path, content)
     records = {key: plain_tree(content[key], path, key) for key in RECORD_KEYS if key in content}
     content = {**content, **records}
+    reopen_cut_epoch(content)
     kind, record = _kind_of(content)  # of some kind still: records only became plainer
     if kind == GENERATOR:
         check_run_config(record, path, "use the checkpoint as genodiff train wrote it")

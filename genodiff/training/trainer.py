@@ -27,6 +27,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from genodiff.checkpoints.epochs import reopen_cut_epoch
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
 from genodiff.config_values import ConfigError
@@ -34,7 +35,7 @@ from genodiff.parallel import join_line_once
 from genodiff.progress import is_terminal
 from genodiff.threads import command_threads, share_threads
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
-from genodiff.training.epochs import reopen_cut_epoch, trained_epoch
+from genodiff.training.epochs import trained_epoch
 from genodiff.training.progress_lines import PlainProgressBar
 
 # The logger Lightning's rank_zero_info writes to.
@@ -174,8 +175,8 @@ class LatestCheckpoint(ModelCheckpoint):
     in the middle of an optimizer step (``trainer.accumulate_grad_batches``) leaves it as it
     is, since a resume from there would drop the batches accumulated so far. Every checkpoint
     records the epoch of its latest batch, and one written where ``trainer.max_steps`` ended an
-    epoch part-way resumes in that epoch (``genodiff.training.epochs.reopen_cut_epoch``; also
-    applied to such checkpoints from earlier genodiff versions when they are resumed)."""
+    epoch part-way resumes in that epoch (``genodiff.checkpoints.epochs.reopen_cut_epoch``; also
+    applied to such checkpoints from earlier genodiff versions as they are read)."""
 
     def __init__(
         self,
