@@ -185,22 +185,34 @@ def _snapshot(hub_id: HubId, patterns: list[str], cache_dir: str | None = None) 
         ) from err
 
 
-def unreadable_cache_entry(repository: str, folder: Path) -> str | None:
-    """Why the snapshot folder ``folder`` of the Hub repository ``repository`` (as ``snapshot``
-    returned it) does not load, when one of its cached files is damaged: a sentence naming the
-    file, what is wrong with it and what to do (delete the repository's cache folder, download
-    it again); None when every file checks. For a caller whose library failed to read the
-    files: a damaged cache entry is present, so "not in the cache" would mislead."""
+def unreadable_cache_entry(folder: Path) -> str | None:
+    """Why the Hub snapshot folder ``folder`` (as ``snapshot`` returned it) does not load,
+    when one of its cached files is damaged: a sentence naming the file, what is wrong with it
+    and what to do (``redownload_advice``); None when every file checks. For a caller whose
+    library failed to read the files: a damaged cache entry is present, so "not in the cache"
+    would mislead."""
     for path in sorted(folder.rglob("*")):
         problem = _file_problem(path) if path.is_file() or path.is_symlink() else None
         if problem is not None:
-            repo_id, _, revision = repository.partition("@")
-            download = _download_command(HubId(repo_id, revision or None))
-            entry = folder.parent.parent if folder.parent.name == "snapshots" else folder
+            advice = redownload_advice(path) or "download it again"
+            return f"its cached file {path} is present but unreadable ({problem}): {advice}"
+    return None
+
+
+def redownload_advice(path: Path) -> str | None:
+    """What to do about a damaged file ``path`` that lies in a Hugging Face cache entry
+    (``.../models--ORG--NAME/snapshots/COMMIT/...``, or its ``blobs/``, where ``snapshot``
+    keeps a Hub model's files): delete the entry and download it again (a download into the
+    cache keeps a blob it already holds, damaged or not); None for a file anywhere else."""
+    parts = Path(path).parts
+    for i, part in enumerate(parts[:-2]):
+        if part.startswith("models--") and parts[i + 1] in ("snapshots", "blobs"):
+            repo_id = part.removeprefix("models--").replace("--", "/", 1)  # ids have no "--"
+            commit = parts[i + 2] if parts[i + 1] == "snapshots" else None
+            command = _download_command(HubId(repo_id, commit))
             return (
-                f"its cached file {path} is present but unreadable ({problem}): delete the "
-                f"folder {entry} and download it again with `{download}` (into the same "
-                "HF_HUB_CACHE)"
+                f"delete the folder {Path(*parts[: i + 1])} and download it again with "
+                f"`{command}` (into the same HF_HUB_CACHE)"
             )
     return None
 

@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import Node
 
 from genodiff.errors import InputValueError
+from genodiff.hub import redownload_advice
 from genodiff.memory import size_text
 
 MAX_DEPTH = 32
@@ -49,24 +50,22 @@ def read_json_object(path: Path) -> dict[str, Any]:
     tokenizer.json), checked to be a bounded tree of plain values (``plain_tree``) before
     anything walks it; an input error naming the file when it is not a regular file, larger
     than ``MAX_JSON_BYTES``, not JSON, not an object or not such a tree."""
+    advice = redownload_advice(path) or "restore the file, or export the folder again"
     if not path.is_file():  # a FIFO would block the read, a device never end it
         raise InputValueError(
-            f"{path} is not a regular file (a folder, FIFO, device or broken link); restore "
-            "the file, or export the folder again"
+            f"{path} is not a regular file (a folder, FIFO, device or broken link); {advice}"
         )
     with path.open("rb") as handle:
         data = handle.read(MAX_JSON_BYTES + 1)
     if len(data) > MAX_JSON_BYTES:
         raise InputValueError(
             f"{path} is larger than {size_text(MAX_JSON_BYTES)}, more than any record genodiff "
-            "writes; restore the file, or export the folder again"
+            f"writes; {advice}"
         )
     try:
         content = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputValueError(
-            f"{path} is not valid JSON ({err}); restore the file, or export the folder again"
-        ) from None
+        raise InputValueError(f"{path} is not valid JSON ({err}); {advice}") from None
     except RecursionError:  # nested deeper than Python's JSON parser goes
         raise InputValueError(
             f"{path}: the record is nested more than {MAX_DEPTH} containers deep"

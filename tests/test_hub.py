@@ -27,6 +27,7 @@ from genodiff.checkpoints import (
     save_pretrained,
 )
 from genodiff.config import load_config
+from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import load_backbone
 from genodiff.hub import HubError, parse_hub_id, unreadable_cache_entry
 from genodiff.model import GenerativeModel
@@ -207,6 +208,38 @@ def test_a_folder_without_a_run_is_refused(tmp_path, offline_cache):
         load_model(REPO)
 
 
+@pytest.mark.parametrize("damaged", ["genodiff.json", "model.safetensors", "last.ckpt"])
+def test_a_damaged_download_is_named_where_a_checkpoint_is_taken(tmp_path, offline_cache, damaged):
+    """A Hub id whose cached run (load_model), export (load_model) or backbone folder
+    (load_pretrained) holds a damaged file: the reader's error names the cached file and says
+    to download it again."""
+    run = tmp_path / "run"
+    training_checkpoint(run / "last.ckpt", seed=3)
+    exported = export_model(run / "last.ckpt", tmp_path / "exported")
+    backbone, _ = model_folder(tmp_path, seed=2)
+    loads = {"test-org/run": load_model, "test-org/exported": load_model}
+    loads["test-org/backbone"] = load_pretrained
+    folders = {"test-org/run": run, "test-org/exported": exported, "test-org/backbone": backbone}
+    for repo, folder in folders.items():
+        if (folder / damaged).exists():
+            content = (folder / damaged).read_bytes()
+            (folder / damaged).write_bytes(content[: len(content) // 2])  # a download cut short
+        write_hub_cache(offline_cache, repo, {"main": folder})
+    damaged_repos = [repo for repo, folder in folders.items() if (folder / damaged).exists()]
+    assert damaged_repos
+    for repo in damaged_repos:
+        with pytest.raises(InputValueError) as raised:
+            loads[repo](repo)
+        entry = offline_cache / ("models--" + repo.replace("/", "--"))
+        snapshot = entry / "snapshots" / commit_of(repo, "main")
+        message = str(raised.value)
+        assert message.startswith(f"{snapshot / damaged} ")  # the file, as the reader names it
+        assert f"; delete the folder {entry} and download it again with `" in message
+        assert message.endswith(  # not the advice for one's own file: restore it, export it
+            f" download {repo} --revision {snapshot.name}` (into the same HF_HUB_CACHE)"
+        )
+
+
 def test_a_damaged_cached_file_is_named_with_what_to_do(tmp_path, offline_cache):
     """``unreadable_cache_entry``: which cached file of a snapshot is damaged (JSON cut short,
     safetensors shorter or longer than its header says, a link to a missing blob), for a
@@ -231,7 +264,7 @@ def test_a_damaged_cached_file_is_named_with_what_to_do(tmp_path, offline_cache)
     write_hub_cache(offline_cache, "test-org/intact", {"main": files})
     intact = offline_cache / "models--test-org--intact" / "snapshots"
     intact /= commit_of("test-org/intact", "main")
-    assert unreadable_cache_entry("test-org/intact", intact) is None
+    assert unreadable_cache_entry(intact) is None
     for k, (name, content, problem) in enumerate(damages):
         repo = f"test-org/damaged-{k}"
         damaged = tmp_path / f"damaged-{k}"
@@ -242,12 +275,13 @@ def test_a_damaged_cached_file_is_named_with_what_to_do(tmp_path, offline_cache)
         write_hub_cache(offline_cache, repo, {"main": damaged})
         entry = offline_cache / f"models--test-org--damaged-{k}"
         snapshot = entry / "snapshots" / commit_of(repo, "main")
-        message = unreadable_cache_entry(f"{repo}@main", snapshot)
+        message = unreadable_cache_entry(snapshot)
         assert message.startswith(f"its cached file {snapshot / name} is present but unreadable ")
         assert problem in message and f"delete the folder {entry} and download it again" in message
-        assert f"download {repo} --revision main` (into the same HF_HUB_CACHE)" in message
+        commit = commit_of(repo, "main")  # the snapshot's, so that the same files come again
+        assert f"download {repo} --revision {commit}` (into the same HF_HUB_CACHE)" in message
     (intact / "vocab.txt").resolve().unlink()  # the blob the snapshot's link points to
-    message = unreadable_cache_entry("test-org/intact", intact)
+    message = unreadable_cache_entry(intact)
     assert f"{intact / 'vocab.txt'} is present but unreadable (a link to a missing blob)" in message
 
 

@@ -443,10 +443,10 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of ``path``; DamagedFileError when the file cannot be parsed or its tensors
     differ from the digest recorded when it was written (folders written before genodiff
     recorded one, or by other tools, are read unchecked)."""
-    damaged = (
-        f"{path} is damaged: its bytes changed after it was written ({{}}); use another "
-        "checkpoint, e.g. the previous one, or export or download it again"
+    advice = hub.redownload_advice(path) or (
+        "use another checkpoint, e.g. the previous one, or export or download it again"
     )
+    damaged = f"{path} is damaged: its bytes changed after it was written ({{}}); {advice}"
     try:
         with safetensors.safe_open(str(path), framework="pt") as handle:
             recorded = (handle.metadata() or {}).get(DIGEST_KEY)

@@ -38,6 +38,7 @@ from omegaconf.base import ContainerMetadata, Metadata
 from omegaconf.nodes import AnyNode, BooleanNode, BytesNode, FloatNode, IntegerNode, StringNode
 
 from genodiff.errors import InputValueError, listing
+from genodiff.hub import redownload_advice
 
 # Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
 RUN_STATE_KEY = "genodiff_run"
@@ -108,9 +109,12 @@ def read_checkpoint_file(
             raise UnsafePickleError(path, needed) from None
         empty = path.is_file() and path.stat().st_size == 0
         detail = "the file is empty" if empty else _first_sentence(err)
+        advice = redownload_advice(path) or (
+            "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
+        )
         raise InputValueError(
             f"{path} is not a loadable genodiff checkpoint (truncated or corrupt? {detail}); "
-            "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
+            f"{advice}"
         ) from None
 
 
@@ -249,10 +253,12 @@ def verify_archive(path: Path) -> None:
     except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError):
         return  # not a zip archive (or torch's legacy format): torch.load says what is wrong
     if damaged is not None:
+        advice = redownload_advice(path) or (
+            "use another checkpoint, e.g. the previous one, or copy it again"
+        )
         raise DamagedFileError(
             f"{path} is damaged: its bytes changed after it was written (the checksum of "
-            f"{damaged} does not match); use another checkpoint, e.g. the previous one, or "
-            "copy it again"
+            f"{damaged} does not match); {advice}"
         )
 
 

@@ -427,7 +427,7 @@ def test_a_damaged_cached_tokenizer_is_named_not_called_missing(tmp_path, monkey
     # cache" (offline) or "not in the local cache and the hub did not give it": the file is
     # there, unreadable, and fetching again does not replace it until its folder is deleted.
     pytest.importorskip("transformers")
-    from tests.test_hub import write_hub_cache
+    from tests.test_hub import commit_of, write_hub_cache
 
     files = tmp_path / "files"
     _bert_like(files)
@@ -444,5 +444,6 @@ def test_a_damaged_cached_tokenizer_is_named_not_called_missing(tmp_path, monkey
     assert f"its cached file {entry / 'snapshots'}" in message
     assert "tokenizer.json is present but unreadable (not JSON:" in message
     assert f"delete the folder {entry} and download it again with `" in message
-    assert "download test-org/damaged` (into the same HF_HUB_CACHE)" in message
+    commit = commit_of("test-org/damaged", "main")  # the snapshot's: the same files again
+    assert f"download test-org/damaged --revision {commit}` (into the same HF_HUB_CACHE)" in message
     assert "not in the" not in message and "\n" not in message

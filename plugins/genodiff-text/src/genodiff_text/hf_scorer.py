@@ -80,7 +80,7 @@ class HFCausalLMScorer(SampleScorer):
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
             model = transformers.AutoModelForCausalLM.from_pretrained(str(folder))
         except Exception as err:  # not found, offline, not a causal LM, corrupt files
-            damage = unreadable_cache_entry(model_name, folder) if from_hub else None
+            damage = unreadable_cache_entry(folder) if from_hub else None
             if damage is not None:
                 raise InputValueError(
                     f"scorer model {model_name}: {damage}", parameter="scorer_model"

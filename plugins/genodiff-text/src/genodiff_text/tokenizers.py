@@ -369,7 +369,7 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
     try:
         return AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     except Exception as err:  # a damaged cache entry, or a repository without tokenizer files
-        reason = unreadable_cache_entry(pretrained, folder) or (
+        reason = unreadable_cache_entry(folder) or (
             f"its files in the cache ({folder}) do not load ({type(err).__name__}: "
             f"{_first_line(err)}); {NEEDS_TOKENIZER_FILES}"
         )
