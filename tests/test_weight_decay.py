@@ -21,6 +21,8 @@ from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.config import load_config
 from genodiff.finetuning.classifier import load_backbone
 from genodiff.finetuning.config import FinetuneOptimConfig
+from genodiff.finetuning.module import ClassifierModule
+from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import adamw_with_cosine
 from tests.test_cli import DEMO
@@ -364,3 +366,37 @@ def test_a_resume_with_another_optim_lr_keeps_the_filter_s_own(tmp_path, monkeyp
     settings = [(g["lr"], g["initial_lr"], g["weight_decay"]) for g in groups]
     assert settings == [(1e-4, 1e-4, 0.01), (1e-4, 1e-4, 0.0), (3e-3, 3e-3, 0.05)]
     assert state["lr_schedulers"][0]["base_lrs"] == [1e-4, 1e-4, 3e-3]
+
+
+@pytest.mark.parametrize("source", ["folder", "checkpoint"])
+def test_a_fine_tune_of_a_pretrained_backbone_keeps_its_weight_decay_groups(
+    source, toy, tmp_path, monkeypatch
+):
+    # Each fold fine-tunes a deep copy of the pretrained backbone, and a training checkpoint's
+    # is its EMA copy: a copied Parameter loses its marks (Mamba's A_log and D), which then
+    # trained with weight decay.
+    config, _ = toy
+    if source == "folder":
+        backbone = build(name="caduceus", d_model=16, n_layer=1, vocab_size=12)
+        pretrained = save_pretrained(backbone, tmp_path / "caduceus", tokenizer=DNATokenizer())
+    else:
+        genodiff.train(DEMO, [*BASE, "trainer.max_steps=2"], output_dir=tmp_path / "run")
+        pretrained = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    folds = []
+    original = ClassifierModule.configure_optimizers
+
+    def recording(self):
+        built = original(self)
+        names = {id(p): n for n, p in self.classifier.backbone.named_parameters()}
+        groups = built["optimizer"].param_groups
+        params = [(p, g["weight_decay"]) for g in groups for p in g["params"]]
+        folds.append({names[id(p)]: decay for p, decay in params if id(p) in names})  # no head
+        return built
+
+    monkeypatch.setattr(ClassifierModule, "configure_optimizers", recording)
+    overrides = [f"pretrained={pretrained}", "optim.weight_decay=0.1"]
+    genodiff.finetune(str(config), overrides, progress=False)
+    assert len(folds) == 2
+    for decays in folds:
+        assert any(name.endswith("A_log") for name in decays)
+        assert decays == {name: 0.0 if caduceus_exempt(name) else 0.1 for name in decays}

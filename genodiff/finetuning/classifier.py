@@ -37,7 +37,7 @@ from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.hub import resolve
 from genodiff.registry import get
 from genodiff.tokenizers import Tokenizer, load_tokenizer
-from genodiff.training.optim import follow_the_optimizer_lr
+from genodiff.training.optim import copy_settings, follow_the_optimizer_lr
 
 PRETRAINED_KINDS = (
     "give a genodiff training checkpoint (.ckpt), a Hugging-Face-format folder, a Hub id, or "
@@ -75,7 +75,7 @@ def load_backbone(pretrained: str) -> tuple[nn.Module, Tokenizer | None]:
             ) from None
         tokenizer = model.tokenizer
         _check_dna(tokenizer, pretrained)
-        backbone = model.eval_backbone
+        backbone = copy_settings(model.backbone, model.eval_backbone)  # the EMA copy's
     follow_the_optimizer_lr(backbone)
     return backbone.requires_grad_(True).train(), tokenizer  # EMA copies are frozen
 

@@ -99,6 +99,22 @@ def parameter_groups(
     return [(dict(own), params) for own, params in groups.items()]
 
 
+#: The attributes by which a parameter carries settings of its own (``_exempt_from_decay``,
+#: ``parameter_groups``).
+SETTINGS_ATTRIBUTES = ("_no_weight_decay", "_optim")
+
+
+def copy_settings(source: nn.Module, duplicate: nn.Module) -> nn.Module:
+    """``duplicate``, a copy of ``source``, given the settings of their own that the parameters
+    of ``source`` carry, parameter by parameter (``copy.deepcopy`` of a module, so torch's
+    ``AveragedModel`` too, copies its parameters without them)."""
+    for original, copied in zip(source.parameters(), duplicate.parameters(), strict=True):
+        for name in SETTINGS_ATTRIBUTES:
+            if hasattr(original, name):
+                setattr(copied, name, getattr(original, name))
+    return duplicate
+
+
 def follow_the_optimizer_lr(module: nn.Module) -> None:
     """Drop the learning rate from the settings of their own (``_optim``) that parameters of
     ``module`` carry: they train at the optimizer's, with their own weight decay."""
