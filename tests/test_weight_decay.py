@@ -19,12 +19,12 @@ from genodiff.backbones.build import build
 from genodiff.checkpoints import save_pretrained
 from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.config import load_config
-from genodiff.finetuning.classifier import load_backbone
+from genodiff.finetuning.classifier import SequenceClassifier, load_backbone
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
-from genodiff.training.optim import adamw_with_cosine
+from genodiff.training.optim import adamw_with_cosine, regroup_earlier_optimizer_state
 from tests.test_cli import DEMO
 from tests.test_resume import BASE
 
@@ -400,3 +400,42 @@ def test_a_fine_tune_of_a_pretrained_backbone_keeps_its_weight_decay_groups(
     for decays in folds:
         assert any(name.endswith("A_log") for name in decays)
         assert decays == {name: 0.0 if caduceus_exempt(name) else 0.1 for name in decays}
+
+
+def test_a_fine_tune_checkpoint_of_a_copy_without_marks_resumes_with_each_parameter_s_moments():
+    # Before copy_settings, a fold's copy of a pretrained backbone had lost its marks: its
+    # checkpoints hold A_log and D among the decayed parameters (biases and the embedding
+    # still exempt, by name and module).
+    torch.manual_seed(0)
+    backbone = build(name="caduceus", d_model=16, n_layer=1, vocab_size=12)
+    classifier = SequenceClassifier(backbone, 2, DNATokenizer())
+    named = dict(classifier.named_parameters())  # the optimizer's order
+
+    def exempt_without_marks(name: str) -> bool:
+        return name.endswith(("bias", "word_embeddings.weight"))
+
+    before = [[n for n in named if not exempt_without_marks(n)]]
+    before.append([n for n in named if exempt_without_marks(n)])
+    groups = [{"params": [named[n] for n in before[0]], "weight_decay": 0.1}]
+    groups.append({"params": [named[n] for n in before[1]], "weight_decay": 0.0})
+    earlier = torch.optim.AdamW(groups, lr=3e-3)
+    schedule = torch.optim.lr_scheduler.LambdaLR(earlier, lambda step: 1.0)
+    for p in named.values():
+        p.grad = torch.randn_like(p)
+    earlier.step()
+    moments = {n: earlier.state[p]["exp_avg"].clone() for n, p in named.items()}
+    checkpoint = {
+        "optimizer_states": [earlier.state_dict()],
+        "lr_schedulers": [schedule.state_dict()],
+    }
+
+    regroup_earlier_optimizer_state(checkpoint, (classifier,))
+    optim = FinetuneOptimConfig(weight_decay=0.1)
+    optimizer = adamw_with_cosine((classifier,), 3e-3, optim, 10)["optimizer"]
+    optimizer.load_state_dict(checkpoint["optimizer_states"][0])  # as Lightning does
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            name = next(n for n, q in named.items() if q is p)
+            expected = 0.0 if caduceus_exempt(name) or name.endswith("bias") else 0.1
+            assert group["weight_decay"] == expected, name
+            torch.testing.assert_close(optimizer.state[p]["exp_avg"], moments[name], rtol=0, atol=0)

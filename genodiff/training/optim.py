@@ -44,14 +44,15 @@ def _marked(param: nn.Parameter) -> bool:
     return getattr(param, "_no_weight_decay", False) or own.get("weight_decay") == 0.0
 
 
-def _exempt_from_decay(modules: Iterable[nn.Module]) -> set[int]:
+def _exempt_from_decay(modules: Iterable[nn.Module], marks: bool = True) -> set[int]:
     """The ids of the parameters of ``modules`` that train without weight decay: those marked
-    ``_no_weight_decay`` (Mamba's ``A_log`` and ``D``, ...), every parameter whose name ends
-    in ``bias``, and every parameter inside a ``NO_DECAY_MODULES`` module."""
+    ``_no_weight_decay`` (Mamba's ``A_log`` and ``D``, ...; ``marks=False``: none), every
+    parameter whose name ends in ``bias``, and every parameter inside a ``NO_DECAY_MODULES``
+    module."""
     exempt = set()
     for module in modules:
         for name, param in module.named_parameters(remove_duplicate=False):
-            if _marked(param) or name.endswith("bias"):
+            if (marks and _marked(param)) or name.endswith("bias"):
                 exempt.add(id(param))
         for inner in module.modules():
             if isinstance(inner, NO_DECAY_MODULES):
@@ -65,15 +66,20 @@ def _trainable(modules: Sequence[nn.Module]) -> list[nn.Parameter]:
 
 
 def decay_groups(
-    modules: Sequence[nn.Module], upstream: bool = True
+    modules: Sequence[nn.Module], upstream: bool = True, marks: bool = True
 ) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
     """The trainable parameters of ``modules``, in their order, split into those trained with
     weight decay and those without (``_exempt_from_decay``), whatever settings of their own
     they carry (``parameter_groups`` honours those). ``upstream=False``: the split of genodiff
     before it followed Caduceus, which exempted only the parameters marked
-    ``_no_weight_decay`` (how the optimizer state of its checkpoints is laid out)."""
+    ``_no_weight_decay`` (how the optimizer state of its checkpoints is laid out).
+    ``marks=False``: as if no parameter were marked, the split of a fine-tune of a pretrained
+    backbone before ``copy_settings`` gave its copies their marks back."""
     params = _trainable(modules)
-    exempt = _exempt_from_decay(modules) if upstream else {id(p) for p in params if _marked(p)}
+    if upstream:
+        exempt = _exempt_from_decay(modules, marks)
+    else:
+        exempt = {id(p) for p in params if _marked(p)}
     decay = [p for p in params if id(p) not in exempt]
     return decay, [p for p in params if id(p) in exempt]
 
@@ -132,10 +138,11 @@ def regroup_earlier_optimizer_state(
     today's groups (``parameter_groups``): each parameter keeps its moments, now in the group
     its settings say. The earlier groups: those before genodiff honoured settings of a
     parameter's own (``decay_groups()``: the Hyena filter's ``layer.lr`` and ``lr_pos_emb``
-    unused, its ``layer.wd`` only exempting it when 0), and those before it followed Caduceus
-    (``decay_groups(upstream=False)``). A group the state lacks starts from group 0's saved
-    settings with its own, in the optimizer and in the schedule. A state in today's groups,
-    or in none of these, is left as it is."""
+    unused, its ``layer.wd`` only exempting it when 0), those of a fine-tune of a pretrained
+    backbone whose copy had lost its marks (``decay_groups(marks=False)``), and those before
+    genodiff followed Caduceus (``decay_groups(upstream=False)``). A group the state lacks
+    starts from group 0's saved settings with its own, in the optimizer and in the schedule.
+    A state in today's groups, or in none of these, is left as it is."""
     states = checkpoint.get("optimizer_states") or []
     if len(states) != 1:
         return
@@ -143,12 +150,21 @@ def regroup_earlier_optimizer_state(
     now = parameter_groups(modules)
     if saved == [len(params) for _, params in now]:
         return
-    earlier = (decay_groups(modules), decay_groups(modules, upstream=False))
-    before = next((b for b in earlier if saved == [len(params) for params in b]), None)
-    if before is None:
+    earlier = [
+        decay_groups(modules),
+        decay_groups(modules, marks=False),
+        decay_groups(modules, upstream=False),
+    ]
+    fitting = {_ids(b): b for b in earlier if saved == [len(params) for params in b]}
+    if len(fitting) != 1:  # none, or sizes that fit two layouts: which one is unknown
         return
+    (before,) = fitting.values()
     _move_moments(states[0], [*before[0], *before[1]], [p for _, params in now for p in params])
     _lay_out_groups(checkpoint, [(own, len(params)) for own, params in now])
+
+
+def _ids(groups: Sequence[list[nn.Parameter]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(id(p) for p in params) for params in groups)
 
 
 def _move_moments(
