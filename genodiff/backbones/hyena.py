@@ -188,6 +188,9 @@ class HyenaOperator(nn.Module):
         "filter_order": ">=1",
         "short_filter_order": ">=1",
         "emb_dim": ">=3; odd: time, cos, sin features",
+        "lr": ">=0; the filter FFN's learning rate, null: the optimizer's",
+        "wd": ">=0; the filter FFN's weight decay",
+        "lr_pos_emb": ">=0; 0 keeps the positional features fixed",
     }
 
     def __init__(
