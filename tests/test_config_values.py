@@ -133,6 +133,18 @@ def test_hyena_layer_keys_are_checked(capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("key", ["lr", "wd", "lr_pos_emb"])
+def test_a_negative_hyena_filter_setting_is_refused_before_anything_is_written(
+    key, capsys, tmp_path
+):
+    # the filter's own learning rate and weight decay go to AdamW (genodiff.training.optim)
+    hyena = ["objective=ar", "model=hyena", f"model.layer.{key}=-1"]
+    code, err = train(capsys, tmp_path / "out", *hyena)
+    line = error_line(err)
+    assert code == 2 and f"model.layer.{key}: -1 is out of range" in line and "at least 0" in line
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     ("override", "key", "meant"),
     [

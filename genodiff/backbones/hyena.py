@@ -66,7 +66,8 @@ class Sin(nn.Module):
 class PositionalEmbedding(nn.Module):
     """Features of each filter position: z (1, l_max, emb_dim) = [t, Re exp(-i f w), Im ...]
     with t = linspace(0, 1), w = 2 pi pos / l_max and (emb_dim - 1) // 2 bands f. z is trained
-    only when lr_pos_emb != 0 (upstream registers it as a buffer otherwise); t is a buffer."""
+    only when lr_pos_emb != 0, with learning rate lr_pos_emb and no weight decay (upstream's
+    ``register(..., lr=lr_pos_emb)``; a buffer otherwise); t is a buffer."""
 
     def __init__(self, emb_dim: int, seq_len: int, lr_pos_emb: float = 0.0):
         super().__init__()
@@ -76,7 +77,7 @@ class PositionalEmbedding(nn.Module):
             self.register_buffer("z", z)
         else:
             self.z = nn.Parameter(z)
-            self.z._no_weight_decay = True
+            self.z._optim = {"lr": lr_pos_emb, "weight_decay": 0.0}  # genodiff.training.optim
         self.register_buffer("t", t)
 
     @staticmethod
@@ -125,6 +126,8 @@ class HyenaFilter(nn.Module):
     The FFN is Linear(emb_dim, order), Sin, [Linear(order, order), Sin] x num_inner_mlps,
     Linear(order, d, bias=False); all its Sin layers are ONE module, so their frequency is one
     Parameter that state_dict lists under every Sin index (implicit_filter.1/.3/.5.freq).
+    Every FFN parameter trains with weight decay ``wd`` and learning rate ``lr`` (None: the
+    optimizer's), as upstream's ``_optim`` settings, which ``genodiff.training.optim`` honours.
     """
 
     def __init__(
@@ -134,6 +137,7 @@ class HyenaFilter(nn.Module):
         order: int = 64,
         seq_len: int = 1026,
         w: float = 10.0,
+        lr: float | None = None,
         wd: float = 0.0,
         lr_pos_emb: float = 0.0,
         num_inner_mlps: int = 2,
@@ -151,9 +155,9 @@ class HyenaFilter(nn.Module):
         layers.append(nn.Linear(order, d_model, bias=False))
         self.implicit_filter = nn.Sequential(*layers)
         self.modulation = ExponentialModulation(d_model, modulate=modulate)
-        if wd == 0.0:  # upstream trains the filter FFN without weight decay by default
-            for p in self.implicit_filter.parameters():
-                p._no_weight_decay = True
+        own = {"weight_decay": wd} if lr is None else {"weight_decay": wd, "lr": lr}
+        for p in self.implicit_filter.parameters():
+            p._optim = own  # the settings genodiff.training.optim gives this parameter
         self.register_load_state_dict_pre_hook(_fill_shared_freq)
 
     def filter(self, seqlen: int) -> torch.Tensor:
@@ -184,6 +188,9 @@ class HyenaOperator(nn.Module):
         "filter_order": ">=1",
         "short_filter_order": ">=1",
         "emb_dim": ">=3; odd: time, cos, sin features",
+        "lr": ">=0; the filter FFN's learning rate, null: the optimizer's",
+        "wd": ">=0; the filter FFN's weight decay",
+        "lr_pos_emb": ">=0; 0 keeps the positional features fixed",
     }
 
     def __init__(
@@ -195,6 +202,7 @@ class HyenaOperator(nn.Module):
         emb_dim: int = 5,
         modulate: bool = True,
         w: float = 10.0,
+        lr: float | None = None,
         wd: float = 0.0,
         lr_pos_emb: float = 0.0,
     ):
@@ -212,6 +220,7 @@ class HyenaOperator(nn.Module):
             order=filter_order,
             seq_len=l_max,
             w=w,
+            lr=lr,
             wd=wd,
             lr_pos_emb=lr_pos_emb,
             modulate=modulate,
@@ -343,9 +352,12 @@ class HyenaDNA(LMBackboneBase):
     """HyenaDNA backbone + tied LM head. Arguments use the upstream config field names.
 
     ``layer`` is the upstream Hyena layer dict: emb_dim, filter_order, short_filter_order (or
-    its config alias local_order), l_max, modulate, w, wd, lr_pos_emb; ``_name_`` and ``lr``
-    are accepted and unused (genodiff's optimizer has one learning rate). lr_pos_emb != 0 makes
-    the positional features trainable, wd == 0 exempts the filter FFN from weight decay.
+    its config alias local_order), l_max, modulate, w, lr, wd, lr_pos_emb; ``_name_`` is
+    accepted and unused. As upstream, the implicit filter's FFN trains with learning rate
+    ``lr`` (None: the optimizer's, as upstream's configs' ``lr: ${optimizer.lr}``) and weight
+    decay ``wd`` (0: none), and lr_pos_emb != 0 makes the positional features trainable with
+    that learning rate and no weight decay; the optimizer puts them in groups of their own
+    (``genodiff.training.optim.parameter_groups``), the schedule scaling each group's lr.
     """
 
     # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
@@ -355,12 +367,10 @@ class HyenaDNA(LMBackboneBase):
         "embed_dropout": "[0, 1)",
         "layer_norm_epsilon": ">0",
     }
-    # layer holds the Hyena operator's keyword arguments (and upstream's unused _name_ / lr).
+    # layer holds the Hyena operator's keyword arguments (and upstream's unused _name_).
     config_mappings = {
         "layer": Keywords(
-            HyenaOperator,
-            exclude=("d_model",),
-            extra={"_name_": str, "lr": float, "local_order": int},
+            HyenaOperator, exclude=("d_model",), extra={"_name_": str, "local_order": int}
         )
     }
 
@@ -384,7 +394,6 @@ class HyenaDNA(LMBackboneBase):
         self.vocab_size = math.ceil(vocab_size / pad_vocab_size_multiple) * pad_vocab_size_multiple
         layer = dict(layer or {})
         layer.pop("_name_", None)
-        layer.pop("lr", None)
         if "local_order" in layer:
             layer["short_filter_order"] = layer.pop("local_order")
         self.backbone = LMBackbone(

@@ -37,6 +37,7 @@ from genodiff.errors import InputFileNotFoundError, InputValueError
 from genodiff.hub import resolve
 from genodiff.registry import get
 from genodiff.tokenizers import Tokenizer, load_tokenizer
+from genodiff.training.optim import copy_settings, follow_the_optimizer_lr
 
 PRETRAINED_KINDS = (
     "give a genodiff training checkpoint (.ckpt), a Hugging-Face-format folder, a Hub id, or "
@@ -49,8 +50,11 @@ def load_backbone(pretrained: str) -> tuple[nn.Module, Tokenizer | None]:
     ``genodiff train`` checkpoint (``PATH.ckpt``, a run's folder) and its tokenizer, a
     Hugging-Face-format folder (``DIR``, e.g. from ``genodiff export``) and its tokenizer.json
     (None without one), or a Hub id ``org/name[@revision]`` of a repository holding either.
-    Returned trainable, on the CPU. The Genomic Benchmarks are DNA: a checkpoint with another
-    tokenizer (text) is refused."""
+    Returned trainable, on the CPU, every parameter at the sweep point's learning rate
+    (``follow_the_optimizer_lr``: a learning rate in the backbone's config, HyenaDNA's
+    ``layer.lr``, was its pre-training's; upstream's fine-tuning configs give the layer the
+    fine-tuning's, ``lr: ${optimizer.lr}``). The Genomic Benchmarks are DNA: a checkpoint with
+    another tokenizer (text) is refused."""
     try:
         path = resolve(pretrained, RUN_FILES)
     except FileNotFoundError as err:
@@ -71,7 +75,8 @@ def load_backbone(pretrained: str) -> tuple[nn.Module, Tokenizer | None]:
             ) from None
         tokenizer = model.tokenizer
         _check_dna(tokenizer, pretrained)
-        backbone = model.eval_backbone
+        backbone = copy_settings(model.backbone, model.eval_backbone)  # the EMA copy's
+    follow_the_optimizer_lr(backbone)
     return backbone.requires_grad_(True).train(), tokenizer  # EMA copies are frozen
 
 

@@ -79,6 +79,7 @@ from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import counted
 from genodiff.tokenizers import Tokenizer, tokenizer_record
+from genodiff.training.optim import copy_settings
 from genodiff.training.session import CONFIG_FILE, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
@@ -255,7 +256,7 @@ def run_fold(
     L.seed_everything(seed, workers=True, verbose=False)
     tokenizer = task.tokenizer  # what the task is encoded with, unless the pretrained run has one
     if pretrained is not None:
-        backbone = copy.deepcopy(pretrained[0])
+        backbone = copy_settings(pretrained[0], copy.deepcopy(pretrained[0]))
         tokenizer = pretrained[1] if pretrained[1] is not None else tokenizer
     else:
         backbone = build_backbone(OmegaConf.to_container(cfg.model, resolve=True), tokenizer)

@@ -109,7 +109,8 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         # A resumed run trains with its own optim settings (another optim.lr, say), not those
         # Lightning restored from the checkpoint with the optimizer's state.
         schedule = self.trainer.lr_scheduler_configs[0].scheduler
-        apply_settings(self.trainer.optimizers[0], schedule, self.optim_cfg.lr, self.optim_cfg)
+        optimizer = self.trainer.optimizers[0]
+        apply_settings(optimizer, schedule, self._optimized(), self.optim_cfg.lr, self.optim_cfg)
         super().on_train_start()
 
     def _start_heldout(self) -> None:
