@@ -217,15 +217,25 @@ def redownload_advice(path: Path) -> str | None:
     return None
 
 
+#: The largest JSON file of a snapshot that ``unreadable_cache_entry`` parses: a record's
+#: bound (``plain_records.MAX_JSON_BYTES``), so that a hostile file costs bounded memory.
+CHECKED_JSON_BYTES = 64 << 20
+
+
 def _file_problem(path: Path) -> str | None:
     """What is wrong with the cached file ``path``, by what its name says it holds (a link to
     a missing blob, JSON that does not parse, a safetensors file that does not cover its
     header's tensors), or None."""
     if path.is_symlink() and not path.exists():
         return "a link to a missing blob"
+    if not path.is_file():  # a FIFO would block the read, a device never end it
+        return "not a regular file"
     try:
         if path.suffix == ".json":
-            json.loads(path.read_bytes())
+            with path.open("rb") as file:
+                data = file.read(CHECKED_JSON_BYTES + 1)
+            if len(data) <= CHECKED_JSON_BYTES:  # a larger one is no record: not judged here
+                json.loads(data)
         if path.suffix == ".safetensors":
             return _safetensors_problem(path)
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError

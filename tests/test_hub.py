@@ -285,6 +285,27 @@ def test_a_damaged_cached_file_is_named_with_what_to_do(tmp_path, offline_cache)
     assert f"{intact / 'vocab.txt'} is present but unreadable (a link to a missing blob)" in message
 
 
+def test_a_fifo_or_a_huge_record_in_a_snapshot_is_judged_in_bounded_time_and_memory(tmp_path):
+    """``unreadable_cache_entry`` reads no FIFO (the read would wait for a writer forever) and
+    parses no JSON larger than a record genodiff reads (``plain_records.MAX_JSON_BYTES``)."""
+    from genodiff.hub import CHECKED_JSON_BYTES
+    from genodiff.plain_records import MAX_JSON_BYTES
+
+    assert CHECKED_JSON_BYTES == MAX_JSON_BYTES
+    snapshot = tmp_path / "models--org--name" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    huge = snapshot / "a.json"
+    with huge.open("wb") as file:  # sparse: no disk, but reading it whole would take 64 MiB
+        file.truncate(CHECKED_JSON_BYTES + 1)
+    assert unreadable_cache_entry(snapshot) is None  # not judged: larger than any record
+    blob = snapshot.parents[1] / "blobs" / "b"
+    blob.parent.mkdir()
+    os.mkfifo(blob)
+    (snapshot / "b.json").symlink_to(blob)  # a snapshot's files are links to blobs
+    message = unreadable_cache_entry(snapshot)  # returns: the FIFO is never opened
+    assert f"{snapshot / 'b.json'} is present but unreadable (not a regular file)" in message
+
+
 # ----------------------------------------------------------------------------- downloads
 
 
