@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import lightning
 import pytest
 import torch
+from torch import nn
 
 from genodiff import cli, registry
 from genodiff.config import ConfigError, load_config
@@ -26,11 +27,14 @@ from genodiff.data.build import build_datamodule
 from genodiff.data.datamodule import FastaDataModule
 from genodiff.data.loaders import EpochShuffleSampler, HeldoutShard
 from genodiff.finetuning.classifier import load_backbone
+from genodiff.tokenizers import DNATokenizer
 from genodiff.training.lightning_data import LightningData
+from genodiff.training.module import GenerativeTrainingModule
 from tests.test_classifiers_training import write_toy
 from tests.test_cli import DEMO, ROOT, read_metrics
 from tests.test_sampling_at_scale import running, with_more_threads_than_lightning_gives
 
+DNA = DNATokenizer()
 RUN = [
     "model=caduceus_tiny",
     "data.max_length=128",
@@ -187,6 +191,48 @@ def test_heldout_shards_cover_every_window_once_and_pad_the_last_batch():
     assert sorted(r for r in rows if r != pad) == list(range(11))
     assert rows.count(pad) == 2 * world * batch - 11
     assert [shards[r][2]["input_ids"][0].item() for r in range(world)] == [6, 8, 10]
+
+
+class PredictsA(nn.Module):
+    """Puts all but about e^-30 of its mass on A at every position: a window of A's costs
+    nothing, a masked [PAD] about 30 nats."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        logits = torch.full((16,), -30.0)
+        logits[DNA.encode("A")[0]] = 0.0
+        self.logits = nn.Parameter(logits)
+
+    def forward(self, input_ids, sigma=None, **conditioning):
+        return self.logits.expand(*input_ids.shape, -1)
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_filler_rows_of_the_last_heldout_batch_add_nothing_when_pad_is_scored(labelled):
+    # objective.padding=bound scores [PAD] like any token, so the all-[PAD] rows HeldoutShard
+    # completes the last global batch with were scored too: val/test NELBO and token counts
+    # under DDP depended on how many were needed (here 30 more tokens and ~ 30 nats each).
+    length, batch, world = 32, 4, 2
+    windows = [{"input_ids": torch.full((length,), DNA.encode("A")[0])} for _ in range(5)]
+    if labelled:
+        windows = [{**w, "labels": torch.tensor(i % 2)} for i, w in enumerate(windows)]
+    shard = HeldoutShard(windows, batch, rank=1, world_size=world, pad_id=DNA.pad_id)
+    rows = [shard[i] for i in range(batch)]  # rank 1: window 4, then three filler rows
+    config = {
+        "model": {"name": "caduceus", "d_model": 8, "n_layer": 1},
+        "objective": {"name": "mdlm", "padding": "bound"},
+        "ema": {"decay": 0.0},
+        **({"conditioning": {"labels": ["even", "odd"]}} if labelled else {}),
+    }
+    module = GenerativeTrainingModule(config)
+    module.backbone = PredictsA()
+    module._trainer = SimpleNamespace(global_rank=1, world_size=world)
+    module._start_heldout()
+    module._heldout_step(torch.utils.data.default_collate(rows))
+    assert module.heldout_tokens.compute().item() == length  # one real window
+    assert module.heldout_nelbo.compute().item() == pytest.approx(0.0, abs=1e-6)
+    if labelled:
+        assert module.heldout_nelbo_unconditional.compute().item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_trainer_groups_for_several_processes(tmp_path, capsys):

@@ -291,7 +291,7 @@ class DataModule(ABC):
 
     def _heldout_loader(self, split: str) -> DataLoader:
         """Every item once over the processes; the last global batch is filled with all-[PAD]
-        rows, which are neither noised nor scored."""
+        rows, which the held-out metrics leave out (``HeldoutShard``)."""
         dataset = self.dataset_of(split)
         rank, world = process_share(self.trainer)
         if world > 1:

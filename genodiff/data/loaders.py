@@ -10,7 +10,8 @@ objectives' ``BatchShard`` noise (``genodiff.batch_shard``) train identically.
   that would not fill a global batch, so every process runs the same number of steps. The
   loader is checkpointed (``ResumableLoader``): a resumed run continues mid-epoch.
 - Held-out: every item exactly once over the processes; the last global batch is filled with
-  all-[PAD] rows, which are neither noised nor scored, so summed metrics are exact.
+  all-[PAD] rows, which the held-out steps leave out of their metrics (whatever the objective
+  does with [PAD]), so summed metrics are exact.
 """
 
 from __future__ import annotations
@@ -130,8 +131,8 @@ class ResumableLoader(DataLoader):
 class HeldoutShard(Dataset):
     """Process ``rank``'s items of a held-out dataset, global batch by global batch; positions
     past the end are padding rows: the first item's fields (its label, in a labelled dataset)
-    with all-[PAD] ids, which are neither noised nor scored, and which a classifier's metrics
-    leave out."""
+    with all-[PAD] ids, which the held-out metrics leave out (a generative run's
+    ``GenerativeTrainingModule._heldout_step``, a classifier's ``validation_step``)."""
 
     def __init__(
         self, dataset: Dataset, batch_size: int, rank: int, world_size: int, pad_id: int

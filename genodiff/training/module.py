@@ -195,24 +195,32 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
 
     def _heldout_step(self, batch: dict[str, Tensor]) -> None:
         """Accumulate the NELBO of ``eval_t_samples`` noise draws per window (EMA weights);
-        for a conditional run also with the null label, on the same draws."""
+        for a conditional run also with the null label, on the same draws. A row of nothing
+        but [PAD] is a filler row (``HeldoutShard`` completes the last global batch with them
+        under DDP): it draws its noise, so the other rows keep theirs, and adds nothing, also
+        where the objective scores [PAD] (``objective.padding=bound``)."""
         objective, ids = self.eval_objective, batch["input_ids"]  # (B, L)
         shard = batch_shard(self.trainer, ids.shape[0])  # None on one process
         labels = self._batch_labels(batch)
+        real = (ids != self.tokenizer.pad_id).any(dim=1)  # (B,): not a filler row
+
+        def real_sum(values: Tensor) -> Tensor:  # (B,) -> (): the real rows' total
+            return torch.where(real, values, 0).sum()
+
         for _ in range(objective.eval_t_samples):
             draws = self.heldout_noise.get_state()
             nelbo, tokens = objective.loss(
                 self.eval_backbone, ids, self.heldout_noise, shard, labels
             )
-            self.heldout_nelbo.update(nelbo.sum())
-            self.heldout_tokens.update(tokens.sum())
+            self.heldout_nelbo.update(real_sum(nelbo))
+            self.heldout_tokens.update(real_sum(tokens))
             if labels is not None:
                 self.heldout_noise.set_state(draws)  # common random numbers for p(x)
                 null = null_labels(ids.shape[0], len(self.class_names), ids.device)
                 nelbo_null, _ = objective.loss(
                     self.eval_backbone, ids, self.heldout_noise, shard, null
                 )
-                self.heldout_nelbo_unconditional.update(nelbo_null.sum())
+                self.heldout_nelbo_unconditional.update(real_sum(nelbo_null))
 
     def _log_heldout(self, stage: str) -> None:
         nelbo = self.heldout_nelbo.compute() / self.heldout_tokens.compute().clamp_min(1)
