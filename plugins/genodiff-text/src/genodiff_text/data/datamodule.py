@@ -25,7 +25,9 @@ Windows (``max_length`` L tokens, items ``{"input_ids": LongTensor[L]}``):
   into one stream, cut into chunks of L-2 tokens, each item ``[BOS] chunk [EOS]``; the
   remainder shorter than a chunk is dropped. Named ``block K (lines A-B)``.
 
-[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]). How the objective
+[BOS] / [EOS] / [PAD] are the tokenizer's (bert: [CLS] / [SEP] / [PAD]; upstream MDLM's
+``get_dataset`` takes ``tokenizer.encode(eos_token)[0]``, [CLS] for bert, as its EOS: its
+wrapped bert blocks separate sentences with [CLS], genodiff's with [SEP]). How the objective
 treats [PAD] is ``objective.padding``: the plugin's ``mdlm_text`` scores it (a bound, length
 included), ``mdlm_text_upstream`` corrupts it without scoring it (upstream MDLM). A generated
 window of ``wrap: false`` ends at its first [EOS] (``end_samples``), as a sentence does.
