@@ -580,8 +580,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--eval-t-power",
         type=float,
-        help="UDLM: held-out times t = s^P, importance-weighted; 1 = uniform t (default: the "
-        "checkpoint's objective.eval_t_power, 2.5)",
+        help="UDLM: held-out times t = s^P in [0, 1], importance-weighted; 1 = uniform t "
+        "(default: the checkpoint's objective.eval_t_power, 2.5)",
     )
     evaluate.add_argument(
         "--seed",

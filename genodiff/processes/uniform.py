@@ -147,13 +147,17 @@ class UniformForwardProcess:
         power: float,
         generator: Noise | torch.Generator | None = None,
         shard: BatchShard | None = None,
+        whole_range: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Times t (B,), their weights (B,) (``time_draws.weighted_times`` with ``power``; 1
         draws exactly as ``draw_states``) and z_t (B, L), of the global batch with a
-        ``shard``; from one generator, or per-row streams (``Noise``)."""
+        ``shard``; from one generator, or per-row streams (``Noise``). Continuous times lie in
+        [sampling_eps, 1] as training draws them, or with ``whole_range`` in all of [0, 1],
+        the range the bound integrates over (held-out scoring, ``UDLM.loss``)."""
         total, rows = shard_rows(shard, input_ids.shape[0])
         noise = as_noise(generator, input_ids.device)
-        args = (self.low_discrepancy, self.num_steps, self.sampling_eps, power)
+        lowest = 0.0 if whole_range else self.sampling_eps
+        args = (self.low_discrepancy, self.num_steps, lowest, power)
         t, weight = weighted_times(total, noise, *args)
         t, weight = t[rows], weight[rows]  # (B,) each
         return t, weight, self.states_at(input_ids, t, noise, shard)

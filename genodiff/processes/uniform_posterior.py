@@ -40,7 +40,7 @@ T-step bound as T grows. The reconstruction term vanishes in continuous time (al
 
 **Prior**: KL(q(z_1 | x) || uniform) per token, constant (alpha_1 = eps): added so that the
 bound is a bound on -log p(x) also with eps > 0 (the reference code drops it; it is tiny,
-about N eps^2 / 2 nats).
+about (N - 1) eps^2 / 2 nats).
 """
 
 from __future__ import annotations
@@ -102,8 +102,9 @@ def continuous_nelbo_rate(
     at_i = z_t[..., None]
     log_xbar_i = log_xbar.gather(-1, at_i)  # (..., 1)
     log_xbar_theta_i = log_xbar_theta.gather(-1, at_i)  # (..., 1)
-    log_ratio = log_xbar - log_xbar_i  # (..., N): log(xbar_j / xbar_i)
-    jumps = (log_ratio.exp() * (log_ratio - log_xbar_theta + log_xbar_theta_i)).sum(-1)
+    ratio = (log_xbar - log_xbar_i).exp()  # (..., N): xbar_j / xbar_i, 0 for j != x at t = 0
+    # xlogy: a letter with xbar_j = 0 (alpha_t = 1) adds nothing, not 0 * -inf
+    jumps = (torch.xlogy(ratio, ratio) + ratio * (log_xbar_theta_i - log_xbar_theta)).sum(-1)
     bracket = size * (torch.exp(-log_xbar_i) - torch.exp(-log_xbar_theta_i)).squeeze(-1) - jumps
     return dalpha_t.double() / (size * alpha_t.double()) * bracket
 
