@@ -23,7 +23,7 @@ from genodiff.checkpoints.folders import init_backbone
 from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.checkpoints.load import weights_digest
 from genodiff.conditioning import record_class_names
-from genodiff.config import ConfigError, EMAConfig, load_config
+from genodiff.config import ConfigError, EMAConfig, load_config, run_overrides
 from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule, record_window
 from genodiff.data.labelled import class_count_lines
@@ -70,7 +70,7 @@ def train(
     ``genodiff train CONFIG OVERRIDES... output_dir=DIR``. ``progress``: the training's progress
     (Lightning's bar on a terminal, plain lines elsewhere) and the sampling line on (True), off
     (False), or as ``genodiff.progress.progress_wanted`` says."""
-    overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
+    overrides = run_overrides(overrides, output_dir)
     cfg = load_config(config, overrides)
     show = progress_wanted() if progress is None else progress
     # Every check comes before the first write into output_dir.
