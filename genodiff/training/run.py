@@ -28,7 +28,7 @@ from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule, record_window
 from genodiff.data.labelled import class_count_lines
 from genodiff.domains import domain_of
-from genodiff.generate import draw_samples
+from genodiff.generate import cast_dtype, draw_samples
 from genodiff.guidance import Guidance
 from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.progress import Progress, counted, is_main_process, progress_wanted
@@ -213,6 +213,7 @@ def finish(
         seed=s.seed,
         checkpoint_step=step,
         weights_crc32=weights_digest(model),
+        dtype=cast_dtype(model.eval_backbone),  # trainer.precision=bf16-true: bfloat16
     )
     file = Path(domain_of(tokenizer).samples_file)
     jobs = [(request, unlabelled, file)]  # (request, provenance, file name)
