@@ -375,3 +375,20 @@ def test_a_tilde_in_an_output_path_is_the_home_folder_as_load_reads_it(tmp_path,
     assert model.generate_to_file("~/streamed.fa", 2, **options).path == home / "streamed.fa"
     assert (home / "streamed.fa").read_bytes() == (home / "samples.fa").read_bytes()
     assert list(work.iterdir()) == []
+
+
+def test_a_model_loaded_from_a_raw_export_is_told_how_to_save_it_again(tmp_path):
+    """save_pretrained's default asks for the averaged weights, which an export of the raw ones
+    lacks: the refusal named only the run's .ckpt (which a downloaded export has not), not
+    weights='raw', which saves it."""
+    folder = tiny().save_pretrained(tmp_path / "raw", weights="raw")
+    model = genodiff.load(folder)
+    with pytest.raises(InputValueError) as refused:
+        model.save_pretrained(tmp_path / "again")
+    assert str(refused.value) == (
+        f"{folder} holds only its raw weights (an export folder): save them with "
+        "weights='raw', or export the run's .ckpt for its ema weights"
+    )
+    assert refused.value.parameter == "weights" and not (tmp_path / "again").exists()
+    again = genodiff.load(model.save_pretrained(tmp_path / "again", weights="raw"))
+    assert again.generate(2, length=16, steps=2) == model.generate(2, length=16, steps=2)

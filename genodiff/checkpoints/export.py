@@ -76,7 +76,8 @@ def export_model(
     if held is not None and weights != held:
         raise CheckpointError(
             f"{model.provenance.get('source', 'this model')} holds only its {held} weights "
-            "(an export folder); export the run's .ckpt for the others",
+            f"(an export folder): save them with weights={held!r}, or export the run's .ckpt "
+            f"for its {weights} weights",
             parameter="weights",
         )
     if held is None and weights == "ema" and model.ema is None:
