@@ -361,6 +361,20 @@ def test_a_generator_draws_the_seed_and_the_batch_size_changes_nothing():
         model.generate(1, seed=1, generator=torch.Generator(), **options)
 
 
+def test_generate_and_score_neither_read_nor_advance_the_global_random_state():
+    """docs/python_api.md: without a seed a call takes the saved one, and torch's global
+    random state neither changes the draws nor is changed by them."""
+    model = tiny()
+    torch.manual_seed(1)
+    before = torch.get_rng_state()
+    first = model.generate(3, length=16, steps=2)
+    nelbo = model.score(list(first), t_samples=2)
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(2)
+    assert model.generate(3, length=16, steps=2, seed=None) == first  # the saved seed, 0
+    assert model.score(list(first), t_samples=2) == nelbo
+
+
 def test_samples_are_immutable_and_a_slice_keeps_save(tmp_path):
     samples = tiny().generate(4, steps=2, seed=1)
     assert isinstance(samples, Samples) and len(samples) == 4
