@@ -264,8 +264,9 @@ def plan(
 
 
 def cast_dtype(backbone: torch.nn.Module) -> str | None:
-    """The dtype of ``backbone``'s floating-point weights by name ("bfloat16") when they are
-    cast from the float32 they are loaded in; None for float32."""
+    """The dtype of ``backbone``'s floating-point weights by name ("bfloat16") where it is not
+    float32, the dtype genodiff loads weights in (``genodiff.load(dtype=...)`` casts them); None
+    for float32."""
     dtype = next(p.dtype for p in backbone.parameters() if p.is_floating_point())
     return None if dtype == torch.float32 else dtype_name(dtype)
 
