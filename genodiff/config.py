@@ -17,10 +17,11 @@ import dataclasses
 import difflib
 import inspect
 import itertools
+import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -415,6 +416,44 @@ def _compose(config_file: Path, copies: dict[Path, Path], overrides: list[str]) 
 
 
 _OVERRIDE_KEY = re.compile(r"^[+~]*(?P<key>[^=]*)")
+
+
+def run_overrides(
+    overrides: Sequence[str] | None, output_dir: str | os.PathLike | None = None
+) -> list[str]:
+    """The overrides a run of ``genodiff.train``, ``genodiff.finetune`` or
+    ``genodiff.train_classifier`` composes its config with: ``overrides``, a list of Hydra
+    ``key=value`` strings (None: none), then ``output_dir`` (``~`` expanded, as
+    ``genodiff.load`` expands it) as an override that reads back as the folder it names,
+    whatever its characters (``runs/lr=0.002,bs=64``: quoted, not read as Hydra syntax).
+    ConfigError for overrides given as one string or a mapping, or holding a non-string."""
+    if overrides is None:
+        overrides = []
+    if isinstance(overrides, str):  # a list of its letters, each an override, otherwise
+        raise ConfigError(f"overrides is one string: give a list of them, [{overrides!r}]")
+    if isinstance(overrides, Mapping) or not isinstance(overrides, Iterable):
+        raise ConfigError(
+            "overrides must be a list of 'key=value' strings such as ['trainer.max_steps=20'], "
+            f"got a {type(overrides).__name__}"
+        )
+    overrides = list(overrides)
+    other = next((o for o in overrides if not isinstance(o, str)), None)
+    if other is not None:
+        raise ConfigError(
+            f"overrides must be 'key=value' strings, one of them is of type "
+            f"{type(other).__name__}: {other!r:.60}"
+        )
+    if output_dir is None:
+        return overrides
+    return [*overrides, f"output_dir={_quoted(os.path.expanduser(os.fspath(output_dir)))}"]
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a quoted Hydra override value that reads back as ``value``: in Hydra's
+    single-quoted strings a quote is escaped with a backslash, and so is each backslash of a
+    run that precedes a quote or the closing quote (other backslashes are kept as they are)."""
+    escaped = re.sub(r"(\\*)('|$)", lambda m: m[1] * 2 + ("\\'" if m[2] else ""), value)
+    return f"'{escaped}'"
 
 
 def _refuse_hydra_keys(overrides: list[str]) -> None:

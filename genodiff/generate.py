@@ -117,7 +117,7 @@ def job_stamp(request: SampleRequest, run: SamplingRun, dtype: torch.dtype) -> d
     if run.guidance is not None:
         exact["guidance"] = run.guidance.gamma
     stamp: dict[str, Any] = {
-        "dtype": str(dtype).removeprefix("torch."),
+        "dtype": dtype_name(dtype),
         "exact": {key: repr(float(value)) for key, value in exact.items()},
     }
     if request.given is not None:
@@ -258,8 +258,22 @@ def plan(
         guidance=request.guidance,
         checkpoint_step=model.provenance.get("global_step"),
         weights_crc32=model.provenance.get("weights_crc32"),
+        dtype=cast_dtype(model.eval_backbone),
     )
     return SamplingPlan(request, run, config.batch_size, config.seed)
+
+
+def cast_dtype(backbone: torch.nn.Module) -> str | None:
+    """The dtype of ``backbone``'s floating-point weights by name ("bfloat16") where it is not
+    float32, the dtype genodiff loads weights in (``genodiff.load(dtype=...)`` casts them); None
+    for float32."""
+    dtype = next(p.dtype for p in backbone.parameters() if p.is_floating_point())
+    return None if dtype == torch.float32 else dtype_name(dtype)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``dtype`` as a provenance names it: ``torch.bfloat16`` -> "bfloat16"."""
+    return str(dtype).removeprefix("torch.")
 
 
 def draw_batches(

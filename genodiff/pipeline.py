@@ -305,6 +305,7 @@ class Model:
         the output must not overwrite (``genodiff sample``'s checkpoint, template,
         classifier). Returns what was written (in the other processes of a multi-process run:
         ``main`` False)."""
+        path = Path(path).expanduser()  # as check_output reads it: the part files lie beside it
         job = self._plan(num_samples, length, options, generation_config, generator)
         settings = {
             "accelerator": accelerator or "auto",

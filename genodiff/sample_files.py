@@ -124,11 +124,12 @@ MAX_BYTES_PER_TOKEN = 64
 def check_output(
     path: str | os.PathLike, domain: Domain, inputs: Sequence[tuple[str, str | os.PathLike]] = ()
 ) -> Path:
-    """``path`` as a place ``write_samples`` may write samples of ``domain`` to; ValueError
-    for a format the domain does not write (by suffix), a folder, a file that is one of
-    ``inputs`` ((what, path) pairs: the checkpoint, the infilling template, ...), which the
-    samples would overwrite, or a place that cannot be written (``check_writable``)."""
-    path = Path(path)
+    """``path`` as a place ``write_samples`` may write samples of ``domain`` to (``~``
+    expanded, as ``genodiff.load`` expands it); ValueError for a format the domain does not
+    write (by suffix), a folder, a file that is one of ``inputs`` ((what, path) pairs: the
+    checkpoint, the infilling template, ...), which the samples would overwrite, or a place
+    that cannot be written (``check_writable``)."""
+    path = Path(path).expanduser()
     suffix = path.suffix.lower()
     written = any(suffix in fmt.suffixes for fmt in domain.sample_formats)
     if path.is_dir():  # whatever its suffix: the user named a folder to write into

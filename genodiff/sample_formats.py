@@ -24,8 +24,10 @@ from genodiff.guidance import Guidance
 from genodiff.randomness.noise import SEQUENCE_SEEDS
 
 # The weights' identity, recorded only when known (a model loaded from a file): older files
-# and in-memory models' samples lack them.
-WEIGHTS_FIELDS = ("checkpoint_step", "weights_crc32")
+# and in-memory models' samples lack them; and the dtype they were cast to, only when not
+# float32 (``genodiff.load(dtype=...)``, ``Model.to``, ``--dtype``: other roundings, which can
+# draw other sequences).
+WEIGHTS_FIELDS = ("checkpoint_step", "weights_crc32", "dtype")
 
 
 @dataclass
@@ -33,9 +35,12 @@ class SamplingRun:
     """What produced a batch of samples: the provenance a sample file records.
 
     ``checkpoint_step`` (the training step the weights were saved at) and ``weights_crc32``
-    (8 hex digits of the CRC-32 of the weights sampled with,
+    (8 hex digits of the CRC-32 of the weights as loaded or trained,
     ``genodiff.checkpoints.load.weights_digest``) tell apart two states of one file that a run
-    keeps overwriting (``last.ckpt``); None when unknown, and then not written."""
+    keeps overwriting (``last.ckpt``); None when unknown, and then not written. ``dtype``: the
+    weights' dtype when they sample in another than float32 ("bfloat16", "float16":
+    ``genodiff.load(dtype=...)``, ``trainer.precision=bf16-true``); None, not written, for
+    float32."""
 
     checkpoint: str
     sampler: str
@@ -52,6 +57,7 @@ class SamplingRun:
     draws: str = SEQUENCE_SEEDS
     checkpoint_step: int | None = None
     weights_crc32: str | None = None
+    dtype: str | None = None
 
     def _weights(self) -> dict[str, object]:
         return {key: getattr(self, key) for key in WEIGHTS_FIELDS if getattr(self, key) is not None}

@@ -66,7 +66,7 @@ def evaluate_samples(
         raise InputValueError(
             "give out (a report folder) for samples held in memory", parameter="out"
         )
-    folder = Path(out) if out is not None else report_folder(Path(samples))
+    folder = Path(out).expanduser() if out is not None else report_folder(Path(samples))
     check_report_folder(folder, overwrite)  # before the metrics are computed
     if alphabet is None and isinstance(samples, Samples):
         alphabet = _domain_alphabet(samples)  # else: the files' domain's

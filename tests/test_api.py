@@ -20,7 +20,9 @@ from Bio import SeqIO
 from safetensors.torch import load_file
 
 import genodiff
+import genodiff.training.run as training_run
 from genodiff import cli
+from genodiff.config import ConfigError, load_config
 from genodiff.errors import InputValueError
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
@@ -299,3 +301,94 @@ def test_load_of_an_empty_name_is_refused_not_read_as_the_working_directory(tmp_
     for nothing in ("", None):
         with pytest.raises(InputValueError, match="a checkpoint must be named by a path"):
             genodiff.load(nothing)
+
+
+@pytest.mark.parametrize(
+    ("front_door", "config"),
+    [
+        ("train", DEMO),
+        ("finetune", "genomic_benchmarks_demo"),
+        ("train_classifier", "classifier_demo"),
+    ],
+)
+def test_overrides_as_one_string_or_holding_a_non_string_are_refused_in_one_line(
+    front_door, config, tmp_path
+):
+    """A str is a sequence of its letters: each was taken as an override (Hydra's "Error
+    parsing override 't'", over three lines); a number among them was a bare TypeError."""
+    run = getattr(genodiff, front_door)
+    with pytest.raises(ConfigError) as refused:
+        run(config, "trainer.max_steps=2", output_dir=tmp_path / "out")
+    expected = "overrides is one string: give a list of them, ['trainer.max_steps=2']"
+    assert str(refused.value) == expected
+    with pytest.raises(ConfigError) as refused:
+        run(config, ["trainer.max_steps", 2], output_dir=tmp_path / "out")
+    expected = "overrides must be 'key=value' strings, one of them is of type int: 2"
+    assert str(refused.value) == expected
+    assert not (tmp_path / "out").exists()
+
+
+class _ComposedError(Exception):
+    """Raised instead of training, once the run's config is composed."""
+
+
+@pytest.mark.parametrize(
+    "given", ["runs/lr=0.002,bs=64", "runs/it's (v2) [final] #1", "~/runs/demo"]
+)
+def test_train_composes_the_output_dir_it_is_given_whatever_its_characters(
+    given, tmp_path, monkeypatch
+):
+    """output_dir was passed on as the Hydra override output_dir=VALUE, unquoted: an '=', a
+    comma, brackets, a quote or a '#' in a folder name were Hydra syntax ("Ambiguous value",
+    "mismatched input"), and '~' named a folder '~' in the working directory, where
+    genodiff.load('~/...') does not look."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    composed = []
+
+    def compose_only(config, overrides):
+        composed.append(load_config(config, overrides))
+        raise _ComposedError
+
+    monkeypatch.setattr(training_run, "load_config", compose_only)
+    with pytest.raises(_ComposedError):
+        genodiff.train(DEMO, ["trainer.max_steps=2"], output_dir=given)
+    expected = str(tmp_path / "runs" / "demo") if given.startswith("~") else given
+    assert composed[0].output_dir == expected
+
+
+def test_a_tilde_in_an_output_path_is_the_home_folder_as_load_reads_it(tmp_path, monkeypatch):
+    """genodiff.load expands '~' (as it expands the data paths and GENODIFF_MODELS_PATH);
+    save_pretrained, Samples.save and generate_to_file wrote into a folder named '~' in the
+    working directory instead: load('~/x') after save_pretrained('~/x') found nothing, or an
+    older model saved there."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    model = tiny()
+    assert model.save_pretrained("~/exported", weights="raw") == home / "exported"
+    options = {"length": 16, "steps": 2, "seed": 3}
+    samples = model.generate(2, **options)
+    assert genodiff.load("~/exported").generate(2, **options) == samples
+    assert samples.save("~/samples.fa") == home / "samples.fa"
+    assert model.generate_to_file("~/streamed.fa", 2, **options).path == home / "streamed.fa"
+    assert (home / "streamed.fa").read_bytes() == (home / "samples.fa").read_bytes()
+    assert list(work.iterdir()) == []
+
+
+def test_a_model_loaded_from_a_raw_export_is_told_how_to_save_it_again(tmp_path):
+    """save_pretrained's default asks for the averaged weights, which an export of the raw ones
+    lacks: the refusal named only the run's .ckpt (which a downloaded export has not), not
+    weights='raw', which saves it."""
+    folder = tiny().save_pretrained(tmp_path / "raw", weights="raw")
+    model = genodiff.load(folder)
+    with pytest.raises(InputValueError) as refused:
+        model.save_pretrained(tmp_path / "again")
+    assert str(refused.value) == (
+        f"{folder} holds only its raw weights (an export folder): save them with "
+        "weights='raw', or export the run's .ckpt for its ema weights"
+    )
+    assert refused.value.parameter == "weights" and not (tmp_path / "again").exists()
+    again = genodiff.load(model.save_pretrained(tmp_path / "again", weights="raw"))
+    assert again.generate(2, length=16, steps=2) == model.generate(2, length=16, steps=2)

@@ -361,6 +361,20 @@ def test_a_generator_draws_the_seed_and_the_batch_size_changes_nothing():
         model.generate(1, seed=1, generator=torch.Generator(), **options)
 
 
+def test_generate_and_score_neither_read_nor_advance_the_global_random_state():
+    """docs/python_api.md: without a seed a call takes the saved one, and torch's global
+    random state neither changes the draws nor is changed by them."""
+    model = tiny()
+    torch.manual_seed(1)
+    before = torch.get_rng_state()
+    first = model.generate(3, length=16, steps=2)
+    nelbo = model.score(list(first), t_samples=2)
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(2)
+    assert model.generate(3, length=16, steps=2, seed=None) == first  # the saved seed, 0
+    assert model.score(list(first), t_samples=2) == nelbo
+
+
 def test_samples_are_immutable_and_a_slice_keeps_save(tmp_path):
     samples = tiny().generate(4, steps=2, seed=1)
     assert isinstance(samples, Samples) and len(samples) == 4
@@ -403,6 +417,27 @@ def test_a_model_saved_in_bfloat16_loads_in_float32_unless_asked(tmp_path):
     assert {p.dtype for p in kept.network.parameters()} == {torch.bfloat16}
     sequences = ["ACGTACGTACGTACGT", "TTGACCAGTAGGCATA"]
     assert kept.score(sequences, t_samples=2) == model.score(sequences, t_samples=2)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"), [(torch.bfloat16, "bfloat16"), (torch.float16, "float16")]
+)
+def test_samples_drawn_in_another_dtype_say_so_in_their_provenance(tmp_path, dtype, name):
+    """The provenance named the weights by the CRC-32 of their float32 values alone: samples
+    drawn with them cast (load(dtype=...), Model.to, --dtype), whose rounding can draw other
+    sequences, had the very headers of float32 samples."""
+    folder = tiny().save_pretrained(tmp_path / "m", weights="raw")
+    options = {"length": 16, "steps": 2, "seed": 1}
+    plain = genodiff.load(folder).generate(2, **options)
+    crc = plain.run.weights_crc32
+    assert f"weights_crc32={crc} sampler=" in plain.run.describe()  # float32: as before
+    for model in (genodiff.load(folder, dtype=dtype), genodiff.load(folder).to(dtype)):
+        cast = model.generate(2, **options)
+        assert f"weights_crc32={crc} dtype={name} sampler=" in cast.run.describe()
+        fasta = cast.save(tmp_path / f"{name}.fa", overwrite=True).read_text()
+        assert fasta.count(f" dtype={name} ") == 2
+        records = cast.save(tmp_path / f"{name}.jsonl", overwrite=True).read_text().splitlines()
+        assert [json.loads(line)["dtype"] for line in records] == [name, name]
 
 
 class _OneProcess:

@@ -938,8 +938,8 @@ def test_a_resume_with_another_prefix_or_template_of_the_same_size_is_refused(
 def test_a_resume_in_another_dtype_or_with_a_setting_changed_past_six_digits_is_refused(
     tmp_path, monkeypatch
 ):
-    """The provenance writes a temperature to six digits and no dtype, so the job's record
-    holds both exactly: a resume in bfloat16 of a float32 run, or at a temperature that
+    """The provenance writes a temperature to six digits and no dtype for float32, so the
+    job's record holds both exactly: a resume in bfloat16 of a float32 run, or at a temperature that
     differs in the seventh digit, draws other sequences and is another job (they would
     otherwise be appended to the first run's); the same settings go on."""
     from genodiff import sample_files

@@ -59,7 +59,8 @@ def export_model(
     and the records of its data files, see ``genodiff.data.training_files.portable_record``).
     Returns the folder."""
     _check_weights(weights)
-    _check_out_dir(output_folder(out_dir))
+    out_dir = output_folder(out_dir)
+    _check_out_dir(out_dir)
     if not isinstance(source, GenerativeModel):
         _check_checkpoint_path(Path(source))
         if progress is not None:
@@ -75,7 +76,8 @@ def export_model(
     if held is not None and weights != held:
         raise CheckpointError(
             f"{model.provenance.get('source', 'this model')} holds only its {held} weights "
-            "(an export folder); export the run's .ckpt for the others",
+            f"(an export folder): save them with weights={held!r}, or export the run's .ckpt "
+            f"for its {weights} weights",
             parameter="weights",
         )
     if held is None and weights == "ema" and model.ema is None:
@@ -120,7 +122,7 @@ def _write_export(
     run_config: dict[str, Any],
     tokenizer: Tokenizer,
     record: dict[str, Any],
-    out_dir: str | Path,
+    out_dir: Path,
     overwrite: bool,
 ) -> Path:
     """The backbone files and genodiff.json (``record``), written together."""
@@ -128,7 +130,7 @@ def _write_export(
         RUN_RECORD_FILE: _json_writer(record),
         **_folder_files(backbone, _model_config(run_config, tokenizer), tokenizer),
     }
-    return _write_folder(Path(out_dir), files, overwrite)
+    return _write_folder(out_dir, files, overwrite)
 
 
 def _check_out_dir(out_dir: Path) -> None:

@@ -126,14 +126,15 @@ def save_pretrained(
 
 
 def output_folder(directory: str | os.PathLike) -> Path:
-    """``directory`` as the folder a model is saved into; InputValueError for an empty name,
-    which ``Path`` would read as the working directory (``genodiff.load`` refuses it too)."""
+    """``directory`` as the folder a model is saved into, ``~`` expanded as ``genodiff.load``
+    expands it; InputValueError for an empty name, which ``Path`` would read as the working
+    directory (``genodiff.load`` refuses it too)."""
     if os.fspath(directory) == "":
         raise InputValueError(
             'the output folder is an empty name; name a folder ("." for the working directory)',
             parameter="out",
         )
-    return Path(directory)
+    return Path(directory).expanduser()
 
 
 def _folder_files(

@@ -17,7 +17,7 @@ from genodiff.classifiers.checkpoint import classifier_record
 from genodiff.classifiers.config import load_classifier_config
 from genodiff.classifiers.model import build_classifier
 from genodiff.classifiers.training import ClassifierTrainingModule
-from genodiff.config import ConfigError, with_tokenizer_fields
+from genodiff.config import ConfigError, run_overrides, with_tokenizer_fields
 from genodiff.data.build import build_datamodule
 from genodiff.data.labelled import class_count_lines
 from genodiff.model import GenerativeModel
@@ -44,7 +44,7 @@ def train_classifier(
     the config's); returns the path of its last checkpoint, which ``genodiff sample
     --classifier`` and ``Model.generate(classifier=...)`` take. The same run as
     ``genodiff classifier CONFIG OVERRIDES...``."""
-    overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
+    overrides = run_overrides(overrides, output_dir)
     cfg = load_classifier_config(config, overrides)
     progress_bar = progress_wanted() if progress is None else progress
     datamodule = build_datamodule(cfg.data)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from genodiff.config import run_overrides
 from genodiff.finetuning.config import load_finetune_config
 from genodiff.finetuning.protocol import run_benchmark
 from genodiff.finetuning.results import markdown_table, summarize, write_results
@@ -45,7 +46,7 @@ def finetune(
     bars on, off, or as ``genodiff.progress.progress_wanted`` says (None). Returns the
     results in the main process; None in the other processes of a multi-process run
     (``trainer.devices`` > 1: the runs are spread over them, ``genodiff.parallel``)."""
-    overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
+    overrides = run_overrides(overrides, output_dir)
     cfg = load_finetune_config(config, overrides)
     source = cfg.pretrained or f"{cfg.model.name} from scratch"
     results = run_benchmark(cfg, progress_wanted() if progress is None else progress)

@@ -23,12 +23,12 @@ from genodiff.checkpoints.folders import init_backbone
 from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.checkpoints.load import weights_digest
 from genodiff.conditioning import record_class_names
-from genodiff.config import ConfigError, EMAConfig, load_config
+from genodiff.config import ConfigError, EMAConfig, load_config, run_overrides
 from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule, record_window
 from genodiff.data.labelled import class_count_lines
 from genodiff.domains import domain_of
-from genodiff.generate import draw_samples
+from genodiff.generate import cast_dtype, draw_samples
 from genodiff.guidance import Guidance
 from genodiff.objectives.base import LIKELIHOOD_WORDS
 from genodiff.progress import Progress, counted, is_main_process, progress_wanted
@@ -70,7 +70,7 @@ def train(
     ``genodiff train CONFIG OVERRIDES... output_dir=DIR``. ``progress``: the training's progress
     (Lightning's bar on a terminal, plain lines elsewhere) and the sampling line on (True), off
     (False), or as ``genodiff.progress.progress_wanted`` says."""
-    overrides = list(overrides) + ([f"output_dir={output_dir}"] if output_dir is not None else [])
+    overrides = run_overrides(overrides, output_dir)
     cfg = load_config(config, overrides)
     show = progress_wanted() if progress is None else progress
     # Every check comes before the first write into output_dir.
@@ -213,6 +213,7 @@ def finish(
         seed=s.seed,
         checkpoint_step=step,
         weights_crc32=weights_digest(model),
+        dtype=cast_dtype(model.eval_backbone),  # trainer.precision=bf16-true: bfloat16
     )
     file = Path(domain_of(tokenizer).samples_file)
     jobs = [(request, unlabelled, file)]  # (request, provenance, file name)
