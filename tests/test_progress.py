@@ -282,7 +282,7 @@ def test_kernel_compilation_is_announced_once_per_cache(tmp_path):
     assert [run.returncode for run in runs] == [0, 0], runs[0].stderr
     # (loaded from the cache, compiled) per run: numba's own count of what it did
     assert [run.stdout.split() for run in runs] == [["0", "2"], ["2", "0"]]
-    notice = "genodiff: compiling the CPU kernels (once per install, ~20 s)"
+    notice = "genodiff: compiling the CPU kernels (once per install and dtype, ~20 s)"
     assert runs[0].stderr.count(notice) == 1  # two signatures compiled, one notice
     assert notice not in runs[1].stderr  # both loaded, nothing compiled: no notice
 

@@ -562,7 +562,8 @@ class _FirstCompileNotice(numba.core.event.Listener):
     """Says once per process, on stderr, that the kernels are being compiled; in the main
     process only of a multi-process run (``--devices``), whose processes compile at once.
     numba fires "numba:compile" only when its on-disk cache (``_cache_on_disk``) has no usable
-    entry: once per install (and after an upgrade); later processes load the cached machine
+    entry: once per install (and after an upgrade) and per dtype of the weights (float32,
+    bfloat16 or float64 each compile their own); later processes load the cached machine
     code."""
 
     def __init__(self, kernels: tuple[object, ...]) -> None:
@@ -597,7 +598,7 @@ def _cache_on_disk(kernels: tuple[numba.core.dispatcher.Dispatcher, ...]) -> Non
         numba.config.CACHE_DIR = before
 
 
-COMPILE_NOTICE = "genodiff: compiling the CPU kernels (once per install, ~20 s)"
+COMPILE_NOTICE = "genodiff: compiling the CPU kernels (once per install and dtype, ~20 s)"
 KERNELS = (_forward_kernel, _backward_kernel, _mixer_conv_kernel, _mixer_scan_kernel)
 _cache_on_disk(KERNELS)
 numba.core.event.register("numba:compile", _FirstCompileNotice(KERNELS))
