@@ -23,8 +23,9 @@ masked, q([MASK]) = p_s / p_t (p = the mask probability).
   with the ordinary posterior of x~: the unmasking rate is the unguided one and only the value
   of an unmasking position is guided. D-CFG in this form is the reference code's
   (kuleshov-group/discrete-diffusion-guidance), the default for D-CFG.
-- ``"transition"`` is the paper's: the guided transition is normalised over all V + 1
-  outcomes. D-CFG: q~ ∝ q(. | z_t, y)^gamma q(. | z_t, null)^(1 - gamma); D-CBG:
+- ``"transition"`` is the paper's (and the reference code's D-CBG, ``_cbg_denoise``): the
+  guided transition is normalised over all V + 1 outcomes. D-CFG:
+  q~ ∝ q(. | z_t, y)^gamma q(. | z_t, null)^(1 - gamma); D-CBG:
   q~(v) ∝ q(v | z_t) p(y | z_t with l set to v)^gamma, the [MASK] column's classifier term
   being p(y | z_t) itself (tilt 0). In both, [MASK] keeps p_s / p_t (the weights of D-CFG sum
   to 1) and a letter gets (p_t - p_s) / p_t * m(v), so the step is: stay masked with odds
