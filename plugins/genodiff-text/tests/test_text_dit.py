@@ -98,6 +98,17 @@ def reference_attention(
     return out @ W[f"{prefix}attn_out.weight"].T
 
 
+def reference_conditioning(
+    W: dict, sigma: torch.Tensor, labels: torch.Tensor | None = None
+) -> torch.Tensor:
+    """c = SiLU(mlp(features(sigma))) [+ SiLU(label embedding row)]: (B, cond), float64."""
+    t = linear(W, "sigma_map.mlp.2", silu(linear(W, "sigma_map.mlp.0", sinusoidal(sigma))))
+    c = silu(t)  # (B, cond)
+    if labels is not None:
+        c = c + silu(W["label_embedding.embedding.weight"][labels])
+    return c
+
+
 def reference_logits(
     model: torch.nn.Module,
     ids: torch.Tensor,
@@ -112,12 +123,7 @@ def reference_logits(
     W = {k: v.detach().double() for k, v in model.state_dict().items()}
     D = W["vocab_embed.embedding"].shape[1]
     x = W["vocab_embed.embedding"][ids]  # (B, L, D)
-    c = None
-    if sigma is not None:
-        t = linear(W, "sigma_map.mlp.2", silu(linear(W, "sigma_map.mlp.0", sinusoidal(sigma))))
-        c = silu(t)  # (B, cond)
-        if labels is not None:
-            c = c + silu(W["label_embedding.embedding.weight"][labels])
+    c = None if sigma is None else reference_conditioning(W, sigma, labels)  # (B, cond)
     n_blocks = len({k.split(".")[1] for k in W if k.startswith("blocks.")})
     for i in range(n_blocks):
         p = f"blocks.{i}."
@@ -294,6 +300,24 @@ def test_dropout_acts_in_training_only():
     torch.manual_seed(0)
     first = model(IDS, SIGMA)
     assert not torch.allclose(first, model(IDS, SIGMA))
+
+
+@pytest.mark.parametrize("num_classes", [0, 3])
+def test_the_conditioning_vector_stays_float32_under_bf16_autocast(num_classes):
+    """Upstream computes c = SiLU(sigma_map(sigma)) outside its bf16 autocast region (mdlm
+    ``models/dit.py`` ``DIT.forward``; ``diffusion.py`` runs the backbone under fp32 autocast):
+    only the blocks and the final layer run in bf16. CPU bf16 autocast stands in for the CUDA
+    one the model enters on a GPU (was: c in bf16, the sinusoidal features rounded to 8 bits,
+    so nearby noise levels got the same conditioning)."""
+    model = tiny_dit(num_classes=num_classes).float()
+    sigma = torch.tensor([1e-3, 0.37, 2.5, 9.2])
+    labels = torch.tensor([0, 1, 2, 3]) if num_classes else None
+    W = {k: v.detach().double() for k, v in model.state_dict().items()}
+    expected = reference_conditioning(W, sigma.double(), labels)  # (4, cond)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        c = model.conditioning(sigma, 4, sigma.device, labels)
+    assert c.dtype == torch.float32
+    torch.testing.assert_close(c.double(), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

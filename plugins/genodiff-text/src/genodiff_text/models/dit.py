@@ -65,16 +65,18 @@ class DIT(Transformer):
     ) -> Tensor:
         """c = SiLU(sigma_map(sigma)) [+ SiLU(label_embedding(labels))]: (B, cond_dim); sigma =
         0 when None or not time-conditioned; labels None = the null label (class-conditional
-        model). sigma may be (B,), (B, 1) or a scalar."""
+        model). sigma may be (B,), (B, 1) or a scalar. Computed in the weights' dtype even
+        under autocast, as upstream computes c outside its bf16 region."""
         if sigma is None or not self.time_conditioning:
             sigma = torch.zeros(batch_size, device=device)
         sigma = sigma.reshape(-1).expand(batch_size)  # (B,)
-        c = F.silu(self.sigma_map(sigma))  # (B, cond)
-        if self.label_embedding is None:
-            if labels is not None:
-                raise ValueError("labels given to a DIT built without classes (num_classes=0)")
-            return c
-        return c + F.silu(self.label_embedding(labels, batch_size)).to(c.dtype)
+        with torch.autocast(device.type, enabled=False):
+            c = F.silu(self.sigma_map(sigma))  # (B, cond)
+            if self.label_embedding is None:
+                if labels is not None:
+                    raise ValueError("labels given to a DIT built without classes (num_classes=0)")
+                return c
+            return c + F.silu(self.label_embedding(labels, batch_size)).to(c.dtype)
 
     def forward(
         self,

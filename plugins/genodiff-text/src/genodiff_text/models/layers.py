@@ -10,7 +10,8 @@ order, so ``parameters()`` yields them in the order of upstream's EMA ``shadow_p
 Precision: on CUDA the forward runs under bf16 autocast (as upstream trains), and on any other
 device under autocast to the weights' dtype when they are bf16 or fp16 (``genodiff sample
 --dtype``); the LayerNorms and the rotary rotation are computed in fp32 at least (float64 stays
-float64), and the residual stream of fp32 weights stays fp32.
+float64), the DiT's conditioning vector in the weights' dtype (upstream computes it outside its
+bf16 region), and the residual stream of fp32 weights stays fp32.
 """
 
 from __future__ import annotations
