@@ -13,10 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from genodiff_text.models.ar import ARTransformer
 from genodiff_text.models.dit import DIT
 
 from genodiff.backbones.capabilities import Capabilities, capabilities_of
 from genodiff.config import ConfigError
+from genodiff.errors import InputValueError
 from genodiff.model import check_time_conditioning
 from genodiff.objectives import MDLM
 
@@ -272,6 +274,15 @@ def test_parameter_counts_of_the_paper_sizes(vocab, width, blocks, heads, expect
     with torch.device("meta"):
         model = DIT(vocab_size=vocab, hidden_dim=width, n_blocks=blocks, n_heads=heads)
     assert sum(p.numel() for p in model.parameters()) == expected
+
+
+@pytest.mark.parametrize("model_class", [DIT, ARTransformer])
+def test_an_odd_head_dimension_is_refused_when_the_model_is_built(model_class):
+    """The rotary embedding rotates pairs of a head's dimensions (mdlm ``models/dit.py``
+    ``Rotary``: inv_freq over arange(0, head_dim, 2)); an odd head_dim (30 / 2 = 15) was a
+    shape-mismatch RuntimeError at the first forward."""
+    with pytest.raises(InputValueError, match=r"hidden_dim / n_heads = 15 is odd"):
+        model_class(vocab_size=VOCAB, hidden_dim=30, n_blocks=1, n_heads=2)
 
 
 def test_capabilities_and_the_time_conditioning_check():

@@ -223,6 +223,11 @@ class TransformerBlock(nn.Module):
         super().__init__()
         if dim % n_heads:
             raise InputValueError(f"hidden_dim={dim} is not a multiple of n_heads={n_heads}")
+        if (dim // n_heads) % 2:
+            raise InputValueError(
+                f"hidden_dim / n_heads = {dim // n_heads} is odd: the rotary embedding rotates "
+                "pairs of each head's dimensions; pick hidden_dim and n_heads with an even ratio"
+            )
         self.n_heads = n_heads
         self.causal = causal
         # Registered in upstream's order (its parameters() order).
