@@ -29,9 +29,10 @@ from genodiff.metrics import (
     tile_windows,
 )
 from genodiff.metrics.composition import pooled_fraction
-from genodiff.metrics.discriminator import kmer_features
+from genodiff.metrics.discriminator import folds_keeping_copies_together, kmer_features
+from genodiff.metrics.report import markdown_table
 from genodiff.metrics.sequences import base_codes, evenly_spaced, reverse_complement_codes
-from genodiff.metrics.suite import QualitySettings, reference_windows
+from genodiff.metrics.suite import QualitySettings, evaluate_samples, reference_windows
 
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
 DNA = DNADomain.alphabet  # the letters DNA samples are made of
@@ -379,6 +380,43 @@ def test_discriminator_folds_follow_the_smaller_set():
     assert result.folds == 3 and len(result.fold_aurocs) == 3
     with pytest.raises(ValueError, match="at least 2"):
         discriminator_auroc(random_dna(1, 100, seed=1), random_dna(10, 100, seed=2), DNA)
+
+
+def test_copies_of_a_sample_stay_in_one_fold_so_real_dna_in_copies_is_not_told_apart():
+    # Samples and reference from one law: 25 sequences, each drawn 4 times, against 100 distinct
+    # ones. A fold that held out a sample it had trained on scored its memory of that sample:
+    # the AUROC was 0.99 on such copies of real windows of the demo genome.
+    copies = [s for s in random_dna(25, 300, seed=7) for _ in range(4)]
+    results = [
+        discriminator_auroc(copies, random_dna(100, 300, seed=8 + s), DNA, seed=s) for s in range(3)
+    ]
+    assert 0.3 < np.mean([r.auroc for r in results]) < 0.7
+
+
+def test_folds_keep_copies_together_and_are_stratified_k_fold_without_copies():
+    from sklearn.model_selection import StratifiedKFold
+
+    sequences = ["AC", "AC", "GT", "GT", "GT", "TT", "CA", "CC", "AC", "GG", "GA", "TA"]
+    labels = np.array([1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0])  # AC also once on the real side
+    for train, test in folds_keeping_copies_together(sequences, labels, 2, seed=0):
+        assert sorted([*train, *test]) == list(range(len(sequences)))
+        held_out = {(sequences[i], labels[i]) for i in test}
+        assert not held_out & {(sequences[i], labels[i]) for i in train}
+    distinct = random_dna(12, 20, seed=9)
+    ours = folds_keeping_copies_together(distinct, labels, 3, seed=5)
+    theirs = StratifiedKFold(3, shuffle=True, random_state=5).split(np.zeros((12, 1)), labels)
+    for (train, test), (their_train, their_test) in zip(ours, theirs, strict=True):
+        assert train.tolist() == their_train.tolist() and test.tolist() == their_test.tolist()
+
+
+def test_samples_all_one_sequence_get_no_auroc_and_a_warning():
+    reference = random_dna(40, 60, seed=10)
+    metrics = evaluate_samples(["ACGTTGCA" * 8] * 5, reference, DNA).metrics
+    assert metrics["discriminator_auroc"] is None and metrics["discriminator"] is None
+    assert any("the samples hold 1 distinct sequence" in w for w in metrics["warnings"])
+    assert "| discriminator AUROC | - |" in markdown_table(metrics)
+    with pytest.raises(ValueError, match="at least 2 distinct"):
+        discriminator_auroc(["ACGTTGCA" * 8] * 5, reference, DNA)
 
 
 def test_discriminator_fits_on_one_blas_thread(monkeypatch):

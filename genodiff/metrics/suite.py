@@ -244,11 +244,20 @@ def evaluate_samples(
         metrics["train"] = {**_set_summary(train, alphabet), "records": len(train)}
         metrics["memorisation"] = Memorisation.of(neighbours, settings.identity_threshold).to_dict()
     stage(f"discriminator AUROC ({settings.folds} folds)")
-    discriminator = discriminator_auroc(
-        samples, windows, alphabet, settings.discriminator_k, settings.folds, settings.seed
-    )
-    metrics["discriminator_auroc"] = discriminator.auroc
-    metrics["discriminator"] = discriminator.to_dict()
+    metrics["discriminator_auroc"] = metrics["discriminator"] = None
+    distinct = {"samples": len(set(samples)), "reference windows": len(set(windows))}
+    too_few = [f"the {side} hold {n} distinct sequence" for side, n in distinct.items() if n < 2]
+    if too_few:
+        metrics["warnings"].append(
+            f"no discriminator AUROC: {' and '.join(too_few)}, and the cross-validation keeps "
+            "the copies of a sequence in one fold, so it needs 2 distinct ones a side"
+        )
+    else:
+        discriminator = discriminator_auroc(
+            samples, windows, alphabet, settings.discriminator_k, settings.folds, settings.seed
+        )
+        metrics["discriminator_auroc"] = discriminator.auroc
+        metrics["discriminator"] = discriminator.to_dict()
     if min(lengths) != max(lengths):
         metrics["warnings"].append(
             f"the samples differ in length ({min(lengths)}-{max(lengths)} bp) and the reference "
