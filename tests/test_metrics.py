@@ -29,7 +29,11 @@ from genodiff.metrics import (
     tile_windows,
 )
 from genodiff.metrics.composition import pooled_fraction
-from genodiff.metrics.discriminator import folds_keeping_copies_together, kmer_features
+from genodiff.metrics.discriminator import (
+    folds_keeping_groups_together,
+    kmer_features,
+    near_copy_groups,
+)
 from genodiff.metrics.report import markdown_table
 from genodiff.metrics.sequences import base_codes, evenly_spaced, reverse_complement_codes
 from genodiff.metrics.suite import QualitySettings, evaluate_samples, reference_windows
@@ -382,28 +386,49 @@ def test_discriminator_folds_follow_the_smaller_set():
         discriminator_auroc(random_dna(1, 100, seed=1), random_dna(10, 100, seed=2), DNA)
 
 
-def test_copies_of_a_sample_stay_in_one_fold_so_real_dna_in_copies_is_not_told_apart():
-    # Samples and reference from one law: 25 sequences, each drawn 4 times, against 100 distinct
-    # ones. A fold that held out a sample it had trained on scored its memory of that sample:
-    # the AUROC was 0.99 on such copies of real windows of the demo genome.
-    copies = [s for s in random_dna(25, 300, seed=7) for _ in range(4)]
+def mutated(seq: str, rate: float, rng: np.random.Generator) -> str:
+    """``seq`` with each base redrawn with probability ``rate``."""
+    bases = np.array(list(seq))
+    redrawn = rng.random(len(bases)) < rate
+    bases[redrawn] = rng.choice(list("ACGT"), size=int(redrawn.sum()))
+    return "".join(bases)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.01])
+def test_near_copies_of_a_sample_stay_in_one_fold_so_dna_of_one_law_is_not_told_apart(rate):
+    # Samples and reference from one law: 25 sequences, each drawn 4 times (exact copies, or
+    # differing in 1% of the bases), against 100 others. A fold that held out a sample whose
+    # near-copy it trained on scored its memory of it: 0.97 and 0.98 here.
+    rng = np.random.default_rng(7)
+    copies = [mutated(s, rate, rng) for s in random_dna(25, 300, seed=7) for _ in range(4)]
     results = [
         discriminator_auroc(copies, random_dna(100, 300, seed=8 + s), DNA, seed=s) for s in range(3)
     ]
     assert 0.3 < np.mean([r.auroc for r in results]) < 0.7
+    assert {(r.sample_groups, r.reference_groups) for r in results} == {(25, 100)}
 
 
-def test_folds_keep_copies_together_and_are_stratified_k_fold_without_copies():
+def test_near_copy_groups_link_sequences_sharing_enough_of_their_12mers():
+    rng = np.random.default_rng(11)
+    a, b, c = random_dna(3, 400, seed=11)
+    sequences = [a, b, mutated(a, 0.01, rng), c, a[:200] + b[200:], "ACGTAC", "ACGTAC", "ACGTAG"]
+    groups = near_copy_groups(sequences, DNA)
+    # a, its mutant, and the a|b chimera (sharing ~half the 12-mers of each) link a and b
+    assert len(set(groups[[0, 1, 2, 4]])) == 1
+    assert len({groups[0], groups[3], groups[5], groups[7]}) == 4  # c and short unequal ones apart
+    assert groups[5] == groups[6]  # equal sequences without any 12-mer still go together
+
+
+def test_folds_keep_groups_together_and_are_stratified_k_fold_without_groups():
     from sklearn.model_selection import StratifiedKFold
 
-    sequences = ["AC", "AC", "GT", "GT", "GT", "TT", "CA", "CC", "AC", "GG", "GA", "TA"]
-    labels = np.array([1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0])  # AC also once on the real side
-    for train, test in folds_keeping_copies_together(sequences, labels, 2, seed=0):
-        assert sorted([*train, *test]) == list(range(len(sequences)))
-        held_out = {(sequences[i], labels[i]) for i in test}
-        assert not held_out & {(sequences[i], labels[i]) for i in train}
-    distinct = random_dna(12, 20, seed=9)
-    ours = folds_keeping_copies_together(distinct, labels, 3, seed=5)
+    groups = np.array([0, 0, 1, 1, 1, 2, 3, 4, 0, 5, 6, 7])
+    labels = np.array([1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0])  # group 0 also once on the real side
+    for train, test in folds_keeping_groups_together(groups, labels, 2, seed=0):
+        assert sorted([*train, *test]) == list(range(len(groups)))
+        held_out = {(groups[i], labels[i]) for i in test}
+        assert not held_out & {(groups[i], labels[i]) for i in train}
+    ours = folds_keeping_groups_together(np.arange(12), labels, 3, seed=5)
     theirs = StratifiedKFold(3, shuffle=True, random_state=5).split(np.zeros((12, 1)), labels)
     for (train, test), (their_train, their_test) in zip(ours, theirs, strict=True):
         assert train.tolist() == their_train.tolist() and test.tolist() == their_test.tolist()
@@ -413,9 +438,9 @@ def test_samples_all_one_sequence_get_no_auroc_and_a_warning():
     reference = random_dna(40, 60, seed=10)
     metrics = evaluate_samples(["ACGTTGCA" * 8] * 5, reference, DNA).metrics
     assert metrics["discriminator_auroc"] is None and metrics["discriminator"] is None
-    assert any("the samples hold 1 distinct sequence" in w for w in metrics["warnings"])
+    assert any("got 1 among the samples" in w for w in metrics["warnings"])
     assert "| discriminator AUROC | - |" in markdown_table(metrics)
-    with pytest.raises(ValueError, match="at least 2 distinct"):
+    with pytest.raises(ValueError, match="at least 2 groups"):
         discriminator_auroc(["ACGTTGCA" * 8] * 5, reference, DNA)
 
 

@@ -36,6 +36,7 @@ from genodiff.metrics.discriminator import (
     DISCRIMINATOR_K,
     FOLDS,
     MIN_SAMPLES_FOR_AUROC,
+    TooFewGroupsError,
     discriminator_auroc,
 )
 from genodiff.metrics.diversity import (
@@ -245,17 +246,13 @@ def evaluate_samples(
         metrics["memorisation"] = Memorisation.of(neighbours, settings.identity_threshold).to_dict()
     stage(f"discriminator AUROC ({settings.folds} folds)")
     metrics["discriminator_auroc"] = metrics["discriminator"] = None
-    distinct = {"samples": len(set(samples)), "reference windows": len(set(windows))}
-    too_few = [f"the {side} hold {n} distinct sequence" for side, n in distinct.items() if n < 2]
-    if too_few:
-        metrics["warnings"].append(
-            f"no discriminator AUROC: {' and '.join(too_few)}, and the cross-validation keeps "
-            "the copies of a sequence in one fold, so it needs 2 distinct ones a side"
-        )
-    else:
+    try:
         discriminator = discriminator_auroc(
             samples, windows, alphabet, settings.discriminator_k, settings.folds, settings.seed
         )
+    except TooFewGroupsError as err:
+        metrics["warnings"].append(f"no discriminator AUROC: {err}")
+    else:
         metrics["discriminator_auroc"] = discriminator.auroc
         metrics["discriminator"] = discriminator.to_dict()
     if min(lengths) != max(lengths):
