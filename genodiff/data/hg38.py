@@ -1,8 +1,11 @@
 """hg38 windows from the Basenji BED splits, as Caduceus builds them.
 
 Matched reference: kuleshov-group/caduceus ``src/dataloaders/datasets/hg38_dataset.py``
-(``HG38Dataset`` + ``FastaInterval``; the HyenaDNA dataset is the same). For each BED row of
-the split, in file order:
+(``HG38Dataset`` + ``FastaInterval``). HyenaDNA's dataset of the same name
+(HazyResearch/hyena-dna, same path) reads the same files but differently: one item per BED
+row, its first ``max_length`` bases (a row shorter than ``max_length`` is extended on both
+sides, clipped at the chromosome ends and padded), and its tokenizer leaves lower-case bases
+``[UNK]``. For each BED row of the split, in file order:
 
 - the row is extended to ``2**20`` bp: ``end = start + 2**20`` (the BED ``end`` is ignored);
 - it is tiled into ``2**20 // max_length`` windows ``[start + i*L, start + (i+1)*L)``
