@@ -251,7 +251,10 @@ def evaluate_samples(
             samples, windows, alphabet, settings.discriminator_k, settings.folds, settings.seed
         )
     except TooFewGroupsError as err:
-        metrics["warnings"].append(f"no discriminator AUROC: {err}")
+        metrics["warnings"].append(
+            f"no discriminator AUROC: {err}; such sequences are near-copies of one another "
+            "(pairwise_kmer_distance and duplicate_rate say how close)"
+        )
     else:
         metrics["discriminator_auroc"] = discriminator.auroc
         metrics["discriminator"] = discriminator.to_dict()
