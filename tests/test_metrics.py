@@ -29,9 +29,14 @@ from genodiff.metrics import (
     tile_windows,
 )
 from genodiff.metrics.composition import pooled_fraction
-from genodiff.metrics.discriminator import kmer_features
+from genodiff.metrics.discriminator import (
+    folds_keeping_groups_together,
+    kmer_features,
+    near_copy_groups,
+)
+from genodiff.metrics.report import markdown_table
 from genodiff.metrics.sequences import base_codes, evenly_spaced, reverse_complement_codes
-from genodiff.metrics.suite import QualitySettings, reference_windows
+from genodiff.metrics.suite import QualitySettings, evaluate_samples, reference_windows
 
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
 DNA = DNADomain.alphabet  # the letters DNA samples are made of
@@ -178,6 +183,51 @@ def test_low_complexity_bases_by_hand():
     assert low_complexity_bases("A" * 30 + "N" + "A" * 33, DNA) == 63
     masked = pooled_fraction(["A" * 64, de_bruijn_triplets()], DNA, low_complexity_bases)
     assert masked == pytest.approx(64 / 130)
+
+
+def sliding_dust(seq: str, window: int) -> list[float]:
+    """DUST scores by a sliding count: a dict of triplet counts updated one base at a time."""
+    triplets = [
+        seq[i : i + 3] if set(seq[i : i + 3]) <= set("ACGT") else None for i in range(len(seq) - 2)
+    ]
+    per_window = min(window, len(seq)) - 2
+    counts: dict[str, int] = {}
+    scores = []
+    for end, triplet in enumerate(triplets):
+        if triplet is not None:
+            counts[triplet] = counts.get(triplet, 0) + 1
+        if end >= per_window:
+            leaving = triplets[end - per_window]
+            if leaving is not None:
+                counts[leaving] -= 1
+        if end >= per_window - 1:
+            total = sum(counts.values())
+            pairs = sum(c * (c - 1) // 2 for c in counts.values())
+            scores.append(pairs / (total - 1) if total > 1 else 0.0)
+    return scores
+
+
+def test_dust_scores_of_a_long_sequence_scored_in_blocks_match_a_sliding_count(monkeypatch):
+    rng = np.random.default_rng(3)
+    pieces = ["".join(rng.choice(list("ACGT"), size=90)), "N" * 5, "AC" * 40, "T" * 30]
+    seq = "".join(pieces) + "".join(rng.choice(list("ACGTN"), size=200))
+    monkeypatch.setattr("genodiff.metrics.composition.DUST_BLOCK", 7)  # many block edges
+    assert dust_scores(seq, DNA) == pytest.approx(sliding_dust(seq, 64))
+    assert dust_scores(seq[:40], DNA) == pytest.approx(sliding_dust(seq[:40], 64))
+
+
+def test_dust_memory_does_not_grow_with_the_triplet_alphabet_times_the_length():
+    """A 1-Mb sample (semi-autoregressive sampling draws any length) took 1.6 GB: a count of
+    every triplet kind at every position. Now the windows are counted a block at a time."""
+    import tracemalloc
+
+    seq = random_dna(1, 1_000_000, seed=4)[0]
+    tracemalloc.start()
+    masked = low_complexity_bases(seq, DNA)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert 0 <= masked < len(seq)
+    assert peak < 200 * len(seq)  # bytes: a few arrays of the sequence's length, not 64 of them
 
 
 def test_distribution_comparison_by_hand():
@@ -334,6 +384,64 @@ def test_discriminator_folds_follow_the_smaller_set():
     assert result.folds == 3 and len(result.fold_aurocs) == 3
     with pytest.raises(ValueError, match="at least 2"):
         discriminator_auroc(random_dna(1, 100, seed=1), random_dna(10, 100, seed=2), DNA)
+
+
+def mutated(seq: str, rate: float, rng: np.random.Generator) -> str:
+    """``seq`` with each base redrawn with probability ``rate``."""
+    bases = np.array(list(seq))
+    redrawn = rng.random(len(bases)) < rate
+    bases[redrawn] = rng.choice(list("ACGT"), size=int(redrawn.sum()))
+    return "".join(bases)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.01])
+def test_near_copies_of_a_sample_stay_in_one_fold_so_dna_of_one_law_is_not_told_apart(rate):
+    # Samples and reference from one law: 25 sequences, each drawn 4 times (exact copies, or
+    # differing in 1% of the bases), against 100 others. A fold that held out a sample whose
+    # near-copy it trained on scored its memory of it: 0.97 and 0.98 here.
+    rng = np.random.default_rng(7)
+    copies = [mutated(s, rate, rng) for s in random_dna(25, 300, seed=7) for _ in range(4)]
+    results = [
+        discriminator_auroc(copies, random_dna(100, 300, seed=8 + s), DNA, seed=s) for s in range(3)
+    ]
+    assert 0.3 < np.mean([r.auroc for r in results]) < 0.7
+    assert {(r.sample_groups, r.reference_groups) for r in results} == {(25, 100)}
+
+
+def test_near_copy_groups_link_sequences_sharing_enough_of_their_12mers():
+    rng = np.random.default_rng(11)
+    a, b, c = random_dna(3, 400, seed=11)
+    sequences = [a, b, mutated(a, 0.01, rng), c, a[:200] + b[200:], "ACGTAC", "ACGTAC", "ACGTAG"]
+    groups = near_copy_groups(sequences, DNA)
+    # a, its mutant, and the a|b chimera (sharing ~half the 12-mers of each) link a and b
+    assert len(set(groups[[0, 1, 2, 4]])) == 1
+    assert len({groups[0], groups[3], groups[5], groups[7]}) == 4  # c and short unequal ones apart
+    assert groups[5] == groups[6]  # equal sequences without any 12-mer still go together
+
+
+def test_folds_keep_groups_together_and_are_stratified_k_fold_without_groups():
+    from sklearn.model_selection import StratifiedKFold
+
+    groups = np.array([0, 0, 1, 1, 1, 2, 3, 4, 0, 5, 6, 7])
+    labels = np.array([1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0])  # group 0 also once on the real side
+    for train, test in folds_keeping_groups_together(groups, labels, 2, seed=0):
+        assert sorted([*train, *test]) == list(range(len(groups)))
+        held_out = {(groups[i], labels[i]) for i in test}
+        assert not held_out & {(groups[i], labels[i]) for i in train}
+    ours = folds_keeping_groups_together(np.arange(12), labels, 3, seed=5)
+    theirs = StratifiedKFold(3, shuffle=True, random_state=5).split(np.zeros((12, 1)), labels)
+    for (train, test), (their_train, their_test) in zip(ours, theirs, strict=True):
+        assert train.tolist() == their_train.tolist() and test.tolist() == their_test.tolist()
+
+
+def test_samples_all_one_sequence_get_no_auroc_and_a_warning():
+    reference = random_dna(40, 60, seed=10)
+    metrics = evaluate_samples(["ACGTTGCA" * 8] * 5, reference, DNA).metrics
+    assert metrics["discriminator_auroc"] is None and metrics["discriminator"] is None
+    assert any("got 1 among the samples" in w for w in metrics["warnings"])
+    assert "| discriminator AUROC | - |" in markdown_table(metrics)
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        discriminator_auroc(["ACGTTGCA" * 8] * 5, reference, DNA)
 
 
 def test_discriminator_fits_on_one_blas_thread(monkeypatch):

@@ -1,8 +1,11 @@
 """hg38 windows from the Basenji BED splits, as Caduceus builds them.
 
 Matched reference: kuleshov-group/caduceus ``src/dataloaders/datasets/hg38_dataset.py``
-(``HG38Dataset`` + ``FastaInterval``; the HyenaDNA dataset is the same). For each BED row of
-the split, in file order:
+(``HG38Dataset`` + ``FastaInterval``). HyenaDNA's dataset of the same name
+(HazyResearch/hyena-dna, same path) reads the same files but differently: one item per BED
+row, its first ``max_length`` bases (a row shorter than ``max_length`` is extended on both
+sides, clipped at the chromosome ends and padded), and its tokenizer leaves lower-case bases
+``[UNK]``. For each BED row of the split, in file order:
 
 - the row is extended to ``2**20`` bp: ``end = start + 2**20`` (the BED ``end`` is ignored);
 - it is tiled into ``2**20 // max_length`` windows ``[start + i*L, start + (i+1)*L)``
@@ -12,12 +15,33 @@ the split, in file order:
   window of a row that overflows lands on that same last window, so duplicates are kept.
 
 Item ``i`` is window ``i % shifts`` of row ``i // shifts``. Same N policy as the reference
-(N -> ``[PAD]``, no window is dropped). Differences, on purpose: ``add_eos`` keeps the item
-length at ``max_length`` (``max_length - 1`` bases + ``[SEP]``; the reference appends
-``[SEP]`` and then cuts one token for next-token targets), reverse-complement augmentation is
-applied only to the train split (the reference applies ``rc_aug`` to every split) with
-reproducible coins, and a chromosome shorter than ``max_length`` is an error (the reference
-would produce a negative start).
+(N -> ``[PAD]``, no window is dropped); lower-case (soft-masked) bases are bases in both (the
+reference's ``CaduceusTokenizer._tokenize``, ``caduceus/tokenization_caduceus.py``, upper-cases
+them), and no ``[BOS]`` or ``[CLS]`` is added in either. Since every row is extended to
+``2**20`` bp, the 34,021 train rows alone span about 35.7 Gb of windows over a genome of
+3.1 Gb: windows repeat (two rows less than ``2**20`` bp apart whose starts differ by a
+multiple of ``max_length`` share windows), and a row's windows run over the bases of the rows
+within ``2**20`` bp after it, whatever split those belong to, so valid and test windows can
+hold bases that train windows hold too. This is the reference's data (its issue #69 asks
+about these overlaps), kept so that numbers stay comparable with the papers'.
+
+Differences, on purpose:
+
+- ``add_eos`` keeps the item length at ``max_length`` (``max_length - 1`` bases +
+  ``[SEP]``). The reference appends ``[SEP]`` to the ``max_length`` bases and its next-token
+  items are ``data = seq[:-1]``, ``target = seq[1:]`` (``HG38Dataset.__getitem__``; its hg38
+  configs set ``add_eos: true``): bases 2..L and ``[SEP]`` are predicted, the first base never.
+  genodiff's AR objective reads ``[BOS]`` and the window instead and predicts every token of
+  it (``genodiff/objectives/ar.py``), the tokens a diffusion model scores. The reference's MLM
+  items drop the ``[SEP]`` (``src/dataloaders/utils/mlm.py``), as the default
+  ``add_eos=False`` item has none.
+- The IUPAC ambiguity codes (R, Y, ...) become ``[PAD]`` like N (``DNATokenizer``); the
+  reference's tokenizer maps every character other than A/C/G/T/N to ``[UNK]``, which its
+  loss scores (``ignore_index: 4``, ``[PAD]`` only: ``configs/pipeline/hg38.yaml``).
+- Reverse-complement augmentation is applied only to the train split (the reference applies
+  ``rc_aug`` to every split) with reproducible coins.
+- A chromosome shorter than ``max_length`` is an error (the reference would produce a
+  negative start).
 """
 
 from __future__ import annotations

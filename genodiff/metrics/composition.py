@@ -33,6 +33,7 @@ from genodiff.metrics.sequences import base_codes, letter_code
 MIN_HOMOPOLYMER = 6
 DUST_WINDOW = 64
 DUST_LEVEL = 20
+DUST_BLOCK = 1 << 14  # windows scored at a time (bounds the (windows, N^3) counts)
 
 
 def gc_content(seq: str, alphabet: str) -> float:
@@ -70,11 +71,24 @@ def homopolymer_bases(seq: str, alphabet: str, min_run: int = MIN_HOMOPOLYMER) -
 def dust_scores(seq: str, alphabet: str, window: int = DUST_WINDOW) -> np.ndarray:
     """DUST score of every ``window``-base window of ``seq`` (one per start position; the whole
     sequence when it is shorter). Triplets holding a character outside ``alphabet`` are not
-    counted."""
+    counted. Scored ``DUST_BLOCK`` windows at a time, so memory stays bounded on a long
+    sequence."""
     triplets = kmer_indices(base_codes(seq, alphabet), 3, len(alphabet))
     if triplets.size == 0:
         return np.zeros(0)
     per_window = min(window, len(seq)) - 2  # triplets lying inside one window
+    windows = triplets.size - per_window + 1
+    return np.concatenate(
+        [
+            _dust_block(triplets[first : first + DUST_BLOCK + per_window - 1], per_window, alphabet)
+            for first in range(0, windows, DUST_BLOCK)
+        ]
+    )
+
+
+def _dust_block(triplets: np.ndarray, per_window: int, alphabet: str) -> np.ndarray:
+    """DUST scores of the windows of ``per_window`` consecutive triplets lying inside
+    ``triplets`` (-1: not counted), one per start."""
     one_hot = np.zeros((triplets.size + 1, len(alphabet) ** 3), dtype=np.int32)
     valid = triplets >= 0
     one_hot[1:][valid, triplets[valid]] = 1

@@ -118,8 +118,12 @@ def markdown_table(metrics: dict[str, Any]) -> str:
     d = m["discriminator"]
     rows.append(
         (
-            f"discriminator AUROC ({d['folds']}-fold, k-mers up to {d['k']})",
-            f"{d['auroc']:.3f} +- {d['auroc_sd']:.3f} ({d['auroc_min']:.3f}-{d['auroc_max']:.3f})",
+            "discriminator AUROC"
+            + ("" if d is None else f" ({d['folds']}-fold, k-mers up to {d['k']})"),
+            "-"
+            if d is None
+            else f"{d['auroc']:.3f} +- {d['auroc_sd']:.3f} "
+            f"({d['auroc_min']:.3f}-{d['auroc_max']:.3f})",
             "",
             "0.5 = indistinguishable from the reference, 1 = always told apart",
         )

@@ -36,6 +36,7 @@ from genodiff.metrics.discriminator import (
     DISCRIMINATOR_K,
     FOLDS,
     MIN_SAMPLES_FOR_AUROC,
+    TooFewGroupsError,
     discriminator_auroc,
 )
 from genodiff.metrics.diversity import (
@@ -244,11 +245,19 @@ def evaluate_samples(
         metrics["train"] = {**_set_summary(train, alphabet), "records": len(train)}
         metrics["memorisation"] = Memorisation.of(neighbours, settings.identity_threshold).to_dict()
     stage(f"discriminator AUROC ({settings.folds} folds)")
-    discriminator = discriminator_auroc(
-        samples, windows, alphabet, settings.discriminator_k, settings.folds, settings.seed
-    )
-    metrics["discriminator_auroc"] = discriminator.auroc
-    metrics["discriminator"] = discriminator.to_dict()
+    metrics["discriminator_auroc"] = metrics["discriminator"] = None
+    try:
+        discriminator = discriminator_auroc(
+            samples, windows, alphabet, settings.discriminator_k, settings.folds, settings.seed
+        )
+    except TooFewGroupsError as err:
+        metrics["warnings"].append(
+            f"no discriminator AUROC: {err}; such sequences are near-copies of one another "
+            "(pairwise_kmer_distance and duplicate_rate say how close)"
+        )
+    else:
+        metrics["discriminator_auroc"] = discriminator.auroc
+        metrics["discriminator"] = discriminator.to_dict()
     if min(lengths) != max(lengths):
         metrics["warnings"].append(
             f"the samples differ in length ({min(lengths)}-{max(lengths)} bp) and the reference "
