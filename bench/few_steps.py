@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         name, _, checkpoint = spec.partition("=")
         for steps in args.steps:
             metrics = cell(name, checkpoint, steps, args)
-            discriminator = metrics["discriminator"]
+            # None when a side is near-copies of one sequence (genodiff/metrics/suite.py)
+            discriminator = metrics["discriminator"] or {"auroc": None, "auroc_sd": None}
             rows.append(
                 {
                     "model": name,
@@ -93,10 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        lines.append(
-            f"| {r['model']} | {r['steps']} | {r['js3']:.4f} | {r['js6']:.4f} "
-            f"| {r['auroc']:.3f} +- {r['auroc_sd']:.3f} |"
-        )
+        auroc = "-" if r["auroc"] is None else f"{r['auroc']:.3f} +- {r['auroc_sd']:.3f}"
+        lines.append(f"| {r['model']} | {r['steps']} | {r['js3']:.4f} | {r['js6']:.4f} | {auroc} |")
     floor, spread = rows[0]["real_vs_real_js6"], rows[0]["real_vs_real_js6_sd"]
     table = "\n".join(lines) + (
         f"\n\nReal vs real 6-mer JS (the sampling floor: as many held-out real windows as "

@@ -86,7 +86,7 @@ def row(name: str, metrics: dict, seconds: float) -> str:
         f"{metrics['low_complexity_fraction']['samples']:.3f}",
         f"{metrics['pairwise_kmer_distance']['samples']:.3f}",
         "-" if mem["max_identity"] is None else f"{mem['max_identity']:.3f} ({mem['flagged']})",
-        f"{d['auroc']:.3f} +- {d['auroc_sd']:.3f}",
+        "-" if d is None else f"{d['auroc']:.3f} +- {d['auroc_sd']:.3f}",  # None: too few groups
     ]
     if "generative_perplexity" in metrics:
         cells.append(f"{metrics['generative_perplexity']['samples']['gen_ppl']:.4f}")

@@ -183,6 +183,7 @@ def realism_section(metrics: dict[str, Any], num_samples: int, seed: int, label:
         for k in js
     )
     gc, auroc = metrics["gc_content"], metrics["discriminator_auroc"]
+    auroc = "-" if auroc is None else f"{auroc:.3f}"  # None: samples near-copies of one another
     what = "the test split" if label is None else f"the test windows of {label}"
     drawn = f"{num_samples} samples" + ("" if label is None else f" with label={label}")
     return f"""## Sample realism ({drawn}, seed {seed}, against {what})
@@ -191,7 +192,7 @@ def realism_section(metrics: dict[str, Any], num_samples: int, seed: int, label:
 |---|---|---|
 {kmers}
 | GC content | {gc["samples_mean"]:.3f} | {gc["reference_mean"]:.3f} |
-| discriminator AUROC (0.5: no better than chance at telling them apart) | {auroc:.3f} | 0.5 |
+| discriminator AUROC (0.5: no better than chance at telling them apart) | {auroc} | 0.5 |
 """
 
 

@@ -316,3 +316,29 @@ def test_ship_model_card_gives_a_conditional_models_bound_with_and_without_its_l
     unconditional = dataclasses.replace(result, classes=None)
     (plain,) = rows("chr22", unconditional)
     assert plain[0] == "| chr22" and plain[4].startswith(f"{result.nelbo:.4f} +- ")
+
+
+def test_the_bench_tables_print_a_dash_for_samples_too_alike_for_an_auroc(monkeypatch):
+    # genodiff/metrics/suite.py gives no discriminator AUROC (None) when a side's sequences are
+    # near-copies of one another; the card and the tables print "-", not a TypeError.
+    js = {"3": 0.01, "6": 0.02}
+    metrics = {
+        "kmer_js": js,
+        "kmer_js_real_vs_real": js,
+        "kmer_js_real_vs_real_sd": js,
+        "gc_content": {"samples_mean": 0.4, "reference_mean": 0.41},
+        "discriminator_auroc": None,
+    }
+    card = load_bench_script("ship_model").realism_section(metrics, 8, 0, None)
+    assert "| discriminator AUROC (0.5: no better than chance at telling them apart) | - |" in card
+    quality = {
+        "kmer_js": {"1": 0.0, "2": 0.0, "4": 0.0, "6": 0.0},
+        "gc_content": {"samples_sd": 0.01, "wasserstein": 0.01},
+        "cpg_oe": {"samples_mean": 0.2},
+        "low_complexity_fraction": {"samples": 0.0},
+        "pairwise_kmer_distance": {"samples": 0.9},
+        "memorisation": {"max_identity": None},
+        "discriminator": None,
+    }
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # sample_quality imports its neighbours
+    assert load_bench_script("sample_quality").row("m", quality, 1.0).endswith("| - | 1 |")
