@@ -223,8 +223,12 @@ class Caduceus(LMBackboneBase):
 
     # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
     config_ranges = {"norm_epsilon": ">0"}
-    # ssm_cfg holds the keyword arguments of each direction's Mamba mixer.
-    config_mappings = {"ssm_cfg": Keywords(Mamba, exclude=("d_model", "layer_idx"))}
+    # ssm_cfg holds the keyword arguments of each direction's Mamba mixer, initializer_cfg
+    # those of the weight initialisation.
+    config_mappings = {
+        "ssm_cfg": Keywords(Mamba, exclude=("d_model", "layer_idx")),
+        "initializer_cfg": Keywords(init_mamba_weights, exclude=("model", "n_layer")),
+    }
 
     def __init__(
         self,

@@ -107,11 +107,13 @@ class MambaLM(LMBackboneBase):
 
     # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
     config_ranges = {"norm_epsilon": ">0"}
-    # ssm_cfg holds the Mamba mixer's keyword arguments, and mamba_ssm's "layer" (Mamba1 only).
+    # ssm_cfg holds the Mamba mixer's keyword arguments, and mamba_ssm's "layer" (Mamba1 only);
+    # initializer_cfg those of the weight initialisation.
     config_mappings = {
         "ssm_cfg": Keywords(
             Mamba, exclude=("d_model", "layer_idx"), extra={"layer": Literal["Mamba1"]}
-        )
+        ),
+        "initializer_cfg": Keywords(init_mamba_weights, exclude=("model", "n_layer")),
     }
 
     def __init__(
