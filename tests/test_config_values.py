@@ -103,6 +103,16 @@ BAD_VALUES = [
         "did you mean 'model.initializer_cfg.initializer_range'",
     ),
     (
+        "model.initializer_cfg.n_residuals_per_layer=0",
+        "model.initializer_cfg.n_residuals_per_layer",
+        "at least 1",
+    ),
+    (
+        "model.initializer_cfg.initializer_range=-0.02",
+        "model.initializer_cfg.initializer_range",
+        "at least 0",
+    ),
+    (
         "model.initializer_cfg.rescale_prenorm_residual=maybe",
         "model.initializer_cfg.rescale_prenorm_residual",
         "expected true or false",

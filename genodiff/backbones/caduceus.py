@@ -38,7 +38,14 @@ from genodiff.backbones.layout import (
     conditioning_fields,
     pick,
 )
-from genodiff.backbones.mamba import Block, Mamba, init_mamba_weights, mix_directions, one_pass
+from genodiff.backbones.mamba import (
+    INIT_MAMBA_RANGES,
+    Block,
+    Mamba,
+    init_mamba_weights,
+    mix_directions,
+    one_pass,
+)
 from genodiff.backbones.rcps import (
     RCPSAddNormWrapper,
     RCPSBlock,
@@ -227,7 +234,9 @@ class Caduceus(LMBackboneBase):
     # those of the weight initialisation.
     config_mappings = {
         "ssm_cfg": Keywords(Mamba, exclude=("d_model", "layer_idx")),
-        "initializer_cfg": Keywords(init_mamba_weights, exclude=("model", "n_layer")),
+        "initializer_cfg": Keywords(
+            init_mamba_weights, exclude=("model", "n_layer"), ranges=INIT_MAMBA_RANGES
+        ),
     }
 
     def __init__(

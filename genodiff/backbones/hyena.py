@@ -394,7 +394,9 @@ class HyenaDNA(LMBackboneBase):
         "layer": Keywords(
             HyenaOperator, exclude=("d_model",), extra={"_name_": str, "local_order": int}
         ),
-        "initializer_cfg": Keywords(init_hyena_weights, exclude=("model",)),
+        "initializer_cfg": Keywords(
+            init_hyena_weights, exclude=("model",), ranges={"initializer_range": ">=0"}
+        ),
     }
 
     def __init__(

@@ -24,7 +24,7 @@ from genodiff.backbones.layout import (
     conditioning_fields,
     pick,
 )
-from genodiff.backbones.mamba import Block, Mamba, init_mamba_weights
+from genodiff.backbones.mamba import INIT_MAMBA_RANGES, Block, Mamba, init_mamba_weights
 from genodiff.conditioning import add_label, label_embedding_for
 from genodiff.config_values import Keywords
 from genodiff.errors import InputValueError
@@ -113,7 +113,9 @@ class MambaLM(LMBackboneBase):
         "ssm_cfg": Keywords(
             Mamba, exclude=("d_model", "layer_idx"), extra={"layer": Literal["Mamba1"]}
         ),
-        "initializer_cfg": Keywords(init_mamba_weights, exclude=("model", "n_layer")),
+        "initializer_cfg": Keywords(
+            init_mamba_weights, exclude=("model", "n_layer"), ranges=INIT_MAMBA_RANGES
+        ),
     }
 
     def __init__(
