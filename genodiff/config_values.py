@@ -100,11 +100,14 @@ def _number(x: float) -> str:
 class Keywords:
     """Declares a mapping argument whose keys are the keyword arguments of ``target`` (a
     class: those of its ``__init__``) less ``exclude`` (the ones the owner passes itself),
-    plus ``extra`` ``{key: annotation}`` (keys the owner reads before calling ``target``)."""
+    plus ``extra`` ``{key: annotation}`` (keys the owner reads before calling ``target``).
+    ``ranges`` ``{key: spec}`` are those of a function ``target`` (a class declares its own
+    ``config_ranges``)."""
 
     target: Callable[..., Any]
     exclude: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    ranges: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -242,7 +245,9 @@ def _ranged_keys(cls: type) -> dict[str, Key]:
 
 def keywords_spec(keywords: Keywords) -> Spec:
     target = keywords.target
-    spec = class_spec(target) if isinstance(target, type) else callable_spec(target)
+    spec = (
+        class_spec(target) if isinstance(target, type) else callable_spec(target, keywords.ranges)
+    )
     keys = {k: v for k, v in spec.keys.items() if k not in keywords.exclude}
     keys.update({k: Key(annotation=a) for k, a in keywords.extra.items()})
     return Spec(keys)

@@ -97,6 +97,26 @@ BAD_VALUES = [
     ("model.ssm_cfg.d_stat=3", "model.ssm_cfg.d_stat", "Valid keys here: bias, conv_bias"),
     ("model.ssm_cfg.d_state=0", "model.ssm_cfg.d_state", "at least 1"),
     ("model.ssm_cfg.expand=two", "model.ssm_cfg.expand", "expected an integer"),
+    (
+        "model.initializer_cfg.initalizer_range=0.1",
+        "model.initializer_cfg.initalizer_range",
+        "did you mean 'model.initializer_cfg.initializer_range'",
+    ),
+    (
+        "model.initializer_cfg.n_residuals_per_layer=0",
+        "model.initializer_cfg.n_residuals_per_layer",
+        "at least 1",
+    ),
+    (
+        "model.initializer_cfg.initializer_range=-0.02",
+        "model.initializer_cfg.initializer_range",
+        "at least 0",
+    ),
+    (
+        "model.initializer_cfg.rescale_prenorm_residual=maybe",
+        "model.initializer_cfg.rescale_prenorm_residual",
+        "expected true or false",
+    ),
     ("model.vocab_size=4", "model.vocab_size", "smaller than the dna tokenizer's 12 ids"),
 ]
 
@@ -123,6 +143,14 @@ def test_the_error_starts_with_the_key_and_says_what_to_do(capsys, tmp_path):
         "genodiff train: error: ema.decay: 2 is out of range; set a value in [0, 1] "
         "(0 turns the average off)"
     )
+
+
+@pytest.mark.parametrize("model", ["hyena", "mamba"])
+def test_causal_backbones_check_their_initializer_cfg_keys(capsys, tmp_path, model):
+    override = "model.initializer_cfg.n_residual=2"
+    code, err = train(capsys, tmp_path / "out", "objective=ar", f"model={model}", override)
+    assert code == 2 and "unknown config key 'model.initializer_cfg.n_residual'" in error_line(err)
+    assert not (tmp_path / "out").exists()
 
 
 def test_hyena_layer_keys_are_checked(capsys, tmp_path):

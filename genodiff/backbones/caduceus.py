@@ -38,7 +38,14 @@ from genodiff.backbones.layout import (
     conditioning_fields,
     pick,
 )
-from genodiff.backbones.mamba import Block, Mamba, init_mamba_weights, mix_directions, one_pass
+from genodiff.backbones.mamba import (
+    INIT_MAMBA_RANGES,
+    Block,
+    Mamba,
+    init_mamba_weights,
+    mix_directions,
+    one_pass,
+)
 from genodiff.backbones.rcps import (
     RCPSAddNormWrapper,
     RCPSBlock,
@@ -223,8 +230,14 @@ class Caduceus(LMBackboneBase):
 
     # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
     config_ranges = {"norm_epsilon": ">0"}
-    # ssm_cfg holds the keyword arguments of each direction's Mamba mixer.
-    config_mappings = {"ssm_cfg": Keywords(Mamba, exclude=("d_model", "layer_idx"))}
+    # ssm_cfg holds the keyword arguments of each direction's Mamba mixer, initializer_cfg
+    # those of the weight initialisation.
+    config_mappings = {
+        "ssm_cfg": Keywords(Mamba, exclude=("d_model", "layer_idx")),
+        "initializer_cfg": Keywords(
+            init_mamba_weights, exclude=("model", "n_layer"), ranges=INIT_MAMBA_RANGES
+        ),
+    }
 
     def __init__(
         self,

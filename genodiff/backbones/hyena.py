@@ -347,6 +347,27 @@ class LMBackbone(nn.Module):
         return self.ln_f(residual.to(self.ln_f.weight.dtype))  # (B, L, d)
 
 
+@torch.no_grad()
+def init_hyena_weights(
+    model: nn.Module, initializer_range: float = 0.02, rescale_prenorm_residual: bool = True
+) -> None:
+    """HyenaDNA's ``_init_weights`` (``initializer_cfg``; GPT-2): every Linear (filter FFN
+    included) and every embedding of ``model`` N(0, initializer_range), Linear biases zero; the
+    out_proj and fc2 weights of each block in ``model.backbone.layers``
+    N(0, initializer_range / sqrt(2 n_layer)). Convs, norms, Sin and filter bias keep theirs."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=initializer_range)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+    if rescale_prenorm_residual:
+        blocks = model.backbone.layers
+        std = initializer_range / math.sqrt(2 * len(blocks))
+        for block in blocks:
+            nn.init.normal_(block.mixer.out_proj.weight, std=std)
+            nn.init.normal_(block.mlp.fc2.weight, std=std)
+
+
 @register_backbone("hyena")
 class HyenaDNA(LMBackboneBase):
     """HyenaDNA backbone + tied LM head. Arguments use the upstream config field names.
@@ -367,11 +388,15 @@ class HyenaDNA(LMBackboneBase):
         "embed_dropout": "[0, 1)",
         "layer_norm_epsilon": ">0",
     }
-    # layer holds the Hyena operator's keyword arguments (and upstream's unused _name_).
+    # layer holds the Hyena operator's keyword arguments (and upstream's unused _name_),
+    # initializer_cfg those of the weight initialisation.
     config_mappings = {
         "layer": Keywords(
             HyenaOperator, exclude=("d_model",), extra={"_name_": str, "local_order": int}
-        )
+        ),
+        "initializer_cfg": Keywords(
+            init_hyena_weights, exclude=("model",), ranges={"initializer_range": ">=0"}
+        ),
     }
 
     def __init__(
@@ -416,25 +441,7 @@ class HyenaDNA(LMBackboneBase):
             max_length=self.backbone.layers[0].mixer.l_max,  # every layer's filter is as long
             max_length_key="layer.l_max",
         )
-        self._init_weights(**(initializer_cfg or {}))
-
-    @torch.no_grad()
-    def _init_weights(
-        self, initializer_range: float = 0.02, rescale_prenorm_residual: bool = True
-    ) -> None:
-        """As upstream (GPT-2): every Linear (filter FFN included) and the embedding
-        N(0, initializer_range), Linear biases zero; out_proj and fc2 weights
-        N(0, initializer_range / sqrt(2 n_layer)). Convs, norms, Sin and filter bias keep theirs."""
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=initializer_range)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
-        if rescale_prenorm_residual:
-            std = initializer_range / math.sqrt(2 * self.n_layer)
-            for block in self.backbone.layers:
-                nn.init.normal_(block.mixer.out_proj.weight, std=std)
-                nn.init.normal_(block.mlp.fc2.weight, std=std)
+        init_hyena_weights(self, **(initializer_cfg or {}))
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head tied to the embedding: (B, L, d) -> (B, L, vocab_size); causal."""

@@ -348,6 +348,10 @@ class Block(nn.Module):
         return self.mixer(hidden_states), residual
 
 
+#: Ranges of ``init_mamba_weights``' keywords, a backbone's ``initializer_cfg`` keys.
+INIT_MAMBA_RANGES = {"initializer_range": ">=0", "n_residuals_per_layer": ">=1"}
+
+
 @torch.no_grad()
 def init_mamba_weights(
     model: nn.Module,

@@ -24,7 +24,7 @@ from genodiff.backbones.layout import (
     conditioning_fields,
     pick,
 )
-from genodiff.backbones.mamba import Block, Mamba, init_mamba_weights
+from genodiff.backbones.mamba import INIT_MAMBA_RANGES, Block, Mamba, init_mamba_weights
 from genodiff.conditioning import add_label, label_embedding_for
 from genodiff.config_values import Keywords
 from genodiff.errors import InputValueError
@@ -107,11 +107,15 @@ class MambaLM(LMBackboneBase):
 
     # Checked when a config is loaded (genodiff.config_values); d_model, n_layer, ... on the base.
     config_ranges = {"norm_epsilon": ">0"}
-    # ssm_cfg holds the Mamba mixer's keyword arguments, and mamba_ssm's "layer" (Mamba1 only).
+    # ssm_cfg holds the Mamba mixer's keyword arguments, and mamba_ssm's "layer" (Mamba1 only);
+    # initializer_cfg those of the weight initialisation.
     config_mappings = {
         "ssm_cfg": Keywords(
             Mamba, exclude=("d_model", "layer_idx"), extra={"layer": Literal["Mamba1"]}
-        )
+        ),
+        "initializer_cfg": Keywords(
+            init_mamba_weights, exclude=("model", "n_layer"), ranges=INIT_MAMBA_RANGES
+        ),
     }
 
     def __init__(
