@@ -14,6 +14,7 @@ import torch
 
 import genodiff
 from genodiff import cli
+from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY
 from genodiff.classifiers import load_classifier
 from genodiff.classifiers.noise import inputs_at_time
 from genodiff.errors import InputFileNotFoundError, InputValueError
@@ -229,6 +230,31 @@ def test_the_loader_refuses_missing_damaged_generator_and_wrong_kind_checkpoints
         load_classifier(generator)
     with pytest.raises(InputValueError, match="is a noisy classifier; causal is needed"):
         load_classifier(good, kind="causal")
+
+
+@pytest.mark.parametrize(
+    "entry, value",
+    [
+        ("kind", None),
+        ("model", None),
+        ("class_names", [0, 1]),
+        ("generator_objective", None),
+    ],
+)
+def test_an_edited_classifier_record_is_one_line_naming_the_entry(
+    noisy_run, tmp_path, entry, value
+):
+    out, _ = noisy_run
+    content = torch.load(out / "checkpoints" / "last.ckpt", weights_only=False)
+    record = content[CLASSIFIER_RECORD_KEY]
+    if value is None:
+        del record[entry]
+    else:
+        record[entry] = value
+    edited = tmp_path / "edited.ckpt"
+    torch.save(content, edited)
+    with pytest.raises(InputValueError, match=f"no valid {entry}; the checkpoint was edited"):
+        load_classifier(edited, generator_objective="mdlm")
 
 
 def test_a_classifier_is_not_taken_for_a_generator(noisy_run, tmp_path, capsys):

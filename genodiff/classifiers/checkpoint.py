@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY
 from genodiff.checkpoints.load import CLASSIFIER, CLASSIFIER_WEIGHTS_PREFIX, open_checkpoint
 from genodiff.checkpoints.weights import load_weights
 from genodiff.classifiers.guide import ClassifierGuide
@@ -44,6 +45,30 @@ def classifier_record(
     }
 
 
+#: The entries of a classifier record that ``load_classifier`` reads, and their types.
+RECORD_TYPES = {"kind": str, "class_names": list, "model": dict, "pooling": str}
+
+
+def check_record(record: dict[str, Any], source: str | Path) -> None:
+    """One-line InputValueError naming the entries of a classifier record (``classifier_record``)
+    that are missing or of the wrong type (an edited or damaged checkpoint): the class names
+    must be strings, and a noisy classifier's generator objective must name its objective."""
+    bad = [key for key, kind in RECORD_TYPES.items() if not isinstance(record.get(key), kind)]
+    names = record.get("class_names")
+    if "class_names" not in bad and not (names and all(isinstance(n, str) for n in names)):
+        bad.append("class_names")
+    objective = record.get("generator_objective")
+    named = isinstance(objective, dict) and isinstance(objective.get("name"), str)
+    if record.get("kind") == "noisy" and not named:
+        bad.append("generator_objective")
+    if bad:
+        raise InputValueError(
+            f"{source}: the classifier record ({CLASSIFIER_RECORD_KEY}) has no valid "
+            f"{', '.join(bad)}; the checkpoint was edited or damaged: use the file genodiff "
+            "classifier wrote, or train the classifier again"
+        )
+
+
 def load_classifier(
     path: str | Path,
     device: str | torch.device = "cpu",
@@ -62,6 +87,7 @@ def load_classifier(
     weights that do not fit or are not finite."""
     stored = open_checkpoint(path, CLASSIFIER)
     record, source = stored.record, stored.source
+    check_record(record, source)
     if record["kind"] not in KINDS or (kind is not None and record["kind"] != kind):
         wanted = kind if kind is not None else " or ".join(KINDS)
         raise InputValueError(
