@@ -3,7 +3,8 @@
 A named model is an export folder (``genodiff export``: ``config.json``, ``model.safetensors``,
 ``genodiff.json``, ``tokenizer.json``) plus its model card, ``README.md``, whose YAML front
 matter (between ``---`` lines, as on the Hugging Face Hub) holds at least ``summary`` (one
-line) and ``license``. Its name is its folder's name. They are looked for in:
+line) and ``license``. Its name is its folder's name (printable, not starting with ``.``:
+``.x`` is a path). They are looked for in:
 
 1. the folders of ``GENODIFF_MODELS_PATH`` (``os.pathsep``-separated; a lab's shared models),
    in order;
@@ -22,11 +23,12 @@ from __future__ import annotations
 
 import difflib
 import os
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from genodiff.errors import InputKeyError
+from genodiff.errors import InputKeyError, InputValueError, UserInputWarning
 from genodiff.resources import resource
 
 MODELS_ENV = "GENODIFF_MODELS_PATH"
@@ -45,8 +47,13 @@ class NamedModel:
     license: str
 
     def card(self) -> str:
-        """The model card's text (at most ``CARD_LIMIT`` bytes of it)."""
-        return _read_card(self.folder)
+        """The model card's text (at most ``CARD_LIMIT`` bytes of it); InputValueError when
+        it cannot be read."""
+        try:
+            return _read_card(self.folder)
+        except OSError as err:
+            why = _unreadable(err, self.folder / CARD)
+            raise InputValueError(f"{why}: make it readable to see the card") from err
 
 
 def model_lines(models: Iterable[NamedModel], width: int | None = None) -> list[str]:
@@ -79,15 +86,22 @@ def model_folders() -> list[Path]:
 
 
 def named_models() -> dict[str, NamedModel]:
-    """Every named model by name; a name found in two folders is the first folder's."""
+    """Every named model by name; a name found in two folders is the first folder's. A folder
+    or entry that cannot be read is left out with a warning saying so (the others still
+    load)."""
     found: dict[str, NamedModel] = {}
     for root in model_folders():
-        if not root.is_dir():
-            continue
-        for folder in sorted(root.iterdir()):
-            if folder.name not in found and _is_model(folder):
+        for folder in _entries(root):
+            if folder.name not in found and _is_name(folder.name) and _is_model(folder):
                 found[folder.name] = _described(folder)
     return found
+
+
+def _is_name(text: str) -> bool:
+    """Whether ``text`` can name a model: a folder's name, not hidden (``.x``, ``..``: paths,
+    not names) and printable (a name is typed, and listed on one line)."""
+    paths = text.startswith(".") or "/" in text or os.sep in text
+    return bool(text) and text.isprintable() and not paths
 
 
 def named_model(name: str) -> NamedModel:
@@ -103,7 +117,7 @@ def named_model_folder(reference: str | os.PathLike) -> Path | None:
     """The folder of the named model ``reference`` spells, None when it names none (a path
     with a separator, or an unknown name)."""
     text = str(reference)
-    if not text or os.sep in text or "/" in text or text.startswith("."):
+    if not _is_name(text):
         return None
     model = named_models().get(text)
     return model.folder if model is not None else None
@@ -117,8 +131,49 @@ def close_names(reference: str | os.PathLike) -> list[str]:
     return [names[name] for name in close]
 
 
+def _entries(root: Path) -> list[Path]:
+    """The entries of the models folder ``root``, sorted; none where it is missing, and none
+    with a warning saying why where it cannot be read, or is a file or a model's own folder
+    (a folder of models is wanted: ``root`` is most likely a mistyped entry)."""
+    try:
+        if not root.is_dir():
+            if root.exists():
+                _warn_not_a_models_folder(root, "which is no folder: name a folder of models")
+            return []
+        entries = sorted(root.iterdir())
+    except OSError as err:
+        _warn_unreadable(err, root, f"take it out of {MODELS_ENV}")
+        return []
+    if set(REQUIRED_FILES) <= {entry.name for entry in entries}:
+        _warn_not_a_models_folder(root, "a model's own folder: name the folder it lies in")
+        return []
+    return entries
+
+
+def _warn_not_a_models_folder(root: Path, why: str) -> None:
+    warnings.warn(f"{MODELS_ENV} names {root}, {why}", UserInputWarning, stacklevel=4)
+
+
 def _is_model(folder: Path) -> bool:
-    return folder.is_dir() and all((folder / name).is_file() for name in REQUIRED_FILES)
+    try:
+        return folder.is_dir() and all((folder / name).is_file() for name in REQUIRED_FILES)
+    except OSError as err:  # PermissionError, a name too long: not a folder to pass silently
+        _warn_unreadable(err, folder, f"move it out of {folder.parent}")
+        return False
+
+
+def _unreadable(err: OSError, path: Path) -> str:
+    return f"{path} cannot be read ({err.strerror or err})"
+
+
+def _warn_unreadable(err: OSError, path: Path, fix: str) -> None:
+    """A warning that the models folder or model folder ``path`` is left out, and ``fix``."""
+    warnings.warn(
+        f"{_unreadable(err, path)}, so the named models in it are left out: make it "
+        f"readable, or {fix}",
+        UserInputWarning,
+        stacklevel=4,
+    )
 
 
 def _read_card(folder: Path) -> str:
@@ -146,7 +201,10 @@ def front_matter(card: str) -> dict[str, str]:
 
 
 def _described(folder: Path) -> NamedModel:
-    fields = front_matter(_read_card(folder))
+    try:
+        fields = front_matter(_read_card(folder))
+    except OSError as err:  # the model is still listed, and loads: only its card is not read
+        fields = {"summary": f"(model card unreadable: {err.strerror or err})"}
     return NamedModel(
         folder.name,
         folder.resolve(),

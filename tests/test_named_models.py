@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import sys
 import warnings
 
@@ -18,6 +20,7 @@ import genodiff
 from genodiff import cli
 from genodiff.config import resolve_checkpoint_reference
 from genodiff.named_models import MODELS_ENV, front_matter, named_models
+from genodiff.resources import resource
 from tests.test_sampling_at_scale import LENGTH, model
 
 CARD = """---
@@ -218,3 +221,81 @@ def test_a_local_folder_that_shadows_a_name_is_said(zoo, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "mdlm"
+
+
+def test_a_hidden_or_unprintable_folder_is_no_name(zoo, tmp_path, capsys):
+    """Was: ``.hidden`` listed by ``genodiff models`` and its card printed, yet
+    ``genodiff.load('.hidden')`` said "not found ...; did you mean .hidden?" (a name starting
+    with '.' is a path); a name holding a newline listed across two lines."""
+    zoo_folder = tmp_path / "zoo"
+    for odd in (".hidden", "two\nlines"):
+        shutil.copytree(zoo_folder / "tiny-mdlm", zoo_folder / odd)
+    assert sorted(named_models()) == sorted(["bare", "tiny-mdlm", *shipped_names()])
+    assert cli.main(["models"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == list(named_models())  # a name a line
+    assert cli.main(["models", ".hidden"]) == 2
+    with pytest.raises(FileNotFoundError) as missing:
+        genodiff.load(".hidden")
+    assert "did you mean" not in str(missing.value)
+
+
+def shipped_names() -> list[str]:
+    """The models of this install's models/ folder, by their folders (independent of the
+    lookup): every folder there holding config.json and model.safetensors."""
+    shipped = resource("models")
+    return [
+        p.name
+        for p in shipped.iterdir()
+        if (p / "config.json").is_file() and (p / "model.safetensors").is_file()
+    ]
+
+
+def test_a_models_path_entry_that_cannot_be_read_is_said_and_the_rest_still_load(zoo, tmp_path):
+    """Was: an OSError from GENODIFF_MODELS_PATH (a folder of too long a name here, as
+    root reads any folder; an unreadable one as any other user) a traceback from
+    ``genodiff models``, from every load by name, and from loading a local folder of the
+    working directory (its spelling is checked against the names)."""
+    too_long = str(tmp_path / ("x" * 300))
+    os.environ[MODELS_ENV] = os.pathsep.join([too_long, os.environ[MODELS_ENV]])
+    model("d3pm").save_pretrained("local", weights="raw")  # in the working directory
+    with pytest.warns(UserWarning, match=r"cannot be read \(File name too long\)") as said:
+        assert genodiff.load("local").network.config["objective"]["name"] == "d3pm"
+        assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "mdlm"
+        assert {"bare", "tiny-mdlm"} <= set(named_models())
+    assert f"take it out of {MODELS_ENV}" in str(said[0].message)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 folder: nothing to test")
+def test_an_unreadable_model_folder_or_card_is_said_and_the_rest_still_load(zoo, tmp_path, capsys):
+    zoo_folder = tmp_path / "zoo"
+    shutil.copytree(zoo_folder / "tiny-mdlm", zoo_folder / "locked")
+    shutil.copytree(zoo_folder / "tiny-mdlm", zoo_folder / "cardless")
+    (zoo_folder / "cardless" / "README.md").chmod(0)
+    (zoo_folder / "locked").chmod(0)
+    try:
+        with pytest.warns(UserWarning, match="locked cannot be read"):
+            models = named_models()
+            assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "mdlm"
+        assert "locked" not in models
+        assert models["cardless"].summary == "(model card unreadable: Permission denied)"
+        assert cli.main(["models", "cardless"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.endswith(
+            "README.md cannot be read (Permission denied): make it readable to see the card"
+        )
+    finally:
+        (zoo_folder / "locked").chmod(0o755)
+
+
+def test_a_file_or_a_model_folder_named_as_a_folder_of_models_is_said(zoo, tmp_path):
+    """Was: passed over in silence, as a missing folder is (a lab's path absent on a laptop):
+    a models path naming a model's own folder, or a file, is a mistake to say."""
+    (tmp_path / "notes.txt").write_text("not a folder")
+    for entry, said in [
+        (tmp_path / "zoo" / "tiny-mdlm", "a model's own folder: name the folder it lies in"),
+        (tmp_path / "notes.txt", "which is no folder: name a folder of models"),
+    ]:
+        os.environ[MODELS_ENV] = str(entry)
+        with pytest.warns(UserWarning, match=re.escape(f"{MODELS_ENV} names {entry}, {said}")):
+            assert "bare" not in named_models()
