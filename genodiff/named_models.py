@@ -176,12 +176,19 @@ def _warn_unreadable(err: OSError, path: Path, fix: str) -> None:
     )
 
 
+# Control characters but tab and newline (C0, DEL, C1): a card's text reaches the terminal
+# (``genodiff models``), where an escape sequence from a shared folder's card would act.
+_CONTROLS = {c: "\ufffd" for c in [*range(0x20), *range(0x7F, 0xA0)] if chr(c) not in "\t\n"}
+
+
 def _read_card(folder: Path) -> str:
+    """The first ``CARD_LIMIT`` bytes of the folder's model card as text, control characters
+    (but tab and newline) shown as U+FFFD; "" when it has none."""
     path = folder / CARD
     if not path.is_file():
         return ""
     with path.open("rb") as card:
-        return card.read(CARD_LIMIT).decode("utf-8", errors="replace")
+        return card.read(CARD_LIMIT).decode("utf-8", errors="replace").translate(_CONTROLS)
 
 
 def front_matter(card: str) -> dict[str, str]:

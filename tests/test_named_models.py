@@ -240,6 +240,22 @@ def test_a_hidden_or_unprintable_folder_is_no_name(zoo, tmp_path, capsys):
     assert "did you mean" not in str(missing.value)
 
 
+def test_a_cards_control_characters_never_reach_the_terminal(zoo, tmp_path, capsys):
+    """A card from a shared folder is printed by ``genodiff models`` (its summary) and
+    ``genodiff models NAME`` (all of it): an escape sequence in it (clear the screen, set the
+    title) would act on the user's terminal. Control characters but tab and newline show as
+    U+FFFD."""
+    card = tmp_path / "zoo" / "tiny-mdlm" / "README.md"
+    card.write_text("---\nsummary: tiny\x1b[2J model\x07\n---\n\x1b]0;title\x07body\tend\n")
+    assert cli.main(["models"]) == 0
+    listing = capsys.readouterr().out
+    assert "tiny\ufffd[2J model\ufffd" in listing
+    assert cli.main(["models", "tiny-mdlm"]) == 0
+    printed = capsys.readouterr().out
+    assert "\ufffd]0;title\ufffdbody\tend\n" in printed
+    assert not [c for c in listing + printed if ord(c) < 0x20 and c not in "\t\n"]
+
+
 def shipped_names() -> list[str]:
     """The models of this install's models/ folder, by their folders (independent of the
     lookup): every folder there holding config.json and model.safetensors."""
