@@ -182,13 +182,14 @@ _CONTROLS = {c: "\ufffd" for c in [*range(0x20), *range(0x7F, 0xA0)] if chr(c) n
 
 
 def _read_card(folder: Path) -> str:
-    """The first ``CARD_LIMIT`` bytes of the folder's model card as text, control characters
-    (but tab and newline) shown as U+FFFD; "" when it has none."""
+    """The first ``CARD_LIMIT`` bytes of the folder's model card as text, its line ends as
+    newlines and other control characters (but tab) shown as U+FFFD; "" when it has none."""
     path = folder / CARD
     if not path.is_file():
         return ""
     with path.open("rb") as card:
-        return card.read(CARD_LIMIT).decode("utf-8", errors="replace").translate(_CONTROLS)
+        text = card.read(CARD_LIMIT).decode("utf-8", errors="replace")
+    return text.replace("\r\n", "\n").translate(_CONTROLS)  # a card written on Windows too
 
 
 def front_matter(card: str) -> dict[str, str]:

@@ -246,10 +246,12 @@ def test_a_cards_control_characters_never_reach_the_terminal(zoo, tmp_path, caps
     title) would act on the user's terminal. Control characters but tab and newline show as
     U+FFFD."""
     card = tmp_path / "zoo" / "tiny-mdlm" / "README.md"
-    card.write_text("---\nsummary: tiny\x1b[2J model\x07\n---\n\x1b]0;title\x07body\tend\n")
+    card.write_bytes(  # with Windows line ends, which stay line ends
+        b"---\r\nsummary: tiny\x1b[2J model\x07\r\n---\r\n\x1b]0;title\x07body\tend\r\n"
+    )
     assert cli.main(["models"]) == 0
     listing = capsys.readouterr().out
-    assert "tiny\ufffd[2J model\ufffd" in listing
+    assert "tiny\ufffd[2J model\ufffd " in listing  # the summary, its line end not in it
     assert cli.main(["models", "tiny-mdlm"]) == 0
     printed = capsys.readouterr().out
     assert "\ufffd]0;title\ufffdbody\tend\n" in printed
