@@ -5,9 +5,12 @@ A download goes to ``<name>.part``; an interrupted one resumes from there with a
 size is checked against the server's Content-Length / Content-Range total, and only a
 complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
 partial file under the final name (the ``.part`` file is this writer's documented staging, kept
-between runs to resume from, which ``atomic_write`` could not keep). Files already in place are
-skipped. Only the network's failures are retried: a write of the ``.part`` file that fails
-(a full disk, a read-only folder) stops the download at once, the bytes received kept.
+between runs to resume from, which ``atomic_write`` could not keep); the gzipped FASTA must also
+start as gzip does (not an HTML page sent with status 200). A server that sends no response
+within ``timeout`` seconds (60 by default) is a ``DownloadError`` naming the URL. Files
+already in place are skipped. Only the network's failures are retried: a write of the ``.part``
+file that fails (a full disk, a read-only folder) stops the download at once, the bytes
+received kept.
 ``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never write the same
 files, and removes what a decompression that was killed left there.
 """
@@ -100,9 +103,17 @@ def _open_range(
             if err.headers.get("Content-Range", "") == f"bytes */{offset}":
                 return None, offset
             return _open_range(url, 0, timeout)
-        raise DownloadError(f"GET {url} failed: HTTP {err.code} {err.reason}") from None
+        reason = " ".join(str(err.reason).split())  # a redirect loop's reason spans lines
+        raise DownloadError(
+            f"GET {url} failed: HTTP {err.code} {reason}; check the URL and run again"
+        ) from None
     except urllib.error.URLError as err:
         raise DownloadError(f"cannot reach {url}: {err.reason}") from None
+    except (OSError, http.client.HTTPException) as err:  # connected, then no response came
+        raise DownloadError(
+            f"{url} sent no response ({_network_failure(err)}; waited up to {timeout:g} s); "
+            "check the URL and the network and run again"
+        ) from None
     if offset and response.status == 206:
         match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
         if match and int(match.group(1)) == offset:
@@ -243,6 +254,22 @@ def gunzip(src: str | os.PathLike, dest: str | os.PathLike, log: Log = print) ->
     return dest
 
 
+def _gzip_from(url: str) -> Callable[[Path], None]:
+    """A ``check`` for ``download`` that rejects a file not starting as gzip does (an HTML
+    error page a server sent with status 200), before it takes the name of the download."""
+
+    def check(part: Path) -> None:
+        with open(part, "rb") as fh:
+            start = fh.read(16)
+        if not start.startswith(b"\x1f\x8b"):
+            raise DownloadError(
+                f"{url} sent no gzip file (it starts {start!r}); deleted it: check the URL "
+                "(--fasta-url) and run again"
+            )
+
+    return check
+
+
 def _decompressed(fin: gzip.GzipFile, src: Path) -> bytes:
     """The next chunk of ``fin``; a ``DownloadError`` saying to fetch ``src`` again when it
     is damaged (truncated, not gzip) or cannot be read."""
@@ -306,7 +333,7 @@ def _fetch_fasta(dest: Path, fasta_url: str, log: Log) -> Path:
             log(f"{gz}: already downloaded")
         else:
             log(f"downloading {fasta_url} -> {gz}")
-            download(fasta_url, gz, log=log)
+            download(fasta_url, gz, log=log, check=_gzip_from(fasta_url))
         log(f"decompressing {gz} -> {fasta}")
         gunzip(gz, fasta, log=log)
         gz.unlink()
