@@ -110,9 +110,9 @@ def _open_range(
     except urllib.error.URLError as err:
         raise DownloadError(f"cannot reach {url}: {err.reason}") from None
     except (OSError, http.client.HTTPException) as err:  # connected, then no response came
+        why = f"in {timeout:g} s" if isinstance(err, TimeoutError) else f"({_network_failure(err)})"
         raise DownloadError(
-            f"{url} sent no response ({_network_failure(err)}; waited up to {timeout:g} s); "
-            "check the URL and the network and run again"
+            f"{url} sent no response {why}; check the URL and the network and run again"
         ) from None
     if offset and response.status == 206:
         match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
