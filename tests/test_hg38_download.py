@@ -181,8 +181,8 @@ def test_size_mismatch_never_leaves_final_file(gd_server, tmp_path):
 
 def test_bad_bed_and_missing_url(gd_server, tmp_path):
     gd_server.files["/seq.bed"] = b"chr1\t0\t100\n"
-    with pytest.raises(ValueError, match="expected 4 columns"):
-        prepare_hg38(tmp_path, **urls(gd_server), log=print)
+    with pytest.raises(DownloadError, match="seq.bed sent no valid file .*expected 4 columns"):
+        prepare_hg38(tmp_path, **urls(gd_server), log=print)  # was: named the .part, deleted
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(DownloadError, match="HTTP 404"):
         download(f"{gd_server.url}/missing", tmp_path / "x", log=print)
@@ -220,8 +220,9 @@ def test_an_html_page_sent_for_the_gzip_never_takes_its_name(gd_server, tmp_path
     """A server (a captive portal, a moved mirror) that answers 200 with an HTML page."""
     gzipped = gd_server.files["/hg38.ml.fa.gz"]
     gd_server.files["/hg38.ml.fa.gz"] = b"<html><body>Moved</body></html>"
-    with pytest.raises(DownloadError, match="sent no gzip file .*check the URL"):
+    with pytest.raises(DownloadError, match="gz sent no valid file .*not as a gzip file does") as e:
         prepare_hg38(tmp_path, **urls(gd_server), log=print)
+    assert str(e.value).endswith("check the URL and run again")
     assert not (tmp_path / "hg38.ml.fa.gz").exists()  # was: kept, and taken as downloaded
     assert not (tmp_path / "hg38.ml.fa.gz.part").exists()
     gd_server.files["/hg38.ml.fa.gz"] = gzipped  # the right URL: the next run completes

@@ -5,8 +5,8 @@ A download goes to ``<name>.part``; an interrupted one resumes from there with a
 size is checked against the server's Content-Length / Content-Range total, and only a
 complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
 partial file under the final name (the ``.part`` file is this writer's documented staging, kept
-between runs to resume from, which ``atomic_write`` could not keep); the gzipped FASTA must also
-start as gzip does (not an HTML page sent with status 200). A server that sends no response
+between runs to resume from, which ``atomic_write`` could not keep); the BED must also parse
+and the gzipped FASTA start as gzip does (not an HTML page sent with status 200). A server that sends no response
 within ``timeout`` seconds (60 by default) is a ``DownloadError`` naming the URL. Files
 already in place are skipped. Only the network's failures are retried: a write of the ``.part``
 file that fails (a full disk, a read-only folder) stops the download at once, the bytes
@@ -181,7 +181,8 @@ def download(
 ) -> Path:
     """Download ``url`` to ``dest`` via ``dest.part``, resuming after an interruption.
 
-    ``check(part_path)`` may reject the complete file by raising; the part is then deleted.
+    ``check(part_path)`` may reject the complete file by raising; the part is then deleted (a
+    ValueError, saying what is wrong with the file, becomes a ``DownloadError`` naming ``url``).
     """
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
@@ -234,6 +235,11 @@ def download(
     if check is not None:
         try:
             check(part)
+        except ValueError as err:  # the server sent something else (an HTML error page)
+            part.unlink()
+            raise DownloadError(
+                f"{url} sent no valid file ({err}); deleted it: check the URL and run again"
+            ) from None
         except Exception:
             part.unlink()
             raise
@@ -254,20 +260,13 @@ def gunzip(src: str | os.PathLike, dest: str | os.PathLike, log: Log = print) ->
     return dest
 
 
-def _gzip_from(url: str) -> Callable[[Path], None]:
-    """A ``check`` for ``download`` that rejects a file not starting as gzip does (an HTML
-    error page a server sent with status 200), before it takes the name of the download."""
-
-    def check(part: Path) -> None:
-        with open(part, "rb") as fh:
-            start = fh.read(16)
-        if not start.startswith(b"\x1f\x8b"):
-            raise DownloadError(
-                f"{url} sent no gzip file (it starts {start!r}); deleted it: check the URL "
-                "(--fasta-url) and run again"
-            )
-
-    return check
+def _require_gzip(path: Path) -> None:
+    """A ``check`` for ``download``: ValueError unless ``path`` starts as gzip does (not as an
+    HTML error page a server sent with status 200)."""
+    with open(path, "rb") as fh:
+        start = fh.read(16)
+    if not start.startswith(b"\x1f\x8b"):
+        raise ValueError(f"{path.name} starts {start!r}, not as a gzip file does")
 
 
 def _decompressed(fin: gzip.GzipFile, src: Path) -> bytes:
@@ -333,7 +332,7 @@ def _fetch_fasta(dest: Path, fasta_url: str, log: Log) -> Path:
             log(f"{gz}: already downloaded")
         else:
             log(f"downloading {fasta_url} -> {gz}")
-            download(fasta_url, gz, log=log, check=_gzip_from(fasta_url))
+            download(fasta_url, gz, log=log, check=_require_gzip)
         log(f"decompressing {gz} -> {fasta}")
         gunzip(gz, fasta, log=log)
         gz.unlink()
