@@ -6,13 +6,12 @@ size is checked against the server's Content-Length / Content-Range total, and o
 complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
 partial file under the final name (the ``.part`` file is this writer's documented staging, kept
 between runs to resume from, which ``atomic_write`` could not keep); the BED must also parse
-and the gzipped FASTA start as gzip does (not an HTML page sent with status 200). A server that sends no response
-within ``timeout`` seconds (60 by default) is a ``DownloadError`` naming the URL. Files
-already in place are skipped. Only the network's failures are retried: a write of the ``.part``
-file that fails (a full disk, a read-only folder) stops the download at once, the bytes
-received kept.
-``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never write the same
-files, and removes what a decompression that was killed left there.
+and the gzipped FASTA start as gzip does (not an HTML page sent with status 200). A server that
+sends no response within ``timeout`` seconds (60 by default) is a ``DownloadError`` naming the
+URL. Files already in place are skipped. Only the network's failures are retried: a write of
+the ``.part`` file that fails (a full disk, a read-only folder) stops the download at once, the
+bytes received kept. ``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs
+never write the same files, and removes what a decompression that was killed left there.
 """
 
 from __future__ import annotations
