@@ -230,6 +230,14 @@ def test_an_html_page_sent_for_the_gzip_never_takes_its_name(gd_server, tmp_path
     assert (tmp_path / "hg38.ml.fa").read_bytes() == FASTA
 
 
+def test_a_url_without_a_scheme_is_one_line(tmp_path, capsys):
+    where = ["--fasta-url", "http://127.0.0.1:9/f.gz", "--bed-url", "data/seq.bed"]
+    assert cli.main(["data", "hg38", "--dest", str(tmp_path), *where]) == 2
+    err = one_line_error(capsys, "data")  # was: ValueError: unknown url type, a traceback
+    assert "'data/seq.bed' is no URL" in err and "https://HOST/PATH" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def _raise(error: OSError):
     """A ``write`` that raises ``error``."""
 

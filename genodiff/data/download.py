@@ -91,7 +91,10 @@ def _open_range(
 
     The response is None when the range is empty because ``offset`` is the full size.
     """
-    request = urllib.request.Request(url, headers={"User-Agent": "genodiff"})
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "genodiff"})
+    except ValueError as err:  # no scheme ("unknown url type")
+        raise DownloadError(f"{url!r} is no URL ({err}); give one as https://HOST/PATH") from None
     if offset:
         request.add_header("Range", f"bytes={offset}-")
     try:
