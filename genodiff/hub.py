@@ -25,6 +25,7 @@ only turning HF_HUB_OFFLINE off again needs a new process (huggingface_hub reads
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import os
 import re
@@ -183,6 +184,29 @@ def _snapshot(hub_id: HubId, patterns: list[str], cache_dir: str | None = None) 
             f"{endpoint} refused it (HTTP {status}): check the spelling and the revision; a "
             "private or gated repository needs HF_TOKEN"
         ) from err
+    except _transfer_errors() as err:  # a file's transfer failed after the library's retries
+        raise HubError(
+            f"its download from {endpoint} broke off ({err or type(err).__name__}): run again "
+            f"to resume it, or pre-download it with `{_download_command(hub_id)}` (into the "
+            "same HF_HUB_CACHE)"
+        ) from err
+
+
+def _transfer_errors() -> tuple[type[BaseException], ...]:
+    """What huggingface_hub's HTTP library raises when a connection fails in a transfer (a
+    timeout, a body cut short): ``TransportError`` of httpx2 (huggingface_hub 2) or httpx (1),
+    ``RequestException`` of requests (before 1.0); those of the libraries installed."""
+    errors = []
+    for module, name in (
+        ("httpx2", "TransportError"),
+        ("httpx", "TransportError"),
+        ("requests", "RequestException"),
+    ):
+        try:
+            errors.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(errors)
 
 
 def unreadable_cache_entry(folder: Path) -> str | None:

@@ -106,6 +106,20 @@ def test_missing_task_is_fetched_with_genomic_benchmarks(tmp_path, monkeypatch):
         layout = {"train": {"pos": ["ACGT"], "neg": ["TTTT"]}, "test": {"pos": ["A"], "neg": ["C"]}}
         return write_task(Path(dest_path), name, layout)
 
+    fake_genomic_benchmarks(monkeypatch, download_dataset)
+    task = load_task(tmp_path / "gb", "demo_human_or_worm")
+    assert [(name, version) for name, version, _ in calls] == [("demo_human_or_worm", 0)]
+    assert Path(calls[0][2]).parent == tmp_path / "gb"  # fetched beside the task, renamed
+    assert task.classes == ["neg", "pos"]
+    assert task.max_length == 200  # the table's length for this benchmark
+    load_task(tmp_path / "gb", "demo_human_or_worm")
+    assert len(calls) == 1  # present now: not fetched again
+    with pytest.raises(FileNotFoundError, match="not found"):
+        load_task(tmp_path / "gb", "other", download=False)
+
+
+def fake_genomic_benchmarks(monkeypatch, download_dataset) -> None:
+    """``genomic_benchmarks.loc2seq`` in ``sys.modules``, its ``download_dataset`` the one given."""
     package = types.ModuleType("genomic_benchmarks")
     loc2seq = types.ModuleType("genomic_benchmarks.loc2seq")
     loc2seq.download_dataset = download_dataset
@@ -113,14 +127,33 @@ def test_missing_task_is_fetched_with_genomic_benchmarks(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "genomic_benchmarks", package)
     monkeypatch.setitem(sys.modules, "genomic_benchmarks.loc2seq", loc2seq)
 
-    task = load_task(tmp_path / "gb", "demo_human_or_worm")
-    assert calls == [("demo_human_or_worm", 0, str(tmp_path / "gb"))]
-    assert task.classes == ["neg", "pos"]
-    assert task.max_length == 200  # the table's length for this benchmark
-    load_task(tmp_path / "gb", "demo_human_or_worm")
-    assert len(calls) == 1  # present now: not fetched again
-    with pytest.raises(FileNotFoundError, match="not found"):
-        load_task(tmp_path / "gb", "other", download=False)
+
+def test_a_task_download_that_fails_midway_leaves_no_partial_task(tmp_path, monkeypatch):
+    """genomic-benchmarks writes a task file by file: a download cut off after some of them
+    must not leave a folder that the next run takes for the whole task."""
+    layout = {
+        "train": {"pos": ["ACGT"], "neg": ["TTTT"]},
+        "test": {"pos": ["A"], "neg": ["C", "G"]},
+    }
+    calls = []
+
+    def download_dataset(name, version=None, dest_path=None):
+        calls.append(name)
+        if len(calls) == 1:  # the network fails before the last test file is written
+            cut = {**layout, "test": {"pos": ["A"], "neg": ["C"]}}
+            write_task(Path(dest_path), name, cut)
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return write_task(Path(dest_path), name, layout)
+
+    fake_genomic_benchmarks(monkeypatch, download_dataset)
+    root = tmp_path / "gb"
+    with pytest.raises(ConnectionResetError):
+        load_task(root, "demo_human_or_worm")
+    assert list(root.iterdir()) == []  # was: the partial task, taken as whole by the next run
+    task = load_task(root, "demo_human_or_worm")
+    assert len(calls) == 2  # fetched again
+    assert len(task.test) == 3  # every test sequence
+    assert sorted(p.name for p in root.iterdir()) == ["demo_human_or_worm"]
 
 
 def test_folds_stratified_disjoint_reproducible_and_apart_from_test():

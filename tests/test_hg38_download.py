@@ -28,13 +28,19 @@ BED = b"chr1\t0\t100\ttrain\nchr1\t100\t200\tvalid\nchr2\t0\t100\ttest\n"
 class _Server:
     """Serves ``files`` (path -> bytes). Behaviour knobs, per path:
     ``truncate_once``: close the connection after that many body bytes on the first request;
-    ``truncate_always``: the same on every request; ``ignore_range``: always answer 200."""
+    ``truncate_always``: the same on every request; ``ignore_range``: always answer 200;
+    ``silent``: read the request and send nothing until the server closes; ``hang_up``: close
+    the connection without a response; ``redirect_loop``: redirect to the path itself."""
 
     def __init__(self, files):
         self.files = files
         self.truncate_once: dict[str, int] = {}
         self.truncate_always: dict[str, int] = {}
         self.ignore_range: set[str] = set()
+        self.silent: set[str] = set()
+        self.hang_up: set[str] = set()
+        self.redirect_loop: set[str] = set()
+        self.closing = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         server = self
 
@@ -46,6 +52,18 @@ class _Server:
                 body = server.files.get(self.path)
                 rng = self.headers.get("Range")
                 server.requests.append((self.path, rng))
+                if self.path in server.silent:
+                    server.closing.wait(10)
+                    return
+                if self.path in server.hang_up:
+                    self.close_connection = True
+                    return
+                if self.path in server.redirect_loop:
+                    self.send_response(302)
+                    self.send_header("Location", self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if body is None:
                     self.send_error(404)
                     return
@@ -78,6 +96,7 @@ class _Server:
         self.thread.start()
 
     def close(self):
+        self.closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -162,13 +181,61 @@ def test_size_mismatch_never_leaves_final_file(gd_server, tmp_path):
 
 def test_bad_bed_and_missing_url(gd_server, tmp_path):
     gd_server.files["/seq.bed"] = b"chr1\t0\t100\n"
-    with pytest.raises(ValueError, match="expected 4 columns"):
-        prepare_hg38(tmp_path, **urls(gd_server), log=print)
+    with pytest.raises(DownloadError, match="seq.bed sent no valid file .*expected 4 columns"):
+        prepare_hg38(tmp_path, **urls(gd_server), log=print)  # was: named the .part, deleted
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(DownloadError, match="HTTP 404"):
         download(f"{gd_server.url}/missing", tmp_path / "x", log=print)
     with pytest.raises(DownloadError, match="cannot reach"):
         download("http://127.0.0.1:9/none", tmp_path / "x", log=print)
+
+
+@pytest.mark.parametrize(
+    "knob, said",
+    [("silent", "no response in 0.2 s;"), ("hang_up", r"no response \(.*closed connection")],
+    ids=["never answers", "hangs up"],
+)
+def test_a_server_that_sends_no_response_is_one_line_naming_the_url(
+    gd_server, tmp_path, knob, said
+):
+    getattr(gd_server, knob).add("/seq.bed")
+    url = f"{gd_server.url}/seq.bed"
+    with pytest.raises(DownloadError, match=said) as caught:  # was: TimeoutError, a traceback
+        download(url, tmp_path / "seq.bed", log=print, timeout=0.2)
+    assert f"{url} sent no response" in str(caught.value)
+    assert "run again" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_redirect_loop_is_one_line(gd_server, tmp_path):
+    gd_server.redirect_loop.add("/seq.bed")
+    with pytest.raises(DownloadError, match="HTTP 302 .*infinite loop") as caught:
+        download(f"{gd_server.url}/seq.bed", tmp_path / "seq.bed", log=print)
+    assert "\n" not in str(caught.value)  # was: urllib's reason, over three lines
+    assert len(gd_server.requests) <= 11  # urllib follows at most 10 redirects
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_html_page_sent_for_the_gzip_never_takes_its_name(gd_server, tmp_path):
+    """A server (a captive portal, a moved mirror) that answers 200 with an HTML page."""
+    gzipped = gd_server.files["/hg38.ml.fa.gz"]
+    gd_server.files["/hg38.ml.fa.gz"] = b"<html><body>Moved</body></html>"
+    with pytest.raises(DownloadError, match="gz sent no valid file .*not as a gzip file does") as e:
+        prepare_hg38(tmp_path, **urls(gd_server), log=print)
+    assert str(e.value).endswith("check the URL and run again")
+    assert not (tmp_path / "hg38.ml.fa.gz").exists()  # was: kept, and taken as downloaded
+    assert not (tmp_path / "hg38.ml.fa.gz.part").exists()
+    gd_server.files["/hg38.ml.fa.gz"] = gzipped  # the right URL: the next run completes
+    prepare_hg38(tmp_path, **urls(gd_server), log=print)
+    assert (tmp_path / "hg38.ml.fa").read_bytes() == FASTA
+
+
+def test_a_url_without_a_scheme_is_one_line(tmp_path, capsys):
+    where = ["--fasta-url", "http://127.0.0.1:9/f.gz", "--bed-url", "data/seq.bed"]
+    assert cli.main(["data", "hg38", "--dest", str(tmp_path), *where]) == 2
+    err = one_line_error(capsys, "data")  # was: ValueError: unknown url type, a traceback
+    assert "'data/seq.bed' is no URL" in err and "https://HOST/PATH" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def _raise(error: OSError):

@@ -447,6 +447,31 @@ def test_ids_download_from_the_endpoint_into_the_cache(tmp_path, fake_hub, monke
     assert_same(load_pretrained(f"{REPO}@v2"), model_v2)
 
 
+def test_a_transfer_that_breaks_off_is_one_line_saying_what_to_do(fake_hub, monkeypatch):
+    """A file's body cut short on every try: huggingface_hub retries, then raises its HTTP
+    library's error (was: that error's traceback)."""
+    hub = fake_hub[0]
+    serve_file = FakeHub._file
+
+    def cut_short(self, handler, commit, folder, name, with_body):
+        if not (with_body and name.endswith(".safetensors")):
+            return serve_file(self, handler, commit, folder, name, with_body)
+        data = (folder / name).read_bytes()
+        handler.send_response(200)
+        handler.send_header("X-Repo-Commit", commit)
+        handler.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data[:100])
+        handler.close_connection = True
+
+    monkeypatch.setattr(FakeHub, "_file", cut_short)
+    with pytest.raises(HubError, match=rf"{REPO}.*download from {hub.url} broke off") as caught:
+        load_pretrained(REPO)
+    assert "run again to resume it" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
 def test_unknown_repositories_and_revisions_are_clear_errors(fake_hub):
     with pytest.raises(HubError, match=r"test-org/missing.*HTTP 404.*HF_TOKEN"):
         load_pretrained("test-org/missing")

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import codecs
 import importlib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import torch
 
+from genodiff.atomic_files import replace_folder, temporary_path
 from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
 from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import id_dtype
@@ -71,8 +74,7 @@ def task_dir(root: str | Path, task: str, download: bool) -> Path:
             loc2seq = None
         if loc2seq is not None:
             print(f"genodiff finetune: downloading {task} with genomic-benchmarks into {root}")
-            Path(root).mkdir(parents=True, exist_ok=True)
-            loc2seq.download_dataset(task, version=0, dest_path=str(root))
+            _fetch_task(loc2seq, folder)
             if folder.is_dir():
                 return folder
             raise InputFileNotFoundError(
@@ -88,6 +90,22 @@ def task_dir(root: str | Path, task: str, download: bool) -> Path:
         f"task {task!r} not found: no folder {folder}. Put it there in the layout "
         f"<root>/<task>/{{train,test}}/<class>/*.txt, point benchmark.root at it, or {hint}"
     )
+
+
+def _fetch_task(loc2seq: ModuleType, folder: Path) -> None:
+    """The task ``folder.name`` fetched with genomic-benchmarks' ``loc2seq`` into a hidden
+    folder beside ``folder`` (``.NAME.PID.tmp``) and renamed to ``folder`` once whole: the
+    package writes a task file by file, so a download that fails or is interrupted would
+    otherwise leave part of it where the next run takes it for the whole task."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = temporary_path(folder)
+    shutil.rmtree(staging, ignore_errors=True)  # left by a killed run whose pid was this one
+    try:
+        loc2seq.download_dataset(folder.name, version=0, dest_path=str(staging))
+        if (staging / folder.name).is_dir():
+            replace_folder(staging / folder.name, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _class_dirs(split_dir: Path) -> dict[str, Path]:

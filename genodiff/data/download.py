@@ -5,11 +5,13 @@ A download goes to ``<name>.part``; an interrupted one resumes from there with a
 size is checked against the server's Content-Length / Content-Range total, and only a
 complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
 partial file under the final name (the ``.part`` file is this writer's documented staging, kept
-between runs to resume from, which ``atomic_write`` could not keep). Files already in place are
-skipped. Only the network's failures are retried: a write of the ``.part`` file that fails
-(a full disk, a read-only folder) stops the download at once, the bytes received kept.
-``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never write the same
-files, and removes what a decompression that was killed left there.
+between runs to resume from, which ``atomic_write`` could not keep); the BED must also parse
+and the gzipped FASTA start as gzip does (not an HTML page sent with status 200). A server that
+sends no response within ``timeout`` seconds (60 by default) is a ``DownloadError`` naming the
+URL. Files already in place are skipped. Only the network's failures are retried: a write of
+the ``.part`` file that fails (a full disk, a read-only folder) stops the download at once, the
+bytes received kept. ``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs
+never write the same files, and removes what a decompression that was killed left there.
 """
 
 from __future__ import annotations
@@ -89,7 +91,10 @@ def _open_range(
 
     The response is None when the range is empty because ``offset`` is the full size.
     """
-    request = urllib.request.Request(url, headers={"User-Agent": "genodiff"})
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "genodiff"})
+    except ValueError as err:  # no scheme ("unknown url type")
+        raise DownloadError(f"{url!r} is no URL ({err}); give one as https://HOST/PATH") from None
     if offset:
         request.add_header("Range", f"bytes={offset}-")
     try:
@@ -100,9 +105,17 @@ def _open_range(
             if err.headers.get("Content-Range", "") == f"bytes */{offset}":
                 return None, offset
             return _open_range(url, 0, timeout)
-        raise DownloadError(f"GET {url} failed: HTTP {err.code} {err.reason}") from None
+        reason = " ".join(str(err.reason).split())  # a redirect loop's reason spans lines
+        raise DownloadError(
+            f"GET {url} failed: HTTP {err.code} {reason}; check the URL and run again"
+        ) from None
     except urllib.error.URLError as err:
         raise DownloadError(f"cannot reach {url}: {err.reason}") from None
+    except (OSError, http.client.HTTPException) as err:  # connected, then no response came
+        why = f"in {timeout:g} s" if isinstance(err, TimeoutError) else f"({_network_failure(err)})"
+        raise DownloadError(
+            f"{url} sent no response {why}; check the URL and the network and run again"
+        ) from None
     if offset and response.status == 206:
         match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
         if match and int(match.group(1)) == offset:
@@ -170,7 +183,8 @@ def download(
 ) -> Path:
     """Download ``url`` to ``dest`` via ``dest.part``, resuming after an interruption.
 
-    ``check(part_path)`` may reject the complete file by raising; the part is then deleted.
+    ``check(part_path)`` may reject the complete file by raising; the part is then deleted (a
+    ValueError, saying what is wrong with the file, becomes a ``DownloadError`` naming ``url``).
     """
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
@@ -223,6 +237,11 @@ def download(
     if check is not None:
         try:
             check(part)
+        except ValueError as err:  # the server sent something else (an HTML error page)
+            part.unlink()
+            raise DownloadError(
+                f"{url} sent no valid file ({err}); deleted it: check the URL and run again"
+            ) from None
         except Exception:
             part.unlink()
             raise
@@ -241,6 +260,15 @@ def gunzip(src: str | os.PathLike, dest: str | os.PathLike, log: Log = print) ->
             fout.write(chunk)  # a full disk: atomic_write's DiskFullError; src is kept
             progress(fout.tell())
     return dest
+
+
+def _require_gzip(path: Path) -> None:
+    """A ``check`` for ``download``: ValueError unless ``path`` starts as gzip does (not as an
+    HTML error page a server sent with status 200)."""
+    with open(path, "rb") as fh:
+        start = fh.read(16)
+    if not start.startswith(b"\x1f\x8b"):
+        raise ValueError(f"{path.name} starts {start!r}, not as a gzip file does")
 
 
 def _decompressed(fin: gzip.GzipFile, src: Path) -> bytes:
@@ -306,7 +334,7 @@ def _fetch_fasta(dest: Path, fasta_url: str, log: Log) -> Path:
             log(f"{gz}: already downloaded")
         else:
             log(f"downloading {fasta_url} -> {gz}")
-            download(fasta_url, gz, log=log)
+            download(fasta_url, gz, log=log, check=_require_gzip)
         log(f"decompressing {gz} -> {fasta}")
         gunzip(gz, fasta, log=log)
         gz.unlink()
