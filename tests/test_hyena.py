@@ -153,3 +153,23 @@ def test_gradients_flow_to_filter_and_registry():
     assert filter_fn.implicit_filter[1].freq.grad is not None
     assert filter_fn.implicit_filter[0].weight.grad.abs().sum() > 0
     assert get("backbone", "hyena") is HyenaDNA
+
+
+@pytest.mark.parametrize("lr", [None, 3e-4])
+def test_an_exported_config_holds_the_filter_lr_only_when_it_is_set(tmp_path, lr):
+    # Upstream's configs give layer.lr a number (its train.py puts it in an optimizer group);
+    # unset here means the optimizer's, so config.json leaves it out rather than writing null,
+    # and reads back as unset.
+    import json
+
+    from genodiff.backbones import build
+    from genodiff.checkpoints import load_pretrained, save_pretrained
+
+    layer = {"l_max": 34} if lr is None else {"l_max": 34, "lr": lr}
+    model = build(name="hyena", d_model=16, n_layer=1, vocab_size=12, layer=layer)
+    save_pretrained(model, tmp_path / "x")
+    written = json.loads((tmp_path / "x" / "config.json").read_text())["layer"]
+    assert written.get("lr", "absent") == ("absent" if lr is None else lr)
+    filter_ffn = load_pretrained(tmp_path / "x").backbone.layers[0].mixer.filter_fn
+    own = [p._optim for p in filter_ffn.implicit_filter.parameters()]
+    assert own and all(o.get("lr") == lr for o in own)

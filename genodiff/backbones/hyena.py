@@ -473,8 +473,10 @@ def _write_hyena_config(model: HyenaDNA, cfg: dict) -> dict:
     layer = dict(cfg["layer"] or {})
     if "local_order" in layer:
         layer["short_filter_order"] = layer.pop("local_order")
-    layer_defaults = constructor_defaults(HyenaOperator.__init__)
-    fields["layer"] = {"_name_": "hyena", **layer_defaults, **layer}
+    layer = {**constructor_defaults(HyenaOperator.__init__), **layer}
+    if layer["lr"] is None:  # the optimizer's: left out, as upstream's configs hold no null
+        del layer["lr"]
+    fields["layer"] = {"_name_": "hyena", **layer}
     fields.update(conditioning_fields(cfg))
     return fields
 
