@@ -233,6 +233,12 @@ class GenerationConfig:
         16, "sequences per network call", int, range=">=1", run_key="batch_size"
     )
 
+    def __new__(cls, *args: Any, **options: Any) -> GenerationConfig:
+        """InputValueError for a name that is no option, listing the options (before the
+        dataclass's ``__init__`` would raise Python's TypeError)."""
+        _refuse_unknown(options)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         for f in fields(self):  # frozen: a NumPy number is kept as the Python one it equals
             object.__setattr__(self, f.name, check_option(f.name, getattr(self, f.name)))
@@ -240,13 +246,7 @@ class GenerationConfig:
     def updated(self, **changes: Any) -> GenerationConfig:
         """A copy with ``changes`` applied (a change of None leaves the value as it is);
         InputValueError for a name that is no option (listing the options) or a bad value."""
-        unknown = [name for name in changes if name not in option_names()]
-        if unknown:
-            raise InputValueError(
-                f"unknown generation option {unknown[0]!r}; the options are: "
-                f"{', '.join(option_names())}",
-                parameter=unknown[0],
-            )
+        _refuse_unknown(changes)  # a change of None to a name that is no option too
         given = {name: value for name, value in changes.items() if value is not None}
         return dataclasses.replace(self, **given)
 
@@ -303,6 +303,18 @@ def options() -> Iterator[tuple[dataclasses.Field, Option]]:
     """Each field of ``GenerationConfig`` with its ``Option``, in declaration order."""
     for f in fields(GenerationConfig):
         yield f, f.metadata["option"]
+
+
+def _refuse_unknown(options: Mapping[str, Any]) -> None:
+    """InputValueError for the first name of ``options`` that is no generation option, listing
+    the options."""
+    unknown = [name for name in options if name not in option_names()]
+    if unknown:
+        raise InputValueError(
+            f"unknown generation option {unknown[0]!r}; the options are: "
+            f"{', '.join(option_names())}",
+            parameter=unknown[0],
+        )
 
 
 def option_names() -> list[str]:

@@ -172,6 +172,14 @@ def test_an_unknown_option_is_one_line_listing_the_options():
     assert "\n" not in message and message.startswith("unknown generation option 'stepz'")
     listed = message.split("the options are: ")[1].split(", ")
     assert listed == [f.name for f in dataclasses.fields(GenerationConfig)]
+    # the constructor, as transformers users build one, says the same (not Python's TypeError)
+    for build in (
+        lambda: GenerationConfig(stepz=4),
+        lambda: GenerationConfig().updated(stepz=None),
+    ):
+        with pytest.raises(InputValueError) as refused:
+            build()
+        assert str(refused.value) == message
 
 
 @pytest.mark.parametrize(
