@@ -501,6 +501,11 @@ READER = Path(__file__).resolve().parents[1] / "genodiff" / "checkpoints" / "io.
 def torch_load_calls(path: Path) -> list[int]:
     """The lines of ``path`` that call ``torch.load`` (the attribute, however imported) or a
     ``load`` imported from torch."""
+    return [node.lineno for node in torch_load_nodes(path)]
+
+
+def torch_load_nodes(path: Path) -> list[ast.Call]:
+    """The calls of ``torch_load_calls``, as syntax nodes."""
     tree = ast.parse(path.read_text(), str(path))
     from_torch = {
         alias.asname or alias.name
@@ -509,17 +514,17 @@ def torch_load_calls(path: Path) -> list[int]:
         for alias in node.names
         if alias.name == "load"
     }
-    lines = []
+    calls = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         called = node.func
         if isinstance(called, ast.Attribute) and called.attr == "load":
             if ast.unparse(called.value) in ("torch", "torch.serialization"):
-                lines.append(node.lineno)
+                calls.append(node)
         elif isinstance(called, ast.Name) and called.id in from_torch:
-            lines.append(node.lineno)
-    return lines
+            calls.append(node)
+    return calls
 
 
 def test_torch_load_is_called_by_the_one_reader_only():
@@ -533,6 +538,30 @@ def test_torch_load_is_called_by_the_one_reader_only():
     assert len(torch_load_calls(READER)) == 1
 
 
+def unpickles_code(call: ast.Call) -> bool:
+    """Whether a ``torch.load`` call turns ``weights_only`` off (a file could run code)."""
+    return any(
+        k.arg == "weights_only" and not (isinstance(k.value, ast.Constant) and k.value.value)
+        for k in call.keywords
+    )
+
+
+def test_no_file_of_the_repository_loads_with_weights_only_off():
+    # Tests and bench scripts too: a file a test damages is read through the allow-listed
+    # reader (read_checkpoint_file), never with weights_only=False.
+    root = READER.parents[2]
+    folders = ("genodiff", "plugins", "tests", "bench", "notebooks")
+    sources = [p for folder in folders for p in (root / folder).glob("**/*.py")]
+    assert len(sources) > 300
+    found = [
+        f"{p.relative_to(root)}:{call.lineno}"
+        for p in sources
+        for call in torch_load_nodes(p)
+        if unpickles_code(call)
+    ]
+    assert found == []
+
+
 def test_the_ast_search_finds_each_spelling_of_torch_load(tmp_path):
     source = tmp_path / "m.py"
     source.write_text(
@@ -540,3 +569,8 @@ def test_the_ast_search_finds_each_spelling_of_torch_load(tmp_path):
         "torch.load('a')\nread('b')\ntorch.serialization.load('c')\nnp.load('d')\n"
     )
     assert torch_load_calls(source) == [3, 4, 5]
+    source.write_text(
+        "import torch\ntorch.load('a', weights_only=False)\ntorch.load('b', weights_only=flag)\n"
+        "torch.load('c', weights_only=True)\ntorch.load('d')\n"
+    )
+    assert [c.lineno for c in torch_load_nodes(source) if unpickles_code(c)] == [2, 3]
