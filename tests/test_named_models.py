@@ -6,12 +6,14 @@ name must then reach the same weights as its folder does."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -284,26 +286,44 @@ def test_a_models_path_entry_that_cannot_be_read_is_said_and_the_rest_still_load
     assert f"take it out of {MODELS_ENV}" in str(said[0].message)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 folder: nothing to test")
-def test_an_unreadable_model_folder_or_card_is_said_and_the_rest_still_load(zoo, tmp_path, capsys):
+def deny(monkeypatch, folder: Path, card: Path) -> None:
+    """What the system answers for ``folder`` and ``card`` made unreadable (chmod 000), for
+    any user (root reads them anyway): a stat inside ``folder`` and the opening of ``card``
+    fail with EACCES, while the folder itself and the card's own stat still answer."""
+    denied = OSError(errno.EACCES, os.strerror(errno.EACCES))
+    is_file, open_file = Path.is_file, Path.open
+
+    def checked_is_file(path: Path) -> bool:
+        if path.parent == folder:
+            raise PermissionError(*denied.args)
+        return is_file(path)
+
+    def checked_open(path: Path, *args, **kwargs):
+        if path == card:
+            raise PermissionError(*denied.args)
+        return open_file(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "is_file", checked_is_file)
+    monkeypatch.setattr(Path, "open", checked_open)
+
+
+def test_an_unreadable_model_folder_or_card_is_said_and_the_rest_still_load(
+    zoo, tmp_path, capsys, monkeypatch
+):
     zoo_folder = tmp_path / "zoo"
     shutil.copytree(zoo_folder / "tiny-mdlm", zoo_folder / "locked")
     shutil.copytree(zoo_folder / "tiny-mdlm", zoo_folder / "cardless")
-    (zoo_folder / "cardless" / "README.md").chmod(0)
-    (zoo_folder / "locked").chmod(0)
-    try:
-        with pytest.warns(UserWarning, match="locked cannot be read"):
-            models = named_models()
-            assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "mdlm"
-        assert "locked" not in models
-        assert models["cardless"].summary == "(model card unreadable: Permission denied)"
-        assert cli.main(["models", "cardless"]) == 2
-        err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert err.endswith(
-            "README.md cannot be read (Permission denied): make it readable to see the card"
-        )
-    finally:
-        (zoo_folder / "locked").chmod(0o755)
+    deny(monkeypatch, zoo_folder / "locked", zoo_folder / "cardless" / "README.md")
+    with pytest.warns(UserWarning, match="locked cannot be read"):
+        models = named_models()
+        assert genodiff.load("tiny-mdlm").network.config["objective"]["name"] == "mdlm"
+    assert "locked" not in models
+    assert models["cardless"].summary == "(model card unreadable: Permission denied)"
+    assert cli.main(["models", "cardless"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(
+        "README.md cannot be read (Permission denied): make it readable to see the card"
+    )
 
 
 def test_a_file_or_a_model_folder_named_as_a_folder_of_models_is_said(zoo, tmp_path):
