@@ -218,16 +218,17 @@ def unreadable_cache_entry(folder: Path) -> str | None:
     for path in sorted(folder.rglob("*")):
         problem = _file_problem(path) if path.is_file() or path.is_symlink() else None
         if problem is not None:
-            advice = redownload_advice(path) or "download it again"
+            advice = redownload_advice(path, "download it again")
             return f"its cached file {path} is present but unreadable ({problem}): {advice}"
     return None
 
 
-def redownload_advice(path: Path) -> str | None:
-    """What to do about a damaged file ``path`` that lies in a Hugging Face cache entry
+def redownload_advice(path: Path, otherwise: str) -> str:
+    """What to do about a damaged file ``path``: where it lies in a Hugging Face cache entry
     (``.../models--ORG--NAME/snapshots/COMMIT/...``, or its ``blobs/``, where ``snapshot``
-    keeps a Hub model's files): delete the entry and download it again (a download into the
-    cache keeps a blob it already holds, damaged or not); None for a file anywhere else."""
+    keeps a Hub model's files), delete the entry and download it again (a download into the
+    cache keeps a blob it already holds, damaged or not); ``otherwise`` for a file anywhere
+    else (one's own). For an error's message: called as it is raised."""
     parts = Path(path).parts
     for i, part in enumerate(parts[:-2]):
         if part.startswith("models--") and parts[i + 1] in ("snapshots", "blobs"):
@@ -238,7 +239,7 @@ def redownload_advice(path: Path) -> str | None:
                 f"delete the folder {Path(*parts[: i + 1])} and download it again with "
                 f"`{command}` (into the same HF_HUB_CACHE)"
             )
-    return None
+    return otherwise
 
 
 #: The largest JSON file of a snapshot that ``unreadable_cache_entry`` parses: a record's

@@ -314,7 +314,7 @@ class Model:
         }
 
         def stream_to(target: Path, replace: bool, block: range | None = None) -> SampleStream:
-            whole = target == Path(path)  # the main process's: its shares are staged beside it
+            whole = target == path  # the main process's: its shares are staged beside it
             reads, shares = (inputs, _part_files(target)) if whole else ((), [])
             stamp = {"settings": settings, **job_stamp(job.request, job.run, self.dtype)}
             return SampleStream(
@@ -323,7 +323,7 @@ class Model:
             )  # fmt: skip
 
         # The output is checked before any other process starts or anything is drawn.
-        stream = stream_to(Path(path), overwrite) if is_main_process() else None
+        stream = stream_to(path, overwrite) if is_main_process() else None
         spread = devices is not None or num_nodes is not None
         workers = launch_workers(settings) if spread else Workers()
         share = workers.block(num_samples)
@@ -331,9 +331,9 @@ class Model:
         finished = workers.gather(stream.complete if workers.main else None)[0]
         if finished and not workers.main:  # nothing to draw here either
             workers.wait_for_all()
-            return SampleFile(Path(path), num_samples, job.request.length, job.run, False, True)
+            return SampleFile(path, num_samples, job.request.length, job.run, False, True)
         if not workers.main:  # another process: its block into a part file of its own
-            part = _part_file(Path(path), workers)
+            part = _part_file(path, workers)
             stream = stream_to(part, True, share)
         todo = range(share.start + stream.done, share.stop)  # empty once ``complete``
         placed = self._placed_on(workers.device)  # its own device; back on the model's after
@@ -341,7 +341,7 @@ class Model:
             with placed, _progress_bar(progress if workers.main else False) as bar:
                 shown = bar
                 if bar is not None and bar.enabled and workers.world_size > 1 and not finished:
-                    shown = _RunProgress(bar, Path(path), workers, num_samples, stream)
+                    shown = _RunProgress(bar, path, workers, num_samples, stream)
                 for start, ids in self._draw(job, todo, shown):
                     stream.write(start, ids)
                 if not workers.main:
@@ -352,13 +352,13 @@ class Model:
             stream.release()  # the staged work stays for resume=True, in this process too
             raise
         written = SampleFile(
-            Path(path), num_samples, job.request.length, job.run, workers.main, stream.complete
+            path, num_samples, job.request.length, job.run, workers.main, stream.complete
         )
         if not workers.main:
             return written
         for rank in range(1, workers.world_size):  # the other processes' blocks, in order
             other = Workers(rank, workers.world_size)
-            part, block = _part_file(Path(path), other), other.block(num_samples)
+            part, block = _part_file(path, other), other.block(num_samples)
             if stream.done < block.stop:
                 stream.append_file(part, len(block))
             part.unlink(missing_ok=True)

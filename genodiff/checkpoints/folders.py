@@ -444,18 +444,22 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of ``path``; DamagedFileError when the file cannot be parsed or its tensors
     differ from the digest recorded when it was written (folders written before genodiff
     recorded one, or by other tools, are read unchecked)."""
-    advice = hub.redownload_advice(path) or (
-        "use another checkpoint, e.g. the previous one, or export or download it again"
-    )
-    damaged = f"{path} is damaged: its bytes changed after it was written ({{}}); {advice}"
+
+    def damaged(why: str) -> DamagedFileError:
+        advice = "use another checkpoint, e.g. the previous one, or export or download it again"
+        return DamagedFileError(
+            f"{path} is damaged: its bytes changed after it was written ({why}); "
+            f"{hub.redownload_advice(path, advice)}"
+        )
+
     try:
         with safetensors.safe_open(str(path), framework="pt") as handle:
             recorded = (handle.metadata() or {}).get(DIGEST_KEY)
         tensors = safetensors.torch.load_file(str(path))
     except safetensors.SafetensorError as err:
-        raise DamagedFileError(damaged.format(_first_line(err))) from None
+        raise damaged(_first_line(err)) from None
     if recorded is not None and tensors_digest(tensors) != recorded:
-        raise DamagedFileError(damaged.format("the weights differ from their recorded digest"))
+        raise damaged("the weights differ from their recorded digest")
     return tensors
 
 

@@ -109,8 +109,8 @@ def read_checkpoint_file(
             raise UnsafePickleError(path, needed) from None
         empty = path.is_file() and path.stat().st_size == 0
         detail = "the file is empty" if empty else _first_sentence(err)
-        advice = redownload_advice(path) or (
-            "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
+        advice = redownload_advice(
+            path, "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
         )
         raise InputValueError(
             f"{path} is not a loadable genodiff checkpoint (truncated or corrupt? {detail}); "
@@ -253,8 +253,8 @@ def verify_archive(path: Path) -> None:
     except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError):
         return  # not a zip archive (or torch's legacy format): torch.load says what is wrong
     if damaged is not None:
-        advice = redownload_advice(path) or (
-            "use another checkpoint, e.g. the previous one, or copy it again"
+        advice = redownload_advice(
+            path, "use another checkpoint, e.g. the previous one, or copy it again"
         )
         raise DamagedFileError(
             f"{path} is damaged: its bytes changed after it was written (the checksum of "
