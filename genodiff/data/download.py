@@ -37,7 +37,7 @@ from genodiff.atomic_files import (
     remove_temporary_files,
     writer_lock,
 )
-from genodiff.data.genome import Genome
+from genodiff.data.genome import Genome, compression
 from genodiff.data.hg38 import read_bed
 from genodiff.errors import DiskFullError, InputValueError, UserInputError
 
@@ -263,11 +263,11 @@ def gunzip(src: str | os.PathLike, dest: str | os.PathLike, log: Log = print) ->
 
 
 def _require_gzip(path: Path) -> None:
-    """A ``check`` for ``download``: ValueError unless ``path`` starts as gzip does (not as an
-    HTML error page a server sent with status 200)."""
-    with open(path, "rb") as fh:
-        start = fh.read(16)
-    if not start.startswith(b"\x1f\x8b"):
+    """A ``check`` for ``download``: ValueError unless ``path`` is gzip (``genome.compression``
+    reads its first bytes), not an HTML error page a server sent with status 200."""
+    if compression(path) == "none":
+        with open(path, "rb") as fh:
+            start = fh.read(16)
         raise ValueError(f"{path.name} starts {start!r}, not as a gzip file does")
 
 

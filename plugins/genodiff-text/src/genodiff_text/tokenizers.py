@@ -99,6 +99,13 @@ class BackendTokenizer(Tokenizer):
         self.unk_id = backend.token_to_id(self.unk_token) if self.unk_token else None
         excluded = {self.mask_id, self.pad_id}
         self.sample_ids = tuple(i for i in range(self.vocab_size) if i not in excluded)
+        # The special ids that mark a sequence ([CLS], [SEP], [PAD], [MASK], ...) rather than
+        # stand for text, which decode_sample drops: the backend's special tokens and the
+        # appended mask, but not the unknown token (a word of the text the vocabulary lacks).
+        added = backend.get_added_tokens_decoder()
+        special = {i for i, token in added.items() if token.special}
+        marks = {self.mask_id, self.pad_id, self.bos_id, self.eos_id}
+        self.control_ids = frozenset((special | marks) - {self.unk_id, None})
 
     def __len__(self) -> int:
         return self.vocab_size
@@ -186,18 +193,9 @@ class BackendTokenizer(Tokenizer):
                 sentences.append([])
             else:
                 sentences[-1].append(i)
-        control = self._control_ids()
+        control = self.control_ids
         texts = [self.decode([i for i in s if i not in control]).strip() for s in sentences]
         return f" {self.special_tokens['eos_token']} ".join(t for t in texts if t)
-
-    def _control_ids(self) -> set[int]:
-        """The special ids that mark a sequence ([CLS], [SEP], [PAD], [MASK], ...) rather than
-        stand for text: all the backend's special tokens and the appended mask, but not the
-        unknown token (a word of the text the vocabulary lacks)."""
-        added = self.backend.get_added_tokens_decoder()
-        special = {i for i, token in added.items() if token.special}
-        marks = {self.mask_id, self.pad_id, self.bos_id, self.eos_id}
-        return (special | marks) - {self.unk_id, None}
 
     def encode_sample(self, text: str) -> list[int]:
         """Ids of a sample as ``decode_sample`` wrote it, laid out as the data module lays out
