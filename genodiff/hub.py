@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from genodiff.errors import InputFileNotFoundError, InputValueError, UserInputError
-from genodiff.named_models import close_names, named_model_folder
+from genodiff.named_models import close_names, incomplete_model, named_model_folder
 
 # Hub repository names: letters, digits, '-', '_', '.', not starting with a separator.
 _HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>\S+))?")
@@ -86,9 +86,10 @@ def resolve(reference: str | os.PathLike, patterns: Sequence[str]) -> Path:
     if hub_id is None:
         close = close_names(reference)
         meant = f"; did you mean {' or '.join(close)}?" if close else ""
+        partial = incomplete_model(str(reference))
         raise InputFileNotFoundError(
             f"{reference}: not found (no such file or folder, named model (genodiff models "
-            f"lists them) or Hugging Face Hub id org/name[@revision]){meant}"
+            f"lists them) or Hugging Face Hub id org/name[@revision]){partial}{meant}"
         )
     try:
         folder = Path(_snapshot(hub_id, list(patterns)))

@@ -109,8 +109,29 @@ def named_model(name: str) -> NamedModel:
     models = named_models()
     if name not in models:
         known = ", ".join(models) or f"none (no models ship yet; set {MODELS_ENV} to add some)"
-        raise InputKeyError(f"no model named {name!r}; the named models: {known}")
+        raise InputKeyError(
+            f"no model named {name!r}{incomplete_model(name)}; the named models: {known}"
+        )
     return models[name]
+
+
+def incomplete_model(name: str) -> str:
+    """``, but FOLDER lacks FILE``, where a folder of models holds a folder called ``name``
+    that is no model for a missing required file (a model copied in part); "" otherwise."""
+    if not _is_name(name):
+        return ""
+    for root in model_folders():
+        folder = root / name
+        try:
+            missing = [file for file in REQUIRED_FILES if not (folder / file).is_file()]
+            if folder.is_dir() and missing:
+                return (
+                    f", but {folder} lacks {' and '.join(missing)} (a named model is a "
+                    f"genodiff export folder: copy it whole)"
+                )
+        except OSError:  # an unreadable folder is said by the listing's own warning
+            continue
+    return ""
 
 
 def named_model_folder(reference: str | os.PathLike) -> Path | None:

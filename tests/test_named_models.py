@@ -131,6 +131,22 @@ def test_a_mistyped_name_is_not_found_and_the_error_names_the_model_it_meant(zoo
     assert "did you mean" not in str(missing.value)
 
 
+def test_a_model_folder_copied_in_part_is_said_where_its_name_is_not_found(zoo, capsys):
+    partial = Path(os.environ[MODELS_ENV]) / "half-copied"
+    shutil.copytree(Path(os.environ[MODELS_ENV]) / "tiny-mdlm", partial)
+    (partial / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError) as missing:
+        genodiff.load("half-copied")
+    message = str(missing.value)
+    assert "\n" not in message
+    assert f"{partial} lacks model.safetensors (" in message  # config.json is there
+    assert cli.main(["models", "half-copied"]) == 2
+    assert f"{partial} lacks model.safetensors" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError) as missing:
+        genodiff.load("huge")  # no folder of that name: nothing said of one
+    assert "lacks" not in str(missing.value)
+
+
 def test_load_by_name_is_the_exported_model(zoo):
     loaded = genodiff.load("tiny-mdlm")
     expected = zoo.network.eval_backbone.state_dict()
