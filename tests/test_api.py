@@ -180,6 +180,16 @@ def test_save_pretrained_then_load_draws_the_same_sequences(run, tmp_path):
     assert all(torch.equal(exported[k], written[k]) for k in exported)
 
 
+def test_load_leaves_the_callers_seeded_generator_as_it_was():
+    """docs/python_api.md: a session seeded with ``torch.manual_seed`` draws the same numbers
+    after ``genodiff.load`` (here of a shipped model: an export folder) as without it."""
+    torch.manual_seed(5)
+    without_a_load = torch.rand(4)
+    torch.manual_seed(5)
+    genodiff.load("mdlm-chrx")
+    assert torch.equal(torch.rand(4), without_a_load)
+
+
 def test_a_run_draws_with_the_steps_of_its_samples_section(run, tmp_path):
     """TINY trains with samples.steps=8: its checkpoint and its export draw with 8 steps (the
     ancestral sampler calls the network once per step) unless the call says otherwise."""

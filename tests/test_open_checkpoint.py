@@ -7,10 +7,12 @@ and where it goes, checks the weights fit and are finite, and reads with the sto
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -160,6 +162,28 @@ def test_the_classifiers_check_their_weights_fit_and_are_finite(checkpoints, kin
         LOADERS[kind](path)
     message = str(err.value)
     assert "not finite" in message and name.removeprefix("classifier.") in message
+
+
+def seed_the_global_generators(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def next_global_draws() -> tuple[list[float], float, float]:
+    """The next numbers of torch's, Python's and NumPy's global generators."""
+    return torch.rand(3).tolist(), random.random(), float(np.random.random())
+
+
+@pytest.mark.parametrize("kind", list(LOADERS))
+def test_loading_leaves_the_global_random_state_as_it_was(checkpoints, kind):
+    """A caller who seeded the global generators draws the same numbers after a load as
+    without one: building the module draws initial weights that the file then replaces."""
+    seed_the_global_generators(7)
+    without_a_load = next_global_draws()
+    seed_the_global_generators(7)
+    LOADERS[kind](checkpoints[kind])
+    assert next_global_draws() == without_a_load
 
 
 class RecordingDNA(DNATokenizer):

@@ -49,6 +49,7 @@ from genodiff.checkpoints.weights import load_weights
 from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
 from genodiff.model import GenerativeModel
 from genodiff.plain_records import plain_tree
+from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import (
     CHECKPOINT_KEY,
     Tokenizer,
@@ -256,6 +257,7 @@ def _open_exported(folder: Path) -> StoredCheckpoint:
     return StoredCheckpoint(GENERATOR, folder, record, tokenizer, config)
 
 
+@global_random_state_kept()  # building the module draws its discarded initial weights
 def load_model(reference: str | Path, map_location: str | torch.device = "cpu") -> GenerativeModel:
     """A ``genodiff train`` run's model with its tokenizer, in eval mode on ``map_location``.
     ``reference`` is anything ``locate`` takes: a training checkpoint (.ckpt), a run's folder

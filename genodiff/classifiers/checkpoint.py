@@ -24,6 +24,7 @@ from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.classifiers.model import KINDS, build_classifier
 from genodiff.errors import InputValueError
 from genodiff.guidance import check_noisy_states
+from genodiff.randomness.kept import global_random_state_kept
 
 
 def classifier_record(
@@ -69,6 +70,7 @@ def check_record(record: dict[str, Any], source: str | Path) -> None:
         )
 
 
+@global_random_state_kept()  # building the module draws its discarded initial weights
 def load_classifier(
     path: str | Path,
     device: str | torch.device = "cpu",

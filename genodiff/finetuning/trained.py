@@ -37,6 +37,7 @@ from genodiff.checkpoints.weights import load_weights
 from genodiff.data.benchmarks import left_pad
 from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier
+from genodiff.randomness.kept import global_random_state_kept
 
 RECORD_KEY = FINETUNED_RECORD_KEY
 PREDICT_BATCH = 64
@@ -90,6 +91,7 @@ class FinetunedClassifier:
         return torch.cat(predicted).numpy() if predicted else np.empty(0, dtype=np.int64)
 
 
+@global_random_state_kept()  # building the module draws its discarded initial weights
 def load_finetuned_classifier(
     path: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> FinetunedClassifier:
