@@ -236,6 +236,31 @@ def test_part_of_the_file_sent_for_the_whole_file_is_one_line_and_no_file(gd_ser
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.gz.part"]
 
 
+def test_ctrl_c_in_a_transfer_leaves_the_part_only_and_the_next_run_resumes(
+    gd_server, tmp_path, monkeypatch
+):
+    body = gd_server.files["/hg38.ml.fa.gz"]
+    real_received = download_module._received
+    reads = []
+
+    def received_then_ctrl_c(response):
+        reads.append(response)
+        if len(reads) == 3:
+            raise KeyboardInterrupt
+        return real_received(response)
+
+    monkeypatch.setattr(download_module, "_CHUNK", 100)
+    monkeypatch.setattr(download_module, "_received", received_then_ctrl_c)
+    url = f"{gd_server.url}/hg38.ml.fa.gz"
+    with pytest.raises(KeyboardInterrupt):
+        download(url, tmp_path / "f.gz", log=print)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.gz.part"]
+    assert (tmp_path / "f.gz.part").read_bytes() == body[:200]
+    monkeypatch.undo()
+    assert download(url, tmp_path / "f.gz", log=print).read_bytes() == body
+    assert gd_server.requests[-1] == ("/hg38.ml.fa.gz", "bytes=200-")
+
+
 def test_size_mismatch_never_leaves_final_file(gd_server, tmp_path):
     gd_server.truncate_always["/hg38.ml.fa.gz"] = 50
     with pytest.raises(DownloadError, match=r"incomplete after 3 attempts \(150 of \d+ bytes\)"):
