@@ -184,3 +184,17 @@ def test_a_task_the_package_does_not_know_is_named_with_the_eight_it_does(tmp_pa
     assert "check the name (the 8: dummy_mouse_enhancers_ensembl, " in str(caught.value)
     assert "run again" not in str(caught.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_root_that_cannot_be_written_is_said_as_it_is_not_as_a_failed_download(
+    tmp_path, monkeypatch
+):
+    def read_only(name, version=None, dest_path=None):  # the package's first mkdir there
+        raise PermissionError(errno.EACCES, "Permission denied", dest_path)
+
+    fake_genomic_benchmarks(monkeypatch, read_only)
+    with pytest.raises(PermissionError, match="Permission denied") as caught:
+        load_task(tmp_path, TASK)
+    assert not isinstance(caught.value, DownloadError)  # no "run again": it would fail again
+    assert is_user_error(caught.value)  # the command line says it in one line
+    assert list(tmp_path.iterdir()) == []

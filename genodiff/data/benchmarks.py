@@ -10,6 +10,7 @@ LEFT-padded with ``[PAD]`` (id 4) to ``max_length``.
 from __future__ import annotations
 
 import codecs
+import errno
 import http.client
 import importlib
 import shutil
@@ -138,6 +139,8 @@ def _download_with_the_package(loc2seq: ModuleType, folder: Path, staging: Path)
         with _socket_timeout(TASK_DOWNLOAD_TIMEOUT):
             loc2seq.download_dataset(folder.name, version=0, dest_path=str(staging))
     except TASK_DOWNLOAD_FAILURES as err:
+        if isinstance(err, PermissionError) or getattr(err, "errno", None) == errno.EROFS:
+            raise  # the folder, not the download: said as it is, naming the path
         kept = f"no part of the task {folder.name!r} is kept"
         known = folder.name in GENOMIC_BENCHMARKS
         again = "run again" if known else f"check the name (the 8: {', '.join(GENOMIC_BENCHMARKS)})"
