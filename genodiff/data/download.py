@@ -54,7 +54,8 @@ _CHUNK = 1 << 20
 
 
 class DownloadError(UserInputError, OSError):
-    """A transfer that could not be completed (the ``.part`` file is kept for resuming)."""
+    """A transfer that could not be completed; the message says what was kept (``download``:
+    the ``.part`` file, to resume from) and what to do."""
 
 
 def _human(n: float) -> str:
