@@ -157,7 +157,7 @@ def snapshot(repository: str, patterns: Sequence[str], cache_dir: str | None = N
 
 def _snapshot(hub_id: HubId, patterns: list[str], cache_dir: str | None = None) -> str:
     from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    from huggingface_hub.errors import FileMetadataError, HfHubHTTPError, LocalEntryNotFoundError
 
     offline = _env_flag("HF_HUB_OFFLINE") or constants.HF_HUB_OFFLINE
     cache = cache_dir or os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
@@ -176,6 +176,11 @@ def _snapshot(hub_id: HubId, patterns: list[str], cache_dir: str | None = None) 
         if offline:
             why = f"downloads are off (HF_HUB_OFFLINE=1). Pre-download it with {download}, or "
             why += "set HF_HUB_OFFLINE=0 to let genodiff fetch it"
+        elif isinstance(err.__cause__, FileMetadataError):  # an answer, without a Hub's headers
+            why = (
+                f"{endpoint} answered, but not as a Hugging Face Hub does "
+                f"({_first_line(err.__cause__)}): point HF_ENDPOINT at a Hub or a mirror of one"
+            )
         else:
             why = f"{endpoint} is unreachable. Pre-download it where the network is: {download}"
         raise HubError(f"it is not in the cache ({cache}) and {why}") from err
@@ -185,12 +190,20 @@ def _snapshot(hub_id: HubId, patterns: list[str], cache_dir: str | None = None) 
             f"{endpoint} refused it (HTTP {status}): check the spelling and the revision; a "
             "private or gated repository needs HF_TOKEN"
         ) from err
-    except _transfer_errors() as err:  # a file's transfer failed after the library's retries
+    except (*_transfer_errors(), OSError) as err:  # a transfer failed after the retries
+        if isinstance(err, OSError) and err.errno is not None:
+            raise  # the disk or the cache folder (full, not writable): said as it is
         raise HubError(
-            f"its download from {endpoint} broke off ({err or type(err).__name__}): run again "
+            f"its download from {endpoint} broke off ({_first_line(err)}): run again "
             f"to resume it, or pre-download it with `{_download_command(hub_id)}` (into the "
             "same HF_HUB_CACHE)"
         ) from err
+
+
+def _first_line(err: BaseException) -> str:
+    """The first line of ``err``'s message (huggingface_hub's size check adds advice for its
+    own API on a second), else the error's kind."""
+    return next(iter(str(err).splitlines()), "") or type(err).__name__
 
 
 def _transfer_errors() -> tuple[type[BaseException], ...]:

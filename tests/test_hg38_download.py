@@ -30,7 +30,11 @@ class _Server:
     ``truncate_once``: close the connection after that many body bytes on the first request;
     ``truncate_always``: the same on every request; ``ignore_range``: always answer 200;
     ``silent``: read the request and send nothing until the server closes; ``hang_up``: close
-    the connection without a response; ``redirect_loop``: redirect to the path itself."""
+    the connection without a response; ``redirect_loop``: redirect to the path itself;
+    ``odd_resume``: answer the next Range request with ``(status, shift, content_range)``, the
+    body from the byte asked for plus ``shift`` (a 200: the whole body) and that Content-Range
+    header (a format string of ``start``, ``end``, ``size``; None: no header);
+    ``odd_always``: the same for every request, with or without Range."""
 
     def __init__(self, files):
         self.files = files
@@ -40,6 +44,8 @@ class _Server:
         self.silent: set[str] = set()
         self.hang_up: set[str] = set()
         self.redirect_loop: set[str] = set()
+        self.odd_resume: dict[str, tuple[int, int, str | None]] = {}
+        self.odd_always: dict[str, tuple[int, int, str | None]] = {}
         self.closing = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         server = self
@@ -69,6 +75,12 @@ class _Server:
                     return
                 start = 0
                 match = re.fullmatch(r"bytes=(\d+)-", rng or "")
+                odd = server.odd_always.get(self.path)
+                if match and odd is None:
+                    odd = server.odd_resume.pop(self.path, None)
+                if odd is not None:
+                    self.send_odd(body, int(match.group(1)) if match else 0, *odd)
+                    return
                 if match and self.path not in server.ignore_range:
                     start = int(match.group(1))
                     if start >= len(body):
@@ -89,6 +101,16 @@ class _Server:
                 self.wfile.write(payload)
                 if cut is not None:
                     self.close_connection = True
+
+            def send_odd(self, body, asked, status, shift, content_range):
+                start = asked + shift if status == 206 else 0
+                self.send_response(status)
+                if content_range is not None:
+                    header = content_range.format(start=start, end=len(body) - 1, size=len(body))
+                    self.send_header("Content-Range", header)
+                self.send_header("Content-Length", str(len(body) - start))
+                self.end_headers()
+                self.wfile.write(body[start:])
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}"
@@ -165,6 +187,78 @@ def test_resume_from_existing_part_and_server_without_range(gd_server, tmp_path)
     n_requests = len(gd_server.requests)
     assert download(f"{gd_server.url}/seq.bed", tmp_path / "d.bed", log=print).read_bytes() == body
     assert gd_server.requests[n_requests:] == [("/seq.bed", f"bytes={len(body)}-")]  # 416: done
+
+
+RANGE = "bytes {start}-{end}/{size}"
+
+
+@pytest.mark.parametrize(
+    "status, shift, content_range",
+    [
+        (206, -7, RANGE),
+        (206, 7, RANGE),
+        (206, 0, None),
+        (206, 0, "bytes={start}-{end}/{size}"),
+        (200, 0, None),
+    ],
+    ids=[
+        "a range from before the byte asked for",
+        "a range from after it",
+        "206 without Content-Range",
+        "a malformed Content-Range",
+        "200 with the whole file",
+    ],
+)
+def test_a_resume_answered_with_other_bytes_than_asked_for_starts_again_from_byte_0(
+    gd_server, tmp_path, status, shift, content_range
+):
+    body = gd_server.files["/hg38.ml.fa.gz"]
+    (tmp_path / "f.gz.part").write_bytes(body[:100])
+    gd_server.odd_resume["/hg38.ml.fa.gz"] = (status, shift, content_range)
+    logs = []
+    out = download(f"{gd_server.url}/hg38.ml.fa.gz", tmp_path / "f.gz", log=logs.append)
+    assert out.read_bytes() == body  # was: those bytes written after the part, or from byte 0
+    assert gd_server.requests[0] == ("/hg38.ml.fa.gz", "bytes=100-")
+    assert any("starting again from byte 0" in line for line in logs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.gz"]
+
+
+def test_part_of_the_file_sent_for_the_whole_file_is_one_line_and_no_file(gd_server, tmp_path):
+    gd_server.odd_always["/hg38.ml.fa.gz"] = (206, 7, RANGE)  # to every request
+    url = f"{gd_server.url}/hg38.ml.fa.gz"
+    with pytest.raises(DownloadError, match="206 Partial Content .*bytes 7-") as caught:
+        download(url, tmp_path / "f.gz", log=print)  # was: bytes 7.. written from byte 0
+    assert "\n" not in str(caught.value) and "run again" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "f.gz.part").write_bytes(b"x" * 100)  # a resume: the same, the part kept
+    with pytest.raises(DownloadError, match="206 Partial Content"):
+        download(url, tmp_path / "f.gz", log=print)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.gz.part"]
+
+
+def test_ctrl_c_in_a_transfer_leaves_the_part_only_and_the_next_run_resumes(
+    gd_server, tmp_path, monkeypatch
+):
+    body = gd_server.files["/hg38.ml.fa.gz"]
+    real_received = download_module._received
+    reads = []
+
+    def received_then_ctrl_c(response):
+        reads.append(response)
+        if len(reads) == 3:
+            raise KeyboardInterrupt
+        return real_received(response)
+
+    monkeypatch.setattr(download_module, "_CHUNK", 100)
+    monkeypatch.setattr(download_module, "_received", received_then_ctrl_c)
+    url = f"{gd_server.url}/hg38.ml.fa.gz"
+    with pytest.raises(KeyboardInterrupt):
+        download(url, tmp_path / "f.gz", log=print)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.gz.part"]
+    assert (tmp_path / "f.gz.part").read_bytes() == body[:200]
+    monkeypatch.undo()
+    assert download(url, tmp_path / "f.gz", log=print).read_bytes() == body
+    assert gd_server.requests[-1] == ("/hg38.ml.fa.gz", "bytes=200-")
 
 
 def test_size_mismatch_never_leaves_final_file(gd_server, tmp_path):

@@ -447,16 +447,25 @@ def test_ids_download_from_the_endpoint_into_the_cache(tmp_path, fake_hub, monke
     assert_same(load_pretrained(f"{REPO}@v2"), model_v2)
 
 
+def serve_safetensors_as(monkeypatch, send) -> None:
+    """``FakeHub`` answering a GET of a ``.safetensors`` file with ``send(handler, commit,
+    data)``; every other request as the Hub does."""
+    serve_file = FakeHub._file
+
+    def serve(self, handler, commit, folder, name, with_body):
+        if not (with_body and name.endswith(".safetensors")):
+            return serve_file(self, handler, commit, folder, name, with_body)
+        send(handler, commit, (folder / name).read_bytes())
+
+    monkeypatch.setattr(FakeHub, "_file", serve)
+
+
 def test_a_transfer_that_breaks_off_is_one_line_saying_what_to_do(fake_hub, monkeypatch):
     """A file's body cut short on every try: huggingface_hub retries, then raises its HTTP
     library's error (was: that error's traceback)."""
     hub = fake_hub[0]
-    serve_file = FakeHub._file
 
-    def cut_short(self, handler, commit, folder, name, with_body):
-        if not (with_body and name.endswith(".safetensors")):
-            return serve_file(self, handler, commit, folder, name, with_body)
-        data = (folder / name).read_bytes()
+    def cut_short(handler, commit, data):
         handler.send_response(200)
         handler.send_header("X-Repo-Commit", commit)
         handler.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
@@ -465,11 +474,43 @@ def test_a_transfer_that_breaks_off_is_one_line_saying_what_to_do(fake_hub, monk
         handler.wfile.write(data[:100])
         handler.close_connection = True
 
-    monkeypatch.setattr(FakeHub, "_file", cut_short)
+    serve_safetensors_as(monkeypatch, cut_short)
     with pytest.raises(HubError, match=rf"{REPO}.*download from {hub.url} broke off") as caught:
         load_pretrained(REPO)
     assert "run again to resume it" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_file_of_another_size_than_announced_is_one_line(fake_hub, monkeypatch):
+    """The body whole by its Content-Length, but shorter than the size the file's metadata
+    announced (a mirror serving another file): huggingface_hub's check raises an OSError of
+    two lines (was: its traceback)."""
+    hub = fake_hub[0]
+
+    def shorter(handler, commit, data):
+        etag = hashlib.sha256(data).hexdigest()
+        FakeHub._send(handler, 200, data[:100], {"X-Repo-Commit": commit, "ETag": f'"{etag}"'})
+
+    serve_safetensors_as(monkeypatch, shorter)
+    with pytest.raises(HubError, match=rf"download from {hub.url} broke off \(.*size") as caught:
+        load_pretrained(REPO)
+    assert "has size 100" in str(caught.value) and "run again" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_an_endpoint_that_answers_without_the_hubs_headers_is_not_called_unreachable(
+    fake_hub, monkeypatch
+):
+    hub = fake_hub[0]
+
+    def without_headers(self, handler, commit, folder, name, with_body):  # a plain web server
+        self._send(handler, 200, (folder / name).read_bytes(), {}, with_body)
+
+    monkeypatch.setattr(FakeHub, "_file", without_headers)
+    with pytest.raises(HubError, match=rf"{hub.url} answered, but not as a Hugging Face Hub") as e:
+        load_pretrained(REPO)
+    assert "unreachable" not in str(e.value)  # was: "... is unreachable"
+    assert "X-Repo-Commit" in str(e.value) and "HF_ENDPOINT" in str(e.value)
 
 
 def test_unknown_repositories_and_revisions_are_clear_errors(fake_hub):

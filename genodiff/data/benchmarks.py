@@ -10,8 +10,16 @@ LEFT-padded with ``[PAD]`` (id 4) to ``max_length``.
 from __future__ import annotations
 
 import codecs
+import errno
+import http.client
 import importlib
 import shutil
+import socket
+import urllib.error
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -19,7 +27,8 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from genodiff.atomic_files import replace_folder, temporary_path
+from genodiff.atomic_files import disk_full_error, replace_folder, temporary_path
+from genodiff.data.download import DownloadError
 from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
 from genodiff.tokenizers import DNATokenizer
 from genodiff.tokenizers.base import id_dtype
@@ -37,6 +46,20 @@ TASK_MAX_LENGTH = {
     "human_ocr_ensembl": 512,
 }
 GENOMIC_BENCHMARKS = tuple(TASK_MAX_LENGTH)
+# Seconds a socket of the genomic-benchmarks download waits for the server (the package sets
+# no timeout: a server that stops answering would hang the run).
+TASK_DOWNLOAD_TIMEOUT = 60.0
+# What the package's transfer raises when the network or the archive fails: urllib's and
+# requests' errors (OSError: URLError, HTTPError, ContentTooShortError, timeouts, refused or
+# reset connections), a body cut short (IncompleteRead), a zip that does not unpack
+# (shutil.ReadError is an OSError; BadZipFile, a truncated or damaged member).
+TASK_DOWNLOAD_FAILURES = (
+    OSError,
+    http.client.HTTPException,
+    zipfile.BadZipFile,
+    EOFError,
+    zlib.error,
+)
 
 
 @dataclass
@@ -101,11 +124,56 @@ def _fetch_task(loc2seq: ModuleType, folder: Path) -> None:
     staging = temporary_path(folder)
     shutil.rmtree(staging, ignore_errors=True)  # left by a killed run whose pid was this one
     try:
-        loc2seq.download_dataset(folder.name, version=0, dest_path=str(staging))
+        _download_with_the_package(loc2seq, folder, staging)
         if (staging / folder.name).is_dir():
             replace_folder(staging / folder.name, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _download_with_the_package(loc2seq: ModuleType, folder: Path, staging: Path) -> None:
+    """The package's ``download_dataset`` of the task ``folder.name`` into ``staging``; its
+    network and archive failures one line (``DownloadError``; a full disk ``DiskFullError``)
+    naming the task, the reason and what to do."""
+    try:
+        with _socket_timeout(TASK_DOWNLOAD_TIMEOUT):
+            loc2seq.download_dataset(folder.name, version=0, dest_path=str(staging))
+    except TASK_DOWNLOAD_FAILURES as err:
+        if isinstance(err, PermissionError) or getattr(err, "errno", None) == errno.EROFS:
+            raise  # the folder, not the download: said as it is, naming the path
+        kept = f"no part of the task {folder.name!r} is kept"
+        known = folder.name in GENOMIC_BENCHMARKS
+        again = "run again" if known else f"check the name (the 8: {', '.join(GENOMIC_BENCHMARKS)})"
+        raise disk_full_error(err, staging, kept=kept) or DownloadError(
+            f"genomic-benchmarks could not download the Genomic Benchmarks task "
+            f"{folder.name!r} ({_failure_reason(err)}); no part of it is kept: {again}, or "
+            f"download it yourself and put it at {folder} as {{train,test}}/<class>/*.txt "
+            "(docs/genomic_benchmarks.md)"
+        ) from err
+
+
+@contextmanager
+def _socket_timeout(seconds: float) -> Iterator[None]:
+    """Sockets made in the block without a timeout of their own give up after ``seconds``
+    without data, unless the process set a default timeout itself (kept then)."""
+    previous = socket.getdefaulttimeout()
+    if previous is None:
+        socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _failure_reason(err: BaseException) -> str:
+    """What went wrong in ``err``, on one line: an HTTP error with its URL, urllib's reason
+    without its ``<urlopen error ...>`` wrapping, else the message, else the error's kind."""
+    if isinstance(err, urllib.error.HTTPError):
+        return f"{err} at {err.url}"
+    reason = err.reason if isinstance(err, urllib.error.URLError) else err
+    if isinstance(reason, TimeoutError):
+        return "timed out waiting for the server"
+    return " ".join(str(reason).split()) or type(reason).__name__
 
 
 def _class_dirs(split_dir: Path) -> dict[str, Path]:

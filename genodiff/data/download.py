@@ -1,11 +1,13 @@
 """Resumable downloads (stdlib urllib) and ``prepare_hg38``, behind ``genodiff data hg38``.
 
 A download goes to ``<name>.part``; an interrupted one resumes from there with an HTTP
-``Range`` request (a server that answers 200 instead of 206 restarts it from byte 0). The
-size is checked against the server's Content-Length / Content-Range total, and only a
-complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
-partial file under the final name (the ``.part`` file is this writer's documented staging, kept
-between runs to resume from, which ``atomic_write`` could not keep); the BED must also parse
+``Range`` request (a server that answers 200 instead of 206, or 206 with a Content-Range that
+is missing, malformed or starts elsewhere than the byte asked for, restarts it from byte 0,
+never writing those bytes after the part). The size is checked against the server's
+Content-Length / Content-Range total, and only a complete, verified file is fsynced and renamed
+to its final name, so a failure never leaves a partial file under the final name (the ``.part``
+file is this writer's documented staging, kept between runs to resume from, which
+``atomic_write`` could not keep); the BED must also parse
 and the gzipped FASTA start as gzip does (not an HTML page sent with status 200). A server that
 sends no response within ``timeout`` seconds (60 by default) is a ``DownloadError`` naming the
 URL. Files already in place are skipped. Only the network's failures are retried: a write of
@@ -52,7 +54,8 @@ _CHUNK = 1 << 20
 
 
 class DownloadError(UserInputError, OSError):
-    """A transfer that could not be completed (the ``.part`` file is kept for resuming)."""
+    """A transfer that could not be completed; the message says what was kept (``download``:
+    the ``.part`` file, to resume from) and what to do."""
 
 
 def _human(n: float) -> str:
@@ -116,11 +119,26 @@ def _open_range(
         raise DownloadError(
             f"{url} sent no response {why}; check the URL and the network and run again"
         ) from None
-    if offset and response.status == 206:
-        match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
-        if match and int(match.group(1)) == offset:
-            return response, offset
-    return response, 0  # 200: the server sent the whole file
+    if response.status != 206:
+        return response, 0  # 200: the server sent the whole file
+    if _range_start(response) == offset:
+        return response, offset
+    response.close()  # other bytes than asked for, or none said: they cannot follow the part
+    if offset:
+        return _open_range(url, 0, timeout)
+    said = response.headers.get("Content-Range") or "no Content-Range"
+    raise DownloadError(
+        f"{url} answered a request for the whole file with 206 Partial Content ({said}); "
+        "check the URL (or use another mirror) and run again"
+    )
+
+
+def _range_start(response: http.client.HTTPResponse) -> int | None:
+    """The first byte a 206 response holds, by its Content-Range ``bytes FIRST-LAST/SIZE``
+    (SIZE may be ``*``); None when the header is missing or malformed."""
+    content_range = response.headers.get("Content-Range", "").strip()
+    match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", content_range)
+    return int(match.group(1)) if match and int(match.group(1)) <= int(match.group(2)) else None
 
 
 def _total_size(response: http.client.HTTPResponse) -> int | None:
