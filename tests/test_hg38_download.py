@@ -415,6 +415,20 @@ def test_what_a_killed_decompression_left_is_removed_by_the_next_run(gd_server, 
     assert names == [".notes.tmp", "hg38.ml.fa", "hg38.ml.fa.fai", "human-sequences.bed"]
 
 
+def test_the_gzip_a_run_killed_after_its_decompression_kept_is_removed(gd_server, tmp_path):
+    """The FASTA is renamed into place whole (atomic_write): beside it, the .gz is a leftover
+    (830 MB for hg38), not a download to decompress again."""
+    dest = tmp_path / "hg38"
+    dest.mkdir()
+    (dest / "hg38.ml.fa").write_bytes(FASTA)
+    (dest / "hg38.ml.fa.gz").write_bytes(gzip.compress(FASTA))
+    prepare_hg38(dest, **urls(gd_server), log=print)
+    names = sorted(p.name for p in dest.iterdir())
+    assert names == ["hg38.ml.fa", "hg38.ml.fa.fai", "human-sequences.bed"]
+    assert (dest / "hg38.ml.fa").read_bytes() == FASTA
+    assert not any(path.endswith(".gz") for path, _ in gd_server.requests)
+
+
 def hg38_command(server, dest) -> list[str]:
     where = urls(server)
     return ["data", "hg38", "--dest", str(dest), "--fasta-url", where["fasta_url"],

@@ -344,10 +344,10 @@ def _fetch_fasta(dest: Path, fasta_url: str, log: Log) -> Path:
     """``dest/hg38.ml.fa``, downloaded gzipped from ``fasta_url`` and decompressed, unless it
     is there."""
     fasta = dest / HG38_FASTA_NAME
+    gz = dest / f"{HG38_FASTA_NAME}.gz"
     if fasta.exists():
         log(f"{fasta}: already present")
     else:
-        gz = dest / f"{HG38_FASTA_NAME}.gz"
         if gz.exists():
             log(f"{gz}: already downloaded")
         else:
@@ -355,6 +355,7 @@ def _fetch_fasta(dest: Path, fasta_url: str, log: Log) -> Path:
             download(fasta_url, gz, log=log, check=_require_gzip)
         log(f"decompressing {gz} -> {fasta}")
         gunzip(gz, fasta, log=log)
+    if gz.exists():  # also one a run killed between the rename of its FASTA and here left
         gz.unlink()
         log(f"removed {gz}")
     return fasta
