@@ -306,6 +306,92 @@ def test_no_mask_is_left_in_a_guided_sample(objective, sampler, options):
     assert ((samples >= BASES[0]) & (samples <= BASES[-1])).all()
 
 
+class Recorder(nn.Module):
+    """Passes every call on to ``model`` and records each row it reads: (its ids, its label:
+    None for the null label of a plain call)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.capabilities = model.capabilities
+        self.inputs: list[tuple[tuple[int, ...], int | None]] = []
+
+    def forward(self, input_ids, sigma=None, labels=None):
+        marks = [None] * len(input_ids) if labels is None else labels.tolist()
+        self.inputs += list(zip(map(tuple, input_ids.tolist()), marks, strict=True))
+        return self.model(input_ids, sigma, **({} if labels is None else {"labels": labels}))
+
+
+class RowCountingClassifier(ExactNoisyClassifier):
+    """The exact classifier, counting the rows it tilts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows = 0
+
+    def tilt(self, x, label, where, exact, t=None):
+        self.rows += len(x)
+        return super().tilt(x, label, where, exact, t)
+
+
+# (the guidance options, the network rows one state of a sequence takes: 2 for D-CFG at a
+# gamma outside {0, 1}, the label's and the null label's predictions, else 1)
+EVALUATED = [
+    ({}, 1),
+    ({"label": 1, "guidance": 2.0, "guidance_form": "x0"}, 2),
+    ({"label": 1, "guidance": 2.0, "guidance_form": "transition"}, 2),
+    ({"label": 0, "guidance": 2.0, "classifier": True, "guidance_form": "x0"}, 1),
+    ({"label": 0, "guidance": 2.0, "classifier": True, "guidance_form": "transition"}, 1),
+]
+
+
+def evaluated_draw(sampler, options, n, seed=0, **request):
+    """``draw`` through a ``Recorder`` (and a ``RowCountingClassifier`` where ``options`` name
+    one), without time conditioning, sampling_eps 0.5 (about half the masked tokens wait for the
+    final noise removal): (the samples, the recorder, the classifier or None)."""
+    options = dict(options)
+    classifier = RowCountingClassifier() if options.pop("classifier", None) else None
+    if classifier is not None:
+        options.update(classifier=classifier, classifier_form="exact")
+    base = Unconditional(MARGINAL) if "label" not in options or classifier else None
+    model = Recorder(base or ConditionalOracle(CONDITIONALS, MARGINAL))
+    objective = mdlm(sampling_eps=0.5)
+    samples = draw(model, sampler, objective, n=n, seed=seed, steps=8, **options, **request)
+    return samples, model, classifier
+
+
+@pytest.mark.parametrize(("options", "parts"), EVALUATED)
+@pytest.mark.parametrize("sampler", ["first-hitting", "cached"])
+def test_one_masked_position_takes_one_network_evaluation_per_sequence(sampler, options, parts):
+    # Every sequence passes through one masked state (the template with its one [MASK]),
+    # whatever the draws: its prediction decides whether and to what the position unmasks, in
+    # the loop or in the final noise removal. The network has no time conditioning, so that
+    # state needs the network once: n sequences, n rows per network part (and per classifier
+    # tilt), whether the position unmasked in the loop or waited for the final step.
+    n = 200
+    template, given = torch.full((SEQ_LEN,), TOK.mask_id), torch.ones(SEQ_LEN, dtype=torch.bool)
+    template[[0, 2]] = torch.tensor([BASES[0], BASES[2]])
+    given[1] = False
+    samples, model, classifier = evaluated_draw(sampler, options, n, template=template, given=given)
+    assert not (samples == TOK.mask_id).any()
+    assert len(model.inputs) == n * parts
+    assert classifier is None or classifier.rows == n
+
+
+@pytest.mark.parametrize(("options", "parts"), EVALUATED)
+@pytest.mark.parametrize("sampler", ["first-hitting", "cached"])
+def test_the_network_reads_each_masked_state_of_a_sequence_once(sampler, options, parts):
+    # One sequence at a time (its network rows are then its own): every row the network reads
+    # holds a mask (a state without one has nothing left to draw), and no (state, label) is
+    # read twice (the network has no time conditioning: a second read repeats the first).
+    for seed in range(20):
+        samples, model, _ = evaluated_draw(sampler, options, n=1, seed=seed)
+        assert not (samples == TOK.mask_id).any()
+        assert all(TOK.mask_id in ids for ids, _ in model.inputs)
+        assert len(set(model.inputs)) == len(model.inputs)
+        assert len(model.inputs) % parts == 0
+
+
 class SiteModel(nn.Module):
     """Any length: the same base distribution at every position, one per label (the null
     label: ``null``)."""

@@ -35,7 +35,9 @@ the position is l with probability Z_l / R, and its value is drawn from x~_l: th
 T -> infinity limit of the ancestral sampler in the transition form
 (tests/test_guidance_forms.py). With Z_l = 1 this is the unguided event law above. The rates
 need the guidance at every masked position, so the network (and classifier) is called on the
-current state before the event time is drawn.
+current state before the event time is drawn; when that time falls below sampling_eps, the
+same call serves the final noise removal of the row (its state has not changed, and neither
+the network nor the classifier reads the time): one call per state, at most L per sequence.
 
 On CUDA (``genodiff.syncs.sync_free_on``) the loop runs without host syncs (``hit_sync_free``):
 every row goes through every iteration in fixed shapes, a row that has stopped drawing its
@@ -59,6 +61,7 @@ from genodiff.guidance import Guide
 from genodiff.randomness.noise import Noise
 from genodiff.samplers.categorical import refuse_non_finite, sample_categorical, sharpen
 from genodiff.samplers.masked import (
+    Known,
     MaskedDiffusion,
     denoise_remaining,
     masked_guide,
@@ -93,7 +96,9 @@ def hit(
     iteration calls the network once on the rows still running: in the x0 form (and unguided)
     at their own event times, with a classifier's tilt computed at the revealed position only;
     in the transition form on their current states, tilted at every masked position (the
-    rates need them all; module doc). ``sync_free`` (default: on CUDA): ``hit_sync_free``.
+    rates need them all; module doc), and a row whose next event falls below sampling_eps
+    keeps that prediction of its final state for the final noise removal (no time
+    conditioning here). ``sync_free`` (default: on CUDA): ``hit_sync_free``.
     """
     n = x.shape[0]
     x = x.clone()
@@ -106,6 +111,7 @@ def hit(
     stop = torch.tensor(objective.process.sampling_eps, dtype=torch.float64)
     p_stop = schedule.mask_probability(stop)
     running = torch.ones(n, dtype=torch.bool, device=x.device)
+    known = Known(torch.zeros(n, dtype=torch.bool, device=x.device))  # of the stopped rows
     events = int(((x == objective.process.mask_id) & ~given).sum(dim=-1).max())  # at most
     while True:
         masked = (x == objective.process.mask_id) & ~given  # (n, L)
@@ -126,8 +132,10 @@ def hit(
         # depend on its own state alone (genodiff.randomness.noise).
         u_time, u_position, u_value = noise.take(rows).uniform(rows.numel(), 3).unbind(1)
         p_next = p_t[rows] * u_time ** (1.0 / total)  # (r,)
-        running[rows[p_next < p_stop]] = False  # the next event would fall below sampling_eps
-        go = p_next >= p_stop
+        go = p_next >= p_stop  # (r,): else the next event would fall below sampling_eps
+        running[rows[~go]] = False
+        if guide.changes_rates and not go.all():  # their final states' predictions
+            known.keep(rows[~go], parts[~go])
         rows, p_next, rates = rows[go], p_next[go], rates[go]
         u_position, u_value = u_position[go, None], u_value[go, None]  # (r, 1) each
         if not rows.numel():
@@ -145,7 +153,7 @@ def hit(
         value = sample_categorical(sharpen(log_x0, request.temperature, request.top_p), u=u_value)
         x[rows, position] = value
         p_t[rows] = p_next
-    return denoise_remaining(objective, x, given, guide)
+    return denoise_remaining(objective, x, given, guide, known)
 
 
 def hit_sync_free(

@@ -15,6 +15,7 @@ Temperature and top-p reshape x~ only, never the odds of unmasking.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -116,8 +117,10 @@ def unmask(
     finite-output check runs once, after the loop; the step's times and uniforms reach the
     device without a wait (``Noise.staging``), and with CUDA graphs the whole step is replayed
     from one (``unmask_sync_free``). Otherwise only unmasking positions draw a value, the
-    network sees only the rows that changed (``reuse``) and the loop stops once nothing is
-    masked. Both draw the same sequences: the same uniforms decide the same positions.
+    network sees only the rows that changed (``reuse``) and still hold a mask, the final
+    noise removal reuses the prediction of a row that did not change in the last step
+    (``reuse``), and the loop stops once nothing is masked. Both draw the same sequences: the
+    same uniforms decide the same positions.
     """
     x = x.clone()
     sync_free = syncs.sync_free_on(x.device) if sync_free is None else sync_free
@@ -133,12 +136,15 @@ def unmask(
         masked = (x == objective.process.mask_id) & ~given  # (n, L)
         if not masked.any():
             break
-        rows = stale.nonzero().squeeze(-1) if reuse else None  # None: every row
+        # None: every row; else the rows that changed and still have something to draw
+        rows = (stale & masked.any(dim=-1)).nonzero().squeeze(-1) if reuse else None
         if rows is None:
             parts = guide.parts(x, t.expand(n).to(x.device), masked)  # (n, L, K, V)
         elif rows.numel():
             fresh = guide.parts(x[rows], t.expand(rows.numel()).to(x.device), masked[rows])
-            parts = fresh if parts is None else parts.index_copy_(0, rows, fresh)
+            if parts is None:  # a row without a mask keeps zeros: nothing reads them
+                parts = fresh.new_zeros((n, *fresh.shape[1:]))
+            parts.index_copy_(0, rows, fresh)
         p_t, p_s = schedule.mask_probability(t), schedule.mask_probability(s)
         # Two uniforms per position of every row, used where the position is masked: a row's
         # draws never depend on the other rows (genodiff.randomness.noise).
@@ -151,7 +157,8 @@ def unmask(
         p_x0 = sharpen(log_x0, request.temperature, request.top_p)  # (U, V)
         x[row, position] = sample_categorical(p_x0, u=u_value[row, position, None])
         stale = go.any(dim=-1)
-    return denoise_remaining(objective, x, given, guide)
+    known = Known(~stale, parts) if reuse else None  # unchanged rows: parts at their state
+    return denoise_remaining(objective, x, given, guide, known)
 
 
 def unmask_sync_free(
@@ -244,21 +251,62 @@ def unmasking(p_t: Tensor, p_s: Tensor, log_factor: Tensor, u: Tensor) -> Tensor
     return u * (stay + go) >= stay
 
 
-def denoise_remaining(objective: MaskedDiffusion, x: Tensor, given: Tensor, guide: Guide) -> Tensor:
+@dataclass
+class Known:
+    """The network side of the guided prediction (``Guide.parts``) that a sampler has already
+    computed at some rows' current states: the rows where ``fresh`` (n,) is True, in ``parts``
+    (n, L, K, V) (None: no row). Without time conditioning (the cached sampler; first-hitting
+    in the transition form) it is the prediction at any time, the final noise removal's
+    included, and the classifier's tilt reads no time (``genodiff.guidance``)."""
+
+    fresh: Tensor
+    parts: Tensor | None = None
+
+    def keep(self, rows: Tensor, parts: Tensor) -> None:
+        """Record ``parts`` (r, L, K, V) as those of ``rows`` (r,) at their current states."""
+        if self.parts is None:
+            self.parts = parts.new_zeros((len(self.fresh), *parts.shape[1:]))
+        self.parts[rows] = parts
+        self.fresh[rows] = True
+
+
+def denoise_remaining(
+    objective: MaskedDiffusion,
+    x: Tensor,
+    given: Tensor,
+    guide: Guide,
+    known: Known | None = None,
+) -> Tensor:
     """Final noise-removal step: tokens still masked take the argmax of the (guided) x0
-    prediction at t = sampling_eps. Only the rows that hold a mask go through the network."""
+    prediction at t = sampling_eps. Only the rows that hold a mask, and whose prediction is
+    not ``known``, go through the network."""
     masked = (x == objective.process.mask_id) & ~given  # (n, L)
     rows = masked.any(dim=-1).nonzero().squeeze(-1)
     non_finite = torch.zeros((), dtype=torch.bool, device=x.device)  # argmax would take a NaN
     if rows.numel():
         t_final = torch.full((rows.numel(),), objective.process.sampling_eps, device=x.device)
-        parts = guide.parts(x[rows], t_final, masked[rows])  # (rows, L, K, V)
+        parts = final_parts(guide, x, masked, rows, t_final, known)  # (rows, L, K, V)
         log_x0 = guide.combine(parts, 1 - t_final[:, None])  # (rows, L, V)
         non_finite = (log_x0.isnan().any(dim=-1) & masked[rows]).any()
         best = log_x0.argmax(-1)  # (rows, L)
         x = x.index_copy(0, rows, torch.where(masked[rows], best, x[rows]))
     refuse_non_finite(non_finite)
     return x
+
+
+def final_parts(
+    guide: Guide, x: Tensor, masked: Tensor, rows: Tensor, t: Tensor, known: Known | None
+) -> Tensor:
+    """``guide.parts`` (r, L, K, V) of ``rows`` (r,) of x (n, L) at times ``t`` (r,), taken
+    from ``known`` where it has them: only the other rows go through the network."""
+    if known is None or known.parts is None:
+        return guide.parts(x[rows], t, masked[rows])
+    parts = known.parts[rows]  # (r, L, K, V), a copy
+    missing = (~known.fresh[rows]).nonzero().squeeze(-1)  # (m,) indices into rows
+    if missing.numel():
+        lacking = rows[missing]
+        parts[missing] = guide.parts(x[lacking], t[missing], masked[lacking])
+    return parts
 
 
 def _device(model: nn.Module) -> torch.device:
