@@ -1,7 +1,8 @@
 """The documentation holds together: every relative link in README.md, BENCHMARKS.md, docs/*.md
 and the text plugin's README.md names a file of this repository and, with a ``#anchor``, a
-heading of that file (GitHub's anchor rule), README.md stays a short entry page, and a printed
-variant of a quick start's training trains into a folder of its own."""
+heading of that file (GitHub's anchor rule), README.md stays a short entry page, a printed
+variant of a quick start's training trains into a folder of its own, and what the docs quote of
+a shipped config is what it holds."""
 
 import re
 from pathlib import Path
@@ -183,3 +184,22 @@ def test_a_printed_variant_of_a_quick_start_trains_into_a_folder_of_its_own(doc)
         and not re.search(r" (output_dir|ckpt_path)=", match[2])
     ]
     assert not into_the_quick_start, "add output_dir=outputs/<a name of its own> to each"
+
+
+def test_the_walkthrough_quotes_the_steps_its_generator_saved():
+    """docs/guidance.md's "Steps" note: left out, --steps is the run's saved ``samples.steps``
+    (genodiff/generation_config.py), so the number it quotes, and the network calls at two a
+    step under D-CFG, must be those of configs/conditional_demo.yaml. Was: 1,024 steps and
+    2,048 calls, the default of a run that saves none."""
+    from genodiff.config import load_config
+
+    text = " ".join((ROOT / "docs" / "guidance.md").read_text(encoding="utf-8").split())
+    note = re.search(
+        r"Leave out `--sampler` and `--steps` and the ancestral sampler takes\D*?(\d[\d,]*)"
+        r".*?under D-CFG.*?(\d[\d,]*) calls for a batch",
+        text,
+    )
+    assert note, "docs/guidance.md: the walkthrough's note on the steps is gone"
+    steps, calls = (int(number.replace(",", "")) for number in note.groups())
+    saved = load_config("configs/conditional_demo.yaml").samples.steps
+    assert (steps, calls) == (saved, 2 * saved)
