@@ -5,8 +5,8 @@
 # same settings (64 rows x 1,024 bp, ancestral, T = 256: the step costs the same as at
 # T = 1,024, so bp/s at T = 1,024 is 257/1,025 of it), in float32 and bfloat16, this checkout
 # with a per-kernel profile of 64-row steps; then this checkout's GPU tests (tests/gpu: the
-# kernels against the exact CPU path, graphed draws against eager ones), and last this checkout's
-# first-hitting sampler at 256 rows x 1,024 bp (a call per position, ~45 s a draw) and at 1,024
+# kernels against the exact CPU path, graphed draws against eager ones; and the text plugin's
+# CUDA test), and last this checkout's first-hitting sampler at 256 rows x 1,024 bp (a call per position, ~45 s a draw) and at 1,024
 # rows drawing the last 64 positions (--masked 64: the same calls, 64 of them). Everything lands
 # in OUT/ab.tar, packed after each part.
 #
@@ -38,7 +38,10 @@ for dtype in "${dtypes[@]}"; do
     part "head_$dtype" 60 bench/bench_gpu_sampler.py "${settings[@]}" "${profile[@]}" \
         --dtype "$dtype" --out "$work/head_$dtype"
 done
-[[ -n $smoke ]] || part gpu_tests 150 -m pytest -q -x -p no:cacheprovider tests/gpu
+# and the text plugin's one CUDA test (the DiT's bf16 autocast; it needs torch and genodiff only)
+dit_cuda=plugins/genodiff-text/tests/test_text_dit.py::test_cuda_runs_in_bf16_autocast_and_returns_float32
+[[ -n $smoke ]] || PYTHONPATH="$PWD/plugins/genodiff-text/src:$PYTHONPATH" part gpu_tests 150 \
+    -m pytest -q -x -p no:cacheprovider tests/gpu "$dit_cuda"
 [[ -n $smoke ]] || part first_hitting_256 130 bench/bench_gpu_sampler.py --samplers first-hitting \
     --rows 256 --out "$work/first_hitting_256"
 [[ -n $smoke ]] || part first_hitting_1024 80 bench/bench_gpu_sampler.py --samplers first-hitting \
