@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The GPU sampler of two revisions in one call on one GPU, so that their ratio is measured on
-# one machine (BENCHMARKS.md, "GPU sampler"): BASE, a folder holding another revision's
-# genodiff/, bench/ and configs/, and this checkout run bench/bench_gpu_sampler.py alternately with the
-# same settings (64 rows x 1,024 bp, ancestral, T = 256: the step costs the same as at
-# T = 1,024, so bp/s at T = 1,024 is 257/1,025 of it), in float32 and bfloat16, this checkout
-# with a per-kernel profile of 64-row steps; then this checkout's GPU tests (tests/gpu: the
-# kernels against the exact CPU path, graphed draws against eager ones; and the text plugin's
-# CUDA test), and last this checkout's first-hitting sampler at 256 rows x 1,024 bp (a call per position, ~45 s a draw) and at 1,024
-# rows drawing the last 64 positions (--masked 64: the same calls, 64 of them). Everything lands
-# in OUT/ab.tar, packed after each part.
+# The GPU sampler of two revisions in one call on one GPU, so that their ratio is measured on one
+# machine (BENCHMARKS.md, "GPU sampler"): BASE, a folder holding another revision's genodiff/,
+# bench/ and configs/, and this checkout run bench/bench_gpu_sampler.py alternately with the same
+# settings (64 rows x 1,024 bp, ancestral, T = 256: the step costs the same as at T = 1,024, so
+# bp/s at T = 1,024 is 257/1,025 of it), in float32 and bfloat16, this checkout with a per-kernel
+# profile of 64-row steps; then this checkout's GPU tests (tests/gpu: the kernels against the
+# exact CPU path, graphed draws against eager ones; and the text plugin's CUDA test), and last
+# this checkout's first-hitting sampler at 256 rows x 1,024 bp (a call per position, ~45 s a draw)
+# and at 1,024 rows drawing the last 64 positions (--masked 64: the same calls, 64 of them).
+# Everything lands in OUT/ab.tar, packed after each part.
 #
 #   git archive REV genodiff bench configs | tar -x -C .gpu_carry/base   # here, before the session
 #   bench/gpu_sampler_ab.sh OUT .gpu_carry/base           # on the GPU machine
