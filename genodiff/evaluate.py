@@ -526,9 +526,9 @@ def evaluate_checkpoint(
             parameter=("data_files", "data_file"),
         )
     if data_file is None:  # the run's test split: its files where they are on this machine
-        copy_form = "{option}=PATH in data_files"
-        point = f"then give a copy of it ({copy_form}), or a file of your own to score instead "
-        point += "(data_file)"
+        copy_form = "{option}=PATH (data_files)"
+        point = f"then give a copy of it as {copy_form}, or a file of your own to score "
+        point += "instead (data_file)"
         records = model.provenance.get(DATA_FILES_KEY)
         try:
             data = locate_data(data, records, data_files, point=point, copy_form=copy_form)
