@@ -179,6 +179,16 @@ def test_text_report(checkpoints, capsys, monkeypatch):
     assert "scored windows" not in capsys.readouterr().err
 
 
+def test_a_dna_report_says_what_is_scored_in_no_other_domains_words(capsys):
+    """Was: "padding, hence a sentence's length, is given" in the report of a DNA model."""
+    args = ["eval", "--checkpoint", "mdlm-chrx", "--file", str(DEMO_FASTA), "--length", "64"]
+    capsys.readouterr()
+    assert cli.main([*args, "--num-windows", "1"]) == 0
+    (scored,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("scored")]
+    assert "objective.padding=given" in scored and "sequence's length" in scored
+    assert "sentence" not in scored
+
+
 def eval_with_stderr(capsys, checkpoint, *args) -> tuple[dict, str]:
     capsys.readouterr()
     assert cli.main(["eval", "--checkpoint", str(checkpoint), "--json", *args]) == 0

@@ -61,5 +61,5 @@ def test_the_model_summary_gives_the_parameters_and_no_flops_it_never_counted(
 
 
 def test_a_run_that_turns_the_summary_off_prints_none(tmp_path, caplog, capsys):
-    trainer = demo_trainer(tmp_path, "+trainer.enable_model_summary=false")
+    trainer = demo_trainer(tmp_path, "trainer.enable_model_summary=false")
     assert summary_shown(trainer, TwoLayers(), caplog, capsys) == ""
