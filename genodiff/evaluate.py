@@ -270,12 +270,16 @@ def unknown_fraction(windows: HeldoutWindows, tokenizer: Any, given_file: bool =
 
 
 def _data_source(data_config: dict[str, Any]) -> str:
-    """The file a data config reads (its first ``data_file_keys`` entry set), for the report."""
+    """The file a data config reads (its first ``data_file_keys`` entry set), for the report;
+    of a key that maps names to files (``fasta_by_label``), each as ``name=PATH``."""
     from genodiff import registry
 
     for key in registry.get("data", data_config["name"]).data_file_keys:
-        if data_config.get(key):
-            return str(data_config[key])
+        value = data_config.get(key)
+        if isinstance(value, Mapping) and value:
+            return ", ".join(f"{name}={path}" for name, path in value.items())
+        if value:
+            return str(value)
     return "the bundled demo data"
 
 
