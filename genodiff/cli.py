@@ -885,12 +885,16 @@ def command_options(parser: argparse.ArgumentParser, command: str) -> dict[str, 
 
 
 def with_options(message: BaseException, options: dict[str, str]) -> str:
-    """The text of ``message`` (an error, a warning) with the options of its ``parameter``
-    (``UserInputError``, ``UserInputWarning``) added that the text does not name already."""
+    """The text of ``message`` (an error, a warning) as a command says it: each of its
+    ``parameter``'s names (``UserInputError``, ``UserInputWarning``) that the text gives in
+    parentheses, the library's way to point at an argument (``(data_file)``), becomes its
+    option (``(--file)``), and the options the text then does not name are added at its end."""
     text = str(message)
     parameter = getattr(message, "parameter", None) or ()
-    names = (parameter,) if isinstance(parameter, str) else parameter
-    flags = [options[n] for n in names if n in options and options[n] not in text]
+    names = [n for n in ((parameter,) if isinstance(parameter, str) else parameter) if n in options]
+    for name in names:
+        text = text.replace(f"({name})", f"({options[name]})")
+    flags = [options[n] for n in names if options[n] not in text]
     return f"{text} ({', '.join(flags)})" if flags else text
 
 

@@ -270,12 +270,16 @@ def unknown_fraction(windows: HeldoutWindows, tokenizer: Any, given_file: bool =
 
 
 def _data_source(data_config: dict[str, Any]) -> str:
-    """The file a data config reads (its first ``data_file_keys`` entry set), for the report."""
+    """The file a data config reads (its first ``data_file_keys`` entry set), for the report;
+    of a key that maps names to files (``fasta_by_label``), each as ``name=PATH``."""
     from genodiff import registry
 
     for key in registry.get("data", data_config["name"]).data_file_keys:
-        if data_config.get(key):
-            return str(data_config[key])
+        value = data_config.get(key)
+        if isinstance(value, Mapping) and value:
+            return ", ".join(f"{name}={path}" for name, path in value.items())
+        if value:
+            return str(value)
     return "the bundled demo data"
 
 
@@ -526,9 +530,9 @@ def evaluate_checkpoint(
             parameter=("data_files", "data_file"),
         )
     if data_file is None:  # the run's test split: its files where they are on this machine
-        copy_form = "{option}=PATH in data_files"
-        point = f"then give a copy of it ({copy_form}), or a file of your own to score instead "
-        point += "(data_file)"
+        copy_form = "{option}=PATH (data_files)"
+        point = f"then give a copy of it as {copy_form}, or a file of your own to score "
+        point += "instead (data_file)"
         records = model.provenance.get(DATA_FILES_KEY)
         try:
             data = locate_data(data, records, data_files, point=point, copy_form=copy_form)

@@ -246,6 +246,21 @@ def test_the_cli_names_every_option_of_a_tuple_of_parameters():
     assert cli.error_line(named, "sample", options).endswith("--length is too big")
 
 
+def test_the_cli_says_a_parameter_the_message_points_at_as_its_option():
+    """A library message points at an argument by its name in parentheses (``(top_p)``): the
+    command line says the option there, not a keyword it has no such argument for."""
+    options = cli.option_names(cli.build_parser())
+    err = InputValueError("give 0.9 (top_p) or a seed (seed)", parameter=("top_p", "seed"))
+    assert cli.error_line(err, "sample", options) == (
+        "genodiff sample: error: give 0.9 (--top-p) or a seed (--seed)"
+    )
+    # only a whole name in parentheses: a word in the prose stays, the option goes at the end
+    prose = InputValueError("the seed was negative (seeds start at 0)", parameter="seed")
+    assert cli.error_line(prose, "sample", options) == (
+        "genodiff sample: error: the seed was negative (seeds start at 0) (--seed)"
+    )
+
+
 def test_score_refuses_a_str_and_an_empty_sequence_in_one_line(run):
     model = genodiff.load(run, device="cpu")
     with pytest.raises(InputValueError, match="sequences is one str: give a list"):

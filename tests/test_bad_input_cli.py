@@ -234,12 +234,36 @@ def damaged_checkpoints(checkpoint: str, folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in folder.iterdir()}
 
 
+NO_TORCH_FILE = "not a loadable genodiff checkpoint: it is no PyTorch file at all"
+
+
 def assert_refused(capsys, command: str, path: Path) -> None:
     err = one_line_error(capsys, command)
     assert str(path) in err
+    if path.stem == "text":  # no torch file, so neither truncated nor corrupt
+        assert NO_TORCH_FILE in err and "truncated" not in err, err
+        return
     assert ("not a loadable genodiff checkpoint (truncated or corrupt?" in err) or (
         path.stem == "other" and "not a genodiff training checkpoint" in err
     ), err
+
+
+@pytest.mark.parametrize("given", ["config.yaml", "samples.fa"])
+def test_a_runs_other_file_given_as_its_checkpoint_is_not_called_damaged(tmp_path, capsys, given):
+    """Was: "config.yaml is not a loadable genodiff checkpoint (truncated or corrupt? Weights
+    only load failed); use another checkpoint, e.g. the run's last.ckpt, or copy it again":
+    a newcomer's config or samples file, given to --checkpoint, called a damaged checkpoint."""
+    texts = {"config.yaml": "name: demo\nseed: 1\n", "samples.fa": ">sample_0\nACGTACGT\n"}
+    path = tmp_path / given
+    path.write_text(texts[given])
+    out = tmp_path / "out.fa"
+    argv = ["sample", "--checkpoint", str(path), "--num-samples", "1", "--out", str(out)]
+    assert cli.main(argv) == 2
+    err = one_line_error(capsys, "sample")
+    assert err.startswith(f"genodiff sample: error: {path} is {NO_TORCH_FILE}"), err
+    assert "corrupt" not in err and "copy it again" not in err
+    assert "checkpoints/last.ckpt" in err and "run folder" in err  # what to give instead
+    assert not out.exists()
 
 
 def test_info_and_export_refuse_damaged_checkpoints(checkpoint, tmp_path, capsys):

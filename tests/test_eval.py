@@ -179,6 +179,32 @@ def test_text_report(checkpoints, capsys, monkeypatch):
     assert "scored windows" not in capsys.readouterr().err
 
 
+def test_a_dna_report_says_what_is_scored_in_no_other_domains_words(capsys):
+    """Was: "padding, hence a sentence's length, is given" in the report of a DNA model."""
+    args = ["eval", "--checkpoint", "mdlm-chrx", "--file", str(DEMO_FASTA), "--length", "64"]
+    capsys.readouterr()
+    assert cli.main([*args, "--num-windows", "1"]) == 0
+    (scored,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("scored")]
+    assert "objective.padding=given" in scored and "sequence's length" in scored
+    assert "sentence" not in scored
+
+
+def test_the_files_of_a_labelled_split_are_named_class_by_class(capsys):
+    """Was: "from labelled test split of {'human': '/.../chr22_20-21Mb.fa.gz', ...}", a
+    Python mapping in the report."""
+    capsys.readouterr()
+    assert cli.main(["eval", "--checkpoint", "species-conditional", "--num-windows", "3"]) == 0
+    (windows,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("wind")]
+    data = ROOT / "data"
+    files = {
+        "human": data / "chr22_20-21Mb.fa.gz",
+        "e_coli": data / "species" / "e_coli_536.fa.gz",
+        "s_aureus": data / "species" / "s_aureus_n315.fa.gz",
+    }
+    named = ", ".join(f"{name}={path}" for name, path in files.items())
+    assert windows.endswith(f" tokens from labelled test split of {named}"), windows
+
+
 def eval_with_stderr(capsys, checkpoint, *args) -> tuple[dict, str]:
     capsys.readouterr()
     assert cli.main(["eval", "--checkpoint", str(checkpoint), "--json", *args]) == 0

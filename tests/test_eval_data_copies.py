@@ -62,8 +62,12 @@ def test_eval_without_the_data_says_how_to_give_it(model_of_unshipped_data, caps
     assert cli.main(eval_args(model_of_unshipped_data)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "slice.fa.gz" in err and "fasta=PATH in data_files" in err
-    assert err.endswith("(--data, --file)")  # the options of the arguments the message names
+    assert "slice.fa.gz" in err
+    # Was: "give a copy of it (fasta=PATH in data_files), or a file of your own to score
+    # instead (data_file) (--data, --file)": the Python keywords, with the options after them.
+    assert "give a copy of it as fasta=PATH (--data)" in err
+    assert err.endswith("or a file of your own to score instead (--file)")
+    assert not re.search(r"\bdata_files?\b", err), err  # no keyword the command line lacks
 
 
 @pytest.mark.parametrize(
@@ -110,8 +114,7 @@ def test_an_unknown_data_key_is_one_plain_line_naming_the_known_ones(model, give
     places = data_places(model)
     known = places if names == "keys" else [place.split(".")[1] for place in places]
     assert ", ".join(known) in err  # the keys (or entries) there are
-    assert f" as {places[0]}=PATH in data_files" in err  # what to give, as --data takes it
-    assert err.endswith("(--data)")
+    assert err.endswith(f" as {places[0]}=PATH (--data)")  # what to give, as --data takes it
     assert not set('{}[]"') & set(err), err  # no Python form of a mapping or a list
     assert not re.search(r"[\s(=:]'", err), err  # nor of a string ('x.fa')
 

@@ -444,6 +444,30 @@ def test_samples_all_one_sequence_get_no_auroc_and_a_warning():
         discriminator_auroc(["ACGTTGCA" * 8] * 5, reference, DNA)
 
 
+class StageNotes:
+    """A ``Progress`` that keeps the stages it hears of."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def update(self, done: float, total: float | None, what: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("records", "said"), [(1, "1 training record"), (2, "2 training records")])
+def test_the_memorisation_stage_counts_the_training_records_in_words(records, said):
+    """Was: "an index of 1 training records"."""
+    heard = StageNotes()
+    train = random_dna(records, 500, seed=3)
+    evaluate_samples(
+        random_dna(6, 64, seed=1), random_dna(20, 64, seed=2), DNA, train, progress=heard
+    )
+    assert f"nearest training stretches (an index of {said})" in heard.notes
+
+
 def test_discriminator_fits_on_one_blas_thread(monkeypatch):
     # Spinning OpenBLAS threads made each fit ~10x slower on a busy machine (BENCHMARKS.md):
     # every fit of the cross-validation sees one thread in each BLAS pool, whatever the default.

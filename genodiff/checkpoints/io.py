@@ -108,6 +108,12 @@ def read_checkpoint_file(
         if needed:
             raise UnsafePickleError(path, needed) from None
         empty = path.is_file() and path.stat().st_size == 0
+        if not empty and not _begins_as_a_torch_file(path):
+            raise InputValueError(
+                f"{path} is not a loadable genodiff checkpoint: it is no PyTorch file at all (a "
+                "config, a FASTA?); give a training checkpoint (a run's checkpoints/last.ckpt), "
+                "a run folder or an export folder"
+            ) from None
         detail = "the file is empty" if empty else _first_sentence(err)
         advice = redownload_advice(
             path, "use another checkpoint, e.g. the run's last.ckpt, or copy it again"
@@ -116,6 +122,18 @@ def read_checkpoint_file(
             f"{path} is not a loadable genodiff checkpoint (truncated or corrupt? {detail}); "
             f"{advice}"
         ) from None
+
+
+# How a torch file begins: a zip archive (torch.save's format since PyTorch 1.6) or a pickle of
+# protocol 2 or later (its legacy format). A damaged or truncated torch file still begins so.
+TORCH_FILE_STARTS = (b"PK\x03\x04", b"\x80")
+
+
+def _begins_as_a_torch_file(path: Path) -> bool:
+    """True when ``path`` begins as a torch file does (``TORCH_FILE_STARTS``), damaged or not;
+    False for another kind of file (a YAML config, a FASTA given as a checkpoint)."""
+    with open(path, "rb") as file:
+        return file.read(4).startswith(TORCH_FILE_STARTS)
 
 
 def _load_weights_only(

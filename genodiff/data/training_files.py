@@ -182,7 +182,7 @@ def locate_data(
     keyword that takes a copy: ``then give its path: model.windows(split, {keyword})``;
     ``{option}`` the place as a dotted option, ``fasta_by_label.human``). ``copy_form``: how
     the caller gives a copy of a file, spelled as in ``point`` (``{keyword}`` in Python
-    keywords, ``{option}=PATH in data_files`` for a mapping by dotted place); a copy ``copies``
+    keywords, ``{option}=PATH (data_files)`` for a mapping by dotted place); a copy ``copies``
     names no file for is refused in it (InputValueError naming the model's files)."""
     recorded = {(r["key"], r.get("entry")): r for r in records or ()}
     given = _copies(data, copies or {}, copy_form)

@@ -52,7 +52,7 @@ from genodiff.metrics.diversity import (
 )
 from genodiff.metrics.kmers import heldout_kmer_js
 from genodiff.metrics.sequences import base_codes, evenly_spaced, read_sequences, tile_windows
-from genodiff.progress import Progress
+from genodiff.progress import Progress, counted
 
 KMAX = 6
 # Why a per-sequence statistic can be undefined for a sequence (DistributionComparison).
@@ -234,7 +234,7 @@ def evaluate_samples(
         samples, windows, partial(pairwise_kmer_distance, alphabet=alphabet, k=settings.diversity_k)
     )
     if train is not None:
-        stage(f"nearest training stretches (an index of {len(train)} training records)")
+        stage(f"nearest training stretches (an index of {counted(len(train), 'training record')})")
         index = TrainingIndex(
             [t.upper() for t in train],
             alphabet,

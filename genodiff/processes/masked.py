@@ -52,7 +52,7 @@ MAX_CONDITIONING_SIGMA = 20.0
 Padding = Literal["given", "bound", "upstream"]
 PADDINGS = {
     "given": "objective.padding=given: NELBO over every non-[PAD] token; [PAD] is never "
-    "corrupted (a bound on -log p(x | where [PAD] is): padding, hence a sentence's length, is "
+    "corrupted (a bound on -log p(x | where [PAD] is): padding, hence a sequence's length, is "
     "given)",
     "bound": "objective.padding=bound: NELBO over every token, [PAD] included; [PAD] is "
     "corrupted and scored like any token (a bound on -log p of the padded sequence, its length "

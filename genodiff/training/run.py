@@ -44,6 +44,7 @@ from genodiff.training.trainer import (
     build_trainer,
     check_ema_moves,
     check_ema_precision,
+    checkpoint_reads_unsaid,
     prepare_tokenizer,
     trainer_kwargs,
 )
@@ -184,9 +185,10 @@ def finish(
         )
     if cfg.evaluate_test:
         tested = best or checkpoint.last_model_path or None  # None: the weights held now
-        (result,) = trainer.test(
-            model, datamodule=LightningData(datamodule), ckpt_path=tested, verbose=False
-        )
+        with checkpoint_reads_unsaid():  # the report names the checkpoint tested
+            (result,) = trainer.test(
+                model, datamodule=LightningData(datamodule), ckpt_path=tested, verbose=False
+            )
         if best:
             weights = best  # trainer.test loaded them into `model`
             step = int(read_checkpoint_file(best, mmap=True)["global_step"])

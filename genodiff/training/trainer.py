@@ -36,6 +36,7 @@ from genodiff.progress import is_terminal
 from genodiff.threads import command_threads, share_threads
 from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 from genodiff.training.epochs import trained_epoch
+from genodiff.training.model_summary import ModelSummaryWithoutFlops
 from genodiff.training.progress_lines import PlainProgressBar
 
 # The logger Lightning's rank_zero_info writes to.
@@ -397,6 +398,15 @@ def log_at_steps_done(trainer: L.Trainer) -> L.Trainer:
     return trainer
 
 
+def model_summaries(kwargs: dict[str, Any]) -> list[Callback]:
+    """The model summary for a Trainer of ``kwargs`` (``trainer_kwargs``), which it turns
+    Lightning's own off in: ``ModelSummaryWithoutFlops`` unless ``enable_model_summary`` is
+    false (Lightning's would show a FLOPs count of 0 for every module)."""
+    shown = kwargs.get("enable_model_summary", True) is not False
+    kwargs["enable_model_summary"] = False
+    return [ModelSummaryWithoutFlops()] if shown else []
+
+
 def build_trainer(
     cfg: DictConfig,
     progress_bar: bool = True,
@@ -409,7 +419,8 @@ def build_trainer(
     ``output_dir`` (at the optimizer steps done: ``StepsDoneLogs``), SIGTERM and Ctrl-C
     stopping between steps (``StopBetweenSteps``); no progress bar when ``progress_bar`` is
     False (else as ``trainer.enable_progress_bar`` says; plain lines starting with ``label``
-    where stderr is no terminal, ``progress_bars``)."""
+    where stderr is no terminal, ``progress_bars``); Lightning's model summary without the
+    FLOPs it does not count (``model_summaries``)."""
     silence_lightning_notices()
     out = Path(cfg.output_dir)
     # One version_<n> folder per run, so a resumed run never overwrites earlier logs.
@@ -418,6 +429,7 @@ def build_trainer(
         StepsDoneTensorBoardLogger(out, name="tensorboard", default_hp_metric=False),
     ]
     kwargs = trainer_kwargs(cfg, progress_bar)
+    summaries = model_summaries(kwargs)  # before kwargs reach the Trainer: it changes them
     trainer = L.Trainer(
         default_root_dir=out,
         logger=loggers,
@@ -427,6 +439,7 @@ def build_trainer(
             StopBetweenSteps(),
             ShareThreads(),
             *progress_bars(kwargs, label),
+            *summaries,
         ],
         plugins=[AtomicCheckpointIO()],
         **kwargs,

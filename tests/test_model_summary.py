@@ -1,0 +1,65 @@
+"""The table of modules and parameters that ``genodiff train`` prints as training starts
+(``genodiff/training/model_summary.py``)."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import lightning as L
+from torch import nn
+
+from genodiff.config import load_config
+from genodiff.training.trainer import build_trainer
+
+LIGHTNING_LOGGER = "lightning.pytorch"
+
+
+class TwoLayers(L.LightningModule):
+    """3 -> 4 trained (3 * 4 weights + 4 biases = 16 parameters), 4 -> 2 frozen (8 + 2 = 10)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trained = nn.Linear(3, 4)
+        self.frozen = nn.Linear(4, 2).requires_grad_(False)
+
+
+def summary_shown(trainer: L.Trainer, module: L.LightningModule, caplog, capsys) -> str:
+    """What the trainer's model summary callbacks print as a fit starts (logged or written)."""
+    module._trainer = trainer
+    caplog.clear()
+    capsys.readouterr()  # what building the trainer said
+    lightning = logging.getLogger(LIGHTNING_LOGGER)
+    lightning.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger=LIGHTNING_LOGGER):
+            for callback in trainer.callbacks:
+                if isinstance(callback, L.pytorch.callbacks.ModelSummary):
+                    callback.on_fit_start(trainer, module)
+    finally:
+        lightning.removeHandler(caplog.handler)
+    captured = capsys.readouterr()
+    return caplog.text + captured.out + captured.err
+
+
+def demo_trainer(tmp_path, *overrides: str) -> L.Trainer:
+    return build_trainer(load_config("demo", [f"output_dir={tmp_path}", *overrides]))
+
+
+def test_the_model_summary_gives_the_parameters_and_no_flops_it_never_counted(
+    tmp_path, caplog, capsys
+):
+    """Was: a FLOPs column of 0 for every module and "Total FLOPs: 0" (Lightning counts FLOPs
+    only on an ``example_input_array``, which no genodiff module sets)."""
+    shown = summary_shown(demo_trainer(tmp_path), TwoLayers(), caplog, capsys)
+    assert "Trainable params" in shown, shown
+    assert not re.search("flops", shown, re.IGNORECASE), shown
+    counts = {what: int(n) for n, what in re.findall(r"^(\d+)\s+(\w[\w-]* params)$", shown, re.M)}
+    assert counts == {"Trainable params": 16, "Non-trainable params": 10, "Total params": 26}
+    rows = [line.split("|")[1].strip() for line in shown.splitlines() if line.count("|") >= 3]
+    assert rows == ["Name", "trained", "frozen"]  # a row per module, under the header
+
+
+def test_a_run_that_turns_the_summary_off_prints_none(tmp_path, caplog, capsys):
+    trainer = demo_trainer(tmp_path, "trainer.enable_model_summary=false")
+    assert summary_shown(trainer, TwoLayers(), caplog, capsys) == ""
