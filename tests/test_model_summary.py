@@ -10,6 +10,7 @@ import lightning as L
 from torch import nn
 
 from genodiff.config import load_config
+from genodiff.training.model_summary import ModelSummaryWithoutFlops, log
 from genodiff.training.trainer import build_trainer
 
 LIGHTNING_LOGGER = "lightning.pytorch"
@@ -63,3 +64,15 @@ def test_the_model_summary_gives_the_parameters_and_no_flops_it_never_counted(
 def test_a_run_that_turns_the_summary_off_prints_none(tmp_path, caplog, capsys):
     trainer = demo_trainer(tmp_path, "trainer.enable_model_summary=false")
     assert summary_shown(trainer, TwoLayers(), caplog, capsys) == ""
+
+
+def test_the_summary_takes_the_arguments_of_every_supported_lightning(caplog):
+    """pyproject allows lightning >= 2.2: its callback calls ``summarize`` with the four counts
+    (2.2), then the training modes (2.4), then the FLOPs (2.6) too."""
+    data = [(" ", ["0", "1"]), ("Name", ["trained", "frozen"]), ("FLOPs", ["0", "0"])]
+    lightnings = [(), ({"train": 2, "eval": 0},), ({"train": 2, "eval": 0}, 0)]
+    for later_counts in lightnings:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=log.name):
+            ModelSummaryWithoutFlops.summarize(data, 26, 16, 1e-4, *later_counts)
+        assert "16         Trainable params" in caplog.text and "FLOPs" not in caplog.text

@@ -57,8 +57,7 @@ class ModelSummaryWithoutFlops(ModelSummary):
         total_parameters: int,
         trainable_parameters: int,
         model_size: float,
-        total_training_modes: dict[str, int],
-        total_flops: int,
+        *counts: Any,  # the training modes (Lightning >= 2.4) and FLOPs (>= 2.6): not shown
         **summarize_kwargs: Any,
     ) -> None:
         table = summary_table(summary_data, total_parameters, trainable_parameters, model_size)
