@@ -83,7 +83,10 @@ def test_info_of_a_training_checkpoint(run, capsys):
 
     assert cli.main(["info", str(run / "checkpoints" / "last.ckpt")]) == 0
     text = capsys.readouterr().out
-    assert "objective:   mdlm" in text and f"data digest: {expected_digest(DEMO_FASTA)}" in text
+    assert (
+        "objective:   mdlm" in text
+        and f"data digest: {expected_digest(DEMO_FASTA)} (of the files' bytes)" in text
+    )
     assert f"tokens seen: {TOKENS:,} (counted during training" in text
     assert "config:\n" in text and "    max_steps: 2" in text
 

@@ -91,7 +91,8 @@ class CheckpointInfo:
         if self.tokens_seen is not None:
             about = "" if self.tokens_seen_counted else "~"
             tokens = f"{about}{self.tokens_seen:,} ({self.tokens_seen_from})"
-        digest = self.data_digest or NOT_RECORDED
+        # Over each file's bytes as read (compressed): not a model card's content sha256
+        digest = f"{self.data_digest} (of the files' bytes)" if self.data_digest else NOT_RECORDED
         null = " (+ the null label: p(x))" if self.null_label else ""
         rows = [
             ("source", self.source if self.source == self.path else f"{self.source} ({self.path})"),
