@@ -8,8 +8,9 @@ it is masked), so that what row i draws never depends on the other rows. With
 row's index in the run), and the draws of sequence i of a run are then a function of (seed, i)
 and the request alone: the same under any batch size, any number of processes and any resume
 (``genodiff.generate.draw_samples``); so is the sequence, up to the last bits of the network's
-arithmetic on a call of only a few tokens (docs/generating.md, "What the same seed does not
-fix"). ``Noise(generator)`` draws every row from one generator
+arithmetic on a call of only a few rows: tokens, or sequences where it makes one vector per
+sequence (a time embedding, a classifier's head; docs/generating.md, "What the same seed does
+not fix"). ``Noise(generator)`` draws every row from one generator
 (the tests' exact laws, the training objectives), as torch does.
 
 Scoring (``genodiff eval``, ``Model.score``: ``genodiff.evaluate.score_windows``) draws an
