@@ -18,7 +18,7 @@ objective's loss noise with ``Noise.per_window``: the K noise draws of a window 
 with its own stream seeded from (``window_seed(seed, the window's token ids)``, k), and the
 rows' times are a shifted lattice within the window (``stratified``), so a window's score is a
 function of (its tokens, seed, K) alone: not of the batch size, the other windows or their
-order.
+order (a time-conditioned network's arithmetic aside: docs/generating.md).
 
 The per-sequence generators live on the CPU (a fixed algorithm, mt19937, on every machine); the
 numbers reach the sampler's device through ``genodiff.randomness.staging`` (pinned buffers and
