@@ -421,7 +421,8 @@ def score_sequences(
     one (``score_windows``; a class-conditional model with the null label, p(x)). Sequences
     of one length are batched together in their order; each draws its own noise, keyed by
     ``seed`` and its tokens, so its score is a function of (its tokens, ``seed``,
-    ``t_samples``) alone: the same alone or among others, under any ``batch_size``, and the
+    ``t_samples``) alone (a time-conditioned network's up to the last bits of its per-row
+    time embedding): the same alone or among others, under any ``batch_size``, and the
     number ``eval --file --per-window`` gives it as a window of a file. ``t_samples``: noise
     draws per sequence (default: the objective's)."""
     from genodiff.data.build import build_datamodule

@@ -290,7 +290,8 @@ def draw_batches(
     Sequence i draws from its own stream seeded with (``seed``, i)
     (``genodiff.randomness.noise``): its draws are the same whatever the batch size, the process
     or the first index (a resumed run); the network's float arithmetic on a call of only a few
-    tokens may differ in its last bits (docs/generating.md, "What the same seed does not fix").
+    rows (tokens, or sequences for a per-sequence vector) may differ in its last bits
+    (docs/generating.md, "What the same seed does not fix").
     ValueError up front for a ``batch_size`` < 1 or a request that cannot fit in memory
     (``check_feasible``). ``progress`` shows the sampler's steps over all batches."""
     check_feasible(request, batch_size, backbone, held=False)

@@ -460,8 +460,9 @@ class Model:
         file (DNA: N is missing data, never scored), with ``t_samples`` noise draws per
         sequence (default: the objective's) from ``seed``, keyed by ``seed`` and the
         sequence's tokens: a sequence's score is the same alone or among others, in any order
-        and under any ``batch_size``. A class-conditional model scores p(x) (the null
-        label)."""
+        and under any ``batch_size`` (a time-conditioned model's up to its last bits:
+        docs/generating.md, "What the same seed does not fix"). A class-conditional model
+        scores p(x) (the null label)."""
         if isinstance(sequences, str):
             raise InputValueError(
                 "sequences is one str: give a list of sequences (e.g. [sequence]); a str would "

@@ -63,6 +63,7 @@ MODELS = {
     "ar-hyena": lambda: model("ar", {**MAMBA, "name": "hyena"}),
     "ar-conditional": lambda: model("ar", MAMBA, conditioning=LABELS),
     "conditional": lambda: model(conditioning=LABELS),
+    "udlm-conditional": lambda: model("udlm", TIMED, conditioning=LABELS),
 }
 # an infill template of LENGTH bp: upper case kept, lower case and N drawn
 TEMPLATE = "ACGTnnnnnnACGTNNNNNNACGT"
@@ -98,7 +99,30 @@ CASES = [
     ("ar-hyena", {"prefix": "ACGTAC", "top_p": 0.9}),
     ("ar-conditional", {"label": "b", "guidance": 2.0, "guidance_schedule": "ramp"}),
     ("ar", {"infill": True, "label": "a", "guidance": 2.0, "classifier": "causal"}),
+    # D3PM's other samplers, constraints and reshaping on the other objectives
+    ("d3pm", {"sampler": "cached", "steps": 6, "temperature": 0.7}),
+    ("d3pm", {"sampler": "first-hitting", "top_p": 0.8}),
+    ("d3pm", {"sampler": "semi-ar", "block": 12, "stride": 4, "steps": 3, "prefix": "ACG"}),
+    ("sedd", {"sampler": "euler", "steps": 6, "prefix": "ACGTAC", "temperature": 0.6,
+              "top_p": 0.7}),
+    ("udlm-conditional", {"steps": 6, "label": "b", "guidance": 3.0,
+                          "guidance_schedule": "ramp", "infill": True}),
+    ("plaid", {"steps": 4, "prefix": "ACGTAC", "temperature": 0.7, "top_p": 0.9}),
+    # D-CBG in the x0 form: the classifier tilts the revealed position of the running rows
+    ("mdlm", {"sampler": "first-hitting", "label": "b", "guidance": 2.0, "classifier": "noisy",
+              "guidance_form": "x0"}),
+    ("ar-conditional", {"label": "a", "guidance": 2.0, "top_p": 0.9}),
 ]  # fmt: skip
+# (model, generate's options) drawn with the weights in bfloat16
+BF16_CASES = [
+    ("mdlm", {"sampler": "cached", "steps": 6}),
+    ("mdlm", {"sampler": "first-hitting", "temperature": 0.8}),
+    ("conditional", {"label": "b", "guidance": 2.0, "steps": 6}),
+    ("sedd", {"steps": 6}),
+    ("udlm", {"steps": 6}),
+    ("plaid", {"steps": 4}),
+    ("ar", {"top_p": 0.9}),
+]
 
 
 def built(options: dict, folder: Path | None = None) -> dict:
@@ -132,6 +156,17 @@ def test_a_sequence_is_the_same_under_any_batch_size(name, options, tmp_path):
     )
     assert net.tokenizer.decode_sample(alone[0].tolist()) == runs[0][3]
     assert len(set(runs[0])) > 1  # the sequences differ from each other
+
+
+@pytest.mark.parametrize(
+    ("name", "options"), BF16_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(BF16_CASES)]
+)
+def test_a_sequence_is_the_same_under_any_batch_size_in_bfloat16(name, options):
+    net = MODELS[name]().to(dtype=torch.bfloat16)
+    runs = [net.generate(5, LENGTH, seed=7, batch_size=size, **options) for size in (1, 2, 5)]
+    assert runs[0] == runs[1] == runs[2]
+    assert runs[0].run.dtype == "bfloat16"  # drawn with the cast weights
+    assert len(set(runs[0])) > 1
 
 
 def test_each_sequence_has_its_own_stream():

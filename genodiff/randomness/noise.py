@@ -8,8 +8,9 @@ it is masked), so that what row i draws never depends on the other rows. With
 row's index in the run), and the draws of sequence i of a run are then a function of (seed, i)
 and the request alone: the same under any batch size, any number of processes and any resume
 (``genodiff.generate.draw_samples``); so is the sequence, up to the last bits of the network's
-arithmetic on a call of only a few tokens (docs/generating.md, "What the same seed does not
-fix"). ``Noise(generator)`` draws every row from one generator
+arithmetic on a call of only a few rows: tokens, or sequences where it makes one vector per
+sequence (a time embedding, a classifier's head; docs/generating.md, "What the same seed does
+not fix"). ``Noise(generator)`` draws every row from one generator
 (the tests' exact laws, the training objectives), as torch does.
 
 Scoring (``genodiff eval``, ``Model.score``: ``genodiff.evaluate.score_windows``) draws an
@@ -17,7 +18,7 @@ objective's loss noise with ``Noise.per_window``: the K noise draws of a window 
 with its own stream seeded from (``window_seed(seed, the window's token ids)``, k), and the
 rows' times are a shifted lattice within the window (``stratified``), so a window's score is a
 function of (its tokens, seed, K) alone: not of the batch size, the other windows or their
-order.
+order (a time-conditioned network's arithmetic aside: docs/generating.md).
 
 The per-sequence generators live on the CPU (a fixed algorithm, mt19937, on every machine); the
 numbers reach the sampler's device through ``genodiff.randomness.staging`` (pinned buffers and
