@@ -6,7 +6,9 @@ what a run with stderr in a file shows instead of the bar: plain progress lines.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -56,6 +58,13 @@ def test_a_run_logging_to_a_file_shows_progress_lines_and_a_resume_no_warnings(t
     assert "steps/s" in lines[1]
     assert "epoch 1" in lines[1]  # steps 4 is the first of epoch 1
     assert "Epoch 0" not in first.stderr  # no Rich bar drawn into the pipe
+    # Each validation's result (every 2 steps), which a log file showed nowhere before
+    validation = r"^genodiff train: validation after (\d+) steps, epoch (\d+): "
+    validation += r"val/nelbo ([\d.]+), val/ppl ([\d.]+)$"
+    validations = re.findall(validation, first.stderr, re.M)
+    assert [(step, epoch) for step, epoch, *_ in validations] == [("2", "0"), ("4", "1")]
+    for *_, nelbo, ppl in validations:  # the perplexity is exp(NELBO), to the 4 digits shown
+        assert math.isclose(math.exp(float(nelbo)), float(ppl), rel_tol=2e-3)
 
     resumed = train("trainer.max_steps=6", *short, out, "ckpt_path=last")
     assert "resuming" in resumed.stderr

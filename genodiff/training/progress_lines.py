@@ -5,8 +5,12 @@ cell, ``nohup``), where Lightning's bars, redrawn in place, show as noise or not
 
 at the first step (without rate and ETA: they count from it), every
 ``genodiff.progress.LINE_INTERVAL`` seconds and at the last (``genodiff.progress.Progress``
-draws it). ``genodiff.training.trainer.progress_bars`` picks it
-where stderr is no terminal; a terminal keeps Lightning's bar.
+draws it); and a line with each validation's result as it comes:
+
+    genodiff train: validation after 200 steps, epoch 0: val/nelbo 1.25, val/ppl 3.49
+
+``genodiff.training.trainer.progress_bars`` picks it where stderr is no terminal; a terminal
+keeps Lightning's bar.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from genodiff.training.epochs import trained_epoch
 
 class PlainProgressBar(ProgressBar):
     """One line per interval with the optimizer step, its total (``max_steps``, or the
-    epochs' steps), steps/s, the ETA, the epoch and the logged train metrics (``train/...``).
+    epochs' steps), steps/s, the ETA, the epoch and the logged train metrics (``train/...``);
+    one after each validation with its metrics (``val/...``).
     ``label`` starts each line; ``interval``: seconds between lines (default as
     ``Progress``'s); only global rank 0 writes."""
 
@@ -56,6 +61,14 @@ class PlainProgressBar(ProgressBar):
     ) -> None:
         self._draw(trainer, force=False)
 
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.lines is None or trainer.sanity_checking:
+            return
+        metrics = _metrics(trainer, "val/")
+        if metrics:  # a log file's only view of each validation's result
+            step = f"validation after {trainer.global_step} steps, epoch {trained_epoch(trainer)}"
+            self.lines.note(f"{step}: {', '.join(metrics)}")
+
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # A run stopped early (early stopping, SIGTERM) says where it stopped.
         if self.total is None or trainer.global_step < self.total:
@@ -64,10 +77,14 @@ class PlainProgressBar(ProgressBar):
     def _draw(self, trainer: L.Trainer, force: bool) -> None:
         if self.lines is None:
             return
-        metrics = [
-            f"{name} {float(value):.4g}"
-            for name, value in trainer.progress_bar_metrics.items()
-            if name.startswith("train/")
-        ]
-        extra = ", ".join([f"epoch {trained_epoch(trainer)}", *metrics])
+        extra = ", ".join([f"epoch {trained_epoch(trainer)}", *_metrics(trainer, "train/")])
         self.lines.update(trainer.global_step, self.total, "steps", extra, force)
+
+
+def _metrics(trainer: L.Trainer, prefix: str) -> list[str]:
+    """``NAME VALUE`` of each metric logged for the progress bar whose name starts ``prefix``."""
+    return [
+        f"{name} {float(value):.4g}"
+        for name, value in trainer.progress_bar_metrics.items()
+        if name.startswith(prefix)
+    ]
