@@ -169,3 +169,23 @@ def test_samples_without_c_or_g_leave_cpg_undefined_and_the_report_whole(tmp_pat
     assert json.loads(written[0].read_text())["cpg_oe"]["samples_mean"] is None
     labels = [t.get_text() for t in plot_gc_histograms(quality).axes[1].get_legend().get_texts()]
     assert labels == ["samples: undefined for every sequence", f"reference ({len(reference)})"]
+
+
+def test_each_plus_minus_in_the_report_says_what_it_is():
+    """The table's +- are standard deviations (k-mer baseline, GC, CpG o/e, the AUROC over
+    folds) except generative perplexity's, a standard error: each row names its own (the AUROC
+    and Gen PPL rows named none, so a reader took Gen PPL's standard error for an sd)."""
+    samples, reference = random_dna(40, 80, seed=11), random_dna(80, 80, seed=12)
+    metrics = evaluate_samples(samples, reference, DNA).metrics
+    metrics["generative_perplexity"] = {
+        "checkpoint": "ar.ckpt",
+        "samples": {"gen_ppl": 3.9, "gen_ppl_se": 0.0125},
+        "reference": {"gen_ppl": 3.8, "gen_ppl_se": 0.0075},
+    }
+    rows = markdown_table(metrics).splitlines()
+    folds = metrics["discriminator"]["fold_aurocs"]
+    spread = f"{np.mean(folds):.3f} +- {np.std(folds):.3f} ({min(folds):.3f}-{max(folds):.3f})"
+    (auroc,) = [row for row in rows if f"| {spread} |" in row]
+    assert auroc.startswith("| discriminator AUROC (5-fold, k-mers up to 4): mean +- sd over folds")
+    (gen_ppl,) = [row for row in rows if "| 3.9000 +- 0.0125 | 3.8000 +- 0.0075 |" in row]
+    assert "+- standard error" in gen_ppl.split("|")[1]

@@ -118,7 +118,7 @@ def markdown_table(metrics: dict[str, Any]) -> str:
     d = m["discriminator"]  # None: too few groups of near-copies (the warnings say)
     name, value = "discriminator AUROC", "-"
     if d is not None:
-        name += f" ({d['folds']}-fold, k-mers up to {d['k']})"
+        name += f" ({d['folds']}-fold, k-mers up to {d['k']}): mean +- sd over folds (range)"
         value = (
             f"{d['auroc']:.3f} +- {d['auroc_sd']:.3f} ({d['auroc_min']:.3f}-{d['auroc_max']:.3f})"
         )
@@ -129,7 +129,7 @@ def markdown_table(metrics: dict[str, Any]) -> str:
         g = m["generative_perplexity"]
         rows.append(
             (
-                "generative perplexity under the AR checkpoint",
+                "generative perplexity under the AR checkpoint, +- standard error",
                 f"{g['samples']['gen_ppl']:.4f} +- {g['samples']['gen_ppl_se'] or 0:.4f}",
                 f"{g['reference']['gen_ppl']:.4f} +- {g['reference']['gen_ppl_se'] or 0:.4f}",
                 g["checkpoint"],
