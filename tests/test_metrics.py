@@ -496,3 +496,15 @@ def test_every_base4_index_is_its_kmer():
 def test_window_texts_refuses_a_split_a_run_does_not_have():
     with pytest.raises(InputValueError, match=r"split='bogus': a run's data has the splits train"):
         FastaDataModule(max_length=1024).window_texts("bogus")
+
+
+def test_low_complexity_masks_whole_windows_flanks_included():
+    """What the docs say sets the number apart from dustmasker's: every base of a window
+    scoring above 2 is masked, flanks included (sdust masks 25 bases of this sequence, the run
+    of A and the A its flanks add), and a 12-bp run scores no window above 2."""
+    flank = de_bruijn_triplets()  # no triplet twice
+    seq = flank + "A" * 20 + flank
+    starts = [i for i, score in enumerate(sliding_dust(seq, 64)) if score > 2]
+    by_hand = len({i for start in starts for i in range(start, start + 64)})
+    assert low_complexity_bases(seq, DNA) == by_hand > 20 + 2 * 40
+    assert low_complexity_bases(flank + "A" * 12 + flank, DNA) == 0

@@ -14,9 +14,13 @@ letters C and G, which the alphabet must hold.
   score = sum_t c_t (c_t - 1) / 2 / (l - 1), with c_t the count of triplet t (one of N^3 for N
   letters) among the window's l triplets; bases covered by a window scoring above
   ``level / 10`` are low-complexity (the sdust / dustmasker defaults: 64 bp, level 20, so
-  score > 2; random DNA scores about 0.5, a 64-bp homopolymer 31). Unlike sdust this scores
-  whole windows, not the best sub-interval, so it masks somewhat less than dustmasker on short
-  repeats.
+  score > 2; random DNA scores about 0.5, a 64-bp homopolymer 31). Unlike sdust / dustmasker,
+  which mask a repeat's best-scoring sub-interval, this masks every base of a window scoring
+  above the threshold, flanks included, so its fraction is a different number from theirs,
+  comparable only with itself (samples against the reference): 20 A between two 66-bp de
+  Bruijn stretches (no triplet twice) mask 115 bases here and 25 under sdust (pydustmasker
+  3.3), 12 A none here and 17 under sdust; on 200 N-free 1-kb windows of the demo's chr22 slice
+  (data/chr22_20-21Mb.fa.gz) it masks 8.8% of the bases, sdust 6.2%.
 """
 
 from __future__ import annotations
