@@ -19,8 +19,8 @@ letters C and G, which the alphabet must hold.
   above the threshold, flanks included, so its fraction is a different number from theirs,
   comparable only with itself (samples against the reference): 20 A between two 66-bp de
   Bruijn stretches (no triplet twice) mask 115 bases here and 25 under sdust (pydustmasker
-  3.3), 12 A none here and 17 under sdust; on 200 N-free 1-kb windows of the demo's chr22 slice
-  (data/chr22_20-21Mb.fa.gz) it masks 8.8% of the bases, sdust 6.2%.
+  3.3), 12 A none here and 17 under sdust; on the 180 N-free 1-kb windows starting every 5 kb
+  of the demo's chr22 slice (data/chr22_20-21Mb.fa.gz) it masks 8.8% of the bases, sdust 6.2%.
 """
 
 from __future__ import annotations
