@@ -114,6 +114,19 @@ def test_the_baseline_is_fixed_by_the_seed():
         QualitySettings(splits=1)
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    # each crashed inside the suite before (a broadcast error, an empty concatenation, k >= 1
+    # from a helper) or gave a meaningless number (every base a "homopolymer", no k-mer at all)
+    [("dust_window", 2), ("discriminator_k", 0), ("diversity_k", 0), ("seed_k", 0),
+     ("kmax", 0), ("min_homopolymer", 1), ("dust_level", -1)],
+)  # fmt: skip
+def test_a_setting_the_suite_cannot_use_is_refused_by_name(setting, value):
+    with pytest.raises(InputValueError, match=f"^{setting} must be >= .*, got {value}$") as bad:
+        QualitySettings(**{setting: value})
+    assert bad.value.parameter == setting
+
+
 @pytest.mark.parametrize(("n", "warned"), [(10, True), (40, False)])
 def test_too_few_samples_for_the_discriminator_are_warned_about(n, warned):
     reference = random_dna(80, 50, seed=4)  # 2n windows for 40 samples: no warning about them

@@ -82,37 +82,41 @@ class QualitySettings:
 
     def __post_init__(self) -> None:
         """InputValueError naming the field (the ``genodiff evaluate-samples`` option of the
-        same name) of a value that cannot be used."""
+        same name, where there is one) of a value that cannot be used."""
         if self.window is not None and self.window < 1:
             raise InputValueError(
                 f"window must be >= 1 bp (or None), got {self.window}", parameter="window"
             )
-        if self.max_reference < 2:
-            raise InputValueError(
-                f"max_reference must be >= 2 (the suite compares distributions over at least "
-                f"2 reference windows), got {self.max_reference}",
-                parameter="max_reference",
-            )
-        if self.folds < 2:
-            raise InputValueError(
-                f"folds must be >= 2 (cross-validation trains on some folds and scores the "
-                f"others), got {self.folds}",
-                parameter="folds",
-            )
-        if self.splits < 2:
-            raise InputValueError(
-                f"splits must be >= 2 (the k-mer comparison reports a spread over the random "
-                f"splits of the reference), got {self.splits}",
-                parameter="splits",
-            )
-        if self.seed < 0:
-            raise InputValueError(f"seed must be >= 0, got {self.seed}", parameter="seed")
+        for name, (least, why) in SETTING_MINIMUMS.items():
+            if getattr(self, name) < least:
+                raise InputValueError(
+                    f"{name} must be >= {least}{f' ({why})' if why else ''}, "
+                    f"got {getattr(self, name)}",
+                    parameter=name,
+                )
         if not 0 < self.identity_threshold <= 1:
             raise InputValueError(
                 "identity_threshold must be in (0, 1] (the fraction of identical bases, at "
                 f"most 1), got {self.identity_threshold}",
                 parameter="identity_threshold",
             )
+
+
+#: The least value of each whole-number setting of ``QualitySettings``, and why.
+SETTING_MINIMUMS = {
+    "max_reference": (2, "the suite compares distributions over at least 2 reference windows"),
+    "kmax": (1, "the k-mer comparison counts k = 1..kmax"),
+    "min_homopolymer": (2, "a homopolymer is a run of at least 2 of one letter"),
+    "dust_window": (3, "DUST counts the triplets of each window"),
+    "dust_level": (0, None),
+    "diversity_k": (1, None),
+    "discriminator_k": (1, "the discriminator reads k-mers of 1 to discriminator_k letters"),
+    "folds": (2, "cross-validation trains on some folds and scores the others"),
+    "seed": (0, None),
+    "splits": (2, "the k-mer comparison reports a spread over the random splits of the reference"),
+    "seed_k": (1, None),
+    "seed_stride": (1, None),
+}
 
 
 @dataclass
