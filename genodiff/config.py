@@ -48,7 +48,7 @@ from genodiff.hub import parse_hub_id
 from genodiff.named_models import named_model_folder
 from genodiff.parallel import GPU_ACCELERATORS
 from genodiff.resources import resource_root
-from genodiff.shipped_configs import config_folders
+from genodiff.shipped_configs import config_folders, experiment_files
 
 GROUPS = ("model", "objective", "data", "trainer")
 # Trainer arguments genodiff sets itself (from output_dir and the sections below).
@@ -540,9 +540,13 @@ def resolve_config_path(config: str | Path) -> Path:
     if path.exists():  # a folder, a FIFO, a device: said as such, not "not found"
         require_regular_file(path, "config file")
     looked_at = ", ".join(map(str, dict.fromkeys(candidates)))  # an absolute path once
+    shipped_names = ", ".join(sorted(experiment_files()))
     raise ConfigError(
-        f"config file {str(config)!r} not found (looked at {looked_at}); "
-        "pass a path such as configs/demo.yaml"
+        f"config file {str(config)!r} not found (looked at {looked_at}); pass a path such as "
+        f"configs/demo.yaml, or the name of an experiment that genodiff or an installed plugin "
+        f"ships ({shipped_names}). A plugin's experiments are found only when it is installed: "
+        "the text plugin's (text_demo, lm1b, ...) with pip install genodiff-text (from a "
+        "checkout: pip install -e plugins/genodiff-text)"
     )
 
 

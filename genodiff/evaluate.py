@@ -143,12 +143,14 @@ class EvalResult:
             return f" +- {se:.4f}" if se is not None else ""
 
         kind, what = LIKELIHOOD_WORDS[self.likelihood]
+        draws = (  # an exact likelihood (AR) draws no noise: t_samples and seed mean nothing
+            "exact, no noise draws"
+            if self.likelihood == "exact"
+            else f"{self.t_samples} noise draw(s)/window, seed {self.seed}"
+        )
         rows = [
             ("checkpoint", self.checkpoint),
-            (
-                "objective",
-                f"{self.objective} ({self.t_samples} noise draw(s)/window, seed {self.seed})",
-            ),
+            ("objective", f"{self.objective} ({draws})"),
             ("windows", f"{self.windows} x {self.length} tokens from {self.source}"),
             ("tokens", f"{self.tokens} scored; windows sha256 {self.windows_sha256[:16]}"),
             ("scored", self.scoring),

@@ -122,9 +122,26 @@ def get(kind: str, name: str) -> type:
     if name not in registry:
         names = set(registry) | {entry.name for entry in _entry_points(kind)}
         known = ", ".join(sorted(names)) or "(none)"
-        what = "data module" if kind == "data" else kind  # "known data modules", not "datas"
-        raise InputKeyError(f"unknown {what} {name!r}; known {what}s: {known}")
+        what = kind_label(kind)
+        raise InputKeyError(  # a name from a plugin that is not installed is unknown too
+            f"unknown {what} {name!r}; known {what}s: {known} (built-in and installed plugins'). "
+            f"{plugin_hint(kind)}"
+        )
     return registry[name]
+
+
+def kind_label(kind: str) -> str:
+    """How messages name ``kind``."""
+    return "data module" if kind == "data" else kind  # "known data modules", not "datas"
+
+
+def plugin_hint(kind: str) -> str:
+    """What to do when a name of ``kind`` comes from a plugin that is not installed."""
+    return (
+        f"A {kind_label(kind)} from a plugin (entry-point group {ENTRY_POINT_GROUPS[kind]}) "
+        "is there only when that plugin is installed: install it (the text plugin: pip install "
+        "genodiff-text; from a checkout: pip install -e plugins/genodiff-text)"
+    )
 
 
 CONFIGS_GROUP = "genodiff.configs"

@@ -408,3 +408,20 @@ def test_a_labelled_modules_windows_are_the_bases_of_every_class(tmp_path):
     texts = benchmark.window_texts("test")
     files = sorted((TASK / "test").glob("*/*.txt"))
     assert sorted(texts) == sorted(f.read_text().strip().upper() for f in files)
+
+
+def test_each_class_file_of_a_conditional_run_has_its_own_sampling_progress(tmp_path, capsys):
+    # One progress line served the test scoring and every class's sampling: the first line of
+    # a class's sampling showed the clock of all that came before it, the second class's first
+    # step went unreported (drawn "lately"), and its rate counted from the first class's start.
+    runs = [o for o in TINY_RUN if o != "trainer.enable_progress_bar=false"]
+    genodiff.train(str(ROOT / "configs" / "conditional_demo.yaml"), runs, tmp_path, progress=True)
+    lines = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith("genodiff train: sampling steps")
+    ]
+    firsts = [line for line in lines if line.startswith("genodiff train: sampling steps 1/")]
+    lasts = [line for line in lines if "(100%)" in line]
+    assert len(firsts) == len(lasts) == 2, lines  # one file per class: human, phage
+    assert all("steps/s" not in line for line in firsts), firsts  # no rate before a 2nd step

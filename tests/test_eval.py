@@ -347,6 +347,25 @@ def test_a_conditional_report_names_its_numbers_for_what_they_are(likelihood, me
     assert not any(label.startswith(other) for label in labels)
 
 
+def test_an_exact_report_claims_no_noise_draws():
+    """An AR checkpoint's report said "(1 noise draw(s)/window, seed 0)": it draws none."""
+    from genodiff.evaluate import EvalResult
+
+    def report(likelihood: str) -> str:
+        result = EvalResult(
+            checkpoint="c.ckpt", objective="ar", likelihood=likelihood, scoring="every token",
+            source="test split", length=8, windows=2, tokens=16, t_samples=3, seed=5,
+            batch_size=2, nelbo=1.25, nelbo_se=0.5, bits_per_token=1.25 / math.log(2),
+            bits_per_token_se=0.5 / math.log(2), perplexity=math.exp(1.25),
+            perplexity_se=math.exp(1.25) * 0.5, windows_sha256="0" * 64,
+        )  # fmt: skip
+        (line,) = [row for row in result.describe().splitlines() if row.startswith("objective")]
+        return line
+
+    assert "draw(s)/window" not in report("exact") and "exact, no noise draws" in report("exact")
+    assert "3 noise draw(s)/window, seed 5" in report("bound")
+
+
 class _UnknownMostly:
     """A tokenizer stand-in with an unknown token (id 1), [PAD] 0 and [MASK] 2."""
 

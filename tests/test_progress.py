@@ -20,7 +20,7 @@ from genodiff.progress import LINE_INTERVAL, TERMINAL_INTERVAL, Progress, progre
 from genodiff.samplers.request import SampleRequest
 from genodiff.training.progress_lines import PlainProgressBar
 from genodiff.training.trainer import StepRunProgressBar, progress_bars
-from tests.dna_objectives import DNA, mdlm
+from tests.dna_objectives import DNA, mdlm, sedd
 from tests.test_cli import trained_run  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -329,3 +329,23 @@ def test_only_the_main_process_announces_the_kernel_compilation(monkeypatch, cap
         monkeypatch.setenv("LOCAL_RANK", rank)  # Lightning's launcher sets it in the others
         _FirstCompileNotice(KERNELS).on_start(compiling)
     assert capsys.readouterr().err.splitlines() == [COMPILE_NOTICE]
+
+
+@pytest.mark.parametrize(
+    ("sampler", "objective"),
+    [("ancestral", mdlm), ("cached", mdlm), ("first-hitting", mdlm), ("euler", sedd)],
+)
+def test_sampling_progress_reaches_its_end_when_nothing_is_left_to_draw(sampler, objective):
+    # An infill with one position to draw unmasks it long before the last of 40 steps; the
+    # sampler stopped there without a word, so the progress stayed at "1/40 (2%)" (first-hitting
+    # never reported its last event at all).
+    torch.manual_seed(0)
+    given = torch.ones(12, dtype=torch.bool)
+    given[5] = False
+    template = torch.full((12,), DNA.encode("A")[0])
+    request = SampleRequest(2, 12, steps=40, sampler=sampler, template=template, given=given)
+    stream = io.StringIO()
+    progress = Progress("genodiff sample", stream=stream, interval=3600)
+    draw_samples(objective(), Bigram(), request, seed=3, batch_size=2, progress=progress)
+    last = stream.getvalue().splitlines()[-1]
+    assert "(100%)" in last, stream.getvalue()

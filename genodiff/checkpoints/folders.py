@@ -65,7 +65,12 @@ from genodiff.checkpoints.weights import (
 )
 from genodiff.conditioning import ConditioningConfig
 from genodiff.config import ConfigError, RunConfig, SamplesConfig, dataclass_keys, section_spec
-from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
+from genodiff.errors import (
+    InputFileExistsError,
+    InputFileNotFoundError,
+    InputKeyError,
+    InputValueError,
+)
 from genodiff.plain_records import read_json_object
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
@@ -346,6 +351,7 @@ def check_run_config(config: Mapping[str, Any], source: str | Path, remedy: str)
                 f"{type(config[section]).__name__}, not a section of keys; {remedy}"
             )
     present = {s: config[s] for s in CHECKED_SECTIONS if isinstance(config.get(s), dict)}
+    _require_installed_classes(present, source)
     cfg = OmegaConf.create(present)  # plain values: nothing in it is resolved (plain_tree)
     for section, values in present.items():
         try:
@@ -356,6 +362,25 @@ def check_run_config(config: Mapping[str, Any], source: str | Path, remedy: str)
             raise InputValueError(
                 f"{source} is inconsistent (config.{section}.name is {values.get('name')!r}): "
                 f"{err}; {remedy}"
+            ) from None
+
+
+def _require_installed_classes(sections: Mapping[str, Any], source: str | Path) -> None:
+    """An input error naming ``source`` when a section names a class that no installed code
+    provides: a run made with a plugin that is not installed here (the file itself is fine,
+    so the error says to install the plugin, not to restore the file)."""
+    for section, values in sections.items():
+        kind = "backbone" if section == "model" else section
+        name = values.get("name")
+        if not isinstance(name, str):
+            continue  # a missing or non-string name: the section check says so
+        try:
+            registry.get(kind, name)
+        except KeyError as err:
+            raise InputKeyError(
+                f"{source} was made with the {registry.kind_label(kind)} {name!r} "
+                f"(config.{section}.name), which "
+                f"nothing installed here provides: {err.args[0]}"
             ) from None
 
 
@@ -416,8 +441,8 @@ def detect_layout(
             raise CheckpointError(f"{source}: config.json matches several layouts: {names}")
     known = ", ".join(layout.name for _, layout in registered_layouts())
     raise CheckpointError(
-        f"{source}: config.json matches no known layout ({known}; a plugin backbone may "
-        f"add more); its fields: {', '.join(sorted(map(str, config))) or '(none)'}"
+        f"{source}: config.json matches no known layout ({known}); its fields: "
+        f"{', '.join(sorted(map(str, config))) or '(none)'}. {registry.plugin_hint('backbone')}"
     )
 
 

@@ -119,6 +119,7 @@ def hit(
         running &= k > 0
         rows = running.nonzero().squeeze(-1)
         if not rows.numel():
+            request.report_step(events, events)  # the last event is done
             break
         request.report_step(events - int(k[rows].max()), events)
         if guide.changes_rates:

@@ -135,6 +135,7 @@ def unmask(
     for t, s in request.reporting(grid, request.steps):
         masked = (x == objective.process.mask_id) & ~given  # (n, L)
         if not masked.any():
+            request.report_step(request.steps, request.steps)  # the steps left draw nothing
             break
         # None: every row; else the rows that changed and still have something to draw
         rows = (stale & masked.any(dim=-1)).nonzero().squeeze(-1) if reuse else None

@@ -81,6 +81,7 @@ def tau_leaping(
     for t, s in request.reporting(grid, request.steps):
         masked = (x == process.mask_id) & ~given  # (n, L)
         if not masked.any():
+            request.report_step(request.steps, request.steps)  # the steps left draw nothing
             break
         parts = guide.parts(x, t.expand(n).float().to(device), masked)  # (n, L, K, V)
         log_score = guide.combine_scores(parts[masked], 1 - t)  # (M, V)

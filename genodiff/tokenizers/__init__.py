@@ -43,8 +43,8 @@ def tokenizer_from_record(record: Any, source: str | Path = "the tokenizer recor
         cls = registry.get("tokenizer", record["name"])
     except KeyError as err:
         raise InputKeyError(
-            f"{err.args[0]}. The checkpoint was written with a tokenizer from a plugin: install "
-            "it (e.g. pip install -e plugins/genodiff-text)"
+            f"{source} was made with the tokenizer {record['name']!r}, which nothing installed "
+            f"here provides: {err.args[0]}"
         ) from None
     state = record.get("state") or {}
     try:

@@ -135,11 +135,8 @@ def train(
                     print(line)
         data = LightningData(datamodule)
         fit(trainer, model, "train", RESUME_HINT, DONE_HINT, datamodule=data, ckpt_path=resumed)
-        with (
-            Progress("genodiff train", enabled=show) as bar,
-            exit_when_stopped(trainer, "train", RESUME_HINT, DONE_HINT),  # in the test
-        ):
-            finish(cfg, model, trainer, datamodule, request, sampler, bar)
+        with exit_when_stopped(trainer, "train", RESUME_HINT, DONE_HINT):  # in the test
+            finish(cfg, model, trainer, datamodule, request, sampler, show)
     return out.absolute()
 
 
@@ -150,11 +147,13 @@ def finish(
     datamodule: DataModule,
     request: SampleRequest,
     sampler: str,
-    progress: Progress,
+    show: bool,
 ) -> None:
     """Report the best checkpoint, score it on the test split (every process of a DDP run takes
     part) and draw the samples (rank 0 alone): of each class for a class-conditional run
-    (``samples_<class>.fa``, label in the headers), else one file (``samples.fa``)."""
+    (``samples_<class>.fa``, label in the headers), else one file (``samples.fa``). ``show``:
+    a progress line for each file's sampling, its clock and rate counted from that file's
+    start (not from the test scoring, nor from the previous file's first step)."""
     out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
@@ -227,9 +226,15 @@ def finish(
             labelled = model.eval_objective.resolve_guidance(labelled)
             jobs.append((labelled, replace(unlabelled, guidance=labelled.guidance), names[index]))
     for job_request, run, name in jobs:
-        samples = draw_samples(
-            model.eval_objective, model.eval_backbone, job_request, s.seed, s.batch_size, progress
-        )
+        with Progress("genodiff train", enabled=show) as progress:
+            samples = draw_samples(
+                model.eval_objective,
+                model.eval_backbone,
+                job_request,
+                s.seed,
+                s.batch_size,
+                progress,
+            )
         # the run folder's own file: a resumed or re-run training writes it again
         ends = datamodule.end_samples(samples, job_request.given)
         path = write_samples(ends, out / name, run, tokenizer, overwrite=True)

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from genodiff_text.resources import CONFIGS
 from genodiff_text.tokenizers import HFTokenizer, TrainedTokenizer, train_wordpiece
+from omegaconf import OmegaConf
 from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models, normalizers, pre_tokenizers
 
+from genodiff.config import load_config
 from genodiff.errors import InputValueError
 from genodiff.tokenizers import build_tokenizer, load_tokenizer, tokenizer_from_record
 from genodiff.tokenizers.base import tokenizer_record
@@ -260,6 +264,23 @@ def test_hf_unavailable_name_says_how_to_get_it(monkeypatch):
     message = str(info.value)
     assert "it is not in the cache" in message and "downloads are off (HF_HUB_OFFLINE=1)" in message
     assert "AutoTokenizer.from_pretrained" in message and "name: trained" in message
+
+
+def test_the_trained_tokenizer_remedy_of_an_unavailable_name_works_as_typed(monkeypatch):
+    # The remedy was `tokenizer={name: trained, kind: wordpiece, vocab_size: 8192}`: split by
+    # the shell at its spaces, and quoted, refused by Hydra ("Could not override 'tokenizer'":
+    # it merges the value into the section, which takes no kind nor vocab_size).
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError) as info:
+        HFTokenizer(pretrained="genodiff-tests/no-such-tokenizer")
+    remedy = shlex.split(str(info.value).split("train a tokenizer on the data instead: ", 1)[1])
+    config = load_config(CONFIGS / "lm1b.yaml", remedy)  # lm1b: tokenizer {hf, bert}
+    assert OmegaConf.to_container(config.tokenizer) == {
+        "name": "trained",
+        "kind": "wordpiece",
+        "vocab_size": 8192,
+    }
 
 
 @pytest.mark.parametrize("kind", ["wordpiece", "bpe"])

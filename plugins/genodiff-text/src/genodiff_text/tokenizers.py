@@ -314,6 +314,11 @@ NEEDS_TOKENIZER_FILES = (
 )
 
 
+# The overrides that replace a tokenizer section by a vocabulary trained on the data, as typed
+# in a shell: Hydra merges `tokenizer={...}` into the section, which refuses the new keys.
+TRAIN_ONE_INSTEAD = "'~tokenizer' '+tokenizer={name: trained, kind: wordpiece, vocab_size: 8192}'"
+
+
 def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else ""
 
@@ -325,8 +330,7 @@ def _auto_tokenizer(pretrained: str, cache_dir: str | None) -> Any:
         f'python -c "from transformers import AutoTokenizer; AutoTokenizer.from_pretrained('
         f"'{pretrained}')\", which fills ~/.cache/huggingface; or copy that model's tokenizer "
         "files into a folder and set tokenizer.pretrained=/path/to/folder), or train a "
-        "tokenizer on the data instead: tokenizer={name: trained, kind: wordpiece, "
-        "vocab_size: 8192}"
+        f"tokenizer on the data instead: {TRAIN_ONE_INSTEAD}"
     )
     try:
         from transformers import AutoTokenizer
