@@ -395,6 +395,39 @@ def ratio_and_se(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float | N
     return ratio, se
 
 
+def paired_difference(
+    report: Mapping[str, Any], other: Mapping[str, Any]
+) -> tuple[float, float | None]:
+    """``report``'s per-token NELBO less ``other``'s (nats per token) and the standard error of
+    that difference over windows, from two ``genodiff eval --json --per-window`` reports (or
+    ``EvalResult.to_dict()``) of the same windows: the ratio of the per-window differences
+    over the tokens (``ratio_and_se``), whose error leaves out what the windows share, so it
+    can be many times smaller than the two reports' errors combined. InputValueError when the
+    reports lack ``per_window`` or scored other windows or tokens."""
+    named = {"the first report": report, "the second report": other}
+    for name, given in named.items():
+        if not given.get("per_window"):
+            raise InputValueError(
+                f"{name} lists no window's NELBO: score with genodiff eval --json --per-window"
+            )
+    if report.get("windows_sha256") != other.get("windows_sha256"):
+        raise InputValueError(
+            "the reports scored other windows (their windows_sha256 differ): score both "
+            "models on the same data and --num-windows"
+        )
+    first, second = report["per_window"], other["per_window"]
+    tokens = np.array([window["tokens"] for window in first], dtype=np.float64)
+    if [w["tokens"] for w in second] != tokens.tolist():
+        raise InputValueError(
+            "the reports scored other tokens of the same windows (e.g. an AR model's first "
+            "token is not scored): their per-token NELBOs do not pair window by window"
+        )
+    differences = np.array(  # (N,) nats per window
+        [a["nelbo"] - b["nelbo"] for a, b in zip(first, second, strict=True)]
+    )
+    return ratio_and_se(differences, tokens)
+
+
 def noise_draws(objective: Objective, t_samples: int | None) -> int:
     """The noise draws each window is scored with: ``t_samples``, or where none is given the
     objective's ``eval_t_samples``. An exact likelihood (AR) draws no noise and is scored in

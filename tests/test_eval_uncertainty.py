@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from genodiff.backbones.capabilities import Capabilities
-from genodiff.evaluate import ratio_and_se, score_windows
+from genodiff.errors import InputValueError
+from genodiff.evaluate import paired_difference, ratio_and_se, score_windows
 from genodiff.tokenizers import DNATokenizer
 from tests.dna_objectives import ar, mdlm
 from tests.test_udlm_exact_laws import Windows
@@ -33,12 +34,12 @@ WINDOWS, LENGTH, REPEATS = 20, 32, 300
 
 
 class Letters(nn.Module):
-    """Logits log MODEL_LAW at every position whatever the context (the other ids far below)."""
+    """Logits log ``law`` at every position whatever the context (the other ids far below)."""
 
-    def __init__(self, causal: bool) -> None:
+    def __init__(self, causal: bool, law: np.ndarray = MODEL_LAW) -> None:
         super().__init__()
         logits = torch.full((TOK.vocab_size,), -1e4)
-        logits[list(TOK.sample_ids)] = torch.tensor(np.log(MODEL_LAW), dtype=torch.float32)
+        logits[list(TOK.sample_ids)] = torch.tensor(np.log(law), dtype=torch.float32)
         self.logits = nn.Parameter(logits)
         self.capabilities = Capabilities(vocab_size=TOK.vocab_size, causal=causal)
 
@@ -87,3 +88,46 @@ def test_the_standard_error_is_the_spread_of_the_reported_number(name):
     # the root-mean-square reported error against the spread: measured 0.94 (AR), 0.99 (MDLM);
     # the standard error of the unweighted per-window ratios s_i / n_i would give 1.7 and 1.8
     assert 0.8 < math.sqrt((errors**2).mean()) / spread < 1.25
+
+
+OTHER_LAW = np.array([0.15, 0.2, 0.3, 0.35])  # close to MODEL_LAW: their errors move together
+
+
+def report(sums: np.ndarray, counts: np.ndarray, digest: str = "same") -> dict:
+    """The parts of a ``genodiff eval --json --per-window`` report ``paired_difference`` reads."""
+    per_window = [{"window": i, "tokens": int(n), "nelbo": float(s)} for i, (s, n) in
+                  enumerate(zip(sums, counts, strict=True))]  # fmt: skip
+    return {"windows_sha256": digest, "per_window": per_window}
+
+
+def test_the_paired_difference_and_its_error_are_those_of_the_same_windows():
+    """Two exact models of i.i.d. letters on the same fresh windows, many times: the paired
+    difference averages to the analytic one, its error is its spread, and that error is far
+    below the two reports' errors combined (what the windows share cancels)."""
+    first, second = Letters(True), Letters(True, OTHER_LAW)
+    differences, errors, combined = [], [], []
+    for repeat in range(REPEATS):
+        data = fresh_windows(np.random.default_rng(repeat))
+        indices = list(range(WINDOWS))
+        a = score_windows(ar(), first, data, indices, 1, repeat, 8)[:2]
+        b = score_windows(ar(), second, data, indices, 1, repeat, 8)[:2]
+        difference, error = paired_difference(report(*a), report(*b))
+        differences.append(difference)
+        errors.append(error)
+        combined.append(math.hypot(ratio_and_se(*a)[1], ratio_and_se(*b)[1]))
+    differences, errors = np.array(differences), np.array(errors)
+    spread = differences.std(ddof=1)
+    expected = float(DATA_LAW @ (np.log(OTHER_LAW) - np.log(MODEL_LAW)))
+    assert abs(differences.mean() - expected) < 4 * spread / math.sqrt(REPEATS)
+    assert 0.8 < math.sqrt((errors**2).mean()) / spread < 1.25
+    assert math.sqrt((errors**2).mean()) < 0.5 * math.sqrt((np.array(combined) ** 2).mean())
+
+
+def test_reports_that_do_not_pair_are_refused():
+    sums, counts = np.array([10.0, 12.0]), np.array([8, 8])
+    with pytest.raises(InputValueError, match="other windows"):
+        paired_difference(report(sums, counts), report(sums, counts, digest="other"))
+    with pytest.raises(InputValueError, match="other tokens"):
+        paired_difference(report(sums, counts), report(sums, np.array([8, 7])))
+    with pytest.raises(InputValueError, match="the second report lists no window.*--per-window"):
+        paired_difference(report(sums, counts), {"windows_sha256": "same"})
