@@ -130,6 +130,20 @@ def get(kind: str, name: str) -> type:
     return registry[name]
 
 
+def get_recorded(kind: str, name: str, source: str | Path, place: str = "") -> type:
+    """``get`` for a ``name`` that the file ``source`` records (at ``place``, e.g.
+    ``config.model.name``): an unknown name is an InputKeyError naming the file and saying that
+    no installed code provides the class (a plugin not installed here; the file is fine)."""
+    try:
+        return get(kind, name)
+    except KeyError as err:
+        where = f" ({place})" if place else ""
+        raise InputKeyError(
+            f"{source} was made with the {kind_label(kind)} {name!r}{where}, which nothing "
+            f"installed here provides: {err.args[0]}"
+        ) from None
+
+
 def kind_label(kind: str) -> str:
     """How messages name ``kind``."""
     return "data module" if kind == "data" else kind  # "known data modules", not "datas"

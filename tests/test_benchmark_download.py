@@ -150,6 +150,29 @@ def test_a_full_disk_in_a_task_download_says_so_and_leaves_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_full_disk_is_said_with_the_space_free_once_the_part_is_removed(tmp_path, monkeypatch):
+    """Was: the free space measured while the part of the task written so far still took its
+    room (``disk_full_error`` wants the partial write removed first)."""
+
+    def fills_the_disk(name, version=None, dest_path=None):
+        (Path(dest_path) / name / "train").mkdir(parents=True)
+        (Path(dest_path) / name / "train" / "0.txt").write_text("ACGT" * 1000)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    measured_with = []
+
+    def disk_usage(path):
+        measured_with.append(sorted(p.name for p in tmp_path.rglob("*")))
+        return real_disk_usage(path)
+
+    real_disk_usage = shutil.disk_usage
+    fake_genomic_benchmarks(monkeypatch, fills_the_disk)
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)
+    with pytest.raises(DiskFullError, match="free there"):
+        load_task(tmp_path, TASK)
+    assert measured_with == [[]]
+
+
 def test_ctrl_c_in_a_task_download_leaves_nothing(gb_server, tmp_path, monkeypatch):
     def interrupted(name, version=None, dest_path=None):
         (Path(dest_path) / name / "train" / "human").mkdir(parents=True)

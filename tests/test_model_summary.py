@@ -76,3 +76,16 @@ def test_the_summary_takes_the_arguments_of_every_supported_lightning(caplog):
         with caplog.at_level(logging.INFO, logger=log.name):
             ModelSummaryWithoutFlops.summarize(data, 26, 16, 1e-4, *later_counts)
         assert "16         Trainable params" in caplog.text and "FLOPs" not in caplog.text
+
+
+def test_the_rules_span_the_widest_row(caplog):
+    """Was: rules as wide as the header line, one short of the rows whose last column ("train"
+    under "Mode") is wider than its header."""
+    data = [(" ", ["0", "1"]), ("Name", ["trained", "frozen"]), ("Mode", ["train", "eval"])]
+    with caplog.at_level(logging.INFO, logger=log.name):
+        ModelSummaryWithoutFlops.summarize(data, 26, 16, 1e-4)
+    lines = caplog.text.splitlines()
+    rules = [line for line in lines if line and set(line) == {"-"}]
+    table = [line for line in lines if "|" in line]
+    assert len(rules) == 2 and len(table) == 3, caplog.text
+    assert {len(rule) for rule in rules} == {max(map(len, table))}, caplog.text

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from genodiff import registry
 from genodiff.checkpoints import CheckpointError, load_model, open_checkpoint
-from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY
+from genodiff.checkpoints.io import CLASSIFIER_RECORD_KEY, read_checkpoint_file
 from genodiff.checkpoints.load import UnknownCheckpointError
 from genodiff.classifiers import load_classifier
 from genodiff.classifiers.checkpoint import classifier_record
@@ -274,3 +274,12 @@ def test_a_plain_tree_copies_omegaconf_unresolved_and_shares_nothing():
     }
     assert copied["a"] is not copied["b"] and copied["a"] is not shared
     assert type(copied["config"]) is dict and type(copied["config"]["model"]["layers"]) is list
+
+
+def test_an_unreadable_checkpoint_path_is_one_input_error(tmp_path):
+    # A symlink loop: the load fails with an OSError (ELOOP) that no handler re-raises, and
+    # the look at the file's first bytes, made while handling it, cannot open it either.
+    loop = tmp_path / "loop.ckpt"
+    loop.symlink_to(loop)
+    with pytest.raises(InputValueError, match="loop.ckpt is not a loadable genodiff checkpoint"):
+        read_checkpoint_file(loop)

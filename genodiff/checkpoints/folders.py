@@ -68,7 +68,6 @@ from genodiff.config import ConfigError, RunConfig, SamplesConfig, dataclass_key
 from genodiff.errors import (
     InputFileExistsError,
     InputFileNotFoundError,
-    InputKeyError,
     InputValueError,
 )
 from genodiff.plain_records import read_json_object
@@ -374,14 +373,7 @@ def _require_installed_classes(sections: Mapping[str, Any], source: str | Path) 
         name = values.get("name")
         if not isinstance(name, str):
             continue  # a missing or non-string name: the section check says so
-        try:
-            registry.get(kind, name)
-        except KeyError as err:
-            raise InputKeyError(
-                f"{source} was made with the {registry.kind_label(kind)} {name!r} "
-                f"(config.{section}.name), which "
-                f"nothing installed here provides: {err.args[0]}"
-            ) from None
+        registry.get_recorded(kind, name, source, f"config.{section}.name")
 
 
 def _warn_of_unknown_keys(config: Mapping[str, Any], source: str | Path) -> None:

@@ -131,9 +131,14 @@ TORCH_FILE_STARTS = (b"PK\x03\x04", b"\x80")
 
 def _begins_as_a_torch_file(path: Path) -> bool:
     """True when ``path`` begins as a torch file does (``TORCH_FILE_STARTS``), damaged or not;
-    False for another kind of file (a YAML config, a FASTA given as a checkpoint)."""
-    with open(path, "rb") as file:
-        return file.read(4).startswith(TORCH_FILE_STARTS)
+    False for another kind of file (a YAML config, a FASTA given as a checkpoint). True, too,
+    when ``path`` cannot be read (a symlink loop, an I/O error): it is called while handling
+    the load's own error, which then names the path and the reason."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(4).startswith(TORCH_FILE_STARTS)
+    except OSError:
+        return True
 
 
 def _load_weights_only(

@@ -141,6 +141,7 @@ def _download_with_the_package(loc2seq: ModuleType, folder: Path, staging: Path)
     except TASK_DOWNLOAD_FAILURES as err:
         if isinstance(err, PermissionError) or getattr(err, "errno", None) == errno.EROFS:
             raise  # the folder, not the download: said as it is, naming the path
+        shutil.rmtree(staging, ignore_errors=True)  # the free space is said without the part
         kept = f"no part of the task {folder.name!r} is kept"
         known = folder.name in GENOMIC_BENCHMARKS
         again = "run again" if known else f"check the name (the 8: {', '.join(GENOMIC_BENCHMARKS)})"

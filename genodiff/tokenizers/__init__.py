@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from genodiff import registry
-from genodiff.errors import InputKeyError, InputValueError, UserInputError
+from genodiff.errors import InputValueError, UserInputError
 from genodiff.plain_records import read_json_object
 from genodiff.tokenizers.base import TOKENIZER_FILE, Tokenizer, tokenizer_record
 from genodiff.tokenizers.dna import DNATokenizer
@@ -39,13 +39,7 @@ def tokenizer_from_record(record: Any, source: str | Path = "the tokenizer recor
             f"{source} is not a tokenizer record (an object with a name and a state); restore "
             "it, or export the model again"
         )
-    try:
-        cls = registry.get("tokenizer", record["name"])
-    except KeyError as err:
-        raise InputKeyError(
-            f"{source} was made with the tokenizer {record['name']!r}, which nothing installed "
-            f"here provides: {err.args[0]}"
-        ) from None
+    cls = registry.get_recorded("tokenizer", record["name"], source)
     state = record.get("state") or {}
     try:
         return cls.from_state(dict(state))

@@ -37,7 +37,7 @@ def summary_table(
     widths = [max([len(header), *map(len, values)]) for header, values in shown]
     rows = [[header for header, _ in shown], *zip(*(values for _, values in shown), strict=True)]
     lines = [" | ".join(map(str.ljust, row, widths)).rstrip() for row in rows]
-    rule = "-" * len(lines[0])
+    rule = "-" * max(map(len, lines))  # the widest row: a last column wider than its header
     totals = [
         (get_human_readable_count(trainable_parameters), "Trainable params"),
         (get_human_readable_count(total_parameters - trainable_parameters), "Non-trainable params"),
