@@ -408,12 +408,12 @@ def paired_difference(
     for name, given in named.items():
         if not given.get("per_window"):
             raise InputValueError(
-                f"{name} lists no window's NELBO: score with genodiff eval --json --per-window"
+                f"{name} holds no per-window NELBOs (per_window): evaluate with per_window=True"
             )
     if report.get("windows_sha256") != other.get("windows_sha256"):
         raise InputValueError(
             "the reports scored other windows (their windows_sha256 differ): score both "
-            "models on the same data and --num-windows"
+            "models on the same data and number of windows"
         )
     first, second = report["per_window"], other["per_window"]
     tokens = np.array([window["tokens"] for window in first], dtype=np.float64)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections import Counter
+from collections.abc import Iterator
 
 import lightning.pytorch  # noqa: F401 (see below)
 import pytest
@@ -59,3 +61,24 @@ def toy(tmp_path):  # fine-tuning (tests/test_finetune_protocol.py, tests/test_d
     out = tmp_path / "out"
     config.write_text(TOY_FINETUNE_CONFIG.format(out=out, root=tmp_path / "data"))
     return config, out
+
+
+class LightningLines(logging.Handler):
+    """The lines Lightning logs (``lightning.pytorch``'s logger and its children), kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def lightning_lines() -> Iterator[list[str]]:
+    """The lines Lightning logs during the test (train, finetune: tests/test_*_output.py)."""
+    handler = LightningLines()
+    logger = logging.getLogger("lightning.pytorch")
+    logger.addHandler(handler)
+    yield handler.lines
+    logger.removeHandler(handler)

@@ -4,7 +4,6 @@ paths, the leftovers a resume clears, and ``genodiff info`` of a fold's classifi
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -65,26 +64,6 @@ def finetune_until_fold_1_is_killed(config, overrides: list[str], monkeypatch) -
         patch.setattr(ClassifierModule, "training_step", crash_in_epoch_1_of_fold_1)
         with pytest.raises(StopFoldError):
             genodiff.finetune(str(config), overrides, progress=False)
-
-
-class LightningLines(logging.Handler):
-    """The lines Lightning logs (``lightning.pytorch``'s logger and its children), kept."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def lightning_lines():
-    handler = LightningLines()
-    logger = logging.getLogger("lightning.pytorch")
-    logger.addHandler(handler)
-    yield handler.lines
-    logger.removeHandler(handler)
 
 
 def test_a_fold_says_its_resume_once_and_lightning_no_checkpoint_read(

@@ -4,34 +4,8 @@ tested, without Lightning's lines on reading that checkpoint (``genodiff/trainin
 
 from __future__ import annotations
 
-import logging
-
-import pytest
-
 import genodiff
 from tests.test_cli import DEMO, TINY
-
-LIGHTNING_LOGGER = "lightning.pytorch"
-
-
-class LightningLines(logging.Handler):
-    """The lines Lightning logs (``lightning.pytorch``'s logger and its children), kept."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def lightning_lines():
-    handler = LightningLines()
-    logger = logging.getLogger(LIGHTNING_LOGGER)
-    logger.addHandler(handler)
-    yield handler.lines
-    logger.removeHandler(handler)
 
 
 def test_the_test_of_the_best_checkpoint_is_reported_once_by_genodiff(
