@@ -182,6 +182,11 @@ SECTION_DATACLASSES = {
 }
 
 
+def section_kind(section: str) -> str:
+    """The registry kind of the classes a config section names (``model``: a backbone)."""
+    return "backbone" if section == "model" else section
+
+
 def section_spec(cfg: DictConfig, section: str) -> Spec:
     """The keys ``section`` accepts with their types and ranges, given the class it names (for
     model/objective/data/tokenizer): that class's constructor keywords, annotations and
@@ -192,7 +197,7 @@ def section_spec(cfg: DictConfig, section: str) -> Spec:
 
         return callable_spec(lightning.Trainer.__init__, TRAINER_RANGES, drop=TRAINER_RESERVED)
     if section in ("model", "objective", "data", "tokenizer"):
-        kind = "backbone" if section == "model" else section
+        kind = section_kind(section)
         name = OmegaConf.select(cfg, f"{section}.name")
         if name is None:
             raise ConfigError(f"'{section}.name' is missing: say which {kind} to use")

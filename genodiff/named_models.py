@@ -123,8 +123,10 @@ def incomplete_model(name: str) -> str:
     for root in model_folders():
         folder = root / name
         try:
+            if not folder.is_dir():
+                continue
             missing = [file for file in REQUIRED_FILES if not (folder / file).is_file()]
-            if folder.is_dir() and missing:
+            if missing:
                 return (
                     f", but {folder} lacks {' and '.join(missing)} (a named model is a "
                     f"genodiff export folder: copy it whole)"

@@ -64,12 +64,15 @@ from genodiff.checkpoints.weights import (
     storage_key,
 )
 from genodiff.conditioning import ConditioningConfig
-from genodiff.config import ConfigError, RunConfig, SamplesConfig, dataclass_keys, section_spec
-from genodiff.errors import (
-    InputFileExistsError,
-    InputFileNotFoundError,
-    InputValueError,
+from genodiff.config import (
+    ConfigError,
+    RunConfig,
+    SamplesConfig,
+    dataclass_keys,
+    section_kind,
+    section_spec,
 )
+from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
 from genodiff.plain_records import read_json_object
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
@@ -369,11 +372,10 @@ def _require_installed_classes(sections: Mapping[str, Any], source: str | Path) 
     provides: a run made with a plugin that is not installed here (the file itself is fine,
     so the error says to install the plugin, not to restore the file)."""
     for section, values in sections.items():
-        kind = "backbone" if section == "model" else section
         name = values.get("name")
         if not isinstance(name, str):
             continue  # a missing or non-string name: the section check says so
-        registry.get_recorded(kind, name, source, f"config.{section}.name")
+        registry.get_recorded(section_kind(section), name, source, f"config.{section}.name")
 
 
 def _warn_of_unknown_keys(config: Mapping[str, Any], source: str | Path) -> None:

@@ -102,7 +102,7 @@ def task_dir(root: str | Path, task: str, download: bool) -> Path:
                 return folder
             raise InputFileNotFoundError(
                 f"genomic-benchmarks did not create {folder} for task {task!r}; check the task "
-                f"name (the 8 benchmarks: {', '.join(GENOMIC_BENCHMARKS)})"
+                f"name (the {len(GENOMIC_BENCHMARKS)} benchmarks: {', '.join(GENOMIC_BENCHMARKS)})"
             )
     hint = (
         "`pip install genomic-benchmarks` to download it at run time (benchmark.download=true)"
@@ -144,7 +144,8 @@ def _download_with_the_package(loc2seq: ModuleType, folder: Path, staging: Path)
         shutil.rmtree(staging, ignore_errors=True)  # the free space is said without the part
         kept = f"no part of the task {folder.name!r} is kept"
         known = folder.name in GENOMIC_BENCHMARKS
-        again = "run again" if known else f"check the name (the 8: {', '.join(GENOMIC_BENCHMARKS)})"
+        names = f"the {len(GENOMIC_BENCHMARKS)}: {', '.join(GENOMIC_BENCHMARKS)}"
+        again = "run again" if known else f"check the name ({names})"
         raise disk_full_error(err, staging, kept=kept) or DownloadError(
             f"genomic-benchmarks could not download the Genomic Benchmarks task "
             f"{folder.name!r} ({_failure_reason(err)}); no part of it is kept: {again}, or "
