@@ -34,7 +34,10 @@ class _Server:
     ``odd_resume``: answer the next Range request with ``(status, shift, content_range)``, the
     body from the byte asked for plus ``shift`` (a 200: the whole body) and that Content-Range
     header (a format string of ``start``, ``end``, ``size``; None: no header);
-    ``odd_always``: the same for every request, with or without Range."""
+    ``odd_always``: the same for every request, with or without Range; ``versions``: the
+    headers (ETag, Last-Modified) that name the version of the file, sent with each answer, and
+    a Range request whose If-Range names none of them answered with the whole file (200),
+    unless ``ignore_if_range`` holds the path."""
 
     def __init__(self, files):
         self.files = files
@@ -46,6 +49,9 @@ class _Server:
         self.redirect_loop: set[str] = set()
         self.odd_resume: dict[str, tuple[int, int, str | None]] = {}
         self.odd_always: dict[str, tuple[int, int, str | None]] = {}
+        self.versions: dict[str, dict[str, str]] = {}
+        self.ignore_if_range: set[str] = set()
+        self.if_range: list[str | None] = []  # each request's If-Range header
         self.closing = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         server = self
@@ -58,6 +64,11 @@ class _Server:
                 body = server.files.get(self.path)
                 rng = self.headers.get("Range")
                 server.requests.append((self.path, rng))
+                if_range = self.headers.get("If-Range")
+                server.if_range.append(if_range)
+                version = server.versions.get(self.path, {})
+                if if_range is not None and self.path not in server.ignore_if_range:
+                    rng = rng if if_range in version.values() else None  # changed: all of it
                 if self.path in server.silent:
                     server.closing.wait(10)
                     return
@@ -85,6 +96,7 @@ class _Server:
                     start = int(match.group(1))
                     if start >= len(body):
                         self.send_response(416)
+                        self.send_version()
                         self.send_header("Content-Range", f"bytes */{len(body)}")
                         self.send_header("Content-Length", "0")
                         self.end_headers()
@@ -93,6 +105,7 @@ class _Server:
                     self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
                 else:
                     self.send_response(200)
+                self.send_version()
                 self.send_header("Content-Length", str(len(body) - start))
                 self.end_headers()
                 cut = server.truncate_once.pop(self.path, None)
@@ -101,6 +114,10 @@ class _Server:
                 self.wfile.write(payload)
                 if cut is not None:
                     self.close_connection = True
+
+            def send_version(self):
+                for name, value in server.versions.get(self.path, {}).items():
+                    self.send_header(name, value)
 
             def send_odd(self, body, asked, status, shift, content_range):
                 start = asked + shift if status == 206 else 0

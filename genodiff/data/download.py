@@ -3,17 +3,20 @@
 A download goes to ``<name>.part``; an interrupted one resumes from there with an HTTP
 ``Range`` request (a server that answers 200 instead of 206, or 206 with a Content-Range that
 is missing, malformed or starts elsewhere than the byte asked for, restarts it from byte 0,
-never writing those bytes after the part). The size is checked against the server's
-Content-Length / Content-Range total, and only a complete, verified file is fsynced and renamed
-to its final name, so a failure never leaves a partial file under the final name (the ``.part``
-file is this writer's documented staging, kept between runs to resume from, which
-``atomic_write`` could not keep); the BED must also parse
+never writing those bytes after the part). The version of the remote file the part holds (the
+server's ETag or Last-Modified, ``genodiff.data.remote_version``) is recorded beside it in
+``<name>.part.validator`` and sent back as ``If-Range``: a file changed on the server since (a
+200, or a 206 or 416 naming another version) restarts it from byte 0 too, with a line saying
+so. The size is checked against the server's Content-Length / Content-Range total, and only a
+complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
+partial file under the final name (the ``.part`` file is this writer's documented staging, kept
+between runs to resume from, which ``atomic_write`` could not keep); the BED must also parse
 and the gzipped FASTA start as gzip does (not an HTML page sent with status 200). A server that
 sends no response within ``timeout`` seconds (60 by default) is a ``DownloadError`` naming the
 URL. Files already in place are skipped. Only the network's failures are retried: a write of
 the ``.part`` file that fails (a full disk, a read-only folder) stops the download at once, the
-bytes received kept. ``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs
-never write the same files, and removes what a decompression that was killed left there.
+bytes received kept. ``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never
+write the same files, and removes what a decompression that was killed left there.
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ from genodiff.atomic_files import (
 )
 from genodiff.data.genome import Genome, compression
 from genodiff.data.hg38 import read_bed
+from genodiff.data.remote_version import (
+    Validator,
+    names_another_version,
+    read_record,
+    record_path,
+    validator_of,
+    write_record,
+)
 from genodiff.errors import DiskFullError, InputValueError, UserInputError
 
 HG38_FASTA_URL = "https://storage.googleapis.com/basenji_barnyard2/hg38.ml.fa.gz"
@@ -88,9 +99,11 @@ class _Progress:
 
 
 def _open_range(
-    url: str, offset: int, timeout: float
+    url: str, offset: int, timeout: float, validator: Validator | None = None
 ) -> tuple[http.client.HTTPResponse | None, int]:
-    """Response for ``url`` from byte ``offset`` and the offset it really starts at.
+    """Response for ``url`` from byte ``offset`` and the offset it really starts at: 0 (the
+    whole file) unless the server sends the bytes from ``offset`` of the version ``validator``
+    names (sent as ``If-Range``; None: any version).
 
     The response is None when the range is empty because ``offset`` is the full size.
     """
@@ -100,12 +113,15 @@ def _open_range(
         raise DownloadError(f"{url!r} is no URL ({err}); give one as https://HOST/PATH") from None
     if offset:
         request.add_header("Range", f"bytes={offset}-")
+        if validator is not None:
+            request.add_header("If-Range", validator[1])
     try:
         response = urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as err:
         err.close()
         if err.code == 416 and offset:  # the range starts at or past the end of the file
-            if err.headers.get("Content-Range", "") == f"bytes */{offset}":
+            complete = err.headers.get("Content-Range", "") == f"bytes */{offset}"
+            if complete and not names_another_version(err.headers, validator):
                 return None, offset
             return _open_range(url, 0, timeout)
         reason = " ".join(str(err.reason).split())  # a redirect loop's reason spans lines
@@ -121,9 +137,9 @@ def _open_range(
         ) from None
     if response.status != 206:
         return response, 0  # 200: the server sent the whole file
-    if _range_start(response) == offset:
+    if _range_start(response) == offset and not names_another_version(response.headers, validator):
         return response, offset
-    response.close()  # other bytes than asked for, or none said: they cannot follow the part
+    response.close()  # other bytes than asked for (or of another version): not after the part
     if offset:
         return _open_range(url, 0, timeout)
     said = response.headers.get("Content-Range") or "no Content-Range"
@@ -206,18 +222,20 @@ def download(
     """
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
+    record = record_path(part)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    done = part.stat().st_size if part.exists() else 0
+    done, validator = _part_to_resume(part, record, dest.name, log)
     total = None
     for attempt in range(retries + 1):
-        response, start = _open_range(url, done, timeout)
+        response, start = _open_range(url, done, timeout, validator)
         if response is None:
             total = done
             break
         with response:
             total = _total_size(response)
             if start != done:
-                log(f"  {dest.name}: the server does not resume; starting again from byte 0")
+                why = _why_from_byte_0(response, validator)
+                log(f"  {dest.name}: {why}; starting again from byte 0")
             elif done:
                 log(f"  {dest.name}: resuming at {_human(done)}")
             done = start
@@ -226,6 +244,10 @@ def download(
                 with open(part, "r+b" if start else "wb") as fh:
                     fh.seek(start)
                     fh.truncate()
+                    if not start:  # a new part, of the version of the file this response is
+                        validator = validator_of(response.headers)
+                        os.fsync(fh.fileno())  # emptied on disk before its record changes
+                        write_record(record, validator)
                     while chunk := _received(response):
                         _append_part(fh, part, chunk, total)
                         done += len(chunk)
@@ -238,7 +260,7 @@ def download(
         if total is None or done == total:
             break
         if done > total:
-            part.unlink()
+            _discard(part)
             raise DownloadError(
                 f"{url}: received {done} bytes but the server announced {total}; "
                 "deleted the partial file, run again to restart"
@@ -256,17 +278,45 @@ def download(
         try:
             check(part)
         except ValueError as err:  # the server sent something else (an HTML error page)
-            part.unlink()
+            _discard(part)
             raise DownloadError(
                 f"{url} sent no valid file ({err}); deleted it: check the URL and run again"
             ) from None
         except Exception:
-            part.unlink()
+            _discard(part)
             raise
     fsync_path(part)
     os.replace(part, dest)
     fsync_path(dest.parent)  # the rename itself
+    record.unlink(missing_ok=True)
     return dest
+
+
+def _part_to_resume(part: Path, record: Path, name: str, log: Log) -> tuple[int, Validator | None]:
+    """The bytes of ``part`` a download resumes after and the version of the remote file they
+    are of (``record``: None when unknown); 0 when there is no part, or when its record is
+    damaged (the part's version unknown although the server named one)."""
+    done = part.stat().st_size if part.exists() else 0
+    if not done:
+        return 0, None
+    try:
+        return done, read_record(record)
+    except ValueError as err:
+        log(f"  {name}: {err}; starting again from byte 0")
+        return 0, None
+
+
+def _why_from_byte_0(response: http.client.HTTPResponse, validator: Validator | None) -> str:
+    """Why a resume got the whole file, for the line that says so."""
+    if names_another_version(response.headers, validator):
+        return "the file on the server changed since the part was downloaded"
+    return "the server does not resume"
+
+
+def _discard(part: Path) -> None:
+    """Delete the download ``part`` and the record of its version."""
+    part.unlink(missing_ok=True)
+    record_path(part).unlink(missing_ok=True)
 
 
 def gunzip(src: str | os.PathLike, dest: str | os.PathLike, log: Log = print) -> Path:
