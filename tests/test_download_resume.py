@@ -1,5 +1,6 @@
 """A resumed download is of the same version of the remote file as its ``.part`` (the server's
-ETag or Last-Modified recorded beside it, sent back as If-Range; ``genodiff.data.download``)."""
+ETag or Last-Modified recorded beside it, sent back as If-Range), and what a broken or hostile
+server sends is read in bounded time and space (``genodiff.data.download``)."""
 
 import pytest
 
@@ -108,3 +109,33 @@ def test_a_damaged_record_of_the_version_starts_the_part_again(server, tmp_path)
     said = "f.part.validator is no record of the server's version of the file; starting again"
     assert any(said in line for line in logs)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["200 Content-Length", "206 Content-Range"])
+def test_a_body_longer_than_announced_is_not_read_to_its_end(server, tmp_path, monkeypatch, resume):
+    if resume:
+        interrupted_at(server, tmp_path / "f", 500)
+    server.overlong["/f"] = 4_000_000  # chunked: http.client reads on past the size announced
+    real_received = download_module._received
+    received = []
+
+    def counted(response):
+        chunk = real_received(response)
+        received.append(len(chunk))
+        return chunk
+
+    monkeypatch.setattr(download_module, "_CHUNK", 1000)
+    monkeypatch.setattr(download_module, "_received", counted)
+    with pytest.raises(DownloadError, match="sent more than the 2048 bytes it announced") as caught:
+        download(f"{server.url}/f", tmp_path / "f", log=print)
+    assert "deleted the partial file" in str(caught.value)
+    assert sum(received) <= len(OLD) + 1000  # was: all 4 MB read and written first
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("length", ["abc", "-1", ""])
+def test_a_malformed_content_length_is_no_size(server, tmp_path, length):
+    server.length_header["/f"] = length
+    logs = []
+    assert download(f"{server.url}/f", tmp_path / "f", log=logs.append).read_bytes() == OLD
+    assert any("announced no size" in line for line in logs)  # was: ValueError; "-1": deleted

@@ -37,7 +37,9 @@ class _Server:
     ``odd_always``: the same for every request, with or without Range; ``versions``: the
     headers (ETag, Last-Modified) that name the version of the file, sent with each answer, and
     a Range request whose If-Range names none of them answered with the whole file (200),
-    unless ``ignore_if_range`` holds the path."""
+    unless ``ignore_if_range`` holds the path; ``overlong``: send the body chunked (the
+    Content-Length kept) and go on past its end to that many bytes in all; ``length_header``:
+    that Content-Length instead of the body's."""
 
     def __init__(self, files):
         self.files = files
@@ -51,6 +53,8 @@ class _Server:
         self.odd_always: dict[str, tuple[int, int, str | None]] = {}
         self.versions: dict[str, dict[str, str]] = {}
         self.ignore_if_range: set[str] = set()
+        self.overlong: dict[str, int] = {}
+        self.length_header: dict[str, str] = {}
         self.if_range: list[str | None] = []  # each request's If-Range header
         self.closing = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
@@ -106,7 +110,11 @@ class _Server:
                 else:
                     self.send_response(200)
                 self.send_version()
-                self.send_header("Content-Length", str(len(body) - start))
+                length = str(len(body) - start)
+                self.send_header("Content-Length", server.length_header.get(self.path, length))
+                if self.path in server.overlong:
+                    self.send_endless(body[start:], server.overlong[self.path])
+                    return
                 self.end_headers()
                 cut = server.truncate_once.pop(self.path, None)
                 cut = server.truncate_always.get(self.path, cut)
@@ -118,6 +126,18 @@ class _Server:
             def send_version(self):
                 for name, value in server.versions.get(self.path, {}).items():
                     self.send_header(name, value)
+
+            def send_endless(self, body, size):
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                sent = 0
+                with contextlib.suppress(ConnectionError):  # the client stopped reading
+                    while sent < size:
+                        piece = (body or b"x")[: size - sent]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        sent += len(piece)
+                    self.wfile.write(b"0\r\n\r\n")
+                self.close_connection = True
 
             def send_odd(self, body, asked, status, shift, content_range):
                 start = asked + shift if status == 206 else 0

@@ -7,16 +7,17 @@ never writing those bytes after the part). The version of the remote file the pa
 server's ETag or Last-Modified, ``genodiff.data.remote_version``) is recorded beside it in
 ``<name>.part.validator`` and sent back as ``If-Range``: a file changed on the server since (a
 200, or a 206 or 416 naming another version) restarts it from byte 0 too, with a line saying
-so. The size is checked against the server's Content-Length / Content-Range total, and only a
-complete, verified file is fsynced and renamed to its final name, so a failure never leaves a
-partial file under the final name (the ``.part`` file is this writer's documented staging, kept
-between runs to resume from, which ``atomic_write`` could not keep); the BED must also parse
-and the gzipped FASTA start as gzip does (not an HTML page sent with status 200). A server that
-sends no response within ``timeout`` seconds (60 by default) is a ``DownloadError`` naming the
-URL. Files already in place are skipped. Only the network's failures are retried: a write of
-the ``.part`` file that fails (a full disk, a read-only folder) stops the download at once, the
-bytes received kept. ``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never
-write the same files, and removes what a decompression that was killed left there.
+so. The size is checked against the server's Content-Length / Content-Range total, a body that
+goes on past it is not read further (the part deleted), and only a complete, verified file is
+fsynced and renamed to its final name, so a failure never leaves a partial file under the final
+name (the ``.part`` file is this writer's documented staging, kept between runs to resume from,
+which ``atomic_write`` could not keep); the BED must also parse and the gzipped FASTA start as
+gzip does (not an HTML page sent with status 200). A server that sends no response within
+``timeout`` seconds (60 by default) is a ``DownloadError`` naming the URL. Files already in
+place are skipped. Only the network's failures are retried: a write of the ``.part`` file that
+fails (a full disk, a read-only folder) stops the download at once, the bytes received kept.
+``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never write the same
+files, and removes what a decompression that was killed left there.
 """
 
 from __future__ import annotations
@@ -162,8 +163,8 @@ def _total_size(response: http.client.HTTPResponse) -> int | None:
     match = re.match(r"bytes \d+-\d+/(\d+)", response.headers.get("Content-Range", ""))
     if match:
         return int(match.group(1))
-    length = response.headers.get("Content-Length")
-    return int(length) if length is not None and response.status == 200 else None
+    length = (response.headers.get("Content-Length") or "").strip()
+    return int(length) if length.isdecimal() and response.status == 200 else None
 
 
 class _TransferInterruptedError(Exception):
@@ -251,6 +252,8 @@ def download(
                     while chunk := _received(response):
                         _append_part(fh, part, chunk, total)
                         done += len(chunk)
+                        if total is not None and done > total:
+                            break  # a body longer than announced (or endless): read no further
                         progress(done)
             except _TransferInterruptedError as err:
                 done = part.stat().st_size
@@ -262,7 +265,7 @@ def download(
         if done > total:
             _discard(part)
             raise DownloadError(
-                f"{url}: received {done} bytes but the server announced {total}; "
+                f"{url} sent more than the {total} bytes it announced; "
                 "deleted the partial file, run again to restart"
             )
         log(f"  {dest.name}: connection closed at {done} of {total} bytes (attempt {attempt + 1})")
