@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
+import io
 import os
 import select
 import shutil
@@ -18,7 +19,7 @@ import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -955,6 +956,56 @@ def _take_overrides_typed_after_options(args: argparse.Namespace, unknown: list[
     return [word for word in unknown if word not in overrides]
 
 
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and the parsers of its (sub)commands, all the way down."""
+    yield parser
+    for action in parser._actions:  # argparse lists its actions nowhere public
+        if isinstance(action.choices, dict):
+            for command in action.choices.values():
+                yield from _parsers(command)
+
+
+@contextmanager
+def _nothing_required(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """Within: no argument of ``parser`` or of its commands is required; after, as before."""
+    required = [a for p in _parsers(parser) for a in p._actions if a.required]
+    for action in required:
+        action.required = False
+    try:
+        yield
+    finally:
+        for action in required:
+            action.required = True
+
+
+def _parsed_leniently(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> tuple[argparse.Namespace, list[str]] | None:
+    """``parser.parse_known_args(argv)`` with nothing required and nothing printed; None where
+    argv has another error (or asks for --help, --version): the real parse then says it."""
+    quiet = io.StringIO()
+    with _nothing_required(parser), redirect_stdout(quiet), redirect_stderr(quiet):
+        try:
+            return parser.parse_known_args(argv)
+        except SystemExit:
+            return None
+
+
+def parse_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, the overrides typed after an option included, that refuses
+    arguments no option takes before missing required ones: a mistyped required option is
+    both (``genodiff sample --checkpiont x.ckpt``), and its "did you mean" comes first."""
+    lenient = _parsed_leniently(parser, argv)
+    if lenient is not None:
+        args, unknown = lenient
+        unknown = _take_overrides_typed_after_options(args, unknown)
+        if unknown:
+            _refuse_unknown_arguments(parser, args, unknown)
+    args, unknown = parser.parse_known_args(argv)  # says what is missing, if anything
+    _take_overrides_typed_after_options(args, unknown)  # nothing else: refused above
+    return args
+
+
 def _refuse_unknown_arguments(
     parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]
 ) -> None:
@@ -964,7 +1015,7 @@ def _refuse_unknown_arguments(
     command = parser
     while True:  # down to the (sub)command the arguments chose: sample, data hg38, ...
         chooser = next((a for a in command._actions if isinstance(a.choices, dict)), None)
-        if chooser is None:
+        if chooser is None or getattr(args, chooser.dest) is None:  # None: not chosen
             break
         command = chooser.choices[getattr(args, chooser.dest)]
     options = [name for action in command._actions for name in action.option_strings]
@@ -1031,10 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
     saying how to go on (exit status 130), any other error raises with its traceback
     (``GENODIFF_DEBUG=1``: every error and Ctrl-C do)."""
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    unknown = _take_overrides_typed_after_options(args, unknown)
-    if unknown:
-        _refuse_unknown_arguments(parser, args, unknown)
+    args = parse_arguments(parser, argv)
     try:
         configure_threads(args.threads)
         with warnings_as_lines(args.command, command_options(parser, args.command)):

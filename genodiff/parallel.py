@@ -125,10 +125,18 @@ def join_line_once() -> None:
         logger.addFilter(_JoinLineOfTheMainProcess())
 
 
+#: The accelerators with which one device is always this process (no device to look for).
+ALWAYS_HERE = ("auto", "cpu")
+
+
 def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
     ``num_nodes``) asks for, started and joined in one process group; one process: no
-    launch (Lightning is imported here, not by a command that runs in one process)."""
+    launch (Lightning is imported here, not by a command that runs in one process, nor for
+    one device of an accelerator in ``ALWAYS_HERE``: ``--devices 1``, as without it)."""
+    one = trainer.get("devices", "auto") == 1 and trainer.get("num_nodes", 1) == 1
+    if one and trainer.get("accelerator", "auto") in ALWAYS_HERE:
+        return Workers()  # what Lightning's Fabric gives for it, without its seconds of import
     from lightning.fabric import Fabric
     from lightning.fabric.strategies import DDPStrategy
     from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero

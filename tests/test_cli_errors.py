@@ -176,6 +176,15 @@ def test_a_broken_pipe_that_is_not_the_output_s_is_no_quiet_end(monkeypatch):
             "genodiff data hg38: error: unrecognized arguments: --dst=x (did you mean --dest?)",
         ),
         (["models", "a", "b"], "genodiff models: error: unrecognized arguments: b"),
+        (  # the mistyped option is a required one: its hint, not "--checkpoint is required"
+            ["sample", "--checkpiont", "x.ckpt"],
+            "genodiff sample: error: unrecognized arguments: --checkpiont x.ckpt "
+            "(did you mean --checkpoint?)",
+        ),
+        (  # another required option (--out) is missing too: the mistyped one comes first
+            ["sample", "--checkpoint", "x.ckpt", "--lenght", "4"],
+            "genodiff sample: error: unrecognized arguments: --lenght 4 (did you mean --length?)",
+        ),
     ],
 )
 def test_a_mistyped_option_is_refused_by_its_command_with_the_close_option(capsys, argv, said):
@@ -185,6 +194,32 @@ def test_a_mistyped_option_is_refused_by_its_command_with_the_close_option(capsy
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == said
     assert err.startswith(f"usage: genodiff {argv[0]}")  # the command's usage, not genodiff's
+
+
+def test_a_missing_command_or_option_is_said_when_nothing_is_mistyped(capsys):
+    """Mistyped options are looked for with nothing required; then the required arguments
+    are required again (the usage still shows --checkpoint unbracketed): a missing one is
+    refused."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["sample", "--checkpoint", "x.ckpt"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and " --checkpoint CHECKPOINT" in err
+    assert err.splitlines()[-1] == (
+        "genodiff sample: error: the following arguments are required: --out"
+    )
+    with pytest.raises(SystemExit):
+        cli.main([])
+    said = capsys.readouterr().err
+    assert said.endswith("genodiff: error: the following arguments are required: command\n")
+
+
+def test_a_mistyped_option_before_any_command_gets_the_close_option(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--verison"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "genodiff: error: unrecognized arguments: --verison (did you mean --version?)"
+    )
 
 
 def test_genodiffs_own_warnings_are_one_line_like_its_errors(capsys, monkeypatch):

@@ -136,6 +136,22 @@ def test_torch_s_compiler_is_not_imported(used):
     assert used["compiler"] is False
 
 
+def test_one_process_asked_for_imports_no_lightning():
+    """``--devices 1`` (sample, eval) with accelerator auto or cpu: the one process
+    that no --devices gives, without importing Lightning (seconds) to start nothing."""
+    code = (
+        "import json, sys\n"
+        "from genodiff.parallel import Workers, launch_workers\n"
+        "asked = [{'accelerator': a, 'devices': 1, 'num_nodes': 1} for a in ('auto', 'cpu')]\n"
+        "workers = [launch_workers(settings) for settings in asked]\n"
+        f"print(json.dumps([[w == Workers() for w in workers], {REPORT_MODULES}]))"
+    )
+    alone, modules = json.loads(fresh_python(code))
+    assert alone == [True, True]
+    assert modules_of("lightning", modules) == set()
+    assert modules_of("lightning_fabric", modules) == set()
+
+
 def test_counting_the_weights_of_any_backbone_imports_no_compiler():
     """The memory check's meta build of every built-in backbone (``genodiff.model.backbone_size``)
     runs no Python reference kernel, each of which would import ``torch._dynamo``."""

@@ -10,7 +10,9 @@ import lightning as L
 from torch import nn
 
 from genodiff.config import load_config
+from genodiff.model import EMA
 from genodiff.training.model_summary import ModelSummaryWithoutFlops, log
+from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.trainer import build_trainer
 
 LIGHTNING_LOGGER = "lightning.pytorch"
@@ -61,6 +63,47 @@ def test_the_model_summary_gives_the_parameters_and_no_flops_it_never_counted(
     assert rows == ["Name", "trained", "frozen"]  # a row per module, under the header
 
 
+class TwoLayersAveraged(TwoLayers):
+    """``TwoLayers`` and an EMA of its trained layer (16 parameters more, none trained)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ema = EMA(self.trained, decay=0.9, warmup=False)
+
+
+def counts_of(shown: str) -> dict[str, int]:
+    """The summary's parameter counts (plain numbers: models under 1,000 parameters)."""
+    return {what: int(n) for n, what in re.findall(r"^(\d+)\s+(\w[\w-]* params)\b", shown, re.M)}
+
+
+def test_the_counts_are_the_models_own_and_the_ema_copy_is_counted_apart(tmp_path, caplog, capsys):
+    """Was: the EMA copy of the weights counted as "Non-trainable params", so the total read
+    as twice the model's size (26 + 16 = 42, with 26 non-trainable)."""
+    shown = summary_shown(demo_trainer(tmp_path), TwoLayersAveraged(), caplog, capsys)
+    assert counts_of(shown) == {
+        "Trainable params": 16,
+        "Non-trainable params": 10,
+        "Total params": 26,
+        "EMA params": 16,
+    }
+    assert "EMA params: the average of the weights kept beside them, not counted above" in shown
+    rows = [line.split("|")[1].strip() for line in shown.splitlines() if line.count("|") >= 3]
+    assert rows == ["Name", "trained", "frozen", "ema"]  # the EMA keeps its row
+    # no EMA (ema.decay=0 has none): no EMA line
+    assert "EMA" not in summary_shown(demo_trainer(tmp_path), TwoLayers(), caplog, capsys)
+
+
+def test_the_summary_gives_the_papers_parameter_count(tmp_path, caplog, capsys):
+    """Caduceus d118 x 4 layers, the MDLM paper's DNA model: 470,702 parameters (~470K), the
+    total (the MDLM objective has none), and 470,702 float32 weights of 4 bytes in MB."""
+    config = load_config("demo", [f"output_dir={tmp_path}", "model=caduceus_ph"])
+    shown = summary_shown(build_trainer(config), GenerativeTrainingModule(config), caplog, capsys)
+    assert "470 K      Total params" in shown, shown
+    assert "0          Non-trainable params" in shown, shown
+    assert "470 K      EMA params" in shown, shown
+    assert f"{470_702 * 4 / 1e6:.3f}      Total estimated model params size (MB)" in shown
+
+
 def test_a_run_that_turns_the_summary_off_prints_none(tmp_path, caplog, capsys):
     trainer = demo_trainer(tmp_path, "trainer.enable_model_summary=false")
     assert summary_shown(trainer, TwoLayers(), caplog, capsys) == ""
@@ -74,7 +117,7 @@ def test_the_summary_takes_the_arguments_of_every_supported_lightning(caplog):
     for later_counts in lightnings:
         caplog.clear()
         with caplog.at_level(logging.INFO, logger=log.name):
-            ModelSummaryWithoutFlops.summarize(data, 26, 16, 1e-4, *later_counts)
+            ModelSummaryWithoutFlops().summarize(data, 26, 16, 1e-4, *later_counts)
         assert "16         Trainable params" in caplog.text and "FLOPs" not in caplog.text
 
 
@@ -83,7 +126,7 @@ def test_the_rules_span_the_widest_row(caplog):
     under "Mode") is wider than its header."""
     data = [(" ", ["0", "1"]), ("Name", ["trained", "frozen"]), ("Mode", ["train", "eval"])]
     with caplog.at_level(logging.INFO, logger=log.name):
-        ModelSummaryWithoutFlops.summarize(data, 26, 16, 1e-4)
+        ModelSummaryWithoutFlops().summarize(data, 26, 16, 1e-4)
     lines = caplog.text.splitlines()
     rules = [line for line in lines if line and set(line) == {"-"}]
     table = [line for line in lines if "|" in line]

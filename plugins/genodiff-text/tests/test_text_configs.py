@@ -149,6 +149,18 @@ def test_lm1b_is_the_papers_recipe():
     assert cfg.objective.name == "mdlm" and cfg.objective.time_conditioning is False
 
 
+def test_lm1b_says_the_token_positions_it_trains_on():
+    """Was: "512 x 128 x 1M = 65B token slots, ~33B real tokens": 65.5B, and nothing made
+    half of them real (the paper's 33B is 512 x 128 x ~500K steps)."""
+    cfg = _load("lm1b")
+    sentences = cfg.data.batch_size * cfg.trainer.accumulate_grad_batches
+    positions = cfg.trainer.max_steps * sentences * cfg.data.max_length
+    assert positions == 65_536_000_000
+    header = (CONFIGS / "lm1b.yaml").read_text(encoding="utf-8")
+    assert f"= {positions / 1e9:.1f}B token positions, [PAD] included" in header
+    assert "real tokens" not in header
+
+
 def test_lm1b_baselines_share_the_recipe():
     base, ar, sedd = _load("lm1b"), _load("lm1b_ar"), _load("lm1b_sedd")
     assert ar.objective.name == "ar" and ar.model.name == "ar_transformer"
