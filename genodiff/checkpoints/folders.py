@@ -74,6 +74,7 @@ from genodiff.config import (
 )
 from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
 from genodiff.plain_records import read_json_object
+from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -256,6 +257,7 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
 # ----------------------------------------------------------------------------- loading
 
 
+@global_random_state_kept()  # building the module draws its discarded initial weights
 def load_pretrained(
     directory: str | Path, *, stub_unknown_classes: bool = False, **overrides: Any
 ) -> nn.Module:
@@ -277,6 +279,9 @@ def load_pretrained(
     an OmegaConf config to be unpickled is refused (``UnsafePickleError``);
     ``stub_unknown_classes=True`` reads those other classes as inert placeholders
     (``genodiff.checkpoints.Placeholder``) and takes the weights: no code from the file runs.
+
+    The global random states are as they were before the call (``genodiff.randomness.kept``),
+    so ``init_from=`` and ``pretrained=`` leave a seeded run's draws as they are without them.
     """
     directory = hub.resolve(directory, FOLDER_FILES)
     backbone, layout, config = read_backbone_config(directory)

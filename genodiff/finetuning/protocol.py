@@ -5,7 +5,10 @@ Fold k of ``folds``: scikit-learn ``StratifiedKFold(folds, shuffle=True, random_
 the train split gives k's validation part (the parts of different folds are disjoint and each
 keeps the class proportions); the rest of the train split is k's training data. The test split
 is never used for training or selection. Fold k trains with seed ``seed + k`` (weights of a
-from-scratch model, batch order, RC augmentation), the same for every sweep point. The
+from-scratch model, batch order, RC augmentation), the same for every sweep point. A
+from-scratch backbone is drawn without moving the global generator on, so the classification
+head and the RC flips are the same draws whether fold k starts from scratch or from
+``pretrained`` weights: the two tables compare paired folds. The
 checkpoint with the best validation accuracy (early stopping on it) is scored on the test
 split. Per task the sweep point with the best mean validation accuracy over the folds is
 reported.
@@ -78,6 +81,7 @@ from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import counted
+from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.optim import copy_settings
 from genodiff.training.session import CONFIG_FILE, exit_when_stopped, fit, hold_output
@@ -258,8 +262,9 @@ def run_fold(
     if pretrained is not None:
         backbone = copy_settings(pretrained[0], copy.deepcopy(pretrained[0]))
         tokenizer = pretrained[1] if pretrained[1] is not None else tokenizer
-    else:
-        backbone = build_backbone(OmegaConf.to_container(cfg.model, resolve=True), tokenizer)
+    else:  # drawn from the fold's seed, which the head and the RC flips then draw from again
+        with global_random_state_kept():  # as after a pretrained start: the two are paired
+            backbone = build_backbone(OmegaConf.to_container(cfg.model, resolve=True), tokenizer)
     c = cfg.classifier
     classifier = SequenceClassifier(
         backbone, len(task.classes), tokenizer, c.pooling, c.conjoin_train, c.conjoin_eval
