@@ -496,3 +496,35 @@ def test_loading_the_backbone_to_fine_tune_leaves_the_global_random_state(tmp_pa
     torch.manual_seed(9)
     load_backbone(str(folder))
     assert torch.equal(torch.rand(3), without_a_load)  # was: advanced by the module's build
+
+
+def test_a_model_given_beside_pretrained_weights_must_describe_their_backbone(toy, capsys):
+    """The folds fine-tune the pretrained backbone; a model override that names another one
+    would be ignored, and the run's config.yaml would record a model it never trained."""
+    config, out = toy
+    torch.manual_seed(3)
+    backbone = build_backbone(dict(TOY_MODEL), DNATokenizer())
+    folder = save_pretrained(backbone, config.parent / "weights", tokenizer=DNATokenizer())
+    pretrained = f"pretrained={folder}"
+    assert cli.main(["finetune", str(config), pretrained, "model.d_model=32"]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert "d_model: 32 given, 16 pretrained" in err and "leave model out" in err
+    assert not out.exists()  # was: fine-tuned the 16-wide backbone, config.yaml saying 32
+    # Settings the pretrained backbone has too (rms_norm: Caduceus' default) are accepted.
+    assert cli.main(["finetune", str(config), pretrained, "model.rms_norm=true"]) == 0
+    saved = OmegaConf.load(out / "config.yaml").model
+    assert (saved.d_model, saved.n_layer, saved.rms_norm) == (16, 1, True)
+
+
+def test_the_config_of_a_pretrained_run_records_the_backbone_it_fine_tuned(toy):
+    config, out = toy
+    torch.manual_seed(3)
+    backbone = build_backbone({**TOY_MODEL, "d_model": 24}, DNATokenizer())
+    folder = save_pretrained(backbone, config.parent / "weights", tokenizer=DNATokenizer())
+    genodiff.finetune(str(config), [f"pretrained={folder}"], progress=False)
+    saved = OmegaConf.load(out / "config.yaml").model
+    assert (saved.name, saved.d_model, saved.n_layer) == ("caduceus", 24, 1)  # was: 16 (unused)
+    # The same command again: the config file's own model section (16 wide) is not used, so
+    # it is not compared with the recorded one either; the weights' CRC-32 is.
+    (out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "result.json").unlink()
+    assert genodiff.finetune(str(config), [f"pretrained={folder}"], progress=False) is not None

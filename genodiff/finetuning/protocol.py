@@ -33,6 +33,7 @@ import itertools
 import json
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -58,11 +59,12 @@ from genodiff.atomic_files import (
     setting_changes,
     write_text,
 )
+from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.checkpoints.folders import tensors_digest
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
-from genodiff.config import ConfigError
+from genodiff.config import TOKENIZER_FIELDS, ConfigError
 from genodiff.data.benchmarks import (
     GENOMIC_BENCHMARKS,
     SPLITS,
@@ -378,6 +380,39 @@ def check_encoding(tokenizer: Tokenizer | None, source: str) -> None:
         )
 
 
+def check_pretrained_model(given: Mapping[str, Any], held: Mapping[str, Any], source: str) -> None:
+    """ConfigError when the ``model`` section a run was given (``given``: by an override)
+    describes another backbone than the one ``pretrained=source`` holds (``held``, its recorded
+    config): the folds fine-tune the pretrained backbone, and ``model`` is used only from
+    scratch, so the run would not fine-tune the model it names. The ids and sizes a tokenizer
+    fills in (``TOKENIZER_FIELDS``) and keys only one side holds are not compared."""
+    differences = _config_differences(given, held)
+    if differences:
+        raise ConfigError(
+            f"model and pretrained={source} describe different backbones "
+            f"({'; '.join(differences)}): the folds fine-tune the pretrained one, and model is "
+            "used only from scratch (pretrained=null); leave model out, or give the pretrained "
+            "backbone's settings"
+        )
+
+
+def _config_differences(
+    given: Mapping[str, Any], held: Mapping[str, Any], prefix: str = ""
+) -> list[str]:
+    """``KEY: A given, B pretrained`` for each key both configs hold with different values
+    (nested sections key by key), tokenizer-filled keys aside."""
+    differences = []
+    for key, value in given.items():
+        if key not in held or key in TOKENIZER_FIELDS:
+            continue
+        other = held[key]
+        if isinstance(value, Mapping) and isinstance(other, Mapping):
+            differences += _config_differences(value, other, f"{prefix}{key}.")
+        elif value != other:
+            differences.append(f"{prefix}{key}: {value!r} given, {other!r} pretrained")
+    return differences
+
+
 def check_tasks(cfg: DictConfig, tasks: list[str]) -> None:
     """Every task's folder layout (each class of each split holds files) and its classes'
     sizes against ``folds``, checked (without reading the sequences) before anything is
@@ -480,6 +515,8 @@ def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
         for section, keys in FREE_ON_RESUME.items():
             for key in keys:
                 config.get(section, {}).pop(key, None)
+        if cfg.pretrained:  # model is the pretrained backbone's: its weights' CRC-32 decides
+            config.pop("model", None)
     changed = setting_changes(saved, current)
     if changed:
         raise ConfigError(
@@ -488,11 +525,16 @@ def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
         )
 
 
-def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] | None:
+def run_benchmark(
+    cfg: DictConfig, progress_bar: bool = True, model_given: bool = False
+) -> dict[str, Any] | None:
     """Every (task, sweep point, fold) run not finished yet, spread over the processes the
     ``trainer`` section asks for (``genodiff.parallel``); returns per-task results:
     ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}`` in
-    the main process, None in the others."""
+    the main process, None in the others. With ``pretrained`` weights, ``cfg.model`` becomes
+    the config of their backbone (what the folds fine-tune, as ``config.yaml`` then records
+    it); ``model_given``: the run was given a ``model`` section (an override), which must
+    describe that backbone (``check_pretrained_model``)."""
     output_dir = Path(cfg.output_dir)
     names = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
     # Every check comes before the first write into output_dir.
@@ -501,6 +543,10 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
     weights = None
     if pretrained is not None:
         check_encoding(pretrained[1], cfg.pretrained)
+        held = json.loads(json.dumps(getattr(pretrained[0], CONFIG_ATTR)))  # plain values
+        if model_given:
+            check_pretrained_model(OmegaConf.to_container(cfg.model), held, cfg.pretrained)
+        cfg.model = held
         weights = tensors_digest(pretrained[0].state_dict())
         _check_pretrained_weights(output_dir, cfg.pretrained, weights)
     check_tasks(cfg, names)
