@@ -528,3 +528,12 @@ def test_the_config_of_a_pretrained_run_records_the_backbone_it_fine_tuned(toy):
     # it is not compared with the recorded one either; the weights' CRC-32 is.
     (out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "result.json").unlink()
     assert genodiff.finetune(str(config), [f"pretrained={folder}"], progress=False) is not None
+
+
+def test_a_mistyped_pretrained_model_name_is_said_with_the_name_meant(toy, capsys):
+    config, out = toy
+    assert cli.main(["finetune", str(config), "pretrained=mdlm-chrz"]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert err.startswith("genodiff finetune: error: pretrained=mdlm-chrz: not found")
+    assert "did you mean mdlm-chrx?" in err  # was: the name taken as a path, nothing meant
+    assert not out.exists()

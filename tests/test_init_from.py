@@ -126,3 +126,26 @@ def test_a_run_with_init_from_draws_what_the_same_run_from_scratch_draws(tmp_pat
     scratch = random_state_at_the_fit(monkeypatch, [], tmp_path / "scratch")
     pretrained = random_state_at_the_fit(monkeypatch, [f"init_from={folder}"], tmp_path / "pre")
     assert torch.equal(pretrained, scratch)
+
+
+def test_a_folder_of_another_size_is_refused_naming_the_settings_that_differ(tmp_path, capsys):
+    # caduceus_tiny: 64 x 2, residual_in_fp32 false (Caduceus' own default: true)
+    folder, _ = pretrained_folder(tmp_path, 0, d_model=32, n_layer=1, residual_in_fp32=False)
+    out = tmp_path / "run"
+    overrides = [*TINY, f"init_from={folder}", f"output_dir={out}"]
+    assert cli.main(["train", DEMO, *overrides]) == 2
+    err = capsys.readouterr().err
+    # was: only the tensors that do not fit, the sizes they come from left to guess
+    assert err.startswith(
+        "genodiff train: error: d_model: 64 in the model config, 32 in the folder; "
+        "n_layer: 2 in the model config, 1 in the folder; init_from="
+    )
+
+
+def test_a_mistyped_model_name_is_said_with_the_name_meant(tmp_path, capsys):
+    overrides = [*TINY, "init_from=mdlm-chrz", f"output_dir={tmp_path / 'run'}"]
+    assert cli.main(["train", DEMO, *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    # was: "<working directory>/mdlm-chrz: not found", the name resolved as a path
+    assert err.startswith("genodiff train: error: mdlm-chrz: not found") and "\n" not in err
+    assert err.endswith("did you mean mdlm-chrx?")

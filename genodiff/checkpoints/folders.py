@@ -68,6 +68,7 @@ from genodiff.config import (
     ConfigError,
     RunConfig,
     SamplesConfig,
+    backbone_differences,
     dataclass_keys,
     section_kind,
     section_spec,
@@ -301,13 +302,17 @@ def init_backbone(
     """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
     a mamba_ssm or HyenaDNA release), or of a Hub id ``org/name[@revision]`` holding one, into
     ``backbone`` (``init_from=``); every tensor must fit: a ``CheckpointError`` names those that
-    do not. ``stub_unknown_classes`` as for ``load_pretrained``."""
+    do not, after the settings in which the two backbones' configs differ, where they record
+    theirs. ``stub_unknown_classes`` as for ``load_pretrained``."""
     pretrained = load_pretrained(reference, stub_unknown_classes=stub_unknown_classes)
     try:
         load_weights(backbone, pretrained.state_dict(), f"init_from={reference}")
     except CheckpointError as err:
+        ours, theirs = (getattr(m, CONFIG_ATTR, None) or {} for m in (backbone, pretrained))
+        differences = backbone_differences(ours, theirs, ("in the model config", "in the folder"))
+        said = f"{'; '.join(differences)}; " if differences else ""  # what the shapes come from
         raise CheckpointError(
-            f"{err}. Pick the model config that matches the folder's config.json"
+            f"{said}{err}. Pick the model config that matches the folder's config.json"
         ) from None
 
 

@@ -64,7 +64,7 @@ from genodiff.checkpoints.folders import tensors_digest
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
-from genodiff.config import TOKENIZER_FIELDS, ConfigError
+from genodiff.config import ConfigError, backbone_differences
 from genodiff.data.benchmarks import (
     GENOMIC_BENCHMARKS,
     SPLITS,
@@ -384,9 +384,8 @@ def check_pretrained_model(given: Mapping[str, Any], held: Mapping[str, Any], so
     """ConfigError when the ``model`` section a run was given (``given``: by an override)
     describes another backbone than the one ``pretrained=source`` holds (``held``, its recorded
     config): the folds fine-tune the pretrained backbone, and ``model`` is used only from
-    scratch, so the run would not fine-tune the model it names. The ids and sizes a tokenizer
-    fills in (``TOKENIZER_FIELDS``) and keys only one side holds are not compared."""
-    differences = _config_differences(given, held)
+    scratch, so the run would not fine-tune the model it names (``backbone_differences``)."""
+    differences = backbone_differences(given, held, ("given", "pretrained"))
     if differences:
         raise ConfigError(
             f"model and pretrained={source} describe different backbones "
@@ -394,23 +393,6 @@ def check_pretrained_model(given: Mapping[str, Any], held: Mapping[str, Any], so
             "used only from scratch (pretrained=null); leave model out, or give the pretrained "
             "backbone's settings"
         )
-
-
-def _config_differences(
-    given: Mapping[str, Any], held: Mapping[str, Any], prefix: str = ""
-) -> list[str]:
-    """``KEY: A given, B pretrained`` for each key both configs hold with different values
-    (nested sections key by key), tokenizer-filled keys aside."""
-    differences = []
-    for key, value in given.items():
-        if key not in held or key in TOKENIZER_FIELDS:
-            continue
-        other = held[key]
-        if isinstance(value, Mapping) and isinstance(other, Mapping):
-            differences += _config_differences(value, other, f"{prefix}{key}.")
-        elif value != other:
-            differences.append(f"{prefix}{key}: {value!r} given, {other!r} pretrained")
-    return differences
 
 
 def check_tasks(cfg: DictConfig, tasks: list[str]) -> None:
