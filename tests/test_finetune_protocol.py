@@ -453,7 +453,7 @@ def test_the_docs_name_every_setting_a_resume_may_change():
     assert [key for key in exempt if f"`{key}`" not in page] == []
 
 
-class Started(Exception):
+class StartedError(Exception):
     """Raised in place of a fold's training, once its start is done."""
 
 
@@ -465,10 +465,10 @@ def fold_start(toy, monkeypatch, overrides: list[str]) -> tuple[torch.Tensor, to
 
     def recording_fit(trainer, module, *args, **kwargs):
         seen.append((module.classifier.score.weight.detach().clone(), torch.get_rng_state()))
-        raise Started
+        raise StartedError
 
     monkeypatch.setattr(protocol, "fit", recording_fit)
-    with pytest.raises(Started):
+    with pytest.raises(StartedError):
         genodiff.finetune(str(config), overrides, config.parent / "out_start", progress=False)
     return seen[0]
 

@@ -9,11 +9,11 @@ from omegaconf import OmegaConf
 
 import genodiff
 from genodiff import cli
-from genodiff.training import run as training_run
 from genodiff.backbones import build
 from genodiff.checkpoints import init_backbone, read_checkpoint_file, save_pretrained
 from genodiff.config import load_config
 from genodiff.model import GenerativeModel
+from genodiff.training import run as training_run
 from tests.test_cli import DEMO, TINY
 
 TINY_CADUCEUS = dict(name="caduceus", d_model=64, n_layer=2, vocab_size=12)
@@ -101,7 +101,7 @@ def test_init_backbone_leaves_the_global_random_state_as_it_was(tmp_path):
     assert next_global_draws() == without_a_load
 
 
-class Started(Exception):
+class StartedError(Exception):
     """Raised in place of the training, once the start path is done."""
 
 
@@ -111,10 +111,10 @@ def random_state_at_the_fit(monkeypatch, overrides: list[str], out) -> torch.Ten
 
     def recording_fit(*args, **kwargs):
         states.append(torch.get_rng_state())
-        raise Started
+        raise StartedError
 
     monkeypatch.setattr(training_run, "fit", recording_fit)
-    with pytest.raises(Started):
+    with pytest.raises(StartedError):
         genodiff.train(DEMO, [*TINY, "trainer.max_steps=1", *overrides], output_dir=out)
     return states[0]
 
