@@ -537,3 +537,19 @@ def test_a_mistyped_pretrained_model_name_is_said_with_the_name_meant(toy, capsy
     assert err.startswith("genodiff finetune: error: pretrained=mdlm-chrz: not found")
     assert "did you mean mdlm-chrx?" in err  # was: the name taken as a path, nothing meant
     assert not out.exists()
+
+
+def test_a_run_naming_other_tasks_says_which_folds_its_tables_leave_out(toy, capsys):
+    config, out = toy
+    shutil.copytree(config.parent / "data" / "toy", config.parent / "data" / "toy2")
+    genodiff.finetune(str(config), progress=False)
+    capsys.readouterr()
+    second = genodiff.finetune(str(config), ["benchmark.tasks=[toy2]"], progress=False)
+    assert list(second.tasks) == ["toy2"]  # results.* are this run's tables, as documented
+    said = capsys.readouterr().out
+    # was: results.md without toy, written over the one with it, and nothing said
+    assert (
+        f"results.* hold the tasks this run names (toy2); {out / 'runs'} holds folds of toy" in said
+    )
+    genodiff.finetune(str(config), ["benchmark.tasks=[toy,toy2]"], progress=False)
+    assert "holds folds of" not in capsys.readouterr().out

@@ -587,4 +587,21 @@ def run_benchmark(
                 "selected": {"lr": lr, "batch_size": batch_size},
                 "runs": records,
             }
+        _say_tasks_left_out(output_dir / "runs", names)
     return results
+
+
+def _say_tasks_left_out(runs: Path, names: list[str]) -> None:
+    """A line naming the tasks whose folds ``runs`` holds from earlier runs but this run does
+    not name: its results.* (written over the earlier ones) leave them out."""
+    others = sorted(
+        task.name
+        for task in runs.iterdir()
+        if task.is_dir() and task.name not in names and _holds_fold_results(task)
+    )
+    if others:
+        print(
+            f"genodiff finetune: results.* hold the tasks this run names ({', '.join(names)}); "
+            f"{runs} holds folds of {', '.join(others)} too: name them in benchmark.tasks as "
+            "well to tabulate them all (their finished folds are skipped)"
+        )
