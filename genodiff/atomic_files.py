@@ -403,9 +403,12 @@ class StagedFile:
         self.lock = None
 
 
-def setting_changes(saved: Any, now: Any, prefix: str = "") -> list[str]:
+def setting_changes(
+    saved: Any, now: Any, prefix: str = "", labels: tuple[str, str] = ("then", "now")
+) -> list[str]:
     """``KEY: SAVED then, NOW now`` for each setting that differs between two stamps, looking
-    into mappings and into ``key=value`` descriptions (a sampling run's) to name the setting."""
+    into mappings and into ``key=value`` descriptions (a sampling run's) to name the setting;
+    ``labels``: the words after each value (two configs compared: ``("given", "pretrained")``)."""
     saved, now = _as_settings(saved), _as_settings(now)
     out: list[str] = []
     for key in sorted(set(saved) | set(now), key=str):
@@ -413,9 +416,10 @@ def setting_changes(saved: Any, now: Any, prefix: str = "") -> list[str]:
         if before == after:
             continue
         if _as_settings(before) and _as_settings(after):
-            out += setting_changes(before, after, f"{prefix}{key}.") or [f"{prefix}{key}"]
+            inner = setting_changes(before, after, f"{prefix}{key}.", labels)
+            out += inner or [f"{prefix}{key}"]
         else:
-            out.append(f"{prefix}{key}: {before!r} then, {after!r} now")
+            out.append(f"{prefix}{key}: {before!r} {labels[0]}, {after!r} {labels[1]}")
     return out
 
 

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from genodiff import registry
+from genodiff.atomic_files import setting_changes
 from genodiff.conditioning import ConditioningConfig
 from genodiff.config_values import (
     ConfigError,
@@ -45,7 +46,7 @@ from genodiff.errors import require_regular_file
 from genodiff.generation_config import GenerationConfig
 from genodiff.generation_config import options as generation_options
 from genodiff.hub import parse_hub_id
-from genodiff.named_models import named_model_folder
+from genodiff.named_models import close_names, named_model_folder
 from genodiff.parallel import GPU_ACCELERATORS
 from genodiff.resources import resource_root
 from genodiff.shipped_configs import config_folders, experiment_files
@@ -586,14 +587,15 @@ def home_of_missing_files(root: Path) -> Path:
 
 def resolve_checkpoint_reference(reference: str, root: Path) -> str:
     """``init_from=`` / ``pretrained=``: as ``resolve_path``, except that a reference found at
-    neither place that names a model (``genodiff.named_models``) or spells a Hugging Face Hub
-    id (``org/name[@revision]``) is kept as it is, for ``genodiff.hub`` to resolve."""
+    neither place that names a model (``genodiff.named_models``), spells a Hugging Face Hub
+    id (``org/name[@revision]``) or is spelled close to a model's name (a mistyped one: its
+    error then says which name was meant) is kept as it is, for ``genodiff.hub`` to resolve."""
     resolved = resolve_path(reference, root)
     if Path(resolved).exists():
         return resolved
     if named_model_folder(reference) is not None or parse_hub_id(reference) is not None:
         return reference
-    return resolved
+    return reference if close_names(reference) else resolved
 
 
 def compose_config(
@@ -704,6 +706,26 @@ def completed_model_config(model_config: dict[str, Any], tokenizer: Any) -> dict
     (``complement_map``) build as before; the saved values win (they were checked in training)."""
     cls = registry.get("backbone", model_config["name"])
     return {**with_tokenizer_fields("model", cls, {}, tokenizer), **model_config}
+
+
+def backbone_differences(
+    first: Mapping[str, Any], second: Mapping[str, Any], labels: tuple[str, str]
+) -> list[str]:
+    """``KEY: A <labels[0]>, B <labels[1]>`` for each setting that two backbone configs both
+    hold with different values (``atomic_files.setting_changes``). Keys only one of them holds
+    (at any depth: ``ssm_cfg: {}`` is the defaults, as a spelled-out ``ssm_cfg`` may be) and
+    the ids and sizes a tokenizer fills in (``TOKENIZER_FIELDS``, which configs spell in more
+    than one way: a complement map as a list or as a mapping) are not compared."""
+    shared = {key: v for key, v in first.items() if key in second and key not in TOKENIZER_FIELDS}
+    return setting_changes(*_shared_keys(shared, second), labels=labels)
+
+
+def _shared_keys(first: Any, second: Any) -> tuple[Any, Any]:
+    """``first`` and ``second`` restricted, mapping by mapping, to the keys both hold."""
+    if not (isinstance(first, Mapping) and isinstance(second, Mapping)):
+        return first, second
+    pairs = {key: _shared_keys(first[key], second[key]) for key in first if key in second}
+    return {k: a for k, (a, _) in pairs.items()}, {k: b for k, (_, b) in pairs.items()}
 
 
 def with_tokenizer_fields(

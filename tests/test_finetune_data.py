@@ -56,6 +56,20 @@ def test_missing_task_says_where_and_how(tmp_path):
         load_task(tmp_path, "nope", download=True)
 
 
+def test_a_mistyped_task_name_is_said_with_the_name_meant(tmp_path):
+    write_task(tmp_path, "my_enhancers", {"train": {"a": ["ACGT"]}, "test": {"a": ["ACGT"]}})
+    # was: "not found: no folder ...", the folder there (or the benchmark) meant left to guess
+    with pytest.raises(
+        FileNotFoundError, match=r"my_enhancer \(did you mean 'my_enhancers'\?\)\. "
+    ):
+        load_task(tmp_path, "my_enhancer", download=False)
+    with pytest.raises(FileNotFoundError, match=r"\(did you mean 'human_nontata_promoters'\?\)"):
+        load_task(tmp_path, "human_nontata_promoter", download=False)
+    with pytest.raises(FileNotFoundError) as caught:
+        load_task(tmp_path, "zzz", download=False)
+    assert "did you mean" not in str(caught.value)  # nothing spelled like it
+
+
 def test_empty_class_folder(tmp_path):
     write_task(tmp_path, "t", {"train": {"a": ["ACGT"]}, "test": {"a": ["ACGT"]}})
     (tmp_path / "t" / "train" / "b").mkdir()

@@ -11,7 +11,7 @@ DEMO = str(ROOT / "configs" / "genomic_benchmarks_demo.yaml")
 
 def test_a_small_model_from_scratch_is_far_above_chance_on_the_demo_task(tmp_path):
     # A cut-down budget (2 folds, 2 epochs of batch 8, a 1-layer d32 Caduceus); the full demo
-    # config gets 0.953 +- 0.067 over 5 folds (BENCHMARKS.md). Chance is 0.5 (balanced classes).
+    # config gets 0.955 +- 0.025 over 5 folds (BENCHMARKS.md). Chance is 0.5 (balanced classes).
     overrides = [
         "folds=2",
         "trainer.max_epochs=2",

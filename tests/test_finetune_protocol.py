@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 import warnings
@@ -19,7 +20,7 @@ from genodiff.checkpoints import read_checkpoint_file
 from genodiff.checkpoints.folders import save_pretrained
 from genodiff.config_values import ConfigError
 from genodiff.finetuning import load_finetune_config, protocol
-from genodiff.finetuning.classifier import SequenceClassifier, build_backbone
+from genodiff.finetuning.classifier import SequenceClassifier, build_backbone, load_backbone
 from genodiff.finetuning.config import FinetuneOptimConfig
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import markdown_table, summarize
@@ -28,6 +29,7 @@ from genodiff.tokenizers import DNATokenizer
 from tests.test_bad_input_cli import files_in, one_line_error
 
 ROOT = Path(__file__).resolve().parents[1]
+TOY_MODEL = {"name": "caduceus", "d_model": 16, "n_layer": 1}  # the toy config's backbone
 
 
 def test_run_writes_outputs_and_resume_redoes_only_unfinished_folds(toy, monkeypatch, capsys):
@@ -449,3 +451,105 @@ def test_the_docs_name_every_setting_a_resume_may_change():
         f"{section}.{key}" for section, keys in protocol.FREE_ON_RESUME.items() for key in keys
     ]
     assert [key for key in exempt if f"`{key}`" not in page] == []
+
+
+class StartedError(Exception):
+    """Raised in place of a fold's training, once its start is done."""
+
+
+def fold_start(toy, monkeypatch, overrides: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The classification head's initial weights and torch's global random state when fold 0
+    of the toy task is handed to the Trainer."""
+    config, _ = toy
+    seen = []
+
+    def recording_fit(trainer, module, *args, **kwargs):
+        seen.append((module.classifier.score.weight.detach().clone(), torch.get_rng_state()))
+        raise StartedError
+
+    monkeypatch.setattr(protocol, "fit", recording_fit)
+    with pytest.raises(StartedError):
+        genodiff.finetune(str(config), overrides, config.parent / "out_start", progress=False)
+    return seen[0]
+
+
+def test_a_fold_from_pretrained_weights_draws_what_the_fold_from_scratch_draws(toy, monkeypatch):
+    """From scratch against pretrained is a paired comparison: fold k's head and its RC flips
+    come from the same random state either way (the new backbone's draws move nothing on)."""
+    config, _ = toy
+    torch.manual_seed(3)
+    backbone = build_backbone(dict(TOY_MODEL), DNATokenizer())
+    folder = save_pretrained(backbone, config.parent / "weights", tokenizer=DNATokenizer())
+    head, state = fold_start(toy, monkeypatch, [])
+    shutil.rmtree(config.parent / "out_start")
+    paired_head, paired_state = fold_start(toy, monkeypatch, [f"pretrained={folder}"])
+    assert torch.equal(paired_head, head)  # was: drawn after the new backbone's weights
+    assert torch.equal(paired_state, state)
+
+
+def test_loading_the_backbone_to_fine_tune_leaves_the_global_random_state(tmp_path):
+    torch.manual_seed(3)
+    backbone = build_backbone(dict(TOY_MODEL), DNATokenizer())
+    folder = save_pretrained(backbone, tmp_path / "weights", tokenizer=DNATokenizer())
+    torch.manual_seed(9)
+    without_a_load = torch.rand(3)
+    torch.manual_seed(9)
+    load_backbone(str(folder))
+    assert torch.equal(torch.rand(3), without_a_load)  # was: advanced by the module's build
+
+
+def test_a_model_given_beside_pretrained_weights_must_describe_their_backbone(toy, capsys):
+    """The folds fine-tune the pretrained backbone; a model override that names another one
+    would be ignored, and the run's config.yaml would record a model it never trained."""
+    config, out = toy
+    torch.manual_seed(3)
+    backbone = build_backbone(dict(TOY_MODEL), DNATokenizer())
+    folder = save_pretrained(backbone, config.parent / "weights", tokenizer=DNATokenizer())
+    pretrained = f"pretrained={folder}"
+    assert cli.main(["finetune", str(config), pretrained, "model.d_model=32"]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert "d_model: 32 given, 16 pretrained" in err and "leave model out" in err
+    assert not out.exists()  # was: fine-tuned the 16-wide backbone, config.yaml saying 32
+    # Settings the pretrained backbone has too (rms_norm: Caduceus' default) are accepted.
+    assert cli.main(["finetune", str(config), pretrained, "model.rms_norm=true"]) == 0
+    saved = OmegaConf.load(out / "config.yaml").model
+    assert (saved.d_model, saved.n_layer, saved.rms_norm) == (16, 1, True)
+
+
+def test_the_config_of_a_pretrained_run_records_the_backbone_it_fine_tuned(toy):
+    config, out = toy
+    torch.manual_seed(3)
+    backbone = build_backbone({**TOY_MODEL, "d_model": 24}, DNATokenizer())
+    folder = save_pretrained(backbone, config.parent / "weights", tokenizer=DNATokenizer())
+    genodiff.finetune(str(config), [f"pretrained={folder}"], progress=False)
+    saved = OmegaConf.load(out / "config.yaml").model
+    assert (saved.name, saved.d_model, saved.n_layer) == ("caduceus", 24, 1)  # was: 16 (unused)
+    # The same command again: the config file's own model section (16 wide) is not used, so
+    # it is not compared with the recorded one either; the weights' CRC-32 is.
+    (out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "result.json").unlink()
+    assert genodiff.finetune(str(config), [f"pretrained={folder}"], progress=False) is not None
+
+
+def test_a_mistyped_pretrained_model_name_is_said_with_the_name_meant(toy, capsys):
+    config, out = toy
+    assert cli.main(["finetune", str(config), "pretrained=mdlm-chrz"]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert err.startswith("genodiff finetune: error: pretrained=mdlm-chrz: not found")
+    assert "did you mean mdlm-chrx?" in err  # was: the name taken as a path, nothing meant
+    assert not out.exists()
+
+
+def test_a_run_naming_other_tasks_says_which_folds_its_tables_leave_out(toy, capsys):
+    config, out = toy
+    shutil.copytree(config.parent / "data" / "toy", config.parent / "data" / "toy2")
+    genodiff.finetune(str(config), progress=False)
+    capsys.readouterr()
+    second = genodiff.finetune(str(config), ["benchmark.tasks=[toy2]"], progress=False)
+    assert list(second.tasks) == ["toy2"]  # results.* are this run's tables, as documented
+    said = capsys.readouterr().out
+    # was: results.md without toy, written over the one with it, and nothing said
+    assert (
+        f"results.* hold the tasks this run names (toy2); {out / 'runs'} holds folds of toy" in said
+    )
+    genodiff.finetune(str(config), ["benchmark.tasks=[toy,toy2]"], progress=False)
+    assert "holds folds of" not in capsys.readouterr().out

@@ -1,5 +1,9 @@
 """init_from=DIR: start training from the backbone weights of a Hugging-Face-format folder."""
 
+import random
+
+import numpy as np
+import pytest
 import torch
 from omegaconf import OmegaConf
 
@@ -9,6 +13,7 @@ from genodiff.backbones import build
 from genodiff.checkpoints import init_backbone, read_checkpoint_file, save_pretrained
 from genodiff.config import load_config
 from genodiff.model import GenerativeModel
+from genodiff.training import run as training_run
 from tests.test_cli import DEMO, TINY
 
 TINY_CADUCEUS = dict(name="caduceus", d_model=64, n_layer=2, vocab_size=12)
@@ -71,3 +76,76 @@ def test_init_backbone_copies_every_weight_of_the_folder(tmp_path):
     assert state.keys() == weights.keys()
     for key, value in weights.items():
         assert torch.equal(state[key], value), key
+
+
+def seed_the_global_generators(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def next_global_draws() -> tuple[list[float], float, float]:
+    """The next numbers of torch's, Python's and NumPy's global generators."""
+    return torch.rand(3).tolist(), random.random(), float(np.random.random())
+
+
+def test_init_backbone_leaves_the_global_random_state_as_it_was(tmp_path):
+    """Reading the folder builds a model whose initial weights are discarded: the caller's
+    seeded generators draw after it what they draw without it."""
+    folder, _ = pretrained_folder(tmp_path, seed=1)
+    backbone = build(**TINY_CADUCEUS)
+    seed_the_global_generators(5)
+    without_a_load = next_global_draws()
+    seed_the_global_generators(5)
+    init_backbone(backbone, folder)
+    assert next_global_draws() == without_a_load
+
+
+class StartedError(Exception):
+    """Raised in place of the training, once the start path is done."""
+
+
+def random_state_at_the_fit(monkeypatch, overrides: list[str], out) -> torch.Tensor:
+    """torch's global random state when ``genodiff.train`` hands the model to the Trainer."""
+    states = []
+
+    def recording_fit(*args, **kwargs):
+        states.append(torch.get_rng_state())
+        raise StartedError
+
+    monkeypatch.setattr(training_run, "fit", recording_fit)
+    with pytest.raises(StartedError):
+        genodiff.train(DEMO, [*TINY, "trainer.max_steps=1", *overrides], output_dir=out)
+    return states[0]
+
+
+def test_a_run_with_init_from_draws_what_the_same_run_from_scratch_draws(tmp_path, monkeypatch):
+    """Pretrained against from scratch is a paired comparison: after the seed, both runs'
+    masks, noise levels and data order come from the same random state."""
+    folder, _ = pretrained_folder(tmp_path, seed=123)
+    scratch = random_state_at_the_fit(monkeypatch, [], tmp_path / "scratch")
+    pretrained = random_state_at_the_fit(monkeypatch, [f"init_from={folder}"], tmp_path / "pre")
+    assert torch.equal(pretrained, scratch)
+
+
+def test_a_folder_of_another_size_is_refused_naming_the_settings_that_differ(tmp_path, capsys):
+    # caduceus_tiny: 64 x 2, residual_in_fp32 false (Caduceus' own default: true)
+    folder, _ = pretrained_folder(tmp_path, 0, d_model=32, n_layer=1, residual_in_fp32=False)
+    out = tmp_path / "run"
+    overrides = [*TINY, f"init_from={folder}", f"output_dir={out}"]
+    assert cli.main(["train", DEMO, *overrides]) == 2
+    err = capsys.readouterr().err
+    # was: only the tensors that do not fit, the sizes they come from left to guess
+    assert err.startswith(
+        "genodiff train: error: d_model: 64 in the model config, 32 in the folder; "
+        "n_layer: 2 in the model config, 1 in the folder; init_from="
+    )
+
+
+def test_a_mistyped_model_name_is_said_with_the_name_meant(tmp_path, capsys):
+    overrides = [*TINY, "init_from=mdlm-chrz", f"output_dir={tmp_path / 'run'}"]
+    assert cli.main(["train", DEMO, *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    # was: "<working directory>/mdlm-chrz: not found", the name resolved as a path
+    assert err.startswith("genodiff train: error: mdlm-chrz: not found") and "\n" not in err
+    assert err.endswith("did you mean mdlm-chrx?")

@@ -68,12 +68,14 @@ from genodiff.config import (
     ConfigError,
     RunConfig,
     SamplesConfig,
+    backbone_differences,
     dataclass_keys,
     section_kind,
     section_spec,
 )
 from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
 from genodiff.plain_records import read_json_object
+from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import (
     TOKENIZER_FILE,
     Tokenizer,
@@ -256,6 +258,7 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
 # ----------------------------------------------------------------------------- loading
 
 
+@global_random_state_kept()  # building the module draws its discarded initial weights
 def load_pretrained(
     directory: str | Path, *, stub_unknown_classes: bool = False, **overrides: Any
 ) -> nn.Module:
@@ -277,6 +280,9 @@ def load_pretrained(
     an OmegaConf config to be unpickled is refused (``UnsafePickleError``);
     ``stub_unknown_classes=True`` reads those other classes as inert placeholders
     (``genodiff.checkpoints.Placeholder``) and takes the weights: no code from the file runs.
+
+    The global random states are as they were before the call (``genodiff.randomness.kept``),
+    so ``init_from=`` and ``pretrained=`` leave a seeded run's draws as they are without them.
     """
     directory = hub.resolve(directory, FOLDER_FILES)
     backbone, layout, config = read_backbone_config(directory)
@@ -296,13 +302,17 @@ def init_backbone(
     """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
     a mamba_ssm or HyenaDNA release), or of a Hub id ``org/name[@revision]`` holding one, into
     ``backbone`` (``init_from=``); every tensor must fit: a ``CheckpointError`` names those that
-    do not. ``stub_unknown_classes`` as for ``load_pretrained``."""
+    do not, after the settings in which the two backbones' configs differ, where they record
+    theirs. ``stub_unknown_classes`` as for ``load_pretrained``."""
     pretrained = load_pretrained(reference, stub_unknown_classes=stub_unknown_classes)
     try:
         load_weights(backbone, pretrained.state_dict(), f"init_from={reference}")
     except CheckpointError as err:
+        ours, theirs = (getattr(m, CONFIG_ATTR, None) or {} for m in (backbone, pretrained))
+        differences = backbone_differences(ours, theirs, ("in the model config", "in the folder"))
+        said = f"{'; '.join(differences)}; " if differences else ""  # what the shapes come from
         raise CheckpointError(
-            f"{err}. Pick the model config that matches the folder's config.json"
+            f"{said}{err}. Pick the model config that matches the folder's config.json"
         ) from None
 
 

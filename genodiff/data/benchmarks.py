@@ -10,6 +10,7 @@ LEFT-padded with ``[PAD]`` (id 4) to ``max_length``.
 from __future__ import annotations
 
 import codecs
+import difflib
 import errno
 import http.client
 import importlib
@@ -110,9 +111,25 @@ def task_dir(root: str | Path, task: str, download: bool) -> Path:
         else "set benchmark.download=true with the genomic-benchmarks package installed"
     )
     raise InputFileNotFoundError(
-        f"task {task!r} not found: no folder {folder}. Put it there in the layout "
-        f"<root>/<task>/{{train,test}}/<class>/*.txt, point benchmark.root at it, or {hint}"
+        f"task {task!r} not found: no folder {folder}{_meant_task(root, task)}. Put it there "
+        f"in the layout <root>/<task>/{{train,test}}/<class>/*.txt, point benchmark.root at "
+        f"it, or {hint}"
     )
+
+
+def _meant_task(root: str | Path, task: str) -> str:
+    """`` (did you mean 'NAME'?)`` for the task folders under ``root`` and the Genomic
+    Benchmarks spelled close to ``task`` (a mistyped name); "" when none is."""
+    root = Path(root)
+    try:
+        folders = (
+            [entry.name for entry in root.iterdir() if entry.is_dir()] if root.is_dir() else []
+        )
+    except OSError:  # an unreadable root: the names it holds are not known
+        folders = []
+    names = sorted({*folders, *GENOMIC_BENCHMARKS} - {task})
+    close = difflib.get_close_matches(task, names, n=3, cutoff=0.8)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
 def _fetch_task(loc2seq: ModuleType, folder: Path) -> None:

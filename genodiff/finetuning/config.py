@@ -12,6 +12,7 @@ dataclasses below (the backbone's and ``TRAINER_RANGES`` for ``model`` and ``tra
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -244,6 +245,13 @@ def _check_task_list(tasks: ListConfig | None) -> None:
         raise ConfigError(
             f"benchmark.tasks names {', '.join(repeated)} more than once; name each task once"
         )
+
+
+def sets_section(overrides: Sequence[str], section: str) -> bool:
+    """Whether one of the Hydra ``overrides`` sets ``section`` or a key in it
+    (``model=mamba``, ``model.d_model=32``, ``+model.x=1``)."""
+    keys = (override.lstrip("+~").split("=", 1)[0] for override in overrides)
+    return any(key == section or key.startswith(f"{section}.") for key in keys)
 
 
 def load_finetune_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:

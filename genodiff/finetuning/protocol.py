@@ -5,7 +5,10 @@ Fold k of ``folds``: scikit-learn ``StratifiedKFold(folds, shuffle=True, random_
 the train split gives k's validation part (the parts of different folds are disjoint and each
 keeps the class proportions); the rest of the train split is k's training data. The test split
 is never used for training or selection. Fold k trains with seed ``seed + k`` (weights of a
-from-scratch model, batch order, RC augmentation), the same for every sweep point. The
+from-scratch model, batch order, RC augmentation), the same for every sweep point. A
+from-scratch backbone is drawn without moving the global generator on, so the classification
+head and the RC flips are the same draws whether fold k starts from scratch or from
+``pretrained`` weights: the two tables compare paired folds. The
 checkpoint with the best validation accuracy (early stopping on it) is scored on the test
 split. Per task the sweep point with the best mean validation accuracy over the folds is
 reported.
@@ -30,6 +33,7 @@ import itertools
 import json
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -55,11 +59,12 @@ from genodiff.atomic_files import (
     setting_changes,
     write_text,
 )
+from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.checkpoints.folders import tensors_digest
 from genodiff.checkpoints.io import loadable_checkpoint
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER, LAST
-from genodiff.config import ConfigError
+from genodiff.config import ConfigError, backbone_differences
 from genodiff.data.benchmarks import (
     GENOMIC_BENCHMARKS,
     SPLITS,
@@ -78,6 +83,7 @@ from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import counted
+from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.optim import copy_settings
 from genodiff.training.session import CONFIG_FILE, exit_when_stopped, fit, hold_output
@@ -258,8 +264,9 @@ def run_fold(
     if pretrained is not None:
         backbone = copy_settings(pretrained[0], copy.deepcopy(pretrained[0]))
         tokenizer = pretrained[1] if pretrained[1] is not None else tokenizer
-    else:
-        backbone = build_backbone(OmegaConf.to_container(cfg.model, resolve=True), tokenizer)
+    else:  # drawn from the fold's seed, which the head and the RC flips then draw from again
+        with global_random_state_kept():  # as after a pretrained start: the two are paired
+            backbone = build_backbone(OmegaConf.to_container(cfg.model, resolve=True), tokenizer)
     c = cfg.classifier
     classifier = SequenceClassifier(
         backbone, len(task.classes), tokenizer, c.pooling, c.conjoin_train, c.conjoin_eval
@@ -373,6 +380,21 @@ def check_encoding(tokenizer: Tokenizer | None, source: str) -> None:
         )
 
 
+def check_pretrained_model(given: Mapping[str, Any], held: Mapping[str, Any], source: str) -> None:
+    """ConfigError when the ``model`` section a run was given (``given``: by an override)
+    describes another backbone than the one ``pretrained=source`` holds (``held``, its recorded
+    config): the folds fine-tune the pretrained backbone, and ``model`` is used only from
+    scratch, so the run would not fine-tune the model it names (``backbone_differences``)."""
+    differences = backbone_differences(given, held, ("given", "pretrained"))
+    if differences:
+        raise ConfigError(
+            f"model and pretrained={source} describe different backbones "
+            f"({'; '.join(differences)}): the folds fine-tune the pretrained one, and model is "
+            "used only from scratch (pretrained=null); leave model out, or give the pretrained "
+            "backbone's settings"
+        )
+
+
 def check_tasks(cfg: DictConfig, tasks: list[str]) -> None:
     """Every task's folder layout (each class of each split holds files) and its classes'
     sizes against ``folds``, checked (without reading the sequences) before anything is
@@ -475,6 +497,8 @@ def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
         for section, keys in FREE_ON_RESUME.items():
             for key in keys:
                 config.get(section, {}).pop(key, None)
+        if cfg.pretrained:  # model is the pretrained backbone's: its weights' CRC-32 decides
+            config.pop("model", None)
     changed = setting_changes(saved, current)
     if changed:
         raise ConfigError(
@@ -483,11 +507,16 @@ def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
         )
 
 
-def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] | None:
+def run_benchmark(
+    cfg: DictConfig, progress_bar: bool = True, model_given: bool = False
+) -> dict[str, Any] | None:
     """Every (task, sweep point, fold) run not finished yet, spread over the processes the
     ``trainer`` section asks for (``genodiff.parallel``); returns per-task results:
     ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}`` in
-    the main process, None in the others."""
+    the main process, None in the others. With ``pretrained`` weights, ``cfg.model`` becomes
+    the config of their backbone (what the folds fine-tune, as ``config.yaml`` then records
+    it); ``model_given``: the run was given a ``model`` section (an override), which must
+    describe that backbone (``check_pretrained_model``)."""
     output_dir = Path(cfg.output_dir)
     names = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
     # Every check comes before the first write into output_dir.
@@ -496,6 +525,10 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
     weights = None
     if pretrained is not None:
         check_encoding(pretrained[1], cfg.pretrained)
+        held = json.loads(json.dumps(getattr(pretrained[0], CONFIG_ATTR)))  # plain values
+        if model_given:
+            check_pretrained_model(OmegaConf.to_container(cfg.model), held, cfg.pretrained)
+        cfg.model = held
         weights = tensors_digest(pretrained[0].state_dict())
         _check_pretrained_weights(output_dir, cfg.pretrained, weights)
     check_tasks(cfg, names)
@@ -554,4 +587,21 @@ def run_benchmark(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any] 
                 "selected": {"lr": lr, "batch_size": batch_size},
                 "runs": records,
             }
+        _say_tasks_left_out(output_dir / "runs", names)
     return results
+
+
+def _say_tasks_left_out(runs: Path, names: list[str]) -> None:
+    """A line naming the tasks whose folds ``runs`` holds from earlier runs but this run does
+    not name: its results.* (written over the earlier ones) leave them out."""
+    others = sorted(
+        task.name
+        for task in runs.iterdir()
+        if task.is_dir() and task.name not in names and _holds_fold_results(task)
+    )
+    if others:
+        print(
+            f"genodiff finetune: results.* hold the tasks this run names ({', '.join(names)}); "
+            f"{runs} holds folds of {', '.join(others)} too: name them in benchmark.tasks as "
+            "well to tabulate them all (their finished folds are skipped)"
+        )
