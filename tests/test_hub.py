@@ -21,7 +21,7 @@ from genodiff import cli
 from genodiff.backbones import build
 from genodiff.checkpoints import (
     export_model,
-    init_backbone,
+    init_backbones,
     load_model,
     load_pretrained,
     save_pretrained,
@@ -168,7 +168,7 @@ def test_init_from_and_pretrained_take_ids(tmp_path, offline_cache):
     cfg = load_config(DEMO, [*TINY, "init_from=test-org/tiny-caduceus"])
     assert cfg.init_from == "test-org/tiny-caduceus"  # kept for the Hub, not made a path
     model = GenerativeModel(OmegaConf.to_container(cfg, resolve=True))
-    init_backbone(model.backbone, cfg.init_from)
+    init_backbones([model.backbone], cfg.init_from)
     assert_same(model.backbone, caduceus)
     assert_same(load_backbone("test-org/tiny-caduceus")[0], caduceus)
 

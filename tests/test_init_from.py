@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 import genodiff
 from genodiff import cli
 from genodiff.backbones import build
-from genodiff.checkpoints import init_backbone, read_checkpoint_file, save_pretrained
+from genodiff.checkpoints import folders, init_backbones, read_checkpoint_file, save_pretrained
 from genodiff.config import load_config
 from genodiff.model import GenerativeModel
 from genodiff.training import run as training_run
@@ -71,7 +71,7 @@ def test_init_backbone_copies_every_weight_of_the_folder(tmp_path):
     model = GenerativeModel(OmegaConf.to_container(cfg, resolve=True))
     before = model.backbone.state_dict()
     assert not all(torch.equal(before[key], value) for key, value in weights.items())
-    init_backbone(model.backbone, folder)
+    init_backbones([model.backbone], folder)
     state = model.backbone.state_dict()
     assert state.keys() == weights.keys()
     for key, value in weights.items():
@@ -97,7 +97,7 @@ def test_init_backbone_leaves_the_global_random_state_as_it_was(tmp_path):
     seed_the_global_generators(5)
     without_a_load = next_global_draws()
     seed_the_global_generators(5)
-    init_backbone(backbone, folder)
+    init_backbones([backbone], folder)
     assert next_global_draws() == without_a_load
 
 
@@ -126,6 +126,37 @@ def test_a_run_with_init_from_draws_what_the_same_run_from_scratch_draws(tmp_pat
     scratch = random_state_at_the_fit(monkeypatch, [], tmp_path / "scratch")
     pretrained = random_state_at_the_fit(monkeypatch, [f"init_from={folder}"], tmp_path / "pre")
     assert torch.equal(pretrained, scratch)
+
+
+def test_a_run_reads_the_folder_once_for_the_backbone_and_its_average(tmp_path, monkeypatch):
+    """Was: the folder (or Hub download) read and its model built once per copy."""
+    folder, weights = pretrained_folder(tmp_path, seed=7)
+    reads = []
+    real_load = folders.load_pretrained
+
+    def counting_load(reference, **kwargs):
+        reads.append(reference)
+        return real_load(reference, **kwargs)
+
+    monkeypatch.setattr(folders, "load_pretrained", counting_load)
+    captured = {}
+
+    def capturing_fit(trainer, model, *args, **kwargs):
+        captured["model"] = model
+        raise StartedError
+
+    monkeypatch.setattr(training_run, "fit", capturing_fit)
+    with pytest.raises(StartedError):
+        genodiff.train(
+            DEMO, [*TINY, "trainer.max_steps=1", f"init_from={folder}"], output_dir=tmp_path / "run"
+        )
+    assert len(reads) == 1
+    model = captured["model"]
+    assert model.ema is not None  # both copies filled from the one read
+    for copy in (model.backbone, model.ema.module):
+        state = copy.state_dict()
+        for key, value in weights.items():
+            assert torch.equal(state[key], value), key
 
 
 def test_a_folder_of_another_size_is_refused_naming_the_settings_that_differ(tmp_path, capsys):

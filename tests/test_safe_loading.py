@@ -5,7 +5,7 @@ The files here hold a real payload, an object whose unpickling runs a shell comm
 (``os.system``) that creates a marker file (a plain ``torch.load`` without ``weights_only``
 creates it). Every loader
 refuses them in one line naming the file, the global and the opt-in, and the marker never
-appears: a HyenaDNA-style folder (``load_pretrained``, ``init_backbone``, ``init_from=``), a Hub
+appears: a HyenaDNA-style folder (``load_pretrained``, ``init_backbones``, ``init_from=``), a Hub
 id, a .ckpt given to each loader. A HyenaDNA Lightning checkpoint whose hyper-parameters are its
 Hydra config (OmegaConf containers) loads by default; a file that needs another class loads
 with ``stub_unknown_classes=True`` only, that class read as an inert placeholder; with it, the
@@ -32,7 +32,7 @@ from genodiff.checkpoints import (
     CheckpointError,
     UnsafePickleError,
     export_model,
-    init_backbone,
+    init_backbones,
     inspect_checkpoint,
     load_model,
     load_pretrained,
@@ -210,7 +210,7 @@ def test_the_reader_refuses_the_payload_in_one_line(tmp_path, payload, zip_forma
 def test_a_folder_whose_weights_run_a_command_is_refused(tmp_path, payload, weights_file):
     command, marker = payload
     folder = hyenadna_folder(tmp_path / "hyenadna", hyena(), weights_file, payload=command)
-    for load in (load_pretrained, lambda f: init_backbone(hyena(1), f)):
+    for load in (load_pretrained, lambda f: init_backbones([hyena(1)], f)):
         with pytest.raises(UnsafePickleError) as err:
             load(folder)
         assert_refused(err, folder / weights_file)
@@ -236,7 +236,7 @@ def test_hub_ids_of_such_files_are_refused(tmp_path, payload, offline_cache):
     malicious_ckpt(run / "last.ckpt", command)
     write_hub_cache(offline_cache, "test-org/hyenadna", {"main": folder})
     write_hub_cache(offline_cache, "test-org/run", {"main": run})
-    for load in (load_pretrained, lambda ref: init_backbone(hyena(1), ref)):
+    for load in (load_pretrained, lambda ref: init_backbones([hyena(1)], ref)):
         with pytest.raises(UnsafePickleError) as err:
             load("test-org/hyenadna")
         assert_refused(err, Path("weights.ckpt"))  # in the Hub cache's snapshot folder
@@ -348,7 +348,7 @@ def test_a_hyenadna_lightning_checkpoint_with_its_omegaconf_config_loads_by_defa
     assert same_weights(load_pretrained(folder), module.model)
     target = hyena(seed=1)
     assert not same_weights(target, module.model)
-    init_backbone(target, folder)
+    init_backbones([target], folder)
     assert same_weights(target, module.model)
 
 
@@ -365,8 +365,8 @@ def test_a_file_that_needs_another_class_loads_only_with_placeholders(tmp_path):
     assert same_weights(load_pretrained(folder, stub_unknown_classes=True), model)
     target = hyena(seed=1)
     with pytest.raises(UnsafePickleError):
-        init_backbone(target, folder)
-    init_backbone(target, folder, stub_unknown_classes=True)
+        init_backbones([target], folder)
+    init_backbones([target], folder, stub_unknown_classes=True)
     assert same_weights(target, model)
     # the Namespace is read as data: its fields kept, argparse's code not run
     hyper = read_checkpoint_file(folder / "weights.ckpt", stub_unknown_classes=True)

@@ -10,7 +10,7 @@
   and Lightning's reads through the one reader (imported by training only);
 - ``weights``: ``load_weights``, strict (one line naming what does not fit) and finite;
 - ``folders``: Hugging-Face-format folders (config.json + model.safetensors):
-  ``save_pretrained``, ``load_pretrained`` (a backbone), ``init_backbone`` (``init_from=``),
+  ``save_pretrained``, ``load_pretrained`` (a backbone), ``init_backbones`` (``init_from=``),
   the layouts backbones declare;
 - ``load``: the one loader of every checkpoint genodiff writes: ``open_checkpoint`` (resolve
   a reference, read it, tell its kind: generator, guidance classifier, fine-tuned classifier;
@@ -30,7 +30,7 @@ References may be Hugging Face Hub ids ``org/name[@revision]`` (``genodiff.hub``
 """
 
 from genodiff.checkpoints.export import export_model
-from genodiff.checkpoints.folders import init_backbone, load_pretrained, save_pretrained
+from genodiff.checkpoints.folders import init_backbones, load_pretrained, save_pretrained
 from genodiff.checkpoints.info import inspect_checkpoint
 from genodiff.checkpoints.io import Placeholder, UnsafePickleError, read_checkpoint_file
 from genodiff.checkpoints.load import StoredCheckpoint, load_model, open_checkpoint
@@ -42,7 +42,7 @@ __all__ = [
     "StoredCheckpoint",
     "UnsafePickleError",
     "export_model",
-    "init_backbone",
+    "init_backbones",
     "inspect_checkpoint",
     "load_model",
     "load_pretrained",

@@ -15,7 +15,7 @@ pickles: they are read by ``genodiff.checkpoints.io.read_checkpoint_file``, whic
 tensors, plain containers and the OmegaConf config a HyenaDNA checkpoint holds, and refuses
 anything else unless the caller passes ``stub_unknown_classes=True`` (which reads other
 classes as inert placeholders: no code from the file runs either way). Tied tensors are stored
-once and re-tied on load (``genodiff.checkpoints.weights.load_weights``). ``init_backbone``
+once and re-tied on load (``genodiff.checkpoints.weights.load_weights``). ``init_backbones``
 copies a folder's weights into a backbone built from a run's config (``init_from=``).
 
 Saving follows the Hugging Face convention: the target folder may exist and hold other files.
@@ -40,7 +40,7 @@ import os
 import stat
 import warnings
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -296,24 +296,29 @@ def load_pretrained(
     return model.eval()
 
 
-def init_backbone(
-    backbone: nn.Module, reference: str | Path, *, stub_unknown_classes: bool = False
+def init_backbones(
+    backbones: Sequence[nn.Module], reference: str | Path, *, stub_unknown_classes: bool = False
 ) -> None:
     """Copy the weights of a Hugging-Face-format folder (``genodiff export``, a Caduceus MLM,
     a mamba_ssm or HyenaDNA release), or of a Hub id ``org/name[@revision]`` holding one, into
-    ``backbone`` (``init_from=``); every tensor must fit: a ``CheckpointError`` names those that
-    do not, after the settings in which the two backbones' configs differ, where they record
-    theirs. ``stub_unknown_classes`` as for ``load_pretrained``."""
+    each of ``backbones`` (``init_from=``: a model's backbone and its average's), read once;
+    every tensor must fit: a ``CheckpointError`` names those that do not, after the settings in
+    which the two backbones' configs differ, where they record theirs. ``stub_unknown_classes``
+    as for ``load_pretrained``."""
     pretrained = load_pretrained(reference, stub_unknown_classes=stub_unknown_classes)
-    try:
-        load_weights(backbone, pretrained.state_dict(), f"init_from={reference}")
-    except CheckpointError as err:
-        ours, theirs = (getattr(m, CONFIG_ATTR, None) or {} for m in (backbone, pretrained))
-        differences = backbone_differences(ours, theirs, ("in the model config", "in the folder"))
-        said = f"{'; '.join(differences)}; " if differences else ""  # what the shapes come from
-        raise CheckpointError(
-            f"{said}{err}. Pick the model config that matches the folder's config.json"
-        ) from None
+    weights = pretrained.state_dict()
+    for backbone in backbones:
+        try:
+            load_weights(backbone, weights, f"init_from={reference}")
+        except CheckpointError as err:
+            ours, theirs = (getattr(m, CONFIG_ATTR, None) or {} for m in (backbone, pretrained))
+            differences = backbone_differences(
+                ours, theirs, ("in the model config", "in the folder")
+            )
+            said = f"{'; '.join(differences)}; " if differences else ""  # the shapes' cause
+            raise CheckpointError(
+                f"{said}{err}. Pick the model config that matches the folder's config.json"
+            ) from None
 
 
 def read_backbone_config(directory: Path) -> tuple[str, CheckpointLayout, dict[str, Any]]:

@@ -19,7 +19,7 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from genodiff.checkpoints import run_folder
-from genodiff.checkpoints.folders import init_backbone
+from genodiff.checkpoints.folders import init_backbones
 from genodiff.checkpoints.io import read_checkpoint_file
 from genodiff.checkpoints.load import weights_digest
 from genodiff.conditioning import record_class_names
@@ -112,8 +112,7 @@ def train(
             model.config, s.length, None, sampler, samplers, tokenizer.unit, run_samples=True
         )
     if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
-        for backbone in (model.backbone, *([model.ema.module] if model.ema else [])):
-            init_backbone(backbone, cfg.init_from)
+        init_backbones((model.backbone, *([model.ema.module] if model.ema else [])), cfg.init_from)
         print(f"genodiff: backbone initialised from {cfg.init_from}")
     # Windows that cannot be cut (length, split) fail here, before the Trainer logs a line.
     datamodule.dataset_of("valid")
