@@ -60,7 +60,7 @@ from genodiff.errors import (
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.objectives.base import LIKELIHOOD_WORDS
-from genodiff.parallel import Workers, launch_workers
+from genodiff.parallel import Workers, launch_workers, spread_asked
 from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
 from genodiff.trained_window import check_backbone_length, warn_scoring_beyond_trained_window
@@ -550,6 +550,7 @@ def evaluate_checkpoint(
 
     if seed < 0:
         raise InputValueError(f"seed must be >= 0, got {seed}", parameter="seed")
+    spread = spread_asked(accelerator, devices, num_nodes)
     checkpoint = Path(checkpoint)
     torch_device = resolve_device(device)
     model = load_model(checkpoint, torch_device)
@@ -586,7 +587,7 @@ def evaluate_checkpoint(
     coordinates = windows.coordinates()
     classes = model.class_names
     workers = Workers()
-    if devices is not None or num_nodes is not None:
+    if spread:
         settings = {"accelerator": accelerator or "auto", "devices": devices or 1}
         workers = launch_workers({**settings, "num_nodes": num_nodes or 1})
         model.to(workers.device)

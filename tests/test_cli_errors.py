@@ -134,6 +134,30 @@ def test_processes_lightning_cannot_start_are_an_input_error(settings):
     assert err.value.parameter == ("accelerator", "devices")
 
 
+@pytest.mark.parametrize(
+    "command, accelerator",
+    [
+        (["sample", "--out", "s.fa", "--length", "8", "--steps", "1"], "gpu"),
+        (["eval", "--file", "real.fa", "--length", "8"], "cpu"),
+    ],
+)
+def test_an_accelerator_without_devices_is_refused_not_ignored(
+    capsys, tmp_path, monkeypatch, command, accelerator
+):
+    """``--accelerator gpu`` alone, on a machine without a GPU, drew on the CPU and said
+    nothing (and ``--accelerator cpu`` alone left a GPU machine's command on its GPU): it is
+    the device kind of the processes --devices starts, so without them it is refused, in one
+    line that names the option that chooses one process's device."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real.fa").write_text(">real\nACGTACGTACGTACGT\n")
+    argv = [command[0], "--checkpoint", "mdlm-chrx", *command[1:]]
+    assert cli.main([*argv, "--accelerator", accelerator]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"genodiff {command[0]}: error: accelerator='{accelerator}' ")
+    assert "--device" in line and "--devices" in line
+    assert [p.name for p in tmp_path.iterdir()] == ["real.fa"]  # nothing drawn or indexed
+
+
 @pytest.mark.parametrize("command", [["models"], ["models", "mdlm-chrx"]])
 def test_output_whose_reader_left_ends_quietly(command):
     """``genodiff models NAME | head``: the reader closes the pipe before genodiff writes (a
