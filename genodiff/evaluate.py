@@ -55,8 +55,10 @@ from genodiff.errors import (
     InputFileNotFoundError,
     InputValueError,
     NonFiniteOutputError,
+    UserInputWarning,
     require_regular_file,
 )
+from genodiff.generation_config import check_option
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.objectives.base import LIKELIHOOD_WORDS
@@ -431,15 +433,21 @@ def paired_difference(
 def noise_draws(objective: Objective, t_samples: int | None) -> int:
     """The noise draws each window is scored with: ``t_samples``, or where none is given the
     objective's ``eval_t_samples``. An exact likelihood (AR) draws no noise and is scored in
-    one pass: a ``t_samples`` given for it is said to be ignored."""
+    one pass: a ``t_samples`` given for it is said to be ignored. InputValueError unless
+    ``t_samples`` is None or a whole number >= 1."""
     if t_samples is None:
         return objective.eval_t_samples
-    if objective.exact_likelihood and t_samples != objective.eval_t_samples:
-        warnings.warn(
-            f"t_samples={t_samples} is ignored: this model's likelihood is exact "
-            "(next-token prediction scores a window in one pass, with no noise to draw)",
-            stacklevel=4,
+    whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
+    if not whole or t_samples < 1:
+        raise InputValueError(
+            f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
         )
+    if objective.exact_likelihood and t_samples != objective.eval_t_samples:
+        message = (
+            f"t_samples={t_samples} is ignored: this model's likelihood is exact "
+            "(next-token prediction scores a window in one pass, with no noise to draw)"
+        )
+        warnings.warn(UserInputWarning(message, parameter="t_samples"), stacklevel=4)
     return objective.eval_t_samples if objective.exact_likelihood else t_samples
 
 
@@ -550,6 +558,7 @@ def evaluate_checkpoint(
 
     if seed < 0:
         raise InputValueError(f"seed must be >= 0, got {seed}", parameter="seed")
+    batch_size = check_option("batch_size", batch_size)
     spread = spread_asked(accelerator, devices, num_nodes)
     checkpoint = Path(checkpoint)
     torch_device = resolve_device(device)

@@ -482,11 +482,6 @@ class Model:
                 parameter="sequences",
             )
         seed, batch_size = check_option("seed", seed), check_option("batch_size", batch_size)
-        whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
-        if t_samples is not None and (not whole or t_samples < 1):
-            raise InputValueError(
-                f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
-            )
         return score_sequences(self.network, sequences, t_samples, seed, batch_size)
 
     def windows(
