@@ -583,7 +583,11 @@ def evaluate_checkpoint(
         try:
             data = locate_data(data, records, data_files, point=point, copy_form=copy_form)
         except InputFileNotFoundError as err:
-            raise InputFileNotFoundError(str(err), parameter=("data_files", "data_file")) from None
+            # A file nowhere here: ``point`` names both fixes; a copy given that is not there:
+            # the path given in data_files alone (data_file would not mend it).
+            said = str(err)
+            fixes = ("data_files", "data_file") if "(data_file)" in said else ("data_files",)
+            raise InputFileNotFoundError(said, parameter=fixes) from None
     windows = heldout_windows(data, model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
     warn_scoring_beyond_trained_window(model.config, length, model.tokenizer.unit, windows=True)
