@@ -87,6 +87,7 @@ MAX_UNKNOWN_FRACTION = 0.25
 # The keys only a class-conditional checkpoint's result holds.
 CONDITIONAL_KEYS = (
     "classes",
+    "labelled",
     "nelbo_unconditional",
     "nelbo_unconditional_se",
     "perplexity_unconditional",
@@ -127,6 +128,9 @@ class EvalResult:
     warnings: list[str] = field(default_factory=list)
     # Class-conditional checkpoints only (see the module docstring).
     classes: list[str] | None = None
+    # Whether the windows carried their true labels (the test split); a file's carry none, and
+    # ``nelbo`` is then the null label's too.
+    labelled: bool = True
     nelbo_unconditional: float | None = None
     nelbo_unconditional_se: float | None = None
     perplexity_unconditional: float | None = None
@@ -171,8 +175,12 @@ class EvalResult:
                     "token (text its vocabulary lacks): the number scores that token there",
                 )
             )
-        if self.classes is not None:  # the number given the true label, then the null label's
-            measure = "NLL" if self.likelihood == "exact" else "NELBO"
+        measure = "NLL" if self.likelihood == "exact" else "NELBO"
+        if self.classes is not None and not self.labelled:  # a file: the null label's alone
+            rows[5] = (f"{measure} p(x)", f"{rows[5][1]} ({kind}, null label: a file's windows "
+                       "carry no label)")  # fmt: skip
+            rows.append(("classes", ", ".join(self.classes)))
+        elif self.classes is not None:  # the number given the true label, then the null label's
             rows[5] = (f"{measure} p(x|y)", f"{rows[5][1]} ({kind}, true label)")
             rows += [
                 ("classes", ", ".join(self.classes)),
@@ -665,6 +673,7 @@ def evaluate_checkpoint(
         if per_window
         else None,
         classes=classes,
+        labelled=data_file is None,
         nelbo_unconditional=null_nelbo,
         nelbo_unconditional_se=null_se,
         perplexity_unconditional=None if null_nelbo is None else math.exp(null_nelbo),

@@ -347,6 +347,23 @@ def test_a_conditional_report_names_its_numbers_for_what_they_are(likelihood, me
     assert not any(label.startswith(other) for label in labels)
 
 
+def test_a_conditional_report_of_a_file_claims_no_true_label(tmp_path, capsys):
+    """A file's windows carry no label, so a class-conditional model scores them with the null
+    label alone; the report said "NELBO p(x|y) ... (true label)" and then the same number
+    again as p(x)."""
+    real = tmp_path / "real.fa"
+    real.write_text(">real\n" + "ACGGTCAT" * 40 + "\n")  # 320 bp: one 256-bp window
+    argv = ["eval", "--checkpoint", "species-conditional", "--file", str(real), "--no-progress"]
+    assert cli.main(argv) == 0
+    report = capsys.readouterr().out
+    labels = [line[:14].strip() for line in report.splitlines()]
+    assert labels.count("NELBO p(x)") == 1 and "NELBO p(x|y)" not in labels
+    assert "true label" not in report and "a file's windows carry no label" in report
+    assert cli.main([*argv, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["labelled"] is False and result["nelbo"] == result["nelbo_unconditional"]
+
+
 def test_an_exact_report_claims_no_noise_draws():
     """An AR checkpoint's report said "(1 noise draw(s)/window, seed 0)": it draws none."""
     from genodiff.evaluate import EvalResult
