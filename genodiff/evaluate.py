@@ -601,8 +601,8 @@ def evaluate_checkpoint(
     warn_scoring_beyond_trained_window(model.config, length, model.tokenizer.unit, windows=True)
     overlap = None  # the test split, or a file that holds no training data
     if data_file is not None:
-        digest = model.provenance.get("data_digest")
-        args = (digest, data_file, windows.dataset, windows.indices)
+        digest, records = model.provenance.get("data_digest"), model.provenance.get(DATA_FILES_KEY)
+        args = (digest, data_file, windows.dataset, windows.indices, records)
         overlap = training_overlap(model.config["data"], model.tokenizer, *args)
     unknown = unknown_fraction(windows, model.tokenizer, given_file=data_file is not None)
     coordinates = windows.coordinates()
