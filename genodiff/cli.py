@@ -412,7 +412,8 @@ def _add_processes_flags(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--accelerator",
         choices=ACCELERATORS,
-        help="with --devices: as Lightning's (default: auto)",
+        help="with --devices: as Lightning's; without it refused (one process: --device) "
+        "(default: auto)",
     )
 
 

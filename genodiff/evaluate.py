@@ -55,12 +55,14 @@ from genodiff.errors import (
     InputFileNotFoundError,
     InputValueError,
     NonFiniteOutputError,
+    UserInputWarning,
     require_regular_file,
 )
+from genodiff.generation_config import check_option
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.objectives.base import LIKELIHOOD_WORDS
-from genodiff.parallel import Workers, launch_workers
+from genodiff.parallel import Workers, launch_workers, spread_asked
 from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
 from genodiff.trained_window import check_backbone_length, warn_scoring_beyond_trained_window
@@ -85,6 +87,7 @@ MAX_UNKNOWN_FRACTION = 0.25
 # The keys only a class-conditional checkpoint's result holds.
 CONDITIONAL_KEYS = (
     "classes",
+    "labelled",
     "nelbo_unconditional",
     "nelbo_unconditional_se",
     "perplexity_unconditional",
@@ -125,6 +128,9 @@ class EvalResult:
     warnings: list[str] = field(default_factory=list)
     # Class-conditional checkpoints only (see the module docstring).
     classes: list[str] | None = None
+    # Whether the windows carried their true labels (the test split); a file's carry none, and
+    # ``nelbo`` is then the null label's too.
+    labelled: bool = True
     nelbo_unconditional: float | None = None
     nelbo_unconditional_se: float | None = None
     perplexity_unconditional: float | None = None
@@ -169,8 +175,12 @@ class EvalResult:
                     "token (text its vocabulary lacks): the number scores that token there",
                 )
             )
-        if self.classes is not None:  # the number given the true label, then the null label's
-            measure = "NLL" if self.likelihood == "exact" else "NELBO"
+        measure = "NLL" if self.likelihood == "exact" else "NELBO"
+        if self.classes is not None and not self.labelled:  # a file: the null label's alone
+            rows[5] = (f"{measure} p(x)", f"{rows[5][1]} ({kind}, null label: a file's windows "
+                       "carry no label)")  # fmt: skip
+            rows.append(("classes", ", ".join(self.classes)))
+        elif self.classes is not None:  # the number given the true label, then the null label's
             rows[5] = (f"{measure} p(x|y)", f"{rows[5][1]} ({kind}, true label)")
             rows += [
                 ("classes", ", ".join(self.classes)),
@@ -431,15 +441,21 @@ def paired_difference(
 def noise_draws(objective: Objective, t_samples: int | None) -> int:
     """The noise draws each window is scored with: ``t_samples``, or where none is given the
     objective's ``eval_t_samples``. An exact likelihood (AR) draws no noise and is scored in
-    one pass: a ``t_samples`` given for it is said to be ignored."""
+    one pass: a ``t_samples`` given for it is said to be ignored. InputValueError unless
+    ``t_samples`` is None or a whole number >= 1."""
     if t_samples is None:
         return objective.eval_t_samples
-    if objective.exact_likelihood and t_samples != objective.eval_t_samples:
-        warnings.warn(
-            f"t_samples={t_samples} is ignored: this model's likelihood is exact "
-            "(next-token prediction scores a window in one pass, with no noise to draw)",
-            stacklevel=4,
+    whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
+    if not whole or t_samples < 1:
+        raise InputValueError(
+            f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
         )
+    if objective.exact_likelihood and t_samples != objective.eval_t_samples:
+        message = (
+            f"t_samples={t_samples} is ignored: this model's likelihood is exact "
+            "(next-token prediction scores a window in one pass, with no noise to draw)"
+        )
+        warnings.warn(UserInputWarning(message, parameter="t_samples"), stacklevel=4)
     return objective.eval_t_samples if objective.exact_likelihood else t_samples
 
 
@@ -550,6 +566,8 @@ def evaluate_checkpoint(
 
     if seed < 0:
         raise InputValueError(f"seed must be >= 0, got {seed}", parameter="seed")
+    batch_size = check_option("batch_size", batch_size)
+    spread = spread_asked(accelerator, devices, num_nodes)
     checkpoint = Path(checkpoint)
     torch_device = resolve_device(device)
     model = load_model(checkpoint, torch_device)
@@ -573,20 +591,24 @@ def evaluate_checkpoint(
         try:
             data = locate_data(data, records, data_files, point=point, copy_form=copy_form)
         except InputFileNotFoundError as err:
-            raise InputFileNotFoundError(str(err), parameter=("data_files", "data_file")) from None
+            # A file nowhere here: ``point`` names both fixes; a copy given that is not there:
+            # the path given in data_files alone (data_file would not mend it).
+            said = str(err)
+            fixes = ("data_files", "data_file") if "(data_file)" in said else ("data_files",)
+            raise InputFileNotFoundError(said, parameter=fixes) from None
     windows = heldout_windows(data, model.tokenizer, data_file, length, num_windows)
     length = windows.dataset.max_length
     warn_scoring_beyond_trained_window(model.config, length, model.tokenizer.unit, windows=True)
     overlap = None  # the test split, or a file that holds no training data
     if data_file is not None:
-        digest = model.provenance.get("data_digest")
-        args = (digest, data_file, windows.dataset, windows.indices)
+        digest, records = model.provenance.get("data_digest"), model.provenance.get(DATA_FILES_KEY)
+        args = (digest, data_file, windows.dataset, windows.indices, records)
         overlap = training_overlap(model.config["data"], model.tokenizer, *args)
     unknown = unknown_fraction(windows, model.tokenizer, given_file=data_file is not None)
     coordinates = windows.coordinates()
     classes = model.class_names
     workers = Workers()
-    if devices is not None or num_nodes is not None:
+    if spread:
         settings = {"accelerator": accelerator or "auto", "devices": devices or 1}
         workers = launch_workers({**settings, "num_nodes": num_nodes or 1})
         model.to(workers.device)
@@ -651,6 +673,7 @@ def evaluate_checkpoint(
         if per_window
         else None,
         classes=classes,
+        labelled=data_file is None,
         nelbo_unconditional=null_nelbo,
         nelbo_unconditional_se=null_se,
         perplexity_unconditional=None if null_nelbo is None else math.exp(null_nelbo),

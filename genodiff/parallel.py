@@ -129,6 +129,23 @@ def join_line_once() -> None:
 ALWAYS_HERE = ("auto", "cpu")
 
 
+def spread_asked(accelerator: str | None, devices: int | str | None, num_nodes: int | None) -> bool:
+    """Whether ``devices`` / ``num_nodes`` ask for the work to be shared by processes
+    (``launch_workers``). An ``accelerator`` (other than "auto") without either is refused: it
+    is the kind of device of those processes, and one process computes on the device its model
+    is on, which the accelerator would silently leave as it is (the CPU for "gpu" on a machine
+    without one)."""
+    spread = devices is not None or num_nodes is not None
+    if not spread and accelerator not in (None, "auto"):
+        raise InputValueError(
+            f"accelerator={accelerator!r} is the device kind of several processes sharing the "
+            "work and needs devices=N (N processes); for one process choose its device with "
+            "device ('cuda', 'cpu') instead",
+            parameter=("device", "devices", "accelerator"),
+        )
+    return spread
+
+
 def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
     ``num_nodes``) asks for, started and joined in one process group; one process: no

@@ -55,7 +55,7 @@ from genodiff.generate import (
 from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_option
 from genodiff.guidance import NoisyClassifierGuide, check_label_is_a_name
 from genodiff.model import GenerativeModel
-from genodiff.parallel import Workers, launch_workers
+from genodiff.parallel import Workers, launch_workers, spread_asked
 from genodiff.progress import TERMINAL_INTERVAL, Progress, ProgressLine, is_main_process
 from genodiff.randomness.noise import seed_from
 from genodiff.sample_files import SampleStream, check_output, write_samples
@@ -306,6 +306,7 @@ class Model:
         classifier). Returns what was written (in the other processes of a multi-process run:
         ``main`` False)."""
         path = Path(path).expanduser()  # as check_output reads it: the part files lie beside it
+        spread = spread_asked(accelerator, devices, num_nodes)
         job = self._plan(num_samples, length, options, generation_config, generator)
         settings = {
             "accelerator": accelerator or "auto",
@@ -324,7 +325,6 @@ class Model:
 
         # The output is checked before any other process starts or anything is drawn.
         stream = stream_to(path, overwrite) if is_main_process() else None
-        spread = devices is not None or num_nodes is not None
         workers = launch_workers(settings) if spread else Workers()
         share = workers.block(num_samples)
         # The main process's verdict, in every process: --resume found the file finished.
@@ -482,11 +482,6 @@ class Model:
                 parameter="sequences",
             )
         seed, batch_size = check_option("seed", seed), check_option("batch_size", batch_size)
-        whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
-        if t_samples is not None and (not whole or t_samples < 1):
-            raise InputValueError(
-                f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
-            )
         return score_sequences(self.network, sequences, t_samples, seed, batch_size)
 
     def windows(

@@ -134,6 +134,57 @@ def test_processes_lightning_cannot_start_are_an_input_error(settings):
     assert err.value.parameter == ("accelerator", "devices")
 
 
+@pytest.mark.parametrize(
+    "command, accelerator",
+    [
+        (["sample", "--out", "s.fa", "--length", "8", "--steps", "1"], "gpu"),
+        (["eval", "--file", "real.fa", "--length", "8"], "cpu"),
+    ],
+)
+def test_an_accelerator_without_devices_is_refused_not_ignored(
+    capsys, tmp_path, monkeypatch, command, accelerator
+):
+    """``--accelerator gpu`` alone, on a machine without a GPU, drew on the CPU and said
+    nothing (and ``--accelerator cpu`` alone left a GPU machine's command on its GPU): it is
+    the device kind of the processes --devices starts, so without them it is refused, in one
+    line that names the option that chooses one process's device."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real.fa").write_text(">real\nACGTACGTACGTACGT\n")
+    argv = [command[0], "--checkpoint", "mdlm-chrx", *command[1:]]
+    assert cli.main([*argv, "--accelerator", accelerator]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"genodiff {command[0]}: error: accelerator='{accelerator}' ")
+    assert "--device" in line and "--devices" in line
+    assert [p.name for p in tmp_path.iterdir()] == ["real.fa"]  # nothing drawn or indexed
+
+
+@pytest.mark.parametrize(
+    "option, said",
+    [
+        (["--t-samples", "0"], "t_samples must be an integer >= 1, got 0 (--t-samples)"),
+        (["--batch-size", "0"], "batch_size must be >= 1, got 0 (--batch-size)"),
+    ],
+)
+def test_eval_refuses_a_count_below_one_naming_its_option(capsys, tmp_path, option, said):
+    """Was ``while scoring 128-token windows: need t_samples >= 1 and batch_size >= 1, got 0,
+    16``, after the data file was read, naming neither option."""
+    real = tmp_path / "real.fa"
+    real.write_text(">real\n" + "ACGT" * 8 + "\n")
+    argv = ["eval", "--checkpoint", "mdlm-chrx", "--file", str(real), "--length", "8"]
+    assert cli.main([*argv, *option]) == 2
+    assert capsys.readouterr().err == f"genodiff eval: error: {said}\n"
+
+
+def test_eval_says_which_option_an_exact_likelihood_ignores(capsys, tmp_path):
+    real = tmp_path / "real.fa"
+    real.write_text(">real\n" + "ACGT" * 8 + "\n")
+    argv = ["eval", "--checkpoint", "ar-chrx", "--file", str(real), "--length", "8", "--json"]
+    assert cli.main([*argv, "--t-samples", "4", "--no-progress"]) == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert line.startswith("genodiff eval: warning: t_samples=4 is ignored: ")
+    assert line.endswith(" (--t-samples)")
+
+
 @pytest.mark.parametrize("command", [["models"], ["models", "mdlm-chrx"]])
 def test_output_whose_reader_left_ends_quietly(command):
     """``genodiff models NAME | head``: the reader closes the pipe before genodiff writes (a

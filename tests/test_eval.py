@@ -1,5 +1,6 @@
 """`genodiff eval`: held-out NELBO / perplexity against independent recomputations."""
 
+import gzip
 import hashlib
 import json
 import math
@@ -212,12 +213,12 @@ def eval_with_stderr(capsys, checkpoint, *args) -> tuple[dict, str]:
     return json.loads(captured.out), captured.err
 
 
-def trained_share(fasta, scored_length: int, num_windows: int) -> float:
+def trained_share(fasta, scored_length: int, num_windows: int, trained_length: int = 128) -> float:
     """The share of ``num_windows`` evenly spread ``scored_length``-bp windows tiling ``fasta``
-    that share a base with a window of the demo run's train split (128-bp windows of the
-    first 80% of the record), by brute force over every pair."""
+    that share a base with a window of the run's train split (the demo run's: 128-bp windows
+    of the first 80% of the record), by brute force over every pair."""
     scored = FastaWindowDataset(fasta, "test", scored_length, split_fractions=(0, 0, 1))
-    train = FastaWindowDataset(fasta, "train", max_length=128, split_fractions=(0.8, 0.1, 0.1))
+    train = FastaWindowDataset(fasta, "train", trained_length, split_fractions=(0.8, 0.1, 0.1))
     trained = [train.window(i) for i in range(len(train))]
     picked = [scored.window(i * len(scored) // num_windows) for i in range(num_windows)]
     hits = [any(c == t[0] and s < t[2] and t[1] < e for t in trained) for c, s, e in picked]
@@ -248,6 +249,26 @@ def test_a_copy_of_the_training_file_is_recognised_by_its_bytes(checkpoints, cap
     result, _ = eval_with_stderr(capsys, checkpoints["ar"], "--file", str(copy),
                                  "--length", "128", "--num-windows", "5")  # fmt: skip
     assert result["training_overlap_share"] == pytest.approx(trained_share(copy, 128, 5))
+    assert "(the same bytes)" in result["warnings"][0]
+
+
+def test_a_class_file_of_a_conditional_model_is_its_training_data(capsys, tmp_path):
+    """Was: ``overlaps_training_data`` false, and no warning, for the very FASTA one class of
+    ``species-conditional`` trained on (a mapping of files, ``fasta_by_label``, was passed
+    over), by its path and by a copy of its content."""
+    e_coli = ROOT / "data" / "species" / "e_coli_536.fa.gz"
+    args = ["--file", str(e_coli), "--num-windows", "10", "--t-samples", "1"]
+    result, err = eval_with_stderr(capsys, "species-conditional", *args)
+    share = trained_share(e_coli, 256, 10, trained_length=256)
+    assert 0.5 < share < 1  # each record's first 80% was trained on, the rest was not
+    assert result["overlaps_training_data"] is True
+    assert result["training_overlap_share"] == pytest.approx(share)
+    assert "the same file" in result["warnings"][0] and "genodiff eval: warning: " in err
+    copy = tmp_path / "renamed.fa"  # the content, decompressed: the sha256 the model recorded
+    copy.write_bytes(gzip.decompress(e_coli.read_bytes()))
+    args = ["--file", str(copy), "--num-windows", "5", "--t-samples", "1"]
+    result, _ = eval_with_stderr(capsys, "species-conditional", *args)
+    assert result["training_overlap_share"] == pytest.approx(trained_share(copy, 256, 5, 256))
     assert "(the same bytes)" in result["warnings"][0]
 
 
@@ -345,6 +366,23 @@ def test_a_conditional_report_names_its_numbers_for_what_they_are(likelihood, me
     assert f"{measure} p(x|y)" in labels and f"{measure} p(x)" in labels
     other = {"NLL": "NELBO", "NELBO": "NLL"}[measure]
     assert not any(label.startswith(other) for label in labels)
+
+
+def test_a_conditional_report_of_a_file_claims_no_true_label(tmp_path, capsys):
+    """A file's windows carry no label, so a class-conditional model scores them with the null
+    label alone; the report said "NELBO p(x|y) ... (true label)" and then the same number
+    again as p(x)."""
+    real = tmp_path / "real.fa"
+    real.write_text(">real\n" + "ACGGTCAT" * 40 + "\n")  # 320 bp: one 256-bp window
+    argv = ["eval", "--checkpoint", "species-conditional", "--file", str(real), "--no-progress"]
+    assert cli.main(argv) == 0
+    report = capsys.readouterr().out
+    labels = [line[:14].strip() for line in report.splitlines()]
+    assert labels.count("NELBO p(x)") == 1 and "NELBO p(x|y)" not in labels
+    assert "true label" not in report and "a file's windows carry no label" in report
+    assert cli.main([*argv, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["labelled"] is False and result["nelbo"] == result["nelbo_unconditional"]
 
 
 def test_an_exact_report_claims_no_noise_draws():

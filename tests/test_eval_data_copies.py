@@ -130,6 +130,15 @@ def test_a_missing_data_copy_is_named_with_the_file_it_stands_for(model, tmp_pat
     assert f"(data.{place}, content sha256 " in err and len(err.splitlines()) == 1
 
 
+def test_a_missing_data_copy_points_at_the_copy_alone(tmp_path, capsys):
+    """Was ``... not found (the copy given for ...) (--data, --file)``: --file, which the
+    user did not give and which would not mend the path given to --data, named beside it."""
+    missing = tmp_path / "absent.fa"
+    assert cli.main(eval_args(ROOT / "models" / "mdlm-chrx", "--data", f"fasta={missing}")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(") (--data)") and "--file" not in err
+
+
 def test_eval_refuses_data_copies_with_a_file_to_score(model_of_unshipped_data, capsys):
     argv = eval_args(model_of_unshipped_data, "--data", f"fasta={CHR22}", "--file", str(CHR22))
     assert cli.main(argv) == 2

@@ -266,6 +266,18 @@ class LabelledDataModule(DataModule):
             tokenizer=self.tokenizer,
         )
 
+    def training_overlap(
+        self, dataset: FastaWindowDataset, indices: Sequence[int]
+    ) -> list[bool] | None:
+        """Whether each window ``indices`` of ``dataset`` (``file_dataset``'s, of a file holding
+        one class's training FASTA) shares a base with a train window of a module of that one
+        class (``genodiff.data.overlap``); None for several classes or a benchmark folder."""
+        if self.fasta_by_label is None or len(self.fasta_by_label) != 1:
+            return None
+        (windows,) = self._split("train").windows  # the one class's train windows
+        trained = windows.coverage()
+        return [trained.overlaps(*dataset.window(i)) for i in indices]
+
     def sequences_dataset(self, sequences: Sequence[str]) -> SequenceDataset:
         """Each sequence whole, unlabelled, as the ``fasta`` module reads it."""
         return SequenceDataset(sequences, self.tokenizer, add_eos=False)

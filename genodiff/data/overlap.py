@@ -11,6 +11,7 @@ likelihood. ``training_overlap`` says how many.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 from genodiff import registry
 from genodiff.data.base import DataModule, NamedItemDataset, files_digest
 from genodiff.data.build import build_datamodule
+from genodiff.data.training_files import content_sha256
+from genodiff.resources import resource
 from genodiff.tokenizers import Tokenizer
 
 
@@ -66,23 +69,62 @@ def training_overlap(
     data_file: str | os.PathLike,
     dataset: NamedItemDataset,
     indices: list[int],
+    records: list[dict[str, Any]] | None = None,
 ) -> TrainingOverlap | None:
     """How the windows ``indices`` of ``dataset`` (read from ``data_file``) overlap the
     training data of a run with ``data_config``, whose checkpoint recorded
-    ``recorded_digest``; None when ``data_file`` is not one of its training files."""
+    ``recorded_digest`` and, by file, ``records`` (``genodiff.data.training_files``); None
+    when ``data_file`` is not one of its training files. A key that maps entries to files
+    (``fasta_by_label``) is matched entry by entry: ``data_file`` is then read as that
+    entry's file alone."""
     trained = build_datamodule(data_config).data_files()
+    recorded = {(r.get("key"), r.get("entry")): r for r in records or ()}
     for key in registry.get("data", data_config["name"]).data_file_keys:
         value = data_config.get(key)
+        if isinstance(value, Mapping):
+            for entry, path in value.items():
+                matched_by = _entry_matched_by(data_file, path, recorded.get((key, entry), {}))
+                if matched_by is not None:
+                    candidate = build_datamodule({**data_config, key: {entry: str(data_file)}})
+                    return _overlap(candidate, tokenizer, data_file, matched_by, dataset, indices)
+            continue
         if not isinstance(value, str | os.PathLike) or Path(value) not in trained:
-            continue  # a key naming no training file (a folder, a mapping, unset)
+            continue  # a key naming no training file (a folder, unset)
         candidate = build_datamodule({**data_config, key: str(data_file)})
         matched_by = _matched_by(candidate, trained, recorded_digest)
-        if matched_by is None:
-            continue
-        candidate.attach_tokenizer(tokenizer)
-        flags = candidate.training_overlap(dataset, indices)
-        overlapping = None if flags is None else sum(flags)
-        return TrainingOverlap(str(data_file), matched_by, overlapping, len(indices))
+        if matched_by is not None:
+            return _overlap(candidate, tokenizer, data_file, matched_by, dataset, indices)
+    return None
+
+
+def _overlap(
+    candidate: DataModule,
+    tokenizer: Tokenizer,
+    data_file: str | os.PathLike,
+    matched_by: str,
+    dataset: NamedItemDataset,
+    indices: list[int],
+) -> TrainingOverlap:
+    """The ``TrainingOverlap`` of the windows ``indices`` of ``dataset`` with the train split
+    of ``candidate``, the run's data module reading ``data_file`` in its training file's place."""
+    candidate.attach_tokenizer(tokenizer)
+    flags = candidate.training_overlap(dataset, indices)
+    overlapping = None if flags is None else sum(flags)
+    return TrainingOverlap(str(data_file), matched_by, overlapping, len(indices))
+
+
+def _entry_matched_by(
+    data_file: str | os.PathLike, trained: str | os.PathLike, record: Mapping[str, Any]
+) -> str | None:
+    """How ``data_file`` is the training file ``trained`` (an entry of a mapping key): "path"
+    when it is that file (a relative path: the file genodiff ships there), "content" when its
+    content has the sha256 the model recorded for it (``record``); else None."""
+    place = Path(trained) if Path(trained).is_absolute() else resource(str(trained))
+    if place.is_file() and place.resolve() == Path(data_file).resolve():
+        return "path"
+    sha = record.get("content_sha256")
+    if sha is not None and Path(data_file).is_file() and content_sha256(data_file) == sha:
+        return "content"
     return None
 
 
