@@ -61,6 +61,7 @@ class Workers:
     world_size: int = 1
     local_rank: int = 0
     fabric: Fabric | None = None
+    one_device: torch.device | None = None  # one process of an accelerator named: its device
 
     @property
     def main(self) -> bool:
@@ -69,8 +70,9 @@ class Workers:
 
     @property
     def device(self) -> torch.device | None:
-        """This process's device (None for one process: the caller's own choice)."""
-        return self.fabric.device if self.fabric is not None else None
+        """This process's device; for one process that of the accelerator it was asked for
+        by name ("cpu", "gpu"), else None: the caller's own choice."""
+        return self.fabric.device if self.fabric is not None else self.one_device
 
     def block(self, total: int) -> range:
         """This process's share of ``total`` ordered jobs: the ``rank``-th of ``world_size``
@@ -152,14 +154,14 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     launch (Lightning is imported here, not by a command that runs in one process, nor for
     one device of an accelerator in ``ALWAYS_HERE``: ``--devices 1``, as without it)."""
     one = trainer.get("devices", "auto") == 1 and trainer.get("num_nodes", 1) == 1
-    if one and trainer.get("accelerator", "auto") in ALWAYS_HERE:
-        return Workers()  # what Lightning's Fabric gives for it, without its seconds of import
+    accelerator = trainer.get("accelerator", "auto")
+    if one and accelerator in ALWAYS_HERE:  # what Fabric gives for it, without its import
+        return Workers(one_device=torch.device("cpu") if accelerator == "cpu" else None)
     from lightning.fabric import Fabric
     from lightning.fabric.strategies import DDPStrategy
     from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero
     from lightning.pytorch.utilities.rank_zero import rank_zero_only as trainer_rank_zero
 
-    accelerator = trainer.get("accelerator", "auto")
     try:
         fabric = Fabric(
             accelerator=accelerator,
@@ -176,7 +178,7 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
             parameter=("accelerator", "devices"),
         ) from err
     if fabric.world_size == 1:
-        return Workers()
+        return Workers(one_device=None if accelerator == "auto" else fabric.device)
     if "NUMBA_NUM_THREADS" not in os.environ:
         # The CPU scan's thread pool, sized as Lightning sizes torch's (cores / processes), in
         # the environment the other processes start with (numba reads it once, on import): a

@@ -138,16 +138,18 @@ def test_torch_s_compiler_is_not_imported(used):
 
 def test_one_process_asked_for_imports_no_lightning():
     """``--devices 1`` (sample, eval) with accelerator auto or cpu: the one process
-    that no --devices gives, without importing Lightning (seconds) to start nothing."""
+    that no --devices gives, without importing Lightning (seconds) to start nothing; "cpu"
+    named puts it on the CPU (was: on the caller's device, a GPU where there is one)."""
     code = (
         "import json, sys\n"
         "from genodiff.parallel import Workers, launch_workers\n"
         "asked = [{'accelerator': a, 'devices': 1, 'num_nodes': 1} for a in ('auto', 'cpu')]\n"
         "workers = [launch_workers(settings) for settings in asked]\n"
-        f"print(json.dumps([[w == Workers() for w in workers], {REPORT_MODULES}]))"
+        "alone = [(w.rank, w.world_size, w.fabric is None, str(w.device)) for w in workers]\n"
+        f"print(json.dumps([alone, {REPORT_MODULES}]))"
     )
     alone, modules = json.loads(fresh_python(code))
-    assert alone == [True, True]
+    assert alone == [[0, 1, True, "None"], [0, 1, True, "cpu"]]
     assert modules_of("lightning", modules) == set()
     assert modules_of("lightning_fabric", modules) == set()
 
