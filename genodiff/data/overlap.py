@@ -57,8 +57,8 @@ class TrainingOverlap:
         same = "the same file" if self.matched_by == "path" else "the same bytes"
         return (
             f"{self.data_file} is this checkpoint's training data ({same}) and {which}: the "
-            "number is not a held-out likelihood. For a held-out one, run genodiff eval "
-            "without --file (the run's test split), or give a file the run never trained on"
+            "number is not a held-out likelihood. For a held-out one, score the run's own test "
+            "split (no file given) or a file the run never trained on"
         )
 
 
