@@ -353,6 +353,35 @@ def test_overrides_as_one_string_or_holding_a_non_string_are_refused_in_one_line
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("front_door", "config"),
+    [
+        ("train", DEMO),
+        ("finetune", "genomic_benchmarks_demo"),
+        ("train_classifier", "classifier_demo"),
+    ],
+)
+def test_an_empty_output_dir_is_refused_not_the_working_directory(
+    front_door, config, tmp_path, monkeypatch
+):
+    """output_dir="" (an unset variable) is Path(""), the working directory: the run wrote its
+    checkpoints, logs, config and samples there, as load and save_pretrained refuse to."""
+    monkeypatch.chdir(tmp_path)
+    run = getattr(genodiff, front_door)
+    with pytest.raises(ConfigError) as refused:
+        run(config, ["trainer.max_steps=1"], output_dir="")
+    assert str(refused.value) == (
+        "output_dir is an empty name, which would put the run's files in the working "
+        'directory; name a folder ("." for the working directory)'
+    )
+    with pytest.raises(ConfigError, match="output_dir is an empty name"):
+        run(config, ["trainer.max_steps=1", "output_dir="])  # as the command line gives it
+    with pytest.raises(ConfigError) as refused:
+        run(config, ["trainer.max_steps=1"], output_dir=5)
+    assert str(refused.value) == "output_dir must be a folder's path (a str or a Path), got 5"
+    assert list(tmp_path.iterdir()) == []
+
+
 class _ComposedError(Exception):
     """Raised instead of training, once the run's config is composed."""
 
