@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import numbers
 import os
 import re
 import threading
@@ -482,11 +483,13 @@ class Model:
                 parameter="sequences",
             )
         seed, batch_size = check_option("seed", seed), check_option("batch_size", batch_size)
-        whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
+        # a NumPy integer is the int it equals, as seed's and batch_size's (check_option)
+        whole = isinstance(t_samples, numbers.Integral) and not isinstance(t_samples, bool)
         if t_samples is not None and (not whole or t_samples < 1):
             raise InputValueError(
                 f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
             )
+        t_samples = None if t_samples is None else int(t_samples)
         return score_sequences(self.network, sequences, t_samples, seed, batch_size)
 
     def windows(

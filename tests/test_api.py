@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 import torch
 from Bio import SeqIO
@@ -273,6 +274,19 @@ def test_score_refuses_a_bool_number_of_noise_draws_in_one_line():
     with pytest.raises(InputValueError, match="t_samples must be an integer >= 1, got True") as no:
         tiny().score(["ACGTACGT"], t_samples=True)
     assert no.value.parameter == "t_samples"
+
+
+def test_score_takes_numpy_integers_as_the_numbers_they_equal():
+    """t_samples=np.int64(4) was refused as "t_samples must be an integer >= 1, got
+    np.int64(4)", while seed and batch_size took NumPy integers (docs/python_api.md)."""
+    model, sequences = tiny(), ["ACGTACGTAC", "GGCCATNNAT"]
+    expected = model.score(sequences, t_samples=4, seed=3, batch_size=1)
+    given = model.score(sequences, t_samples=np.int64(4), seed=np.int64(3), batch_size=np.int32(1))
+    assert given == expected
+    for refused in (np.int64(0), np.bool_(True)):  # NumPy's bool is no integer either
+        with pytest.raises(InputValueError, match="t_samples must be an integer >= 1") as no:
+            model.score(sequences, t_samples=refused)
+        assert no.value.parameter == "t_samples"
 
 
 def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
