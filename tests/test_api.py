@@ -236,6 +236,34 @@ def test_guidance_without_a_label_is_refused_and_the_cli_names_the_option(run, t
     assert not out.exists()
 
 
+def test_a_prefix_or_template_letter_that_is_no_base_names_its_option(tmp_path, capsys):
+    """A prefix holding N (or any letter not a base) and a template holding a letter that is
+    not A/C/G/T/N were refused with no parameter: the command line named no option, and the
+    prefix's refusal did not say where a position to generate goes (an infill template)."""
+    model = tiny()
+    with pytest.raises(InputValueError) as refused:
+        model.generate(1, length=8, steps=2, prefix="acNN")
+    assert str(refused.value) == (
+        "the prefix: 'N' at position 3 is not A, C, G or T (either case); a prefix is fixed "
+        "bases: to generate positions inside a sequence, give an infill template (N where it "
+        "generates)"
+    )
+    assert refused.value.parameter == "prefix"
+    assert model.generate(1, length=8, steps=2, prefix="acgt")[0].startswith("ACGT")
+    template = tmp_path / "template.fa"
+    template.write_text(">t\nACGTXNNN\n")
+    with pytest.raises(InputValueError) as refused:
+        model.generate(1, steps=2, infill=template)
+    assert str(refused.value) == "the infill template: 'X' at position 5 is not A/C/G/T/N"
+    assert refused.value.parameter == "infill"
+    out = tmp_path / "x.fa"
+    for option, value in (("--prefix", "ACGU"), ("--infill", str(template))):
+        argv = ["sample", "--checkpoint", "mdlm-chrx", "--out", str(out), option, value]
+        assert cli.main([*argv, "--steps", "2", "--num-samples", "1", "--no-progress"]) == 2
+        assert capsys.readouterr().err.strip().endswith(f"({option})")
+    assert not out.exists()
+
+
 def test_the_cli_names_every_option_of_a_tuple_of_parameters():
     options = cli.option_names(cli.build_parser())
     assert options["batch_size"] == "--batch-size" and options["num_samples"] == "--num-samples"
