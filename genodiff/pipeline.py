@@ -44,7 +44,7 @@ from genodiff.data.training_files import DATA_FILES_KEY, locate_data, portable_r
 from genodiff.data.windows import check_split
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
-from genodiff.errors import InputValueError, NonFiniteOutputError
+from genodiff.errors import InputValueError, NonFiniteOutputError, UserInputError
 from genodiff.evaluate import score_sequences
 from genodiff.generate import (
     SamplingPlan,
@@ -400,7 +400,11 @@ class Model:
         classifier = config.classifier
         if classifier is not None and not isinstance(classifier, NoisyClassifierGuide):
             # plan checks its noisy states against the generator's, loaded here or in Python
-            guide = load_classifier(classifier, self.device)
+            try:
+                guide = load_classifier(classifier, self.device)
+            except UserInputError as err:  # the classifier is at fault, whatever it says
+                err.parameter = "classifier"
+                raise
             config = dataclasses.replace(config, classifier=guide)
         return plan(self.network, self.source, num_samples, config, given)
 

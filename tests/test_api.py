@@ -24,7 +24,7 @@ import genodiff
 import genodiff.training.run as training_run
 from genodiff import cli
 from genodiff.config import ConfigError, load_config
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, UserInputError
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from genodiff.tokenizers import DNATokenizer
@@ -261,6 +261,25 @@ def test_a_prefix_or_template_letter_that_is_no_base_names_its_option(tmp_path, 
         argv = ["sample", "--checkpoint", "mdlm-chrx", "--out", str(out), option, value]
         assert cli.main([*argv, "--steps", "2", "--num-samples", "1", "--no-progress"]) == 2
         assert capsys.readouterr().err.strip().endswith(f"({option})")
+    assert not out.exists()
+
+
+def test_a_classifier_that_cannot_be_loaded_is_named_as_the_classifier(tmp_path, capsys):
+    """A classifier path that was missing, no checkpoint, or a generative model was refused
+    with no parameter or with "checkpoint", so the command line named no option, or
+    --checkpoint (the generator, which was fine) instead of --classifier."""
+    fasta = tmp_path / "not_a_checkpoint.fa"
+    fasta.write_text(">x\nACGT\n")
+    out = tmp_path / "x.fa"
+    for classifier in (tmp_path / "missing.ckpt", fasta, "mdlm-chrx"):
+        with pytest.raises(UserInputError) as refused:
+            tiny().generate(1, length=8, steps=2, label="a", classifier=classifier)
+        assert refused.value.parameter == "classifier"
+        argv = ["sample", "--checkpoint", "species-conditional", "--out", str(out), "--length"]
+        argv += ["8", "--steps", "2", "--label", "human", "--classifier", str(classifier)]
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith("(--classifier)") and "--checkpoint" not in err
     assert not out.exists()
 
 
