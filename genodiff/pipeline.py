@@ -300,13 +300,20 @@ class Model:
         on the way leaves its staged work, and the same call with ``resume=True`` goes on
         after the last complete batch and ends with the file an uninterrupted run writes, byte
         for byte. An existing ``path`` is refused unless ``overwrite``. ``devices`` /
-        ``num_nodes`` (with ``accelerator``, as Lightning's): the sequences are drawn by that
+        ``num_nodes`` (with ``accelerator``, as Lightning's; ``accelerator`` alone, which would
+        change nothing, is refused): the sequences are drawn by that
         many processes, each a block of them (``genodiff.parallel``) on its own device, into
         one file; the model is back on its device afterwards. ``inputs``: (what, path) pairs
         the output must not overwrite (``genodiff sample``'s checkpoint, template,
         classifier). Returns what was written (in the other processes of a multi-process run:
         ``main`` False)."""
         path = Path(path).expanduser()  # as check_output reads it: the part files lie beside it
+        if accelerator is not None and devices is None and num_nodes is None:  # else unused
+            raise InputValueError(
+                f"accelerator={accelerator!r} applies to the processes that devices starts: "
+                "give devices with it, or leave it out (one process draws on the model's device)",
+                parameter=("accelerator", "devices"),
+            )
         job = self._plan(num_samples, length, options, generation_config, generator)
         settings = {
             "accelerator": accelerator or "auto",
@@ -326,7 +333,12 @@ class Model:
         # The output is checked before any other process starts or anything is drawn.
         stream = stream_to(path, overwrite) if is_main_process() else None
         spread = devices is not None or num_nodes is not None
-        workers = launch_workers(settings) if spread else Workers()
+        try:
+            workers = launch_workers(settings) if spread else Workers()
+        except BaseException:  # settings Lightning refuses: nothing written, nothing held
+            if stream is not None:
+                stream.release()
+            raise
         share = workers.block(num_samples)
         # The main process's verdict, in every process: --resume found the file finished.
         finished = workers.gather(stream.complete if workers.main else None)[0]

@@ -283,6 +283,23 @@ def test_a_classifier_that_cannot_be_loaded_is_named_as_the_classifier(tmp_path,
     assert not out.exists()
 
 
+def test_generate_to_file_refuses_process_settings_it_would_ignore_or_cannot_start(tmp_path):
+    """accelerator without devices was ignored (accelerator="gpu" drew on the CPU model's
+    device, silently); devices=-2 was Lightning's bare TypeError."""
+    out = tmp_path / "x.fa"
+    with pytest.raises(InputValueError) as refused:
+        tiny().generate_to_file(out, 2, 8, steps=2, accelerator="gpu")
+    assert str(refused.value) == (
+        "accelerator='gpu' applies to the processes that devices starts: give devices with it, "
+        "or leave it out (one process draws on the model's device)"
+    )
+    assert refused.value.parameter == ("accelerator", "devices")
+    with pytest.raises(InputValueError, match="Lightning cannot start these processes") as no:
+        tiny().generate_to_file(out, 2, 8, steps=2, accelerator="cpu", devices=-2)
+    assert no.value.parameter == ("accelerator", "devices")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_cli_names_every_option_of_a_tuple_of_parameters():
     options = cli.option_names(cli.build_parser())
     assert options["batch_size"] == "--batch-size" and options["num_samples"] == "--num-samples"
