@@ -473,8 +473,10 @@ class Model:
         batch_size: int = 16,
     ) -> list[float]:
         """Each sequence's NELBO (diffusion: a bound; AR: the exact NLL) in nats per scored
-        token, read and scored as ``genodiff eval --file`` reads and scores one window of a
-        file (DNA: N is missing data, never scored), with ``t_samples`` noise draws per
+        token, in order, read and scored as ``genodiff eval --file`` reads and scores one
+        window of a file (DNA: either case; N and the IUPAC ambiguity codes are missing data,
+        never scored; any other letter, or a sequence with no base, is an InputValueError
+        naming the sequence by its index; a list, not one str), with ``t_samples`` noise draws per
         sequence (default: the objective's) from ``seed``, keyed by ``seed`` and the
         sequence's tokens: a sequence's score is the same alone or among others, in any order
         and under any ``batch_size`` (a time-conditioned model's up to its last bits:

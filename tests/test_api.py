@@ -353,6 +353,16 @@ def test_score_takes_numpy_integers_as_the_numbers_they_equal():
         assert no.value.parameter == "t_samples"
 
 
+def test_score_and_a_prefix_read_dna_in_either_case_as_documented():
+    model = tiny()
+    upper = model.score(["ACGTACGTAC", "GGCCANNRYT"], t_samples=8)
+    assert model.score(["acgtacgtac", "ggccAnnryt"], t_samples=8) == upper
+    options = {"length": 12, "steps": 2, "seed": 1}
+    assert model.generate(2, prefix="tata", **options) == model.generate(
+        2, prefix="TATA", **options
+    )
+
+
 def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("mine")
