@@ -44,7 +44,12 @@ from genodiff.data.training_files import DATA_FILES_KEY, locate_data, portable_r
 from genodiff.data.windows import check_split
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
-from genodiff.errors import InputValueError, NonFiniteOutputError, UserInputError
+from genodiff.errors import (
+    InputValueError,
+    NonFiniteOutputError,
+    UserInputError,
+    require_flag,
+)
 from genodiff.evaluate import score_sequences
 from genodiff.generate import (
     SamplingPlan,
@@ -130,6 +135,7 @@ class Samples(Sequence[str]):
         the provenance in each header; any domain: .txt, .jsonl), atomically; never over one
         of ``inputs`` ((what, path) pairs); an existing ``path`` is refused unless
         ``overwrite``, as ``genodiff sample --out`` refuses one. Returns the path."""
+        overwrite = require_flag(overwrite, "overwrite")
         return write_samples(
             self._ids, path, self.run, self.tokenizer, inputs, overwrite, self.indices
         )
@@ -308,6 +314,7 @@ class Model:
         classifier). Returns what was written (in the other processes of a multi-process run:
         ``main`` False)."""
         path = Path(path).expanduser()  # as check_output reads it: the part files lie beside it
+        resume, overwrite = require_flag(resume, "resume"), require_flag(overwrite, "overwrite")
         if accelerator is not None and devices is None and num_nodes is None:  # else unused
             raise InputValueError(
                 f"accelerator={accelerator!r} applies to the processes that devices starts: "
@@ -579,6 +586,8 @@ class Model:
         name, recorded with the sha256 of their content and, for the files not in the
         repository, ``data_source`` (where to get them), so that ``windows`` finds them or says
         which they are (``genodiff.data.training_files.portable_record``)."""
+        overwrite = require_flag(overwrite, "overwrite")
+        portable_data = require_flag(portable_data, "portable_data")
         if data_source is not None and not portable_data:
             raise InputValueError(
                 "data_source says where to get the data files of a portable export; give it "

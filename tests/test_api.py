@@ -363,6 +363,34 @@ def test_score_and_a_prefix_read_dna_in_either_case_as_documented():
     )
 
 
+def test_a_flag_that_replaces_files_must_be_a_bool(tmp_path):
+    """overwrite="no" (a str, so true) replaced a saved model, a sample file or a report."""
+    model = tiny()
+    folder = model.save_pretrained(tmp_path / "model", weights="raw")
+    samples = model.generate(2, length=8, steps=2)
+    fasta = samples.save(tmp_path / "samples.fa")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    calls = {
+        "save_pretrained": lambda flag: model.save_pretrained(folder, weights="raw", **flag),
+        "Samples.save": lambda flag: samples.save(fasta, **flag),
+        "generate_to_file": lambda flag: model.generate_to_file(fasta, 2, 8, steps=2, **flag),
+        "evaluate_samples": lambda flag: genodiff.evaluate_samples(
+            samples, list(samples) * 5, out=tmp_path / "quality", **flag
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InputValueError) as refused:
+            call({"overwrite": "no"})
+        assert str(refused.value) == "overwrite must be True or False, got 'no'", name
+        assert refused.value.parameter == "overwrite"
+    with pytest.raises(InputValueError, match="resume must be True or False, got 1"):
+        model.generate_to_file(tmp_path / "more.fa", 2, 8, steps=2, resume=1)
+    with pytest.raises(InputValueError, match="portable_data must be True or False"):
+        model.save_pretrained(tmp_path / "portable", weights="raw", portable_data="yes")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert model.save_pretrained(folder, weights="raw", overwrite=np.bool_(True)) == folder
+
+
 def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("mine")
