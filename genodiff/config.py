@@ -538,6 +538,11 @@ def resolve_config_path(config: str | Path) -> Path:
     """A path to a YAML file, or a bare experiment name looked up in ./configs, then among the
     configs genodiff and its plugins ship (``config_folders``): ``demo`` and
     ``configs/demo.yaml`` work from any folder, and from a wheel."""
+    if not isinstance(config, str | os.PathLike):
+        raise ConfigError(
+            f"config must be a YAML file's path or a shipped config's name (demo), got "
+            f"{config!r:.60}"
+        )
     path = Path(config)
     yaml = path.with_suffix(".yaml")
     candidates = [path, yaml, Path("configs") / yaml]

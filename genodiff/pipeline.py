@@ -64,7 +64,7 @@ from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers
 from genodiff.progress import TERMINAL_INTERVAL, Progress, ProgressLine, is_main_process
 from genodiff.randomness.noise import seed_from
-from genodiff.sample_files import SampleStream, check_output, write_samples
+from genodiff.sample_files import SampleStream, check_output, output_path, write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
@@ -313,7 +313,7 @@ class Model:
         the output must not overwrite (``genodiff sample``'s checkpoint, template,
         classifier). Returns what was written (in the other processes of a multi-process run:
         ``main`` False)."""
-        path = Path(path).expanduser()  # as check_output reads it: the part files lie beside it
+        path = output_path(path)  # as check_output reads it: the part files lie beside it
         resume, overwrite = require_flag(resume, "resume"), require_flag(overwrite, "overwrite")
         if accelerator is not None and devices is None and num_nodes is None:  # else unused
             raise InputValueError(

@@ -391,6 +391,24 @@ def test_a_flag_that_replaces_files_must_be_a_bool(tmp_path):
     assert model.save_pretrained(folder, weights="raw", overwrite=np.bool_(True)) == folder
 
 
+@pytest.mark.parametrize("nothing", [None, 7])
+def test_a_file_or_config_argument_that_is_no_path_is_one_line_naming_it(nothing):
+    """Were os.fspath's TypeError ("expected str, bytes or os.PathLike object")."""
+    model = tiny()
+    samples = model.generate(2, length=8, steps=2)
+    for write in (samples.save, lambda out: model.generate_to_file(out, 2, 8, steps=2)):
+        with pytest.raises(InputValueError) as refused:
+            write(nothing)
+        expected = f"the output file must be a path (a str or a Path), got {nothing!r}"
+        assert str(refused.value) == expected and refused.value.parameter == "out"
+    for run in (genodiff.train, genodiff.finetune, genodiff.train_classifier):
+        with pytest.raises(ConfigError) as refused:
+            run(nothing)
+        assert str(refused.value) == (
+            f"config must be a YAML file's path or a shipped config's name (demo), got {nothing!r}"
+        )
+
+
 def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("mine")
