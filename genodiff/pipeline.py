@@ -624,7 +624,8 @@ def load(
 ) -> Model:
     """The trained model ``reference`` names: a run's output folder (its
     ``checkpoints/last.ckpt``), a .ckpt, a folder from ``genodiff export`` /
-    ``Model.save_pretrained``, or a Hugging Face Hub id ``org/name[@revision]`` of either; on
+    ``Model.save_pretrained``, a shipped model's name (``mdlm-chrx``; ``genodiff models``
+    lists them), or a Hugging Face Hub id ``org/name[@revision]`` of a .ckpt or folder; on
     ``device`` (default: the CPU, as transformers' ``from_pretrained``: ask for ``"cuda"``
     here or move it with ``Model.to``), its floating-point weights in ``dtype`` (default:
     float32, whatever the files store: a model saved in bfloat16 reads back in float32). Its
