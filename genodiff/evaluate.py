@@ -60,7 +60,7 @@ from genodiff.errors import (
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.objectives.base import LIKELIHOOD_WORDS
-from genodiff.parallel import Workers, launch_workers
+from genodiff.parallel import Workers, launch_workers, refuse_a_lone_accelerator
 from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
 from genodiff.trained_window import check_backbone_length, warn_scoring_beyond_trained_window
@@ -541,15 +541,16 @@ def evaluate_checkpoint(
     genodiff does not ship (``genodiff eval --data KEY=PATH``).
     ``eval_t_power`` replaces the checkpoint's for an objective that draws its held-out times
     importance-weighted (UDLM: t = s^power; 1 = uniform t).
-    ``devices`` / ``num_nodes`` (with ``accelerator``, as Lightning's): that many processes
-    each score a block of the batches (``genodiff.parallel``), with the numbers one process
-    gives; the main process returns the result, the others None.
+    ``devices`` / ``num_nodes`` (with ``accelerator``, as Lightning's; ``accelerator`` alone is
+    refused): that many processes each score a block of the batches (``genodiff.parallel``),
+    with the numbers one process gives; the main process returns the result, the others None.
     """
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
     if seed < 0:
         raise InputValueError(f"seed must be >= 0, got {seed}", parameter="seed")
+    refuse_a_lone_accelerator(accelerator, devices, num_nodes)
     checkpoint = Path(checkpoint)
     torch_device = resolve_device(device)
     model = load_model(checkpoint, torch_device)

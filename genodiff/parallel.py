@@ -125,6 +125,20 @@ def join_line_once() -> None:
         logger.addFilter(_JoinLineOfTheMainProcess())
 
 
+def refuse_a_lone_accelerator(
+    accelerator: str | None, devices: int | str | None, num_nodes: int | None
+) -> None:
+    """InputValueError for an ``accelerator`` given without ``devices`` or ``num_nodes``: it
+    says where the processes they start run, and one process runs on the model's device, so
+    alone it would change nothing (``accelerator="gpu"`` drawing on the CPU, silently)."""
+    if accelerator is not None and devices is None and num_nodes is None:
+        raise InputValueError(
+            f"accelerator={accelerator!r} applies to the processes that devices starts: "
+            "give devices with it, or leave it out (one process runs on the model's device)",
+            parameter=("accelerator", "devices"),
+        )
+
+
 def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
     ``num_nodes``) asks for, started and joined in one process group; one process: no

@@ -61,7 +61,7 @@ from genodiff.generate import (
 from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_option
 from genodiff.guidance import NoisyClassifierGuide, check_label_is_a_name
 from genodiff.model import GenerativeModel
-from genodiff.parallel import Workers, launch_workers
+from genodiff.parallel import Workers, launch_workers, refuse_a_lone_accelerator
 from genodiff.progress import TERMINAL_INTERVAL, Progress, ProgressLine, is_main_process
 from genodiff.randomness.noise import seed_from
 from genodiff.sample_files import SampleStream, check_output, output_path, write_samples
@@ -315,12 +315,7 @@ class Model:
         ``main`` False)."""
         path = output_path(path)  # as check_output reads it: the part files lie beside it
         resume, overwrite = require_flag(resume, "resume"), require_flag(overwrite, "overwrite")
-        if accelerator is not None and devices is None and num_nodes is None:  # else unused
-            raise InputValueError(
-                f"accelerator={accelerator!r} applies to the processes that devices starts: "
-                "give devices with it, or leave it out (one process draws on the model's device)",
-                parameter=("accelerator", "devices"),
-            )
+        refuse_a_lone_accelerator(accelerator, devices, num_nodes)
         job = self._plan(num_samples, length, options, generation_config, generator)
         settings = {
             "accelerator": accelerator or "auto",

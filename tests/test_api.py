@@ -25,6 +25,7 @@ import genodiff.training.run as training_run
 from genodiff import cli
 from genodiff.config import ConfigError, load_config
 from genodiff.errors import InputValueError, UserInputError
+from genodiff.evaluate import evaluate_checkpoint
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from genodiff.tokenizers import DNATokenizer
@@ -291,13 +292,22 @@ def test_generate_to_file_refuses_process_settings_it_would_ignore_or_cannot_sta
         tiny().generate_to_file(out, 2, 8, steps=2, accelerator="gpu")
     assert str(refused.value) == (
         "accelerator='gpu' applies to the processes that devices starts: give devices with it, "
-        "or leave it out (one process draws on the model's device)"
+        "or leave it out (one process runs on the model's device)"
     )
     assert refused.value.parameter == ("accelerator", "devices")
     with pytest.raises(InputValueError, match="Lightning cannot start these processes") as no:
         tiny().generate_to_file(out, 2, 8, steps=2, accelerator="cpu", devices=-2)
     assert no.value.parameter == ("accelerator", "devices")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_eval_refuses_an_accelerator_it_would_ignore(capsys):
+    """genodiff eval --accelerator gpu without --devices scored on --device, silently."""
+    with pytest.raises(InputValueError, match="accelerator='gpu' applies to the processes") as no:
+        evaluate_checkpoint("mdlm-chrx", accelerator="gpu")
+    assert no.value.parameter == ("accelerator", "devices")
+    assert cli.main(["eval", "--checkpoint", "mdlm-chrx", "--accelerator", "cpu"]) == 2
+    assert capsys.readouterr().err.strip().endswith("(--accelerator, --devices)")
 
 
 def test_the_cli_names_every_option_of_a_tuple_of_parameters():
