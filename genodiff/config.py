@@ -432,7 +432,8 @@ def run_overrides(
     ``key=value`` strings (None: none), then ``output_dir`` (``~`` expanded, as
     ``genodiff.load`` expands it) as an override that reads back as the folder it names,
     whatever its characters (``runs/lr=0.002,bs=64``: quoted, not read as Hydra syntax).
-    ConfigError for overrides given as one string or a mapping, or holding a non-string."""
+    ConfigError for overrides given as one string or a mapping, or holding a non-string, and
+    for an ``output_dir`` that is no path."""
     if overrides is None:
         overrides = []
     if isinstance(overrides, str):  # a list of its letters, each an override, otherwise
@@ -451,6 +452,10 @@ def run_overrides(
         )
     if output_dir is None:
         return overrides
+    if not isinstance(output_dir, str | os.PathLike):
+        raise ConfigError(
+            f"output_dir must be a folder's path (a str or a Path), got {output_dir!r:.60}"
+        )
     return [*overrides, f"output_dir={_quoted(os.path.expanduser(os.fspath(output_dir)))}"]
 
 
@@ -534,6 +539,11 @@ def resolve_config_path(config: str | Path) -> Path:
     """A path to a YAML file, or a bare experiment name looked up in ./configs, then among the
     configs genodiff and its plugins ship (``config_folders``): ``demo`` and
     ``configs/demo.yaml`` work from any folder, and from a wheel."""
+    if not isinstance(config, str | os.PathLike):
+        raise ConfigError(
+            f"config must be a YAML file's path or a shipped config's name (demo), got "
+            f"{config!r:.60}"
+        )
     path = Path(config)
     yaml = path.with_suffix(".yaml")
     candidates = [path, yaml, Path("configs") / yaml]
@@ -614,7 +624,20 @@ def compose_config(
     defaults = dataclasses.asdict(schema.top())  # (not OmegaConf.structured: no union types)
     cfg = OmegaConf.merge({k: v for k, v in defaults.items() if k not in GROUPS}, cfg)
     schema.validate(cfg)
+    _refuse_an_empty_output_dir(cfg)
     return cfg, config_file
+
+
+def _refuse_an_empty_output_dir(cfg: DictConfig) -> None:
+    """ConfigError for an ``output_dir`` that is an empty name (an unset variable in
+    ``output_dir=$OUT``): ``Path("")`` is the working directory, which the run would fill
+    with its checkpoints, logs and samples; ``genodiff.load`` and ``save_pretrained`` refuse
+    the same name."""
+    if cfg.get("output_dir") == "":
+        raise ConfigError(
+            "output_dir is an empty name, which would put the run's files in the working "
+            'directory; name a folder ("." for the working directory)'
+        )
 
 
 def load_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:

@@ -102,3 +102,16 @@ def require_regular_file(path: str | os.PathLike, what: str, parameter: str | No
         "more than once, so save it to a file first",
         parameter=parameter,
     )
+
+
+def require_flag(value: object, parameter: str) -> bool:
+    """``value`` when it is a bool (NumPy's too); InputValueError naming ``parameter``
+    otherwise: a str such as ``"no"`` is true, and read so it would replace files."""
+    kind = type(value)
+    if isinstance(value, bool) or (
+        kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
+    ):
+        return bool(value)
+    raise InputValueError(
+        f"{parameter} must be True or False, got {value!r:.60}", parameter=parameter
+    )

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -445,11 +446,13 @@ def noise_draws(objective: Objective, t_samples: int | None) -> int:
     ``t_samples`` is None or a whole number >= 1."""
     if t_samples is None:
         return objective.eval_t_samples
-    whole = isinstance(t_samples, int) and not isinstance(t_samples, bool)
+    # a NumPy integer is the int it equals, as seed's and batch_size's (check_option)
+    whole = isinstance(t_samples, numbers.Integral) and not isinstance(t_samples, bool)
     if not whole or t_samples < 1:
         raise InputValueError(
             f"t_samples must be an integer >= 1, got {t_samples!r}", parameter="t_samples"
         )
+    t_samples = int(t_samples)
     if objective.exact_likelihood and t_samples != objective.eval_t_samples:
         message = (
             f"t_samples={t_samples} is ignored: this model's likelihood is exact "
@@ -557,9 +560,9 @@ def evaluate_checkpoint(
     genodiff does not ship (``genodiff eval --data KEY=PATH``).
     ``eval_t_power`` replaces the checkpoint's for an objective that draws its held-out times
     importance-weighted (UDLM: t = s^power; 1 = uniform t).
-    ``devices`` / ``num_nodes`` (with ``accelerator``, as Lightning's): that many processes
-    each score a block of the batches (``genodiff.parallel``), with the numbers one process
-    gives; the main process returns the result, the others None.
+    ``devices`` / ``num_nodes`` (with ``accelerator``, as Lightning's; ``accelerator`` alone is
+    refused): that many processes each score a block of the batches (``genodiff.parallel``),
+    with the numbers one process gives; the main process returns the result, the others None.
     """
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device

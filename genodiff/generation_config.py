@@ -134,7 +134,7 @@ class GenerationConfig:
     )
     prefix: str | None = _option(
         None,
-        "fixed start: bases for DNA (ACGTTG), text for text; excludes infill",
+        "fixed start: bases for DNA (ACGTTG, either case), text for text; excludes infill",
         str,
         default_text="none",
     )

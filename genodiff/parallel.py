@@ -169,7 +169,7 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
             num_nodes=trainer.get("num_nodes", 1),
             strategy=DDPStrategy(timeout=SHARES_WAIT),
         )
-    except (ImportError, ValueError, RuntimeError) as err:  # Lightning's refusals
+    except (ImportError, ValueError, RuntimeError, TypeError) as err:  # Lightning's refusals
         raise InputValueError(
             f"accelerator={accelerator!r}, devices={trainer.get('devices')!r}, "
             f"num_nodes={trainer.get('num_nodes')!r}: Lightning cannot start these processes "

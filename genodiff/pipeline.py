@@ -43,7 +43,12 @@ from genodiff.data.training_files import DATA_FILES_KEY, locate_data, portable_r
 from genodiff.data.windows import check_split
 from genodiff.devices import resolve_device
 from genodiff.domains import domain_of
-from genodiff.errors import InputValueError, NonFiniteOutputError
+from genodiff.errors import (
+    InputValueError,
+    NonFiniteOutputError,
+    UserInputError,
+    require_flag,
+)
 from genodiff.evaluate import score_sequences
 from genodiff.generate import (
     SamplingPlan,
@@ -58,7 +63,7 @@ from genodiff.model import GenerativeModel
 from genodiff.parallel import Workers, launch_workers, spread_asked
 from genodiff.progress import TERMINAL_INTERVAL, Progress, ProgressLine, is_main_process
 from genodiff.randomness.noise import seed_from
-from genodiff.sample_files import SampleStream, check_output, write_samples
+from genodiff.sample_files import SampleStream, check_output, output_path, write_samples
 from genodiff.sample_formats import SamplingRun
 from genodiff.samplers.request import SampleRequest
 from genodiff.tokenizers import Tokenizer
@@ -129,6 +134,7 @@ class Samples(Sequence[str]):
         the provenance in each header; any domain: .txt, .jsonl), atomically; never over one
         of ``inputs`` ((what, path) pairs); an existing ``path`` is refused unless
         ``overwrite``, as ``genodiff sample --out`` refuses one. Returns the path."""
+        overwrite = require_flag(overwrite, "overwrite")
         return write_samples(
             self._ids, path, self.run, self.tokenizer, inputs, overwrite, self.indices
         )
@@ -299,13 +305,15 @@ class Model:
         on the way leaves its staged work, and the same call with ``resume=True`` goes on
         after the last complete batch and ends with the file an uninterrupted run writes, byte
         for byte. An existing ``path`` is refused unless ``overwrite``. ``devices`` /
-        ``num_nodes`` (with ``accelerator``, as Lightning's): the sequences are drawn by that
+        ``num_nodes`` (with ``accelerator``, as Lightning's; ``accelerator`` alone, which would
+        change nothing, is refused): the sequences are drawn by that
         many processes, each a block of them (``genodiff.parallel``) on its own device, into
         one file; the model is back on its device afterwards. ``inputs``: (what, path) pairs
         the output must not overwrite (``genodiff sample``'s checkpoint, template,
         classifier). Returns what was written (in the other processes of a multi-process run:
         ``main`` False)."""
-        path = Path(path).expanduser()  # as check_output reads it: the part files lie beside it
+        path = output_path(path)  # as check_output reads it: the part files lie beside it
+        resume, overwrite = require_flag(resume, "resume"), require_flag(overwrite, "overwrite")
         spread = spread_asked(accelerator, devices, num_nodes)
         job = self._plan(num_samples, length, options, generation_config, generator)
         settings = {
@@ -325,7 +333,12 @@ class Model:
 
         # The output is checked before any other process starts or anything is drawn.
         stream = stream_to(path, overwrite) if is_main_process() else None
-        workers = launch_workers(settings) if spread else Workers()
+        try:
+            workers = launch_workers(settings) if spread else Workers()
+        except BaseException:  # settings Lightning refuses: nothing written, nothing held
+            if stream is not None:
+                stream.release()
+            raise
         share = workers.block(num_samples)
         # The main process's verdict, in every process: --resume found the file finished.
         finished = workers.gather(stream.complete if workers.main else None)[0]
@@ -399,7 +412,11 @@ class Model:
         classifier = config.classifier
         if classifier is not None and not isinstance(classifier, NoisyClassifierGuide):
             # plan checks its noisy states against the generator's, loaded here or in Python
-            guide = load_classifier(classifier, self.device)
+            try:
+                guide = load_classifier(classifier, self.device)
+            except UserInputError as err:  # the classifier is at fault, whatever it says
+                err.parameter = "classifier"
+                raise
             config = dataclasses.replace(config, classifier=guide)
         return plan(self.network, self.source, num_samples, config, given)
 
@@ -456,8 +473,10 @@ class Model:
         batch_size: int = 16,
     ) -> list[float]:
         """Each sequence's NELBO (diffusion: a bound; AR: the exact NLL) in nats per scored
-        token, read and scored as ``genodiff eval --file`` reads and scores one window of a
-        file (DNA: N is missing data, never scored), with ``t_samples`` noise draws per
+        token, in order, read and scored as ``genodiff eval --file`` reads and scores one
+        window of a file (DNA: either case; N and the IUPAC ambiguity codes are missing data,
+        never scored; any other letter, or a sequence with no base, is an InputValueError
+        naming the sequence by its index; a list, not one str), with ``t_samples`` noise draws per
         sequence (default: the objective's) from ``seed``, keyed by ``seed`` and the
         sequence's tokens: a sequence's score is the same alone or among others, in any order
         and under any ``batch_size`` (a time-conditioned model's up to its last bits:
@@ -553,6 +572,8 @@ class Model:
         name, recorded with the sha256 of their content and, for the files not in the
         repository, ``data_source`` (where to get them), so that ``windows`` finds them or says
         which they are (``genodiff.data.training_files.portable_record``)."""
+        overwrite = require_flag(overwrite, "overwrite")
+        portable_data = require_flag(portable_data, "portable_data")
         if data_source is not None and not portable_data:
             raise InputValueError(
                 "data_source says where to get the data files of a portable export; give it "
@@ -589,7 +610,8 @@ def load(
 ) -> Model:
     """The trained model ``reference`` names: a run's output folder (its
     ``checkpoints/last.ckpt``), a .ckpt, a folder from ``genodiff export`` /
-    ``Model.save_pretrained``, or a Hugging Face Hub id ``org/name[@revision]`` of either; on
+    ``Model.save_pretrained``, a shipped model's name (``mdlm-chrx``; ``genodiff models``
+    lists them), or a Hugging Face Hub id ``org/name[@revision]`` of a .ckpt or folder; on
     ``device`` (default: the CPU, as transformers' ``from_pretrained``: ask for ``"cuda"``
     here or move it with ``Model.to``), its floating-point weights in ``dtype`` (default:
     float32, whatever the files store: a model saved in bfloat16 reads back in float32). Its

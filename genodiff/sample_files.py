@@ -121,6 +121,17 @@ MAX_BYTES_PER_SAMPLE = 4096
 MAX_BYTES_PER_TOKEN = 64
 
 
+def output_path(path: str | os.PathLike) -> Path:
+    """``path`` as the file samples are written to, ``~`` expanded as ``genodiff.load``
+    expands it; InputValueError for a value that is no path (None, a number)."""
+    if not isinstance(path, str | os.PathLike):
+        raise InputValueError(
+            f"the output file must be a path (a str or a Path), got {path!r:.60}",
+            parameter="out",
+        )
+    return Path(path).expanduser()
+
+
 def check_output(
     path: str | os.PathLike, domain: Domain, inputs: Sequence[tuple[str, str | os.PathLike]] = ()
 ) -> Path:
@@ -128,8 +139,8 @@ def check_output(
     expanded, as ``genodiff.load`` expands it); ValueError for a format the domain does not
     write (by suffix), a folder, a file that is one of ``inputs`` ((what, path) pairs: the
     checkpoint, the infilling template, ...), which the samples would overwrite, or a place
-    that cannot be written (``check_writable``)."""
-    path = Path(path).expanduser()
+    that cannot be written (``check_writable``), and for a ``path`` that is no path."""
+    path = output_path(path)
     suffix = path.suffix.lower()
     written = any(suffix in fmt.suffixes for fmt in domain.sample_formats)
     if path.is_dir():  # whatever its suffix: the user named a folder to write into

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from genodiff.domains import domain_of
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, require_flag
 from genodiff.metrics import (
     OracleQuality,
     QualitySettings,
@@ -61,6 +61,7 @@ def evaluate_samples(
     ``alphabet``: the letters the samples are made of (default: their domain's, from the
     ``Samples``' tokenizer or the files' format). A report already in ``out`` is refused
     unless ``overwrite``."""
+    overwrite = require_flag(overwrite, "overwrite")
     on_disk = isinstance(samples, str | os.PathLike)
     if out is None and not on_disk:
         raise InputValueError(

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 import torch
 from Bio import SeqIO
@@ -23,7 +24,8 @@ import genodiff
 import genodiff.training.run as training_run
 from genodiff import cli
 from genodiff.config import ConfigError, load_config
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, UserInputError
+from genodiff.evaluate import evaluate_checkpoint
 from genodiff.model import GenerativeModel
 from genodiff.pipeline import Model
 from genodiff.tokenizers import DNATokenizer
@@ -235,6 +237,80 @@ def test_guidance_without_a_label_is_refused_and_the_cli_names_the_option(run, t
     assert not out.exists()
 
 
+def test_a_prefix_or_template_letter_that_is_no_base_names_its_option(tmp_path, capsys):
+    """A prefix holding N (or any letter not a base) and a template holding a letter that is
+    not A/C/G/T/N were refused with no parameter: the command line named no option, and the
+    prefix's refusal did not say where a position to generate goes (an infill template)."""
+    model = tiny()
+    with pytest.raises(InputValueError) as refused:
+        model.generate(1, length=8, steps=2, prefix="acNN")
+    assert str(refused.value) == (
+        "the prefix: 'N' at position 3 is not A, C, G or T (either case); a prefix is fixed "
+        "bases: to generate positions inside a sequence, give an infill template (N where it "
+        "generates)"
+    )
+    assert refused.value.parameter == "prefix"
+    assert model.generate(1, length=8, steps=2, prefix="acgt")[0].startswith("ACGT")
+    template = tmp_path / "template.fa"
+    template.write_text(">t\nACGTXNNN\n")
+    with pytest.raises(InputValueError) as refused:
+        model.generate(1, steps=2, infill=template)
+    assert str(refused.value) == "the infill template: 'X' at position 5 is not A/C/G/T/N"
+    assert refused.value.parameter == "infill"
+    out = tmp_path / "x.fa"
+    for option, value in (("--prefix", "ACGU"), ("--infill", str(template))):
+        argv = ["sample", "--checkpoint", "mdlm-chrx", "--out", str(out), option, value]
+        assert cli.main([*argv, "--steps", "2", "--num-samples", "1", "--no-progress"]) == 2
+        assert capsys.readouterr().err.strip().endswith(f"({option})")
+    assert not out.exists()
+
+
+def test_a_classifier_that_cannot_be_loaded_is_named_as_the_classifier(tmp_path, capsys):
+    """A classifier path that was missing, no checkpoint, or a generative model was refused
+    with no parameter or with "checkpoint", so the command line named no option, or
+    --checkpoint (the generator, which was fine) instead of --classifier."""
+    fasta = tmp_path / "not_a_checkpoint.fa"
+    fasta.write_text(">x\nACGT\n")
+    out = tmp_path / "x.fa"
+    for classifier in (tmp_path / "missing.ckpt", fasta, "mdlm-chrx"):
+        with pytest.raises(UserInputError) as refused:
+            tiny().generate(1, length=8, steps=2, label="a", classifier=classifier)
+        assert refused.value.parameter == "classifier"
+        argv = ["sample", "--checkpoint", "species-conditional", "--out", str(out), "--length"]
+        argv += ["8", "--steps", "2", "--label", "human", "--classifier", str(classifier)]
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith("(--classifier)") and "--checkpoint" not in err
+    assert not out.exists()
+
+
+def test_generate_to_file_refuses_process_settings_it_would_ignore_or_cannot_start(tmp_path):
+    """accelerator without devices was ignored (accelerator="gpu" drew on the CPU model's
+    device, silently); devices=-2 was Lightning's bare TypeError."""
+    out = tmp_path / "x.fa"
+    with pytest.raises(InputValueError) as refused:
+        tiny().generate_to_file(out, 2, 8, steps=2, accelerator="gpu")
+    assert str(refused.value) == (
+        "accelerator='gpu' is the device kind of several processes sharing the work and needs "
+        "devices=N (N processes); for one process choose its device with device ('cuda', "
+        "'cpu') instead"
+    )
+    assert refused.value.parameter == ("device", "devices", "accelerator")
+    with pytest.raises(InputValueError, match="Lightning cannot start these processes") as no:
+        tiny().generate_to_file(out, 2, 8, steps=2, accelerator="cpu", devices=-2)
+    assert no.value.parameter == ("accelerator", "devices")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_eval_refuses_an_accelerator_it_would_ignore(capsys):
+    """genodiff eval --accelerator gpu without --devices scored on --device, silently."""
+    with pytest.raises(InputValueError, match="accelerator='gpu' is the device kind of") as no:
+        evaluate_checkpoint("mdlm-chrx", accelerator="gpu")
+    assert no.value.parameter == ("device", "devices", "accelerator")
+    assert cli.main(["eval", "--checkpoint", "mdlm-chrx", "--accelerator", "cpu"]) == 2
+    assert capsys.readouterr().err.strip().endswith("(--device, --devices, --accelerator)")
+
+
 def test_the_cli_names_every_option_of_a_tuple_of_parameters():
     options = cli.option_names(cli.build_parser())
     assert options["batch_size"] == "--batch-size" and options["num_samples"] == "--num-samples"
@@ -273,6 +349,75 @@ def test_score_refuses_a_bool_number_of_noise_draws_in_one_line():
     with pytest.raises(InputValueError, match="t_samples must be an integer >= 1, got True") as no:
         tiny().score(["ACGTACGT"], t_samples=True)
     assert no.value.parameter == "t_samples"
+
+
+def test_score_takes_numpy_integers_as_the_numbers_they_equal():
+    """t_samples=np.int64(4) was refused as "t_samples must be an integer >= 1, got
+    np.int64(4)", while seed and batch_size took NumPy integers (docs/python_api.md)."""
+    model, sequences = tiny(), ["ACGTACGTAC", "GGCCATNNAT"]
+    expected = model.score(sequences, t_samples=4, seed=3, batch_size=1)
+    given = model.score(sequences, t_samples=np.int64(4), seed=np.int64(3), batch_size=np.int32(1))
+    assert given == expected
+    for refused in (np.int64(0), np.bool_(True)):  # NumPy's bool is no integer either
+        with pytest.raises(InputValueError, match="t_samples must be an integer >= 1") as no:
+            model.score(sequences, t_samples=refused)
+        assert no.value.parameter == "t_samples"
+
+
+def test_score_and_a_prefix_read_dna_in_either_case_as_documented():
+    model = tiny()
+    upper = model.score(["ACGTACGTAC", "GGCCANNRYT"], t_samples=8)
+    assert model.score(["acgtacgtac", "ggccAnnryt"], t_samples=8) == upper
+    options = {"length": 12, "steps": 2, "seed": 1}
+    assert model.generate(2, prefix="tata", **options) == model.generate(
+        2, prefix="TATA", **options
+    )
+
+
+def test_a_flag_that_replaces_files_must_be_a_bool(tmp_path):
+    """overwrite="no" (a str, so true) replaced a saved model, a sample file or a report."""
+    model = tiny()
+    folder = model.save_pretrained(tmp_path / "model", weights="raw")
+    samples = model.generate(2, length=8, steps=2)
+    fasta = samples.save(tmp_path / "samples.fa")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    calls = {
+        "save_pretrained": lambda flag: model.save_pretrained(folder, weights="raw", **flag),
+        "Samples.save": lambda flag: samples.save(fasta, **flag),
+        "generate_to_file": lambda flag: model.generate_to_file(fasta, 2, 8, steps=2, **flag),
+        "evaluate_samples": lambda flag: genodiff.evaluate_samples(
+            samples, list(samples) * 5, out=tmp_path / "quality", **flag
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InputValueError) as refused:
+            call({"overwrite": "no"})
+        assert str(refused.value) == "overwrite must be True or False, got 'no'", name
+        assert refused.value.parameter == "overwrite"
+    with pytest.raises(InputValueError, match="resume must be True or False, got 1"):
+        model.generate_to_file(tmp_path / "more.fa", 2, 8, steps=2, resume=1)
+    with pytest.raises(InputValueError, match="portable_data must be True or False"):
+        model.save_pretrained(tmp_path / "portable", weights="raw", portable_data="yes")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert model.save_pretrained(folder, weights="raw", overwrite=np.bool_(True)) == folder
+
+
+@pytest.mark.parametrize("nothing", [None, 7])
+def test_a_file_or_config_argument_that_is_no_path_is_one_line_naming_it(nothing):
+    """Were os.fspath's TypeError ("expected str, bytes or os.PathLike object")."""
+    model = tiny()
+    samples = model.generate(2, length=8, steps=2)
+    for write in (samples.save, lambda out: model.generate_to_file(out, 2, 8, steps=2)):
+        with pytest.raises(InputValueError) as refused:
+            write(nothing)
+        expected = f"the output file must be a path (a str or a Path), got {nothing!r}"
+        assert str(refused.value) == expected and refused.value.parameter == "out"
+    for run in (genodiff.train, genodiff.finetune, genodiff.train_classifier):
+        with pytest.raises(ConfigError) as refused:
+            run(nothing)
+        assert str(refused.value) == (
+            f"config must be a YAML file's path or a shipped config's name (demo), got {nothing!r}"
+        )
 
 
 def test_save_pretrained_into_a_file_is_one_line_and_leaves_the_file(tmp_path):
@@ -351,6 +496,35 @@ def test_overrides_as_one_string_or_holding_a_non_string_are_refused_in_one_line
     expected = "overrides must be 'key=value' strings, one of them is of type int: 2"
     assert str(refused.value) == expected
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("front_door", "config"),
+    [
+        ("train", DEMO),
+        ("finetune", "genomic_benchmarks_demo"),
+        ("train_classifier", "classifier_demo"),
+    ],
+)
+def test_an_empty_output_dir_is_refused_not_the_working_directory(
+    front_door, config, tmp_path, monkeypatch
+):
+    """output_dir="" (an unset variable) is Path(""), the working directory: the run wrote its
+    checkpoints, logs, config and samples there, as load and save_pretrained refuse to."""
+    monkeypatch.chdir(tmp_path)
+    run = getattr(genodiff, front_door)
+    with pytest.raises(ConfigError) as refused:
+        run(config, ["trainer.max_steps=1"], output_dir="")
+    assert str(refused.value) == (
+        "output_dir is an empty name, which would put the run's files in the working "
+        'directory; name a folder ("." for the working directory)'
+    )
+    with pytest.raises(ConfigError, match="output_dir is an empty name"):
+        run(config, ["trainer.max_steps=1", "output_dir="])  # as the command line gives it
+    with pytest.raises(ConfigError) as refused:
+        run(config, ["trainer.max_steps=1"], output_dir=5)
+    assert str(refused.value) == "output_dir must be a folder's path (a str or a Path), got 5"
+    assert list(tmp_path.iterdir()) == []
 
 
 class _ComposedError(Exception):

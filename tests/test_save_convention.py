@@ -16,6 +16,7 @@ from genodiff.checkpoints import folders, load_pretrained, save_pretrained
 from genodiff.model import GenerativeModel
 from genodiff.tokenizers import DNATokenizer
 from tests.checkpoint_files import save_as_trained
+from tests.test_generation_config import tiny
 from tests.test_hub import assert_same, training_checkpoint
 
 MAMBA = dict(name="mamba", d_model=16, n_layer=2, vocab_size=12)
@@ -101,6 +102,37 @@ def test_a_crash_mid_write_leaves_the_previous_files_intact(
     assert snapshot(user_folder) == before  # nothing replaced, no temporary file left behind
     monkeypatch.undo()
     assert_same(load_pretrained(user_folder), a)
+
+
+def test_a_failed_save_into_new_folders_removes_every_folder_it_made(tmp_path, monkeypatch):
+    """Only the deepest folder was removed again: a save to a/b/c that failed left a/b."""
+    (tmp_path / "kept").mkdir()
+    monkeypatch.setattr(folders.json, "dumps", crash_writing_json)
+    with pytest.raises(OSError, match="disk full"):
+        save_pretrained(model(1), tmp_path / "kept" / "a" / "b" / "c", tokenizer=DNATokenizer())
+    assert [p.name for p in tmp_path.rglob("*")] == ["kept"]
+
+
+@pytest.mark.parametrize("folder", [None, 3])
+def test_an_output_folder_that_is_no_path_is_one_line_naming_it(folder):
+    with pytest.raises(ValueError) as refused:  # was os.fspath's TypeError
+        tiny().save_pretrained(folder, weights="raw")
+    assert str(refused.value) == (
+        f"the output folder must be a path (a str or a Path), got {folder!r}"
+    )
+    assert refused.value.parameter == "out"
+
+
+def test_an_output_folder_below_a_file_is_one_line_before_anything_is_written(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    with pytest.raises(ValueError) as refused:  # was NotADirectoryError from mkdir
+        tiny().save_pretrained(taken / "model", weights="raw")
+    assert str(refused.value) == (
+        f"cannot write {taken}/model/config.json ({taken}: a file, not a folder); choose a "
+        "folder you can write to"
+    )
+    assert refused.value.parameter == "out" and taken.read_text() == "mine"
 
 
 def test_written_files_get_the_usual_permissions(tmp_path):

@@ -35,6 +35,7 @@ pad_vocab_size_multiple. Written folders always hold the padded size.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -50,7 +51,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from genodiff import hub, registry
-from genodiff.atomic_files import disk_full_error, fsync_path, temporary_path
+from genodiff.atomic_files import check_writable, disk_full_error, fsync_path, temporary_path
 from genodiff.backbones.build import CONFIG_ATTR, build
 from genodiff.backbones.layout import CheckpointLayout, constructor_defaults, layouts_of
 from genodiff.checkpoints.io import (
@@ -136,8 +137,13 @@ def save_pretrained(
 
 def output_folder(directory: str | os.PathLike) -> Path:
     """``directory`` as the folder a model is saved into, ``~`` expanded as ``genodiff.load``
-    expands it; InputValueError for an empty name, which ``Path`` would read as the working
-    directory (``genodiff.load`` refuses it too)."""
+    expands it; InputValueError for a value that is no path, and for an empty name, which
+    ``Path`` would read as the working directory (``genodiff.load`` refuses it too)."""
+    if not isinstance(directory, str | os.PathLike):
+        raise InputValueError(
+            f"the output folder must be a path (a str or a Path), got {directory!r:.60}",
+            parameter="out",
+        )
     if os.fspath(directory) == "":
         raise InputValueError(
             'the output folder is an empty name; name a folder ("." for the working directory)',
@@ -211,12 +217,13 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
     Each file is written under its temporary name in ``directory``
     (``genodiff.atomic_files.temporary_path``) and flushed to disk; only when all of them are
     written are the earlier save's files that this one does not write deleted and the new ones
-    renamed over their final names, so a failed write changes nothing (a folder this call
-    created is removed again; a full disk is a ``DiskFullError`` naming the file), and the
-    folder never holds files of two saves (a kill in the instant of the renames aside, which
-    leaves a folder that loads as the old model or fails to load). Files not in
-    ``OWNED_FILES`` are never touched. Without ``overwrite`` a folder holding any of
-    ``OWNED_FILES`` is an error.
+    renamed over their final names, so a failed write changes nothing (the folders this call
+    created, ``directory`` and any above it, are removed again; a full disk is a
+    ``DiskFullError`` naming the file), and the folder never holds files of two saves (a kill
+    in the instant of the renames aside, which leaves a folder that loads as the old model or
+    fails to load). Files not in ``OWNED_FILES`` are never touched. Without ``overwrite`` a
+    folder holding any of ``OWNED_FILES`` is an error; a ``directory`` that cannot be written
+    (a file above it, a read-only file system) is one before anything is written.
     """
     saved = sorted(name for name in OWNED_FILES if (directory / name).exists())
     if saved and not overwrite:
@@ -225,7 +232,8 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
             "overwrite them (other files there are kept)",
             parameter="overwrite",
         )
-    created = not directory.exists()
+    check_writable(directory / CONFIG_FILE, "out")  # a file above it, a read-only folder
+    created = _missing_folders(directory)
     directory.mkdir(parents=True, exist_ok=True)
     staged: dict[str, Path] = {}
     try:
@@ -241,8 +249,9 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
         for tmp in staged.values():
             tmp.unlink(missing_ok=True)
         full = disk_full_error(err, directory / name, existed=(directory / name).exists())
-        if created:
-            directory.rmdir()
+        for folder in created:  # deepest first; one another process wrote into stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         if full is not None:
             raise full from err
         raise
@@ -253,6 +262,17 @@ def _write_folder(directory: Path, files: dict[str, FileWriter], overwrite: bool
         os.replace(tmp, directory / name)
     fsync_path(directory)  # the renames themselves
     return directory
+
+
+def _missing_folders(directory: Path) -> list[Path]:
+    """``directory`` and the folders above it that do not exist yet, deepest first: what
+    creating it creates."""
+    missing = []
+    for folder in (directory, *directory.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
 
 
 # ----------------------------------------------------------------------------- loading

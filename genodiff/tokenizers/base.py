@@ -98,7 +98,8 @@ class Tokenizer(ABC):
         if self.mask_id not in ids:
             raise InputValueError(
                 "the infill template has no mask marker: write the mask token where text "
-                "should be generated, one per token"
+                "should be generated, one per token",
+                parameter="infill",
             )
         return ids
 

@@ -144,13 +144,20 @@ class DNATokenizer(Tokenizer):
             raise InputValueError(
                 "the prefix is empty; give bases such as ACGTTG", parameter="prefix"
             )
-        _check_letters(text, "ACGTacgt", "the prefix", "A, C, G or T")
+        _check_letters(
+            text,
+            "ACGTacgt",
+            "the prefix",
+            "A, C, G or T (either case); a prefix is fixed bases: to generate positions inside "
+            "a sequence, give an infill template (N where it generates)",
+            parameter="prefix",
+        )
         return self.encode(text.upper())
 
     def encode_template(self, text: str) -> list[int]:
         """Upper-case A/C/G/T are kept; N and lower-case letters (a, c, g, t, n) become
         [MASK], the positions to generate."""
-        _check_letters(text, "ACGTNacgtn", "the infill template", "A/C/G/T/N")
+        _check_letters(text, "ACGTNacgtn", "the infill template", "A/C/G/T/N", parameter="infill")
         return [self.mask_id if c not in "ACGT" else self.token_to_id[c] for c in text]
 
     def reverse_complement_ids(self, ids: Ids) -> Ids:
@@ -168,7 +175,11 @@ class DNATokenizer(Tokenizer):
         return seq.translate(self._rc_table)[::-1]
 
 
-def _check_letters(text: str, allowed: str, what: str, expected: str) -> None:
+def _check_letters(text: str, allowed: str, what: str, expected: str, parameter: str) -> None:
+    """InputValueError (``parameter``) naming the first letter of ``text`` not in ``allowed``."""
     for position, letter in enumerate(text, start=1):
         if letter not in allowed:
-            raise InputValueError(f"{what}: {letter!r} at position {position} is not {expected}")
+            raise InputValueError(
+                f"{what}: {letter!r} at position {position} is not {expected}",
+                parameter=parameter,
+            )
