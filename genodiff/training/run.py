@@ -47,6 +47,7 @@ from genodiff.training.trainer import (
     checkpoint_reads_unsaid,
     prepare_tokenizer,
     trainer_kwargs,
+    warn_ema_stays_near_init,
 )
 
 RESUME_HINT = "Resume it with ckpt_path=last"
@@ -78,7 +79,8 @@ def train(
     run_folder.check_steps(cfg.trainer)  # a run that would train nothing
     ema_decay = OmegaConf.select(cfg, "ema.decay", default=EMAConfig.decay)
     check_ema_precision(trainer_kwargs(cfg)["precision"], ema_decay)  # an average stuck at init
-    check_ema_moves(ema_decay, OmegaConf.select(cfg, "ema.warmup", default=EMAConfig.warmup))
+    ema_warmup = OmegaConf.select(cfg, "ema.warmup", default=EMAConfig.warmup)
+    check_ema_moves(ema_decay, ema_warmup)
     datamodule = build_datamodule(cfg.data)
     record_window(cfg.data)  # the window a data module takes by default, named in the run
     datamodule.check_files()  # missing data fails here, before any model setup
@@ -123,6 +125,8 @@ def train(
     if resume:  # Lightning's read of it takes what the checks read (io.AtomicCheckpointIO)
         trainer.strategy.checkpoint_io.hand_over(resume.source, resume.content)
     datamodule.check_batch_size(trainer.world_size)  # a batch above the train split fails
+    # Said once every check has passed: a refused run says its one line alone.
+    warn_ema_stays_near_init(ema_decay, ema_warmup, cfg.trainer.get("max_steps"))
     with hold_output(out, model.config) as main_process:
         if main_process:
             if changes:
