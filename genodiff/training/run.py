@@ -28,6 +28,7 @@ from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule, record_window
 from genodiff.data.labelled import class_count_lines
 from genodiff.domains import domain_of
+from genodiff.errors import InputValueError
 from genodiff.generate import cast_dtype, draw_samples
 from genodiff.guidance import Guidance
 from genodiff.objectives.base import LIKELIHOOD_WORDS
@@ -107,7 +108,10 @@ def train(
         check_backbone_length(model.backbone, s.length, "samples.length", training=True)
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     check_run_sampler(model.objective.samplers, s.sampler)
-    sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
+    try:  # an unknown sampler fails before training, named by its config key
+        sampler = model.objective.sampler_name(request)
+    except InputValueError as err:
+        raise ConfigError(f"samples.sampler={s.sampler}: {err}") from err
     if s.num_samples:  # the run's own samples, said before it trains
         samplers = model.objective.samplers
         warn_beyond_trained_window(
