@@ -55,6 +55,7 @@ from genodiff.errors import (
     InputFileNotFoundError,
     InputValueError,
     NonFiniteOutputError,
+    UserInputWarning,
     require_regular_file,
 )
 from genodiff.model import GenerativeModel
@@ -435,11 +436,11 @@ def noise_draws(objective: Objective, t_samples: int | None) -> int:
     if t_samples is None:
         return objective.eval_t_samples
     if objective.exact_likelihood and t_samples != objective.eval_t_samples:
-        warnings.warn(
+        message = (
             f"t_samples={t_samples} is ignored: this model's likelihood is exact "
-            "(next-token prediction scores a window in one pass, with no noise to draw)",
-            stacklevel=4,
+            "(next-token prediction scores a window in one pass, with no noise to draw)"
         )
+        warnings.warn(UserInputWarning(message, parameter="t_samples"), stacklevel=4)
     return objective.eval_t_samples if objective.exact_likelihood else t_samples
 
 
