@@ -556,9 +556,16 @@ def resolve_config_path(config: str | Path) -> Path:
     if path.exists():  # a folder, a FIFO, a device: said as such, not "not found"
         require_regular_file(path, "config file")
     looked_at = ", ".join(map(str, dict.fromkeys(candidates)))  # an absolute path once
-    shipped_names = ", ".join(sorted(experiment_files()))
+    names = sorted(experiment_files())
+    shipped_names = ", ".join(names)
+    close = difflib.get_close_matches(yaml.stem, names, n=1)
+    # a mistyped shipped name as typed (hg38_sed, configs/hg38_sed.yaml), else the bare name
+    typed = str(path.parent) in (".", "configs")
+    hint = ""
+    if close:
+        hint = f": did you mean {path.with_name(close[0] + path.suffix) if typed else close[0]}?"
     raise ConfigError(
-        f"config file {str(config)!r} not found (looked at {looked_at}); pass a path such as "
+        f"config file {str(config)!r} not found{hint} (looked at {looked_at}); pass a path such as "
         f"configs/demo.yaml, or the name of an experiment that genodiff or an installed plugin "
         f"ships ({shipped_names}). A plugin's experiments are found only when it is installed: "
         "the text plugin's (text_demo, lm1b, ...) with pip install genodiff-text (from a "

@@ -136,6 +136,20 @@ def test_misspelt_key_lists_valid_keys(capsys, tmp_path):
     assert not (tmp_path / "checkpoints").exists()
 
 
+def test_a_run_whose_samples_name_a_sampler_its_objective_lacks_names_the_key(capsys, tmp_path):
+    # Was: "SEDD has no sampler 'cached'; choose one of: analytic, euler", which named no
+    # setting (the sample command's --sampler is no key of a run's config).
+    sedd = str(ROOT / "configs" / "hg38_sedd.yaml")
+    args = ["train", sedd, "data=demo", "trainer=cpu", *TINY, "samples.sampler=cached"]
+    assert cli.main([*args, f"output_dir={tmp_path / 'run'}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    expected = (
+        "samples.sampler=cached: SEDD has no sampler 'cached'; choose one of: analytic, euler"
+    )
+    assert err == f"genodiff train: error: {expected}"
+    assert not (tmp_path / "run").exists()
+
+
 def test_group_override_swaps_data(capsys, tmp_path, monkeypatch):
     from genodiff.config import load_config
 

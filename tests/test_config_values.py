@@ -504,6 +504,24 @@ def test_a_folder_beside_the_experiment_is_no_config_group_unless_named_as_one(t
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("hg38_sed", "hg38_sedd"),
+        ("configs/hg38_ar_mamb.yaml", "configs/hg38_ar_mamba.yaml"),
+        ("dmeo.yaml", "demo.yaml"),
+        ("elsewhere/hg38_plaidd.yaml", "hg38_plaid"),  # a shipped name is found as a name
+    ],
+)
+def test_a_mistyped_config_name_says_the_name_meant(typed, meant, tmp_path, monkeypatch, capsys):
+    # Was: "not found (looked at ...)" and every shipped name, none of them singled out.
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["train", typed]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"genodiff train: error: config file '{typed}' not found: ")
+    assert f"did you mean {meant}? (looked at " in line
+
+
 @pytest.mark.parametrize("kind", ["folder", "fifo", "missing"])
 def test_a_config_path_that_is_no_file_is_named_for_what_it_is(kind, tmp_path, capsys):
     # A folder or a FIFO was "not found"; an absolute path was listed twice among the places

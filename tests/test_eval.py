@@ -124,6 +124,17 @@ def test_every_checkpoint_is_scored_on_the_same_windows(checkpoints, capsys):
     assert "[PAD] is never corrupted" in mdlm["scoring"] and "x[1:]" in ar["scoring"]
 
 
+def test_t_samples_given_to_an_exact_model_is_said_ignored_with_its_option(checkpoints, capsys):
+    # Was: "t_samples=2 is ignored: ..." on the command line, a library parameter name that
+    # the user typed as --t-samples and that no other genodiff eval line spells that way.
+    capsys.readouterr()
+    args = ["eval", "--checkpoint", str(checkpoints["ar"]), "--num-windows", "2", "--json"]
+    assert cli.main([*args, "--t-samples", "2", "--no-progress"]) == 0
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
+    assert line.startswith("genodiff eval: warning: t_samples=2 is ignored: this model's likel")
+    assert line.endswith("(--t-samples)")
+
+
 @pytest.fixture
 def small_fasta(tmp_path):
     rng = np.random.default_rng(0)

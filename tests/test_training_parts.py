@@ -2,19 +2,22 @@
 accumulated batches), NaN guard, optimizer groups."""
 
 import math
+import warnings
 
 import pytest
 import torch
 from torch import nn
 
 import genodiff
+from genodiff import cli
 from genodiff.backbones.rcps import RCPSEmbedding
 from genodiff.config_values import ConfigError
+from genodiff.errors import UserInputWarning
 from genodiff.model import EMA
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import cosine_with_warmup
-from genodiff.training.trainer import check_ema_precision
-from tests.test_cli import DEMO
+from genodiff.training.trainer import check_ema_precision, warn_ema_stays_near_init
+from tests.test_cli import DEMO, ROOT
 from tests.test_resume import BASE
 
 
@@ -153,6 +156,29 @@ def test_an_average_of_decay_one_without_warmup_never_moves_and_is_refused(tmp_p
     with pytest.raises(ConfigError, match=r"ema\.decay=1 keeps the averaged weights"):
         genodiff.train(DEMO, overrides, output_dir=out)
     assert not out.exists()
+
+
+def test_an_average_that_keeps_most_initial_weights_at_the_end_is_warned(tmp_path, capsys):
+    # Why: the hg38 recipe's ema.decay 0.9999 without warm-up, run at demo scale (trainer=cpu:
+    # 400 steps, as docs/reproducing_the_paper.md showed for the baselines), validates, tests
+    # and samples an average that is 0.9999^400 = 96% the initial weights. Was: not a word.
+    hg38_ar = str(ROOT / "configs" / "hg38_ar_mamba.yaml")
+    ar = ["data=demo", "trainer=cpu", "model.d_model=16", "model.n_layer=1"]
+    overrides = [*ar, *(o for o in BASE if not o.startswith("model=")), "trainer.max_steps=4"]
+    assert cli.main(["train", hg38_ar, *overrides, f"output_dir={tmp_path / 'a'}"]) == 0
+    err = capsys.readouterr().err
+    # 0.9999^4 = 0.99960; with ema.decay=0.9: 0.9^4 = 0.6561
+    assert "warning: ema.decay=0.9999 without ema.warmup leaves 100.0% of the initial" in err
+    assert "after trainer.max_steps=4 steps" in err and "ema.warmup=true" in err
+    with pytest.warns(UserInputWarning, match=r"ema\.decay=0\.9 without ema\.warmup leaves 65\.6%"):
+        warn_ema_stays_near_init(0.9, False, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_ema_stays_near_init(0.9, True, 4)  # the warm-up's early updates take ~1/10 or more
+        warn_ema_stays_near_init(0.5, False, 4)  # 0.5^4 = 6.25% of the initial weights left
+        warn_ema_stays_near_init(0.9999, False, 50_000)  # trainer=gpu: e^-5 = 0.7%
+        warn_ema_stays_near_init(0.0, False, 4)  # no average
+        warn_ema_stays_near_init(0.9999, False, -1)  # no step limit
 
 
 def test_sixteen_bit_weights_without_an_average_pass_the_check():

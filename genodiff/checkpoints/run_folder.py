@@ -11,6 +11,7 @@ killed one leaves it, unlocked.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -128,16 +129,24 @@ def check_resume(config: Mapping[str, Any], checkpoint: StoredCheckpoint) -> lis
         for key in sorted(recorded.keys() & current.keys())
         if recorded[key] != current[key] and key != "ckpt_path"
     }
-    kept = [line for key, line in changed.items() if key.startswith(KEPT_ON_RESUME)]
+    kept = [key for key in changed if key.startswith(KEPT_ON_RESUME)]
     if kept:
+        # A run started with overrides (model.d_model=64) and resumed without them lacks
+        # them, one resumed with new ones has them too many: either way, the trained values.
+        trained = " ".join(f"{key}={_as_override(recorded[key])}" for key in kept)
         raise ConfigError(
             f"{checkpoint.source} was trained with other settings than this run's "
-            f"({'; '.join(kept)}); a resumed run keeps its {', '.join(KEPT_ON_RESUME[:-1])} "
-            f"and {KEPT_ON_RESUME[-1]}: leave these overrides out, or start a new run in "
-            "another output_dir"
+            f"({'; '.join(changed[key] for key in kept)}); a resumed run keeps its "
+            f"{', '.join(KEPT_ON_RESUME[:-1])} and {KEPT_ON_RESUME[-1]}: resume with the "
+            f"values it was trained with ({trained}), or start a new run in another output_dir"
         )
     check_steps(config["trainer"], checkpoint.content["global_step"])
     return list(changed.values())
+
+
+def _as_override(value: Any) -> str:
+    """``value`` as a command-line override spells it: ``64``, ``true``, ``null``, ``caduceus``."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
 def _flat(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

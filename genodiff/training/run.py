@@ -28,6 +28,7 @@ from genodiff.data.base import DataModule
 from genodiff.data.build import build_datamodule, record_window
 from genodiff.data.labelled import class_count_lines
 from genodiff.domains import domain_of
+from genodiff.errors import InputValueError
 from genodiff.generate import cast_dtype, draw_samples
 from genodiff.guidance import Guidance
 from genodiff.objectives.base import LIKELIHOOD_WORDS
@@ -47,6 +48,7 @@ from genodiff.training.trainer import (
     checkpoint_reads_unsaid,
     prepare_tokenizer,
     trainer_kwargs,
+    warn_ema_stays_near_init,
 )
 
 RESUME_HINT = "Resume it with ckpt_path=last"
@@ -78,7 +80,8 @@ def train(
     run_folder.check_steps(cfg.trainer)  # a run that would train nothing
     ema_decay = OmegaConf.select(cfg, "ema.decay", default=EMAConfig.decay)
     check_ema_precision(trainer_kwargs(cfg)["precision"], ema_decay)  # an average stuck at init
-    check_ema_moves(ema_decay, OmegaConf.select(cfg, "ema.warmup", default=EMAConfig.warmup))
+    ema_warmup = OmegaConf.select(cfg, "ema.warmup", default=EMAConfig.warmup)
+    check_ema_moves(ema_decay, ema_warmup)
     datamodule = build_datamodule(cfg.data)
     record_window(cfg.data)  # the window a data module takes by default, named in the run
     datamodule.check_files()  # missing data fails here, before any model setup
@@ -105,7 +108,10 @@ def train(
         check_backbone_length(model.backbone, s.length, "samples.length", training=True)
     request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
     check_run_sampler(model.objective.samplers, s.sampler)
-    sampler = model.objective.sampler_name(request)  # an unknown sampler fails before training
+    try:  # an unknown sampler fails before training, named by its config key
+        sampler = model.objective.sampler_name(request)
+    except InputValueError as err:
+        raise ConfigError(f"samples.sampler={s.sampler}: {err}") from err
     if s.num_samples:  # the run's own samples, said before it trains
         samplers = model.objective.samplers
         warn_beyond_trained_window(
@@ -123,6 +129,8 @@ def train(
     if resume:  # Lightning's read of it takes what the checks read (io.AtomicCheckpointIO)
         trainer.strategy.checkpoint_io.hand_over(resume.source, resume.content)
     datamodule.check_batch_size(trainer.world_size)  # a batch above the train split fails
+    # Said once every check has passed: a refused run says its one line alone.
+    warn_ema_stays_near_init(ema_decay, ema_warmup, cfg.trainer.get("max_steps"))
     with hold_output(out, model.config) as main_process:
         if main_process:
             if changes:
