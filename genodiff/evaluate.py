@@ -526,8 +526,9 @@ def set_eval_t_power(objective: Objective, power: float, checkpoint: Path) -> No
     key = class_spec(type(objective)).keys.get("eval_t_power")
     if key is None:
         raise InputValueError(
-            f"{checkpoint} is a {type(objective).__name__} checkpoint, whose held-out times take "
-            "no power; eval_t_power applies to UDLM's importance-weighted times",
+            f"{checkpoint} holds a model of objective {type(objective).__name__}, whose "
+            "held-out times take no power; eval_t_power applies to UDLM's importance-weighted "
+            "times",
             parameter="eval_t_power",
         )
     check_value("objective.eval_t_power", power, key)

@@ -345,7 +345,7 @@ def test_eval_t_power_replaces_the_checkpoints_and_is_reported(tmp_path, capsys)
 @pytest.mark.parametrize(
     "objective, power, message",
     [
-        ("mdlm", "1", r"is a MDLM checkpoint.*eval_t_power applies to UDLM"),
+        ("mdlm", "1", r"holds a model of objective MDLM, whose.*eval_t_power applies to UDLM"),
         ("udlm", "0.5", r"eval_t_power: 0.5 is out of range; set a value at least 1 \(1 = uniform"),
     ],
 )
