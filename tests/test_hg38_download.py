@@ -447,6 +447,9 @@ def test_what_a_killed_decompression_left_is_removed_by_the_next_run(gd_server, 
     dest.mkdir()
     (dest / ".hg38.ml.fa.4242.tmp").write_bytes(FASTA[:1000])  # pid 4242 was killed
     (dest / ".notes.tmp").write_text("not ours")
+    # and a record of a part's version, half written (genodiff.data.remote_version)
+    (dest / ".hg38.ml.fa.gz.part.validator.4243.tmp").write_text('{"ETag": "')
+    (dest / ".human-sequences.bed.part.validator.4244.tmp").write_text("{")
     prepare_hg38(dest, **urls(gd_server), log=print)
     names = sorted(p.name for p in dest.iterdir())
     assert names == [".notes.tmp", "hg38.ml.fa", "hg38.ml.fa.fai", "human-sequences.bed"]

@@ -313,7 +313,7 @@ def _why_from_byte_0(response: http.client.HTTPResponse, validator: Validator | 
     """Why a resume got the whole file, for the line that says so."""
     if names_another_version(response.headers, validator):
         return "the file on the server changed since the part was downloaded"
-    return "the server does not resume"
+    return "the server sent the whole file, not the rest of the part"
 
 
 def _discard(part: Path) -> None:
@@ -351,6 +351,10 @@ def _decompressed(fin: gzip.GzipFile, src: Path) -> bytes:
         raise DownloadError(f"cannot decompress {src}: {err}; delete it and run again") from None
 
 
+#: The files ``prepare_hg38`` downloads (each through ``NAME.part``).
+PARTS = (HG38_BED_NAME, f"{HG38_FASTA_NAME}.gz")
+
+
 def prepare_hg38(
     dest: str | os.PathLike,
     fasta_url: str = HG38_FASTA_URL,
@@ -369,7 +373,9 @@ def prepare_hg38(
         )
     dest.mkdir(parents=True, exist_ok=True)
     with writer_lock(dest / LOCK_FILE, dest, parameter="dest"):  # one writer of its files
-        remove_temporary_files(dest, HG38_FASTA_NAME)  # a decompression that was killed
+        # what killed writers left: a decompression, the version records of the downloads
+        for name in (HG38_FASTA_NAME, *(record_path(dest / f"{f}.part").name for f in PARTS)):
+            remove_temporary_files(dest, name)
         bed = _fetch_bed(dest, bed_url, log)
         fasta = _fetch_fasta(dest, fasta_url, log)
         log(f"indexing {fasta} (first time only)")
