@@ -481,10 +481,10 @@ def score_sequences(
     draws per sequence (default: the objective's)."""
     from genodiff.data.build import build_datamodule
 
+    objective, backbone = model.eval_objective, model.eval_backbone
+    t_samples = noise_draws(objective, t_samples)  # refused even for no sequences, as seed is
     if not sequences:
         return []
-    objective, backbone = model.eval_objective, model.eval_backbone
-    t_samples = noise_draws(objective, t_samples)
     datamodule = build_datamodule(model.config["data"])
     datamodule.attach_tokenizer(model.tokenizer)
     dataset = datamodule.sequences_dataset(sequences)

@@ -351,6 +351,15 @@ def test_score_refuses_a_bool_number_of_noise_draws_in_one_line():
     assert no.value.parameter == "t_samples"
 
 
+def test_score_refuses_a_bad_number_of_noise_draws_for_no_sequences_too():
+    """score([], t_samples=0) returned [] once the check moved into noise_draws (it came after
+    the early return for no sequences), while score([], seed=-1) is refused."""
+    with pytest.raises(InputValueError, match="t_samples must be an integer >= 1, got 0") as no:
+        tiny().score([], t_samples=0)
+    assert no.value.parameter == "t_samples"
+    assert tiny().score([], t_samples=2) == []
+
+
 def test_score_takes_numpy_integers_as_the_numbers_they_equal():
     """t_samples=np.int64(4) was refused as "t_samples must be an integer >= 1, got
     np.int64(4)", while seed and batch_size took NumPy integers (docs/python_api.md)."""
