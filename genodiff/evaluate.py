@@ -567,9 +567,7 @@ def evaluate_checkpoint(
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
-    if seed < 0:
-        raise InputValueError(f"seed must be >= 0, got {seed}", parameter="seed")
-    batch_size = check_option("batch_size", batch_size)
+    seed, batch_size = check_option("seed", seed), check_option("batch_size", batch_size)
     spread = spread_asked(accelerator, devices, num_nodes)
     checkpoint = Path(checkpoint)
     torch_device = resolve_device(device)

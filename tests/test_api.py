@@ -360,6 +360,19 @@ def test_score_refuses_a_bad_number_of_noise_draws_for_no_sequences_too():
     assert tiny().score([], t_samples=2) == []
 
 
+def test_eval_checks_its_seed_as_score_does():
+    """evaluate_checkpoint checked seed by hand (seed < 0) beside check_option for batch_size:
+    seed=0.5 was taken (and failed after the model was loaded, elsewhere), seed="1" a bare
+    TypeError ('<' not supported between 'str' and 'int')."""
+    for seed, said in ((0.5, "seed must be an integer, got 0.5"), ("1", "seed must be")):
+        with pytest.raises(InputValueError, match=said) as no:
+            evaluate_checkpoint("mdlm-chrx", seed=seed)
+        assert no.value.parameter == "seed"
+    with pytest.raises(InputValueError, match="seed must be >= 0, got -1") as no:
+        evaluate_checkpoint("mdlm-chrx", seed=-1)
+    assert no.value.parameter == "seed"
+
+
 def test_score_takes_numpy_integers_as_the_numbers_they_equal():
     """t_samples=np.int64(4) was refused as "t_samples must be an integer >= 1, got
     np.int64(4)", while seed and batch_size took NumPy integers (docs/python_api.md)."""
