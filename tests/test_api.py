@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 
 import genodiff
 import genodiff.training.run as training_run
-from genodiff import cli
+from genodiff import checkpoints, cli
 from genodiff.config import ConfigError, load_config
 from genodiff.errors import InputValueError, UserInputError
 from genodiff.evaluate import evaluate_checkpoint
@@ -422,6 +422,27 @@ def test_a_flag_that_replaces_files_must_be_a_bool(tmp_path):
         model.save_pretrained(tmp_path / "portable", weights="raw", portable_data="yes")
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     assert model.save_pretrained(folder, weights="raw", overwrite=np.bool_(True)) == folder
+
+
+def test_the_checkpoints_writers_take_overwrite_as_a_bool_too(tmp_path):
+    """Model.save_pretrained refused overwrite="no", but genodiff.checkpoints.export_model
+    (docs/python_api.md: the one export) and genodiff.checkpoints.save_pretrained, which it
+    and genodiff export call, read it as true and replaced the saved model."""
+    model = tiny()
+    folder = model.save_pretrained(tmp_path / "model", weights="raw")
+    backbone = tmp_path / "backbone"
+    checkpoints.save_pretrained(model.network.backbone, backbone)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    writes = (
+        lambda: checkpoints.export_model(model.network, folder, "raw", overwrite="no"),
+        lambda: checkpoints.save_pretrained(model.network.backbone, backbone, overwrite="no"),
+    )
+    for write in writes:
+        with pytest.raises(InputValueError) as refused:
+            write()
+        assert str(refused.value) == "overwrite must be True or False, got 'no'"
+        assert refused.value.parameter == "overwrite"
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.parametrize("nothing", [None, 7])

@@ -74,7 +74,12 @@ from genodiff.config import (
     section_kind,
     section_spec,
 )
-from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
+from genodiff.errors import (
+    InputFileExistsError,
+    InputFileNotFoundError,
+    InputValueError,
+    require_flag,
+)
 from genodiff.plain_records import read_json_object
 from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import (
@@ -130,6 +135,7 @@ def save_pretrained(
     files, which are kept; a model saved there before (any of ``OWNED_FILES``) is replaced,
     all of it, only with ``overwrite=True`` (see ``_write_folder``).
     """
+    overwrite = require_flag(overwrite, "overwrite")
     return _write_folder(
         output_folder(directory), _folder_files(model, config, tokenizer), overwrite
     )
