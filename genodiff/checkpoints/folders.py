@@ -79,6 +79,7 @@ from genodiff.errors import (
     InputFileNotFoundError,
     InputValueError,
     require_flag,
+    require_output_path,
 )
 from genodiff.plain_records import read_json_object
 from genodiff.randomness.kept import global_random_state_kept
@@ -145,17 +146,13 @@ def output_folder(directory: str | os.PathLike) -> Path:
     """``directory`` as the folder a model is saved into, ``~`` expanded as ``genodiff.load``
     expands it; InputValueError for a value that is no path, and for an empty name, which
     ``Path`` would read as the working directory (``genodiff.load`` refuses it too)."""
-    if not isinstance(directory, str | os.PathLike):
-        raise InputValueError(
-            f"the output folder must be a path (a str or a Path), got {directory!r:.60}",
-            parameter="out",
-        )
+    path = require_output_path(directory, "the output folder")
     if os.fspath(directory) == "":
         raise InputValueError(
             'the output folder is an empty name; name a folder ("." for the working directory)',
             parameter="out",
         )
-    return Path(directory).expanduser()
+    return path
 
 
 def _folder_files(
