@@ -115,3 +115,14 @@ def require_flag(value: object, parameter: str) -> bool:
     raise InputValueError(
         f"{parameter} must be True or False, got {value!r:.60}", parameter=parameter
     )
+
+
+def require_output_path(value: object, what: str) -> Path:
+    """``value`` as the path ``what`` (an output file or folder) is written to, ``~`` expanded
+    as ``genodiff.load`` expands it; InputValueError (parameter ``out``) for a value that is
+    no path (None, a number), which ``os.fspath`` would refuse with a bare TypeError."""
+    if not isinstance(value, str | os.PathLike):
+        raise InputValueError(
+            f"{what} must be a path (a str or a Path), got {value!r:.60}", parameter="out"
+        )
+    return Path(value).expanduser()

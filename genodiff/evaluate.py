@@ -481,10 +481,10 @@ def score_sequences(
     draws per sequence (default: the objective's)."""
     from genodiff.data.build import build_datamodule
 
+    objective, backbone = model.eval_objective, model.eval_backbone
+    t_samples = noise_draws(objective, t_samples)  # refused even for no sequences, as seed is
     if not sequences:
         return []
-    objective, backbone = model.eval_objective, model.eval_backbone
-    t_samples = noise_draws(objective, t_samples)
     datamodule = build_datamodule(model.config["data"])
     datamodule.attach_tokenizer(model.tokenizer)
     dataset = datamodule.sequences_dataset(sequences)
@@ -568,9 +568,7 @@ def evaluate_checkpoint(
     from genodiff.checkpoints import load_model
     from genodiff.devices import resolve_device
 
-    if seed < 0:
-        raise InputValueError(f"seed must be >= 0, got {seed}", parameter="seed")
-    batch_size = check_option("batch_size", batch_size)
+    seed, batch_size = check_option("seed", seed), check_option("batch_size", batch_size)
     spread = spread_asked(accelerator, devices, num_nodes)
     checkpoint = Path(checkpoint)
     torch_device = resolve_device(device)

@@ -152,7 +152,8 @@ def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
     ``num_nodes``) asks for, started and joined in one process group; one process: no
     launch (Lightning is imported here, not by a command that runs in one process, nor for
-    one device of an accelerator in ``ALWAYS_HERE``: ``--devices 1``, as without it)."""
+    one device of an accelerator in ``ALWAYS_HERE``: ``--devices 1``, on the CPU for "cpu",
+    else on the caller's device, as without ``devices``)."""
     one = trainer.get("devices", "auto") == 1 and trainer.get("num_nodes", 1) == 1
     accelerator = trainer.get("accelerator", "auto")
     if one and accelerator in ALWAYS_HERE:  # what Fabric gives for it, without its import

@@ -23,6 +23,7 @@ from genodiff.domains import Domain, domain_of
 from genodiff.errors import (
     InputFileExistsError,
     InputValueError,
+    require_output_path,
     require_regular_file,
 )
 from genodiff.sample_formats import NEUTRAL_FORMATS, SampleFormat, SamplingRun
@@ -124,12 +125,7 @@ MAX_BYTES_PER_TOKEN = 64
 def output_path(path: str | os.PathLike) -> Path:
     """``path`` as the file samples are written to, ``~`` expanded as ``genodiff.load``
     expands it; InputValueError for a value that is no path (None, a number)."""
-    if not isinstance(path, str | os.PathLike):
-        raise InputValueError(
-            f"the output file must be a path (a str or a Path), got {path!r:.60}",
-            parameter="out",
-        )
-    return Path(path).expanduser()
+    return require_output_path(path, "the output file")
 
 
 def check_output(

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 
 import genodiff
 import genodiff.training.run as training_run
-from genodiff import cli
+from genodiff import checkpoints, cli
 from genodiff.config import ConfigError, load_config
 from genodiff.errors import InputValueError, UserInputError
 from genodiff.evaluate import evaluate_checkpoint
@@ -351,6 +351,28 @@ def test_score_refuses_a_bool_number_of_noise_draws_in_one_line():
     assert no.value.parameter == "t_samples"
 
 
+def test_score_refuses_a_bad_number_of_noise_draws_for_no_sequences_too():
+    """score([], t_samples=0) returned [] once the check moved into noise_draws (it came after
+    the early return for no sequences), while score([], seed=-1) is refused."""
+    with pytest.raises(InputValueError, match="t_samples must be an integer >= 1, got 0") as no:
+        tiny().score([], t_samples=0)
+    assert no.value.parameter == "t_samples"
+    assert tiny().score([], t_samples=2) == []
+
+
+def test_eval_checks_its_seed_as_score_does():
+    """evaluate_checkpoint checked seed by hand (seed < 0) beside check_option for batch_size:
+    seed=0.5 was taken (and failed after the model was loaded, elsewhere), seed="1" a bare
+    TypeError ('<' not supported between 'str' and 'int')."""
+    for seed, said in ((0.5, "seed must be an integer, got 0.5"), ("1", "seed must be")):
+        with pytest.raises(InputValueError, match=said) as no:
+            evaluate_checkpoint("mdlm-chrx", seed=seed)
+        assert no.value.parameter == "seed"
+    with pytest.raises(InputValueError, match="seed must be >= 0, got -1") as no:
+        evaluate_checkpoint("mdlm-chrx", seed=-1)
+    assert no.value.parameter == "seed"
+
+
 def test_score_takes_numpy_integers_as_the_numbers_they_equal():
     """t_samples=np.int64(4) was refused as "t_samples must be an integer >= 1, got
     np.int64(4)", while seed and batch_size took NumPy integers (docs/python_api.md)."""
@@ -400,6 +422,27 @@ def test_a_flag_that_replaces_files_must_be_a_bool(tmp_path):
         model.save_pretrained(tmp_path / "portable", weights="raw", portable_data="yes")
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     assert model.save_pretrained(folder, weights="raw", overwrite=np.bool_(True)) == folder
+
+
+def test_the_checkpoints_writers_take_overwrite_as_a_bool_too(tmp_path):
+    """Model.save_pretrained refused overwrite="no", but genodiff.checkpoints.export_model
+    (docs/python_api.md: the one export) and genodiff.checkpoints.save_pretrained, which it
+    and genodiff export call, read it as true and replaced the saved model."""
+    model = tiny()
+    folder = model.save_pretrained(tmp_path / "model", weights="raw")
+    backbone = tmp_path / "backbone"
+    checkpoints.save_pretrained(model.network.backbone, backbone)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    writes = (
+        lambda: checkpoints.export_model(model.network, folder, "raw", overwrite="no"),
+        lambda: checkpoints.save_pretrained(model.network.backbone, backbone, overwrite="no"),
+    )
+    for write in writes:
+        with pytest.raises(InputValueError) as refused:
+            write()
+        assert str(refused.value) == "overwrite must be True or False, got 'no'"
+        assert refused.value.parameter == "overwrite"
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.parametrize("nothing", [None, 7])

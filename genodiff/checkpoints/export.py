@@ -30,7 +30,7 @@ from genodiff.checkpoints.folders import (
 from genodiff.checkpoints.load import WEIGHTS_DIGEST_KEY, load_model
 from genodiff.checkpoints.weights import CheckpointError
 from genodiff.config import completed_model_config
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, require_flag
 from genodiff.model import GenerativeModel
 from genodiff.progress import Progress
 from genodiff.tokenizers import Tokenizer
@@ -59,6 +59,7 @@ def export_model(
     and the records of its data files, see ``genodiff.data.training_files.portable_record``).
     Returns the folder."""
     _check_weights(weights)
+    overwrite = require_flag(overwrite, "overwrite")
     out_dir = output_folder(out_dir)
     _check_out_dir(out_dir)
     if not isinstance(source, GenerativeModel):

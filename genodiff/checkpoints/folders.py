@@ -74,7 +74,13 @@ from genodiff.config import (
     section_kind,
     section_spec,
 )
-from genodiff.errors import InputFileExistsError, InputFileNotFoundError, InputValueError
+from genodiff.errors import (
+    InputFileExistsError,
+    InputFileNotFoundError,
+    InputValueError,
+    require_flag,
+    require_output_path,
+)
 from genodiff.plain_records import read_json_object
 from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import (
@@ -130,6 +136,7 @@ def save_pretrained(
     files, which are kept; a model saved there before (any of ``OWNED_FILES``) is replaced,
     all of it, only with ``overwrite=True`` (see ``_write_folder``).
     """
+    overwrite = require_flag(overwrite, "overwrite")
     return _write_folder(
         output_folder(directory), _folder_files(model, config, tokenizer), overwrite
     )
@@ -139,17 +146,13 @@ def output_folder(directory: str | os.PathLike) -> Path:
     """``directory`` as the folder a model is saved into, ``~`` expanded as ``genodiff.load``
     expands it; InputValueError for a value that is no path, and for an empty name, which
     ``Path`` would read as the working directory (``genodiff.load`` refuses it too)."""
-    if not isinstance(directory, str | os.PathLike):
-        raise InputValueError(
-            f"the output folder must be a path (a str or a Path), got {directory!r:.60}",
-            parameter="out",
-        )
+    path = require_output_path(directory, "the output folder")
     if os.fspath(directory) == "":
         raise InputValueError(
             'the output folder is an empty name; name a folder ("." for the working directory)',
             parameter="out",
         )
-    return Path(directory).expanduser()
+    return path
 
 
 def _folder_files(
