@@ -63,7 +63,7 @@ from genodiff.generation_config import check_option
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
 from genodiff.objectives.base import LIKELIHOOD_WORDS
-from genodiff.parallel import Workers, launch_workers, spread_asked
+from genodiff.parallel import Workers, launch_workers, process_settings, spread_asked
 from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
 from genodiff.trained_window import check_backbone_length, warn_scoring_beyond_trained_window
@@ -611,8 +611,7 @@ def evaluate_checkpoint(
     classes = model.class_names
     workers = Workers()
     if spread:
-        settings = {"accelerator": accelerator or "auto", "devices": devices or 1}
-        workers = launch_workers({**settings, "num_nodes": num_nodes or 1})
+        workers = launch_workers(process_settings(accelerator, devices, num_nodes))
         model.to(workers.device)
     batches = workers.block(math.ceil(len(windows.indices) / max(batch_size, 1)))
     try:

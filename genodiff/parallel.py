@@ -148,6 +148,19 @@ def spread_asked(accelerator: str | None, devices: int | str | None, num_nodes: 
     return spread
 
 
+def process_settings(
+    accelerator: str | None, devices: int | str | None, num_nodes: int | None
+) -> dict[str, Any]:
+    """The ``launch_workers`` settings of a command's ``accelerator`` / ``devices`` /
+    ``num_nodes`` (None: Lightning's "auto", one device, one node); a 0 stays 0, for Lightning
+    to refuse."""
+    return {
+        "accelerator": accelerator or "auto",
+        "devices": 1 if devices is None else devices,
+        "num_nodes": 1 if num_nodes is None else num_nodes,
+    }
+
+
 def launch_workers(trainer: Mapping[str, Any]) -> Workers:
     """The processes the ``trainer`` section (or any mapping of ``accelerator``, ``devices``,
     ``num_nodes``) asks for, started and joined in one process group; one process: no

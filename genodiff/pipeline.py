@@ -60,7 +60,7 @@ from genodiff.generate import (
 from genodiff.generation_config import RUN_SECTION, GenerationConfig, check_option
 from genodiff.guidance import NoisyClassifierGuide, check_label_is_a_name
 from genodiff.model import GenerativeModel
-from genodiff.parallel import Workers, launch_workers, spread_asked
+from genodiff.parallel import Workers, launch_workers, process_settings, spread_asked
 from genodiff.progress import TERMINAL_INTERVAL, Progress, ProgressLine, is_main_process
 from genodiff.randomness.noise import seed_from
 from genodiff.sample_files import SampleStream, check_output, output_path, write_samples
@@ -316,11 +316,7 @@ class Model:
         resume, overwrite = require_flag(resume, "resume"), require_flag(overwrite, "overwrite")
         spread = spread_asked(accelerator, devices, num_nodes)
         job = self._plan(num_samples, length, options, generation_config, generator)
-        settings = {
-            "accelerator": accelerator or "auto",
-            "devices": 1 if devices is None else devices,
-            "num_nodes": 1 if num_nodes is None else num_nodes,
-        }
+        settings = process_settings(accelerator, devices, num_nodes)
 
         def stream_to(target: Path, replace: bool, block: range | None = None) -> SampleStream:
             whole = target == path  # the main process's: its shares are staged beside it

@@ -893,6 +893,25 @@ def test_the_progress_of_a_two_process_eval_says_it_counts_the_main_process_shar
     assert last.endswith("the main process's share of 2")
 
 
+@pytest.mark.parametrize("devices", [0, -1])
+def test_eval_refuses_a_number_of_processes_that_generate_refuses(tmp_path, devices):
+    """Was: devices=0 (falsy) scored in one process, silently, where generate_to_file
+    refuses it: the two take their process settings from one place (process_settings)."""
+    from genodiff import evaluate
+
+    checkpoint = write_checkpoint(tmp_path / "m.ckpt", model())
+    fasta = tmp_path / "windows.fa"
+    fasta.write_text(">chrom\n" + "ACGTTGCA" * (LENGTH * 4 // 8) + "\n")  # 4 windows
+    processes = dict(accelerator="cpu", devices=devices)
+    with pytest.raises(InputValueError, match="Lightning cannot start these processes") as no:
+        evaluate.evaluate_checkpoint(
+            checkpoint, fasta, length=LENGTH, t_samples=1, device="cpu", **processes
+        )
+    assert no.value.parameter == ("accelerator", "devices")
+    with pytest.raises(InputValueError, match="Lightning cannot start these processes"):
+        model().generate_to_file(tmp_path / "s.fa", 2, LENGTH, steps=2, **processes)
+
+
 def test_a_process_that_finished_its_share_waits_for_the_others_past_half_an_hour(monkeypatch):
     """The process group's timeout bounds the final wait for the other shares. Was torch's
     default, 30 minutes: a resumed sampling whose main share was done, or a fine-tuning whose
