@@ -229,6 +229,15 @@ def test_a_refused_resume_gives_the_values_the_run_was_trained_with(tmp_path):
     assert f"resume with the values it was trained with ({trained}), or start" in str(refused.value)
     assert "leave these overrides out" not in str(refused.value)
 
+    # resumed with another model group: model.name=caduceus laid over model=mamba would keep
+    # mamba's other settings, so the group itself is what to give again
+    current["model"] = {**recorded["model"], "name": "mamba"}
+    with pytest.raises(ValueError) as refused:
+        run_folder.check_resume(current, checkpoint)
+    trained = "data.max_length=128 a model group of name caduceus (model=GROUP)"
+    assert f"resume with the values it was trained with ({trained}), or start" in str(refused.value)
+    assert "model.name=" not in str(refused.value).split("trained with (")[-1]
+
 
 def test_check_resume_names_a_changed_tokenizer_and_keeps_old_keys_out(tmp_path):
     from genodiff.checkpoints import run_folder

@@ -133,7 +133,7 @@ def check_resume(config: Mapping[str, Any], checkpoint: StoredCheckpoint) -> lis
     if kept:
         # A run started with overrides (model.d_model=64) and resumed without them lacks
         # them, one resumed with new ones has them too many: either way, the trained values.
-        trained = " ".join(f"{key}={_as_override(recorded[key])}" for key in kept)
+        trained = " ".join(_trained_value(key, recorded[key]) for key in kept)
         raise ConfigError(
             f"{checkpoint.source} was trained with other settings than this run's "
             f"({'; '.join(changed[key] for key in kept)}); a resumed run keeps its "
@@ -142,6 +142,16 @@ def check_resume(config: Mapping[str, Any], checkpoint: StoredCheckpoint) -> lis
         )
     check_steps(config["trainer"], checkpoint.content["global_step"])
     return list(changed.values())
+
+
+def _trained_value(key: str, value: Any) -> str:
+    """How to give ``key`` its trained ``value`` again: an override (``model.d_model=64``), or
+    for a section's ``name`` the group that sets it (``model.name=caduceus`` laid over another
+    model group, such as ``model=mamba``, would keep that group's other settings)."""
+    section, _, field = key.rpartition(".")
+    if field == "name" and section:
+        return f"a {section} group of name {_as_override(value)} ({section}=GROUP)"
+    return f"{key}={_as_override(value)}"
 
 
 def _as_override(value: Any) -> str:
