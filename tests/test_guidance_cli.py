@@ -12,9 +12,11 @@ from Bio import SeqIO
 import genodiff
 import genodiff.pipeline
 from genodiff import cli
+from genodiff.classifiers.guide import ClassifierGuide
 from genodiff.errors import InputValueError
 from tests import test_sample_cli
 from tests.test_bad_input_cli import one_line_error
+from tests.test_classifiers import TOK, classifier
 from tests.test_conditioning import ROOT, TINY_RUN
 
 unconditional = test_sample_cli.checkpoint  # the tiny unconditional run of the sample tests
@@ -176,6 +178,24 @@ def test_a_classifier_for_other_classes_or_tokens_is_refused(
     assert sample(conditional, tmp_path / "s.fa", *options) == 2
     assert message in one_line_error(capsys, "sample")
     assert not any(Path(tmp_path).iterdir())
+
+
+def test_a_classifier_of_the_other_kind_is_refused_naming_the_option(
+    conditional, tmp_path, capsys, classifier_loader
+):
+    causal = ClassifierGuide(classifier("causal", "mamba", classes=2), TOK, ["human", "phage"])
+    classifier_loader(causal)
+    capsys.readouterr()
+    options = ["--classifier", "causal.ckpt", "--label", "human", "--sampler", "cached"]
+    assert sample(conditional, tmp_path / "s.fa", *options) == 2
+    error = one_line_error(capsys, "sample")
+    assert "causal classifier, and diffusion sampling (D-CBG) needs a noisy one" in error
+    assert error.endswith("(--classifier)")
+    assert not any(Path(tmp_path).iterdir())
+    model = genodiff.load(conditional)
+    with pytest.raises(InputValueError, match="needs a noisy one") as refused:
+        model.generate(1, 12, label="human", classifier=causal, steps=4)
+    assert refused.value.parameter == "classifier"
 
 
 def test_class_names_that_would_share_a_samples_file_get_one_each():

@@ -150,7 +150,8 @@ class ClassifierGuide:
         if self.kind != kind:
             raise InputValueError(
                 f"{self.source} is a {self.kind} classifier, and {use} needs a {kind} one "
-                f"(train one with genodiff classifier CONFIG kind={kind})"
+                f"(train one with genodiff classifier CONFIG kind={kind})",
+                parameter="classifier",
             )
 
     def _check_label(self, label: int) -> None:
