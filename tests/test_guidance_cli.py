@@ -127,7 +127,9 @@ def test_classifier_guidance_is_recorded(conditional, tmp_path, classifier_loade
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--label", "mouse"], "is not a class of .*; its classes are: human, phage"),
+        (["--label", "mouse"], "is not a class of [^(]*; its classes are: human, phage"),
+        (["--label", "Human"], r"is not a class of .* \(did you mean 'human'\?\); its classes"),
+        (["--label", "phag"], r"is not a class of .* \(did you mean 'phage'\?\); its classes"),
         (["--label", "human", "--guidance", "nan"], "--guidance"),
         (["--label", "human", "--guidance", "-1"], "--guidance"),
         (
