@@ -439,8 +439,9 @@ def check_noisy_states(
     states = registry.get("objective", generator_objective).noisy_states
     if states is not None and states != trained_states:
         raise InputValueError(
-            f"{source} learnt p(y | z_t) on the {trained_states} states of a {trained_for} "
-            f"generator, and this {generator_objective} generator's are {states}; train one "
+            f"{source} learnt p(y | z_t) on the {trained_states} states of the generators of "
+            f"objective {trained_for}, and this generator's ({generator_objective}) are {states}; "
+            "train one "
             "for it (genodiff classifier CONFIG generator=CKPT)",
             parameter="classifier",
         )

@@ -413,8 +413,17 @@ def test_cfg_on_a_trained_conditional_udlm_checkpoint(conditional_udlm_run, tmp_
 
 def test_a_classifier_for_the_other_noise_is_refused(generators, classifiers, tmp_path, capsys):
     for generator, classifier, message in (
-        (generators[0], classifiers[1], "masked states of a mdlm generator.*udlm generator's are"),
-        (generators[1], classifiers[0], "uniform states of a udlm generator.*mdlm generator's"),
+        (
+            generators[0],
+            classifiers[1],
+            "masked states of the generators of objective mdlm, "
+            "and this generator's \\(udlm\\) are",
+        ),
+        (
+            generators[1],
+            classifiers[0],
+            "uniform states of the generators of objective udlm, and this generator's \\(mdlm\\)",
+        ),
     ):
         capsys.readouterr()
         options = ["--classifier", classifier, "--label", "poly_a"]
@@ -427,8 +436,17 @@ def test_a_loaded_classifier_for_the_other_noise_is_refused_too(generators, clas
     """The same check for a classifier loaded in Python (``genodiff.load_classifier``) and
     given to ``Model.generate``: it guided with the other noise's p(y | z_t), silently."""
     for generator, classifier, message in (
-        (generators[0], classifiers[1], "masked states of a mdlm generator.*udlm generator's are"),
-        (generators[1], classifiers[0], "uniform states of a udlm generator.*mdlm generator's"),
+        (
+            generators[0],
+            classifiers[1],
+            "masked states of the generators of objective mdlm, "
+            "and this generator's \\(udlm\\) are",
+        ),
+        (
+            generators[1],
+            classifiers[0],
+            "uniform states of the generators of objective udlm, and this generator's \\(mdlm\\)",
+        ),
     ):
         model, guide = genodiff.load(generator), genodiff.load_classifier(classifier)
         with pytest.raises(InputValueError, match=message) as refused:
