@@ -1,8 +1,5 @@
 """init_from=DIR: start training from the backbone weights of a Hugging-Face-format folder."""
 
-import random
-
-import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -15,6 +12,7 @@ from genodiff.config import load_config
 from genodiff.model import GenerativeModel
 from genodiff.training import run as training_run
 from tests.test_cli import DEMO, TINY
+from tests.test_open_checkpoint import next_global_draws, seed_the_global_generators
 
 TINY_CADUCEUS = dict(name="caduceus", d_model=64, n_layer=2, vocab_size=12)
 
@@ -76,17 +74,6 @@ def test_init_backbone_copies_every_weight_of_the_folder(tmp_path):
     assert state.keys() == weights.keys()
     for key, value in weights.items():
         assert torch.equal(state[key], value), key
-
-
-def seed_the_global_generators(seed: int) -> None:
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed)
-
-
-def next_global_draws() -> tuple[list[float], float, float]:
-    """The next numbers of torch's, Python's and NumPy's global generators."""
-    return torch.rand(3).tolist(), random.random(), float(np.random.random())
 
 
 def test_init_backbone_leaves_the_global_random_state_as_it_was(tmp_path):

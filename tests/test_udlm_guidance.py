@@ -411,20 +411,17 @@ def test_cfg_on_a_trained_conditional_udlm_checkpoint(conditional_udlm_run, tmp_
         assert set("".join(lines)) <= set("ACGT") and len("".join(lines)) == 12
 
 
+def mismatches(generators, classifiers):
+    """(generator, classifier of the other noise, the refusal's pattern) for both pairs."""
+    said = "states of the generators of objective {}, and this generator's \\({}\\)"
+    return (
+        (generators[0], classifiers[1], "masked " + said.format("mdlm", "udlm")),
+        (generators[1], classifiers[0], "uniform " + said.format("udlm", "mdlm")),
+    )
+
+
 def test_a_classifier_for_the_other_noise_is_refused(generators, classifiers, tmp_path, capsys):
-    for generator, classifier, message in (
-        (
-            generators[0],
-            classifiers[1],
-            "masked states of the generators of objective mdlm, "
-            "and this generator's \\(udlm\\) are",
-        ),
-        (
-            generators[1],
-            classifiers[0],
-            "uniform states of the generators of objective udlm, and this generator's \\(mdlm\\)",
-        ),
-    ):
+    for generator, classifier, message in mismatches(generators, classifiers):
         capsys.readouterr()
         options = ["--classifier", classifier, "--label", "poly_a"]
         assert sample(str(generator), tmp_path / "s.fa", *options) == 2
@@ -435,19 +432,7 @@ def test_a_classifier_for_the_other_noise_is_refused(generators, classifiers, tm
 def test_a_loaded_classifier_for_the_other_noise_is_refused_too(generators, classifiers):
     """The same check for a classifier loaded in Python (``genodiff.load_classifier``) and
     given to ``Model.generate``: it guided with the other noise's p(y | z_t), silently."""
-    for generator, classifier, message in (
-        (
-            generators[0],
-            classifiers[1],
-            "masked states of the generators of objective mdlm, "
-            "and this generator's \\(udlm\\) are",
-        ),
-        (
-            generators[1],
-            classifiers[0],
-            "uniform states of the generators of objective udlm, and this generator's \\(mdlm\\)",
-        ),
-    ):
+    for generator, classifier, message in mismatches(generators, classifiers):
         model, guide = genodiff.load(generator), genodiff.load_classifier(classifier)
         with pytest.raises(InputValueError, match=message) as refused:
             model.generate(2, length=8, steps=2, label="poly_a", classifier=guide)
