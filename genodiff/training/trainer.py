@@ -127,9 +127,9 @@ def warn_ema_stays_near_init(ema_decay: float, warmup: bool, max_steps: int | No
     if share <= EMA_INITIAL_SHARE:
         return
     message = (
-        f"ema.decay={ema_decay:g} without ema.warmup leaves {share:.1%} of the initial weights "
-        f"in the average after trainer.max_steps={max_steps} steps, and validation, the best "
-        "checkpoint, the test score and the samples use that average: they would measure a "
+        f"ema.decay={ema_decay:g} without ema.warmup leaves {share * 100:.4g}% of the initial "
+        f"weights in the average after trainer.max_steps={max_steps} steps, and validation, the "
+        "best checkpoint, the test score and the samples use that average: they would measure a "
         "barely trained model. For a short run set ema.warmup=true and a smaller ema.decay "
         "(configs/demo.yaml: 0.999 with warm-up), or ema.decay=0 for no average"
     )
