@@ -369,6 +369,18 @@ def test_a_url_without_a_scheme_is_one_line(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("name", ["human-sequences.bed.part", "human-sequences.bed.part.validator"])
+def test_a_folder_where_a_download_writes_is_one_line(gd_server, tmp_path, capsys, name):
+    """Was: IsADirectoryError, a traceback (the part opened, or its record read or written)."""
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "keep.txt").write_text("the user's")
+    where = [f"--{k.replace('_', '-')}={v}" for k, v in urls(gd_server).items()]
+    assert cli.main(["data", "hg38", "--dest", str(tmp_path), *where]) == 2
+    err = one_line_error(capsys, "data")
+    assert f"{tmp_path / name} is in the way of the download" in err and "move it away" in err
+    assert (tmp_path / name / "keep.txt").read_text() == "the user's"
+
+
 def _raise(error: OSError):
     """A ``write`` that raises ``error``."""
 

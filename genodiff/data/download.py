@@ -224,6 +224,12 @@ def download(
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
     record = record_path(part)
+    for path in (dest, part, record):  # what the download writes, renames and replaces
+        if path.exists() and not path.is_file():
+            raise DownloadError(
+                f"{path} is in the way of the download of {url} and is no file (a folder?); "
+                "move it away and run again"
+            )
     dest.parent.mkdir(parents=True, exist_ok=True)
     done, validator = _part_to_resume(part, record, dest.name, log)
     total = None
