@@ -202,22 +202,27 @@ def test_a_finetune_leaves_another_runs_folder_as_it_was(trained_run, tmp_path, 
     assert files_in(out) == {"runs/human_vs_phage/lr0.003_bs32/fold0/result.json": b"{}"}
 
 
+def stored_at_step_3(tmp_path, recorded: dict):
+    """A generator checkpoint of a run with config ``recorded``, at step 3, as
+    ``run_folder.check_resume`` reads it."""
+    from genodiff.checkpoints.load import GENERATOR, StoredCheckpoint
+    from genodiff.tokenizers import DNATokenizer
+
+    content = {"hyper_parameters": {"config": recorded}, "global_step": 3}
+    return StoredCheckpoint(GENERATOR, tmp_path / "last.ckpt", content, DNATokenizer(), recorded)
+
+
 def test_a_refused_resume_gives_the_values_the_run_was_trained_with(tmp_path):
     # The common case: a small run (model.d_model=64 ...) resumed with ckpt_path=last and
     # without its overrides. Was: "leave these overrides out", though none was given.
     from genodiff.checkpoints import run_folder
-    from genodiff.checkpoints.load import GENERATOR, StoredCheckpoint
-    from genodiff.tokenizers import DNATokenizer
 
     recorded = {
         "model": {"name": "caduceus", "d_model": 64, "fused_add_norm": True, "layer": None},
         "data": {"max_length": 128},
         "trainer": {"max_steps": 3},
     }
-    content = {"hyper_parameters": {"config": recorded}, "global_step": 3}
-    checkpoint = StoredCheckpoint(
-        GENERATOR, tmp_path / "last.ckpt", content, DNATokenizer(), recorded
-    )
+    checkpoint = stored_at_step_3(tmp_path, recorded)
     current = {
         "model": {"name": "caduceus", "d_model": 118, "fused_add_norm": False, "layer": 2},
         "data": {"max_length": 1024},
@@ -241,8 +246,6 @@ def test_a_refused_resume_gives_the_values_the_run_was_trained_with(tmp_path):
 
 def test_check_resume_names_a_changed_tokenizer_and_keeps_old_keys_out(tmp_path):
     from genodiff.checkpoints import run_folder
-    from genodiff.checkpoints.load import GENERATOR, StoredCheckpoint
-    from genodiff.tokenizers import DNATokenizer
 
     recorded = {
         "tokenizer": {"name": "trained", "vocab_size": 200},
@@ -250,10 +253,7 @@ def test_check_resume_names_a_changed_tokenizer_and_keeps_old_keys_out(tmp_path)
         "trainer": {"max_steps": 3},
         "optim": {"lr": 0.001},
     }
-    content = {"hyper_parameters": {"config": recorded}, "global_step": 3}
-    checkpoint = StoredCheckpoint(
-        GENERATOR, tmp_path / "last.ckpt", content, DNATokenizer(), recorded
-    )
+    checkpoint = stored_at_step_3(tmp_path, recorded)
     current = {
         "tokenizer": {"name": "trained", "vocab_size": 300},
         "model": {"name": "dit", "hidden_dim": 32, "new_option": 2},  # keys of one side only
