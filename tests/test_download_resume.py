@@ -1,11 +1,16 @@
 """A resumed download is of the same version of the remote file as its ``.part`` (the server's
 ETag or Last-Modified recorded beside it, sent back as If-Range), and what a broken or hostile
-server sends is read in bounded time and space (``genodiff.data.download``)."""
+server sends is read in bounded time and space (``genodiff.data.download``): a transfer that
+stalls (a few bytes now and then, each read within the timeout) stops and resumes."""
+
+import re
+import time
 
 import pytest
 
 import genodiff.data.download as download_module
 from genodiff.data.download import DownloadError, download
+from genodiff.errors import InputValueError
 from tests.test_hg38_download import _Server
 
 OLD = bytes(range(256)) * 8  # 2048 bytes
@@ -139,3 +144,80 @@ def test_a_malformed_content_length_is_no_size(server, tmp_path, length):
     logs = []
     assert download(f"{server.url}/f", tmp_path / "f", log=logs.append).read_bytes() == OLD
     assert any("announced no size" in line for line in logs)  # was: ValueError; "-1": deleted
+
+
+STALLED = re.compile(
+    r"  f: transfer stalled at (\d+) B \((\d+) B/s over the last (\d\.\d+) s, "
+    r"below the minimum of 1\.0 KB/s\)"
+)
+
+
+def test_a_stalled_transfer_stops_in_bounded_time_and_resumes_from_its_part(server, tmp_path):
+    """300 bytes, then 8 bytes every 0.05 s (about 160 B/s) for up to 5 s: each attempt stops
+    after a window of 0.5 s below 1 KiB/s (was: each read within the timeout, so the trickle
+    was read to its end, 5 s an attempt)."""
+    server.versions["/f"] = {"ETag": '"v1"'}
+    server.trickle["/f"] = (300, 8, 0.05, 5.0)
+    logs = []
+    began = time.monotonic()
+    with pytest.raises(DownloadError, match="incomplete after 2 attempts") as caught:
+        download(
+            f"{server.url}/f",
+            tmp_path / "f",
+            log=logs.append,
+            retries=1,
+            min_speed=1024,
+            speed_window=0.5,
+        )
+    assert time.monotonic() - began < 3.5  # two windows of 0.5 s and the reads around them
+    stalls = [STALLED.fullmatch(line) for line in logs if "stalled" in line]
+    assert len(stalls) == 2 and all(stalls)
+    for stall in stalls:
+        assert int(stall.group(2)) < 1024 and 0.5 <= float(stall.group(3)) < 2.5
+    first, received = (int(stall.group(1)) for stall in stalls)
+    assert 300 <= first < received < len(OLD)  # the second attempt went on from the first's
+    assert server.requests == [("/f", None), ("/f", f"bytes={first}-")]
+    part = tmp_path / "f.part"
+    assert part.read_bytes() == OLD[:received]
+    assert (tmp_path / "f.part.validator").exists()  # the version the part holds, kept
+    said = str(caught.value)
+    assert f"; the last one: transfer stalled at {received} B (" in said
+    assert said.endswith(f"run again to resume from {part}")
+
+    del server.trickle["/f"]  # the network mended: the next run resumes from the part
+    assert download(f"{server.url}/f", tmp_path / "f", log=logs.append).read_bytes() == OLD
+    assert server.requests[-1] == ("/f", f"bytes={received}-")
+    assert server.if_range[-1] == '"v1"'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_a_slow_but_steady_transfer_is_not_stopped(server, tmp_path):
+    """64 bytes every 0.02 s (about 3 KB/s, three times the minimum) over several windows."""
+    server.trickle["/f"] = (0, 64, 0.02, 5.0)
+    logs = []
+    began = time.monotonic()
+    out = download(
+        f"{server.url}/f", tmp_path / "f", log=logs.append, min_speed=1000, speed_window=0.2
+    )
+    assert time.monotonic() - began > 0.6  # 32 pieces: three windows at least
+    assert out.read_bytes() == OLD
+    assert server.requests == [("/f", None)]
+    assert not any("stalled" in line or "interrupted" in line for line in logs)
+
+
+@pytest.mark.parametrize(
+    "limits, parameter",
+    [
+        ({"min_speed": -1}, "min_speed"),
+        ({"min_speed": float("nan")}, "min_speed"),
+        ({"speed_window": 0}, "speed_window"),
+        ({"speed_window": "60"}, "speed_window"),
+    ],
+)
+def test_a_stall_limit_out_of_range_is_refused_before_any_request(
+    server, tmp_path, limits, parameter
+):
+    with pytest.raises(InputValueError, match=f"^{parameter} must be a number") as caught:
+        download(f"{server.url}/f", tmp_path / "f", log=print, **limits)
+    assert caught.value.parameter == parameter
+    assert server.requests == [] and list(tmp_path.iterdir()) == []

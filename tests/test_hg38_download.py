@@ -6,6 +6,7 @@ import gzip
 import random
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -39,7 +40,9 @@ class _Server:
     a Range request whose If-Range names none of them answered with the whole file (200),
     unless ``ignore_if_range`` holds the path; ``overlong``: send the body chunked (the
     Content-Length kept) and go on past its end to that many bytes in all; ``length_header``:
-    that Content-Length instead of the body's."""
+    that Content-Length instead of the body's; ``trickle``: ``(head, piece, every, for_s)``, send
+    the first ``head`` bytes of the body at once, then ``piece`` bytes every ``every`` seconds,
+    and hang up after ``for_s`` seconds if the body is not all sent by then."""
 
     def __init__(self, files):
         self.files = files
@@ -55,6 +58,7 @@ class _Server:
         self.ignore_if_range: set[str] = set()
         self.overlong: dict[str, int] = {}
         self.length_header: dict[str, str] = {}
+        self.trickle: dict[str, tuple[int, int, float, float]] = {}
         self.if_range: list[str | None] = []  # each request's If-Range header
         self.closing = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
@@ -116,6 +120,9 @@ class _Server:
                     self.send_endless(body[start:], server.overlong[self.path])
                     return
                 self.end_headers()
+                if self.path in server.trickle:
+                    self.send_trickle(body[start:], *server.trickle[self.path])
+                    return
                 cut = server.truncate_once.pop(self.path, None)
                 cut = server.truncate_always.get(self.path, cut)
                 payload = body[start:] if cut is None else body[start : start + cut]
@@ -137,6 +144,18 @@ class _Server:
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                         sent += len(piece)
                     self.wfile.write(b"0\r\n\r\n")
+                self.close_connection = True
+
+            def send_trickle(self, body, head, piece, every, for_s):
+                hang_up_at = time.monotonic() + for_s
+                sent = head
+                with contextlib.suppress(ConnectionError):  # the client stopped reading
+                    self.wfile.write(body[:head])
+                    while sent < len(body) and time.monotonic() < hang_up_at:
+                        if server.closing.wait(every):
+                            break
+                        self.wfile.write(body[sent : sent + piece])
+                        sent += piece
                 self.close_connection = True
 
             def send_odd(self, body, asked, status, shift, content_range):

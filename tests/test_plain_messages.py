@@ -95,15 +95,15 @@ def test_a_configs_plugin_naming_no_folder_is_named_as_a_path(tmp_path, monkeypa
 
 def test_a_network_failure_in_a_download_is_logged_in_words(tmp_path, monkeypatch):
     server = _Server({"/f.gz": b"x" * 5000})
-    read = http.client.HTTPResponse.read
+    read1 = http.client.HTTPResponse.read1  # what the download reads the body with
     failures = [ConnectionResetError(104, "Connection reset by peer")]
 
-    def read_failing_once(self, amount=None):
+    def read_failing_once(self, amount=-1):
         if failures and amount:
             raise failures.pop()
-        return read(self, amount)
+        return read1(self, amount)
 
-    monkeypatch.setattr(http.client.HTTPResponse, "read", read_failing_once)
+    monkeypatch.setattr(http.client.HTTPResponse, "read1", read_failing_once)
     logs: list[str] = []
     try:
         download(f"{server.url}/f.gz", tmp_path / "f.gz", log=logs.append)

@@ -13,9 +13,20 @@ fsynced and renamed to its final name, so a failure never leaves a partial file 
 name (the ``.part`` file is this writer's documented staging, kept between runs to resume from,
 which ``atomic_write`` could not keep); the BED must also parse and the gzipped FASTA start as
 gzip does (not an HTML page sent with status 200). A server that sends no response within
-``timeout`` seconds (60 by default) is a ``DownloadError`` naming the URL. Files already in
-place are skipped. Only the network's failures are retried: a write of the ``.part`` file that
-fails (a full disk, a read-only folder) stops the download at once, the bytes received kept.
+``timeout`` seconds (60 by default) is a ``DownloadError`` naming the URL; a read of the body
+that receives nothing for ``timeout`` seconds interrupts the transfer. A transfer that stalls,
+delivering fewer than ``min_speed`` bytes per second (1 KiB/s by default) averaged over a window
+of ``speed_window`` seconds (60), is stopped as an interrupted one is, the line saying the rate
+observed and over how long: a server or proxy that trickles a byte now and then, each read
+within ``timeout``, would otherwise keep a download alive for years. The defaults never stop a
+slow but real line (dial-up gives 5 KB/s; a pause of TCP retransmissions or of a congested link
+lasts seconds, inside the window), while at 1 KiB/s the 830 MB hg38 FASTA would take nine
+days; a stall is seen within two windows and one read. Files already in place are skipped. Only
+the network's failures (an interrupted or stalled transfer, a connection closed early) are
+retried, from the bytes the ``.part`` holds (its version record kept), and the error after the
+last attempt says what stopped it and that running again resumes; a write of the ``.part``
+file that fails (a full disk, a read-only folder) stops the download at once, the bytes
+received kept.
 ``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never write the same
 files, and removes what a decompression that was killed left there.
 """
@@ -24,6 +35,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import math
 import os
 import re
 import shutil
@@ -168,18 +180,59 @@ def _total_size(response: http.client.HTTPResponse) -> int | None:
 
 
 class _TransferInterruptedError(Exception):
-    """The connection failed in the middle of a transfer (raised from the network's error):
-    the download resumes from the bytes received so far."""
+    """A transfer that stopped in its middle, ``what`` (``interrupted``: the connection
+    failed, raised from the network's error; ``stalled``) and ``why`` in words: the download
+    resumes from the bytes received so far."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(what, why)
+        self.what, self.why = what, why
 
 
 def _received(response: http.client.HTTPResponse) -> bytes:
-    """The next chunk of ``response`` (empty at its end); ``_TransferInterruptedError`` when the
-    network fails, told apart from a failed write of the ``.part`` file, which no retry
-    mends."""
+    """The bytes of ``response`` that have arrived, at most ``_CHUNK`` (empty at its end): one
+    read of the socket, so that a server that trickles them is seen between reads rather than
+    waited for until 1 MB is there. ``_TransferInterruptedError`` when the network fails, told
+    apart from a failed write of the ``.part`` file, which no retry mends."""
     try:
-        return response.read(_CHUNK)
+        return response.read1(_CHUNK)
     except (OSError, http.client.HTTPException) as err:
-        raise _TransferInterruptedError from err
+        raise _TransferInterruptedError("interrupted", _network_failure(err)) from err
+
+
+class _StallCheck:
+    """Called with the bytes received so far after each read: ``_TransferInterruptedError``
+    (``stalled``) when fewer than ``min_speed`` bytes per second arrived over the last
+    ``window`` seconds or more (a monotonic clock; the window starts again when it was fast
+    enough). ``min_speed`` 0: never."""
+
+    def __init__(self, done: int, min_speed: float, window: float) -> None:
+        self.min_speed, self.window = min_speed, window
+        self.since, self.start = time.monotonic(), done
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        elapsed = now - self.since
+        if elapsed < self.window:
+            return
+        speed = (done - self.start) / elapsed
+        if speed < self.min_speed:
+            raise _TransferInterruptedError(
+                "stalled",
+                f"{_human(speed)}/s over the last {elapsed:.3g} s, "
+                f"below the minimum of {_human(self.min_speed)}/s",
+            )
+        self.since, self.start = now, done
+
+
+def _require_stall_limits(min_speed: float, speed_window: float) -> None:
+    """InputValueError unless ``min_speed`` is a number >= 0 and ``speed_window`` one > 0."""
+    for name, value, least in (("min_speed", min_speed, 0), ("speed_window", speed_window, None)):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and math.isfinite(value) and (value > 0 or value == least):
+            continue
+        bound = ">= 0 (0: no minimum)" if least == 0 else "> 0"
+        raise InputValueError(f"{name} must be a number {bound}, got {value!r:.60}", parameter=name)
 
 
 def _network_failure(err: BaseException) -> str:
@@ -215,12 +268,22 @@ def download(
     check: Callable[[Path], object] | None = None,
     retries: int = 5,
     timeout: float = 60.0,
+    *,
+    min_speed: float = 1024.0,
+    speed_window: float = 60.0,
 ) -> Path:
     """Download ``url`` to ``dest`` via ``dest.part``, resuming after an interruption.
 
     ``check(part_path)`` may reject the complete file by raising; the part is then deleted (a
     ValueError, saying what is wrong with the file, becomes a ``DownloadError`` naming ``url``).
+    ``retries``: the attempts made after the first when the transfer is interrupted, stalls or
+    ends early, each resuming from the part. ``timeout``: the seconds to wait for the response
+    and for each read of it. ``min_speed`` (bytes per second; 0: no minimum) and
+    ``speed_window`` (seconds): an attempt that receives fewer than ``min_speed`` bytes per
+    second averaged over ``speed_window`` seconds stalled, and stops as an interrupted one does
+    (the module's docstring says why the defaults, 1 KiB/s over 60 s, never stop a real line).
     """
+    _require_stall_limits(min_speed, speed_window)
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
     record = record_path(part)
@@ -232,7 +295,7 @@ def download(
             )
     dest.parent.mkdir(parents=True, exist_ok=True)
     done, validator = _part_to_resume(part, record, dest.name, log)
-    total = None
+    total, failure = None, ""
     for attempt in range(retries + 1):
         response, start = _open_range(url, done, timeout, validator)
         if response is None:
@@ -247,6 +310,7 @@ def download(
                 log(f"  {dest.name}: resuming at {_human(done)}")
             done = start
             progress = _Progress(dest.name, total, log)
+            stall_check = _StallCheck(done, min_speed, speed_window)
             try:
                 with open(part, "r+b" if start else "wb") as fh:
                     fh.seek(start)
@@ -261,10 +325,11 @@ def download(
                         if total is not None and done > total:
                             break  # a body longer than announced (or endless): read no further
                         progress(done)
+                        stall_check(done)
             except _TransferInterruptedError as err:
                 done = part.stat().st_size
-                why = _network_failure(err.__cause__)
-                log(f"  {dest.name}: transfer interrupted at {_human(done)} ({why})")
+                failure = f"transfer {err.what} at {_human(done)} ({err.why})"
+                log(f"  {dest.name}: {failure}")
                 continue
         if total is None or done == total:
             break
@@ -274,11 +339,12 @@ def download(
                 f"{url} sent more than the {total} bytes it announced; "
                 "deleted the partial file, run again to restart"
             )
-        log(f"  {dest.name}: connection closed at {done} of {total} bytes (attempt {attempt + 1})")
+        failure = f"connection closed at {done} of {total} bytes"
+        log(f"  {dest.name}: {failure} (attempt {attempt + 1})")
     else:
         raise DownloadError(
-            f"{url}: incomplete after {retries + 1} attempts ({done} of {total} bytes); "
-            f"run again to resume from {part}"
+            f"{url}: incomplete after {retries + 1} attempts ({done} of {total} bytes); the last "
+            f"one: {failure}; run again to resume from {part}"
         )
     _Progress(dest.name, total, log)(done, final=True)
     if total is None:
