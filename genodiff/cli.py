@@ -919,7 +919,7 @@ def warnings_as_lines(command: str, options: dict[str, str] | None = None) -> It
         python_shows = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None) -> None:
-            if is_genodiffs_own(filename):
+            if is_genodiffs_own(message, filename):
                 text = with_options(message, options or {})
                 print(f"genodiff {command}: warning: {text}", file=file or sys.stderr)
             else:

@@ -26,10 +26,11 @@ class UserInputError(Exception):
 
 
 class UserInputWarning(UserWarning):
-    """A warning about what the user asked for (a length beyond the trained windows), in the
-    library's terms; ``parameter`` as ``UserInputError``'s: the arguments that would change
-    it, which a front end names in its own spelling (the CLI: its options,
-    ``genodiff.cli.warnings_as_lines``)."""
+    """A warning genodiff gives its user about what they asked for or gave it (a length beyond
+    the trained windows, a checkpoint's unknown keys), in the library's terms, raised by
+    ``genodiff.user_warnings.warn_user`` at the user's line; ``parameter`` as
+    ``UserInputError``'s: the arguments that would change it, which a front end names in its
+    own spelling (the CLI: its options, ``genodiff.cli.warnings_as_lines``)."""
 
     def __init__(self, message: str, parameter: str | tuple[str, ...] | None = None) -> None:
         super().__init__(message)
