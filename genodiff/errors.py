@@ -105,6 +105,21 @@ def require_regular_file(path: str | os.PathLike, what: str, parameter: str | No
     )
 
 
+def refuse_sequence_as_file_name(value: object, parameter: str) -> None:
+    """For an argument that takes a file or the sequences themselves (``PathLike |
+    Sequence[str]``): InputFileNotFoundError, naming ``parameter``, when ``value`` is a str
+    that names no file and reads as one sequence (letters alone: no folder, no suffix), as a
+    str is read as a file name; the error says to give sequences as a list."""
+    if not isinstance(value, str) or not value.isalpha() or Path(value).exists():
+        return
+    shown = value if len(value) <= 20 else f"{value[:17]}..."
+    raise InputFileNotFoundError(
+        f"{parameter} is a str, which is read as a file name, and there is no file {shown}; "
+        "to pass sequences, give a list of them (e.g. [sequence])",
+        parameter=parameter,
+    )
+
+
 def require_flag(value: object, parameter: str) -> bool:
     """``value`` when it is a bool (NumPy's too); InputValueError naming ``parameter``
     otherwise: a str such as ``"no"`` is true, and read so it would replace files."""
