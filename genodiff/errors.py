@@ -8,6 +8,7 @@ catches an ``InputValueError``.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,6 +86,15 @@ def listing(names: Sequence[str], shown: int = 5) -> str:
     if len(names) <= shown or os.environ.get("GENODIFF_DEBUG"):
         return ", ".join(names)
     return f"{', '.join(names[:shown])} and {len(names) - shown} more (GENODIFF_DEBUG=1 lists all)"
+
+
+def did_you_mean(name: object, names: Sequence[str]) -> str:
+    """`` (did you mean 'NAME'?)`` for the one of ``names`` that the mistyped ``name`` spells
+    closest (the same letters in another case first); "" when none is close."""
+    typed = str(name)
+    meant = [n for n in names if n.lower() == typed.lower()]
+    meant = meant or difflib.get_close_matches(typed, names, n=1)
+    return f" (did you mean {meant[0]!r}?)" if meant else ""
 
 
 def require_regular_file(path: str | os.PathLike, what: str, parameter: str | None = None) -> Path:
