@@ -221,14 +221,16 @@ def _evaluate_samples(args: argparse.Namespace) -> None:
             "--reference is given more than once: references per class (NAME=FASTA) are for "
             "--oracle CKPT; give one reference FASTA, or --oracle"
         )
+    # Paths: an option names a file, whose name a str of letters alone would be taken from
+    # Python as a sequence given by mistake (errors.refuse_sequence_as_file_name).
     with _progress(args) as progress:
         evaluate_samples(
             samples,
-            args.reference if args.oracle else args.reference[0],
+            args.reference if args.oracle else Path(args.reference[0]),
             out=out,
             oracle=args.oracle,
             label=args.label,
-            train=args.train,
+            train=None if args.train is None else Path(args.train),
             ar_checkpoint=args.ar_checkpoint,
             settings=settings,
             device=args.device,
@@ -919,7 +921,7 @@ def warnings_as_lines(command: str, options: dict[str, str] | None = None) -> It
         python_shows = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None) -> None:
-            if is_genodiffs_own(filename):
+            if is_genodiffs_own(message, filename):
                 text = with_options(message, options or {})
                 print(f"genodiff {command}: warning: {text}", file=file or sys.stderr)
             else:

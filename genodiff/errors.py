@@ -8,6 +8,7 @@ catches an ``InputValueError``.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,10 +27,11 @@ class UserInputError(Exception):
 
 
 class UserInputWarning(UserWarning):
-    """A warning about what the user asked for (a length beyond the trained windows), in the
-    library's terms; ``parameter`` as ``UserInputError``'s: the arguments that would change
-    it, which a front end names in its own spelling (the CLI: its options,
-    ``genodiff.cli.warnings_as_lines``)."""
+    """A warning genodiff gives its user about what they asked for or gave it (a length beyond
+    the trained windows, a checkpoint's unknown keys), in the library's terms, raised by
+    ``genodiff.user_warnings.warn_user`` at the user's line; ``parameter`` as
+    ``UserInputError``'s: the arguments that would change it, which a front end names in its
+    own spelling (the CLI: its options, ``genodiff.cli.warnings_as_lines``)."""
 
     def __init__(self, message: str, parameter: str | tuple[str, ...] | None = None) -> None:
         super().__init__(message)
@@ -86,6 +88,15 @@ def listing(names: Sequence[str], shown: int = 5) -> str:
     return f"{', '.join(names[:shown])} and {len(names) - shown} more (GENODIFF_DEBUG=1 lists all)"
 
 
+def did_you_mean(name: object, names: Sequence[str]) -> str:
+    """`` (did you mean 'NAME'?)`` for the one of ``names`` that the mistyped ``name`` spells
+    closest (the same letters in another case first); "" when none is close."""
+    typed = str(name)
+    meant = [n for n in names if n.lower() == typed.lower()]
+    meant = meant or difflib.get_close_matches(typed, names, n=1)
+    return f" (did you mean {meant[0]!r}?)" if meant else ""
+
+
 def require_regular_file(path: str | os.PathLike, what: str, parameter: str | None = None) -> Path:
     """``path`` when it is a regular file (or a link to one); an input error saying it does
     not exist, is a folder, or is something else (a FIFO, a device), with ``what`` naming the
@@ -100,6 +111,21 @@ def require_regular_file(path: str | os.PathLike, what: str, parameter: str | No
     raise InputValueError(
         f"{what} {path} is not a regular file (a FIFO, socket or device); genodiff reads it "
         "more than once, so save it to a file first",
+        parameter=parameter,
+    )
+
+
+def refuse_sequence_as_file_name(value: object, parameter: str) -> None:
+    """For an argument that takes a file or the sequences themselves (``PathLike |
+    Sequence[str]``): InputFileNotFoundError, naming ``parameter``, when ``value`` is a str
+    that names no file and reads as one sequence (letters alone: no folder, no suffix), as a
+    str is read as a file name; the error says to give sequences as a list."""
+    if not isinstance(value, str) or not value.isalpha() or Path(value).exists():
+        return
+    shown = value if len(value) <= 20 else f"{value[:17]}..."
+    raise InputFileNotFoundError(
+        f"{parameter} is a str, which is read as a file name, and there is no file {shown}; "
+        "to pass sequences, give a list of them (e.g. [sequence])",
         parameter=parameter,
     )
 

@@ -37,7 +37,6 @@ import hashlib
 import math
 import numbers
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -67,6 +66,7 @@ from genodiff.parallel import Workers, launch_workers, process_settings, spread_
 from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
 from genodiff.trained_window import check_backbone_length, warn_scoring_beyond_trained_window
+from genodiff.user_warnings import warn_user
 
 
 @dataclass
@@ -458,7 +458,7 @@ def noise_draws(objective: Objective, t_samples: int | None) -> int:
             f"t_samples={t_samples} is ignored: this model's likelihood is exact "
             "(next-token prediction scores a window in one pass, with no noise to draw)"
         )
-        warnings.warn(UserInputWarning(message, parameter="t_samples"), stacklevel=4)
+        warn_user(UserInputWarning(message, parameter="t_samples"))
     return objective.eval_t_samples if objective.exact_likelihood else t_samples
 
 

@@ -25,12 +25,13 @@ import dataclasses
 import math
 import numbers
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from genodiff import registry
 from genodiff.config_values import Range
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, did_you_mean
 
 #: The most sampling steps a request may ask for: each is one pass of the sampler's loop, even
 #: where no token changes (the MDLM paper samples with thousands); more is a typo, not a plan.
@@ -64,7 +65,8 @@ class Option:
     (``>=1``, ``(0, 1]``; after ``;`` a note for the error); ``choices``: the values it takes;
     ``aliases``: more flags besides ``--<name with dashes>``; ``default_text``: what the
     default means where it is None; ``run_key``: the key of the run's ``samples:`` section a
-    saved model's value is read from; ``guide``: also takes a loaded classifier."""
+    saved model's value is read from; ``guide``: also takes a loaded classifier; ``check``: a
+    further check of a value, against what is installed (the sampler: the objectives')."""
 
     help: str
     kind: type
@@ -75,6 +77,7 @@ class Option:
     run_key: str | None = None
     paths: bool = False
     guide: bool = False
+    check: Callable[[Any], None] | None = None
 
     @property
     def rule(self) -> str | None:
@@ -86,6 +89,42 @@ class Option:
             return f"in {rule}"
         operator = rule.rstrip("0123456789.-+e ")
         return f"{operator} {rule[len(operator) :]}"
+
+
+def installed_samplers(plugins: bool = True) -> list[str]:
+    """The names of the installed objectives' samplers (``Objective.samplers``), sorted: the
+    built-in objectives', and with ``plugins`` every objective plugin's too (each imported)."""
+    objectives = registry.available("objective", plugins=plugins).values()
+    return sorted({name for objective in objectives for name in getattr(objective, "samplers", {})})
+
+
+def check_sampler(name: str) -> None:
+    """InputValueError (parameter ``sampler``) for a ``name`` that no installed objective has
+    as a sampler (a typo), naming the one spelled closest; which samplers a model takes (its
+    objective's) is checked when it draws. The plugins are imported only for a name that no
+    built-in objective has, so that a broken one stands in the way of its own samplers alone."""
+    if name in installed_samplers(plugins=False):
+        return
+    known = installed_samplers()
+    if name not in known:
+        raise InputValueError(
+            f"unknown sampler {name!r}{did_you_mean(name, known)}; the samplers: "
+            f"{', '.join(known)} (which of them a model takes: its objective's)",
+            parameter="sampler",
+        )
+
+
+def check_block_and_stride(block: int, stride: int) -> None:
+    """InputValueError unless semi-ar windows of ``block`` tokens can advance by ``stride``:
+    a block of at least 2 tokens, and consecutive windows sharing some (0 < stride < block)."""
+    if block < 2:
+        raise InputValueError(f"block must be >= 2 tokens, got {block}", parameter="block")
+    if not 0 < stride < block:
+        raise InputValueError(
+            f"stride must be in [1, block - 1] = [1, {block - 1}] so that consecutive windows "
+            f"share block - stride tokens, got stride {stride}",
+            parameter=("stride", "block"),
+        )
 
 
 def _option(default: Any, help: str, kind: type, **details: Any) -> Any:
@@ -121,6 +160,7 @@ class GenerationConfig:
         str,
         default_text="the first named for the objective: ancestral (SEDD: analytic)",
         run_key="sampler",
+        check=check_sampler,
     )
     temperature: float = _option(
         1.0, "divides the log-probabilities before every draw", float, range=">0"
@@ -242,6 +282,8 @@ class GenerationConfig:
     def __post_init__(self) -> None:
         for f in fields(self):  # frozen: a NumPy number is kept as the Python one it equals
             object.__setattr__(self, f.name, check_option(f.name, getattr(self, f.name)))
+        if self.block is not None and self.stride is not None:
+            check_block_and_stride(self.block, self.stride)
 
     def updated(self, **changes: Any) -> GenerationConfig:
         """A copy with ``changes`` applied (a change of None leaves the value as it is);
@@ -350,8 +392,12 @@ def check_option(name: str, value: Any) -> Any:
         raise InputValueError(f"{name} must be {option.rule}, got {value}{note}", parameter=name)
     if option.choices and value not in option.choices:
         raise InputValueError(
-            f"{name} must be one of: {', '.join(option.choices)}; got {value!r}", parameter=name
+            f"{name} must be one of: {', '.join(option.choices)}; got {value!r}"
+            f"{did_you_mean(value, option.choices)}",
+            parameter=name,
         )
+    if option.check is not None:
+        option.check(value)
     return value
 
 

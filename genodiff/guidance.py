@@ -69,7 +69,6 @@ Autoregressive models use the same combine on next-token distributions (CFG; FUD
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from collections.abc import Callable
@@ -83,7 +82,7 @@ from genodiff import registry
 from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.conditioning import null_label
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, did_you_mean
 from genodiff.generation_config import (  # the choices, declared with the options
     CLASSIFIER_FORMS,
     GUIDANCE_FORMS,
@@ -396,12 +395,9 @@ def label_id(name: str, class_names: list[str] | None, model: str) -> int:
             parameter="label",
         )
     if name not in class_names:
-        meant = [c for c in class_names if c.lower() == str(name).lower()]
-        meant = meant or difflib.get_close_matches(str(name), class_names, n=1)
-        hint = f" (did you mean {meant[0]!r}?)" if meant else ""
         raise InputValueError(
-            f"label {name!r} is not a class of {model}{hint}; its classes are: "
-            f"{', '.join(class_names)}",
+            f"label {name!r} is not a class of {model}{did_you_mean(name, class_names)}; its "
+            f"classes are: {', '.join(class_names)}",
             parameter="label",
         )
     return class_names.index(name)

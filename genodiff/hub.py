@@ -29,13 +29,13 @@ import importlib
 import json
 import os
 import re
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from genodiff.errors import InputFileNotFoundError, InputValueError, UserInputError
 from genodiff.named_models import close_names, incomplete_model, named_model_folder
+from genodiff.user_warnings import warn_user
 
 # Hub repository names: letters, digits, '-', '_', '.', not starting with a separator.
 _HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>\S+))?")
@@ -110,11 +110,10 @@ def _warn_if_shadowing_a_named_model(reference: str | os.PathLike, path: Path) -
     also spells: the local one is read, which its errors would not say."""
     named = named_model_folder(reference)
     if named is not None and path.resolve() != named:
-        warnings.warn(
+        warn_user(
             f"{reference} is the local {'folder' if path.is_dir() else 'file'} "
             f"{path.resolve()}, which wins over the model named {reference} ({named}); "
-            f"write ./{reference} for the local one, or {named} for the named model",
-            stacklevel=3,
+            f"write ./{reference} for the local one, or {named} for the named model"
         )
 
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import difflib
 import os
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from genodiff.errors import InputKeyError, InputValueError, UserInputWarning
+from genodiff.errors import InputKeyError, InputValueError
 from genodiff.resources import resource
+from genodiff.user_warnings import warn_user
 
 MODELS_ENV = "GENODIFF_MODELS_PATH"
 CARD = "README.md"
@@ -174,7 +174,7 @@ def _entries(root: Path) -> list[Path]:
 
 
 def _warn_not_a_models_folder(root: Path, why: str) -> None:
-    warnings.warn(f"{MODELS_ENV} names {root}, {why}", UserInputWarning, stacklevel=4)
+    warn_user(f"{MODELS_ENV} names {root}, {why}")
 
 
 def _is_model(folder: Path) -> bool:
@@ -191,11 +191,9 @@ def _unreadable(err: OSError, path: Path) -> str:
 
 def _warn_unreadable(err: OSError, path: Path, fix: str) -> None:
     """A warning that the models folder or model folder ``path`` is left out, and ``fix``."""
-    warnings.warn(
+    warn_user(
         f"{_unreadable(err, path)}, so the named models in it are left out: make it "
-        f"readable, or {fix}",
-        UserInputWarning,
-        stacklevel=4,
+        f"readable, or {fix}"
     )
 
 

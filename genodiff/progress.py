@@ -15,11 +15,12 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol, TextIO
 
+from genodiff.errors import UserInputWarning
+from genodiff.user_warnings import in_package
+
 PROGRESS_ENV = "GENODIFF_PROGRESS"
-PACKAGE_FOLDER = Path(__file__).resolve().parent
 TERMINAL_INTERVAL = 0.5  # seconds between redrawings of the line on a terminal
 LINE_INTERVAL = 30.0  # seconds between plain lines elsewhere
 
@@ -52,10 +53,11 @@ def is_main_process() -> bool:
 ShowWarning = Callable[..., None]
 
 
-def is_genodiffs_own(filename: str) -> bool:
-    """Whether a warning raised at ``filename`` (its ``warnings.showwarning`` argument) is
-    genodiff's own: raised in the package's code."""
-    return Path(filename).resolve().is_relative_to(PACKAGE_FOLDER)
+def is_genodiffs_own(message: Warning | str, filename: str) -> bool:
+    """Whether a warning (``warnings.showwarning``'s ``message`` and ``filename``) is
+    genodiff's own: one genodiff gives its user (a ``UserInputWarning``, which
+    ``user_warnings.warn_user`` attributes to the user's line), or raised in the package's code."""
+    return isinstance(message, UserInputWarning) or in_package(filename)
 
 
 def shown_by_the_main_process_alone(show: ShowWarning) -> ShowWarning:
@@ -65,7 +67,7 @@ def shown_by_the_main_process_alone(show: ShowWarning) -> ShowWarning:
     warnings, which the main process shows once."""
 
     def shown(message, category, filename, lineno, file=None, line=None) -> None:
-        if is_main_process() or not is_genodiffs_own(filename):
+        if is_main_process() or not is_genodiffs_own(message, filename):
             show(message, category, filename, lineno, file, line)
 
     return shown

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import warnings
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TypeVar
 
 from genodiff.errors import InputImportError, InputKeyError
+from genodiff.user_warnings import warn_user
 
 T = TypeVar("T")
 
@@ -171,10 +171,10 @@ def plugin_config_folders() -> list[Path]:
         try:
             folder = entry.load()
         except Exception as err:  # a broken plugin must say which one it is
-            warnings.warn(f"{where} failed to load: {err}; its configs are left out", stacklevel=2)
+            warn_user(f"{where} failed to load: {err}; its configs are left out")
             continue
         if not isinstance(folder, str | os.PathLike) or not Path(folder).is_dir():
-            warnings.warn(f"{where} names {str(folder)!r}, not a folder; left out", stacklevel=2)
+            warn_user(f"{where} names {str(folder)!r}, not a folder; left out")
             continue
         folders.append(Path(folder))
     return folders

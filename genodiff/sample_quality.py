@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from genodiff.domains import domain_of
-from genodiff.errors import InputValueError, require_flag
+from genodiff.errors import InputValueError, refuse_sequence_as_file_name, require_flag
 from genodiff.metrics import (
     OracleQuality,
     QualitySettings,
@@ -58,10 +58,13 @@ def evaluate_samples(
     ``oracle`` (a ``genodiff finetune`` checkpoint) and ``samples`` a FASTA: the oracle's
     verdict (each sample of the class its header names, else ``label``) and the metrics per
     class against ``reference``, a mapping {class: FASTA} (or ``NAME=FASTA`` strings).
-    ``alphabet``: the letters the samples are made of (default: their domain's, from the
-    ``Samples``' tokenizer or the files' format). A report already in ``out`` is refused
-    unless ``overwrite``."""
+    A str is a file name: one of letters alone that names no file (a sequence) is refused,
+    saying to give sequences as a list. ``alphabet``: the letters the samples are made of
+    (default: their domain's, from the ``Samples``' tokenizer or the files' format). A report
+    already in ``out`` is refused unless ``overwrite``."""
     overwrite = require_flag(overwrite, "overwrite")
+    for parameter, value in (("samples", samples), ("reference", reference), ("train", train)):
+        refuse_sequence_as_file_name(value, parameter)
     on_disk = isinstance(samples, str | os.PathLike)
     if out is None and not on_disk:
         raise InputValueError(

@@ -11,7 +11,6 @@ sequences of about that length.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +18,7 @@ from torch import nn
 
 from genodiff.backbones.capabilities import capabilities_of
 from genodiff.errors import InputValueError, UserInputWarning
+from genodiff.user_warnings import warn_user
 
 SEMI_AR = "semi-ar"
 
@@ -86,7 +86,7 @@ def warn_beyond_trained_window(
         f"the network never read sequences that long, so what it draws is not what it learned; "
         f"{advice}"
     )
-    warnings.warn(UserInputWarning(message, parameter=parameter), stacklevel=2)
+    warn_user(UserInputWarning(message, parameter=parameter))
 
 
 def warn_scoring_beyond_trained_window(
@@ -113,7 +113,7 @@ def warn_scoring_beyond_trained_window(
         "(data.max_length): the network never read sequences that long, so the score is not "
         f"what it learned; {advice}"
     )
-    warnings.warn(UserInputWarning(message, parameter=parameter), stacklevel=4)
+    warn_user(UserInputWarning(message, parameter=parameter))
 
 
 def warn_beyond_classifier_window(trained: int | None, length: int, unit: str, source: str) -> None:
@@ -127,4 +127,4 @@ def warn_beyond_classifier_window(trained: int | None, length: int, unit: str, s
         f"and the guidance, are not what it learned; keep the length at most {trained} {unit}, "
         f"or train a classifier on windows of {length} {unit}"
     )
-    warnings.warn(UserInputWarning(message, parameter="length"), stacklevel=2)
+    warn_user(UserInputWarning(message, parameter="length"))

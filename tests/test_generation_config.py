@@ -115,7 +115,9 @@ def test_save_pretrained_refuses_a_generation_config_it_cannot_keep(tmp_path):
     assert not (tmp_path / "exported").exists()
 
 
-@pytest.mark.parametrize("sampler", ["analytic", "no-such-sampler"])  # analytic: SEDD's
+# SEDD's both: samplers of another objective (a name no objective has is refused when the
+# generation config is built: test_a_mistyped_sampler_is_refused_when_the_config_is_built)
+@pytest.mark.parametrize("sampler", ["analytic", "euler"])
 def test_save_pretrained_refuses_a_sampler_the_model_has_not(tmp_path, sampler):
     """Saved, it would be every later generate's default, each refused: not written."""
     model = tiny()
@@ -210,6 +212,77 @@ def test_a_value_out_of_its_range_is_refused_naming_the_option(option, value, ex
     assert refused.value.parameter == option
     with pytest.raises(InputValueError):  # and the same from the dataclass itself
         GenerationConfig(**{option: value})
+
+
+# The built-in objectives' samplers, as docs/generating.md lists them.
+BUILT_IN_SAMPLERS = ("analytic", "ancestral", "cached", "euler", "first-hitting", "semi-ar")
+
+
+def test_a_mistyped_sampler_is_refused_when_the_config_is_built():
+    """Was: accepted, and refused only by the first generate (or save_pretrained)."""
+    for build in (
+        lambda: GenerationConfig(sampler="anscestral"),
+        lambda: GenerationConfig().updated(sampler="anscestral"),
+        lambda: GenerationConfig.from_dict({"sampler": "anscestral"}),
+        lambda: tiny().generate(1, sampler="anscestral"),
+    ):
+        with pytest.raises(InputValueError) as refused:
+            build()
+        message = str(refused.value)
+        said = "unknown sampler 'anscestral' (did you mean 'ancestral'?); the samplers: "
+        assert message.startswith(said) and "\n" not in message
+        listed = message[len(said) :].split(" (")[0].split(", ")
+        assert set(BUILT_IN_SAMPLERS) <= set(listed)  # and any installed plugin's
+        assert refused.value.parameter == "sampler"
+
+
+def test_a_sampler_another_objective_has_is_refused_when_a_model_draws():
+    """A name some objective has builds a config; a model whose objective lacks it refuses it
+    when it draws, naming its own samplers, as before."""
+    config = GenerationConfig(sampler="first-hitting")
+    torch.manual_seed(0)
+    ar = {
+        "model": {"name": "mamba", "d_model": 16, "n_layer": 1},
+        "objective": {"name": "ar"},
+        "data": {"name": "fasta", "max_length": LENGTH},
+        "ema": {"decay": 0},
+    }
+    with pytest.raises(InputValueError, match="has no sampler 'first-hitting'; choose one of"):
+        Model(GenerativeModel(ar), "in memory").generate(1, generation_config=config)
+    with pytest.raises(InputValueError, match="MDLM has no sampler 'euler'; choose one of"):
+        tiny().generate(1, sampler="euler")
+
+
+def test_the_sample_command_says_a_mistyped_sampler_in_one_line(tmp_path, capsys):
+    folder = tiny().save_pretrained(tmp_path / "m", weights="raw")
+    argv = ["sample", "--checkpoint", str(folder), "--out", str(tmp_path / "s.fa")]
+    assert cli.main([*argv, "--sampler", "first-hiting", "--no-progress"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "genodiff sample: error: unknown sampler 'first-hiting' (did you mean 'first-hitting'?)"
+    )
+    assert line.endswith("(--sampler)")
+    assert not (tmp_path / "s.fa").exists()
+
+
+def test_a_stride_not_below_the_block_is_refused_when_the_config_is_built():
+    """block and stride need no model to be checked together (was: at the first draw)."""
+    with pytest.raises(InputValueError) as refused:
+        GenerationConfig(sampler="semi-ar", block=16, stride=16)
+    assert str(refused.value) == (
+        "stride must be in [1, block - 1] = [1, 15] so that consecutive windows share "
+        "block - stride tokens, got stride 16"
+    )
+    assert refused.value.parameter == ("stride", "block")
+    assert GenerationConfig(block=16, stride=15).stride == 15
+
+
+def test_a_mistyped_choice_names_the_one_spelled_closest():
+    with pytest.raises(InputValueError) as refused:
+        GenerationConfig(guidance_schedule="rmap")
+    assert str(refused.value) == (
+        "guidance_schedule must be one of: constant, ramp; got 'rmap' (did you mean 'ramp'?)"
+    )
 
 
 def test_numpy_numbers_are_the_python_numbers_they_equal():

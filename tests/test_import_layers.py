@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "genodiff"
 LAYERS = (
     "version",
     "errors",
+    "user_warnings",
     "memory",
     "atomic_files",
     "progress",

@@ -31,12 +31,13 @@ def library_modules() -> list[Path]:
 
 
 def is_warning(node: ast.AST) -> bool:
-    """``warnings.warn(...)`` or ``warn(...)``."""
+    """``warnings.warn(...)``, ``warn(...)`` or ``warn_user(...)`` (genodiff's warnings for
+    the user, ``genodiff/user_warnings.py``)."""
     if not isinstance(node, ast.Call):
         return False
     function = node.func
     name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
-    return name == "warn"
+    return name in ("warn", "warn_user")
 
 
 def options_in_messages(source: str) -> list[tuple[int, str]]:

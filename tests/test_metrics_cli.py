@@ -159,3 +159,36 @@ def test_the_default_folder_drops_only_the_format_suffix(tmp_path):
     ]
     assert report_folder(tmp_path / "mdlm.fa.gz") == tmp_path / "mdlm_quality"
     assert report_folder(tmp_path / "mdlm.jsonl") == tmp_path / "mdlm_quality"
+
+
+@pytest.mark.parametrize("parameter", ["samples", "reference", "train"])
+def test_a_sequence_given_as_a_str_is_refused_saying_to_give_a_list(inputs, tmp_path, parameter):
+    """A str is read as a file name; one sequence passed as a str named no file, and the error
+    said so in a file's words alone (``samples file ACGTTGCAACGG... not found``)."""
+    import genodiff
+    from genodiff.errors import InputFileNotFoundError
+
+    given = {"samples": inputs["samples"], "reference": inputs["reference"], "train": None}
+    given[parameter] = "ACGTTGCAACGGTACCAGTAGGCATT"
+    samples = given.pop("samples")
+    with pytest.raises(InputFileNotFoundError) as refused:
+        genodiff.evaluate_samples(samples, **given, out=tmp_path / "report")
+    assert str(refused.value) == (
+        f"{parameter} is a str, which is read as a file name, and there is no file "
+        "ACGTTGCAACGGTACCA...; to pass sequences, give a list of them (e.g. [sequence])"
+    )
+    assert refused.value.parameter == parameter
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_command_names_a_missing_file_as_a_file_whatever_its_letters(inputs, capsys):
+    """The command's arguments are file names: no list to suggest there."""
+    for argv in (
+        ["evaluate-samples", "ACGTACGT", "--reference", inputs["reference_fa"]],
+        ["evaluate-samples", inputs["samples_fa"], "--reference", "ACGTACGT"],
+        ["evaluate-samples", inputs["samples_fa"], "--reference", inputs["reference_fa"]]
+        + ["--train", "ACGTACGT"],
+    ):
+        assert cli.main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert " ACGTACGT not found" in line and "list" not in line, line

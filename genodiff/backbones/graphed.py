@@ -25,7 +25,6 @@ classifier, whose steps keep the network call alone replayed
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from genodiff.conditioning import network_kwargs
+from genodiff.user_warnings import warn_user
 
 #: Records ``call`` (no arguments, reading fixed input tensors) and returns its replay, which
 #: reruns the recording and returns its output tensor(s) (the same ones at every replay).
@@ -172,10 +172,9 @@ class GraphedNetwork(nn.Module):
             replay = self._capture(lambda: fn(*held))
         except RuntimeError as err:
             if not self._warned:
-                warnings.warn(
+                warn_user(
                     f"{type(self.network).__name__}'s call cannot be recorded as a CUDA graph "
-                    f"({str(err).splitlines()[0]}); it runs without graphs",
-                    stacklevel=3,  # the caller of ``call``: forward, or a sampler's step
+                    f"({str(err).splitlines()[0]}); it runs without graphs"
                 )
                 self._warned = True
             return None

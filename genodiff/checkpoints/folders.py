@@ -39,7 +39,6 @@ import contextlib
 import json
 import os
 import stat
-import warnings
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -88,6 +87,7 @@ from genodiff.tokenizers import (
     Tokenizer,
     tokenizer_record,
 )
+from genodiff.user_warnings import warn_user
 from genodiff.version import __version__
 
 CONFIG_FILE = "config.json"
@@ -429,11 +429,10 @@ def _warn_of_unknown_keys(config: Mapping[str, Any], source: str | Path) -> None
             known = dataclass_keys(cls)
             unknown += [f"{section}.{key}" for key in values if key not in known]
     if unknown:
-        warnings.warn(
+        warn_user(
             f"{source} sets {', '.join(unknown)}, which genodiff {__version__} does not know "
             "(saved by another version?): ignored; install the version that saved it to use "
-            "them",
-            stacklevel=2,
+            "them"
         )
 
 

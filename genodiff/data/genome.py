@@ -25,7 +25,6 @@ import hashlib
 import math
 import os
 import struct
-import warnings
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ import pyfaidx
 from genodiff.atomic_files import atomic_write
 from genodiff.errors import InputFileNotFoundError, InputKeyError, InputValueError
 from genodiff.resources import is_shipped, user_cache_folder
+from genodiff.user_warnings import warn_user
 
 CACHE_ENV_VAR = "GENODIFF_CACHE_DIR"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -450,10 +450,7 @@ class Genome:
         lengths = {name: len(record) for name, record in self._open().records.items()}
         empty = [name for name, n in lengths.items() if n == 0]
         if empty:
-            warnings.warn(
-                f"{self.path}: skipping {len(empty)} empty record(s): {', '.join(empty[:5])}",
-                stacklevel=2,
-            )
+            warn_user(f"{self.path}: skipping {len(empty)} empty record(s): {', '.join(empty[:5])}")
         self.lengths: dict[str, int] = {k: n for k, n in lengths.items() if n > 0}
         if not self.lengths:
             raise InputValueError(f"{self.path} holds no sequence: every record is empty")

@@ -12,7 +12,6 @@ over the reference, are used.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -53,6 +52,7 @@ from genodiff.metrics.diversity import (
 from genodiff.metrics.kmers import heldout_kmer_js
 from genodiff.metrics.sequences import base_codes, evenly_spaced, read_sequences, tile_windows
 from genodiff.progress import Progress, counted
+from genodiff.user_warnings import warn_user
 
 KMAX = 6
 # Why a per-sequence statistic can be undefined for a sequence (DistributionComparison).
@@ -212,7 +212,7 @@ def evaluate_samples(
             f"{2 * n} reference windows"
         )
         metrics["warnings"].append(small)
-        warnings.warn(small, stacklevel=2)
+        warn_user(small)
     stage("composition, low complexity and diversity")
     for name, statistic in (("gc_content", gc_content), ("cpg_oe", cpg_observed_expected)):
         values = [np.array([statistic(x, alphabet) for x in seqs]) for seqs in (samples, windows)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from genodiff.errors import InputValueError
+from genodiff.generation_config import check_block_and_stride
 from genodiff.randomness.noise import Noise
 from genodiff.samplers.masked import MaskedDiffusion, unmask
 from genodiff.samplers.request import SampleRequest
@@ -28,14 +29,7 @@ def windows(length: int, block: int | None, stride: int | None) -> list[tuple[in
         raise InputValueError(
             "the semi-ar sampler needs a block and a stride", parameter=("block", "stride")
         )
-    if block < 2:
-        raise InputValueError(f"block must be >= 2 tokens, got {block}", parameter="block")
-    if not 0 < stride < block:
-        raise InputValueError(
-            f"stride must be in [1, block - 1] = [1, {block - 1}] so that consecutive windows "
-            f"share block - stride tokens, got stride {stride}",
-            parameter=("stride", "block"),
-        )
+    check_block_and_stride(block, stride)
     spans = [(0, min(block, length))]
     while spans[-1][1] < length:
         end = spans[-1][1]

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torchmetrics import SumMetric
 
@@ -27,6 +26,7 @@ from genodiff.training.optim import (
     regroup_earlier_optimizer_state,
 )
 from genodiff.training.random_state import RandomStateInCheckpoints, seeded_generator
+from genodiff.user_warnings import warn_user
 
 NOISE_KEY = "genodiff_training_noise"  # the state of GenerativeTrainingModule.training_noise
 
@@ -92,7 +92,7 @@ class GenerativeTrainingModule(GenerativeModel, RandomStateInCheckpoints):
         if self.data_digest is None:
             self.data_digest = recorded
         elif recorded is not None and recorded != self.data_digest:
-            rank_zero_warn(
+            warn_user(
                 f"the training data files differ from those the checkpoint was trained on "
                 f"({recorded} then, {self.data_digest} now); checkpoints from here on record "
                 "the new digest"

@@ -31,7 +31,6 @@ from genodiff.checkpoints.epochs import reopen_cut_epoch
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
 from genodiff.config_values import ConfigError
-from genodiff.errors import UserInputWarning
 from genodiff.parallel import join_line_once
 from genodiff.progress import is_terminal
 from genodiff.threads import command_threads, share_threads
@@ -39,6 +38,7 @@ from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 from genodiff.training.epochs import trained_epoch
 from genodiff.training.model_summary import ModelSummaryWithoutFlops
 from genodiff.training.progress_lines import PlainProgressBar
+from genodiff.user_warnings import warn_user
 
 # The logger Lightning's rank_zero_info writes to.
 LIGHTNING_INFO_LOGGER = "lightning.pytorch.utilities.rank_zero"
@@ -133,7 +133,7 @@ def warn_ema_stays_near_init(ema_decay: float, warmup: bool, max_steps: int | No
         "barely trained model. For a short run set ema.warmup=true and a smaller ema.decay "
         "(configs/demo.yaml: 0.999 with warm-up), or ema.decay=0 for no average"
     )
-    warnings.warn(UserInputWarning(message), stacklevel=2)
+    warn_user(message)
 
 
 class _DropNotices(logging.Filter):
