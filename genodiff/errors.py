@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 
@@ -128,6 +128,31 @@ def refuse_sequence_as_file_name(value: object, parameter: str) -> None:
         "to pass sequences, give a list of them (e.g. [sequence])",
         parameter=parameter,
     )
+
+
+def sequence_list(sequences: object, parameter: str = "sequences") -> list[str]:
+    """``sequences`` as a list of str; InputValueError naming ``parameter`` for one str (which
+    would be read letter by letter), for something that is no iterable, or for an item that is
+    no str."""
+    if isinstance(sequences, str):
+        raise InputValueError(
+            f"{parameter} is one str: give a list of sequences (e.g. [sequence]); a str would "
+            "be read letter by letter",
+            parameter=parameter,
+        )
+    if not isinstance(sequences, Iterable):
+        raise InputValueError(
+            f"{parameter} must be a list of str, got {type(sequences).__name__}",
+            parameter=parameter,
+        )
+    sequences = list(sequences)
+    other = next((s for s in sequences if not isinstance(s, str)), None)
+    if other is not None:
+        raise InputValueError(
+            f"{parameter} must be str, one of them is a {type(other).__name__}: {other!r:.40}",
+            parameter=parameter,
+        )
+    return sequences
 
 
 def require_flag(value: object, parameter: str) -> bool:

@@ -48,6 +48,7 @@ from genodiff.errors import (
     NonFiniteOutputError,
     UserInputError,
     require_flag,
+    sequence_list,
 )
 from genodiff.evaluate import score_sequences
 from genodiff.generate import (
@@ -478,24 +479,7 @@ class Model:
         and under any ``batch_size`` (a time-conditioned model's up to its last bits:
         docs/generating.md, "What the same seed does not fix"). A class-conditional model
         scores p(x) (the null label)."""
-        if isinstance(sequences, str):
-            raise InputValueError(
-                "sequences is one str: give a list of sequences (e.g. [sequence]); a str would "
-                "be scored letter by letter",
-                parameter="sequences",
-            )
-        if not isinstance(sequences, Iterable):
-            raise InputValueError(
-                f"sequences must be a list of str, got {type(sequences).__name__}",
-                parameter="sequences",
-            )
-        sequences = list(sequences)
-        other = next((s for s in sequences if not isinstance(s, str)), None)
-        if other is not None:
-            raise InputValueError(
-                f"sequences must be str, one of them is a {type(other).__name__}: {other!r:.40}",
-                parameter="sequences",
-            )
+        sequences = sequence_list(sequences)
         seed, batch_size = check_option("seed", seed), check_option("batch_size", batch_size)
         return score_sequences(self.network, sequences, t_samples, seed, batch_size)
 

@@ -197,6 +197,23 @@ class RecordingDNA(DNATokenizer):
         return super().encode(text)
 
 
+@pytest.mark.parametrize(
+    ("sequences", "refusal"),
+    [
+        ("ACGTAC", "sequences is one str: give a list of sequences"),
+        (["ACGT", 7], "sequences must be str, one of them is a int: 7"),
+        (7, "sequences must be a list of str, got int"),
+    ],
+)
+def test_a_finetuned_classifier_predicts_lists_of_str_only(tmp_path, sequences, refusal):
+    # One str would be read letter by letter: six one-letter sequences, six class ids.
+    finetuned_checkpoint(tmp_path / "new.ckpt")
+    oracle = load_finetuned_classifier(tmp_path / "new.ckpt")
+    with pytest.raises(InputValueError, match=refusal) as refused:
+        oracle.predict(sequences)
+    assert refused.value.parameter == "sequences"
+
+
 def test_a_finetuned_classifier_reads_with_the_tokenizer_it_stores(tmp_path, monkeypatch):
     monkeypatch.setitem(registry._REGISTRIES["tokenizer"], RecordingDNA.name, RecordingDNA)
     monkeypatch.setattr(RecordingDNA, "encoded", [])

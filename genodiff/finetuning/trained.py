@@ -35,7 +35,7 @@ from genodiff.checkpoints.load import (
 )
 from genodiff.checkpoints.weights import load_weights
 from genodiff.data.benchmarks import left_pad
-from genodiff.errors import InputValueError
+from genodiff.errors import InputValueError, sequence_list
 from genodiff.finetuning.classifier import SequenceClassifier
 from genodiff.randomness.kept import global_random_state_kept
 
@@ -73,7 +73,8 @@ class FinetunedClassifier:
     def predict(self, sequences: Sequence[str], batch_size: int = PREDICT_BATCH) -> np.ndarray:
         """Class ids (N,) of ``sequences``, read as ``genodiff finetune`` reads a task: encoded
         with the classifier's tokenizer, the first ``max_length`` tokens, left-padded with
-        [PAD]; batches of ``batch_size``."""
+        [PAD]; batches of ``batch_size``. ``sequences``: a list of str, not one str."""
+        sequences = sequence_list(sequences)
         tokenizer = self.classifier.tokenizer
         ids = left_pad(
             [np.asarray(tokenizer.encode(s)[: self.max_length]) for s in sequences],
