@@ -438,10 +438,12 @@ OPTIONS = {
     "no label anywhere": "--label",
     "reference of another class": "--reference",
     "no reference for a class": "--reference",
+    "training checkpoint": "--oracle",  # was: no option named
 }
-# where the file goes: sample's and eval's --checkpoint, which evaluate-samples does not have,
-# so its line names no option (was "(--checkpoint)", as if evaluate-samples took one)
-NO_OPTION = {"training checkpoint"}
+# where the file goes is sample's and eval's --checkpoint, which evaluate-samples does not
+# have: its line names --oracle, which got it (was "(--checkpoint)", as if evaluate-samples
+# took one, then no option at all)
+NOT_THE_CHECKPOINT_OPTION = {"training checkpoint"}
 
 
 @pytest.mark.parametrize(
@@ -453,7 +455,11 @@ NO_OPTION = {"training checkpoint"}
         ("reference of another class", "names class 'mouse', which the oracle does not know"),
         ("no reference for a class", "no reference for class(es) gc"),
         ("old finetune checkpoint", "written before checkpoints stored their class names"),
-        ("training checkpoint", "is a generative model (genodiff train), not a fine-tuned"),
+        (
+            "training checkpoint",
+            "train.ckpt is a generative model (genodiff train), and the oracle must be a "
+            "fine-tuned classifier (genodiff finetune): give a checkpoint a genodiff finetune run",
+        ),
         ("not a checkpoint", "is not a loadable genodiff checkpoint"),
     ],
 )
@@ -490,8 +496,23 @@ def test_bad_oracle_input_is_one_line_and_writes_nothing(species, tmp_path, caps
     assert err.count("\n") == 1 and message in err, err
     option = OPTIONS.get(case)
     assert option is None or err.strip().endswith(f"({option})"), err
-    assert case not in NO_OPTION or "(--" not in err, err
+    assert case not in NOT_THE_CHECKPOINT_OPTION or "--checkpoint" not in err, err
     assert not out.exists()
+
+
+def test_a_training_checkpoint_as_oracle_is_refused_naming_the_parameter(species, tmp_path):
+    """From Python the refusal names ``oracle`` (the CLI maps it to --oracle), what an oracle
+    must be and what the file is (was: where a training checkpoint goes, no parameter)."""
+    samples = tmp_path / "s.fa"
+    labelled_samples(samples, {"at": ["ACGTACGTAC"] * 3})
+    wrong = training_checkpoint(tmp_path / "train.ckpt")
+    refs = species["dest"] / "reference"
+    with pytest.raises(InputValueError) as refused:
+        genodiff.evaluate_samples(samples, {"at": refs / "at.fa"}, oracle=wrong, out=tmp_path / "r")
+    assert refused.value.parameter == "oracle"
+    assert str(refused.value).startswith(f"oracle={wrong} is a generative model (genodiff train)")
+    assert "the oracle must be a fine-tuned classifier (genodiff finetune)" in str(refused.value)
+    assert not (tmp_path / "r").exists()
 
 
 def test_without_an_oracle_class_options_are_refused(species, tmp_path, capsys):

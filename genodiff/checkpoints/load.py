@@ -155,6 +155,20 @@ class UnknownCheckpointError(InputValueError):
         )
 
 
+class WrongKindError(InputValueError):
+    """A checkpoint of another of the ``KINDS`` (``found``) than the one asked for
+    (``expected``): it says what the file is and where it goes (``parameter``: the argument
+    that takes that kind)."""
+
+    def __init__(self, source: Path, found: str, expected: str) -> None:
+        self.source, self.found, self.expected = source, found, expected
+        kind = KINDS[found]
+        super().__init__(
+            f"{source} is {kind.what}, not {KINDS[expected].what}; {kind.use}",
+            parameter=kind.parameter,
+        )
+
+
 def open_checkpoint(
     reference: str | Path,
     expect: str | None = None,
@@ -164,7 +178,7 @@ def open_checkpoint(
 ) -> StoredCheckpoint:
     """The checkpoint ``reference`` names (see ``locate``), read with its tensors on
     ``map_location`` (``mmap``: a .ckpt's tensors mapped from the file, not read). ``expect``,
-    one of ``KINDS``, is required of it: a checkpoint of another kind is one InputValueError
+    one of ``KINDS``, is required of it: a checkpoint of another kind is one ``WrongKindError``
     saying what it is and where it goes. One-line errors for a missing, damaged or unsafe file
     (``io.read_checkpoint_file``), for a file of no kind (``UnknownCheckpointError``) and for
     records that are not bounded trees of plain values (``plain_records.plain_tree``)."""
@@ -172,11 +186,7 @@ def open_checkpoint(
     exported = source.is_dir()
     stored = _open_exported(source) if exported else _open_file(source, map_location, mmap)
     if expect is not None and stored.kind != expect:
-        found = KINDS[stored.kind]
-        raise InputValueError(
-            f"{source} is {found.what}, not {KINDS[expect].what}; {found.use}",
-            parameter=found.parameter,
-        )
+        raise WrongKindError(source, stored.kind, expect)
     return stored
 
 

@@ -222,6 +222,26 @@ def evaluate_with_oracle(
     return OracleQuality(metrics, per_class)
 
 
+def _oracle_classifier(oracle: str | os.PathLike, device: str | None) -> Any:
+    """The fine-tuned classifier ``oracle`` names, on ``device``; a checkpoint of another kind
+    (a ``genodiff train`` or ``genodiff classifier`` one) is one InputValueError naming
+    ``oracle``, what it needs and what it got."""
+    from genodiff.checkpoints.load import KINDS, WrongKindError
+    from genodiff.devices import resolve_device
+    from genodiff.finetuning.trained import load_finetuned_classifier
+
+    try:
+        return load_finetuned_classifier(oracle, resolve_device(device))
+    except WrongKindError as err:
+        raise InputValueError(
+            f"oracle={oracle} is {KINDS[err.found].what}, and the oracle must be "
+            f"{KINDS[err.expected].what}: give a checkpoint a genodiff finetune run wrote (a "
+            "fold's checkpoints/best-*.ckpt under its output_dir/runs/, kept with "
+            "keep_checkpoints=true)",
+            parameter="oracle",
+        ) from None
+
+
 def evaluate_files_with_oracle(
     samples: str | os.PathLike,
     references: Sequence[str],
@@ -238,8 +258,6 @@ def evaluate_files_with_oracle(
     sample's class), ``references`` (``NAME=FASTA`` or FASTA, see ``parse_references``) and a
     ``genodiff finetune`` checkpoint ``oracle``, all of ``alphabet`` (default: their domain's,
     ``genodiff.sample_files.sample_alphabet``). Every input is checked before any metric."""
-    from genodiff.devices import resolve_device
-    from genodiff.finetuning.trained import load_finetuned_classifier
     from genodiff.metrics.suite import INPUT_NAMES
     from genodiff.sample_files import check_sample_file, read_sample_labels, sample_alphabet
 
@@ -251,7 +269,7 @@ def evaluate_files_with_oracle(
         check_sample_file(train, INPUT_NAMES["train"], "train")
     if alphabet is None:
         alphabet = sample_alphabet(samples, *reference_files.values(), train)
-    classifier = load_finetuned_classifier(oracle, resolve_device(device))
+    classifier = _oracle_classifier(oracle, device)
     classes = classifier.classes
     if label is not None:
         check_class_name(label, classes, "label", "label")
