@@ -395,10 +395,14 @@ def _config_copies(config_file: Path) -> Iterator[dict[Path, Path]]:
         yield {stack.enter_context(_experiment_folder(source)): source for source in sources}
 
 
-def _compose(config_file: Path, copies: dict[Path, Path], overrides: list[str]) -> DictConfig:
+def _compose(
+    config_file: Path, copies: dict[Path, Path], overrides: list[str], hydra_config: bool = False
+) -> DictConfig:
     """The experiment ``config_file`` composed by Hydra with ``overrides``, read from the
     ``copies`` of its folder and of the working directory's configs (``_config_copies``; Hydra
-    is imported here: loading a trained model reads its saved config and composes none)."""
+    is imported here: loading a trained model reads its saved config and composes none);
+    ``hydra_config``: with Hydra's own section (``hydra.runtime.choices``: the option of each
+    config group the defaults list picked)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
@@ -412,7 +416,11 @@ def _compose(config_file: Path, copies: dict[Path, Path], overrides: list[str]) 
 
     with initialize_config_dir(config_dir=str(folder), version_base=None):
         try:
-            return compose(config_name=config_file.stem, overrides=[search_path, *overrides])
+            return compose(
+                config_name=config_file.stem,
+                overrides=[search_path, *overrides],
+                return_hydra_config=hydra_config,
+            )
         except HydraException as err:
             message = said_of_the_sources(str(err).split("\nConfig search path:")[0].strip())
             raise ConfigError(_hydra_message(config_file, message)) from None
@@ -633,6 +641,33 @@ def compose_config(
     schema.validate(cfg)
     _refuse_an_empty_output_dir(cfg)
     return cfg, config_file
+
+
+def section_as_written(
+    config: str | Path, overrides: Sequence[str] | None, group: str, schema: Schema
+) -> Any:
+    """The config group ``group`` (``model``) as the files of ``config`` write it and
+    ``overrides`` set it, without the option the defaults list picks for it (the ``model:
+    caduceus_ph`` of configs/genomic_benchmarks.yaml): what a run was told of that section
+    beyond its default, resolved to plain values. An override that picks an option
+    (``model=mamba``) counts as written. None where neither the files nor the overrides set it."""
+    config_file = resolve_config_path(config)
+    overrides = list(overrides or [])
+    group_overrides, value_overrides = _split_overrides(overrides)
+    picked_by_user = any(_OVERRIDE_KEY.match(o)["key"].strip() == group for o in overrides)
+    with _config_copies(config_file) as copies:
+        if not picked_by_user:
+            choices = _compose(config_file, copies, [], hydra_config=True).hydra.runtime.choices
+            if choices.get(group) is not None:  # the defaults list's option, left out
+                group_overrides = [f"~{group}", *group_overrides]
+        cfg = _compose(config_file, copies, group_overrides)
+        # keys of the section are added where the files leave it out (its keys are checked
+        # when the run's whole config is composed)
+        unchecked = dataclasses.replace(schema, sections=())
+        additions = _with_additions(cfg, value_overrides, unchecked)
+        if additions:
+            cfg = _compose(config_file, copies, group_overrides + additions)
+    return _resolved(cfg).get(group) if cfg.get(group) is not None else None
 
 
 def _refuse_an_empty_output_dir(cfg: DictConfig) -> None:

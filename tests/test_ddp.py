@@ -32,6 +32,7 @@ from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
 from tests.test_classifiers_training import write_toy
 from tests.test_cli import DEMO, ROOT, read_metrics
+from tests.test_finetune_protocol import model_from_the_defaults_list
 from tests.test_sampling_at_scale import running, with_more_threads_than_lightning_gives
 
 DNA = DNATokenizer()
@@ -130,6 +131,7 @@ def test_eval_and_finetune_take_a_ddp_checkpoint(runs, toy, capsys):
     for name, value in single.state_dict().items():
         torch.testing.assert_close(ddp_backbone.state_dict()[name], value, rtol=1e-4, atol=1e-5)
     config, out = toy
+    model_from_the_defaults_list(config)  # its own model section would be another backbone
     checkpoint = two / "checkpoints" / "last.ckpt"
     assert cli.main(["finetune", str(config), f"pretrained={checkpoint}"]) == 0
     assert (out / "results.json").is_file()

@@ -16,12 +16,13 @@ from omegaconf import OmegaConf
 
 import genodiff
 from genodiff import cli
+from genodiff.backbones.build import CONFIG_ATTR
 from genodiff.checkpoints import read_checkpoint_file
 from genodiff.checkpoints.folders import save_pretrained
 from genodiff.config_values import ConfigError
 from genodiff.finetuning import load_finetune_config, protocol
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone, load_backbone
-from genodiff.finetuning.config import FinetuneOptimConfig
+from genodiff.finetuning.config import FinetuneOptimConfig, GivenModel
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import markdown_table, summarize
 from genodiff.finetuning.trained import load_finetuned_classifier
@@ -516,16 +517,103 @@ def test_a_model_given_beside_pretrained_weights_must_describe_their_backbone(to
     assert (saved.d_model, saved.n_layer, saved.rms_norm) == (16, 1, True)
 
 
+def model_from_the_defaults_list(config: Path) -> None:
+    """The toy config with its model picked in its defaults list (caduceus_tiny: 64 wide, 2
+    layers), the model of a from-scratch run, where its own model section was."""
+    lines = config.read_text().splitlines()
+    kept = [line for line in lines if not line.startswith("model:")]
+    assert len(kept) == len(lines) - 1
+    config.write_text("\n".join(["defaults:", "  - model: caduceus_tiny", "  - _self_", *kept]))
+
+
+def test_a_model_section_of_the_config_file_beside_pretrained_weights_must_describe_them(
+    toy, capsys
+):
+    """A model section written in the config file, beside pretrained= given on the command
+    line or in the file, describes the model the user wants; one of another backbone than the
+    weights' would go unused (was: the folds fine-tuned the weights' backbone, nothing said)."""
+    config, out = toy  # its model section: 16 wide, 1 layer
+    torch.manual_seed(3)
+    backbone = build_backbone({**TOY_MODEL, "d_model": 24}, DNATokenizer())
+    folder = save_pretrained(backbone, config.parent / "weights", tokenizer=DNATokenizer())
+    assert cli.main(["finetune", str(config), f"pretrained={folder}"]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert f"the model section of {config} and pretrained={folder}" in err
+    assert "(d_model: 16 given, 24 pretrained)" in err
+    assert "remove the model section from toy.yaml" in err and "or drop pretrained" in err
+    assert not out.exists()
+    # pretrained in the file itself: the same refusal
+    config.write_text(config.read_text() + f"pretrained: {folder}\n")
+    assert cli.main(["finetune", str(config)]) == 2
+    assert "(d_model: 16 given, 24 pretrained)" in one_line_error(capsys, "finetune")
+    assert not out.exists()
+
+
+def test_a_config_without_a_model_runs_from_pretrained_weights_alone(toy, capsys):
+    config, out = toy
+    lines = config.read_text().splitlines()
+    config.write_text("\n".join(line for line in lines if not line.startswith("model:")))
+    assert cli.main(["finetune", str(config)]) == 2
+    err = one_line_error(capsys, "finetune")
+    assert "'model.name' is missing: say which backbone to use" in err
+    torch.manual_seed(3)
+    backbone = build_backbone(dict(TOY_MODEL), DNATokenizer())
+    folder = save_pretrained(backbone, config.parent / "weights", tokenizer=DNATokenizer())
+    # was: 'model' must be a mapping, got None
+    assert cli.main(["finetune", str(config), f"pretrained={folder}"]) == 0
+    assert OmegaConf.load(out / "config.yaml").model.d_model == 16
+
+
+def test_the_model_a_defaults_list_picks_is_not_given_beside_pretrained_weights(tmp_path):
+    """The shipped configs pick their model in the defaults list (the model a from-scratch run
+    trains): with pretrained weights it is not compared with theirs, so
+    `genodiff finetune configs/genomic_benchmarks_demo.yaml pretrained=mdlm-chrx` runs; a
+    model section written in a file, or an override, is."""
+    demo, paper = ROOT / "configs" / "genomic_benchmarks_demo.yaml", "genomic_benchmarks"
+    assert GivenModel.of(demo, ["pretrained=mdlm-chrx"]) is None
+    assert GivenModel.of(paper, ["pretrained=mdlm-chrx"]) is None
+    given = GivenModel.of(demo, ["pretrained=mdlm-chrx", "model.d_model=32"])
+    assert (given.settings, given.written) == ({"d_model": 32}, {})
+    mine = tmp_path / "mine.yaml"  # the demo with a model section of its own
+    mine.write_text("defaults:\n  - genomic_benchmarks_demo\n  - _self_\nmodel:\n  n_layer: 3\n")
+    given = GivenModel.of(mine, ["model.d_model=32"])
+    assert (given.settings, given.written, given.file) == (
+        {"n_layer": 3, "d_model": 32},
+        {"n_layer": 3},
+        mine,
+    )
+
+
+def test_the_demo_config_fine_tunes_pretrained_weights_of_another_backbone(monkeypatch, tmp_path):
+    """configs/genomic_benchmarks_demo.yaml (caduceus_tiny, 64 wide, from its defaults list)
+    with pretrained weights of a 16-wide backbone reaches its first fold."""
+    torch.manual_seed(3)
+    backbone = build_backbone(dict(TOY_MODEL), DNATokenizer())
+    folder = save_pretrained(backbone, tmp_path / "weights", tokenizer=DNATokenizer())
+    started = []
+
+    def recording_fit(trainer, module, *args, **kwargs):
+        started.append(getattr(module.classifier.backbone, CONFIG_ATTR)["d_model"])
+        raise StartedError
+
+    monkeypatch.setattr(protocol, "fit", recording_fit)
+    demo = ROOT / "configs" / "genomic_benchmarks_demo.yaml"
+    with pytest.raises(StartedError):
+        genodiff.finetune(demo, [f"pretrained={folder}"], tmp_path / "out", progress=False)
+    assert started == [16]
+
+
 def test_the_config_of_a_pretrained_run_records_the_backbone_it_fine_tuned(toy):
     config, out = toy
+    model_from_the_defaults_list(config)
     torch.manual_seed(3)
     backbone = build_backbone({**TOY_MODEL, "d_model": 24}, DNATokenizer())
     folder = save_pretrained(backbone, config.parent / "weights", tokenizer=DNATokenizer())
     genodiff.finetune(str(config), [f"pretrained={folder}"], progress=False)
     saved = OmegaConf.load(out / "config.yaml").model
-    assert (saved.name, saved.d_model, saved.n_layer) == ("caduceus", 24, 1)  # was: 16 (unused)
-    # The same command again: the config file's own model section (16 wide) is not used, so
-    # it is not compared with the recorded one either; the weights' CRC-32 is.
+    assert (saved.name, saved.d_model, saved.n_layer) == ("caduceus", 24, 1)  # was: 64 (unused)
+    # The same command again: the model the config's defaults list picks (64 wide) is not
+    # used, so it is not compared with the recorded one either; the weights' CRC-32 is.
     (out / "runs" / "toy" / "lr0.003_bs8" / "fold1" / "result.json").unlink()
     assert genodiff.finetune(str(config), [f"pretrained={folder}"], progress=False) is not None
 

@@ -26,7 +26,9 @@ from genodiff.config import (
     compose_config,
     project_root,
     resolve_checkpoint_reference,
+    resolve_config_path,
     resolve_path,
+    section_as_written,
     section_spec,
 )
 from genodiff.config_values import Spec, dataclass_spec
@@ -153,6 +155,8 @@ FINETUNE_SCHEMA = Schema(
 
 def check_values(cfg: DictConfig) -> None:
     """Raise ConfigError for a value of the wrong kind (keys are checked by the schema)."""
+    if cfg.get("model") is None and cfg.get("pretrained"):
+        cfg.model = {}  # the pretrained weights bring their backbone's
     for section in (*SECTIONS, "model", "trainer"):
         if not isinstance(cfg.get(section), DictConfig):
             raise ConfigError(f"'{section}' must be a mapping, got {cfg.get(section)!r}")
@@ -252,6 +256,32 @@ def sets_section(overrides: Sequence[str], section: str) -> bool:
     (``model=mamba``, ``model.d_model=32``, ``+model.x=1``)."""
     keys = (override.lstrip("+~").split("=", 1)[0] for override in overrides)
     return any(key == section or key.startswith(f"{section}.") for key in keys)
+
+
+@dataclass(frozen=True)
+class GivenModel:
+    """The ``model`` settings a run was given besides its defaults list's option
+    (``GivenModel.of``): all of them (``settings``: the config file's own ``model:`` section
+    with the ``model`` overrides on it) and the file's section alone (``written``, empty
+    where the file has none) in ``file``."""
+
+    settings: dict[str, Any]
+    written: dict[str, Any]
+    file: Path
+
+    @classmethod
+    def of(cls, config: str | Path, overrides: Sequence[str]) -> GivenModel | None:
+        """What ``config`` and ``overrides`` set of ``model`` besides the option the defaults
+        list picks (``section_as_written``); None when they set nothing. The defaults list's
+        option (configs/genomic_benchmarks_demo.yaml's ``override model: caduceus_tiny``) is
+        the model a from-scratch run trains, so it is not taken as given."""
+        settings = section_as_written(config, overrides, "model", FINETUNE_SCHEMA)
+        if not settings:
+            return None
+        written = settings
+        if sets_section(overrides, "model"):
+            written = section_as_written(config, (), "model", FINETUNE_SCHEMA) or {}
+        return cls(settings, written, resolve_config_path(config))
 
 
 def load_finetune_config(config: str | Path, overrides: list[str] | None = None) -> DictConfig:

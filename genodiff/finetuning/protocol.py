@@ -77,7 +77,12 @@ from genodiff.data.benchmarks import (
 from genodiff.data.loaders import EpochShuffleSampler, ResumableLoader, train_position
 from genodiff.errors import InputValueError
 from genodiff.finetuning.classifier import SequenceClassifier, build_backbone, load_backbone
-from genodiff.finetuning.config import FinetuneConfig, FinetuneOptimConfig, sweep_tag
+from genodiff.finetuning.config import (
+    FinetuneConfig,
+    FinetuneOptimConfig,
+    GivenModel,
+    sweep_tag,
+)
 from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
@@ -380,18 +385,29 @@ def check_encoding(tokenizer: Tokenizer | None, source: str) -> None:
         )
 
 
-def check_pretrained_model(given: Mapping[str, Any], held: Mapping[str, Any], source: str) -> None:
-    """ConfigError when the ``model`` section a run was given (``given``: by an override)
-    describes another backbone than the one ``pretrained=source`` holds (``held``, its recorded
-    config): the folds fine-tune the pretrained backbone, and ``model`` is used only from
-    scratch, so the run would not fine-tune the model it names (``backbone_differences``)."""
-    differences = backbone_differences(given, held, ("given", "pretrained"))
+def check_pretrained_model(given: GivenModel, held: Mapping[str, Any], source: str) -> None:
+    """ConfigError when the ``model`` settings a run was given (``GivenModel``: the config
+    file's own model section, then the model overrides) describe another backbone than the
+    one ``pretrained=source`` holds (``held``, its recorded config): the folds fine-tune the
+    pretrained backbone, and ``model`` is used only from scratch, so the run would not
+    fine-tune the model it names (``backbone_differences``)."""
+    labels = ("given", "pretrained")
+    differences = backbone_differences(given.written, held, labels)
+    if differences:
+        where = f"the model section of {given.file}"
+        fix = (
+            f"remove the model section from {given.file.name} (a model its defaults list picks, "
+            "as configs/genomic_benchmarks_demo.yaml picks caduceus_tiny, is used only from "
+            "scratch), or drop pretrained to train that model from scratch"
+        )
+    else:
+        differences = backbone_differences(given.settings, held, labels)
+        where, fix = "model", "leave model out, or give the pretrained backbone's settings"
     if differences:
         raise ConfigError(
-            f"model and pretrained={source} describe different backbones "
+            f"{where} and pretrained={source} describe different backbones "
             f"({'; '.join(differences)}): the folds fine-tune the pretrained one, and model is "
-            "used only from scratch (pretrained=null); leave model out, or give the pretrained "
-            "backbone's settings"
+            f"used only from scratch (pretrained=null); {fix}"
         )
 
 
@@ -508,14 +524,15 @@ def _check_output_dir(cfg: DictConfig, output_dir: Path) -> None:
 
 
 def run_benchmark(
-    cfg: DictConfig, progress_bar: bool = True, model_given: bool = False
+    cfg: DictConfig, progress_bar: bool = True, given_model: GivenModel | None = None
 ) -> dict[str, Any] | None:
     """Every (task, sweep point, fold) run not finished yet, spread over the processes the
     ``trainer`` section asks for (``genodiff.parallel``); returns per-task results:
     ``{task: {"classes", "max_length", "selected": {"lr", "batch_size"}, "runs": [...]}}`` in
     the main process, None in the others. With ``pretrained`` weights, ``cfg.model`` becomes
     the config of their backbone (what the folds fine-tune, as ``config.yaml`` then records
-    it); ``model_given``: the run was given a ``model`` section (an override), which must
+    it); ``given_model``: the ``model`` settings the run was given besides its defaults
+    list's option (``GivenModel.of``: the config file's own section, overrides), which must
     describe that backbone (``check_pretrained_model``)."""
     output_dir = Path(cfg.output_dir)
     names = list(cfg.benchmark.tasks or GENOMIC_BENCHMARKS)
@@ -526,8 +543,8 @@ def run_benchmark(
     if pretrained is not None:
         check_encoding(pretrained[1], cfg.pretrained)
         held = json.loads(json.dumps(getattr(pretrained[0], CONFIG_ATTR)))  # plain values
-        if model_given:
-            check_pretrained_model(OmegaConf.to_container(cfg.model), held, cfg.pretrained)
+        if given_model is not None:
+            check_pretrained_model(given_model, held, cfg.pretrained)
         cfg.model = held
         weights = tensors_digest(pretrained[0].state_dict())
         _check_pretrained_weights(output_dir, cfg.pretrained, weights)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from genodiff.config import run_overrides
-from genodiff.finetuning.config import load_finetune_config, sets_section
+from genodiff.finetuning.config import GivenModel, load_finetune_config
 from genodiff.finetuning.protocol import run_benchmark
 from genodiff.finetuning.results import markdown_table, summarize, write_results
 from genodiff.progress import progress_wanted
@@ -50,7 +50,8 @@ def finetune(
     cfg = load_finetune_config(config, overrides)
     source = cfg.pretrained or f"{cfg.model.name} from scratch"
     show = progress_wanted() if progress is None else progress
-    results = run_benchmark(cfg, show, model_given=sets_section(overrides, "model"))
+    given = GivenModel.of(config, overrides) if cfg.pretrained else None
+    results = run_benchmark(cfg, show, given_model=given)
     if results is None:
         return None
     out = Path(cfg.output_dir).absolute()  # usable from any working directory
