@@ -50,6 +50,7 @@ from genodiff.named_models import close_names, named_model_folder
 from genodiff.parallel import GPU_ACCELERATORS
 from genodiff.resources import resource_root
 from genodiff.shipped_configs import config_folders, experiment_files
+from genodiff.trainer_spec import trainer_init
 
 GROUPS = ("model", "objective", "data", "trainer")
 # Trainer arguments genodiff sets itself (from output_dir and the sections below).
@@ -193,10 +194,8 @@ def section_spec(cfg: DictConfig, section: str) -> Spec:
     model/objective/data/tokenizer): that class's constructor keywords, annotations and
     ``config_ranges``; ``trainer``: ``lightning.Trainer``'s and ``TRAINER_RANGES``; the others:
     the dataclasses above."""
-    if section == "trainer":
-        import lightning  # a run's trainer section only: loading a model imports no Lightning
-
-        return callable_spec(lightning.Trainer.__init__, TRAINER_RANGES, drop=TRAINER_RESERVED)
+    if section == "trainer":  # read from Lightning's source: a config error imports none
+        return callable_spec(trainer_init(), TRAINER_RANGES, drop=TRAINER_RESERVED)
     if section in ("model", "objective", "data", "tokenizer"):
         kind = section_kind(section)
         name = OmegaConf.select(cfg, f"{section}.name")

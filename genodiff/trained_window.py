@@ -58,7 +58,7 @@ def warn_beyond_trained_window(
     ``config``'s training data (``data.max_length``): ``length`` tokens, or with the semi-ar
     ``sampler`` a ``block``. ``samplers``: the model's sampler names; ``unit``: "bp", "tokens";
     ``run_samples``: the samples a training run draws as it ends (its ``samples.length``,
-    which no semi-ar sampler draws: ``genodiff.training.run.check_run_sampler``)."""
+    which no semi-ar sampler draws: ``genodiff.training.fit_run.check_run_sampler``)."""
     trained = config.get("data", {}).get("max_length")
     window = block if sampler == SEMI_AR else length  # tokens the network reads at once
     if trained is None or window is None or window <= trained:

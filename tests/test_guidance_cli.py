@@ -203,7 +203,7 @@ def test_a_classifier_of_the_other_kind_is_refused_naming_the_option(
 def test_class_names_that_would_share_a_samples_file_get_one_each():
     # the training run's per-class files: "a b" and "a_b" were both samples_a_b.fa (the second
     # class's samples overwrote the first's), as Human / human on a case-blind file system
-    from genodiff.training.run import class_sample_files
+    from genodiff.training.fit_run import class_sample_files
 
     file = Path("run/samples.fa")
     assert class_sample_files(file, ["human", "phage"]) == [

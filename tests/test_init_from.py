@@ -10,7 +10,7 @@ from genodiff.backbones import build
 from genodiff.checkpoints import folders, init_backbones, read_checkpoint_file, save_pretrained
 from genodiff.config import load_config
 from genodiff.model import GenerativeModel
-from genodiff.training import run as training_run
+from genodiff.training import fit_run as training_fit
 from tests.test_cli import DEMO, TINY
 from tests.test_open_checkpoint import next_global_draws, seed_the_global_generators
 
@@ -100,7 +100,7 @@ def random_state_at_the_fit(monkeypatch, overrides: list[str], out) -> torch.Ten
         states.append(torch.get_rng_state())
         raise StartedError
 
-    monkeypatch.setattr(training_run, "fit", recording_fit)
+    monkeypatch.setattr(training_fit, "fit", recording_fit)
     with pytest.raises(StartedError):
         genodiff.train(DEMO, [*TINY, "trainer.max_steps=1", *overrides], output_dir=out)
     return states[0]
@@ -132,7 +132,7 @@ def test_a_run_reads_the_folder_once_for_the_backbone_and_its_average(tmp_path, 
         captured["model"] = model
         raise StartedError
 
-    monkeypatch.setattr(training_run, "fit", capturing_fit)
+    monkeypatch.setattr(training_fit, "fit", capturing_fit)
     with pytest.raises(StartedError):
         genodiff.train(
             DEMO, [*TINY, "trainer.max_steps=1", f"init_from={folder}"], output_dir=tmp_path / "run"

@@ -16,7 +16,7 @@ from genodiff.errors import UserInputWarning
 from genodiff.model import EMA
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import cosine_with_warmup
-from genodiff.training.trainer import check_ema_precision, warn_ema_stays_near_init
+from genodiff.training.run_checks import check_ema_precision, warn_ema_stays_near_init
 from tests.test_cli import DEMO, ROOT
 from tests.test_resume import BASE
 

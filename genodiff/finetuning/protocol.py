@@ -91,6 +91,7 @@ from genodiff.progress import counted
 from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import Tokenizer, tokenizer_record
 from genodiff.training.optim import copy_settings
+from genodiff.training.run_checks import trainer_kwargs
 from genodiff.training.session import CONFIG_FILE, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import (
     LatestCheckpoint,
@@ -99,7 +100,6 @@ from genodiff.training.trainer import (
     log_at_steps_done,
     progress_bars,
     silence_lightning_notices,
-    trainer_kwargs,
 )
 
 RESULT_FILE = "result.json"

@@ -1,62 +1,28 @@
 """``genodiff.train`` (and ``genodiff train``): a config in, a finished run folder out.
 
-Every check comes before the first write into ``output_dir`` (``genodiff.training.session``);
-then the run trains, reports its best checkpoint and its test score, and draws samples with
-the settings of its ``samples:`` section: of each class for a class-conditional run
-(``samples_<class>.<ext>``, the label in the headers), else one file (``samples.<ext>``).
+Every check comes before the first write into ``output_dir`` (``genodiff.training.session``).
+Those of the config (its keys and values: ``genodiff.config``), of its settings that need no
+model (``genodiff.training.run_checks``) and of its data files come here, before Lightning
+(seconds to import) is imported: a refused config says its line at once. Then
+``genodiff.training.fit_run`` builds the model and the Trainer, trains, reports the best
+checkpoint and the test score, and draws the samples of the ``samples:`` section.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from pathlib import Path
 
-import lightning as L
-from omegaconf import DictConfig, OmegaConf
-
 from genodiff.checkpoints import run_folder
-from genodiff.checkpoints.folders import init_backbones
-from genodiff.checkpoints.io import read_checkpoint_file
-from genodiff.checkpoints.load import weights_digest
 from genodiff.conditioning import record_class_names
-from genodiff.config import ConfigError, EMAConfig, load_config, run_overrides
-from genodiff.data.base import DataModule
+from genodiff.config import load_config, run_overrides
 from genodiff.data.build import build_datamodule, record_window
-from genodiff.data.labelled import class_count_lines
-from genodiff.domains import domain_of
-from genodiff.errors import InputValueError
-from genodiff.generate import cast_dtype, draw_samples
-from genodiff.guidance import Guidance
-from genodiff.objectives.base import LIKELIHOOD_WORDS
-from genodiff.progress import Progress, counted, is_main_process, progress_wanted
-from genodiff.sample_files import write_samples
-from genodiff.sample_formats import SamplingRun
-from genodiff.samplers.base import Sampler
-from genodiff.samplers.request import SampleRequest
-from genodiff.trained_window import check_backbone_length, warn_beyond_trained_window
-from genodiff.training.lightning_data import LightningData
-from genodiff.training.module import GenerativeTrainingModule
-from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
-from genodiff.training.trainer import (
-    build_trainer,
+from genodiff.progress import progress_wanted
+from genodiff.training.run_checks import (
     check_ema_moves,
     check_ema_precision,
-    checkpoint_reads_unsaid,
-    prepare_tokenizer,
+    ema_settings,
     trainer_kwargs,
-    warn_ema_stays_near_init,
-)
-
-RESUME_HINT = "Resume it with ckpt_path=last"
-# A stop once trainer.max_steps is reached: the training is done, what follows it is not.
-DONE_HINT = (
-    "Its training is complete (a resume would have no step left to train), but its test score "
-    "and samples were not made: genodiff eval --checkpoint and genodiff sample --checkpoint "
-    "take its best-step*.ckpt or last.ckpt"
 )
 
 
@@ -78,9 +44,8 @@ def train(
     show = progress_wanted() if progress is None else progress
     # Every check comes before the first write into output_dir.
     run_folder.check_steps(cfg.trainer)  # a run that would train nothing
-    ema_decay = OmegaConf.select(cfg, "ema.decay", default=EMAConfig.decay)
+    ema_decay, ema_warmup = ema_settings(cfg)
     check_ema_precision(trainer_kwargs(cfg)["precision"], ema_decay)  # an average stuck at init
-    ema_warmup = OmegaConf.select(cfg, "ema.warmup", default=EMAConfig.warmup)
     check_ema_moves(ema_decay, ema_warmup)
     datamodule = build_datamodule(cfg.data)
     record_window(cfg.data)  # the window a data module takes by default, named in the run
@@ -88,191 +53,6 @@ def train(
     classes = datamodule.class_names()
     if classes is not None:  # labelled data: a class-conditional model (genodiff.conditioning)
         record_class_names(cfg, classes)
-    out = Path(cfg.output_dir)
-    resume = run_folder.resume_checkpoint(cfg.ckpt_path, out)  # read once, checked
-    resumed = resume.source if resume else None
-    check_output(out, resumed, RESUME_HINT, config)
-    tokenizer = prepare_tokenizer(cfg, datamodule)
-    datamodule.attach_tokenizer(tokenizer)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)  # a refused run says one line
-    model = GenerativeTrainingModule(OmegaConf.to_container(cfg, resolve=True), tokenizer)
-    # Another model, window or tokenizer than the checkpoint's, or no step left: refused.
-    changes = run_folder.check_resume(model.config, resume) if resume else []
-    if is_main_process():  # only rank 0 writes checkpoints: hashing once is enough
-        model.record_data(datamodule)
-    # A window or sample longer than the backbone reads (HyenaDNA's filter) fails here.
-    window = cfg.data.get("max_length")
-    check_backbone_length(model.backbone, window, "data.max_length", training=True)
-    s = cfg.samples
-    if s.num_samples:
-        check_backbone_length(model.backbone, s.length, "samples.length", training=True)
-    request = SampleRequest(max(s.num_samples, 1), s.length, steps=s.steps, sampler=s.sampler)
-    check_run_sampler(model.objective.samplers, s.sampler)
-    try:  # an unknown sampler fails before training, named by its config key
-        sampler = model.objective.sampler_name(request)
-    except InputValueError as err:
-        raise ConfigError(f"samples.sampler={s.sampler}: {err}") from err
-    if s.num_samples:  # the run's own samples, said before it trains
-        samplers = model.objective.samplers
-        warn_beyond_trained_window(
-            model.config, s.length, None, sampler, samplers, tokenizer.unit, run_samples=True
-        )
-    if cfg.init_from and not cfg.ckpt_path:  # a folder that does not fit fails here
-        init_backbones((model.backbone, *([model.ema.module] if model.ema else [])), cfg.init_from)
-        print(f"genodiff: backbone initialised from {cfg.init_from}")
-    # Windows that cannot be cut (length, split) fail here, before the Trainer logs a line.
-    datamodule.dataset_of("valid")
-    try:  # writes nothing yet; a trainer setting that cannot work fails
-        trainer = build_trainer(cfg, progress_bar=show)
-    except ValueError as err:  # Lightning refuses the trainer section's settings
-        raise ConfigError(str(err)) from err
-    if resume:  # Lightning's read of it takes what the checks read (io.AtomicCheckpointIO)
-        trainer.strategy.checkpoint_io.hand_over(resume.source, resume.content)
-    datamodule.check_batch_size(trainer.world_size)  # a batch above the train split fails
-    # Said once every check has passed: a refused run says its one line alone.
-    warn_ema_stays_near_init(ema_decay, ema_warmup, cfg.trainer.get("max_steps"))
-    with hold_output(out, model.config) as main_process:
-        if main_process:
-            if changes:
-                print(f"genodiff: resuming {resumed} with: {', '.join(changes)}", file=sys.stderr)
-            tokenizer.save(out)
-            print(f"genodiff: training {cfg.name}; outputs in {out}")
-            if classes is not None:
-                for line in class_count_lines(datamodule):
-                    print(line)
-        data = LightningData(datamodule)
-        fit(trainer, model, "train", RESUME_HINT, DONE_HINT, datamodule=data, ckpt_path=resumed)
-        with exit_when_stopped(trainer, "train", RESUME_HINT, DONE_HINT):  # in the test
-            finish(cfg, model, trainer, datamodule, request, sampler, show)
-    return out.absolute()
+    from genodiff.training.fit_run import fit_run  # Lightning, once the config has passed
 
-
-def finish(
-    cfg: DictConfig,
-    model: GenerativeTrainingModule,
-    trainer: L.Trainer,
-    datamodule: DataModule,
-    request: SampleRequest,
-    sampler: str,
-    show: bool,
-) -> None:
-    """Report the best checkpoint, score it on the test split (every process of a DDP run takes
-    part) and draw the samples (rank 0 alone): of each class for a class-conditional run
-    (``samples_<class>.fa``, label in the headers), else one file (``samples.fa``). ``show``:
-    a progress line for each file's sampling, its clock and rate counted from that file's
-    start (not from the test scoring, nor from the previous file's first step)."""
-    out, s, tokenizer = Path(cfg.output_dir), cfg.samples, model.tokenizer
-    checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint.best_model_score is not None else ""
-    likelihood = model.objective.likelihood
-    what = LIKELIHOOD_WORDS[likelihood][1]  # of the NLL: exact, bound, ...
-    measure = "NLL" if likelihood == "exact" else "NELBO"  # an AR model's is no bound
-    report = []
-    if best:
-        score = float(checkpoint.best_model_score)
-        report.append(
-            f"genodiff: best val/nelbo {score:.4f} nats/token (perplexity "
-            f"{math.exp(score):.4f}, {what}) at {best}"
-        )
-    weights = checkpoint.last_model_path or "in-memory"  # the weights `model` holds now
-    step = trainer.global_step
-    if cfg.evaluate_test and not best:  # no validation, or the resumed run's best elsewhere
-        t = cfg.trainer
-        if cfg.ckpt_path:  # validations may have run before the resume, into another folder
-            why = f"no validation ran since the resume, and none before it is in {out}"
-        else:
-            why = (
-                f"no validation ran (trainer.max_steps={t.max_steps} ended the run before "
-                f"trainer.val_check_interval={t.get('val_check_interval')} was reached)"
-            )
-        report.append(
-            f"genodiff: {why}, so there is no best checkpoint: the test score is of the last "
-            f"weights ({weights})"
-        )
-    if cfg.evaluate_test:
-        tested = best or checkpoint.last_model_path or None  # None: the weights held now
-        with checkpoint_reads_unsaid():  # the report names the checkpoint tested
-            (result,) = trainer.test(
-                model, datamodule=LightningData(datamodule), ckpt_path=tested, verbose=False
-            )
-        if best:
-            weights = best  # trainer.test loaded them into `model`
-            step = int(read_checkpoint_file(best, mmap=True)["global_step"])
-        report.append(
-            f"genodiff: test {measure} {result['test/nelbo']:.4f} nats/token, perplexity "
-            f"{result['test/ppl']:.4f} ({what})"
-            + (
-                f" (true label); {result['test/nelbo_unconditional']:.4f} with the null label"
-                if "test/nelbo_unconditional" in result
-                else ""
-            )
-        )
-    if not trainer.is_global_zero:
-        return
-    for line in report:
-        print(line)
-    if s.num_samples <= 0:
-        return
-    steps = model.eval_objective.steps_used(request)
-    unlabelled = SamplingRun(
-        checkpoint=weights,
-        sampler=sampler,
-        steps=steps,
-        seed=s.seed,
-        checkpoint_step=step,
-        weights_crc32=weights_digest(model),
-        dtype=cast_dtype(model.eval_backbone),  # trainer.precision=bf16-true: bfloat16
-    )
-    file = Path(domain_of(tokenizer).samples_file)
-    jobs = [(request, unlabelled, file)]  # (request, provenance, file name)
-    if model.class_names is not None and model.eval_objective.samplers[sampler].guided:
-        jobs = []
-        names = class_sample_files(file, model.class_names)
-        for index, name in enumerate(model.class_names):  # p(x | class), one file each
-            labelled = replace(request, guidance=Guidance(index, label_name=name))
-            labelled = model.eval_objective.resolve_guidance(labelled)
-            jobs.append((labelled, replace(unlabelled, guidance=labelled.guidance), names[index]))
-    for job_request, run, name in jobs:
-        with Progress("genodiff train", enabled=show) as progress:
-            samples = draw_samples(
-                model.eval_objective,
-                model.eval_backbone,
-                job_request,
-                s.seed,
-                s.batch_size,
-                progress,
-            )
-        # the run folder's own file: a resumed or re-run training writes it again
-        ends = datamodule.end_samples(samples, job_request.given)
-        path = write_samples(ends, out / name, run, tokenizer, overwrite=True)
-        print(
-            f"genodiff: wrote {counted(s.num_samples, 'sample')} of {s.length} {tokenizer.unit} "
-            f"to {path}"
-        )
-
-
-def check_run_sampler(samplers: Mapping[str, Sampler], name: str | None) -> None:
-    """ConfigError for a ``samples.sampler`` that needs settings (``Sampler.needs``: semi-ar's
-    block and stride) that the samples section does not hold: the run's samples, and every
-    draw from the trained model with its generation config, would fail for want of them."""
-    needs = samplers[name].needs if name in samplers else ()
-    if needs:
-        others = [other for other, sampler in samplers.items() if not sampler.needs]
-        raise ConfigError(
-            f"samples.sampler: {name!r} needs {' and '.join(needs)} for each draw, which the "
-            f"samples section does not set; choose one of {', '.join(others)} for the run's "
-            f"samples, and draw {name} sequences from the trained model (genodiff sample, "
-            "Model.generate) with its settings"
-        )
-
-
-def class_sample_files(file: Path, class_names: Sequence[str]) -> list[Path]:
-    """The file of each class's samples beside ``file`` (``samples_NAME.fa``): NAME is the
-    class name with any character but letters, digits, ``_``, ``.`` and ``-`` as ``_``; where
-    two names would then give one file (``a b`` and ``a_b``; ``Human`` and ``human`` on a file
-    system that ignores case) every NAME is led by its class's index (``samples_0_a_b.fa``), so
-    no class's samples overwrite another's."""
-    safe = [re.sub(r"[^A-Za-z0-9_.-]", "_", name) for name in class_names]
-    if len({name.lower() for name in safe}) < len(safe):
-        safe = [f"{index}_{name}" for index, name in enumerate(safe)]
-    return [file.with_stem(f"{file.stem}_{name}") for name in safe]
+    return fit_run(cfg, config, datamodule, classes, show)

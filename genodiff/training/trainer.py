@@ -30,7 +30,6 @@ from omegaconf import DictConfig, OmegaConf
 from genodiff.checkpoints.epochs import reopen_cut_epoch
 from genodiff.checkpoints.lightning_io import AtomicCheckpointIO
 from genodiff.checkpoints.run_folder import CHECKPOINT_FOLDER
-from genodiff.config_values import ConfigError
 from genodiff.parallel import join_line_once
 from genodiff.progress import is_terminal
 from genodiff.threads import command_threads, share_threads
@@ -38,7 +37,7 @@ from genodiff.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 from genodiff.training.epochs import trained_epoch
 from genodiff.training.model_summary import ModelSummaryWithoutFlops
 from genodiff.training.progress_lines import PlainProgressBar
-from genodiff.user_warnings import warn_user
+from genodiff.training.run_checks import trainer_kwargs
 
 # The logger Lightning's rank_zero_info writes to.
 LIGHTNING_INFO_LOGGER = "lightning.pytorch.utilities.rank_zero"
@@ -61,79 +60,6 @@ def prepare_tokenizer(cfg: DictConfig, datamodule: Any) -> Tokenizer:
             return saved
     section = OmegaConf.to_container(cfg.tokenizer, resolve=True)
     return build_tokenizer(section, corpus=datamodule.training_texts)
-
-
-def trainer_kwargs(cfg: DictConfig, progress_bar: bool = True) -> dict[str, Any]:
-    """The ``trainer`` section with precision resolved (``null`` = bf16 on GPU, fp32 on CPU)
-    and the progress bar turned off unless ``progress_bar``."""
-    kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
-    if not progress_bar:
-        kwargs["enable_progress_bar"] = False
-    # genodiff.data.base.DataModule builds every loader and places each process's rows in the
-    # global batch itself; Lightning's DistributedSampler would split them again.
-    kwargs["use_distributed_sampler"] = False
-    if kwargs.get("precision") is None:
-        on_gpu = kwargs.get("accelerator", "auto") in ("auto", "gpu", "cuda")
-        on_gpu = on_gpu and torch.cuda.is_available()
-        kwargs["precision"] = "bf16-mixed" if on_gpu else "32-true"
-    return kwargs
-
-
-#: Lightning precisions that keep the weights themselves in 16 bits.
-SIXTEEN_BIT_WEIGHTS = ("bf16-true", "16-true")
-
-
-def check_ema_precision(precision: Any, ema_decay: float) -> None:
-    """ConfigError for weights kept in 16 bits (``trainer.precision`` bf16-true or 16-true)
-    with an average of them on (``ema.decay`` > 0): its step of weight 1 - decay is far below
-    half a 16-bit ulp of the weight (bfloat16: 2^-9 of it), so the averaged weights -- those
-    validation, the test score and the samples use -- never move from the first copy."""
-    if str(precision) in SIXTEEN_BIT_WEIGHTS and ema_decay > 0:
-        raise ConfigError(
-            f"trainer.precision={precision} keeps the weights in 16 bits, where the EMA step of "
-            f"weight 1 - ema.decay = {1 - ema_decay:.3g} is lost to rounding: the averaged "
-            "weights (validation, test, samples) would never move. Use "
-            "trainer.precision=bf16-mixed (16-bit compute, float32 weights) or ema.decay=0"
-        )
-
-
-def check_ema_moves(ema_decay: float, warmup: bool) -> None:
-    """ConfigError for ``ema.decay`` = 1 without ``ema.warmup``: every update keeps the average
-    as it is, so validation, the test score and the samples would use the initial weights
-    (with the warm-up, update k takes (1 + k) / (10 + k) < 1 and the average moves)."""
-    if ema_decay >= 1 and not warmup:
-        raise ConfigError(
-            "ema.decay=1 keeps the averaged weights (validation, test, samples) at their "
-            "initial values: every update takes none of the trained weights. Use a decay "
-            "below 1 (0.9999 in the hg38 recipe), ema.warmup=true, or ema.decay=0 for no average"
-        )
-
-
-#: The share of the first weights left in the average at the end of a run above which
-#: ``warn_ema_stays_near_init`` speaks.
-EMA_INITIAL_SHARE = 0.1
-
-
-def warn_ema_stays_near_init(ema_decay: float, warmup: bool, max_steps: int | None) -> None:
-    """``warnings.warn`` when an average of constant decay (``ema.warmup`` off) still holds
-    more than ``EMA_INITIAL_SHARE`` of the first weights after the run's ``trainer.max_steps``
-    updates (one per optimizer step): ema_decay ** max_steps of them. Validation, the choice
-    of the best checkpoint, the test score and the samples all use the average, so they would
-    measure a barely trained model (the hg38 recipe's 0.9999 keeps 96% after the 400 steps of
-    ``trainer=cpu``)."""
-    if warmup or not 0 < ema_decay < 1 or max_steps is None or max_steps < 1:
-        return
-    share = ema_decay**max_steps
-    if share <= EMA_INITIAL_SHARE:
-        return
-    message = (
-        f"ema.decay={ema_decay:g} without ema.warmup leaves {share * 100:.4g}% of the initial "
-        f"weights in the average after trainer.max_steps={max_steps} steps, and validation, the "
-        "best checkpoint, the test score and the samples use that average: they would measure a "
-        "barely trained model. For a short run set ema.warmup=true and a smaller ema.decay "
-        "(configs/demo.yaml: 0.999 with warm-up), or ema.decay=0 for no average"
-    )
-    warn_user(message)
 
 
 class _DropNotices(logging.Filter):
