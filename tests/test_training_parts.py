@@ -6,17 +6,24 @@ import warnings
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 import genodiff
 from genodiff import cli
 from genodiff.backbones.rcps import RCPSEmbedding
+from genodiff.config import load_config
 from genodiff.config_values import ConfigError
 from genodiff.errors import UserInputWarning
-from genodiff.model import EMA
+from genodiff.model import EMA, backbone_size
+from genodiff.training import fit_run
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import cosine_with_warmup
-from genodiff.training.run_checks import check_ema_precision, warn_ema_stays_near_init
+from genodiff.training.run_checks import (
+    check_ema_precision,
+    warn_ema_stays_near_init,
+    warn_gpu_scale_on_cpu,
+)
 from tests.test_cli import DEMO, ROOT
 from tests.test_resume import BASE
 
@@ -188,3 +195,78 @@ def test_sixteen_bit_weights_without_an_average_pass_the_check():
     check_ema_precision("bf16-true", 0.0)
     check_ema_precision("bf16-mixed", 0.9999)
     check_ema_precision("32-true", 0.9999)
+
+
+class StartedError(Exception):
+    """Raised in place of the training, once every check and warning before it is done."""
+
+
+def warnings_before_training(monkeypatch, overrides: list[str], out) -> list[str]:
+    """genodiff's warnings of a demo run with ``overrides``, up to its training (not run)."""
+
+    def started(*args, **kwargs):
+        raise StartedError
+
+    monkeypatch.setattr(fit_run, "fit", started)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(StartedError):
+            genodiff.train(DEMO, overrides, output_dir=out, progress=False)
+    return [str(w.message) for w in caught if issubclass(w.category, UserInputWarning)]
+
+
+def test_a_gpu_sized_run_on_the_cpu_is_warned_of_before_it_trains(monkeypatch, tmp_path):
+    """configs/hg38.yaml's scale (Caduceus-Ph, 50,000 steps of 128 x 8 windows of 1,024 bp:
+    52.4 billion tokens) on the CPU is said before training (was: months, with only the
+    progress line's ETA to tell); configs/demo.yaml (6.6 million tokens) is not."""
+    assert warnings_before_training(monkeypatch, [], tmp_path / "demo") == []
+    hg38_scale = [
+        "model=caduceus_ph",
+        "data.batch_size=128",
+        "trainer.accumulate_grad_batches=8",
+        "trainer.max_steps=50000",
+    ]
+    said = warnings_before_training(monkeypatch, hg38_scale, tmp_path / "hg38")
+    assert len(said) == 1, said
+    tokens = 50_000 * 128 * 8 * 1024  # 52,428,800,000
+    assert f"({tokens:.3g} tokens)" == "(5.24e+10 tokens)"
+    assert said[0].startswith("this run is sized for GPUs: trainer.max_steps=50,000 steps of")
+    assert "1,024 windows of 1,024 tokens (5.24e+10 tokens) through 470,702 weights" in said[0]
+    assert "train configs/demo.yaml for a run on the CPU, or lower trainer.max_steps" in said[0]
+    # 6 x 470,702 weights x 5.24e10 tokens at 1e10 operations a second: 171 days
+    assert "takes about 171 days" in said[0]
+
+
+def test_the_gpu_scale_warning_speaks_above_a_day_on_the_cpu():
+    # the demo: 400 steps of 16 windows of 1,024 bp through 82,624 weights (5 min on 2 cores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_gpu_scale_on_cpu(400, 16, 1024, 82_624)
+        warn_gpu_scale_on_cpu(-1, 1024, 1024, 470_702)  # no step limit
+        warn_gpu_scale_on_cpu(50_000, 1024, None, 470_702)  # no window length
+        warn_gpu_scale_on_cpu(1, 1, 14_400, 1_000_000)  # 6 x 1e6 x 14,400 / 1e10 = 8.6 s
+    # 6 x 1e6 weights x 1.44e9 tokens at 1e10 operations a second = 864,000 s: 10 days
+    with pytest.warns(UserInputWarning, match=r"takes about 10 days"):
+        warn_gpu_scale_on_cpu(1_000, 1_440, 1_000, 1_000_000)
+
+
+@pytest.mark.parametrize(
+    "config", ["demo.yaml", *sorted(p.name for p in (ROOT / "configs").glob("hg38*.yaml"))]
+)
+def test_the_hg38_recipes_on_one_cpu_are_warned_of_and_the_demo_is_not(config):
+    """Each config's own numbers on one process: configs/demo.yaml (400 steps of 16 windows of
+    1,024 bp, 82,624 weights) trains in minutes; every hg38 recipe (50,000 steps of 128 x 8
+    windows of 1,024 bp, ~470 K weights) would take months."""
+    cfg = load_config(ROOT / "configs" / config)
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    weights, _ = backbone_size({**model, "vocab_size": 16})
+    t = cfg.trainer
+    windows = cfg.data.batch_size * (t.get("accumulate_grad_batches") or 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_gpu_scale_on_cpu(t.max_steps, windows, cfg.data.max_length, weights)
+    said = [str(w.message) for w in caught]
+    if config == "demo.yaml":
+        assert said == []
+    else:
+        assert len(said) == 1 and "trainer.max_steps=50,000 steps of 1,024 windows" in said[0]

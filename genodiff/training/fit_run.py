@@ -37,7 +37,11 @@ from genodiff.samplers.request import SampleRequest
 from genodiff.trained_window import check_backbone_length, warn_beyond_trained_window
 from genodiff.training.lightning_data import LightningData
 from genodiff.training.module import GenerativeTrainingModule
-from genodiff.training.run_checks import ema_settings, warn_ema_stays_near_init
+from genodiff.training.run_checks import (
+    ema_settings,
+    warn_ema_stays_near_init,
+    warn_gpu_scale_on_cpu,
+)
 from genodiff.training.session import check_output, exit_when_stopped, fit, hold_output
 from genodiff.training.trainer import build_trainer, checkpoint_reads_unsaid, prepare_tokenizer
 
@@ -103,6 +107,10 @@ def fit_run(
     datamodule.check_batch_size(trainer.world_size)  # a batch above the train split fails
     # Said once every check has passed: a refused run says its one line alone.
     warn_ema_stays_near_init(*ema_settings(cfg), cfg.trainer.get("max_steps"))
+    if trainer.strategy.root_device.type == "cpu":
+        windows = cfg.data.batch_size * trainer.world_size * trainer.accumulate_grad_batches
+        weights = sum(p.numel() for p in model.backbone.parameters())
+        warn_gpu_scale_on_cpu(cfg.trainer.get("max_steps"), windows, window, weights)
     with hold_output(out, model.config) as main_process:
         if main_process:
             if changes:

@@ -92,3 +92,37 @@ def ema_settings(cfg: DictConfig) -> tuple[float, bool]:
     """The run's ``ema.decay`` and ``ema.warmup`` (``EMAConfig``'s where the config has none)."""
     decay = OmegaConf.select(cfg, "ema.decay", default=EMAConfig.decay)
     return decay, OmegaConf.select(cfg, "ema.warmup", default=EMAConfig.warmup)
+
+
+#: Training's pace on a CPU, in operations per second: configs/demo.yaml's 6.6 million tokens
+#: through 82,624 weights (about 3.2e12 operations, 6 per weight per token) in about 5 minutes
+#: on 2 cores.
+CPU_OPERATIONS_PER_SECOND = 1e10
+#: A run on the CPU that would take longer than this at that pace is warned of.
+CPU_RUN_WARNING_SECONDS = 24 * 3600
+
+
+def warn_gpu_scale_on_cpu(
+    steps: int | None, windows: int, window: int | None, weights: int
+) -> None:
+    """``warn_user`` for a run on the CPU of ``steps`` (``trainer.max_steps``) optimizer
+    steps of ``windows`` windows (the global batch) of ``window`` tokens through ``weights``
+    weights that would take longer than ``CPU_RUN_WARNING_SECONDS`` at
+    ``CPU_OPERATIONS_PER_SECOND`` (about 6 operations per weight per token): the hg38 recipes'
+    52 billion tokens would take months, with only the progress line's ETA to say so. No step
+    limit (-1) or no window length: nothing is said."""
+    if steps is None or steps < 1 or not window:
+        return
+    tokens = steps * windows * window
+    seconds = 6 * weights * tokens / CPU_OPERATIONS_PER_SECOND
+    if seconds <= CPU_RUN_WARNING_SECONDS:
+        return
+    message = (
+        f"this run is sized for GPUs: trainer.max_steps={steps:,} steps of {windows:,} windows "
+        f"of {window:,} tokens ({tokens:.3g} tokens) through {weights:,} weights, and it trains "
+        f"on the CPU, where that takes about {seconds / 86400:,.0f} days (at the pace of "
+        "configs/demo.yaml, 6.6 million tokens in about 5 minutes on 2 cores). Train it on a "
+        "GPU (docs/gpu.md), train configs/demo.yaml for a run on the CPU, or lower "
+        "trainer.max_steps"
+    )
+    warn_user(message)
