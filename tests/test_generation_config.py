@@ -30,12 +30,13 @@ from tests.test_cli import ROOT
 LENGTH = 16
 
 
-def tiny(samples: dict | None = None) -> Model:
-    """An MDLM on a one-layer Caduceus, random weights; ``samples``: its run's section."""
+def tiny(samples: dict | None = None, backbone: str = "caduceus", objective: str = "mdlm") -> Model:
+    """A model of ``objective`` (MDLM) on a one-layer ``backbone`` (Caduceus), random weights;
+    ``samples``: its run's section."""
     torch.manual_seed(0)
     config = {
-        "model": {"name": "caduceus", "d_model": 16, "n_layer": 1},
-        "objective": {"name": "mdlm"},
+        "model": {"name": backbone, "d_model": 16, "n_layer": 1},
+        "objective": {"name": objective},
         "data": {"name": "fasta", "max_length": LENGTH},
         "ema": {"decay": 0},
     }
@@ -240,15 +241,8 @@ def test_a_sampler_another_objective_has_is_refused_when_a_model_draws():
     """A name some objective has builds a config; a model whose objective lacks it refuses it
     when it draws, naming its own samplers, as before."""
     config = GenerationConfig(sampler="first-hitting")
-    torch.manual_seed(0)
-    ar = {
-        "model": {"name": "mamba", "d_model": 16, "n_layer": 1},
-        "objective": {"name": "ar"},
-        "data": {"name": "fasta", "max_length": LENGTH},
-        "ema": {"decay": 0},
-    }
     with pytest.raises(InputValueError, match="has no sampler 'first-hitting'; choose one of"):
-        Model(GenerativeModel(ar), "in memory").generate(1, generation_config=config)
+        tiny(backbone="mamba", objective="ar").generate(1, generation_config=config)
     with pytest.raises(InputValueError, match="MDLM has no sampler 'euler'; choose one of"):
         tiny().generate(1, sampler="euler")
 
