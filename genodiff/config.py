@@ -322,10 +322,16 @@ _ASSIGNMENT = re.compile(r"^(?P<key>[A-Za-z_][\w.]*)=(?P<value>.*)$", re.S)
 
 
 def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
+    """The overrides that pick a config group's option (``model=mamba``), and the others. A
+    group's ``null`` is quoted: Hydra reads it as None, which it refuses with a bare
+    ValueError, while the name ``'null'`` is an option like any other (a missing one is said
+    with the group's options, ``_hydra_message``)."""
     groups, values = [], []
     for override in overrides:
         match = _ASSIGNMENT.match(override)
         if match and match["key"] in GROUPS and "." not in match["key"]:
+            if match["value"].strip().lower() == "null":
+                override = f"{match['key']}='{match['value'].strip()}'"
             groups.append(override)
         else:
             values.append(override)
@@ -491,7 +497,7 @@ def _refuse_hydra_keys(overrides: list[str]) -> None:
 _APPEND_EXISTING = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 
 
-_MISSING_OPTION = re.compile(r"Could not find '(?P<group>[^']+)/(?P<option>[^']+)'")
+_MISSING_OPTION = re.compile(r"Could not find '(?P<group>[^']+)/(?P<option>[^']*)'")
 _AVAILABLE = re.compile(r"Available options in '[^']+':(?P<options>(?:\s+\S+)+)")
 
 

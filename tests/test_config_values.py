@@ -211,6 +211,18 @@ def test_a_misspelt_group_option_is_one_line_naming_the_option_meant(capsys, tmp
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("value", ["null", "NULL", ""])
+def test_a_group_set_to_null_or_nothing_is_one_line_listing_its_options(capsys, tmp_path, value):
+    # Was: null a traceback (Hydra's ValueError: "Config group override must be a string or
+    # a list. Got NoneType"); nothing Hydra's message, the options one a line.
+    code, err = train(capsys, tmp_path / "out", f"data={value}")
+    assert code == 2 and err.strip() == error_line(err)
+    assert f"data={value}: no such option in the config group 'data'; choose one of: " in err
+    shipped = sorted(p.stem for p in (ROOT / "configs" / "data").glob("*.yaml"))
+    assert set(shipped) <= set(err.split("choose one of: ")[1].strip().split(", "))
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_key_the_yaml_lacks_given_twice_takes_the_last_value_as_a_key_it_holds_does():
     # Was: refused, saying the YAML set it and to drop a "+" the user never wrote. The
     # reference: a key demo.yaml holds (trainer.max_steps), given twice, takes the last value.
