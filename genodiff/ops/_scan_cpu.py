@@ -79,7 +79,9 @@ def _prefer_wide_vectors(typingctx):
     set element; LLVM ignores it on a CPU without AVX-512. Emits no code."""
 
     def codegen(context, builder, signature, args):
-        set.add(builder.function.attributes, WIDE_VECTORS)
+        attributes = builder.function.attributes
+        if isinstance(attributes, set):  # llvmlite's layout; else LLVM's own width, same results
+            set.add(attributes, WIDE_VECTORS)
         return context.get_dummy_value()
 
     return types.none(), codegen
