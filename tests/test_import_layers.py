@@ -42,6 +42,7 @@ LAYERS = (
     "generation_config",
     "conditioning",
     "tokenizers",
+    "trainer_spec",
     "config",
     "ops",
     "backbones",

@@ -26,6 +26,7 @@ from genodiff.tokenizers import DNATokenizer
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import adamw_with_cosine, regroup_earlier_optimizer_state
 from tests.test_cli import DEMO
+from tests.test_finetune_protocol import model_from_the_defaults_list
 from tests.test_resume import BASE
 
 MAMBA_MIXER_EXEMPT = ["A_log", "D", "conv1d.bias", "dt_proj.bias"]
@@ -394,6 +395,7 @@ def test_a_fine_tune_of_a_pretrained_backbone_keeps_its_weight_decay_groups(
         return built
 
     monkeypatch.setattr(ClassifierModule, "configure_optimizers", recording)
+    model_from_the_defaults_list(config)  # its own model section would be another backbone
     overrides = [f"pretrained={pretrained}", "optim.weight_decay=0.1"]
     genodiff.finetune(str(config), overrides, progress=False)
     assert len(folds) == 2
