@@ -67,7 +67,7 @@ EMA_INITIAL_SHARE = 0.1
 
 
 def warn_ema_stays_near_init(ema_decay: float, warmup: bool, max_steps: int | None) -> None:
-    """``warnings.warn`` when an average of constant decay (``ema.warmup`` off) still holds
+    """``warn_user`` when an average of constant decay (``ema.warmup`` off) still holds
     more than ``EMA_INITIAL_SHARE`` of the first weights after the run's ``trainer.max_steps``
     updates (one per optimizer step): ema_decay ** max_steps of them. Validation, the choice
     of the best checkpoint, the test score and the samples all use the average, so they would
