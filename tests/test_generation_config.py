@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import re
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ import pytest
 import torch
 
 import genodiff
-from genodiff import cli
+from genodiff import cli, registry
 from genodiff.errors import InputValueError
 from genodiff.generation_config import GenerationConfig, option_names
 from genodiff.model import GenerativeModel
@@ -550,3 +551,24 @@ def test_an_absurd_number_of_steps_is_refused_before_anything_is_drawn():
     assert GenerationConfig(steps=MAX_STEPS).steps == MAX_STEPS
     with pytest.raises(InputValueError, match=r"steps must be in \[1, 1000000\], got 10{15}"):
         GenerationConfig(steps=10**15)
+
+
+class PluginObjective:
+    """An objective plugin's class as the registry reads it: its samplers."""
+
+    samplers = {"plugin-sampler": None}
+
+
+def test_a_broken_plugin_stands_in_the_way_of_no_other_plugins_sampler(monkeypatch):
+    # Was: the sampler of a plugin that loads was refused at construction (so a model of
+    # that plugin no longer loaded), for another plugin failed to import.
+    registry.available("objective", plugins=False)  # the built-ins registered
+    monkeypatch.setitem(registry._REGISTRIES, "objective", dict(registry._REGISTRIES["objective"]))
+    group = registry.ENTRY_POINT_GROUPS["objective"]
+    plugins = [
+        EntryPoint("working", f"{__name__}:PluginObjective", group),
+        EntryPoint("broken", "genodiff_no_such_plugin:Objective", group),
+    ]
+    monkeypatch.setattr(registry, "entry_points", lambda group: plugins)
+    assert GenerationConfig(sampler="plugin-sampler").sampler == "plugin-sampler"
+    assert GenerationConfig.from_dict({"sampler": "plugin-sampler"}).sampler == "plugin-sampler"

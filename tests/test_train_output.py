@@ -1,5 +1,5 @@
 """What ``genodiff train`` prints at the end of a run: its own report of the checkpoint it
-tested, without Lightning's lines on reading that checkpoint (``genodiff/training/run.py``,
+tested, without Lightning's lines on reading that checkpoint (``genodiff/training/fit_run.py``,
 ``finish``)."""
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ genodiff's own (``genodiff/trained_window.py:89``, ``genodiff/checkpoints/folder
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import warnings
 
@@ -14,6 +16,7 @@ import pytest
 import genodiff
 from genodiff.errors import UserInputWarning
 from genodiff.progress import shown_by_the_main_process_alone
+from tests.test_cli import ROOT
 from tests.test_generation_config import LENGTH, tiny
 
 
@@ -80,3 +83,27 @@ def test_the_command_line_still_says_them_in_one_line(tmp_path, capsys):
         assert cli.main([*argv, "--no-progress"]) == 0
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"genodiff sample: warning: sampling {2 * LENGTH} bp from a model")
+
+
+WARN_FROM_MAIN = (
+    "from genodiff.training.run_checks import warn_ema_stays_near_init\n"
+    "warn_ema_stays_near_init(0.9999, False, 10)\n"
+)
+
+
+@pytest.mark.parametrize("where_run", ["elsewhere", "inside the package"])
+@pytest.mark.parametrize("how", ["-c", "-m"])
+def test_a_warning_in_a_main_module_that_is_no_script_is_a_warning(tmp_path, how, where_run):
+    # Was: ImportError ("'__main__' is not a built-in module", "loader for ... cannot handle
+    # __main__"): the loader of __main__ was asked for its source. And run from inside the
+    # package, "<string>" resolved into it and was taken for genodiff's own file.
+    (tmp_path / "usermod.py").write_text(WARN_FROM_MAIN)
+    argument = WARN_FROM_MAIN if how == "-c" else "usermod"
+    cwd = tmp_path if where_run == "elsewhere" else ROOT / "genodiff"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    done = subprocess.run(
+        [sys.executable, how, argument], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    named = "<string>" if how == "-c" else str(tmp_path / "usermod.py")
+    assert f"{named}:2: UserInputWarning: ema.decay=0.9999 without ema.warmup" in done.stderr

@@ -107,7 +107,7 @@ def fit_run(
     datamodule.check_batch_size(trainer.world_size)  # a batch above the train split fails
     # Said once every check has passed: a refused run says its one line alone.
     warn_ema_stays_near_init(*ema_settings(cfg), cfg.trainer.get("max_steps"))
-    if trainer.strategy.root_device.type == "cpu":
+    if trainer.strategy.root_device.type == "cpu" and not resume:  # a resumed one was begun
         windows = datamodule.batch_size * trainer.world_size * trainer.accumulate_grad_batches
         weights = sum(p.numel() for p in model.backbone.parameters())
         warn_gpu_scale_on_cpu(cfg.trainer.get("max_steps"), windows, window, weights)

@@ -194,7 +194,7 @@ class LatestCheckpoint(ModelCheckpoint):
             state_dict = moved_state(state_dict, before, here)
         with warnings.catch_warnings():
             # "The dirpath has changed ...": a resume into another folder, which the run's
-            # report states in genodiff's words (training/run.py)
+            # report states in genodiff's words (training/fit_run.py)
             warnings.filterwarnings("ignore", message="The dirpath has changed")
             super().load_state_dict(state_dict)
 
