@@ -268,3 +268,15 @@ def test_the_hg38_recipes_on_one_cpu_are_warned_of_and_the_demo_is_not(config):
         assert said == []
     else:
         assert len(said) == 1 and "trainer.max_steps=50,000 steps of 1,024 windows" in said[0]
+
+
+def test_a_resumed_run_is_not_warned_of_again(monkeypatch, tmp_path):
+    """The CPU-run warning is said when a run begins, not on each resume of it (it counted the
+    whole of trainer.max_steps, however few steps were left)."""
+    run = tmp_path / "run"
+    genodiff.train(DEMO, [*BASE, "trainer.max_steps=2"], output_dir=run, progress=False)
+    endless = [*BASE, "trainer.max_steps=10000000"]  # 5.1e9 tokens of the tiny model: 290 days
+    (fresh,) = warnings_before_training(monkeypatch, endless, tmp_path / "fresh")
+    assert fresh.startswith("this run is sized for GPUs: trainer.max_steps=10,000,000 steps")
+    resumed = [*endless, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"]
+    assert warnings_before_training(monkeypatch, resumed, run) == []
