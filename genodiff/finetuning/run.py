@@ -10,7 +10,6 @@ from typing import Any
 
 from genodiff.config import run_overrides
 from genodiff.finetuning.config import GivenModel, load_finetune_config
-from genodiff.finetuning.protocol import run_benchmark
 from genodiff.finetuning.results import markdown_table, summarize, write_results
 from genodiff.progress import progress_wanted
 
@@ -51,6 +50,9 @@ def finetune(
     source = cfg.pretrained or f"{cfg.model.name} from scratch"
     show = progress_wanted() if progress is None else progress
     given = GivenModel.of(config, overrides) if cfg.pretrained else None
+    # Lightning is imported here, once the config is checked: a refused one is said sooner
+    from genodiff.finetuning.protocol import run_benchmark
+
     results = run_benchmark(cfg, show, given_model=given)
     if results is None:
         return None
