@@ -168,6 +168,7 @@ def test_a_stalled_transfer_stops_in_bounded_time_and_resumes_from_its_part(serv
             retries=1,
             min_speed=1024,
             speed_window=0.5,
+            retry_wait=0,
         )
     # two windows of 0.5 s and the reads around them (was: 5 s an attempt, 10 s), with room for
     # a busy machine
@@ -189,6 +190,65 @@ def test_a_stalled_transfer_stops_in_bounded_time_and_resumes_from_its_part(serv
     del server.trickle["/f"]  # the network mended: the next run resumes from the part
     assert download(f"{server.url}/f", tmp_path / "f", log=logs.append).read_bytes() == OLD
     assert server.requests[-1] == ("/f", f"bytes={received}-")
+    assert server.if_range[-1] == '"v1"'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+SILENT = re.compile(
+    r"  f: transfer stalled at (\d+) B \((nothing received for|sent no response in) ([\d.]+) s\)"
+)
+
+
+@pytest.mark.parametrize(
+    "silence, head",
+    [("headers then nothing", 200), ("no response", 0)],
+    ids=["headers then nothing", "no response"],
+)
+def test_a_server_that_sends_nothing_stalls_within_a_window_and_resumes_from_its_part(
+    server, tmp_path, silence, head
+):
+    """A resume whose response (or body) never comes stops after one window of 0.5 s without
+    a byte, as a stall does, and is retried from the part. Was: only the timeout, 5 s here,
+    ended it (10 s for two attempts; the window never looked at), the line said `timed out`,
+    and a response that never came was an error at once, never retried."""
+    server.versions["/f"] = {"ETag": '"v1"'}
+    interrupted_at(server, tmp_path / "f", 300)
+    if silence == "no response":
+        server.silent.add("/f")
+    else:  # 200 bytes, then pieces of 0 bytes until the server closes
+        server.trickle["/f"] = (head, 0, 10.0, 10.0)
+    logs = []
+    began = time.monotonic()
+    with pytest.raises(DownloadError, match="incomplete after 2 attempts") as caught:
+        download(
+            f"{server.url}/f",
+            tmp_path / "f",
+            log=logs.append,
+            retries=1,
+            timeout=5,
+            speed_window=0.5,
+            retry_wait=0,
+        )
+    assert time.monotonic() - began < 4.5  # two windows of 0.5 s, with room for a busy machine
+    stalls = [SILENT.fullmatch(line) for line in logs if "stalled" in line]
+    assert len(stalls) == 2 and all(stalls)
+    kept = [300 + head, 300 + 2 * head]  # each attempt went on from the bytes the part held
+    assert [int(stall.group(1)) for stall in stalls] == kept
+    for stall in stalls:
+        said = "sent no response in" if silence == "no response" else "nothing received for"
+        assert stall.group(2) == said and 0.5 <= float(stall.group(3)) < 4
+    assert server.requests[1:] == [("/f", "bytes=300-"), ("/f", f"bytes={kept[0]}-")]
+    part = tmp_path / "f.part"
+    assert part.read_bytes() == OLD[: kept[1]]
+    assert (tmp_path / "f.part.validator").exists()
+    message = str(caught.value)
+    assert f"; the last one: transfer stalled at {kept[1]} B ({said} " in message
+    assert message.endswith(f"run again to resume from {part}")
+
+    server.silent.clear()  # the server mended: the next run resumes from the part
+    server.trickle.clear()
+    assert download(f"{server.url}/f", tmp_path / "f", log=logs.append).read_bytes() == OLD
+    assert server.requests[-1] == ("/f", f"bytes={kept[1]}-")
     assert server.if_range[-1] == '"v1"'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
@@ -215,6 +275,11 @@ def test_a_slow_but_steady_transfer_is_not_stopped(server, tmp_path):
         ({"min_speed": float("nan")}, "min_speed"),
         ({"speed_window": 0}, "speed_window"),
         ({"speed_window": "60"}, "speed_window"),
+        ({"retry_wait": -1}, "retry_wait"),
+        ({"retry_wait": float("inf")}, "retry_wait"),
+        ({"retries": -1}, "retries"),
+        ({"retries": 1.5}, "retries"),
+        ({"timeout": 0}, "timeout"),
     ],
 )
 def test_a_stall_limit_out_of_range_is_refused_before_any_request(

@@ -42,7 +42,9 @@ class _Server:
     Content-Length kept) and go on past its end to that many bytes in all; ``length_header``:
     that Content-Length instead of the body's; ``trickle``: ``(head, piece, every, for_s)``, send
     the first ``head`` bytes of the body at once, then ``piece`` bytes every ``every`` seconds,
-    and hang up after ``for_s`` seconds if the body is not all sent by then."""
+    and hang up after ``for_s`` seconds if the body is not all sent by then (``piece`` 0: the
+    head, then nothing); ``answers``: answer the next requests with these statuses and headers
+    (no body), one each, before the file."""
 
     def __init__(self, files):
         self.files = files
@@ -59,6 +61,7 @@ class _Server:
         self.overlong: dict[str, int] = {}
         self.length_header: dict[str, str] = {}
         self.trickle: dict[str, tuple[int, int, float, float]] = {}
+        self.answers: dict[str, list[tuple[int, dict[str, str]]]] = {}
         self.if_range: list[str | None] = []  # each request's If-Range header
         self.closing = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
@@ -77,6 +80,9 @@ class _Server:
                 version = server.versions.get(self.path, {})
                 if if_range is not None and self.path not in server.ignore_if_range:
                     rng = rng if if_range in version.values() else None  # changed: all of it
+                if server.answers.get(self.path):
+                    self.send_answer(*server.answers[self.path].pop(0))
+                    return
                 if self.path in server.silent:
                     server.closing.wait(10)
                     return
@@ -129,6 +135,13 @@ class _Server:
                 self.wfile.write(payload)
                 if cut is not None:
                     self.close_connection = True
+
+            def send_answer(self, status, headers):
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
             def send_version(self):
                 for name, value in server.versions.get(self.path, {}).items():
@@ -216,7 +229,8 @@ def test_truncated_transfer_resumes_with_range(gd_server, tmp_path):
     body = gd_server.files["/hg38.ml.fa.gz"]
     gd_server.truncate_once["/hg38.ml.fa.gz"] = 500
     logs = []
-    out = download(f"{gd_server.url}/hg38.ml.fa.gz", tmp_path / "f.gz", log=logs.append)
+    url = f"{gd_server.url}/hg38.ml.fa.gz"
+    out = download(url, tmp_path / "f.gz", log=logs.append, retry_wait=0)
     assert out.read_bytes() == body
     assert gd_server.requests == [("/hg38.ml.fa.gz", None), ("/hg38.ml.fa.gz", "bytes=500-")]
     assert any("resuming at 500 B" in line for line in logs)
@@ -320,7 +334,13 @@ def test_ctrl_c_in_a_transfer_leaves_the_part_only_and_the_next_run_resumes(
 def test_size_mismatch_never_leaves_final_file(gd_server, tmp_path):
     gd_server.truncate_always["/hg38.ml.fa.gz"] = 50
     with pytest.raises(DownloadError, match=r"incomplete after 3 attempts \(150 of \d+ bytes\)"):
-        download(f"{gd_server.url}/hg38.ml.fa.gz", tmp_path / "hg38.ml.fa.gz", retries=2, log=print)
+        download(
+            f"{gd_server.url}/hg38.ml.fa.gz",
+            tmp_path / "hg38.ml.fa.gz",
+            retries=2,
+            log=print,
+            retry_wait=0,
+        )
     assert not (tmp_path / "hg38.ml.fa.gz").exists()
     assert (tmp_path / "hg38.ml.fa.gz.part").stat().st_size == 150  # kept for resuming
     gd_server.truncate_always.clear()
@@ -351,8 +371,9 @@ def test_a_server_that_sends_no_response_is_one_line_naming_the_url(
     getattr(gd_server, knob).add("/seq.bed")
     url = f"{gd_server.url}/seq.bed"
     with pytest.raises(DownloadError, match=said) as caught:  # was: TimeoutError, a traceback
-        download(url, tmp_path / "seq.bed", log=print, timeout=0.2)
+        download(url, tmp_path / "seq.bed", log=print, timeout=0.2, retry_wait=0)
     assert f"{url} sent no response" in str(caught.value)
+    assert len(gd_server.requests) == 6  # retried (was: given up after the first)
     assert "run again" in str(caught.value)
     assert list(tmp_path.iterdir()) == []
 

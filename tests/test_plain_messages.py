@@ -106,7 +106,7 @@ def test_a_network_failure_in_a_download_is_logged_in_words(tmp_path, monkeypatc
     monkeypatch.setattr(http.client.HTTPResponse, "read1", read_failing_once)
     logs: list[str] = []
     try:
-        download(f"{server.url}/f.gz", tmp_path / "f.gz", log=logs.append)
+        download(f"{server.url}/f.gz", tmp_path / "f.gz", log=logs.append, retry_wait=0)
     finally:
         server.close()
     assert (tmp_path / "f.gz").read_bytes() == b"x" * 5000  # resumed after the failure

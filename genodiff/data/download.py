@@ -1,32 +1,37 @@
 """Resumable downloads (stdlib urllib) and ``prepare_hg38``, behind ``genodiff data hg38``.
 
-A download goes to ``<name>.part``; an interrupted one resumes from there with an HTTP
-``Range`` request (a server that answers 200 instead of 206, or 206 with a Content-Range that
-is missing, malformed or starts elsewhere than the byte asked for, restarts it from byte 0,
-never writing those bytes after the part). The version of the remote file the part holds (the
-server's ETag or Last-Modified, ``genodiff.data.remote_version``) is recorded beside it in
+A download goes to ``<name>.part``; an interrupted one resumes from there with an HTTP ``Range``
+request (a server that answers 200 instead of 206, or 206 with a Content-Range that is missing,
+malformed or starts elsewhere than the byte asked for, restarts it from byte 0, never writing
+those bytes after the part). The version of the remote file the part holds (the server's ETag or
+Last-Modified, ``genodiff.data.remote_version``) is recorded beside it in
 ``<name>.part.validator`` and sent back as ``If-Range``: a file changed on the server since (a
-200, or a 206 or 416 naming another version) restarts it from byte 0 too, with a line saying
-so. The size is checked against the server's Content-Length / Content-Range total, a body that
-goes on past it is not read further (the part deleted), and only a complete, verified file is
-fsynced and renamed to its final name, so a failure never leaves a partial file under the final
-name (the ``.part`` file is this writer's documented staging, kept between runs to resume from,
-which ``atomic_write`` could not keep); the BED must also parse and the gzipped FASTA start as
-gzip does (not an HTML page sent with status 200). A server that sends no response within
-``timeout`` seconds (60 by default) is a ``DownloadError`` naming the URL; a read of the body
-that receives nothing for ``timeout`` seconds interrupts the transfer. A transfer that stalls,
+200, or a 206 or 416 naming another version) restarts it from byte 0 too, with a line saying so.
+The size is checked against the server's Content-Length / Content-Range total, a body that goes
+on past it is not read further (the part deleted), and only a complete, verified file is fsynced
+and renamed to its final name, so a failure never leaves a partial file under the final name
+(the ``.part`` file is this writer's documented staging, kept between runs to resume from, which
+``atomic_write`` could not keep); the BED must also parse and the gzipped FASTA start as gzip
+does (not an HTML page sent with status 200). Only the network's failures are retried, from the
+bytes the ``.part`` holds (its version record kept): a transfer interrupted, stalled or closed
+early, a server that sends no response, and an answer that may change with time (408, 429, 500,
+502, 503, 504; any other error status, such as 404, stops at once). A transfer that stalls,
 delivering fewer than ``min_speed`` bytes per second (1 KiB/s by default) averaged over a window
 of ``speed_window`` seconds (60), is stopped as an interrupted one is, the line saying the rate
-observed and over how long: a server or proxy that trickles a byte now and then, each read
-within ``timeout``, would otherwise keep a download alive for years. The defaults never stop a
-slow but real line (dial-up gives 5 KB/s; a pause of TCP retransmissions or of a congested link
-lasts seconds, inside the window), while at 1 KiB/s the 830 MB hg38 FASTA would take nine
-days; a stall is seen within two windows and one read. Files already in place are skipped. Only
-the network's failures (an interrupted or stalled transfer, a connection closed early) are
-retried, from the bytes the ``.part`` holds (its version record kept), and the error after the
-last attempt says what stopped it and that running again resumes; a write of the ``.part``
-file that fails (a full disk, a read-only folder) stops the download at once, the bytes
-received kept.
+observed and over how long: a server or proxy that trickles a byte now and then would otherwise
+keep a download alive for years. Nothing at all for a window is a rate of 0: a server that sends
+no response, or headers and then no byte, stalls the attempt once a window (or ``timeout``
+seconds, 60 by default, when shorter) has passed without a byte, the line saying ``no response``
+/ ``nothing received`` and for how long. The defaults never stop a slow but real line (dial-up
+gives 5 KB/s; a pause of TCP retransmissions or of a congested link lasts seconds, inside the
+window), while at 1 KiB/s the 830 MB hg38 FASTA would take nine days; a stall is seen within two
+windows and one read, and a read waits at most a window. Before each retry the download waits
+``retry_wait`` seconds (1), doubled after each failed attempt, or the seconds a 429 or 503
+answer's ``Retry-After`` asks when more, never more than ``MAX_WAIT`` times ``retry_wait`` (a
+minute by default); the line says how long. The error after the last attempt says what stopped
+it and that running again resumes (or, when no byte came, what the server did); a write of the
+``.part`` file that fails (a full disk, a read-only folder) stops the download at once, the
+bytes received kept. Files already in place are skipped.
 ``prepare_hg38`` holds its folder (``.lock`` in it) so that two runs never write the same
 files, and removes what a decompression that was killed left there.
 """
@@ -75,6 +80,11 @@ LOCK_FILE = ".lock"  # in the folder ``prepare_hg38`` writes, while it writes th
 
 Log = Callable[[str], None]
 _CHUNK = 1 << 20
+#: HTTP statuses another attempt may mend (a request that timed out, too many requests, a server
+#: error that passes); any other error status is an answer that waiting does not change.
+_TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
+_ASKS_TO_WAIT = frozenset({429, 503})  # the statuses whose ``Retry-After`` is honoured
+MAX_WAIT = 60  # each wait between attempts: at most this many times ``retry_wait``
 
 
 class DownloadError(UserInputError, OSError):
@@ -118,7 +128,9 @@ def _open_range(
     whole file) unless the server sends the bytes from ``offset`` of the version ``validator``
     names (sent as ``If-Range``; None: any version).
 
-    The response is None when the range is empty because ``offset`` is the full size.
+    The response is None when the range is empty because ``offset`` is the full size. A
+    failure another attempt may mend (no response within ``timeout`` seconds, a connection
+    closed before one, a transient HTTP status) is a ``_NoAnswerError``.
     """
     try:
         request = urllib.request.Request(url, headers={"User-Agent": "genodiff"})
@@ -138,16 +150,18 @@ def _open_range(
                 return None, offset
             return _open_range(url, 0, timeout)
         reason = " ".join(str(err.reason).split())  # a redirect loop's reason spans lines
+        if err.code in _TRANSIENT:
+            said = f"answered HTTP {err.code} {reason}"
+            raise _NoAnswerError("refused", said, _retry_after(err)) from None
         raise DownloadError(
             f"GET {url} failed: HTTP {err.code} {reason}; check the URL and run again"
         ) from None
     except urllib.error.URLError as err:
         raise DownloadError(f"cannot reach {url}: {err.reason}") from None
-    except (OSError, http.client.HTTPException) as err:  # connected, then no response came
-        why = f"in {timeout:g} s" if isinstance(err, TimeoutError) else f"({_network_failure(err)})"
-        raise DownloadError(
-            f"{url} sent no response {why}; check the URL and the network and run again"
-        ) from None
+    except TimeoutError:  # connected, then no response came
+        raise _NoAnswerError("stalled", f"sent no response in {timeout:g} s") from None
+    except (OSError, http.client.HTTPException) as err:  # connected, then closed with no response
+        raise _NoAnswerError("interrupted", f"sent no response ({_network_failure(err)})") from None
     if response.status != 206:
         return response, 0  # 200: the server sent the whole file
     if _range_start(response) == offset and not names_another_version(response.headers, validator):
@@ -181,21 +195,47 @@ def _total_size(response: http.client.HTTPResponse) -> int | None:
 
 class _TransferInterruptedError(Exception):
     """A transfer that stopped in its middle, ``what`` (``interrupted``: the connection
-    failed, raised from the network's error; ``stalled``) and ``why`` in words: the download
-    resumes from the bytes received so far."""
+    failed, raised from the network's error; ``stalled``; ``refused``: an HTTP status another
+    attempt may mend) and ``why`` in words: the download resumes from the bytes received so
+    far. ``retry_after``: the seconds the server asked to wait first (None: it did not say)."""
 
-    def __init__(self, what: str, why: str) -> None:
+    def __init__(self, what: str, why: str, retry_after: float | None = None) -> None:
         super().__init__(what, why)
-        self.what, self.why = what, why
+        self.what, self.why, self.retry_after = what, why, retry_after
+
+
+class _NoAnswerError(_TransferInterruptedError):
+    """An attempt that got no response to read (``why`` says what the server did instead, worded
+    to follow its URL: ``sent no response in 60 s``)."""
+
+
+def _retry_after(err: urllib.error.HTTPError) -> float | None:
+    """The seconds a 429 or 503 answer asks to wait before the next request, by its
+    ``Retry-After`` in seconds; None for another status, no header or an HTTP date."""
+    value = (err.headers.get("Retry-After") or "").strip()
+    seconds = value.isascii() and value.isdigit()  # not the HTTP-date form
+    return float(value) if seconds and err.code in _ASKS_TO_WAIT else None
+
+
+def _wait_before_retry(failed: int, retry_wait: float, asked: float | None) -> float:
+    """Seconds to wait after ``failed`` attempts failed: ``retry_wait`` doubled after each, or
+    the ``asked`` seconds of a ``Retry-After`` when more, at most ``MAX_WAIT`` x ``retry_wait``."""
+    wait = retry_wait * 2 ** min(failed - 1, 16)  # the exponent bounded: never an overflow
+    return min(max(wait, asked or 0), MAX_WAIT * retry_wait)
 
 
 def _received(response: http.client.HTTPResponse) -> bytes:
     """The bytes of ``response`` that have arrived, at most ``_CHUNK`` (empty at its end): one
     read of the socket, so that a server that trickles them is seen between reads rather than
     waited for until 1 MB is there. ``_TransferInterruptedError`` when the network fails, told
-    apart from a failed write of the ``.part`` file, which no retry mends."""
+    apart from a failed write of the ``.part`` file, which no retry mends: ``stalled`` when
+    nothing came within the socket's timeout (the response's wait, at most a stall window)."""
+    began = time.monotonic()
     try:
         return response.read1(_CHUNK)
+    except TimeoutError as err:
+        waited = time.monotonic() - began
+        raise _TransferInterruptedError("stalled", f"nothing received for {waited:.3g} s") from err
     except (OSError, http.client.HTTPException) as err:
         raise _TransferInterruptedError("interrupted", _network_failure(err)) from err
 
@@ -225,13 +265,27 @@ class _StallCheck:
         self.since, self.start = now, done
 
 
-def _require_stall_limits(min_speed: float, speed_window: float) -> None:
-    """InputValueError unless ``min_speed`` is a number >= 0 and ``speed_window`` one > 0."""
-    for name, value, least in (("min_speed", min_speed, 0), ("speed_window", speed_window, None)):
+def _require_limits(
+    retries: int, timeout: float, min_speed: float, speed_window: float, retry_wait: float
+) -> None:
+    """InputValueError unless ``retries`` is an int >= 0, ``timeout`` and
+    ``speed_window`` numbers > 0 and ``min_speed`` and ``retry_wait`` numbers >= 0."""
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise InputValueError(
+            f"retries must be a number >= 0 without a fraction (0: one attempt only), "
+            f"got {retries!r:.60}",
+            parameter="retries",
+        )
+    for name, value, zero in (
+        ("timeout", timeout, None),
+        ("min_speed", min_speed, "no minimum"),
+        ("speed_window", speed_window, None),
+        ("retry_wait", retry_wait, "no wait"),
+    ):
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        if number and math.isfinite(value) and (value > 0 or value == least):
+        if number and math.isfinite(value) and (value > 0 or (value == 0 and zero)):
             continue
-        bound = ">= 0 (0: no minimum)" if least == 0 else "> 0"
+        bound = f">= 0 (0: {zero})" if zero else "> 0"
         raise InputValueError(f"{name} must be a number {bound}, got {value!r:.60}", parameter=name)
 
 
@@ -271,19 +325,25 @@ def download(
     *,
     min_speed: float = 1024.0,
     speed_window: float = 60.0,
+    retry_wait: float = 1.0,
 ) -> Path:
     """Download ``url`` to ``dest`` via ``dest.part``, resuming after an interruption.
 
     ``check(part_path)`` may reject the complete file by raising; the part is then deleted (a
     ValueError, saying what is wrong with the file, becomes a ``DownloadError`` naming ``url``).
     ``retries``: the attempts made after the first when the transfer is interrupted, stalls or
-    ends early, each resuming from the part. ``timeout``: the seconds to wait for the response
-    and for each read of it. ``min_speed`` (bytes per second; 0: no minimum) and
-    ``speed_window`` (seconds): an attempt that receives fewer than ``min_speed`` bytes per
-    second averaged over ``speed_window`` seconds stalled, and stops as an interrupted one does
-    (the module's docstring says why the defaults, 1 KiB/s over 60 s, never stop a real line).
+    ends early, or the server sends no response or a transient HTTP error (408, 429, 500, 502,
+    503, 504), each resuming from the part. ``retry_wait`` (seconds; 0: none): the wait before the
+    first retry, doubled before each next one, or the seconds a 429 or 503 answer's
+    ``Retry-After`` asks when more, each at most ``MAX_WAIT`` x ``retry_wait``. ``timeout``: the
+    most seconds to wait for the response and for any byte of it. ``min_speed`` (bytes per
+    second; 0: no minimum) and ``speed_window`` (seconds): an attempt that receives fewer than
+    ``min_speed`` bytes per second averaged over ``speed_window`` seconds stalled, and stops as
+    an interrupted one does; one that receives nothing for a window (no response, or no byte of
+    it) stalls then, before ``timeout`` when that is longer (the module's docstring says why the
+    defaults, 1 KiB/s over 60 s, never stop a real line).
     """
-    _require_stall_limits(min_speed, speed_window)
+    _require_limits(retries, timeout, min_speed, speed_window, retry_wait)
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
     record = record_path(part)
@@ -295,23 +355,25 @@ def download(
             )
     dest.parent.mkdir(parents=True, exist_ok=True)
     done, validator = _part_to_resume(part, record, dest.name, log)
-    total, failure = None, ""
-    for attempt in range(retries + 1):
-        response, start = _open_range(url, done, timeout, validator)
-        if response is None:
-            total = done
-            break
-        with response:
-            total = _total_size(response)
-            if start != done:
-                why = _why_from_byte_0(response, validator)
-                log(f"  {dest.name}: {why}; starting again from byte 0")
-            elif done:
-                log(f"  {dest.name}: resuming at {_human(done)}")
-            done = start
-            progress = _Progress(dest.name, total, log)
-            stall_check = _StallCheck(done, min_speed, speed_window)
-            try:
+    # the socket's timeout: nothing at all for a stall window is a rate of 0, a stall
+    patience = min(timeout, speed_window) if min_speed else timeout
+    attempts, total = retries + 1, None
+    for attempt in range(1, attempts + 1):
+        try:
+            response, start = _open_range(url, done, patience, validator)
+            if response is None:  # the part holds the whole file
+                total = done
+                break
+            with response:
+                total = _total_size(response)
+                if start != done:
+                    why = _why_from_byte_0(response, validator)
+                    log(f"  {dest.name}: {why}; starting again from byte 0")
+                elif done:
+                    log(f"  {dest.name}: resuming at {_human(done)}")
+                done = start
+                progress = _Progress(dest.name, total, log)
+                stall_check = _StallCheck(done, min_speed, speed_window)
                 with open(part, "r+b" if start else "wb") as fh:
                     fh.seek(start)
                     fh.truncate()
@@ -326,26 +388,51 @@ def download(
                             break  # a body longer than announced (or endless): read no further
                         progress(done)
                         stall_check(done)
-            except _TransferInterruptedError as err:
-                done = part.stat().st_size
-                failure = f"transfer {err.what} at {_human(done)} ({err.why})"
-                log(f"  {dest.name}: {failure}")
-                continue
-        if total is None or done == total:
-            break
-        if done > total:
-            _discard(part)
-            raise DownloadError(
-                f"{url} sent more than the {total} bytes it announced; "
-                "deleted the partial file, run again to restart"
-            )
-        failure = f"connection closed at {done} of {total} bytes"
-        log(f"  {dest.name}: {failure} (attempt {attempt + 1})")
+        except _TransferInterruptedError as err:  # done: the bytes the part holds
+            stopped, failure = err, f"transfer {err.what} at {_human(done)} ({err.why})"
+        else:
+            if total is None or done == total:
+                break
+            if done > total:
+                _discard(part)
+                raise DownloadError(
+                    f"{url} sent more than the {total} bytes it announced; "
+                    "deleted the partial file, run again to restart"
+                )
+            stopped, failure = None, f"connection closed at {done} of {total} bytes"
+        log(f"  {dest.name}: {failure}")
+        if attempt < attempts:
+            asked = None if stopped is None else stopped.retry_after
+            wait = _wait_before_retry(attempt, retry_wait, asked)
+            said = "" if asked is None else f"; the server asked for {asked:g} s"
+            next_one = f"attempt {attempt + 1} of {attempts}{said}"
+            log(f"  {dest.name}: retrying in {wait:.3g} s ({next_one})")
+            time.sleep(wait)
     else:
+        if isinstance(stopped, _NoAnswerError) and not done:  # nothing received to resume from
+            raise DownloadError(
+                f"{url} {stopped.why}; {attempts} attempts made: check the URL and the network "
+                "and run again"
+            )
+        size = f"{done} bytes" if total is None else f"{done} of {total} bytes"
         raise DownloadError(
-            f"{url}: incomplete after {retries + 1} attempts ({done} of {total} bytes); the last "
-            f"one: {failure}; run again to resume from {part}"
+            f"{url}: incomplete after {attempts} attempts ({size}); the last one: {failure}; "
+            f"run again to resume from {part}"
         )
+    _finish(url, dest, part, done, total, check, log)
+    return dest
+
+
+def _finish(
+    url: str,
+    dest: Path,
+    part: Path,
+    done: int,
+    total: int | None,
+    check: Callable[[Path], object] | None,
+    log: Log,
+) -> None:
+    """Check the complete ``part`` (``check``; deleted when it fails) and rename it to ``dest``."""
     _Progress(dest.name, total, log)(done, final=True)
     if total is None:
         log(f"  {dest.name}: the server announced no size, so it could not be verified")
@@ -363,8 +450,7 @@ def download(
     fsync_path(part)
     os.replace(part, dest)
     fsync_path(dest.parent)  # the rename itself
-    record.unlink(missing_ok=True)
-    return dest
+    record_path(part).unlink(missing_ok=True)
 
 
 def _part_to_resume(part: Path, record: Path, name: str, log: Log) -> tuple[int, Validator | None]:
