@@ -221,6 +221,30 @@ def test_a_refused_fine_tuning_config_is_said_before_lightning_is_imported(tmp_p
     assert lightning == {package: set() for package in lightning}
 
 
+def test_a_refused_classifier_config_is_said_before_lightning_is_imported(tmp_path):
+    """`genodiff classifier CONFIG` likewise: a mistyped key, a wrong group option or value, a
+    missing data folder or generator checkpoint (was: Lightning imported first, 8-14 s on a
+    shared 2-core machine)."""
+    refused = [
+        "trainer.max_step=3",  # trainer.max_steps
+        "model.d_modle=32",  # model.d_model
+        "model=caduceus_tinyy",  # model=caduceus_tiny
+        "kind=noisyy",
+        f"data.root={tmp_path / 'missing'}",
+        f"generator={tmp_path / 'missing.ckpt'}",
+    ]
+    lines, lightning = refusals_in_a_fresh_python(
+        "classifier", "classifier_demo.yaml", refused, tmp_path
+    )
+    assert "did you mean 'trainer.max_steps'?" in lines[0]
+    assert "did you mean 'model.d_model'?" in lines[1]
+    assert "did you mean model=caduceus_tiny?" in lines[2]
+    assert lines[3] == "genodiff classifier: error: kind='noisyy': use one of noisy, causal"
+    assert f"no folder {tmp_path / 'missing' / 'human_vs_phage'}" in lines[4]
+    assert f"{tmp_path / 'missing.ckpt'}: not found" in lines[5]
+    assert lightning == {package: set() for package in lightning}
+
+
 def test_the_trainer_keys_read_from_lightning_s_source_are_the_imported_trainer_s():
     """``genodiff.trainer_spec`` reads lightning.Trainer's arguments without importing it:
     the same names and defaults as the imported class's, and every annotation takes and

@@ -16,7 +16,7 @@ from genodiff.config import load_config
 from genodiff.config_values import ConfigError
 from genodiff.errors import UserInputWarning
 from genodiff.model import EMA, backbone_size
-from genodiff.training import fit_run
+from genodiff.training import fit_run, run_checks
 from genodiff.training.module import GenerativeTrainingModule
 from genodiff.training.optim import cosine_with_warmup
 from genodiff.training.run_checks import (
@@ -246,6 +246,23 @@ def test_the_gpu_scale_warning_speaks_above_a_day_on_the_cpu():
     # 6 x 1e6 weights x 1.44e9 tokens at 1e10 operations a second = 864,000 s: 10 days
     with pytest.warns(UserInputWarning, match=r"takes about 10 days"):
         warn_gpu_scale_on_cpu(1_000, 1_440, 1_000, 1_000_000)
+
+
+def test_the_gpu_scale_warning_says_its_days_are_an_estimate_at_its_pace(monkeypatch):
+    """The days are counted at a fixed pace, not this machine's, and the message says which
+    (was: "at the pace of configs/demo.yaml", no number). A pace set in its place counts."""
+    # 6 x 1e6 weights x 1.2e8 tokens = 7.2e14 operations: 20 hours at 1e10 a second
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_gpu_scale_on_cpu(1_000, 120, 1_000, 1_000_000)
+    with pytest.warns(UserInputWarning) as said:
+        warn_gpu_scale_on_cpu(1_000, 1_440, 1_000, 1_000_000)  # 10 days, as above
+    assert "takes about 10 days (an estimate at 1e+10 operations a second," in str(said[0].message)
+    # a slow or busy CPU, 2.5e9 a second: 7.2e14 / 2.5e9 = 288,000 s, 3.3 days
+    monkeypatch.setattr(run_checks, "CPU_OPERATIONS_PER_SECOND", 2.5e9)
+    with pytest.warns(UserInputWarning) as said:
+        warn_gpu_scale_on_cpu(1_000, 120, 1_000, 1_000_000)
+    assert "takes about 3 days (an estimate at 2.5e+09 operations a second," in str(said[0].message)
 
 
 @pytest.mark.parametrize(

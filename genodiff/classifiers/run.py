@@ -1,6 +1,12 @@
 """``genodiff.train_classifier`` (and ``genodiff classifier CONFIG``): train a guidance
 classifier and save it. Every check comes before the first write into ``output_dir``, which
-the main process alone takes (``genodiff.training.session``), as ``genodiff train`` does."""
+the main process alone takes (``genodiff.training.session``), as ``genodiff train`` does.
+
+Those of the config (its keys and values: ``genodiff.classifiers.config``), of its data files
+and of its generator come here, before Lightning (seconds to import) is imported, as
+``genodiff.training.run`` does: a refused config says its line at once. Then
+``genodiff.classifiers.fit_run`` builds the classifier and the Trainer, trains and reports.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +14,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from genodiff import registry
 from genodiff.checkpoints import load_model
 from genodiff.classifiers.checkpoint import classifier_record
 from genodiff.classifiers.config import load_classifier_config
-from genodiff.classifiers.model import build_classifier
-from genodiff.classifiers.training import ClassifierTrainingModule
 from genodiff.config import ConfigError, run_overrides, with_tokenizer_fields
 from genodiff.data.build import build_datamodule
-from genodiff.data.labelled import class_count_lines
 from genodiff.model import GenerativeModel
 from genodiff.progress import progress_wanted
 from genodiff.tokenizers import Tokenizer, build_tokenizer
-from genodiff.training.lightning_data import LightningData
-from genodiff.training.session import check_output, fit, hold_output
-from genodiff.training.trainer import build_trainer
-
-# A classifier run is not resumed: a stopped one is trained again from the start.
-RESUME_HINT = "Run the same command again with another output_dir (a classifier run restarts)"
 
 
 def train_classifier(
@@ -56,40 +52,17 @@ def train_classifier(
         check_generator(generator, cfg, classes)
     process = generator.objective.process if cfg.kind == "noisy" else None
     datamodule.attach_tokenizer(tokenizer)
-    model_cfg = classifier_model_config(cfg, tokenizer)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)  # a refused run says one line
-    classifier = build_classifier(model_cfg, len(classes), cfg.kind, tokenizer, cfg.pooling)
     record = classifier_record(
         cfg.kind,
         classes,
-        model_cfg,
+        classifier_model_config(cfg, tokenizer),
         cfg.pooling,
         cfg.generator,
         generator.config["objective"] if generator else None,
     )
-    config = OmegaConf.to_container(cfg, resolve=True)
-    module = ClassifierTrainingModule(classifier, tokenizer, record, config, process)
-    try:
-        trainer = build_trainer(
-            cfg, progress_bar, monitor="val/acc", mode="max", label="genodiff classifier"
-        )
-    except ValueError as err:  # Lightning refuses the trainer section's settings
-        raise ConfigError(str(err)) from err
-    datamodule.dataset_of("valid")  # windows that cannot be cut fail here
-    datamodule.check_batch_size(trainer.world_size)
-    out = Path(cfg.output_dir)
-    check_output(out, None, None, config)
-    with hold_output(out, config) as main_process:
-        if main_process:
-            print(f"genodiff: training a {cfg.kind} classifier {cfg.name}; outputs in {out}")
-            for line in class_count_lines(datamodule):
-                print(line)
-        fit(trainer, module, "classifier", RESUME_HINT, datamodule=LightningData(datamodule))
-    last = Path(trainer.checkpoint_callback.last_model_path)
-    if trainer.is_global_zero:
-        print(accuracy_line(trainer.callback_metrics))
-        print(f"genodiff: wrote {last}")
-    return last
+    from genodiff.classifiers.fit_run import fit_classifier  # Lightning, once all has passed
+
+    return fit_classifier(cfg, datamodule, tokenizer, record, process, progress_bar)
 
 
 def check_generator(generator: GenerativeModel, cfg: DictConfig, classes: list[str]) -> None:
@@ -128,13 +101,3 @@ def classifier_model_config(cfg: DictConfig, tokenizer: Tokenizer) -> dict[str, 
         )
     cls = registry.get("backbone", section["name"])
     return with_tokenizer_fields("model", cls, section, tokenizer)
-
-
-def accuracy_line(metrics: dict[str, Any]) -> str:
-    """The final validation accuracies, one line."""
-    parts = [
-        f"{name.removeprefix('val/')} {float(value):.3f}"
-        for name, value in sorted(metrics.items())
-        if name.startswith("val/acc")
-    ]
-    return "genodiff: validation accuracy: " + (", ".join(parts) or "none (no validation ran)")

@@ -96,7 +96,10 @@ def ema_settings(cfg: DictConfig) -> tuple[float, bool]:
 
 #: Training's pace on a CPU, in operations per second: configs/demo.yaml's 6.6 million tokens
 #: through 82,624 weights (about 3.2e12 operations, 6 per weight per token) in about 5 minutes
-#: on 2 cores.
+#: on 2 cores. A fixed estimate, not measured on the machine at hand: a float32 matmul probe
+#: (best of 50 ms) is no proxy for a training step, which on 2 cores ran at 0.7-3% of the
+#: probe's rate (4.5x apart between runs and thread counts), and on a busy machine 2 threads
+#: probed faster than 1 while they trained slower.
 CPU_OPERATIONS_PER_SECOND = 1e10
 #: A run on the CPU that would take longer than this at that pace is warned of.
 CPU_RUN_WARNING_SECONDS = 24 * 3600
@@ -109,20 +112,24 @@ def warn_gpu_scale_on_cpu(
     steps of ``windows`` windows (the global batch) of ``window`` tokens through ``weights``
     weights that would take longer than ``CPU_RUN_WARNING_SECONDS`` at
     ``CPU_OPERATIONS_PER_SECOND`` (about 6 operations per weight per token): the hg38 recipes'
-    52 billion tokens would take months, with only the progress line's ETA to say so. No step
-    limit (-1) or no window length: nothing is said."""
+    52 billion tokens would take months, with only the progress line's ETA to say so. The
+    message says the days are an estimate at that pace. No step limit (-1) or no window
+    length: nothing is said."""
     if steps is None or steps < 1 or not window:
         return
     tokens = steps * windows * window
-    seconds = 6 * weights * tokens / CPU_OPERATIONS_PER_SECOND
+    pace = CPU_OPERATIONS_PER_SECOND
+    seconds = 6 * weights * tokens / pace
     if seconds <= CPU_RUN_WARNING_SECONDS:
         return
     message = (
         f"this run is sized for GPUs: trainer.max_steps={steps:,} steps of {windows:,} windows "
         f"of {window:,} tokens ({tokens:.3g} tokens) through {weights:,} weights, and it trains "
-        f"on the CPU, where that takes about {seconds / 86400:,.0f} days (at the pace of "
-        "configs/demo.yaml, 6.6 million tokens in about 5 minutes on 2 cores). Train it on a "
-        "GPU (docs/gpu.md), train configs/demo.yaml for a run on the CPU, or lower "
+        f"on the CPU, where that takes about {seconds / 86400:,.0f} days (an estimate at "
+        f"{pace:.3g} operations a second, 6 per weight per token: the pace of "
+        "configs/demo.yaml, 6.6 million tokens in about 5 minutes on 2 cores; more or faster "
+        "cores may take fewer days, a slow or busy CPU more). Train it on a GPU "
+        "(docs/gpu.md), train configs/demo.yaml for a run on the CPU, or lower "
         "trainer.max_steps"
     )
     warn_user(message)
