@@ -54,6 +54,13 @@ def test_classes_sorted_left_padded_and_truncated(tmp_path):
 def test_missing_task_says_where_and_how(tmp_path):
     with pytest.raises(FileNotFoundError, match="task 'nope' not found.*pip install genomic"):
         load_task(tmp_path, "nope", download=True)
+    # the keys of the config section the root came from (fine-tuning's by default)
+    with pytest.raises(
+        FileNotFoundError, match=r"point benchmark\.root at it.*benchmark\.download"
+    ):
+        load_task(tmp_path, "nope", download=False)
+    with pytest.raises(FileNotFoundError, match=r"point data\.root at it.*set data\.download"):
+        load_task(tmp_path, "nope", download=False, section="data")
 
 
 def test_a_mistyped_task_name_is_said_with_the_name_meant(tmp_path):

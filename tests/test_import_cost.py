@@ -241,6 +241,8 @@ def test_a_refused_classifier_config_is_said_before_lightning_is_imported(tmp_pa
     assert "did you mean model=caduceus_tiny?" in lines[2]
     assert lines[3] == "genodiff classifier: error: kind='noisyy': use one of noisy, causal"
     assert f"no folder {tmp_path / 'missing' / 'human_vs_phage'}" in lines[4]
+    # the classifier's keys (was: "point benchmark.root at it", fine-tuning's key)
+    assert "point data.root at it" in lines[4] and "benchmark." not in lines[4]
     assert f"{tmp_path / 'missing.ckpt'}: not found" in lines[5]
     assert lightning == {package: set() for package in lightning}
 

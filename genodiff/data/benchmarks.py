@@ -86,8 +86,10 @@ class TaskData:
     tokenizer: DNATokenizer  # what the ids are encoded with
 
 
-def task_dir(root: str | Path, task: str, download: bool) -> Path:
-    """``root/task``; fetched with the genomic-benchmarks package when missing and allowed."""
+def task_dir(root: str | Path, task: str, download: bool, section: str = "benchmark") -> Path:
+    """``root/task``; fetched with the genomic-benchmarks package when missing and allowed. A
+    missing task's message names the keys ``root`` and ``download`` of the config ``section``
+    they came from (``benchmark``: fine-tuning; ``data``: the labelled data of a classifier)."""
     folder = Path(root) / task
     if folder.is_dir():
         return folder
@@ -106,13 +108,13 @@ def task_dir(root: str | Path, task: str, download: bool) -> Path:
                 f"name (the {len(GENOMIC_BENCHMARKS)} benchmarks: {', '.join(GENOMIC_BENCHMARKS)})"
             )
     hint = (
-        "`pip install genomic-benchmarks` to download it at run time (benchmark.download=true)"
+        f"`pip install genomic-benchmarks` to download it at run time ({section}.download=true)"
         if download
-        else "set benchmark.download=true with the genomic-benchmarks package installed"
+        else f"set {section}.download=true with the genomic-benchmarks package installed"
     )
     raise InputFileNotFoundError(
         f"task {task!r} not found: no folder {folder}{_meant_task(root, task)}. Put it there "
-        f"in the layout <root>/<task>/{{train,test}}/<class>/*.txt, point benchmark.root at "
+        f"in the layout <root>/<task>/{{train,test}}/<class>/*.txt, point {section}.root at "
         f"it, or {hint}"
     )
 
@@ -209,10 +211,13 @@ def _class_dirs(split_dir: Path) -> dict[str, Path]:
     return dirs
 
 
-def task_layout(root: str | Path, task: str, download: bool) -> tuple[Path, list[str]]:
+def task_layout(
+    root: str | Path, task: str, download: bool, section: str = "benchmark"
+) -> tuple[Path, list[str]]:
     """The folder of ``task`` and its classes (sorted folder names), checked without reading a
-    sequence: train/ and test/ hold the same class folders, at least two."""
-    folder = task_dir(root, task, download)
+    sequence: train/ and test/ hold the same class folders, at least two (``section``:
+    ``task_dir``'s)."""
+    folder = task_dir(root, task, download, section)
     train_classes, test_classes = (list(_class_dirs(folder / s)) for s in SPLITS)
     if train_classes != test_classes:
         raise InputValueError(
@@ -284,11 +289,16 @@ def task_tokenizer() -> DNATokenizer:
 
 
 def load_task(
-    root: str | Path, task: str, max_length: int | None = None, download: bool = True
+    root: str | Path,
+    task: str,
+    max_length: int | None = None,
+    download: bool = True,
+    section: str = "benchmark",
 ) -> TaskData:
     """Read, tokenize and left-pad both splits of ``task``. ``max_length`` None: the task's
-    length in TASK_MAX_LENGTH, else the longest sequence in the task."""
-    folder, train_classes = task_layout(root, task, download)
+    length in TASK_MAX_LENGTH, else the longest sequence in the task (``section``:
+    ``task_dir``'s)."""
+    folder, train_classes = task_layout(root, task, download, section)
     tokenizer = task_tokenizer()
     length = max_length or TASK_MAX_LENGTH.get(task)
     read = {s: _read_split(folder / s, train_classes, length, tokenizer) for s in SPLITS}

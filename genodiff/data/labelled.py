@@ -301,7 +301,9 @@ class LabelledDataModule(DataModule):
         from genodiff.data.benchmarks import load_task
 
         if self._task is None:
-            self._task = load_task(self.root, self.task, self.max_length, self.download)
+            self._task = load_task(
+                self.root, self.task, self.max_length, self.download, section="data"
+            )
         return self._task
 
     def _benchmark_splits(self) -> dict[str, LabelledSequences]:
