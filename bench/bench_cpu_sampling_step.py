@@ -11,14 +11,22 @@ Printed:
   choice (``with_default_vectors``; 256-bit on recent Intel server CPUs), alternating, the
   median of ``--repeats`` each, and whether both drew the same sequences (same seed). With
   ``--threads 1`` the times are the process's CPU time, which other jobs on a shared machine
-  disturb less than wall time.
+  disturb less than wall time;
+- the step with the network's temporaries in buffers reused over the steps (as
+  ``genodiff.generate`` runs a sampler: inside ``reused_buffers``) against the same step with
+  them allocated afresh, alternating: minor page faults, system time and time per step (medians
+  of ``--repeats``), and whether both drew the same sequences.
+
+``--compare`` picks the comparisons (default both).
 
     python bench/bench_cpu_sampling_step.py [--threads 2] [--steps 3] [--repeats 7]
+        [--compare vectors|buffers|both]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import pstats
 import resource
@@ -29,6 +37,7 @@ import numba
 import torch
 
 import genodiff
+from genodiff import generate
 from genodiff.ops import _scan_cpu
 
 KERNELS = ("_mixer_scan_kernel", "_mixer_conv_kernel")
@@ -82,6 +91,38 @@ def compare(model, num_samples: int, length: int, steps: int, repeats: int, cloc
     print(f"LLVM default / 512-bit: {default / wide:.2f}x; same samples: {same}")
 
 
+def compare_buffers(model, num_samples: int, length: int, steps: int, repeats: int, clock) -> None:
+    """Reused against freshly allocated temporaries, alternating: faults, system time and
+    time per step; same samples?"""
+    reused = generate.reused_buffers
+
+    def draw(variant: str) -> tuple[torch.Tensor, tuple[float, float, float]]:
+        generate.reused_buffers = reused if variant == "reused" else contextlib.nullcontext
+        before, start = resource.getrusage(resource.RUSAGE_SELF), clock()
+        ids = model.generate(num_samples, length=length, steps=steps, seed=0).ids
+        seconds, after = clock() - start, resource.getrusage(resource.RUSAGE_SELF)
+        per_step = (after.ru_minflt - before.ru_minflt, after.ru_stime - before.ru_stime, seconds)
+        return ids, tuple(x / (steps + 1) for x in per_step)
+
+    variants = ("fresh", "reused")
+    try:
+        drawn = {variant: draw(variant)[0] for variant in variants}
+        measured = {variant: [] for variant in variants}
+        for i in range(repeats):
+            for variant in variants if i % 2 == 0 else reversed(variants):
+                measured[variant].append(draw(variant)[1])
+    finally:
+        generate.reused_buffers = reused
+    print(f"step, median of {repeats}:")
+    print("| temporaries | minor faults | system s | s |\n|---|---:|---:|---:|")
+    for variant in variants:
+        faults, system, seconds = (
+            statistics.median(x) for x in zip(*measured[variant], strict=True)
+        )
+        print(f"| {variant} | {faults:.0f} | {system:.4f} | {seconds:.3f} |")
+    print(f"same samples: {torch.equal(*drawn.values())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -89,6 +130,7 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--compare", choices=("vectors", "buffers", "both"), default="both")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     clock = time.process_time if args.threads == 1 else time.perf_counter
@@ -101,7 +143,10 @@ def main() -> None:
     )
     sizes = (args.num_samples, args.length, args.steps)
     profile(model, *sizes, clock)
-    compare(model, *sizes, args.repeats, clock)
+    if args.compare in ("vectors", "both"):
+        compare(model, *sizes, args.repeats, clock)
+    if args.compare in ("buffers", "both"):
+        compare_buffers(model, *sizes, args.repeats, clock)
 
 
 if __name__ == "__main__":

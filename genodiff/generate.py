@@ -33,6 +33,7 @@ from genodiff.guidance import (
 from genodiff.memory import memory_available, size_text
 from genodiff.model import GenerativeModel
 from genodiff.objectives import Objective
+from genodiff.ops.inference import reused_buffers
 from genodiff.progress import Progress, ProgressLine
 from genodiff.randomness.noise import Noise
 from genodiff.sample_formats import SamplingRun
@@ -305,7 +306,9 @@ def draw_batches(
         rows = range(start, min(start + batch_size, indices.stop))
         part = replace(request, num_samples=len(rows)).part(index, len(starts))
         noise = Noise.per_sequence(seed, rows, device)
-        yield start, objective.sample(backbone, part, noise).cpu()
+        with reused_buffers():  # the network's temporaries are reused over the steps
+            ids = objective.sample(backbone, part, noise).cpu()
+        yield start, ids
 
 
 def draw_samples(

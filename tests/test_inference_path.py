@@ -2,7 +2,10 @@
 no gradient is needed: the forward-only selective scan, the one-pass mixer of both BiMamba
 directions, the batched RCPS strands, and the samplers on top of them."""
 
+import contextlib
+import gc
 import importlib
+import weakref
 
 import numba
 import numpy as np
@@ -13,6 +16,7 @@ from genodiff.backbones.caduceus import BiMamba, Caduceus
 from genodiff.backbones.mamba import Mamba
 from genodiff.backbones.mamba_lm import MambaLM
 from genodiff.backbones.rcps import rc_ids
+from genodiff.generate import draw_batches
 from genodiff.ops import (
     _scan_cpu,
     _scan_torch,
@@ -30,6 +34,8 @@ from tests.dna_objectives import mdlm, sedd
 from tests.test_selective_scan import make_inputs
 
 scan_module = importlib.import_module("genodiff.ops.selective_scan")
+mamba_module = importlib.import_module("genodiff.backbones.mamba")
+generate_module = importlib.import_module("genodiff.generate")
 CMAP = torch.tensor(DNATokenizer().complement_map)  # (16,)
 TOL = {"rtol": 1e-10, "atol": 1e-10}  # float64 throughout
 
@@ -182,8 +188,8 @@ def test_mixer_scan_with_large_decays_matches_the_training_path():
     A = -torch.tensor([1.0, 50.0, 500.0]).repeat(S, D, 1)  # (S, D, N)
     bias = torch.full((S, D), 3.0)  # dt ~ softplus(3 + noise) ~ 3: dt A down to ~ -1500
     args = (u, x_dbl, torch.randn(S, D, R) * 0.1, A, torch.ones(S, D), xz, bias, True)
-    got = _scan_cpu.mixer_scan(*args)
-    want = _scan_torch.mixer_scan(*args)
+    got = _scan_cpu.mixer_scan(*args, torch.empty(B, L, 1, D))
+    want = _scan_torch.mixer_scan(*args, torch.empty(B, L, 1, D))
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -379,6 +385,87 @@ def test_chunk_rows_rule():
         assert inference.cpu_chunk_rows(x, None, model) == 2  # width not declared: no chunks
 
 
+# reused buffers -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scratch_pointers(monkeypatch):
+    """The data pointers ``scratch`` hands out, per buffer name, in call order."""
+    pointers: dict[str, list[int]] = {}
+    scratch = inference.scratch
+
+    def watched(name, *args):
+        tensor = scratch(name, *args)
+        pointers.setdefault(name, []).append(tensor.data_ptr())
+        return tensor
+
+    monkeypatch.setattr(mamba_module, "scratch", watched)
+    return pointers
+
+
+@pytest.mark.parametrize("name", [name for name in MODELS if name != "mamba-lm"])
+def test_reused_buffers_serve_every_chunk_and_layer_with_unchanged_results(
+    name, backend, monkeypatch, scratch_pointers
+):
+    """7 rows in chunks of 2 (PS: 1) through 2 layers inside ``reused_buffers``: each of the
+    mixers' temporaries is one buffer for all of them, and every row's logits are the bits of
+    the same calls with fresh temporaries (and the training path's, to rounding). A chunk
+    that left its result in a buffer would see it overwritten by the next chunk's."""
+    monkeypatch.setattr(inference, "CPU_CHUNK_ELEMENTS", 64)
+    torch.manual_seed(0)
+    model = perturbed(MODELS[name]())
+    x = ids(length=4, batch=7)
+    fresh, old = both_paths(model, x)  # temporaries allocated afresh
+    scratch_pointers.clear()
+    with torch.no_grad(), inference.reused_buffers():
+        reused = model(x)
+        again = model(x)
+    assert torch.equal(reused, fresh) and torch.equal(again, fresh)
+    torch.testing.assert_close(reused, old, **TOL)
+    assert set(scratch_pointers) == {"xz", "u", "x_dbl", "y"}
+    for pointers in scratch_pointers.values():
+        chunks = 7 // 2 + 1 if name.startswith("ph") else 7  # chunks of 2 rows, PS: 1 row
+        assert len(pointers) == 2 * chunks * 2  # 2 calls x chunks x 2 layers
+        assert len(set(pointers)) == 1
+
+
+def test_scratch_is_fresh_outside_reused_buffers_and_released_at_its_end():
+    like = torch.zeros(1, dtype=torch.float64)
+    a, b = inference.scratch("t", like, 2, 3), inference.scratch("t", like, 2, 3)
+    assert a.data_ptr() != b.data_ptr()
+    with inference.reused_buffers():
+        first = inference.scratch("t", like, 4, 3)
+        assert (first.shape, first.dtype) == ((4, 3), torch.float64)
+        smaller = inference.scratch("t", like, 2, 5)
+        assert smaller.data_ptr() == first.data_ptr() and smaller.shape == (2, 5)
+        assert inference.scratch("other", like, 2).data_ptr() != first.data_ptr()
+        held = weakref.ref(first._base)
+        del first, smaller
+        gc.collect()
+        assert held() is not None  # kept by the context
+        larger = inference.scratch("t", like, 5, 3)
+        assert larger.numel() == 15 and held() is None  # replaced, the old one freed
+        assert inference.scratch("t", like.float(), 3).dtype == torch.float32
+        with inference.reused_buffers():  # an inner context keeps its own
+            assert inference.scratch("t", like, 2).data_ptr() != larger.data_ptr()
+        held = weakref.ref(larger._base)
+        del larger
+    gc.collect()
+    assert held() is None
+
+
+def test_mixer_kernels_refuse_an_out_that_does_not_fit(backend):
+    xz, weight, bias = torch.randn(2, 5, 1, 8), torch.randn(2, 4, 3), torch.randn(2, 4)
+    u = torch.empty(2, 2, 5, 4)
+    assert scan_module.mixer_conv(xz, weight, bias, out=u) is u
+    with pytest.raises(ValueError, match=r"shape \(2, 2, 5, 4\)"):
+        scan_module.mixer_conv(xz, weight, bias, out=torch.empty(2, 2, 5, 5))
+    with pytest.raises(ValueError, match="float32 tensor"):
+        scan_module.mixer_conv(xz, weight, bias, out=u.double())
+    with pytest.raises(ValueError, match="contiguous"):
+        scan_module.mixer_conv(xz, weight, bias, out=torch.empty(2, 2, 4, 5).mT)
+
+
 # samplers -------------------------------------------------------------------------------------
 
 
@@ -412,6 +499,23 @@ def test_samplers_draw_the_same_samples_on_both_paths(sampler):
         old = draw()
     assert (new != objective.process.mask_id).all()
     assert torch.equal(new, old)
+
+
+def test_sampling_steps_reuse_one_set_of_buffers_and_draw_the_same(monkeypatch, scratch_pointers):
+    """``draw_batches`` runs each batch's sampler inside ``reused_buffers``: every network call
+    of its steps writes the same buffers, and the samples are those drawn with fresh
+    temporaries."""
+    model, objective = dna_model(), mdlm()
+    request = SampleRequest(5, 20, sampler="ancestral", steps=8, temperature=0.9)
+
+    def draw() -> torch.Tensor:
+        return torch.cat([ids for _, ids in draw_batches(objective, model, request, 3, 5)])
+
+    reused = draw()
+    assert len(scratch_pointers["xz"]) == 8 * 2  # a network call per step, x 2 layers
+    assert all(len(set(pointers)) == 1 for pointers in scratch_pointers.values())
+    monkeypatch.setattr(generate_module, "reused_buffers", contextlib.nullcontext)
+    assert torch.equal(reused, draw())
 
 
 def sedd_sample_reference(objective, model, request, generator):

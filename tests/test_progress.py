@@ -262,9 +262,9 @@ def test_train_shows_no_lightning_advert_or_leafspec_warning(tmp_path):
 MIXER_CONV_TWICE = (
     "import torch; from genodiff.ops import _scan_cpu; "
     "S, D, K = 1, 4, 3; xz = torch.randn(1, 5, 1, 2 * D); "
-    "_scan_cpu.mixer_conv(xz, torch.randn(S, D, K), torch.randn(S, D)); "
-    "f = torch.float64; _scan_cpu.mixer_conv("
-    "xz.to(f), torch.randn(S, D, K, dtype=f), torch.randn(S, D, dtype=f)); "
+    "_scan_cpu.mixer_conv(xz, torch.randn(S, D, K), torch.randn(S, D), torch.empty(S, 1, 5, D)); "
+    "f = torch.float64; _scan_cpu.mixer_conv(xz.to(f), torch.randn(S, D, K, dtype=f), "
+    "torch.randn(S, D, dtype=f), torch.empty(S, 1, 5, D, dtype=f)); "
     "stats = _scan_cpu._mixer_conv_kernel.stats; "
     "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))"
 )

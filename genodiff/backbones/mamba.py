@@ -30,6 +30,7 @@ from genodiff.ops import (
     selective_scan,
     selective_state_update,
 )
+from genodiff.ops.inference import scratch
 from genodiff.ops.upstream import CAUSAL_CONV1D, MAMBA_INNER, SELECTIVE_SCAN, upstream
 
 
@@ -261,7 +262,9 @@ def mix_directions(
     directions share (weight tying) or one per direction. in_proj, x_proj and out_proj are one
     matmul each (batched over the directions); the conv and the scan (with dt_proj) are one
     kernel call each (``genodiff.ops.mixer_conv`` / ``mixer_scan``). Equal to the separate
-    passes up to rounding. For calls that need no gradient (``one_pass``).
+    passes up to rounding. For calls that need no gradient (``one_pass``). Its temporaries
+    xz, u, x_dbl and y die inside the call: inside ``genodiff.ops.inference.reused_buffers``
+    (a sampler's run) they are the context's buffers (``scratch``), written again by each call.
     """
     first, S = mixers[0], len(mixers)
     batch, length, _ = hidden_states.shape
@@ -270,12 +273,16 @@ def mix_directions(
     def stack(get: Callable[[Mamba], torch.Tensor]) -> torch.Tensor:
         return torch.stack([get(m) for m in mixers])
 
-    xz = _linear(hidden_states, in_projs).view(batch, length, len(in_projs), 2 * D)
+    P, summed = len(in_projs), strategy == "add" and len(out_projs) == 1
+    xz = scratch("xz", hidden_states, batch, length, P, 2 * D)
+    _linear(hidden_states, in_projs, out=xz.view(batch * length, P * 2 * D))
     has_bias = first.conv1d.bias is not None
     conv_bias = stack(lambda m: m.conv1d.bias) if has_bias else xz.new_zeros(S, D)
-    u = mixer_conv(xz, stack(lambda m: m.conv1d.weight[:, 0]), conv_bias)  # (S, B, L, D)
+    u = scratch("u", xz, S, batch, length, D)
+    mixer_conv(xz, stack(lambda m: m.conv1d.weight[:, 0]), conv_bias, out=u)
     x_weight = stack(lambda m: m.x_proj.weight).transpose(1, 2)  # (S, D, R + 2N)
-    x_dbl = torch.bmm(u.view(S, batch * length, D), x_weight)  # (S, BL, R + 2N)
+    x_dbl = scratch("x_dbl", u, S, batch * length, x_weight.shape[2])  # (S, BL, R + 2N)
+    torch.bmm(u.view(S, batch * length, D), x_weight, out=x_dbl)
     y = mixer_scan(  # (B, L, S or 1, D); as ``ssm``: A, D and the dt bias pass through fp32
         u,
         x_dbl.view(S, batch, length, -1),
@@ -284,15 +291,22 @@ def mix_directions(
         stack(lambda m: m.D.float()).to(dtype),
         xz,
         stack(lambda m: m.dt_proj.bias.float()).to(dtype),
-        summed=strategy == "add" and len(out_projs) == 1,
+        summed,
+        out=scratch("y", u, batch, length, 1 if summed else S, D),
     )
     return _project_out(y, out_projs, strategy, S)
 
 
-def _linear(x: torch.Tensor, projs: Sequence[nn.Linear]) -> torch.Tensor:
-    """cat[proj(x) for proj in projs] over the last axis, as one matmul."""
-    bias = None if projs[0].bias is None else torch.cat([p.bias for p in projs])
-    return F.linear(x, torch.cat([p.weight for p in projs]), bias)
+def _linear(x: torch.Tensor, projs: Sequence[nn.Linear], out: torch.Tensor) -> torch.Tensor:
+    """out (B L, P out_features) = cat[proj(x) for proj in projs] over the last axis, x
+    (B, L, in_features), as one matmul: the one ``F.linear`` runs on a contiguous x. (The
+    weights go in as one contiguous (in_features, P out_features) matrix: given a transposed
+    view, ``torch.mm`` with ``out`` copies an operand on every call.)"""
+    weight = torch.cat([p.weight.t() for p in projs], dim=1)
+    x = x.reshape(-1, x.shape[-1])
+    if projs[0].bias is None:
+        return torch.mm(x, weight, out=out)
+    return torch.addmm(torch.cat([p.bias for p in projs]), x, weight, out=out)
 
 
 def _project_out(

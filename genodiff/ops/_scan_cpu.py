@@ -585,22 +585,19 @@ def backward(dout, u, delta, A, Bk, Ck, D_skip, z, bias, softplus):
     return du, ddelta, dA, dBk, dCk, dD, (dz if z is not None else None), dbias
 
 
-def mixer_conv(xz, weight, bias):
-    """-> u (S, Bsz, L, D): silu of the depthwise conv of each direction (see the kernel);
-    xz (Bsz, L, P, 2D), weight (S, D, K), bias (S, D)."""
+def mixer_conv(xz, weight, bias, out):
+    """-> out = u (S, Bsz, L, D): silu of the depthwise conv of each direction (see the
+    kernel); xz (Bsz, L, P, 2D), weight (S, D, K), bias (S, D)."""
     _follow_torch_threads()
-    S, D, _ = weight.shape
-    out = xz.new_empty(S, xz.shape[0], xz.shape[1], D)
     weight_t = weight.transpose(1, 2).contiguous()  # (S, K, D)
     _mixer_conv_kernel(_np(xz), _np(weight_t), _np(bias), _np(out))
     return out
 
 
-def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
+def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed, y):
     """-> y (Bsz, L, S, D), or (Bsz, L, 1, D) summed over directions (see the kernel)."""
     _follow_torch_threads()
     S, Bsz, L, D = u.shape
-    y = u.new_empty(Bsz, L, 1 if summed else S, D)
     dt_weight_t = dt_weight.transpose(1, 2).contiguous()  # (S, R, D)
     At2 = (A.double() * (1 / math.log(2))).to(A.dtype).transpose(1, 2).contiguous()  # (S, N, D)
     decay = _DECAY_CONSTANTS[np.dtype(_np(u).dtype)]

@@ -108,17 +108,17 @@ def _from_scan(x: torch.Tensor, s: int) -> torch.Tensor:
     return (x.flip(-1) if s else x).transpose(1, 2)
 
 
-def mixer_conv(xz, weight, bias):
+def mixer_conv(xz, weight, bias, u):
     S, D, K = weight.shape
     outs = []
     for s in range(S):
         x = _to_scan(xz[:, :, min(s, xz.shape[2] - 1), :D], s)  # (Bsz, D, L)
         out = F.conv1d(F.pad(x, (K - 1, 0)), weight[s, :, None], bias[s], groups=D)
         outs.append(_from_scan(F.silu(out), s))
-    return torch.stack(outs)  # (S, Bsz, L, D)
+    return torch.stack(outs, out=u)  # (S, Bsz, L, D)
 
 
-def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
+def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed, y):
     S, _, _, D = u.shape
     N, R = A.shape[2], dt_weight.shape[2]
     delta = x_dbl[..., :R] @ dt_weight.transpose(1, 2)[:, None]  # (S, Bsz, L, D)
@@ -130,4 +130,4 @@ def mixer_scan(u, x_dbl, dt_weight, A, D_skip, xz, bias, summed):
         args = (_to_scan(u[s], s), _to_scan(delta[s], s), A[s], BC[..., :N], BC[..., N:])
         out, _ = forward(*args, D_skip[s], z, bias[s], True)  # (Bsz, D, L)
         ys.append(_from_scan(out, s))  # (Bsz, L, D)
-    return sum(ys)[:, :, None] if summed else torch.stack(ys, dim=2)
+    return y.copy_(sum(ys)[:, :, None]) if summed else torch.stack(ys, dim=2, out=y)

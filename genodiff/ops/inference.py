@@ -7,6 +7,11 @@ pass (``genodiff.backbones.mamba.mix_directions``), an RCPS wrapper runs its two
 as one batch, and on the CPU a backbone runs a large batch in chunks of rows
 (``cpu_chunk_rows``). Each computes the function of the training path, up to float rounding.
 
+Inside ``reused_buffers()`` (a sampler's run on one batch: ``genodiff.generate``) the mixers'
+large temporaries on the CPU are the context's buffers (``scratch``), written again by every
+chunk, layer and step instead of allocated afresh: glibc hands freed blocks of a few MB back to
+the OS, and each chunk then faulted its temporaries in again (BENCHMARKS.md).
+
 ``training_path()`` turns all of it off inside its context: every call then takes the path it
 takes when gradients are needed, as genodiff did before the inference path existed. Benchmarks
 and tests use it to compare the two in one process.
@@ -15,12 +20,16 @@ and tests use it to compare the two in one process.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from contextvars import ContextVar
 
 import torch
 
 _enabled: ContextVar[bool] = ContextVar("genodiff_inference_path", default=True)
+_buffers: ContextVar[dict[str, torch.Tensor] | None] = ContextVar(
+    "genodiff_reused_buffers", default=None
+)
 
 
 @contextlib.contextmanager
@@ -60,3 +69,30 @@ def cpu_chunk_rows(x: torch.Tensor, hidden_size: int | None, module: torch.nn.Mo
     if x.device.type != "cpu" or not hidden_size or not inference_path(x, *module.parameters()):
         return batch
     return min(batch, max(1, CPU_CHUNK_ELEMENTS // (x.shape[1] * hidden_size)))
+
+
+@contextlib.contextmanager
+def reused_buffers() -> Iterator[None]:
+    """Inside this context ``scratch`` hands out the context's buffers: one per name, as large
+    as the largest request for it, dropped when the context ends (nested: the inner context
+    keeps its own)."""
+    token = _buffers.set({})
+    try:
+        yield
+    finally:
+        _buffers.reset(token)
+
+
+def scratch(name: str, like: torch.Tensor, *shape: int) -> torch.Tensor:
+    """An uninitialised tensor of ``shape`` in ``like``'s dtype and device, for a temporary
+    that dies before the next request for ``name``: fresh, or on the CPU inside
+    ``reused_buffers()`` a view of the context's buffer ``name`` (replaced by a larger one, or
+    one of another dtype, when it does not fit)."""
+    buffers = _buffers.get()
+    if buffers is None or like.device.type != "cpu":
+        return like.new_empty(shape)
+    size = math.prod(shape)
+    held = buffers.get(name)
+    if held is None or held.dtype != like.dtype or held.numel() < size:
+        held = buffers[name] = like.new_empty(size)
+    return held[:size].view(shape)

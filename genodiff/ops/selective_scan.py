@@ -214,12 +214,17 @@ def selective_scan(
     return (out, last) if return_last_state else out
 
 
-def mixer_conv(xz: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def mixer_conv(
+    xz: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """silu(depthwise conv) of S <= 2 directions: xz (B, L, P, 2 d_inner) in-projections
     (x = xz[..., :d_inner]; direction s reads projection min(s, P - 1)), weight (S, d_inner, K),
     bias (S, d_inner), all in one float dtype -> u (S, B, L, d_inner). Direction 0 is causal
-    in t, direction 1 anti-causal: the causal conv of the flipped sequence, flipped back."""
-    return _run("mixer_conv", xz.contiguous(), weight, bias)
+    in t, direction 1 anti-causal: the causal conv of the flipped sequence, flipped back.
+    ``out``: a contiguous tensor of u's shape to write u into (default: a new one)."""
+    S, D, _ = weight.shape
+    out = _output(out, xz, (S, xz.shape[0], xz.shape[1], D))
+    return _run("mixer_conv", xz.contiguous(), weight, bias, out)
 
 
 def mixer_scan(
@@ -231,6 +236,7 @@ def mixer_scan(
     xz: torch.Tensor,
     delta_bias: torch.Tensor,
     summed: bool,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The selective scan of S <= 2 directions, time-major, no gradient, all in one float
     dtype: u (S, B, L, d_inner); x_dbl (S, B, L, R + 2N) = [x_proj's dt, B_t, C_t];
@@ -239,8 +245,26 @@ def mixer_scan(
     direction 1 downwards (the scan of the flipped sequence, flipped back); delta =
     softplus(dt_proj(dt) + delta_bias), y_s = (scan + D u) silu(z). Returns y
     (B, L, S, d_inner), or with ``summed`` y_0 + y_1 (B, L, 1, d_inner), for directions that
-    share z (P = 1)."""
+    share z (P = 1). ``out``: a contiguous tensor of y's shape to write y into (default: a
+    new one)."""
     if summed and xz.shape[2] > 1:
         raise ValueError("summed directions share one gate z: one in-projection (P = 1)")
+    S, batch, length, d_inner = u.shape
+    out = _output(out, u, (batch, length, 1 if summed else S, d_inner))
     args = (u, x_dbl, dt_weight, A, D, xz, delta_bias)
-    return _run("mixer_scan", *(x.contiguous() for x in args), summed)
+    return _run("mixer_scan", *(x.contiguous() for x in args), summed, out)
+
+
+def _output(out: torch.Tensor | None, like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """``out``, checked to be a contiguous ``shape`` tensor in ``like``'s dtype and device, or a
+    new one."""
+    if out is None:
+        return like.new_empty(shape)
+    if out.shape != shape or out.dtype != like.dtype or out.device != like.device:
+        raise ValueError(
+            f"out must be a {like.dtype} tensor of shape {tuple(shape)} on {like.device}, got "
+            f"{out.dtype} {tuple(out.shape)} on {out.device}"
+        )
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+    return out
