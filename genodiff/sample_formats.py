@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
@@ -152,8 +152,9 @@ def _write_jsonl(handle: IO[str], names: Sequence[str], texts: Sequence[str], ru
     )
 
 
-def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
-    samples = []
+def _jsonl_items(handle: IO[str], path: Path) -> Iterator[dict]:
+    """Each non-blank line's JSON object, checked to hold a string ``"text"``; an input error
+    naming the line otherwise."""
     for number, line in enumerate(handle, start=1):
         if not line.strip():
             continue
@@ -165,12 +166,15 @@ def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
             raise InputValueError(
                 f'{path}, line {number}: expected a JSON object with a string "text" field'
             )
-        samples.append(item["text"])
-    return samples
+        yield item
+
+
+def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
+    return [item["text"] for item in _jsonl_items(handle, path)]
 
 
 def _read_jsonl_labels(handle: IO[str], path: Path) -> list[str | None]:
-    labels = [json.loads(line).get(LABEL_FIELD) for line in handle if line.strip()]
+    labels = [item.get(LABEL_FIELD) for item in _jsonl_items(handle, path)]
     return [None if label is None else str(label) for label in labels]
 
 
