@@ -60,3 +60,53 @@ def test_a_jsonl_line_nested_past_the_parser_is_an_input_error(tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(InputValueError, match="nested deeper than any sample file"):
         read_samples(path)  # was RecursionError
+
+
+# ----------------------------------------------------------------------------- config YAML
+
+
+def laughs(levels: int) -> str:
+    """YAML whose last anchor expands to 10**levels values through aliases of aliases: a few
+    hundred bytes that a YAML reader builds as a tree of 10**levels leaves."""
+    lines = ['l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def experiment(folder: Path, name: str, body: str) -> Path:
+    """An experiment file in ``folder`` that picks the shipped demo, with ``body`` after it."""
+    path = folder / f"{name}.yaml"
+    path.write_text(f"defaults:\n  - demo\n  - _self_\n{body}")
+    return path
+
+
+def test_a_config_of_nested_aliases_is_refused_before_it_is_built(tmp_path, capsys):
+    config = experiment(tmp_path, "laughs", laughs(9))  # 10**9 values: hours to build
+    assert cli.main(["train", str(config), f"output_dir={tmp_path / 'out'}"]) == 2
+    err = one_line_error(capsys, "train")
+    assert f"{config} expands to more than 10,000 values" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_nested_past_the_readers_recursion_is_refused(tmp_path, capsys):
+    config = experiment(tmp_path, "deep", "x: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert cli.main(["train", str(config), f"output_dir={tmp_path / 'out'}"]) == 2
+    err = one_line_error(capsys, "train")  # was RecursionError, a traceback
+    assert f"{config}: collections are nested more than 32 deep (line 4)" in err
+
+
+def test_a_hostile_yaml_file_beside_an_experiment_is_left_out_with_a_warning(tmp_path):
+    from genodiff.config import load_config
+
+    config = experiment(tmp_path, "mine", "seed: 7\n")
+    (tmp_path / "laughs.yaml").write_text(laughs(9))  # not the experiment's: not needed
+    with pytest.warns(UserWarning, match=r"laughs.yaml expands to more than 10,000 values"):
+        cfg = load_config(config)
+    assert cfg.seed == 7
+
+
+def test_anchors_and_aliases_of_a_real_config_still_read(tmp_path):
+    from genodiff.config import load_config
+
+    body = "seed: &same 11\nsamples:\n  num_samples: *same\n"
+    assert load_config(experiment(tmp_path, "anchored", body)).samples.num_samples == 11
