@@ -194,13 +194,36 @@ NEUTRAL_FORMATS = (TEXT, JSONL)
 # --------------------------------------------------------------------------- templates
 
 
+#: The most characters of an infilling template file read (a template is one sample, its
+#: length the sample length): a whole genome, a line of gigabytes or a gzip bomb is not read
+#: whole.
+MAX_TEMPLATE_CHARS = 1 << 24
+
+
+def template_lines(handle: IO[str], path: Path) -> Iterator[str]:
+    """The lines of the infilling template file ``path`` open as ``handle``, read one at a
+    time as the caller takes them; an input error once more than ``MAX_TEMPLATE_CHARS``
+    characters are read."""
+    left = MAX_TEMPLATE_CHARS
+    while line := handle.readline(left + 1):
+        left -= len(line)
+        if left < 0:
+            raise InputValueError(
+                f"infill file {path}: the template is longer than {MAX_TEMPLATE_CHARS:,} "
+                "characters, longer than a sample genodiff draws; cut it to the region to fill",
+                parameter="infill",
+            )
+        yield line
+
+
 def line_template(path: Path) -> str:
     """The first non-empty line of a UTF-8 text file."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with path.open(encoding="utf-8") as handle:
+            lines = (line.strip() for line in template_lines(handle, path))
+            template = next((line for line in lines if line), None)
     except UnicodeDecodeError as err:
         raise InputValueError(f"infill file {path} is not UTF-8 text ({err.reason})") from None
-    template = next((line.strip() for line in lines if line.strip()), None)
     if template is None:
         raise InputValueError(
             f"infill file {path} has no text: write the template on its first line"

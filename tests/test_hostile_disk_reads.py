@@ -110,3 +110,60 @@ def test_anchors_and_aliases_of_a_real_config_still_read(tmp_path):
 
     body = "seed: &same 11\nsamples:\n  num_samples: *same\n"
     assert load_config(experiment(tmp_path, "anchored", body)).samples.num_samples == 11
+
+
+# ----------------------------------------------------------------------------- infill templates
+
+
+def gzipped_fasta(path: Path, records: list[tuple[str, int]]) -> Path:
+    """A gzip FASTA of ``records`` (name, bases): each record one line of that many A's, a
+    few kilobytes compressed for tens of megabytes read."""
+    with gzip.open(path, "wb", compresslevel=1) as handle:
+        for name, bases in records:
+            handle.write(f">{name}\n".encode())
+            for _ in range(bases >> 20):
+                handle.write(b"A" * (1 << 20))
+            handle.write(b"A" * (bases % (1 << 20)) + b"\n")
+    return path
+
+
+def test_an_infill_template_of_one_enormous_record_is_refused_unread(tmp_path):
+    from genodiff.domains.fasta import fasta_template
+
+    path = gzipped_fasta(tmp_path / "bomb.fa.gz", [("chr", 40 << 20)])
+    with pytest.raises(InputValueError, match="the template is longer than 16,777,216") as caught:
+        fasta_template(path)  # was the whole 40 MB read (a gzip bomb: all of its gigabytes)
+    assert caught.value.parameter == "infill"
+
+
+def test_an_infill_template_is_the_first_record_read_alone(tmp_path):
+    import tracemalloc
+
+    from genodiff.domains.fasta import fasta_template
+
+    path = gzipped_fasta(tmp_path / "genome.fa.gz", [("first", 12), ("second", 40 << 20)])
+    tracemalloc.start()
+    try:
+        assert fasta_template(path) == "A" * 12
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20  # was the whole file read: 40 MB and more
+
+
+def test_an_infill_fasta_whose_first_record_is_empty_is_an_input_error(tmp_path):
+    from genodiff.domains.fasta import fasta_template
+
+    path = tmp_path / "template.fa"
+    path.write_text("\n>empty\n>second\nACGT\n")
+    with pytest.raises(InputValueError, match=r"first record of .* \(empty\) has no sequence"):
+        fasta_template(path)  # was Biopython's ValueError about comments, a traceback
+
+
+def test_a_text_template_of_one_enormous_line_is_refused_unread(tmp_path):
+    from genodiff.sample_formats import line_template
+
+    path = tmp_path / "template.txt"
+    path.write_bytes(b"x" * (20 << 20))
+    with pytest.raises(InputValueError, match="the template is longer than 16,777,216"):
+        line_template(path)  # was the whole line read
