@@ -167,3 +167,35 @@ def test_a_text_template_of_one_enormous_line_is_refused_unread(tmp_path):
     path.write_bytes(b"x" * (20 << 20))
     with pytest.raises(InputValueError, match="the template is longer than 16,777,216"):
         line_template(path)  # was the whole line read
+
+
+# ----------------------------------------------------------------------------- genomes
+
+
+def test_a_genome_that_is_a_fifo_or_a_folder_is_said_as_such(tmp_path):
+    import os
+
+    from genodiff.data.genome import Genome
+
+    fifo = tmp_path / "pipe.fa"
+    os.mkfifo(fifo)
+    with pytest.raises(InputValueError, match=f"FASTA file {fifo} is not a regular file"):
+        Genome(fifo)  # was "FASTA file not found"
+    with pytest.raises(InputValueError, match=f"FASTA file {tmp_path} is a folder"):
+        Genome(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_folder_or_fifo_named_as_the_index_is_left_alone(tmp_path, kind):
+    import os
+
+    from genodiff.data.genome import Genome
+
+    fasta = tmp_path / "genome.fa"
+    fasta.write_text(">r\n" + "ACGT" * 30 + "\n")
+    index = tmp_path / "genome.fa.fai"
+    index.mkdir() if kind == "folder" else os.mkfifo(index)
+    genome = Genome(fasta, cache_dir=tmp_path / "cache")  # was IsADirectoryError; a FIFO removed
+    assert genome.fetch("r", 0, 8) == "ACGTACGT"
+    assert index.is_dir() if kind == "folder" else index.is_fifo()
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".fai"]

@@ -9,7 +9,8 @@ folder, ``cache_dir`` if given, else ``$GENODIFF_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/genodiff/fai`` (``~/.cache/genodiff/fai``). Cached index files are named
 after a hash of the FASTA's absolute path, so two genomes with the same file name do not clash;
 pyfaidx's ``indexname`` and ``gzi_indexname`` options point it there, so no links or copies are
-needed.
+needed. A folder, FIFO or device where an index file would go beside the FASTA is left alone and
+the cache folder used.
 
 Records of length 0 are skipped with a warning (they hold no windows); binary content, text
 before the first ``>`` header, inconsistent line lengths, duplicate record names and a
@@ -34,7 +35,7 @@ from typing import IO
 import pyfaidx
 
 from genodiff.atomic_files import atomic_write
-from genodiff.errors import InputFileNotFoundError, InputKeyError, InputValueError
+from genodiff.errors import InputKeyError, InputValueError, require_regular_file
 from genodiff.resources import is_shipped, user_cache_folder
 from genodiff.user_warnings import warn_user
 
@@ -364,6 +365,11 @@ def _dir_is_writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK)
 
 
+def _exists(path: Path) -> bool:
+    """Whether anything is at ``path``: a file, a folder, a FIFO, a link (a broken one too)."""
+    return path.is_symlink() or path.exists()
+
+
 def _is_fresh(index: Path, fasta: Path) -> bool:
     return index.exists() and index.stat().st_mtime >= fasta.stat().st_mtime
 
@@ -386,7 +392,9 @@ def index_paths(fasta: Path, bgzf: bool, cache_dir: str | os.PathLike | None) ->
     if current and fresh:
         return beside
     shipped = is_shipped(fasta)
-    if _dir_is_writable(fasta.parent) and not shipped:
+    # a folder or FIFO of an index's name is the user's: neither removed nor read
+    taken = [p for p in beside[: 2 if bgzf else 1] if _exists(p) and not p.is_file()]
+    if _dir_is_writable(fasta.parent) and not shipped and not taken:
         if not current:
             _remove_index(beside[0], beside[1] if bgzf else None)
         return beside
@@ -403,7 +411,13 @@ def index_paths(fasta: Path, bgzf: bool, cache_dir: str | os.PathLike | None) ->
             source = "data.cache_dir"
         else:
             source = f"${CACHE_ENV_VAR}" if os.environ.get(CACHE_ENV_VAR) else "the default"
-        where = "it ships inside the genodiff package" if shipped else "its folder is read-only"
+        where = (
+            "it ships inside the genodiff package"
+            if shipped
+            else f"{taken[0]} is no index file"
+            if taken
+            else "its folder is read-only"
+        )
         raise PermissionError(
             f"cannot index {fasta}: {where}, so the index goes to the cache "
             f"folder {folder} ({source}), which cannot be used: {reason}. Point data.cache_dir "
@@ -424,9 +438,7 @@ class Genome:
     """
 
     def __init__(self, path: str | os.PathLike, cache_dir: str | os.PathLike | None = None):
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise InputFileNotFoundError(f"FASTA file not found: {self.path}")
+        self.path = require_regular_file(path, "FASTA file")  # a FIFO would block the index
         kind = compression(self.path)
         if kind == "gzip":
             raise InputValueError(
