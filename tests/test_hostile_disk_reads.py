@@ -199,3 +199,35 @@ def test_a_folder_or_fifo_named_as_the_index_is_left_alone(tmp_path, kind):
     assert genome.fetch("r", 0, 8) == "ACGTACGT"
     assert index.is_dir() if kind == "folder" else index.is_fifo()
     assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".fai"]
+
+
+def test_a_fasta_line_longer_than_indexing_holds_is_refused_before_it_is_read(
+    tmp_path, monkeypatch
+):
+    from genodiff.data import genome
+
+    monkeypatch.setattr(genome, "MAX_LINE_BYTES", 4096)  # stands for 1 GiB: a 10 GB line
+    fasta = tmp_path / "one_line.fa"
+    fasta.write_text(">chr\n" + "ACGT" * 2000 + "\n>short\nACGT\n")
+    with pytest.raises(InputValueError, match="has a line longer than 4,096 bytes"):
+        genome.Genome(fasta, cache_dir=tmp_path / "cache")  # was held whole by pyfaidx
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one_line.fa"]  # no index written
+
+
+def test_a_current_index_of_a_one_line_chromosome_is_checked_without_reading_the_line(tmp_path):
+    import tracemalloc
+
+    from genodiff.data.genome import Genome
+
+    fasta = tmp_path / "one_line.fa"
+    with fasta.open("w") as handle:
+        handle.write(">chr\n" + "ACGT" * (8 << 20) + "\n")  # a 32 MB line
+    Genome(fasta).close()  # its index written
+    tracemalloc.start()
+    try:
+        genome = Genome(fasta)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert genome.length("chr") == 32 << 20 and genome.fetch("chr", 8, 12) == "ACGT"
+    assert peak < 4 << 20  # was the 32 MB line read to check the index

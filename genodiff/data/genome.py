@@ -178,6 +178,29 @@ def _check_bgzf_complete(path: Path) -> None:
         )
 
 
+#: The longest line a FASTA may have to be indexed: pyfaidx's indexer holds a line whole, about
+#: three times over (its bytes, its text, the text stripped), so a chromosome on one line
+#: (chr1: 249 MB) is read, a 10 GB line refused before it is.
+MAX_LINE_BYTES = 1 << 30
+
+
+def _check_line_lengths(path: Path, bgzf: bool) -> None:
+    """ValueError when a line of ``path`` (decompressed) is longer than ``MAX_LINE_BYTES``,
+    found in blocks of at most 16 MiB (a line inside one is no longer): in bounded memory."""
+    since, size = 0, min(1 << 24, MAX_LINE_BYTES)  # bytes since the last line break; per block
+    with fasta_errors(path), gzip.open(path, "rb") if bgzf else open(path, "rb") as handle:
+        while block := handle.read(size):
+            last = block.rfind(b"\n")
+            line = since + (len(block) if last < 0 else block.find(b"\n"))
+            if line > MAX_LINE_BYTES:
+                raise InputValueError(
+                    f"{path} has a line longer than {MAX_LINE_BYTES:,} bytes, more than FASTA "
+                    "indexing holds in memory; wrap its sequence lines, e.g. `seqkit seq -w 60 "
+                    "in.fa > out.fa`"
+                )
+            since = line if last < 0 else len(block) - last - 1
+
+
 # ----------------------------------------------------------------- is an index current?
 
 # An index is checked against the file's layout, not merely its mtime: `cp -p` and `rsync -a`
@@ -188,6 +211,7 @@ def _check_bgzf_complete(path: Path) -> None:
 # be the file's. A handful of small reads; any mismatch means the index is rebuilt.
 _MAX_RECORDS_CHECKED = 2000
 _MAX_GAP = 1 << 20  # at most this many bytes between records (header lines) or after the last
+_LINE_END_BYTES = 1 << 16  # of a longer line, this many bytes at each end are checked
 
 
 class _Uncompressed:
@@ -309,9 +333,12 @@ def _lines_fit(data: _Uncompressed, length: int, offset: int, bases: int, width:
     for k in sorted({0, lines // 2, lines - 1}):
         start = offset + k * width
         chars = bases if k < lines - 1 else length - k * bases
-        chunk = data.read(start, chars + width - bases)
-        text, newline = chunk[:chars], chunk[chars:]
-        if len(text) != chars or any(c in text for c in b"\r\n>"):
+        # a long line (a chromosome on one line) is checked at its two ends, not read whole
+        head = data.read(start, _LINE_END_BYTES) if chars > _LINE_END_BYTES else b""
+        seen = min(chars, _LINE_END_BYTES)
+        chunk = data.read(start + chars - seen, seen + width - bases)
+        text, newline = head + chunk[:seen], chunk[seen:]
+        if len(text) != len(head) + seen or any(c in text for c in b"\r\n>"):
             return False
         at_end = start + chars == data.size and k == lines - 1
         if newline not in (b"\n", b"\r\n")[: width - bases] and not (at_end and not newline):
@@ -457,6 +484,8 @@ class Genome:
             _check_bgzf_complete(self.path)
         check_fasta_start(self.path, _fasta_head(self.path, kind == "bgzf"))
         self._fai, self._gzi = index_paths(self.path, kind == "bgzf", cache_dir)
+        if not self._fai.is_file():  # pyfaidx builds it: a line is held whole
+            _check_line_lengths(self.path, kind == "bgzf")
         self._handle: pyfaidx.Fasta | None = None
         self._pid: int | None = None
         lengths = {name: len(record) for name, record in self._open().records.items()}
