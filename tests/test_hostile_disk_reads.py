@@ -231,3 +231,33 @@ def test_a_current_index_of_a_one_line_chromosome_is_checked_without_reading_the
         tracemalloc.stop()
     assert genome.length("chr") == 32 << 20 and genome.fetch("chr", 8, 12) == "ACGT"
     assert peak < 4 << 20  # was the 32 MB line read to check the index
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def rezipped(source: Path, dest: Path, extra: bytes | None = None) -> Path:
+    """The torch file ``source`` with its members deflated (torch reads them so too), and an
+    ``extra`` member when given."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(dest, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info), compress_type=zipfile.ZIP_DEFLATED)
+        if extra is not None:
+            zout.writestr("m/extra", extra, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+    return dest
+
+
+def test_a_checkpoint_holding_a_zip_bomb_is_refused_before_it_is_decompressed(tmp_path):
+    import torch
+
+    from genodiff.checkpoints import read_checkpoint_file
+
+    torch.save({"state_dict": {"w": torch.arange(4.0)}, "global_step": 1}, tmp_path / "m.ckpt")
+    bomb = rezipped(tmp_path / "m.ckpt", tmp_path / "bomb.ckpt", bytes(64 << 20))
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(InputValueError, match="its member m/extra expands from .* to 67,108,864"):
+        read_checkpoint_file(bomb)  # was every byte decompressed (a terabyte: hours)
+    deflated = rezipped(tmp_path / "m.ckpt", tmp_path / "deflated.ckpt")
+    assert read_checkpoint_file(deflated)["state_dict"]["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
