@@ -261,3 +261,21 @@ def test_a_checkpoint_holding_a_zip_bomb_is_refused_before_it_is_decompressed(tm
         read_checkpoint_file(bomb)  # was every byte decompressed (a terabyte: hours)
     deflated = rezipped(tmp_path / "m.ckpt", tmp_path / "deflated.ckpt")
     assert read_checkpoint_file(deflated)["state_dict"]["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_bgzf_block_damaged_after_indexing_is_an_input_error(tmp_path):
+    import random
+
+    from genodiff.data.genome import Genome, bgzip_fasta
+
+    bases = random.Random(0).choices("ACGT", k=120_000)  # blocks of some 30 kB compressed
+    lines = "".join("".join(bases[i : i + 60]) + "\n" for i in range(0, 120_000, 60))
+    plain = tmp_path / "plain.fa"
+    plain.write_text(f">a\n{lines}>b\n{lines}")
+    fasta = bgzip_fasta(plain, tmp_path / "genome.fa.gz")
+    Genome(fasta).close()  # indexed while whole
+    data = bytearray(fasta.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a block's deflate stream
+    fasta.write_bytes(bytes(data))
+    with pytest.raises(InputValueError, match="truncated or corrupt BGZF/gzip file"):
+        Genome(fasta)  # was RuntimeError: Decompressed to N, not 65280 (the index's check)

@@ -46,8 +46,9 @@ _BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000
 CORRUPT_GZIP_ADVICE = (
     "truncated or corrupt BGZF/gzip file; re-download it or re-compress it with bgzip"
 )
-# Errors of reading a damaged gzip/BGZF stream (Bio.bgzf and pyfaidx add struct.error).
-_GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, struct.error)
+# Errors of reading a damaged gzip/BGZF stream (Bio.bgzf and pyfaidx add struct.error, and
+# Bio.bgzf a RuntimeError for a block that decompresses to another size or CRC).
+_GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, struct.error, RuntimeError)
 
 
 def default_cache_dir() -> Path:
@@ -373,7 +374,7 @@ def _index_matches(fasta: Path, fai: Path, gzi: Path | None) -> bool:
         if not -last_break <= tail <= _MAX_GAP:  # a file may lack its final line break
             return False
         return not data.read(ends[-1], tail).strip()
-    except (OSError, ValueError, EOFError, struct.error, zlib.error):
+    except (OSError, ValueError, *_GZIP_ERRORS):
         return False
     finally:
         data.close()
