@@ -279,3 +279,32 @@ def test_a_bgzf_block_damaged_after_indexing_is_an_input_error(tmp_path):
     fasta.write_bytes(bytes(data))
     with pytest.raises(InputValueError, match="truncated or corrupt BGZF/gzip file"):
         Genome(fasta)  # was RuntimeError: Decompressed to N, not 65280 (the index's check)
+
+
+def test_the_safe_checkpoint_reader_never_opens_a_fifo(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "last.ckpt"
+    os.mkfifo(fifo)  # opened, it would wait for a writer forever: read in a process of its own
+    code = (
+        "import sys\nfrom genodiff.checkpoints import read_checkpoint_file\n"
+        "try:\n    read_checkpoint_file(sys.argv[1])\n"
+        "except ValueError as err:\n    print(err)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60
+    )  # was a wait without end (TimeoutExpired here)
+    assert f"checkpoint {fifo} is not a regular file" in done.stdout, done.stderr
+
+
+def test_a_split_bed_that_is_a_fifo_is_said_as_such(tmp_path):
+    import os
+
+    from genodiff.data.hg38 import read_bed
+
+    fifo = tmp_path / "splits.bed"
+    os.mkfifo(fifo)
+    with pytest.raises(InputValueError, match=f"BED file {fifo} is not a regular file"):
+        read_bed(fifo)  # was "BED file not found"

@@ -37,7 +37,7 @@ from omegaconf import DictConfig, ListConfig
 from omegaconf.base import ContainerMetadata, Metadata
 from omegaconf.nodes import AnyNode, BooleanNode, BytesNode, FloatNode, IntegerNode, StringNode
 
-from genodiff.errors import InputValueError, listing
+from genodiff.errors import InputValueError, listing, require_regular_file
 from genodiff.hub import redownload_advice
 
 # Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
@@ -94,8 +94,9 @@ def read_checkpoint_file(
     Hub and other people. A file that needs any other global is refused with an
     ``UnsafePickleError`` naming them; ``stub_unknown_classes=True`` reads each of them as a
     ``Placeholder`` instead (still ``weights_only``: no code from the file runs). ``mmap`` maps
-    the tensors instead of reading them (for a look at the rest)."""
-    path = Path(path)
+    the tensors instead of reading them (for a look at the rest). A path that is no regular
+    file (a folder, a FIFO, a device) is an input error, never opened."""
+    path = require_regular_file(path, "checkpoint")  # a FIFO would block, a device never end
     try:
         verify_archive(path)
         return _load_weights_only(path, map_location, mmap, stub_unknown_classes)
