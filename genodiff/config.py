@@ -48,6 +48,7 @@ from genodiff.generation_config import options as generation_options
 from genodiff.hub import parse_hub_id
 from genodiff.named_models import close_names, named_model_folder
 from genodiff.parallel import GPU_ACCELERATORS
+from genodiff.plain_records import bounded_yaml_file, check_yaml_file
 from genodiff.resources import resource_root
 from genodiff.shipped_configs import config_folders, experiment_files
 from genodiff.trainer_spec import trainer_init
@@ -382,7 +383,7 @@ def _experiment_folder(source: Path) -> Iterator[Path]:
         for yaml_file in itertools.chain(
             source.glob("*.yaml"), *(g.glob("*.yaml") for g in groups)
         ):
-            if yaml_file.is_file():
+            if yaml_file.is_file() and bounded_yaml_file(yaml_file):
                 shutil.copyfile(yaml_file, folder / yaml_file.relative_to(source))
         yield folder
 
@@ -392,6 +393,7 @@ def _config_copies(config_file: Path) -> Iterator[dict[Path, Path]]:
     """The copies Hydra reads (``_experiment_folder``), each mapped to the folder it copies:
     the experiment's folder first, then the working directory's ``configs/`` where it is
     another (``_working_configs``)."""
+    check_yaml_file(config_file)  # bounded before Hydra builds it (the others: as copied)
     sources = [config_file.parent]
     working = _working_configs(config_file)
     if working is not None:

@@ -13,11 +13,19 @@ steps); an OmegaConf container is taken as the values it holds, unresolved, and 
 OmegaConf would resolve (an interpolation, or ``???``, its missing value) is refused. The copy
 shares nothing with the file's objects. Anything else is one ``InputValueError`` naming the
 file, the key and what is wrong.
+
+A YAML file (an experiment config) is bounded before a YAML reader builds it
+(``check_yaml_file``): read as the parser's events, nothing constructed, its values are
+counted as ``plain_tree`` counts them (an alias each time it is reached, so a "billion laughs"
+file of nested aliases is refused after ``MAX_YAML_VALUES``, where building it would take
+hours), and its nesting is bounded by ``MAX_DEPTH`` (past a thousand or so, a reader's
+recursion fails).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +34,16 @@ from omegaconf import Node
 from genodiff.errors import InputValueError
 from genodiff.hub import redownload_advice
 from genodiff.memory import size_text
+from genodiff.user_warnings import warn_user
 
 MAX_DEPTH = 32
 MAX_NODES = 100_000
 # The most bytes of a JSON record file read (config.json, genodiff.json, tokenizer.json): a
 # config is a few kilobytes, a tokenizer with a large vocabulary some megabytes.
 MAX_JSON_BYTES = 64 << 20
+# The most values a YAML config may expand to (``check_yaml_file``): a shipped experiment has a
+# few hundred, and building one takes OmegaConf about a third of a millisecond per value.
+MAX_YAML_VALUES = 10_000
 # A leaf genodiff takes as it is (bool is an int).
 SCALARS = (str, int, float, type(None))
 # How OmegaConf tells a string it resolves (omegaconf._utils.get_value_kind, not strict).
@@ -79,6 +91,83 @@ def read_json_object(path: Path) -> dict[str, Any]:
             f"{path} holds a JSON {type(content).__name__}, not the object (mapping) expected"
         )
     return plain_tree(content, path)
+
+
+def check_yaml_file(path: Path) -> None:
+    """An input error naming the YAML file ``path`` when it is larger than ``MAX_JSON_BYTES``,
+    nests collections more than ``MAX_DEPTH`` deep, or expands to more than
+    ``MAX_YAML_VALUES`` values, each alias counted with everything its anchor holds (see the
+    module docstring); read as parser events: no value is built and no tag is acted on. YAML
+    that does not parse is left to the reader, which says where."""
+    import yaml
+
+    with path.open("rb") as handle:
+        data = handle.read(MAX_JSON_BYTES + 1)
+    if len(data) > MAX_JSON_BYTES:
+        raise InputValueError(
+            f"{path} is larger than {size_text(MAX_JSON_BYTES)}, more than any config; give "
+            "the config file itself"
+        )
+    # The C parser where built; where it refuses the file (libyaml stops at 1,000 levels,
+    # where the Python parser goes on and the reader's recursion fails), Python's.
+    for loader in dict.fromkeys([getattr(yaml, "CSafeLoader", yaml.SafeLoader), yaml.SafeLoader]):
+        try:
+            _check_yaml_events(path, yaml.parse(data, Loader=loader))
+            return
+        except yaml.YAMLError:
+            continue
+
+
+def _check_yaml_events(path: Path, events: Iterator[Any]) -> None:
+    """``check_yaml_file``'s count of the parser's ``events`` of ``path``."""
+    import yaml
+
+    sizes: dict[str, int] = {}  # values under each anchor, itself included
+    open_collections: list[list] = []  # [anchor, values so far] of each collection open
+    total = 0
+    for event in events:
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_collections.append([event.anchor, 1])
+            if len(open_collections) > MAX_DEPTH:
+                raise InputValueError(
+                    f"{path}: collections are nested more than {MAX_DEPTH} deep (line "
+                    f"{event.start_mark.line + 1}), deeper than any config"
+                )
+            size = 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, size = open_collections.pop()
+            if anchor is not None:
+                sizes[anchor] = size
+            if open_collections:
+                open_collections[-1][1] += size
+            continue  # counted when it opened and as its values came
+        elif isinstance(event, yaml.AliasEvent | yaml.ScalarEvent):
+            alias = isinstance(event, yaml.AliasEvent)
+            size = sizes.get(event.anchor, 1) if alias else 1
+            if not alias and event.anchor is not None:
+                sizes[event.anchor] = 1
+            if open_collections:
+                open_collections[-1][1] += size
+        else:
+            continue
+        total += size
+        if total > MAX_YAML_VALUES:
+            raise InputValueError(
+                f"{path} expands to more than {MAX_YAML_VALUES:,} values (line "
+                f"{event.start_mark.line + 1}; aliases of anchors that hold aliases "
+                "multiply), more than any config: write the values out"
+            )
+
+
+def bounded_yaml_file(path: Path) -> bool:
+    """Whether ``check_yaml_file`` passes ``path``, a YAML file that a reader may or may not
+    need (one beside an experiment); a warning naming it and what is wrong when not."""
+    try:
+        check_yaml_file(path)
+    except InputValueError as refusal:
+        warn_user(f"{refusal}; it is left out of the configs read")
+        return False
+    return True
 
 
 class _Walk:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import gzip
 import io
 import os
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -341,23 +342,38 @@ def _open_text(path: Path, gzipped: bool) -> IO[str]:
     return open(path, encoding="utf-8")
 
 
+def _read_with(path: Path, read: Callable[[IO[str], Path], Any]) -> Any:
+    """What ``read`` (a format's reader) returns for the file ``path`` (a regular file, in a
+    known format); what reading a damaged or non-text file raises (bytes that are no UTF-8, a
+    gzip stream cut short or corrupt, JSON nested deeper than Python's parser goes) as one
+    InputValueError naming it."""
+    try:
+        with _open_text(path, _format_of(path)[2]) as handle:
+            return read(handle, path)
+    except UnicodeDecodeError as err:
+        raise InputValueError(f"{path} is not UTF-8 text ({err.reason})") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise InputValueError(
+            f"{path} is not a readable gzip file ({err}); restore it, or write it again"
+        ) from None
+    except RecursionError:
+        raise InputValueError(
+            f"{path} holds a record nested deeper than any sample file's; a sample file holds "
+            "one sample per record"
+        ) from None
+
+
 def read_samples(path: str | os.PathLike) -> list[str]:
     """The samples in ``path``, in any format of an installed domain (FASTA: every record's
     sequence; ``.txt``: every line, stripped, a blank one an empty sample; ``.jsonl``: every
     non-blank line's ``"text"``), gzipped or not: a file reads back as the samples written to
     it, an empty one (a text model's that ended at once) included. ValueError on an unknown
-    format, a file of no or only empty samples, an empty FASTA record, or a malformed line
-    (named by its number)."""
+    format, a file of no or only empty samples, an empty FASTA record, a malformed line
+    (named by its number), or a file that is no text or no readable gzip."""
     path = Path(path)
-    fmt, _, gzipped = _format_of(path)
+    fmt = _format_of(path)[0]
     require_regular_file(path, "sample file")
-    try:
-        with _open_text(path, gzipped) as handle:
-            samples = fmt.read(handle, path)
-    except UnicodeDecodeError as err:
-        raise InputValueError(f"{path} is not UTF-8 text ({err.reason})") from None
-    except (gzip.BadGzipFile, EOFError) as err:
-        raise InputValueError(f"{path} is not a readable gzip file ({err})") from None
+    samples = _read_with(path, fmt.read)
     if not any(samples):
         empty = f": its {len(samples)} samples are empty" if samples else ""
         raise InputValueError(f"{path} holds no sample{empty}")
@@ -368,10 +384,11 @@ def read_sample_labels(path: str | os.PathLike) -> list[str | None]:
     """The class each sample of ``path`` was drawn for, in file order, as its format names it
     (``SampleFormat.read_labels``: a FASTA header's ``label=NAME`` word, a ``.jsonl`` line's
     ``"label"`` field); None for a sample that names none (a ``.txt`` file never does). Read
-    ``path`` with ``read_samples`` first: it checks the file, and the two lists line up."""
+    ``path`` with ``read_samples`` first: it checks the file, and the two lists line up (a
+    file that no longer reads is refused as ``read_samples`` refuses it)."""
     path = Path(path)
-    fmt, _, gzipped = _format_of(path)
-    with _open_text(path, gzipped) as handle:
-        if fmt.read_labels is None:
-            return [None] * len(fmt.read(handle, path))
-        return fmt.read_labels(handle, path)
+    fmt = _format_of(path)[0]
+    require_regular_file(path, "sample file")
+    if fmt.read_labels is None:
+        return [None] * len(_read_with(path, fmt.read))
+    return _read_with(path, fmt.read_labels)

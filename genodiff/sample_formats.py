@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
@@ -152,8 +152,9 @@ def _write_jsonl(handle: IO[str], names: Sequence[str], texts: Sequence[str], ru
     )
 
 
-def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
-    samples = []
+def _jsonl_items(handle: IO[str], path: Path) -> Iterator[dict]:
+    """Each non-blank line's JSON object, checked to hold a string ``"text"``; an input error
+    naming the line otherwise."""
     for number, line in enumerate(handle, start=1):
         if not line.strip():
             continue
@@ -165,12 +166,15 @@ def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
             raise InputValueError(
                 f'{path}, line {number}: expected a JSON object with a string "text" field'
             )
-        samples.append(item["text"])
-    return samples
+        yield item
+
+
+def _read_jsonl(handle: IO[str], path: Path) -> list[str]:
+    return [item["text"] for item in _jsonl_items(handle, path)]
 
 
 def _read_jsonl_labels(handle: IO[str], path: Path) -> list[str | None]:
-    labels = [json.loads(line).get(LABEL_FIELD) for line in handle if line.strip()]
+    labels = [item.get(LABEL_FIELD) for item in _jsonl_items(handle, path)]
     return [None if label is None else str(label) for label in labels]
 
 
@@ -190,13 +194,36 @@ NEUTRAL_FORMATS = (TEXT, JSONL)
 # --------------------------------------------------------------------------- templates
 
 
+#: The most characters of an infilling template file read (a template is one sample, its
+#: length the sample length): a whole genome, a line of gigabytes or a gzip bomb is not read
+#: whole.
+MAX_TEMPLATE_CHARS = 1 << 24
+
+
+def template_lines(handle: IO[str], path: Path) -> Iterator[str]:
+    """The lines of the infilling template file ``path`` open as ``handle``, read one at a
+    time as the caller takes them; an input error once more than ``MAX_TEMPLATE_CHARS``
+    characters are read."""
+    left = MAX_TEMPLATE_CHARS
+    while line := handle.readline(left + 1):
+        left -= len(line)
+        if left < 0:
+            raise InputValueError(
+                f"infill file {path}: the template is longer than {MAX_TEMPLATE_CHARS:,} "
+                "characters, longer than a sample genodiff draws; cut it to the region to fill",
+                parameter="infill",
+            )
+        yield line
+
+
 def line_template(path: Path) -> str:
     """The first non-empty line of a UTF-8 text file."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with path.open(encoding="utf-8") as handle:
+            lines = (line.strip() for line in template_lines(handle, path))
+            template = next((line for line in lines if line), None)
     except UnicodeDecodeError as err:
         raise InputValueError(f"infill file {path} is not UTF-8 text ({err.reason})") from None
-    template = next((line.strip() for line in lines if line.strip()), None)
     if template is None:
         raise InputValueError(
             f"infill file {path} has no text: write the template on its first line"

@@ -37,7 +37,7 @@ from omegaconf import DictConfig, ListConfig
 from omegaconf.base import ContainerMetadata, Metadata
 from omegaconf.nodes import AnyNode, BooleanNode, BytesNode, FloatNode, IntegerNode, StringNode
 
-from genodiff.errors import InputValueError, listing
+from genodiff.errors import InputValueError, listing, require_regular_file
 from genodiff.hub import redownload_advice
 
 # Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
@@ -94,8 +94,9 @@ def read_checkpoint_file(
     Hub and other people. A file that needs any other global is refused with an
     ``UnsafePickleError`` naming them; ``stub_unknown_classes=True`` reads each of them as a
     ``Placeholder`` instead (still ``weights_only``: no code from the file runs). ``mmap`` maps
-    the tensors instead of reading them (for a look at the rest)."""
-    path = Path(path)
+    the tensors instead of reading them (for a look at the rest). A path that is no regular
+    file (a folder, a FIFO, a device) is an input error, never opened."""
+    path = require_regular_file(path, "checkpoint")  # a FIFO would block, a device never end
     try:
         verify_archive(path)
         return _load_weights_only(path, map_location, mmap, stub_unknown_classes)
@@ -272,6 +273,7 @@ def verify_archive(path: Path) -> None:
     model. A file that is not a zip archive is left to torch.load to judge."""
     try:
         with zipfile.ZipFile(path) as archive:
+            _refuse_a_bomb(path, archive)
             damaged = archive.testzip()
     except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError):
         return  # not a zip archive (or torch's legacy format): torch.load says what is wrong
@@ -283,6 +285,25 @@ def verify_archive(path: Path) -> None:
             f"{path} is damaged: its bytes changed after it was written (the checksum of "
             f"{damaged} does not match); {advice}"
         )
+
+
+#: How many times its compressed size a member of a torch file may expand to (torch.save
+#: stores members uncompressed; weights deflate to little less), past a first megabyte.
+MAX_EXPANSION = 100
+
+
+def _refuse_a_bomb(path: Path, archive: zipfile.ZipFile) -> None:
+    """An input error when a member of ``archive`` says it expands to more than
+    ``MAX_EXPANSION`` times its compressed bytes (a zip bomb: a megabyte that reads as a
+    terabyte, in hours, and that torch.load would allocate), before anything is decompressed."""
+    for member in archive.infolist():
+        if member.file_size > MAX_EXPANSION * member.compress_size + (1 << 20):
+            raise InputValueError(
+                f"{path} was not loaded: its member {member.filename} expands from "
+                f"{member.compress_size:,} to {member.file_size:,} bytes, as no checkpoint "
+                "does (torch.save stores its members uncompressed); use a checkpoint from "
+                "another source"
+            )
 
 
 def loadable_checkpoint(path: Path) -> dict[str, Any] | None:

@@ -9,7 +9,8 @@ folder, ``cache_dir`` if given, else ``$GENODIFF_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/genodiff/fai`` (``~/.cache/genodiff/fai``). Cached index files are named
 after a hash of the FASTA's absolute path, so two genomes with the same file name do not clash;
 pyfaidx's ``indexname`` and ``gzi_indexname`` options point it there, so no links or copies are
-needed.
+needed. A folder, FIFO or device where an index file would go beside the FASTA is left alone and
+the cache folder used.
 
 Records of length 0 are skipped with a warning (they hold no windows); binary content, text
 before the first ``>`` header, inconsistent line lengths, duplicate record names and a
@@ -34,7 +35,7 @@ from typing import IO
 import pyfaidx
 
 from genodiff.atomic_files import atomic_write
-from genodiff.errors import InputFileNotFoundError, InputKeyError, InputValueError
+from genodiff.errors import InputKeyError, InputValueError, require_regular_file
 from genodiff.resources import is_shipped, user_cache_folder
 from genodiff.user_warnings import warn_user
 
@@ -45,8 +46,9 @@ _BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000
 CORRUPT_GZIP_ADVICE = (
     "truncated or corrupt BGZF/gzip file; re-download it or re-compress it with bgzip"
 )
-# Errors of reading a damaged gzip/BGZF stream (Bio.bgzf and pyfaidx add struct.error).
-_GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, struct.error)
+# Errors of reading a damaged gzip/BGZF stream (Bio.bgzf and pyfaidx add struct.error, and
+# Bio.bgzf a RuntimeError for a block that decompresses to another size or CRC).
+_GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, struct.error, RuntimeError)
 
 
 def default_cache_dir() -> Path:
@@ -177,6 +179,29 @@ def _check_bgzf_complete(path: Path) -> None:
         )
 
 
+#: The longest line a FASTA may have to be indexed: pyfaidx's indexer holds a line whole, about
+#: three times over (its bytes, its text, the text stripped), so a chromosome on one line
+#: (chr1: 249 MB) is read, a 10 GB line refused before it is.
+MAX_LINE_BYTES = 1 << 30
+
+
+def _check_line_lengths(path: Path, bgzf: bool) -> None:
+    """ValueError when a line of ``path`` (decompressed) is longer than ``MAX_LINE_BYTES``,
+    found in blocks of at most 16 MiB (a line inside one is no longer): in bounded memory."""
+    since, size = 0, min(1 << 24, MAX_LINE_BYTES)  # bytes since the last line break; per block
+    with fasta_errors(path), gzip.open(path, "rb") if bgzf else open(path, "rb") as handle:
+        while block := handle.read(size):
+            last = block.rfind(b"\n")
+            line = since + (len(block) if last < 0 else block.find(b"\n"))
+            if line > MAX_LINE_BYTES:
+                raise InputValueError(
+                    f"{path} has a line longer than {MAX_LINE_BYTES:,} bytes, more than FASTA "
+                    "indexing holds in memory; wrap its sequence lines, e.g. `seqkit seq -w 60 "
+                    "in.fa > out.fa`"
+                )
+            since = line if last < 0 else len(block) - last - 1
+
+
 # ----------------------------------------------------------------- is an index current?
 
 # An index is checked against the file's layout, not merely its mtime: `cp -p` and `rsync -a`
@@ -187,6 +212,7 @@ def _check_bgzf_complete(path: Path) -> None:
 # be the file's. A handful of small reads; any mismatch means the index is rebuilt.
 _MAX_RECORDS_CHECKED = 2000
 _MAX_GAP = 1 << 20  # at most this many bytes between records (header lines) or after the last
+_LINE_END_BYTES = 1 << 16  # of a longer line, this many bytes at each end are checked
 
 
 class _Uncompressed:
@@ -308,9 +334,12 @@ def _lines_fit(data: _Uncompressed, length: int, offset: int, bases: int, width:
     for k in sorted({0, lines // 2, lines - 1}):
         start = offset + k * width
         chars = bases if k < lines - 1 else length - k * bases
-        chunk = data.read(start, chars + width - bases)
-        text, newline = chunk[:chars], chunk[chars:]
-        if len(text) != chars or any(c in text for c in b"\r\n>"):
+        # a long line (a chromosome on one line) is checked at its two ends, not read whole
+        head = data.read(start, _LINE_END_BYTES) if chars > _LINE_END_BYTES else b""
+        seen = min(chars, _LINE_END_BYTES)
+        chunk = data.read(start + chars - seen, seen + width - bases)
+        text, newline = head + chunk[:seen], chunk[seen:]
+        if len(text) != len(head) + seen or any(c in text for c in b"\r\n>"):
             return False
         at_end = start + chars == data.size and k == lines - 1
         if newline not in (b"\n", b"\r\n")[: width - bases] and not (at_end and not newline):
@@ -345,7 +374,7 @@ def _index_matches(fasta: Path, fai: Path, gzi: Path | None) -> bool:
         if not -last_break <= tail <= _MAX_GAP:  # a file may lack its final line break
             return False
         return not data.read(ends[-1], tail).strip()
-    except (OSError, ValueError, EOFError, struct.error, zlib.error):
+    except (OSError, ValueError, *_GZIP_ERRORS):
         return False
     finally:
         data.close()
@@ -362,6 +391,11 @@ def _remove_index(fai: Path, gzi: Path | None) -> None:
 
 def _dir_is_writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK)
+
+
+def _exists(path: Path) -> bool:
+    """Whether anything is at ``path``: a file, a folder, a FIFO, a link (a broken one too)."""
+    return path.is_symlink() or path.exists()
 
 
 def _is_fresh(index: Path, fasta: Path) -> bool:
@@ -386,7 +420,9 @@ def index_paths(fasta: Path, bgzf: bool, cache_dir: str | os.PathLike | None) ->
     if current and fresh:
         return beside
     shipped = is_shipped(fasta)
-    if _dir_is_writable(fasta.parent) and not shipped:
+    # a folder or FIFO of an index's name is the user's: neither removed nor read
+    taken = [p for p in beside[: 2 if bgzf else 1] if _exists(p) and not p.is_file()]
+    if _dir_is_writable(fasta.parent) and not shipped and not taken:
         if not current:
             _remove_index(beside[0], beside[1] if bgzf else None)
         return beside
@@ -403,7 +439,13 @@ def index_paths(fasta: Path, bgzf: bool, cache_dir: str | os.PathLike | None) ->
             source = "data.cache_dir"
         else:
             source = f"${CACHE_ENV_VAR}" if os.environ.get(CACHE_ENV_VAR) else "the default"
-        where = "it ships inside the genodiff package" if shipped else "its folder is read-only"
+        where = (
+            "it ships inside the genodiff package"
+            if shipped
+            else f"{taken[0]} is no index file"
+            if taken
+            else "its folder is read-only"
+        )
         raise PermissionError(
             f"cannot index {fasta}: {where}, so the index goes to the cache "
             f"folder {folder} ({source}), which cannot be used: {reason}. Point data.cache_dir "
@@ -424,9 +466,7 @@ class Genome:
     """
 
     def __init__(self, path: str | os.PathLike, cache_dir: str | os.PathLike | None = None):
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise InputFileNotFoundError(f"FASTA file not found: {self.path}")
+        self.path = require_regular_file(path, "FASTA file")  # a FIFO would block the index
         kind = compression(self.path)
         if kind == "gzip":
             raise InputValueError(
@@ -445,6 +485,8 @@ class Genome:
             _check_bgzf_complete(self.path)
         check_fasta_start(self.path, _fasta_head(self.path, kind == "bgzf"))
         self._fai, self._gzi = index_paths(self.path, kind == "bgzf", cache_dir)
+        if not self._fai.is_file():  # pyfaidx builds it: a line is held whole
+            _check_line_lengths(self.path, kind == "bgzf")
         self._handle: pyfaidx.Fasta | None = None
         self._pid: int | None = None
         lengths = {name: len(record) for name, record in self._open().records.items()}

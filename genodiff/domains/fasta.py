@@ -6,13 +6,12 @@ record of a FASTA file (plain, gzip or BGZF).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
 from genodiff.errors import InputValueError
-from genodiff.sample_formats import SampleFormat, header_value
+from genodiff.sample_formats import SampleFormat, header_value, template_lines
 
 LABEL_WORD = "label="  # a header's word naming the class a sample was drawn for
 
@@ -65,18 +64,24 @@ FASTA = SampleFormat(
 
 
 def fasta_template(path: Path) -> str:
-    """The sequence of the first record of a FASTA file (plain, gzip or BGZF)."""
-    from Bio.SeqIO import parse as parse_records
-
+    """The sequence of the first record of a FASTA file (plain, gzip or BGZF), read up to the
+    next record's header (``template_lines``: at most ``MAX_TEMPLATE_CHARS`` characters)."""
     from genodiff.data.genome import fasta_errors, open_fasta
 
     with fasta_errors(path), open_fasta(path) as handle:
-        text = handle.read()
-    if not text.strip():
-        raise InputValueError(f"infill FASTA {path} is empty")
-    if not text.lstrip().startswith(">"):
-        raise InputValueError(f"{path} is not FASTA: it must start with a '>name' header line")
-    record = next(parse_records(io.StringIO(text), "fasta"))
-    if not record.seq:
-        raise InputValueError(f"the first record of {path} ({record.id}) has no sequence")
-    return str(record.seq)
+        lines = template_lines(handle, path)
+        header = next((line for line in lines if line.strip()), None)
+        if header is None:
+            raise InputValueError(f"infill FASTA {path} is empty")
+        if not header.startswith(">"):
+            raise InputValueError(f"{path} is not FASTA: it must start with a '>name' header line")
+        parts = []
+        for line in lines:
+            if line.startswith(">"):
+                break
+            parts.append("".join(line.split()))
+    sequence = "".join(parts)
+    if not sequence:
+        name = next(iter(header[1:].split()), "")
+        raise InputValueError(f"the first record of {path} ({name}) has no sequence")
+    return sequence

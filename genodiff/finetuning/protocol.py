@@ -87,6 +87,7 @@ from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
+from genodiff.plain_records import check_yaml_file
 from genodiff.progress import counted
 from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import Tokenizer, tokenizer_record
@@ -428,8 +429,9 @@ def _saved_finetune_config(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
+        check_yaml_file(path)
         saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except (OSError, yaml.YAMLError, OmegaConfBaseException):  # not a config this wrote
+    except (OSError, yaml.YAMLError, OmegaConfBaseException, InputValueError):  # not ours
         return None
     keys = {f.name for f in dataclasses.fields(FinetuneConfig)}
     if not isinstance(saved, dict) or "folds" not in saved or not saved.keys() <= keys:

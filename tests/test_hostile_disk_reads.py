@@ -1,0 +1,310 @@
+"""An audit of what genodiff reads from a user's disk: damaged, hostile or enormous files are
+one input error saying what is wrong, in bounded time and memory, and change nothing."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from genodiff import cli
+from genodiff.errors import InputValueError
+from genodiff.sample_files import read_sample_labels, read_samples
+from tests.test_bad_input_cli import one_line_error
+
+# ----------------------------------------------------------------------------- sample files
+
+
+def corrupt_gzip(path: Path) -> Path:
+    """A gzip file whose deflate stream is damaged right after its header: zlib refuses the
+    block (``zlib.error``), before any CRC is checked."""
+    data = bytearray(gzip.compress((">s\n" + "ACGT" * 5000 + "\n").encode()))
+    data[10] = 0xFF  # the first deflate block's header: an invalid block type
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("read", [read_samples, read_sample_labels])
+def test_a_sample_file_with_a_corrupt_gzip_stream_is_an_input_error(tmp_path, read):
+    path = corrupt_gzip(tmp_path / "samples.fa.gz")
+    with pytest.raises(InputValueError, match="is not a readable gzip file") as caught:
+        read(path)  # was zlib.error: a traceback
+    assert str(path) in str(caught.value)
+
+
+def test_evaluate_samples_of_a_corrupt_gzip_file_is_one_line(tmp_path, capsys):
+    path = corrupt_gzip(tmp_path / "samples.fa.gz")
+    reference = tmp_path / "reference.fa"
+    reference.write_text(">r\n" + "ACGT" * 50 + "\n")
+    assert cli.main(["evaluate-samples", str(path), "--reference", str(reference)]) == 2
+    assert "is not a readable gzip file" in one_line_error(capsys, "evaluate-samples")
+
+
+def test_sample_labels_of_a_file_that_is_no_text_are_an_input_error(tmp_path):
+    path = tmp_path / "samples.fa"
+    path.write_bytes(b">s label=a\n\xff\xfeACGT\n")
+    with pytest.raises(InputValueError, match="is not UTF-8 text"):
+        read_sample_labels(path)  # was UnicodeDecodeError
+
+
+def test_sample_labels_of_a_jsonl_line_that_is_no_object_are_an_input_error(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    path.write_text('{"text": "ACGT", "label": "a"}\n["ACGT"]\n')
+    with pytest.raises(InputValueError, match=r"line 2: expected a JSON object"):
+        read_sample_labels(path)  # was AttributeError: 'list' object has no attribute 'get'
+
+
+def test_a_jsonl_line_nested_past_the_parser_is_an_input_error(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(InputValueError, match="nested deeper than any sample file"):
+        read_samples(path)  # was RecursionError
+
+
+# ----------------------------------------------------------------------------- config YAML
+
+
+def laughs(levels: int) -> str:
+    """YAML whose last anchor expands to 10**levels values through aliases of aliases: a few
+    hundred bytes that a YAML reader builds as a tree of 10**levels leaves."""
+    lines = ['l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def experiment(folder: Path, name: str, body: str) -> Path:
+    """An experiment file in ``folder`` that picks the shipped demo, with ``body`` after it."""
+    path = folder / f"{name}.yaml"
+    path.write_text(f"defaults:\n  - demo\n  - _self_\n{body}")
+    return path
+
+
+def test_a_config_of_nested_aliases_is_refused_before_it_is_built(tmp_path, capsys):
+    config = experiment(tmp_path, "laughs", laughs(9))  # 10**9 values: hours to build
+    assert cli.main(["train", str(config), f"output_dir={tmp_path / 'out'}"]) == 2
+    err = one_line_error(capsys, "train")
+    assert f"{config} expands to more than 10,000 values" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_nested_past_the_readers_recursion_is_refused(tmp_path, capsys):
+    config = experiment(tmp_path, "deep", "x: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert cli.main(["train", str(config), f"output_dir={tmp_path / 'out'}"]) == 2
+    err = one_line_error(capsys, "train")  # was RecursionError, a traceback
+    assert f"{config}: collections are nested more than 32 deep (line 4)" in err
+
+
+def test_a_hostile_yaml_file_beside_an_experiment_is_left_out_with_a_warning(tmp_path):
+    from genodiff.config import load_config
+
+    config = experiment(tmp_path, "mine", "seed: 7\n")
+    (tmp_path / "laughs.yaml").write_text(laughs(9))  # not the experiment's: not needed
+    with pytest.warns(UserWarning, match=r"laughs.yaml expands to more than 10,000 values"):
+        cfg = load_config(config)
+    assert cfg.seed == 7
+
+
+def test_anchors_and_aliases_of_a_real_config_still_read(tmp_path):
+    from genodiff.config import load_config
+
+    body = "seed: &same 11\nsamples:\n  num_samples: *same\n"
+    assert load_config(experiment(tmp_path, "anchored", body)).samples.num_samples == 11
+
+
+# ----------------------------------------------------------------------------- infill templates
+
+
+def gzipped_fasta(path: Path, records: list[tuple[str, int]]) -> Path:
+    """A gzip FASTA of ``records`` (name, bases): each record one line of that many A's, a
+    few kilobytes compressed for tens of megabytes read."""
+    with gzip.open(path, "wb", compresslevel=1) as handle:
+        for name, bases in records:
+            handle.write(f">{name}\n".encode())
+            for _ in range(bases >> 20):
+                handle.write(b"A" * (1 << 20))
+            handle.write(b"A" * (bases % (1 << 20)) + b"\n")
+    return path
+
+
+def test_an_infill_template_of_one_enormous_record_is_refused_unread(tmp_path):
+    from genodiff.domains.fasta import fasta_template
+
+    path = gzipped_fasta(tmp_path / "bomb.fa.gz", [("chr", 40 << 20)])
+    with pytest.raises(InputValueError, match="the template is longer than 16,777,216") as caught:
+        fasta_template(path)  # was the whole 40 MB read (a gzip bomb: all of its gigabytes)
+    assert caught.value.parameter == "infill"
+
+
+def test_an_infill_template_is_the_first_record_read_alone(tmp_path):
+    import tracemalloc
+
+    from genodiff.domains.fasta import fasta_template
+
+    path = gzipped_fasta(tmp_path / "genome.fa.gz", [("first", 12), ("second", 40 << 20)])
+    tracemalloc.start()
+    try:
+        assert fasta_template(path) == "A" * 12
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20  # was the whole file read: 40 MB and more
+
+
+def test_an_infill_fasta_whose_first_record_is_empty_is_an_input_error(tmp_path):
+    from genodiff.domains.fasta import fasta_template
+
+    path = tmp_path / "template.fa"
+    path.write_text("\n>empty\n>second\nACGT\n")
+    with pytest.raises(InputValueError, match=r"first record of .* \(empty\) has no sequence"):
+        fasta_template(path)  # was Biopython's ValueError about comments, a traceback
+
+
+def test_a_text_template_of_one_enormous_line_is_refused_unread(tmp_path):
+    from genodiff.sample_formats import line_template
+
+    path = tmp_path / "template.txt"
+    path.write_bytes(b"x" * (20 << 20))
+    with pytest.raises(InputValueError, match="the template is longer than 16,777,216"):
+        line_template(path)  # was the whole line read
+
+
+# ----------------------------------------------------------------------------- genomes
+
+
+def test_a_genome_that_is_a_fifo_or_a_folder_is_said_as_such(tmp_path):
+    import os
+
+    from genodiff.data.genome import Genome
+
+    fifo = tmp_path / "pipe.fa"
+    os.mkfifo(fifo)
+    with pytest.raises(InputValueError, match=f"FASTA file {fifo} is not a regular file"):
+        Genome(fifo)  # was "FASTA file not found"
+    with pytest.raises(InputValueError, match=f"FASTA file {tmp_path} is a folder"):
+        Genome(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_folder_or_fifo_named_as_the_index_is_left_alone(tmp_path, kind):
+    import os
+
+    from genodiff.data.genome import Genome
+
+    fasta = tmp_path / "genome.fa"
+    fasta.write_text(">r\n" + "ACGT" * 30 + "\n")
+    index = tmp_path / "genome.fa.fai"
+    index.mkdir() if kind == "folder" else os.mkfifo(index)
+    genome = Genome(fasta, cache_dir=tmp_path / "cache")  # was IsADirectoryError; a FIFO removed
+    assert genome.fetch("r", 0, 8) == "ACGTACGT"
+    assert index.is_dir() if kind == "folder" else index.is_fifo()
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".fai"]
+
+
+def test_a_fasta_line_longer_than_indexing_holds_is_refused_before_it_is_read(
+    tmp_path, monkeypatch
+):
+    from genodiff.data import genome
+
+    monkeypatch.setattr(genome, "MAX_LINE_BYTES", 4096)  # stands for 1 GiB: a 10 GB line
+    fasta = tmp_path / "one_line.fa"
+    fasta.write_text(">chr\n" + "ACGT" * 2000 + "\n>short\nACGT\n")
+    with pytest.raises(InputValueError, match="has a line longer than 4,096 bytes"):
+        genome.Genome(fasta, cache_dir=tmp_path / "cache")  # was held whole by pyfaidx
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one_line.fa"]  # no index written
+
+
+def test_a_current_index_of_a_one_line_chromosome_is_checked_without_reading_the_line(tmp_path):
+    import tracemalloc
+
+    from genodiff.data.genome import Genome
+
+    fasta = tmp_path / "one_line.fa"
+    with fasta.open("w") as handle:
+        handle.write(">chr\n" + "ACGT" * (8 << 20) + "\n")  # a 32 MB line
+    Genome(fasta).close()  # its index written
+    tracemalloc.start()
+    try:
+        genome = Genome(fasta)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert genome.length("chr") == 32 << 20 and genome.fetch("chr", 8, 12) == "ACGT"
+    assert peak < 4 << 20  # was the 32 MB line read to check the index
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def rezipped(source: Path, dest: Path, extra: bytes | None = None) -> Path:
+    """The torch file ``source`` with its members deflated (torch reads them so too), and an
+    ``extra`` member when given."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(dest, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info), compress_type=zipfile.ZIP_DEFLATED)
+        if extra is not None:
+            zout.writestr("m/extra", extra, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+    return dest
+
+
+def test_a_checkpoint_holding_a_zip_bomb_is_refused_before_it_is_decompressed(tmp_path):
+    import torch
+
+    from genodiff.checkpoints import read_checkpoint_file
+
+    torch.save({"state_dict": {"w": torch.arange(4.0)}, "global_step": 1}, tmp_path / "m.ckpt")
+    bomb = rezipped(tmp_path / "m.ckpt", tmp_path / "bomb.ckpt", bytes(64 << 20))
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(InputValueError, match="its member m/extra expands from .* to 67,108,864"):
+        read_checkpoint_file(bomb)  # was every byte decompressed (a terabyte: hours)
+    deflated = rezipped(tmp_path / "m.ckpt", tmp_path / "deflated.ckpt")
+    assert read_checkpoint_file(deflated)["state_dict"]["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_bgzf_block_damaged_after_indexing_is_an_input_error(tmp_path):
+    import random
+
+    from genodiff.data.genome import Genome, bgzip_fasta
+
+    bases = random.Random(0).choices("ACGT", k=120_000)  # blocks of some 30 kB compressed
+    lines = "".join("".join(bases[i : i + 60]) + "\n" for i in range(0, 120_000, 60))
+    plain = tmp_path / "plain.fa"
+    plain.write_text(f">a\n{lines}>b\n{lines}")
+    fasta = bgzip_fasta(plain, tmp_path / "genome.fa.gz")
+    Genome(fasta).close()  # indexed while whole
+    data = bytearray(fasta.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a block's deflate stream
+    fasta.write_bytes(bytes(data))
+    with pytest.raises(InputValueError, match="truncated or corrupt BGZF/gzip file"):
+        Genome(fasta)  # was RuntimeError: Decompressed to N, not 65280 (the index's check)
+
+
+def test_the_safe_checkpoint_reader_never_opens_a_fifo(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "last.ckpt"
+    os.mkfifo(fifo)  # opened, it would wait for a writer forever: read in a process of its own
+    code = (
+        "import sys\nfrom genodiff.checkpoints import read_checkpoint_file\n"
+        "try:\n    read_checkpoint_file(sys.argv[1])\n"
+        "except ValueError as err:\n    print(err)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60
+    )  # was a wait without end (TimeoutExpired here)
+    assert f"checkpoint {fifo} is not a regular file" in done.stdout, done.stderr
+
+
+def test_a_split_bed_that_is_a_fifo_is_said_as_such(tmp_path):
+    import os
+
+    from genodiff.data.hg38 import read_bed
+
+    fifo = tmp_path / "splits.bed"
+    os.mkfifo(fifo)
+    with pytest.raises(InputValueError, match=f"BED file {fifo} is not a regular file"):
+        read_bed(fifo)  # was "BED file not found"
