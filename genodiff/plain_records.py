@@ -62,26 +62,28 @@ def _advice(path: Path) -> str:
     return redownload_advice(path, "restore the file, or export the folder again")
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path, advice: str | None = None) -> dict[str, Any]:
     """The JSON object the file ``path`` holds (a folder's config.json, genodiff.json,
-    tokenizer.json), checked to be a bounded tree of plain values (``plain_tree``) before
-    anything walks it; an input error naming the file when it is not a regular file, larger
-    than ``MAX_JSON_BYTES``, not JSON, not an object or not such a tree."""
+    tokenizer.json, a run's record), checked to be a bounded tree of plain values
+    (``plain_tree``) before anything walks it; an input error naming the file when it is not a
+    regular file, larger than ``MAX_JSON_BYTES``, not JSON, not an object or not such a tree,
+    saying what to do: ``advice``, by default to restore or download the file again."""
+    advice = advice or _advice(path)
     if not path.is_file():  # a FIFO would block the read, a device never end it
         raise InputValueError(
-            f"{path} is not a regular file (a folder, FIFO, device or broken link); {_advice(path)}"
+            f"{path} is not a regular file (a folder, FIFO, device or broken link); {advice}"
         )
     with path.open("rb") as handle:
         data = handle.read(MAX_JSON_BYTES + 1)
     if len(data) > MAX_JSON_BYTES:
         raise InputValueError(
             f"{path} is larger than {size_text(MAX_JSON_BYTES)}, more than any record genodiff "
-            f"writes; {_advice(path)}"
+            f"writes; {advice}"
         )
     try:
         content = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputValueError(f"{path} is not valid JSON ({err}); {_advice(path)}") from None
+        raise InputValueError(f"{path} is not valid JSON ({err}); {advice}") from None
     except RecursionError:  # nested deeper than Python's JSON parser goes
         raise InputValueError(
             f"{path}: the record is nested more than {MAX_DEPTH} containers deep"

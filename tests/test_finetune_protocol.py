@@ -200,6 +200,32 @@ def test_a_resume_from_other_weights_at_the_same_pretrained_path_is_refused(toy,
     assert fold1.is_file()
 
 
+def test_a_damaged_run_record_is_one_line_naming_it_and_the_folder_to_delete(toy, capsys):
+    """data.json and a fold's result.json, which fine-tuning wrote, edited since: the rerun
+    says which file and what to delete (was: a JSONDecodeError or KeyError traceback) and
+    changes nothing."""
+    config, out = toy
+    assert cli.main(["finetune", str(config)]) == 0
+    runs = out / "runs" / "toy"
+    damaged = {
+        runs / "data.json": "{crc",  # not JSON
+        runs / "lr0.003_bs8" / "fold0" / "result.json": '{"lr": 0.003}',  # no accuracies
+        runs / "lr0.003_bs8" / "fold1" / "result.json": '{"lr": 0.003, "batch_size": 8, '
+        '"val_acc": "high", "test_acc": 1, "test_mcc": 1, "test_f1": 1}',
+    }
+    for path, text in damaged.items():
+        kept = path.read_bytes()
+        path.write_text(text)
+        before = files_in(out)
+        capsys.readouterr()
+        assert cli.main(["finetune", str(config)]) == 2
+        err = one_line_error(capsys, "finetune")
+        assert str(path) in err and f"delete that folder" in err and str(path.parent) in err
+        assert files_in(out) == before
+        path.write_bytes(kept)
+    assert cli.main(["finetune", str(config)]) == 0
+
+
 def test_a_resume_after_a_tasks_files_changed_is_refused(toy, capsys):
     config, out = toy
     assert cli.main(["finetune", str(config)]) == 0

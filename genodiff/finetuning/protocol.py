@@ -87,7 +87,7 @@ from genodiff.finetuning.module import ClassifierModule
 from genodiff.finetuning.results import RESULT_FILES
 from genodiff.finetuning.trained import classifier_record
 from genodiff.parallel import Workers, launch_workers
-from genodiff.plain_records import check_yaml_file
+from genodiff.plain_records import check_yaml_file, read_json_object
 from genodiff.progress import counted
 from genodiff.randomness.kept import global_random_state_kept
 from genodiff.tokenizers import Tokenizer, tokenizer_record
@@ -104,6 +104,8 @@ from genodiff.training.trainer import (
 )
 
 RESULT_FILE = "result.json"
+# What a fold's RESULT_FILE holds that the summary reads (the other keys are for the reader).
+RESULT_NUMBERS = ("lr", "batch_size", "val_acc", "test_acc", "test_mcc", "test_f1")
 PRETRAINED_FILE = "pretrained.json"  # in output_dir: which weights the folds start from
 DATA_FILE = "data.json"  # in runs/<task>: which state of the task's files its folds read
 # A stopped fine-tuning goes on where it stopped: finished runs are skipped, an unfinished one
@@ -452,7 +454,7 @@ def check_task_data(task: TaskData, output_dir: Path, record: bool) -> None:
     tensors = {f"{s}.{k}": getattr(getattr(task, s), k) for s in SPLITS for k in ("ids", "labels")}
     digest = tensors_digest(tensors)
     path = output_dir / "runs" / task.name / DATA_FILE
-    saved = json.loads(path.read_text())["crc32"] if path.is_file() else None
+    saved = _run_record(path, "crc32")["crc32"] if path.exists() else None
     if saved not in (None, digest) and _holds_fold_results(path.parent):
         raise InputValueError(
             f"task {task.name!r}: its files changed since its folds in {path.parent} ran "
@@ -463,6 +465,23 @@ def check_task_data(task: TaskData, output_dir: Path, record: bool) -> None:
         write_text(path, json.dumps({"crc32": digest}) + "\n")
 
 
+def _run_record(path: Path, *numbers: str) -> dict[str, Any]:
+    """The record ``path`` that fine-tuning wrote in its output_dir (``DATA_FILE``,
+    ``PRETRAINED_FILE``, a fold's ``RESULT_FILE``), checked to hold ``numbers`` as numbers (a
+    str for ``crc32``); an input error naming it and the folder to delete when it is damaged
+    (edited by hand, or by a tool)."""
+    advice = (
+        f"genodiff wrote it for the runs in {path.parent}: delete that folder to run them again"
+    )
+    record = read_json_object(path, advice)
+    for key in numbers:
+        value = record.get(key)
+        wanted = str if key == "crc32" else int | float
+        if not isinstance(value, wanted) or isinstance(value, bool):
+            raise InputValueError(f"{path}: {key} is {value!r:.40}, not a record's; {advice}")
+    return record
+
+
 def _check_pretrained_weights(output_dir: Path, source: str, weights: str) -> None:
     """Refuse to mix fold results of two states of the weights ``pretrained=source`` names
     (a training run's last.ckpt that went on training, a Hub id's newer revision): the CRC-32
@@ -471,7 +490,7 @@ def _check_pretrained_weights(output_dir: Path, source: str, weights: str) -> No
     path = output_dir / PRETRAINED_FILE
     if not path.is_file() or not _holds_fold_results(output_dir / "runs"):
         return
-    saved = json.loads(path.read_text()).get("weights_crc32")
+    saved = _run_record(path).get("weights_crc32")
     if saved != weights:
         raise ConfigError(
             f"pretrained={source} holds other weights (CRC-32 {weights}) than the ones the "
@@ -595,7 +614,7 @@ def run_benchmark(
         results = {}
         for task in tasks:
             records = [
-                json.loads((run.folder(output_dir) / RESULT_FILE).read_text())
+                _run_record(run.folder(output_dir) / RESULT_FILE, *RESULT_NUMBERS)
                 for _, t, run in grid
                 if t is task
             ]
