@@ -220,7 +220,7 @@ def test_a_damaged_run_record_is_one_line_naming_it_and_the_folder_to_delete(toy
         capsys.readouterr()
         assert cli.main(["finetune", str(config)]) == 2
         err = one_line_error(capsys, "finetune")
-        assert str(path) in err and f"delete that folder" in err and str(path.parent) in err
+        assert str(path) in err and "delete that folder" in err and str(path.parent) in err
         assert files_in(out) == before
         path.write_bytes(kept)
     assert cli.main(["finetune", str(config)]) == 0

@@ -299,6 +299,29 @@ def test_the_safe_checkpoint_reader_never_opens_a_fifo(tmp_path):
     assert f"checkpoint {fifo} is not a regular file" in done.stdout, done.stderr
 
 
+def test_bgzip_fasta_refuses_a_fifo_before_opening_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "in.fa"
+    os.mkfifo(fifo)  # opened, it would wait for a writer forever: read in a process of its own
+    code = (
+        "import sys\nfrom genodiff.data import bgzip_fasta\n"
+        "try:\n    bgzip_fasta(sys.argv[1], sys.argv[2])\n"
+        "except ValueError as err:\n    print(err)\n"
+    )
+    out = tmp_path / "out.fa.gz"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(fifo), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # was a wait without end (TimeoutExpired here)
+    assert f"FASTA file {fifo} is not a regular file" in done.stdout, done.stderr
+    assert not out.exists()
+
+
 def test_a_split_bed_that_is_a_fifo_is_said_as_such(tmp_path):
     import os
 

@@ -75,11 +75,13 @@ BGZF_BLOCK_BYTES = 65_280  # uncompressed bytes per BGZF block (samtools bgzip's
 
 def bgzip_fasta(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Write ``src`` (plain or gzip FASTA) to ``dest`` as BGZF, the compression pyfaidx reads
-    (atomically: ``dest`` is whole or untouched)."""
+    (atomically: ``dest`` is whole or untouched). ``src`` must be a regular file: it is read
+    twice (its first bytes tell its compression), and a FIFO would wait for a writer."""
     import gzip
 
     from Bio import bgzf
 
+    src = require_regular_file(src, "FASTA file", "src")
     opener = gzip.open if compression(src) != "none" else open
     dest = Path(dest)
     # The BGZF writer closes its file when it adds the end marker: it gets its own descriptor
