@@ -145,6 +145,12 @@ def _check_yaml_events(path: Path, events: Iterator[Any]) -> None:
             continue  # counted when it opened and as its values came
         elif isinstance(event, yaml.AliasEvent | yaml.ScalarEvent):
             alias = isinstance(event, yaml.AliasEvent)
+            if alias and any(anchor == event.anchor for anchor, _ in open_collections):
+                raise InputValueError(
+                    f"{path}: the alias *{event.anchor} (line {event.start_mark.line + 1}) is "
+                    f"inside the collection &{event.anchor} it names, a value that holds itself "
+                    "(no config does): write the values out"
+                )
             size = sizes.get(event.anchor, 1) if alias else 1
             if not alias and event.anchor is not None:
                 sizes[event.anchor] = 1

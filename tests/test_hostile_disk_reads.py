@@ -95,6 +95,23 @@ def test_a_config_nested_past_the_readers_recursion_is_refused(tmp_path, capsys)
     assert f"{config}: collections are nested more than 32 deep (line 4)" in err
 
 
+@pytest.mark.parametrize("body", ["x: &a [1, *a]\n", "x: &a {b: {c: *a}}\n", "x: &a {<<: *a}\n"])
+def test_a_config_value_that_holds_itself_is_refused(tmp_path, capsys, body):
+    config = experiment(tmp_path, "itself", body)
+    assert cli.main(["train", str(config), f"output_dir={tmp_path / 'out'}"]) == 2
+    err = one_line_error(capsys, "train")  # was RecursionError, a traceback of 175 KB
+    assert f"{config}: the alias *a (line 4) is inside the collection &a it names" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_alias_of_a_closed_anchor_is_no_value_that_holds_itself(tmp_path):
+    from genodiff.plain_records import check_yaml_file
+
+    path = tmp_path / "twice.yaml"
+    path.write_text("pair: &a [1, [2, 3]]\nnested: {b: *a, c: [*a]}\n")
+    check_yaml_file(path)  # no error: the anchor's collection closed before each alias
+
+
 def test_a_hostile_yaml_file_beside_an_experiment_is_left_out_with_a_warning(tmp_path):
     from genodiff.config import load_config
 
