@@ -280,6 +280,25 @@ def test_a_checkpoint_holding_a_zip_bomb_is_refused_before_it_is_decompressed(tm
     assert read_checkpoint_file(deflated)["state_dict"]["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_a_runtime_error_that_is_no_damaged_block_is_not_called_one(tmp_path, monkeypatch):
+    """pyfaidx's own RuntimeError while it indexes a plain FASTA is a malformed FASTA, not a
+    corrupt gzip (was: "truncated or corrupt BGZF/gzip file" for a file that is no gzip)."""
+    import pyfaidx
+
+    from genodiff.data.genome import Genome
+
+    fasta = tmp_path / "plain.fa"
+    fasta.write_text(">a\nACGT\n")
+
+    def unhandled(*args, **kwargs):  # what pyfaidx raises for line layouts it does not handle
+        raise RuntimeError("Unhandled exception during fasta indexing at entry a")
+
+    monkeypatch.setattr(pyfaidx, "Fasta", unhandled)
+    with pytest.raises(InputValueError) as caught:
+        Genome(fasta).fetch("a", 0, 4)
+    assert str(caught.value).startswith(f"malformed FASTA {fasta}: Unhandled exception")
+
+
 def test_a_bgzf_block_damaged_after_indexing_is_an_input_error(tmp_path):
     import random
 

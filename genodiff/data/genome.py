@@ -47,8 +47,17 @@ CORRUPT_GZIP_ADVICE = (
     "truncated or corrupt BGZF/gzip file; re-download it or re-compress it with bgzip"
 )
 # Errors of reading a damaged gzip/BGZF stream (Bio.bgzf and pyfaidx add struct.error, and
-# Bio.bgzf a RuntimeError for a block that decompresses to another size or CRC).
+# Bio.bgzf a RuntimeError for a block that decompresses to another size or CRC, told apart
+# from other RuntimeErrors by its words: ``_gzip_damage``).
 _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, struct.error, RuntimeError)
+_BGZF_DAMAGE = ("Decompressed to ", "CRC is ")
+
+
+def _gzip_damage(err: BaseException) -> bool:
+    """Whether ``err``, one of ``_GZIP_ERRORS``, says a gzip/BGZF stream is damaged: any but a
+    RuntimeError, and Bio.bgzf's RuntimeErrors of a damaged block (not, say, pyfaidx's
+    "Unhandled exception during fasta indexing")."""
+    return not isinstance(err, RuntimeError) or str(err).startswith(_BGZF_DAMAGE)
 
 
 def default_cache_dir() -> Path:
@@ -124,6 +133,8 @@ def fasta_errors(path: str | os.PathLike) -> Iterator[None]:
             "FASTA file ('>name' header lines, then bases), plain or compressed"
         ) from None
     except _GZIP_ERRORS as err:
+        if not _gzip_damage(err):
+            raise
         raise InputValueError(
             f"{path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
         ) from None
@@ -376,7 +387,9 @@ def _index_matches(fasta: Path, fai: Path, gzi: Path | None) -> bool:
         if not -last_break <= tail <= _MAX_GAP:  # a file may lack its final line break
             return False
         return not data.read(ends[-1], tail).strip()
-    except (OSError, ValueError, *_GZIP_ERRORS):
+    except (OSError, ValueError, *_GZIP_ERRORS) as err:
+        if not _gzip_damage(err):
+            raise
         return False
     finally:
         data.close()
@@ -518,6 +531,8 @@ class Genome:
                     "a text FASTA file ('>name' header lines, then bases), plain or bgzip'd"
                 ) from None
             except _GZIP_ERRORS as err:
+                if not _gzip_damage(err):  # pyfaidx's "Unhandled exception during indexing"
+                    raise InputValueError(f"malformed FASTA {self.path}: {err}") from None
                 raise InputValueError(
                     f"{self.path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
                 ) from None
@@ -565,6 +580,8 @@ class Genome:
                     raise
                 return record[start - 1 : end][1:]
         except _GZIP_ERRORS as err:  # a block damaged after the index was built
+            if not _gzip_damage(err):
+                raise
             raise InputValueError(
                 f"{self.path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
             ) from None
