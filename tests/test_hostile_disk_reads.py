@@ -231,6 +231,26 @@ def test_a_fasta_line_longer_than_indexing_holds_is_refused_before_it_is_read(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one_line.fa"]  # no index written
 
 
+def test_a_long_line_is_refused_before_pyfaidx_rebuilds_an_index_older_than_the_fasta(
+    tmp_path, monkeypatch
+):
+    import os
+
+    from genodiff.data import genome
+
+    fasta = tmp_path / "one_line.fa"
+    fasta.write_text(">chr\n" + "ACGT" * 2000 + "\n")
+    genome.Genome(fasta).close()  # its index written, under the real limit
+    index = tmp_path / "one_line.fa.fai"
+    written = index.read_bytes()
+    monkeypatch.setattr(genome, "MAX_LINE_BYTES", 4096)  # stands for 1 GiB: a 10 GB line
+    later = index.stat().st_mtime + 100
+    os.utime(fasta, (later, later))  # touched, copied without -p: pyfaidx would rebuild
+    with pytest.raises(InputValueError, match="has a line longer than 4,096 bytes"):
+        genome.Genome(fasta)  # was: rebuilt by pyfaidx, the line held whole
+    assert index.read_bytes() == written
+
+
 def test_a_current_index_of_a_one_line_chromosome_is_checked_without_reading_the_line(tmp_path):
     import tracemalloc
 

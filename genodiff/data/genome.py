@@ -500,7 +500,9 @@ class Genome:
             _check_bgzf_complete(self.path)
         check_fasta_start(self.path, _fasta_head(self.path, kind == "bgzf"))
         self._fai, self._gzi = index_paths(self.path, kind == "bgzf", cache_dir)
-        if not self._fai.is_file():  # pyfaidx builds it: a line is held whole
+        if not (self._fai.is_file() and _is_fresh(self._fai, self.path)):
+            # pyfaidx builds it (none, or older than the FASTA: it rebuilds those): a line is
+            # held whole
             _check_line_lengths(self.path, kind == "bgzf")
         self._handle: pyfaidx.Fasta | None = None
         self._pid: int | None = None
