@@ -39,6 +39,7 @@ from omegaconf.nodes import AnyNode, BooleanNode, BytesNode, FloatNode, IntegerN
 
 from genodiff.errors import InputValueError, listing, require_regular_file
 from genodiff.hub import redownload_advice
+from genodiff.memory import memory_available, size_text
 
 # Training checkpoints' record of the run so far: {"tokens_seen": int, "data_digest": str|None}.
 RUN_STATE_KEY = "genodiff_run"
@@ -287,23 +288,42 @@ def verify_archive(path: Path) -> None:
         )
 
 
-#: How many times its compressed size a member of a torch file may expand to (torch.save
-#: stores members uncompressed; weights deflate to little less), past a first megabyte.
-MAX_EXPANSION = 100
+#: How many times its compressed size a deflated member may say it expands to: deflate cannot
+#: expand more than 1,032 times (a run of zeros, such as an all-zero tensor, comes near it), so
+#: a header that says more is no deflate stream's.
+MAX_DEFLATE_EXPANSION = 1100
 
 
 def _refuse_a_bomb(path: Path, archive: zipfile.ZipFile) -> None:
-    """An input error when a member of ``archive`` says it expands to more than
-    ``MAX_EXPANSION`` times its compressed bytes (a zip bomb: a megabyte that reads as a
-    terabyte, in hours, and that torch.load would allocate), before anything is decompressed."""
+    """An input error, before anything is decompressed, when a member of ``archive`` is
+    compressed in a way torch.load cannot read (only stored and deflated members), says it
+    expands more than deflate can (``MAX_DEFLATE_EXPANSION``), or when the deflated members
+    together expand to more than this machine's memory (torch.load holds them decompressed):
+    a zip bomb, a few megabytes that read as a terabyte, in hours."""
+    inflated = 0
     for member in archive.infolist():
-        if member.file_size > MAX_EXPANSION * member.compress_size + (1 << 20):
+        if member.compress_type == zipfile.ZIP_STORED:
+            continue
+        if member.compress_type != zipfile.ZIP_DEFLATED:
             raise InputValueError(
-                f"{path} was not loaded: its member {member.filename} expands from "
-                f"{member.compress_size:,} to {member.file_size:,} bytes, as no checkpoint "
-                "does (torch.save stores its members uncompressed); use a checkpoint from "
-                "another source"
+                f"{path} was not loaded: its member {member.filename} is compressed with zip "
+                f"method {member.compress_type}, which torch.load cannot read (stored or "
+                "deflated only); use a checkpoint from another source"
             )
+        if member.file_size > MAX_DEFLATE_EXPANSION * member.compress_size + 1024:
+            raise InputValueError(
+                f"{path} was not loaded: its member {member.filename} says it expands from "
+                f"{member.compress_size:,} to {member.file_size:,} bytes, more than deflate "
+                "can (a damaged or forged zip header); use a checkpoint from another source"
+            )
+        inflated += member.file_size
+    host = memory_available(torch.device("cpu"))[1]
+    if inflated > host:
+        raise InputValueError(
+            f"{path} was not loaded: its deflated members expand to {size_text(inflated)}, "
+            f"more than this machine's {size_text(host)} of memory; store them uncompressed "
+            "(as torch.save does), or load it on a larger machine"
+        )
 
 
 def loadable_checkpoint(path: Path) -> dict[str, Any] | None:
