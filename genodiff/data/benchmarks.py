@@ -99,7 +99,7 @@ def task_dir(root: str | Path, task: str, download: bool, section: str = "benchm
         except ImportError:
             loc2seq = None
         if loc2seq is not None:
-            print(f"genodiff finetune: downloading {task} with genomic-benchmarks into {root}")
+            print(f"genodiff: downloading {task} with genomic-benchmarks into {root}")
             _fetch_task(loc2seq, folder)
             if folder.is_dir():
                 return folder
