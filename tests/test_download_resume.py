@@ -5,6 +5,7 @@ stalls (a few bytes now and then, each read within the timeout) stops and resume
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -152,6 +153,23 @@ STALLED = re.compile(
 )
 
 
+def two_attempts_that_stall(server, dest: Path, logs: list, **limits: float) -> tuple[str, float]:
+    """Download ``server``'s /f to ``dest`` in two attempts (no wait between them) that each
+    stall within a window of 0.5 s: the error's message and the seconds it took."""
+    began = time.monotonic()
+    with pytest.raises(DownloadError, match="incomplete after 2 attempts") as caught:
+        download(
+            f"{server.url}/f",
+            dest,
+            log=logs.append,
+            retries=1,
+            speed_window=0.5,
+            retry_wait=0,
+            **limits,
+        )
+    return str(caught.value), time.monotonic() - began
+
+
 def test_a_stalled_transfer_stops_in_bounded_time_and_resumes_from_its_part(server, tmp_path):
     """300 bytes, then 8 bytes every 0.05 s (about 160 B/s) for up to 5 s: each attempt stops
     after a window of 0.5 s below 1 KiB/s (was: each read within the timeout, so the trickle
@@ -159,20 +177,10 @@ def test_a_stalled_transfer_stops_in_bounded_time_and_resumes_from_its_part(serv
     server.versions["/f"] = {"ETag": '"v1"'}
     server.trickle["/f"] = (300, 8, 0.05, 5.0)
     logs = []
-    began = time.monotonic()
-    with pytest.raises(DownloadError, match="incomplete after 2 attempts") as caught:
-        download(
-            f"{server.url}/f",
-            tmp_path / "f",
-            log=logs.append,
-            retries=1,
-            min_speed=1024,
-            speed_window=0.5,
-            retry_wait=0,
-        )
+    said, took = two_attempts_that_stall(server, tmp_path / "f", logs, min_speed=1024)
     # two windows of 0.5 s and the reads around them (was: 5 s an attempt, 10 s), with room for
     # a busy machine
-    assert time.monotonic() - began < 8
+    assert took < 8
     stalls = [STALLED.fullmatch(line) for line in logs if "stalled" in line]
     assert len(stalls) == 2 and all(stalls)
     for stall in stalls:
@@ -183,7 +191,6 @@ def test_a_stalled_transfer_stops_in_bounded_time_and_resumes_from_its_part(serv
     part = tmp_path / "f.part"
     assert part.read_bytes() == OLD[:received]
     assert (tmp_path / "f.part.validator").exists()  # the version the part holds, kept
-    said = str(caught.value)
     assert f"; the last one: transfer stalled at {received} B (" in said
     assert said.endswith(f"run again to resume from {part}")
 
@@ -218,18 +225,8 @@ def test_a_server_that_sends_nothing_stalls_within_a_window_and_resumes_from_its
     else:  # 200 bytes, then pieces of 0 bytes until the server closes
         server.trickle["/f"] = (head, 0, 10.0, 10.0)
     logs = []
-    began = time.monotonic()
-    with pytest.raises(DownloadError, match="incomplete after 2 attempts") as caught:
-        download(
-            f"{server.url}/f",
-            tmp_path / "f",
-            log=logs.append,
-            retries=1,
-            timeout=5,
-            speed_window=0.5,
-            retry_wait=0,
-        )
-    assert time.monotonic() - began < 4.5  # two windows of 0.5 s, with room for a busy machine
+    message, took = two_attempts_that_stall(server, tmp_path / "f", logs, timeout=5)
+    assert took < 4.5  # two windows of 0.5 s, with room for a busy machine
     stalls = [SILENT.fullmatch(line) for line in logs if "stalled" in line]
     assert len(stalls) == 2 and all(stalls)
     kept = [300 + head, 300 + 2 * head]  # each attempt went on from the bytes the part held
@@ -241,7 +238,6 @@ def test_a_server_that_sends_nothing_stalls_within_a_window_and_resumes_from_its
     part = tmp_path / "f.part"
     assert part.read_bytes() == OLD[: kept[1]]
     assert (tmp_path / "f.part.validator").exists()
-    message = str(caught.value)
     assert f"; the last one: transfer stalled at {kept[1]} B ({said} " in message
     assert message.endswith(f"run again to resume from {part}")
 

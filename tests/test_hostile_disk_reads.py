@@ -375,44 +375,38 @@ def test_a_bgzf_block_damaged_after_indexing_is_an_input_error(tmp_path):
         Genome(fasta)  # was RuntimeError: Decompressed to N, not 65280 (the index's check)
 
 
-def test_the_safe_checkpoint_reader_never_opens_a_fifo(tmp_path):
-    import os
+def refusal_in_a_process(imports: str, call: str, *args: Path) -> str:
+    """The ValueError that ``call`` (of ``args``, as sys.argv[1:]) raises, run in a Python of
+    its own with a time limit: a FIFO it opened would wait for a writer forever."""
     import subprocess
     import sys
 
-    fifo = tmp_path / "last.ckpt"
-    os.mkfifo(fifo)  # opened, it would wait for a writer forever: read in a process of its own
-    code = (
-        "import sys\nfrom genodiff.checkpoints import read_checkpoint_file\n"
-        "try:\n    read_checkpoint_file(sys.argv[1])\n"
-        "except ValueError as err:\n    print(err)\n"
-    )
+    code = f"import sys\n{imports}\ntry:\n    {call}\nexcept ValueError as err:\n    print(err)\n"
     done = subprocess.run(
-        [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=60
     )  # was a wait without end (TimeoutExpired here)
-    assert f"checkpoint {fifo} is not a regular file" in done.stdout, done.stderr
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_safe_checkpoint_reader_never_opens_a_fifo(tmp_path):
+    import os
+
+    fifo = tmp_path / "last.ckpt"
+    os.mkfifo(fifo)
+    imports = "from genodiff.checkpoints import read_checkpoint_file"
+    said = refusal_in_a_process(imports, "read_checkpoint_file(sys.argv[1])", fifo)
+    assert f"checkpoint {fifo} is not a regular file" in said
 
 
 def test_bgzip_fasta_refuses_a_fifo_before_opening_it(tmp_path):
     import os
-    import subprocess
-    import sys
 
-    fifo = tmp_path / "in.fa"
-    os.mkfifo(fifo)  # opened, it would wait for a writer forever: read in a process of its own
-    code = (
-        "import sys\nfrom genodiff.data import bgzip_fasta\n"
-        "try:\n    bgzip_fasta(sys.argv[1], sys.argv[2])\n"
-        "except ValueError as err:\n    print(err)\n"
-    )
-    out = tmp_path / "out.fa.gz"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(fifo), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )  # was a wait without end (TimeoutExpired here)
-    assert f"FASTA file {fifo} is not a regular file" in done.stdout, done.stderr
+    fifo, out = tmp_path / "in.fa", tmp_path / "out.fa.gz"
+    os.mkfifo(fifo)
+    imports = "from genodiff.data import bgzip_fasta"
+    said = refusal_in_a_process(imports, "bgzip_fasta(sys.argv[1], sys.argv[2])", fifo, out)
+    assert f"FASTA file {fifo} is not a regular file" in said
     assert not out.exists()
 
 
