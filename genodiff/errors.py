@@ -9,6 +9,7 @@ catches an ``InputValueError``.
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -105,6 +106,19 @@ def require_regular_file(path: str | os.PathLike, what: str, parameter: str | No
     if path.is_file():
         return path
     if not path.exists():
+        if path.is_symlink():  # a link to nothing, or one of a loop of links
+            try:
+                os.stat(path)
+            except OSError as err:
+                if err.errno == errno.ELOOP:
+                    raise InputValueError(
+                        f"{what} {path} is a loop of symbolic links; point it at a file",
+                        parameter=parameter,
+                    ) from None
+            raise InputFileNotFoundError(
+                f"{what} {path} not found (a link to {os.readlink(path)}, which does not exist)",
+                parameter=parameter,
+            )
         raise InputFileNotFoundError(f"{what} {path} not found", parameter=parameter)
     if path.is_dir():
         raise InputValueError(f"{what} {path} is a folder; name a file", parameter=parameter)

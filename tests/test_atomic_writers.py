@@ -31,6 +31,7 @@ ALLOWED = {
     ("genodiff/checkpoints/folders.py", "_json_writer"): "staged by _write_folder",
     ("genodiff/checkpoints/folders.py", "_write_folder"): "a folder's files renamed together",
     ("genodiff/data/download.py", "download"): "the resumable .part file, renamed when whole",
+    ("genodiff/data/download.py", "_finish"): "the .part file, whole and checked, renamed",
     ("genodiff/checkpoints/run_folder.py", "hold"): "the run's lock file, not an output",
     ("genodiff/config.py", "_experiment_folder"): "a temporary copy of configs Hydra reads",
     ("genodiff/cli.py", "_reader_left"): "/dev/null for standard output once its reader left",

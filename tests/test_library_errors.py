@@ -21,7 +21,17 @@ OWN_COMMAND_LINES = {
 }
 OPTION = re.compile(r"--[A-Za-z]")
 # Parameters that are no option of the CLI: a positional argument, a Python-only argument.
-NOT_OPTIONS = {"samples", "sequences", "generation_config", "generator", "progress", "data_source"}
+# Arguments of library calls that no command takes (download's retries: `genodiff data hg38`
+# keeps the default).
+NOT_OPTIONS = {
+    "samples",
+    "sequences",
+    "generation_config",
+    "generator",
+    "progress",
+    "data_source",
+    "retries",
+}
 
 
 def library_modules() -> list[Path]:

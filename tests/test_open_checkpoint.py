@@ -294,9 +294,13 @@ def test_a_plain_tree_copies_omegaconf_unresolved_and_shares_nothing():
 
 
 def test_an_unreadable_checkpoint_path_is_one_input_error(tmp_path):
-    # A symlink loop: the load fails with an OSError (ELOOP) that no handler re-raises, and
-    # the look at the file's first bytes, made while handling it, cannot open it either.
+    # A symlink loop: the load failed with an OSError (ELOOP) that no handler re-raised; the
+    # regular-file check before it (no FIFO opened) now names the loop.
     loop = tmp_path / "loop.ckpt"
     loop.symlink_to(loop)
-    with pytest.raises(InputValueError, match="loop.ckpt is not a loadable genodiff checkpoint"):
+    with pytest.raises(InputValueError, match="loop.ckpt is a loop of symbolic links"):
         read_checkpoint_file(loop)
+    broken = tmp_path / "broken.ckpt"
+    broken.symlink_to(tmp_path / "gone.ckpt")
+    with pytest.raises(FileNotFoundError, match=r"broken.ckpt not found \(a link to .*gone.ckpt"):
+        read_checkpoint_file(broken)
