@@ -5,6 +5,7 @@ seconds a 429 or 503 answer's ``Retry-After`` asks (capped too); any other error
 at once. The waits are checked loosely, from below only, on a monotonic clock."""
 
 import re
+import socket
 import time
 
 import pytest
@@ -106,4 +107,47 @@ def test_a_server_that_stays_unavailable_is_one_line_after_the_last_attempt(serv
         "network and run again"
     )
     assert len(server.requests) == 3
+    assert list(tmp_path.iterdir()) == []
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on (a connection to it is refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_server_that_refuses_the_connection_is_retried_until_it_is_up(tmp_path):
+    """A server restarting: the first connection refused, the next made (was: "cannot reach" at
+    once, the download given up)."""
+    port, started = free_port(), []
+    logs = []
+
+    def log(line: str) -> None:  # the server comes up once the first attempt was refused
+        logs.append(line)
+        if "cannot reach the server" in line and not started:
+            started.append(_Server({"/f": OLD}, port=port))
+
+    try:
+        out = download(f"http://127.0.0.1:{port}/f", tmp_path / "f", log=log, retry_wait=0)
+        assert out.read_bytes() == OLD
+    finally:
+        for server in started:
+            server.close()
+    assert re.fullmatch(r"  f: cannot reach the server \(.*Connection refused\)", logs[0])
+    assert logs[1] == "  f: retrying in 0 s (attempt 2 of 6)"
+    assert started and started[0].requests == [("/f", None)]
+
+
+def test_a_server_never_reached_is_one_line_after_the_last_attempt(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/f"
+    logs = []
+    with pytest.raises(DownloadError) as caught:
+        download(url, tmp_path / "f", log=logs.append, retries=2, retry_wait=0)
+    assert re.fullmatch(
+        rf"cannot reach {re.escape(url)}: .*Connection refused\]?; 3 attempts made: check the "
+        "URL and the network and run again",
+        str(caught.value),
+    )
+    assert sum("cannot reach the server" in line for line in logs) == 3
     assert list(tmp_path.iterdir()) == []

@@ -46,7 +46,7 @@ class _Server:
     head, then nothing); ``answers``: answer the next requests with these statuses and headers
     (no body), one each, before the file."""
 
-    def __init__(self, files):
+    def __init__(self, files, port: int = 0):
         self.files = files
         self.truncate_once: dict[str, int] = {}
         self.truncate_always: dict[str, int] = {}
@@ -181,7 +181,7 @@ class _Server:
                 self.end_headers()
                 self.wfile.write(body[start:])
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
@@ -357,7 +357,7 @@ def test_bad_bed_and_missing_url(gd_server, tmp_path):
     with pytest.raises(DownloadError, match="HTTP 404"):
         download(f"{gd_server.url}/missing", tmp_path / "x", log=print)
     with pytest.raises(DownloadError, match="cannot reach"):
-        download("http://127.0.0.1:9/none", tmp_path / "x", log=print)
+        download("http://127.0.0.1:9/none", tmp_path / "x", log=print, retry_wait=0)
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,10 @@ and renamed to its final name, so a failure never leaves a partial file under th
 ``atomic_write`` could not keep); the BED must also parse and the gzipped FASTA start as gzip
 does (not an HTML page sent with status 200). Only the network's failures are retried, from the
 bytes the ``.part`` holds (its version record kept): a transfer interrupted, stalled or closed
-early, a server that sends no response, and an answer that may change with time (408, 429, 500,
-502, 503, 504; any other error status, such as 404, stops at once). A transfer that stalls,
+early, a server that sends no response, a connection refused, reset or timed out before one
+was made and a name that cannot be resolved for now (a host or network that may come back; a
+name that does not exist stops at once), and an answer that may change with time (408, 429,
+500, 502, 503, 504; any other error status, such as 404, stops at once). A transfer that stalls,
 delivering fewer than ``min_speed`` bytes per second (1 KiB/s by default) averaged over a window
 of ``speed_window`` seconds (60), is stopped as an interrupted one is, the line saying the rate
 observed and over how long: a server or proxy that trickles a byte now and then would otherwise
@@ -44,6 +46,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -157,6 +160,8 @@ def _open_range(
             f"GET {url} failed: HTTP {err.code} {reason}; check the URL and run again"
         ) from None
     except urllib.error.URLError as err:
+        if _may_pass(err.reason):
+            raise _NoAnswerError("unreachable", str(err.reason)) from None
         raise DownloadError(f"cannot reach {url}: {err.reason}") from None
     except TimeoutError:  # connected, then no response came
         raise _NoAnswerError("stalled", f"sent no response in {timeout:g} s") from None
@@ -196,7 +201,8 @@ def _total_size(response: http.client.HTTPResponse) -> int | None:
 class _TransferInterruptedError(Exception):
     """A transfer that stopped in its middle, ``what`` (``interrupted``: the connection
     failed, raised from the network's error; ``stalled``; ``refused``: an HTTP status another
-    attempt may mend) and ``why`` in words: the download resumes from the bytes received so
+    attempt may mend; ``unreachable``: no connection made, which another attempt may make) and
+    ``why`` in words: the download resumes from the bytes received so
     far. ``retry_after``: the seconds the server asked to wait first (None: it did not say)."""
 
     def __init__(self, what: str, why: str, retry_after: float | None = None) -> None:
@@ -207,6 +213,16 @@ class _TransferInterruptedError(Exception):
 class _NoAnswerError(_TransferInterruptedError):
     """An attempt that got no response to read (``why`` says what the server did instead, worded
     to follow its URL: ``sent no response in 60 s``)."""
+
+
+def _may_pass(reason: object) -> bool:
+    """Whether a connection that could not be made (urllib's ``URLError.reason``) may be made
+    on another attempt: refused, reset or timed out (a server restarting, a network that drops
+    out), or a name that could not be resolved for now (EAI_AGAIN); not a name that does not
+    exist, a certificate refused or a URL urllib cannot open."""
+    passing = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+    lookup_later = isinstance(reason, socket.gaierror) and reason.errno == socket.EAI_AGAIN
+    return isinstance(reason, passing) or lookup_later
 
 
 def _retry_after(err: urllib.error.HTTPError) -> float | None:
@@ -389,7 +405,12 @@ def download(
                         progress(done)
                         stall_check(done)
         except _TransferInterruptedError as err:  # done: the bytes the part holds
-            stopped, failure = err, f"transfer {err.what} at {_human(done)} ({err.why})"
+            stopped = err
+            failure = (
+                f"cannot reach the server ({err.why})"
+                if err.what == "unreachable"
+                else f"transfer {err.what} at {_human(done)} ({err.why})"
+            )
         else:
             if total is None or done == total:
                 break
@@ -410,9 +431,13 @@ def download(
             time.sleep(wait)
     else:
         if isinstance(stopped, _NoAnswerError) and not done:  # nothing received to resume from
+            said = (
+                f"cannot reach {url}: {stopped.why}"
+                if stopped.what == "unreachable"
+                else f"{url} {stopped.why}"
+            )
             raise DownloadError(
-                f"{url} {stopped.why}; {attempts} attempts made: check the URL and the network "
-                "and run again"
+                f"{said}; {attempts} attempts made: check the URL and the network and run again"
             )
         size = f"{done} bytes" if total is None else f"{done} of {total} bytes"
         raise DownloadError(
