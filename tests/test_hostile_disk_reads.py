@@ -338,6 +338,22 @@ def test_a_deflated_checkpoint_of_an_all_zero_tensor_still_loads(tmp_path):
     assert weights.shape == (16 << 20,) and not weights.any()
 
 
+def test_a_deflated_checkpoint_resumes_as_a_stored_one(tmp_path):
+    """A deflated member cannot be memory-mapped: the mapped read (a resume's look at a fold's
+    checkpoint) reads it instead. Was: "not a loadable genodiff checkpoint", and fine-tuning
+    took the fold for one without a checkpoint and deleted its folder."""
+    import torch
+
+    from genodiff.checkpoints import read_checkpoint_file
+    from genodiff.checkpoints.io import loadable_checkpoint
+
+    torch.save({"state_dict": {"w": torch.arange(4.0)}, "global_step": 7}, tmp_path / "m.ckpt")
+    deflated = rezipped(tmp_path / "m.ckpt", tmp_path / "deflated.ckpt")
+    mapped = read_checkpoint_file(deflated, mmap=True)
+    assert mapped["state_dict"]["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert loadable_checkpoint(deflated)["global_step"] == 7
+
+
 def test_a_runtime_error_that_is_no_damaged_block_is_not_called_one(tmp_path, monkeypatch):
     """pyfaidx's own RuntimeError while it indexes a plain FASTA is a malformed FASTA, not a
     corrupt gzip (was: "truncated or corrupt BGZF/gzip file" for a file that is no gzip)."""

@@ -95,12 +95,13 @@ def read_checkpoint_file(
     Hub and other people. A file that needs any other global is refused with an
     ``UnsafePickleError`` naming them; ``stub_unknown_classes=True`` reads each of them as a
     ``Placeholder`` instead (still ``weights_only``: no code from the file runs). ``mmap`` maps
-    the tensors instead of reading them (for a look at the rest). A path that is no regular
+    the tensors instead of reading them (for a look at the rest), where the file stores them
+    uncompressed (torch.save's way; a re-zipped file's are read). A path that is no regular
     file (a folder, a FIFO, a device) is an input error, never opened."""
     path = require_regular_file(path, "checkpoint")  # a FIFO would block, a device never end
     try:
-        verify_archive(path)
-        return _load_weights_only(path, map_location, mmap, stub_unknown_classes)
+        mappable = verify_archive(path)  # a deflated member is read, not mapped
+        return _load_weights_only(path, map_location, mmap and mappable, stub_unknown_classes)
     except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError, InputValueError):
         raise
     except Exception as err:  # noqa: BLE001 (torch raises many kinds for a damaged file)
@@ -267,17 +268,20 @@ class DamagedFileError(InputValueError):
     """A file whose bytes changed after it was written (a checksum it holds does not match)."""
 
 
-def verify_archive(path: Path) -> None:
+def verify_archive(path: Path) -> bool:
     """DamagedFileError when ``path`` is a zip archive (torch's format) whose bytes changed
     after it was written: the CRC-32 of a member does not match. torch.load does not check
     them, so a flipped byte inside a tensor would otherwise load as a slightly different
-    model. A file that is not a zip archive is left to torch.load to judge."""
+    model. A file that is not a zip archive is left to torch.load to judge. Returns whether
+    its tensors can be memory-mapped: every member stored (torch.save's way), none deflated
+    (a re-zipped file)."""
     try:
         with zipfile.ZipFile(path) as archive:
             _refuse_a_bomb(path, archive)
             damaged = archive.testzip()
+            stored = all(m.compress_type == zipfile.ZIP_STORED for m in archive.infolist())
     except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError):
-        return  # not a zip archive (or torch's legacy format): torch.load says what is wrong
+        return False  # not a zip archive (or torch's legacy format): torch.load says what is wrong
     if damaged is not None:
         advice = redownload_advice(
             path, "use another checkpoint, e.g. the previous one, or copy it again"
@@ -286,6 +290,7 @@ def verify_archive(path: Path) -> None:
             f"{path} is damaged: its bytes changed after it was written (the checksum of "
             f"{damaged} does not match); {advice}"
         )
+    return stored
 
 
 #: How many times its compressed size a deflated member may say it expands to: deflate cannot
