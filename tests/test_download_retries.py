@@ -151,3 +151,29 @@ def test_a_server_never_reached_is_one_line_after_the_last_attempt(tmp_path):
     )
     assert sum("cannot reach the server" in line for line in logs) == 3
     assert list(tmp_path.iterdir()) == []
+
+
+def test_which_failures_to_connect_are_retried():
+    """Refused, reset, a network or host unreachable (Wi-Fi or a VPN that dropped out) and a
+    name not resolved for now are tried again; a connection that timed out (each attempt would
+    wait the timeout again), a name that does not exist and a refused certificate are not."""
+    import errno
+    import ssl
+
+    from genodiff.data.download import _may_pass
+
+    again = [
+        ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"),
+        ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"),
+        OSError(errno.ENETUNREACH, "Network is unreachable"),  # was not retried
+        OSError(errno.EHOSTUNREACH, "No route to host"),  # was not retried
+        socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
+    ]
+    not_again = [
+        TimeoutError("timed out"),  # was retried: 6 x 60 s behind a firewall that drops it
+        socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
+        ssl.SSLCertVerificationError(1, "certificate verify failed"),
+        "unknown url type: ftp",
+    ]
+    assert [_may_pass(reason) for reason in again] == [True] * len(again)
+    assert [_may_pass(reason) for reason in not_again] == [False] * len(not_again)

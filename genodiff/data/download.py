@@ -14,9 +14,10 @@ and renamed to its final name, so a failure never leaves a partial file under th
 ``atomic_write`` could not keep); the BED must also parse and the gzipped FASTA start as gzip
 does (not an HTML page sent with status 200). Only the network's failures are retried, from the
 bytes the ``.part`` holds (its version record kept): a transfer interrupted, stalled or closed
-early, a server that sends no response, a connection refused, reset or timed out before one
-was made and a name that cannot be resolved for now (a host or network that may come back; a
-name that does not exist stops at once), and an answer that may change with time (408, 429,
+early, a server that sends no response, a connection refused or reset before one was made, a
+network or host unreachable and a name that cannot be resolved for now (a server or network
+that may come back; a connection that timed out, or a name that does not exist, stops at once),
+and an answer that may change with time (408, 429,
 500, 502, 503, 504; any other error status, such as 404, stops at once). A transfer that stalls,
 delivering fewer than ``min_speed`` bytes per second (1 KiB/s by default) averaged over a window
 of ``speed_window`` seconds (60), is stopped as an interrupted one is, the line saying the rate
@@ -40,6 +41,7 @@ files, and removes what a decompression that was killed left there.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import http.client
 import math
@@ -217,12 +219,20 @@ class _NoAnswerError(_TransferInterruptedError):
 
 def _may_pass(reason: object) -> bool:
     """Whether a connection that could not be made (urllib's ``URLError.reason``) may be made
-    on another attempt: refused, reset or timed out (a server restarting, a network that drops
-    out), or a name that could not be resolved for now (EAI_AGAIN); not a name that does not
-    exist, a certificate refused or a URL urllib cannot open."""
-    passing = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
-    lookup_later = isinstance(reason, socket.gaierror) and reason.errno == socket.EAI_AGAIN
-    return isinstance(reason, passing) or lookup_later
+    on another attempt, and is said at once: refused or reset (a server restarting), a network
+    or host unreachable (Wi-Fi or a VPN that dropped out), a name that could not be resolved
+    for now (EAI_AGAIN). Not a connection that timed out (each attempt would wait ``timeout``
+    again: minutes behind a firewall that drops packets), a name that does not exist, a
+    certificate refused or a URL urllib cannot open."""
+    if isinstance(reason, socket.gaierror):
+        return reason.errno == socket.EAI_AGAIN
+    passing = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError)
+    unreachable = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN}
+    return isinstance(reason, passing) or (
+        isinstance(reason, OSError)
+        and not isinstance(reason, TimeoutError)
+        and reason.errno in unreachable
+    )
 
 
 def _retry_after(err: urllib.error.HTTPError) -> float | None:
@@ -348,8 +358,9 @@ def download(
     ``check(part_path)`` may reject the complete file by raising; the part is then deleted (a
     ValueError, saying what is wrong with the file, becomes a ``DownloadError`` naming ``url``).
     ``retries``: the attempts made after the first when the transfer is interrupted, stalls or
-    ends early, or the server sends no response or a transient HTTP error (408, 429, 500, 502,
-    503, 504), each resuming from the part. ``retry_wait`` (seconds; 0: none): the wait before the
+    ends early, the server sends no response or a transient HTTP error (408, 429, 500, 502,
+    503, 504), or the connection is refused or the network unreachable (``_may_pass``), each
+    resuming from the part. ``retry_wait`` (seconds; 0: none): the wait before the
     first retry, doubled before each next one, or the seconds a 429 or 503 answer's
     ``Retry-After`` asks when more, each at most ``MAX_WAIT`` x ``retry_wait``. ``timeout``: the
     most seconds to wait for the response and for any byte of it. ``min_speed`` (bytes per
