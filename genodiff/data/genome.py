@@ -51,6 +51,7 @@ CORRUPT_GZIP_ADVICE = (
 # from other RuntimeErrors by its words: ``_gzip_damage``).
 _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, struct.error, RuntimeError)
 _BGZF_DAMAGE = ("Decompressed to ", "CRC is ")
+_PYFAIDX_UNHANDLED = "Unhandled exception during fasta indexing"  # pyfaidx's RuntimeError
 
 
 def _gzip_damage(err: BaseException) -> bool:
@@ -533,8 +534,12 @@ class Genome:
                     "a text FASTA file ('>name' header lines, then bases), plain or bgzip'd"
                 ) from None
             except _GZIP_ERRORS as err:
-                if not _gzip_damage(err):  # pyfaidx's "Unhandled exception during indexing"
-                    raise InputValueError(f"malformed FASTA {self.path}: {err}") from None
+                said = str(err)
+                if said.startswith(_PYFAIDX_UNHANDLED):  # a line layout it does not index
+                    said = said.split("Please report")[0].strip()
+                    raise InputValueError(f"malformed FASTA {self.path}: {said}") from None
+                if not _gzip_damage(err):
+                    raise
                 raise InputValueError(
                     f"{self.path}: {CORRUPT_GZIP_ADVICE} ({err or type(err).__name__})"
                 ) from None
