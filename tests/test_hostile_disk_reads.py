@@ -120,7 +120,7 @@ def test_a_gzip_bomb_of_many_short_samples_is_refused(tmp_path, machine_of_8_mib
 
 
 def test_a_sample_file_of_as_much_text_as_the_machine_takes_reads(tmp_path, machine_of_8_mib):
-    sample = "ACGT" * 250  # 1 kb samples: 1,000 letters, a 10-byte header ('>s_00000\n')
+    sample = "ACGT" * 250  # 1 kb samples: 1,010 bytes a record with its header and newlines
     count = machine_of_8_mib // (len(sample) + 10)
     text = "".join(f">s_{i:05d}\n{sample}\n" for i in range(count))
     text += ">last\n" + "C" * (machine_of_8_mib - len(text) - len(">last\n") - 1) + "\n"
