@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import torch
 from torch import Tensor
 
 from genodiff import registry
@@ -27,6 +28,7 @@ from genodiff.errors import (
     require_output_path,
     require_regular_file,
 )
+from genodiff.memory import memory_available, size_text
 from genodiff.sample_formats import NEUTRAL_FORMATS, SampleFormat, SamplingRun
 from genodiff.tokenizers import Tokenizer
 
@@ -336,17 +338,70 @@ def _formatted_texts(
 # --------------------------------------------------------------------------- reading
 
 
+#: The share of the host's physical memory the text of one sample file may take, decompressed:
+#: its samples are held whole, several times over while they are read and evaluated (a
+#: record's lines and their join, the samples, their upper-case copies).
+SAMPLE_TEXT_SHARE = 8
+
+
+def sample_text_limit() -> int:
+    """The most bytes of text read from one sample file on this machine: an eighth
+    (``SAMPLE_TEXT_SHARE``) of the host's physical memory."""
+    return memory_available(torch.device("cpu"))[1] // SAMPLE_TEXT_SHARE
+
+
+class _BoundedBytes(io.RawIOBase):
+    """The bytes of the binary ``handle`` of the sample file ``path`` (decompressed, where it
+    is gzipped), read as they are until a read goes past byte ``limit`` of the file, then an
+    InputValueError. A text reader above reads a chunk at a time, a line without end too, so
+    a gzip bomb costs ``limit`` bytes of memory and their decompression, not its whole text."""
+
+    def __init__(self, handle: IO[bytes], path: Path, limit: int) -> None:
+        self._handle, self._path, self._limit = handle, path, limit
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self._handle.seekable()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._position = self._handle.seek(offset, whence)
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        read = self._handle.readinto(buffer)
+        self._position += read
+        if self._position > self._limit:
+            raise InputValueError(
+                f"{self._path} holds more than {size_text(self._limit)} of text (reading "
+                f"stopped after {size_text(self._position)}), more than one sample file may take "
+                f"on this machine (1/{SAMPLE_TEXT_SHARE} of its memory): every sample is held "
+                "in memory. Split the file and evaluate the parts one by one, or evaluate "
+                "fewer samples"
+            )
+        return read
+
+    def close(self) -> None:
+        self._handle.close()
+        super().close()
+
+
 def _open_text(path: Path, gzipped: bool) -> IO[str]:
-    if gzipped:
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+    """``path`` open as UTF-8 text, read at most ``sample_text_limit()`` bytes of it."""
+    limit = sample_text_limit()
+    binary = gzip.open(path, "rb") if gzipped else open(path, "rb")  # noqa: SIM115 (the text closes it)
+    bounded = _BoundedBytes(binary, path, limit)
+    return io.TextIOWrapper(io.BufferedReader(bounded), encoding="utf-8")
 
 
 def _read_with(path: Path, read: Callable[[IO[str], Path], Any]) -> Any:
     """What ``read`` (a format's reader) returns for the file ``path`` (a regular file, in a
-    known format); what reading a damaged or non-text file raises (bytes that are no UTF-8, a
-    gzip stream cut short or corrupt, JSON nested deeper than Python's parser goes) as one
-    InputValueError naming it."""
+    known format), reading at most ``sample_text_limit()`` bytes of it (``_BoundedBytes``); what
+    reading a damaged, non-text or too large file raises (bytes that are no UTF-8, a gzip
+    stream cut short or corrupt, JSON nested deeper than Python's parser goes, text past the
+    limit: a gzip bomb) as one InputValueError naming it."""
     try:
         with _open_text(path, _format_of(path)[2]) as handle:
             return read(handle, path)

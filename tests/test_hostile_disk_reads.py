@@ -4,11 +4,13 @@ one input error saying what is wrong, in bounded time and memory, and change not
 from __future__ import annotations
 
 import gzip
+import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from genodiff import cli
+from genodiff import cli, sample_files
 from genodiff.errors import InputValueError
 from genodiff.sample_files import read_sample_labels, read_samples
 from tests.test_bad_input_cli import one_line_error
@@ -60,6 +62,92 @@ def test_a_jsonl_line_nested_past_the_parser_is_an_input_error(tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(InputValueError, match="nested deeper than any sample file"):
         read_samples(path)  # was RecursionError
+
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def machine_of_8_mib(monkeypatch) -> int:
+    """A host of 8 MiB of memory: a sample file may hold 1 MiB of text (an eighth)."""
+
+    def memory(device) -> tuple[int, int]:
+        return 8 * MiB, 8 * MiB
+
+    # raising=False: the tests fail on a reader that reads without bound, not on this line
+    monkeypatch.setattr(sample_files, "memory_available", memory, raising=False)
+    return MiB
+
+
+def gzip_bomb(path: Path, text: bytes) -> Path:
+    path.write_bytes(gzip.compress(text, compresslevel=9))
+    return path
+
+
+# One line that never ends: the worst case, read whole by a line reader.
+BOMBS = {
+    "samples.fa.gz": b">s\n" + b"A" * (32 * MiB),
+    "samples.txt.gz": b"A" * (32 * MiB),
+    "samples.jsonl.gz": b'{"text": "' + b"A" * (32 * MiB),
+}
+
+
+@pytest.mark.parametrize("read", [read_samples, read_sample_labels])
+@pytest.mark.parametrize("name", BOMBS)
+def test_a_gzip_bomb_of_samples_is_refused_in_bounded_memory(
+    tmp_path, machine_of_8_mib, name, read
+):
+    path = gzip_bomb(tmp_path / name, BOMBS[name])
+    assert path.stat().st_size < MiB // 8  # 32 MiB of text in a small file
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputValueError) as caught:
+            read(path)  # was: the whole 32 MiB line read into memory (a bomb: an OOM kill)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    message = str(caught.value)
+    assert str(path) in message
+    assert "holds more than 1.0 MiB of text (reading stopped after 1.0 MiB)" in message
+    assert "Split the file" in message and "evaluate fewer samples" in message
+    assert peak < 8 * MiB, peak  # a few copies of the 1 MiB read, not 32 MiB
+
+
+def test_a_gzip_bomb_of_many_short_samples_is_refused(tmp_path, machine_of_8_mib):
+    path = gzip_bomb(tmp_path / "samples.fa.gz", b">s\nACGT\n" * (4 * MiB))
+    with pytest.raises(InputValueError, match="holds more than 1.0 MiB of text"):
+        read_samples(path)
+
+
+def test_a_sample_file_of_as_much_text_as_the_machine_takes_reads(tmp_path, machine_of_8_mib):
+    sample = "ACGT" * 250  # 1 kb samples: 1,010 bytes a record with its header and newlines
+    count = machine_of_8_mib // (len(sample) + 10)
+    text = "".join(f">s_{i:05d}\n{sample}\n" for i in range(count))
+    text += ">last\n" + "C" * (machine_of_8_mib - len(text) - len(">last\n") - 1) + "\n"
+    assert len(text) == machine_of_8_mib  # the limit exactly
+    path = gzip_bomb(tmp_path / "samples.fa.gz", text.encode())
+    samples = read_samples(path)
+    assert samples[:count] == [sample] * count
+    assert len(samples) == count + 1 and set(samples[-1]) == {"C"}
+    assert read_sample_labels(path) == [None] * (count + 1)
+    plain = tmp_path / "samples.fa"
+    plain.write_text(text + "A")  # one byte past it
+    with pytest.raises(InputValueError, match="reading stopped after 1.0 MiB"):
+        read_samples(plain)
+
+
+def test_a_sample_file_may_take_an_eighth_of_the_hosts_memory():
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert sample_files.sample_text_limit() == host // 8
+
+
+def test_evaluate_samples_of_a_gzip_bomb_is_one_line(tmp_path, capsys, machine_of_8_mib):
+    path = gzip_bomb(tmp_path / "samples.fa.gz", BOMBS["samples.fa.gz"])
+    reference = tmp_path / "reference.fa"
+    reference.write_text(">r\n" + "ACGT" * 50 + "\n")
+    assert cli.main(["evaluate-samples", str(path), "--reference", str(reference)]) == 2
+    err = one_line_error(capsys, "evaluate-samples")
+    assert f"{path} holds more than 1.0 MiB of text" in err and "Split the file" in err
 
 
 # ----------------------------------------------------------------------------- config YAML
