@@ -136,9 +136,11 @@ def test_a_sample_file_of_as_much_text_as_the_machine_takes_reads(tmp_path, mach
         read_samples(plain)
 
 
-def test_a_sample_file_may_take_an_eighth_of_the_hosts_memory():
-    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert sample_files.sample_text_limit() == host // 8
+def test_a_sample_file_may_take_an_eighth_of_the_hosts_memory(monkeypatch):
+    from genodiff import memory
+
+    monkeypatch.setattr(memory, "host_memory", lambda: 24 << 30)  # a machine (or job) of 24 GiB
+    assert sample_files.sample_text_limit() == 3 << 30
 
 
 def test_evaluate_samples_of_a_gzip_bomb_is_one_line(tmp_path, capsys, machine_of_8_mib):
@@ -278,7 +280,6 @@ def test_a_text_template_of_one_enormous_line_is_refused_unread(tmp_path):
 
 
 def test_a_genome_that_is_a_fifo_or_a_folder_is_said_as_such(tmp_path):
-    import os
 
     from genodiff.data.genome import Genome
 
@@ -292,7 +293,6 @@ def test_a_genome_that_is_a_fifo_or_a_folder_is_said_as_such(tmp_path):
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
 def test_a_folder_or_fifo_named_as_the_index_is_left_alone(tmp_path, kind):
-    import os
 
     from genodiff.data.genome import Genome
 
@@ -322,7 +322,6 @@ def test_a_fasta_line_longer_than_indexing_holds_is_refused_before_it_is_read(
 def test_a_long_line_is_refused_before_pyfaidx_rebuilds_an_index_older_than_the_fasta(
     tmp_path, monkeypatch
 ):
-    import os
 
     from genodiff.data import genome
 
@@ -506,7 +505,6 @@ def refusal_in_a_process(imports: str, call: str, *args: Path) -> str:
 
 
 def test_the_safe_checkpoint_reader_never_opens_a_fifo(tmp_path):
-    import os
 
     fifo = tmp_path / "last.ckpt"
     os.mkfifo(fifo)
@@ -516,7 +514,6 @@ def test_the_safe_checkpoint_reader_never_opens_a_fifo(tmp_path):
 
 
 def test_bgzip_fasta_refuses_a_fifo_before_opening_it(tmp_path):
-    import os
 
     fifo, out = tmp_path / "in.fa", tmp_path / "out.fa.gz"
     os.mkfifo(fifo)
@@ -527,7 +524,6 @@ def test_bgzip_fasta_refuses_a_fifo_before_opening_it(tmp_path):
 
 
 def test_a_split_bed_that_is_a_fifo_is_said_as_such(tmp_path):
-    import os
 
     fifo = tmp_path / "splits.bed"
     os.mkfifo(fifo)
