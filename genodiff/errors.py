@@ -98,15 +98,18 @@ def did_you_mean(name: object, names: Sequence[str]) -> str:
     return f" (did you mean {meant[0]!r}?)" if meant else ""
 
 
-def require_regular_file(path: str | os.PathLike, what: str, parameter: str | None = None) -> Path:
+def require_regular_file(
+    path: str | os.PathLike, what: str, parameter: str | None = None, missing: str | None = None
+) -> Path:
     """``path`` when it is a regular file (or a link to one); an input error saying it does
-    not exist, is a folder, or is something else (a FIFO, a device), with ``what`` naming the
-    file and ``parameter`` the argument that gave it."""
+    not exist (``missing``, when given: the caller's words and hint for that), is a loop of
+    links, a folder, or something else (a FIFO, a device), with ``what`` naming the file and
+    ``parameter`` the argument that gave it."""
     path = Path(path)
     if path.is_file():
         return path
     if not path.exists():
-        if path.is_symlink():  # a link to nothing, or one of a loop of links
+        if path.is_symlink():  # one of a loop of links?
             try:
                 os.stat(path)
             except OSError as err:
@@ -115,6 +118,9 @@ def require_regular_file(path: str | os.PathLike, what: str, parameter: str | No
                         f"{what} {path} is a loop of symbolic links; point it at a file",
                         parameter=parameter,
                     ) from None
+        if missing is not None:
+            raise InputFileNotFoundError(missing, parameter=parameter)
+        if path.is_symlink():
             raise InputFileNotFoundError(
                 f"{what} {path} not found (a link to {os.readlink(path)}, which does not exist)",
                 parameter=parameter,

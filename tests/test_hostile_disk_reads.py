@@ -530,3 +530,16 @@ def test_a_split_bed_that_is_a_fifo_is_said_as_such(tmp_path):
     imports = "from genodiff.data.hg38 import read_bed"
     said = refusal_in_a_process(imports, "read_bed(sys.argv[1])", fifo)
     assert f"BED file {fifo} is not a regular file" in said  # was "BED file not found"
+
+
+def test_a_bed_that_is_a_loop_of_links_is_said_as_such_and_a_missing_one_keeps_its_words(
+    tmp_path,
+):
+    from genodiff.data.hg38 import read_bed
+
+    loop = tmp_path / "splits.bed"
+    loop.symlink_to(loop)
+    with pytest.raises(InputValueError, match=f"BED file {loop} is a loop of symbolic links"):
+        read_bed(loop)  # was "BED file not found" (the caller's exists() check came first)
+    with pytest.raises(FileNotFoundError, match="^BED file not found: .*gone.bed$"):
+        read_bed(tmp_path / "gone.bed")

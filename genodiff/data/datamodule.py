@@ -25,7 +25,7 @@ from genodiff.data.windows import (
     SequenceDataset,
     check_split,
 )
-from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
+from genodiff.errors import InputValueError, require_regular_file
 from genodiff.registry import register_data
 from genodiff.resources import resource
 from genodiff.tokenizers import DNATokenizer
@@ -152,9 +152,8 @@ class FastaDataModule(_GenomeDataModule):
         self.cache_dir = cache_dir
 
     def check_files(self) -> None:
-        if not self.fasta.exists():
-            raise InputFileNotFoundError(f"FASTA file not found: {self.fasta} (data.fasta)")
-        require_regular_file(self.fasta, "FASTA file (data.fasta)")  # a folder, a FIFO
+        missing = f"FASTA file not found: {self.fasta} (data.fasta)"
+        require_regular_file(self.fasta, "FASTA file (data.fasta)", missing=missing)
         open_genome(self.fasta, self.cache_dir)
 
     def data_files(self) -> list[Path]:
@@ -210,13 +209,11 @@ class Hg38DataModule(_GenomeDataModule):
 
     def check_files(self) -> None:
         for key, path in (("fasta", self.fasta), ("bed", self.bed)):
-            if path.exists():  # a folder, a FIFO: said as such
-                require_regular_file(path, f"hg38 {key} file (data.{key})")
-            else:
-                raise InputFileNotFoundError(
-                    f"hg38 {key} file not found: {path} (data.{key}). Download hg38 with: "
-                    + HG38_FETCH_HINT.format(folder=path.parent)
-                )
+            missing = (
+                f"hg38 {key} file not found: {path} (data.{key}). Download hg38 with: "
+                + HG38_FETCH_HINT.format(folder=path.parent)
+            )
+            require_regular_file(path, f"hg38 {key} file (data.{key})", missing=missing)
         open_genome(self.fasta, self.cache_dir)
 
     def data_files(self) -> list[Path]:

@@ -56,7 +56,7 @@ import numpy as np
 
 from genodiff.data.genome import Genome
 from genodiff.data.windows import SPLITS, Coverage, GenomeWindowDataset, Window
-from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
+from genodiff.errors import InputValueError, require_regular_file
 from genodiff.tokenizers import DNATokenizer
 
 MAX_ALLOWED_LENGTH = 2**20  # every BED row is extended to this many bases
@@ -75,9 +75,7 @@ class BedRow(NamedTuple):
 def read_bed(path: str | os.PathLike) -> list[BedRow]:
     """Rows of a 4-column split BED (chrom, start, end, split in train/valid/test)."""
     path = Path(path)
-    if not path.exists():
-        raise InputFileNotFoundError(f"BED file not found: {path}")
-    require_regular_file(path, "BED file")  # a folder, a FIFO: said as such
+    require_regular_file(path, "BED file", missing=f"BED file not found: {path}")
     try:
         text = path.read_text()
     except UnicodeDecodeError as err:

@@ -33,7 +33,7 @@ from torch.utils.data import Dataset
 from genodiff.data.base import DataModule
 from genodiff.data.datamodule import FILE_MAX_N_FRACTION, open_genome
 from genodiff.data.windows import SPLITS, FastaWindowDataset, SequenceDataset, check_split
-from genodiff.errors import InputFileNotFoundError, InputValueError, require_regular_file
+from genodiff.errors import InputValueError, require_regular_file
 from genodiff.registry import register_data
 from genodiff.tokenizers import DNATokenizer
 
@@ -201,11 +201,9 @@ class LabelledDataModule(DataModule):
             self._benchmark()  # reads the task: a missing or malformed folder fails here
             return
         for name, path in self.fasta_by_label.items():
-            if not path.exists():
-                raise InputFileNotFoundError(
-                    f"FASTA file of class {name!r} not found: {path} (data.fasta_by_label)"
-                )
-            require_regular_file(path, f"FASTA file of class {name!r} (data.fasta_by_label)")
+            what = f"FASTA file of class {name!r}"
+            missing = f"{what} not found: {path} (data.fasta_by_label)"
+            require_regular_file(path, f"{what} (data.fasta_by_label)", missing=missing)
             open_genome(path, self.cache_dir)
 
     def data_files(self) -> list[Path]:

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import UnionType
 from typing import Any
 
 import lightning as L
@@ -105,7 +106,9 @@ from genodiff.training.trainer import (
 
 RESULT_FILE = "result.json"
 # What a fold's RESULT_FILE holds that the summary reads (the other keys are for the reader).
-RESULT_NUMBERS = ("lr", "batch_size", "val_acc", "test_acc", "test_mcc", "test_f1")
+RESULT_NUMBERS = dict.fromkeys(
+    ("lr", "batch_size", "val_acc", "test_acc", "test_mcc", "test_f1"), int | float
+)
 PRETRAINED_FILE = "pretrained.json"  # in output_dir: which weights the folds start from
 DATA_FILE = "data.json"  # in runs/<task>: which state of the task's files its folds read
 # A stopped fine-tuning goes on where it stopped: finished runs are skipped, an unfinished one
@@ -454,7 +457,7 @@ def check_task_data(task: TaskData, output_dir: Path, record: bool) -> None:
     tensors = {f"{s}.{k}": getattr(getattr(task, s), k) for s in SPLITS for k in ("ids", "labels")}
     digest = tensors_digest(tensors)
     path = output_dir / "runs" / task.name / DATA_FILE
-    saved = _run_record(path, "crc32")["crc32"] if path.exists() else None
+    saved = _run_record(path, crc32=str)["crc32"] if path.exists() else None
     if saved not in (None, digest) and _holds_fold_results(path.parent):
         raise InputValueError(
             f"task {task.name!r}: its files changed since its folds in {path.parent} ran "
@@ -465,18 +468,17 @@ def check_task_data(task: TaskData, output_dir: Path, record: bool) -> None:
         write_text(path, json.dumps({"crc32": digest}) + "\n")
 
 
-def _run_record(path: Path, *numbers: str) -> dict[str, Any]:
+def _run_record(path: Path, **types: type | UnionType) -> dict[str, Any]:
     """The record ``path`` that fine-tuning wrote in its output_dir (``DATA_FILE``,
-    ``PRETRAINED_FILE``, a fold's ``RESULT_FILE``), checked to hold ``numbers`` as numbers (a
-    str for ``crc32``); an input error naming it and the folder to delete when it is damaged
-    (edited by hand, or by a tool)."""
+    ``PRETRAINED_FILE``, a fold's ``RESULT_FILE``), checked to hold each key of ``types`` as a
+    value of its type (a bool is no number); an input error naming it and the folder to delete
+    when it is damaged (edited by hand, or by a tool)."""
     advice = (
         f"genodiff wrote it for the runs in {path.parent}: delete that folder to run them again"
     )
     record = read_json_object(path, advice)
-    for key in numbers:
+    for key, wanted in types.items():
         value = record.get(key)
-        wanted = str if key == "crc32" else int | float
         if not isinstance(value, wanted) or isinstance(value, bool):
             raise InputValueError(f"{path}: {key} is {value!r:.40}, not a record's; {advice}")
     return record
@@ -614,7 +616,7 @@ def run_benchmark(
         results = {}
         for task in tasks:
             records = [
-                _run_record(run.folder(output_dir) / RESULT_FILE, *RESULT_NUMBERS)
+                _run_record(run.folder(output_dir) / RESULT_FILE, **RESULT_NUMBERS)
                 for _, t, run in grid
                 if t is task
             ]
